@@ -1,0 +1,109 @@
+# nx_vulkan runtime: static library, embedded SPIR-V, C tests and benchmarks.
+#
+#   make              build build/libnxv.a (compiles every shader in shaders/)
+#   make test-c       build and run the C tests (lavapipe when there is no GPU)
+#   make test-c-asan  the C tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test-c-tsan  the ring/scheduler/concurrency tests under ThreadSanitizer
+#   make test         all of the above
+#   make bench        build the C benchmark (build/bench/nxv_bench)
+#   make deps         install the Debian packages the build needs, if missing
+#
+# Variables: SAN=asan|tsan selects a sanitizer build (into build/SAN/),
+# CC, OPT (default -O2).
+
+CC      ?= cc
+OPT     ?= -O2
+SAN     ?=
+GLSLANG ?= glslangValidator
+
+ifeq ($(SAN),)
+  B := build
+  SANFLAGS :=
+else ifeq ($(SAN),asan)
+  B := build/asan
+  SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+else ifeq ($(SAN),tsan)
+  B := build/tsan
+  SANFLAGS := -fsanitize=thread -DNXV_TSAN=1
+else
+  $(error SAN must be empty, asan or tsan)
+endif
+
+GEN      := build/gen
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -I. -I$(GEN)
+CFLAGS   += -std=c11 $(OPT) -g -fPIC $(WARN) $(SANFLAGS)
+LDLIBS   += -lvulkan -lpthread -lm
+
+RT_SRC   := $(wildcard sched/*.c pool/*.c kernels/*.c)
+RT_OBJ   := $(patsubst %.c,$(B)/obj/%.o,$(RT_SRC)) $(B)/obj/gen/spirv.o
+TEST_SRC := $(wildcard test/*.c)
+TEST_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(TEST_SRC))
+SHADERS  := $(wildcard shaders/*.comp shaders/*.glsl) shaders/variants.txt
+
+.PHONY: all lib test test-c test-c-asan test-c-tsan bench deps clean
+
+all: lib
+lib: $(B)/libnxv.a
+
+$(GEN)/spirv.c $(GEN)/spirv.h: $(SHADERS) tools/embed_spirv.sh
+	@mkdir -p $(GEN)
+	GLSLANG=$(GLSLANG) sh tools/embed_spirv.sh shaders/variants.txt $(GEN)
+
+$(B)/obj/gen/spirv.o: $(GEN)/spirv.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -std=c11 $(OPT) -fPIC -c $< -o $@
+
+# The ring wraps concurrencykit, whose atomics are inline assembly that
+# ThreadSanitizer cannot see: in TSan builds it is compiled uninstrumented
+# and annotates its happens-before edges itself (see sched/ring.c).
+ifeq ($(SAN),tsan)
+$(B)/obj/sched/ring.o: sched/ring.c $(GEN)/spirv.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -std=c11 $(OPT) -g -fPIC $(WARN) -DNXV_TSAN=1 -c $< -o $@
+endif
+
+$(B)/obj/%.o: %.c $(GEN)/spirv.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/libnxv.a: $(RT_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/test/nxv_tests: $(TEST_OBJ) $(B)/libnxv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(TEST_OBJ) $(B)/libnxv.a $(LDFLAGS) $(LDLIBS) -o $@
+
+$(B)/bench/nxv_bench: $(B)/obj/bench/bench_runtime.o $(B)/libnxv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
+
+bench: $(B)/bench/nxv_bench
+
+# Tests run on lavapipe unless NX_VULKAN_DEVICE picks another device.
+test-c: $(B)/test/nxv_tests
+	$(B)/test/nxv_tests $(TESTS)
+
+test-c-asan:
+	$(MAKE) SAN=asan build/asan/test/nxv_tests
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+	LSAN_OPTIONS=suppressions=$(CURDIR)/test/lsan.supp:print_suppressions=0 \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  build/asan/test/nxv_tests $(TESTS)
+
+TSAN_TESTS ?= ring sched concurrency shutdown error
+test-c-tsan:
+	$(MAKE) SAN=tsan build/tsan/test/nxv_tests
+	TSAN_OPTIONS=suppressions=$(CURDIR)/test/tsan.supp:halt_on_error=0:second_deadlock_stack=1 \
+	  build/tsan/test/nxv_tests $(TSAN_TESTS)
+
+test: test-c test-c-asan test-c-tsan
+
+deps:
+	sh tools/install_deps.sh
+
+clean:
+	rm -rf build
+
+-include $(shell find build -name '*.d' 2>/dev/null)

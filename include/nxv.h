@@ -1,0 +1,388 @@
+/*
+ * nxv.h - public C API of the nx_vulkan runtime.
+ *
+ * The runtime queues every operation as a node on a per-device ring and
+ * returns at once; a scheduler thread per device records nodes into command
+ * buffers and submits them in batches, each submit signalling the device's
+ * timeline semaphore with the next epoch. Only downloads (and explicit
+ * synchronization) wait, and they wait only for the work enqueued before them.
+ *
+ * Conventions
+ * - Every fallible function returns an nxv_status. On failure, a message
+ *   naming what failed is stored for the calling thread and can be read with
+ *   nxv_last_error(); output parameters are left untouched.
+ * - Results are returned through out_ parameters. A function that returns a
+ *   handle through out_ transfers one reference to the caller.
+ * - Handles are reference counted. nxv_*_retain adds a reference,
+ *   nxv_*_release drops one; the object is destroyed when the last reference
+ *   goes. Releasing never blocks on the GPU (except the last release of a
+ *   device, which drains its queue).
+ * - Thread safety: unless a function says otherwise, it may be called from any
+ *   thread concurrently with any other function, on the same or different
+ *   handles. Tensors are immutable once created, so they may be shared
+ *   between threads freely.
+ * - Shapes, strides and offsets are counted in elements, not bytes. Strides
+ *   are signed; a stride of 0 broadcasts an axis.
+ */
+#ifndef NXV_H
+#define NXV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Maximum tensor rank the runtime accepts. */
+#define NXV_MAX_RANK 16
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum nxv_status {
+  NXV_OK = 0,
+  NXV_ERR_INVALID_ARGUMENT = 1, /* a caller-supplied value is out of range */
+  NXV_ERR_UNSUPPORTED = 2,      /* op/type not available on this device */
+  NXV_ERR_OUT_OF_DEVICE_MEMORY = 3,
+  NXV_ERR_OUT_OF_HOST_MEMORY = 4,
+  NXV_ERR_DEVICE_LOST = 5,      /* the device was lost; sticky */
+  NXV_ERR_SUBMIT_FAILED = 6,    /* a queue submission failed; sticky */
+  NXV_ERR_VULKAN = 7,           /* another Vulkan call failed */
+  NXV_ERR_NO_DEVICE = 8,        /* no Vulkan device matches the request */
+  NXV_ERR_IO = 9,               /* file system error (pipeline cache) */
+} nxv_status;
+
+/* Returns a static, human-readable name of a status ("NXV_ERR_...").
+ * Thread-safe. */
+const char *nxv_status_name(nxv_status status);
+
+/* Returns the message of the last failure on the calling thread, or "" if
+ * none. The string is owned by the thread and valid until its next nxv call.
+ * Thread-safe (per-thread storage). */
+const char *nxv_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Element types                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum nxv_dtype {
+  NXV_S8, NXV_S16, NXV_S32, NXV_S64,
+  NXV_U8, NXV_U16, NXV_U32, NXV_U64,
+  NXV_F16, NXV_BF16, NXV_F32, NXV_F64,
+  NXV_C64, NXV_C128,
+  NXV_DTYPE_COUNT
+} nxv_dtype;
+
+/* Size in bytes of one element of dtype, 0 for an invalid dtype. */
+size_t nxv_dtype_size(nxv_dtype dtype);
+/* Short name ("f32", "s32", ...) of dtype, "invalid" if out of range. */
+const char *nxv_dtype_name(nxv_dtype dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct nxv_device nxv_device;
+typedef struct nxv_tensor nxv_tensor;
+
+typedef enum nxv_device_type {
+  NXV_DEVICE_OTHER = 0,
+  NXV_DEVICE_INTEGRATED_GPU = 1,
+  NXV_DEVICE_DISCRETE_GPU = 2,
+  NXV_DEVICE_VIRTUAL_GPU = 3,
+  NXV_DEVICE_CPU = 4,
+} nxv_device_type;
+
+/* Everything the runtime knows about a physical device. Plain data. */
+typedef struct nxv_device_info {
+  uint32_t index;            /* index in enumeration order */
+  char name[256];            /* VkPhysicalDeviceProperties::deviceName */
+  char driver_name[256];     /* VkPhysicalDeviceDriverProperties */
+  char driver_info[256];
+  nxv_device_type type;
+  uint32_t vendor_id, device_id, driver_version, api_version;
+  uint8_t pipeline_cache_uuid[16];
+
+  /* features */
+  bool timeline_semaphore;   /* required: devices without it are refused */
+  bool float64, int64, int16, int8, float16;
+  bool storage_8bit, storage_16bit;
+  bool buffer_device_address; /* required */
+  bool push_descriptor;
+  bool memory_budget;
+  bool cooperative_matrix;    /* VK_KHR_ or VK_NV_cooperative_matrix */
+  bool pipeline_creation_feedback;
+  uint32_t subgroup_size, subgroup_min_size, subgroup_max_size;
+  uint32_t subgroup_operations; /* VkSubgroupFeatureFlags */
+
+  /* limits */
+  uint32_t max_push_constants_size;
+  uint64_t max_storage_buffer_range;
+  uint64_t max_memory_allocation_size;
+  uint64_t max_buffer_size;
+  uint32_t max_workgroup_count[3];
+  uint32_t max_workgroup_size[3];
+  uint32_t max_workgroup_invocations;
+  uint32_t max_shared_memory;
+  uint64_t device_local_heap_size; /* largest DEVICE_LOCAL heap */
+  uint32_t queue_family;           /* family of the compute queue in use */
+  bool compute_only_queue;         /* that family has no graphics bit */
+  bool usable;  /* meets the runtime's requirements (timeline, BDA) */
+} nxv_device_info;
+
+/* Number of Vulkan physical devices. Thread-safe. */
+nxv_status nxv_device_count(uint32_t *out_count);
+
+/* Fills out_info for the physical device at index without opening it.
+ * Thread-safe. */
+nxv_status nxv_device_query(uint32_t index, nxv_device_info *out_info);
+
+/* The index the default choice picks: NX_VULKAN_DEVICE if set, else the
+ * first usable discrete GPU, else integrated, else virtual, else CPU.
+ * Thread-safe. */
+nxv_status nxv_device_default_index(uint32_t *out_index);
+
+/* Device options. Zero-initialise, then set what you need: zero fields take
+ * their defaults. */
+typedef struct nxv_device_config {
+  uint32_t ring_capacity;     /* nodes in the op ring (power of two); 4096 */
+  uint32_t max_batch_nodes;   /* submit after this many nodes; 512. 1 gives
+                                 one submit per op (a reference mode). */
+  uint64_t max_batch_cost;    /* submit after this much estimated work
+                                 (elements touched); 1<<28 */
+  uint32_t idle_flush_us;     /* submit an open batch after the ring has
+                                 been empty this long; 20 */
+  uint32_t wait_spin_us;      /* downloads busy-poll this long before
+                                 sleeping; 50 */
+  uint64_t staging_bytes;     /* staging ring size; 64 MiB */
+  uint64_t arena_bytes;       /* kernel-argument arena size; 4 MiB */
+  uint64_t pool_limit_bytes;  /* cap on reserved device memory; 0 = 90% of
+                                 the heap budget */
+  const char *cache_dir;      /* pipeline cache directory; NULL =
+                                 NX_VULKAN_CACHE_DIR, then XDG cache dir */
+  bool disable_disk_cache;    /* do not read or write the cache file */
+  bool poison_outputs;        /* fill every new op output with 0xFF bytes
+                                 before the op runs (tests) */
+} nxv_device_config;
+
+/* Opens the device at index (index < 0: the default choice) with config
+ * (NULL: defaults). Starts its scheduler and completion threads and loads
+ * the on-disk pipeline cache. The caller owns one reference. Thread-safe;
+ * each call opens an independent context. */
+nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
+                           nxv_device **out_device);
+
+void nxv_device_retain(nxv_device *device);
+/* Drops a reference. The last release drains (or, after a sticky error,
+ * cancels) queued work, waits for the GPU, saves the pipeline cache and
+ * frees everything. Tensors hold references to their device, so the last
+ * release happens only after every tensor is released. */
+void nxv_device_release(nxv_device *device);
+
+/* Copies the device description into out_info. Thread-safe. */
+nxv_status nxv_device_info_get(nxv_device *device, nxv_device_info *out_info);
+
+/* Counters of one device. Plain data; a snapshot, not a consistent cut. */
+typedef struct nxv_stats {
+  /* pool */
+  uint64_t pool_bytes_reserved;  /* device memory held by the pool */
+  uint64_t pool_bytes_in_use;    /* size-class bytes of live buffers */
+  uint64_t pool_bytes_peak;      /* high-water mark of in_use */
+  uint64_t pool_hits, pool_misses;
+  uint64_t pool_allocations, pool_frees; /* vkAllocateMemory / vkFreeMemory */
+  uint64_t pool_trims;
+  uint64_t pool_live_buffers;
+  /* staging */
+  uint64_t staging_bytes, staging_dedicated; /* ring size, one-off buffers */
+  /* queue */
+  uint64_t ops_enqueued, ops_completed, submits, barriers;
+  uint64_t epoch_submitted, epoch_completed;
+  uint64_t ring_full_waits;      /* times a producer found the ring full */
+  /* pipelines */
+  uint64_t pipeline_hits, pipeline_misses; /* in-memory lookups */
+  uint64_t pipeline_disk_hits;   /* creations served by the disk cache, when
+                                    the driver reports it */
+  uint64_t pipelines;            /* pipelines created */
+  bool cache_file_loaded;
+  bool cache_file_rejected;
+  char cache_reject_reason[128]; /* why the file was rejected, "" if not */
+  char cache_path[512];
+} nxv_stats;
+
+nxv_status nxv_device_stats(nxv_device *device, nxv_stats *out_stats);
+
+/* Waits until every op enqueued on device before the call has completed.
+ * Blocks. Returns the sticky error if the device has failed. */
+nxv_status nxv_device_synchronize(nxv_device *device);
+
+/* Frees the pool's unused device memory. Thread-safe. */
+nxv_status nxv_device_trim(nxv_device *device);
+
+/* NXV_OK, or the device's sticky error (and its message in *out_message,
+ * which stays valid while the device lives; may be NULL). */
+nxv_status nxv_device_status(nxv_device *device, const char **out_message);
+
+/* Writes the pipeline cache file now (also done on the last release). */
+nxv_status nxv_device_save_pipeline_cache(nxv_device *device);
+
+/* Test hook: make the next queue submission fail as if the driver had
+ * returned fault (NXV_ERR_DEVICE_LOST or NXV_ERR_SUBMIT_FAILED). */
+void nxv_device_inject_fault(nxv_device *device, nxv_status fault);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A tensor is a reference-counted handle on a pooled device buffer holding
+ * `count` elements of `dtype`, densely packed. It keeps its device alive.
+ * Shapes live with the caller: ops take shapes and strides explicitly. */
+
+void nxv_tensor_retain(nxv_tensor *tensor);
+/* Drops a reference; the buffer returns to the pool once the GPU is done
+ * with it. Never blocks. */
+void nxv_tensor_release(nxv_tensor *tensor);
+nxv_dtype nxv_tensor_dtype(const nxv_tensor *tensor);
+uint64_t nxv_tensor_count(const nxv_tensor *tensor);
+nxv_device *nxv_tensor_device(const nxv_tensor *tensor);
+
+/* New tensor with uninitialised contents. Returns at once. */
+nxv_status nxv_tensor_empty(nxv_device *device, nxv_dtype dtype,
+                            uint64_t count, nxv_tensor **out_tensor);
+
+/* New tensor holding a copy of count elements at data. The host bytes are
+ * copied before the call returns (data may be reused at once); the device
+ * copy is queued. Returns at once. */
+nxv_status nxv_tensor_upload(nxv_device *device, nxv_dtype dtype,
+                             uint64_t count, const void *data,
+                             nxv_tensor **out_tensor);
+
+/* Copies elements [offset, offset+count) of tensor into dst. Blocks until
+ * the ops enqueued before the call that produce the tensor are done (and no
+ * longer). Returns the device's sticky error if it failed. */
+nxv_status nxv_tensor_download(nxv_tensor *tensor, uint64_t offset,
+                               uint64_t count, void *dst);
+
+/* New tensor, a device-side copy of tensor. Returns at once. */
+nxv_status nxv_tensor_copy(nxv_tensor *tensor, nxv_tensor **out_tensor);
+
+/* ------------------------------------------------------------------------ */
+/* Ops                                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* A strided view of a tensor, in the coordinate system of an op's output.
+ * Element (i0..in) of the view is tensor[offset + sum_k i_k*strides[k]].
+ * strides == NULL means the row-major strides of the output shape, i.e. the
+ * tensor holds exactly the output shape. Every element the view can reach
+ * must lie inside the tensor, or the op fails with INVALID_ARGUMENT. */
+typedef struct nxv_view {
+  nxv_tensor *tensor;
+  int64_t offset;
+  const int64_t *strides; /* rank entries or NULL */
+} nxv_view;
+
+/* Fills in_strides (out_rank entries) with the strides that broadcast a
+ * row-major tensor of shape in_shape (in_rank <= out_rank) to out_shape,
+ * numpy-style (trailing axes aligned, size-1 axes broadcast). Fails if the
+ * shapes are not broadcast-compatible. Pure function. */
+nxv_status nxv_broadcast_strides(uint32_t in_rank, const int64_t *in_shape,
+                                 uint32_t out_rank, const int64_t *out_shape,
+                                 int64_t *out_strides);
+
+typedef enum nxv_binary_op {
+  NXV_ADD, NXV_SUB, NXV_MUL, NXV_DIV, NXV_MAX, NXV_MIN, NXV_POW,
+  NXV_REM, NXV_QUOTIENT, NXV_ATAN2,
+  NXV_BITWISE_AND, NXV_BITWISE_OR, NXV_BITWISE_XOR,
+  NXV_LEFT_SHIFT, NXV_RIGHT_SHIFT,
+  NXV_BINARY_OP_COUNT
+} nxv_binary_op;
+
+typedef enum nxv_unary_op {
+  NXV_COPY, NXV_NEG, NXV_ABS, NXV_SIGN, NXV_SQRT, NXV_RSQRT,
+  NXV_EXP, NXV_LOG, NXV_SIN, NXV_COS, NXV_TANH, NXV_SIGMOID,
+  NXV_FLOOR, NXV_CEIL, NXV_ROUND, NXV_BITWISE_NOT, NXV_SQUARE,
+  NXV_UNARY_OP_COUNT
+} nxv_unary_op;
+
+typedef enum nxv_reduce_op {
+  NXV_REDUCE_SUM, NXV_REDUCE_PRODUCT, NXV_REDUCE_MAX, NXV_REDUCE_MIN,
+  NXV_REDUCE_OP_COUNT
+} nxv_reduce_op;
+
+/* Name of an op ("add", "exp", "sum"), for messages. */
+const char *nxv_binary_op_name(nxv_binary_op op);
+const char *nxv_unary_op_name(nxv_unary_op op);
+const char *nxv_reduce_op_name(nxv_reduce_op op);
+
+/* out[i] = a[i] op b[i] over shape (rank dims), a and b of the same dtype.
+ * Broadcasting is expressed through the views' strides. The result is a new
+ * dense tensor of that shape. */
+nxv_status nxv_binary(nxv_device *device, nxv_binary_op op, uint32_t rank,
+                      const int64_t *shape, const nxv_view *a,
+                      const nxv_view *b, nxv_tensor **out_tensor);
+
+/* out[i] = op(a[i]) over shape; out has a's dtype. */
+nxv_status nxv_unary(nxv_device *device, nxv_unary_op op, uint32_t rank,
+                     const int64_t *shape, const nxv_view *a,
+                     nxv_tensor **out_tensor);
+
+/* Element type conversion of a strided view into a dense tensor of dtype.
+ * Float to integer truncates toward zero, saturates at the integer range,
+ * and maps NaN to 0. */
+nxv_status nxv_convert(nxv_device *device, nxv_dtype dtype, uint32_t rank,
+                       const int64_t *shape, const nxv_view *a,
+                       nxv_tensor **out_tensor);
+
+/* Reduces a (a view over in_shape) over the axes whose bit is set in
+ * axes_mask (bit k = axis k). The result is dense, with the kept axes in
+ * order (keep_axes is a reshape for the caller). Reducing no axes copies.
+ * Identity for empty reductions: 0, 1, -inf/INT_MIN, +inf/INT_MAX. */
+nxv_status nxv_reduce(nxv_device *device, nxv_reduce_op op, uint32_t rank,
+                      const int64_t *in_shape, const nxv_view *a,
+                      uint32_t axes_mask, nxv_tensor **out_tensor);
+
+/* General N-D transpose: out shape[k] = in_shape[perm[k]]. perm must be a
+ * permutation of 0..rank-1. */
+nxv_status nxv_transpose(nxv_device *device, uint32_t rank,
+                         const int64_t *in_shape, nxv_tensor *a,
+                         const uint32_t *perm, nxv_tensor **out_tensor);
+
+/* Batched matrix product out[b] = A[b] (m x k) * B[b] (k x n), out dense
+ * [batch, m, n]. Operand element A[b][i][p] is
+ * a.tensor[a.offset + b*a_strides[0] + i*a_strides[1] + p*a_strides[2]];
+ * B[b][p][j] likewise with b_strides (batch, k, n). Transposed operands are
+ * expressed by swapping strides; a batch stride of 0 broadcasts. */
+typedef struct nxv_matmul_desc {
+  uint64_t batch, m, n, k;
+  nxv_tensor *a;
+  int64_t a_offset, a_strides[3];
+  nxv_tensor *b;
+  int64_t b_offset, b_strides[3];
+} nxv_matmul_desc;
+
+nxv_status nxv_matmul(nxv_device *device, const nxv_matmul_desc *desc,
+                      nxv_tensor **out_tensor);
+
+/* New tensor of count elements all equal to *value (one element of dtype,
+ * read before the call returns). */
+nxv_status nxv_fill(nxv_device *device, nxv_dtype dtype, uint64_t count,
+                    const void *value, nxv_tensor **out_tensor);
+
+/* New dense tensor of shape whose elements equal their index along axis. */
+nxv_status nxv_iota(nxv_device *device, nxv_dtype dtype, uint32_t rank,
+                    const int64_t *shape, uint32_t axis,
+                    nxv_tensor **out_tensor);
+
+/* True when the device has a kernel for op on dtype. */
+bool nxv_binary_supported(nxv_device *device, nxv_binary_op op,
+                          nxv_dtype dtype);
+bool nxv_unary_supported(nxv_device *device, nxv_unary_op op,
+                         nxv_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NXV_H */

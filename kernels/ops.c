@@ -1,0 +1,721 @@
+/*
+ * ops.c - the op API of nxv.h: validates arguments, picks the kernel,
+ * encodes push constants and arguments, queues the node. Never waits.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/registry.h"
+#include "sched/device.h"
+#include "sched/status.h"
+
+#define MAX_GROUPS 65535u
+
+/* Push-constant layouts; they mirror the PC blocks of the shaders. */
+typedef struct pc_ew {            /* binary.comp, unary.comp */
+  uint64_t a, b, c, args;
+  uint32_t n, rank, flags, pad;
+} pc_ew;
+typedef struct pc_reduce {        /* reduce.comp */
+  uint64_t a, c, args;
+  uint32_t n_out, k, rank_kept, rank_red;
+} pc_reduce;
+typedef struct pc_matmul {        /* matmul.comp */
+  uint64_t a, b, c;
+  uint32_t m, n, k, batch_base;
+  int32_t a_sb, a_sm, a_sk, b_sb, b_sk, b_sn;
+  uint32_t a_off, b_off;
+} pc_matmul;
+typedef struct pc_fill {          /* fill.comp */
+  uint64_t c;
+  uint32_t n, pad, lo, hi;
+} pc_fill;
+typedef struct pc_iota {          /* iota.comp */
+  uint64_t c;
+  uint32_t n, axis_size, inner, pad;
+} pc_iota;
+
+_Static_assert(sizeof(pc_ew) == 48, "pc_ew layout");
+_Static_assert(sizeof(pc_reduce) == 40, "pc_reduce layout");
+_Static_assert(sizeof(pc_matmul) == 72, "pc_matmul layout");
+
+static const char *kBinaryNames[NXV_BINARY_OP_COUNT] = {
+    "add", "subtract", "multiply", "divide", "max", "min", "pow",
+    "remainder", "quotient", "atan2", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "left_shift", "right_shift"};
+static const char *kUnaryNames[NXV_UNARY_OP_COUNT] = {
+    "copy", "negate", "abs", "sign", "sqrt", "rsqrt", "exp", "log", "sin",
+    "cos", "tanh", "sigmoid", "floor", "ceil", "round", "bitwise_not",
+    "square"};
+static const char *kReduceNames[NXV_REDUCE_OP_COUNT] = {"sum", "product",
+                                                        "max", "min"};
+
+const char *nxv_binary_op_name(nxv_binary_op op) {
+  return (unsigned)op < NXV_BINARY_OP_COUNT ? kBinaryNames[op] : "invalid";
+}
+const char *nxv_unary_op_name(nxv_unary_op op) {
+  return (unsigned)op < NXV_UNARY_OP_COUNT ? kUnaryNames[op] : "invalid";
+}
+const char *nxv_reduce_op_name(nxv_reduce_op op) {
+  return (unsigned)op < NXV_REDUCE_OP_COUNT ? kReduceNames[op] : "invalid";
+}
+
+#define B(op) (1u << (op))
+/* Ops each type's kernels implement. */
+static uint32_t binary_ops(nxv_dtype t) {
+  const uint32_t common = B(NXV_ADD) | B(NXV_SUB) | B(NXV_MUL) | B(NXV_DIV) |
+                          B(NXV_MAX) | B(NXV_MIN) | B(NXV_REM);
+  switch (t) {
+    case NXV_F32: return common | B(NXV_POW) | B(NXV_ATAN2);
+    case NXV_F64: return common;
+    case NXV_S32:
+      return common | B(NXV_POW) | B(NXV_QUOTIENT) | B(NXV_BITWISE_AND) |
+             B(NXV_BITWISE_OR) | B(NXV_BITWISE_XOR) | B(NXV_LEFT_SHIFT) |
+             B(NXV_RIGHT_SHIFT);
+    default: return 0;
+  }
+}
+static uint32_t unary_ops(nxv_dtype t) {
+  const uint32_t common = B(NXV_COPY) | B(NXV_NEG) | B(NXV_ABS) | B(NXV_SIGN) |
+                          B(NXV_SQUARE);
+  switch (t) {
+    case NXV_F32: return ((1u << NXV_UNARY_OP_COUNT) - 1) & ~B(NXV_BITWISE_NOT);
+    case NXV_F64:
+      return common | B(NXV_SQRT) | B(NXV_RSQRT) | B(NXV_FLOOR) | B(NXV_CEIL) |
+             B(NXV_ROUND);
+    case NXV_S32: return common | B(NXV_BITWISE_NOT);
+    default: return 0;
+  }
+}
+#undef B
+
+static int type_slot(nxv_dtype t) {
+  switch (t) {
+    case NXV_F32: return 0;
+    case NXV_F64: return 1;
+    case NXV_S32: return 2;
+    default: return -1;
+  }
+}
+
+static const nxv_spv_module kBinaryModule[3] = {
+    NXV_SPV_BINARY_F32, NXV_SPV_BINARY_F64, NXV_SPV_BINARY_S32};
+static const nxv_spv_module kUnaryModule[3][3] = {
+    {NXV_SPV_UNARY_F32_F32, NXV_SPV_UNARY_F32_F64, NXV_SPV_UNARY_F32_S32},
+    {NXV_SPV_UNARY_F64_F32, NXV_SPV_UNARY_F64_F64, NXV_SPV_UNARY_F64_S32},
+    {NXV_SPV_UNARY_S32_F32, NXV_SPV_UNARY_S32_F64, NXV_SPV_UNARY_S32_S32}};
+static const nxv_spv_module kReduceModule[3] = {
+    NXV_SPV_REDUCE_F32, NXV_SPV_REDUCE_F64, NXV_SPV_REDUCE_S32};
+static const nxv_spv_module kMatmulModule[3] = {
+    NXV_SPV_MATMUL_F32, NXV_SPV_MATMUL_F64, NXV_SPV_MATMUL_S32};
+static const nxv_spv_module kIotaModule[3] = {
+    NXV_SPV_IOTA_F32, NXV_SPV_IOTA_F64, NXV_SPV_IOTA_S32};
+
+/* The device can compute on dtype at all. */
+static nxv_status check_type(nxv_device *d, nxv_dtype t, const char *op) {
+  if (type_slot(t) < 0)
+    return nxv_fail(NXV_ERR_UNSUPPORTED,
+                    "%s on %s: no kernel for this type (supported: f32, f64, s32)",
+                    op, nxv_dtype_name(t));
+  if (t == NXV_F64 && !d->vk.info.float64)
+    return nxv_fail(NXV_ERR_UNSUPPORTED,
+                    "%s on f64: device %s has no shaderFloat64", op,
+                    d->vk.info.name);
+  return NXV_OK;
+}
+
+/* Validates a shape; *out_n is its element count. */
+static nxv_status check_shape(uint32_t rank, const int64_t *shape,
+                              uint64_t *out_n) {
+  if (rank > NXV_MAX_RANK)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "rank %u exceeds the maximum %d",
+                    rank, NXV_MAX_RANK);
+  if (rank && !shape) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL shape");
+  uint64_t n = 1;
+  bool empty = false;
+  for (uint32_t i = 0; i < rank; i++) {
+    if (shape[i] < 0)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "negative dimension %lld at axis %u",
+                      (long long)shape[i], i);
+    if (shape[i] == 0) empty = true;
+    else if (!empty && n > UINT32_MAX / (uint64_t)shape[i])
+      return nxv_fail(NXV_ERR_UNSUPPORTED,
+                      "shape has more than 2^32-1 elements");
+    else if (!empty) n *= (uint64_t)shape[i];
+  }
+  *out_n = empty ? 0 : n;
+  return NXV_OK;
+}
+
+/* Resolves a view over shape into explicit strides (size-1 axes get stride
+ * 0) and checks that every reachable element lies in the tensor. */
+static nxv_status resolve_view(nxv_device *d, const char *what,
+                               const nxv_view *v, uint32_t rank,
+                               const int64_t *shape, uint64_t n,
+                               int64_t *strides) {
+  if (!v || !v->tensor)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL view or tensor", what);
+  if (v->tensor->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "%s: tensor belongs to another device", what);
+  if (v->strides) {
+    for (uint32_t i = 0; i < rank; i++) strides[i] = v->strides[i];
+  } else {
+    int64_t s = 1;
+    for (int i = (int)rank - 1; i >= 0; i--) {
+      strides[i] = s;
+      s *= shape[i] ? shape[i] : 1;
+    }
+    if (v->offset == 0 && n != v->tensor->count && n != 0)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "%s: tensor has %llu elements, shape needs %llu", what,
+                      (unsigned long long)v->tensor->count,
+                      (unsigned long long)n);
+  }
+  for (uint32_t i = 0; i < rank; i++)
+    if (shape[i] == 1) strides[i] = 0;
+  if (n == 0) return NXV_OK;
+  __int128 lo = v->offset, hi = v->offset;
+  for (uint32_t i = 0; i < rank; i++) {
+    __int128 span = (__int128)strides[i] * (shape[i] - 1);
+    if (span > 0) hi += span;
+    else lo += span;
+  }
+  if (lo < 0 || hi >= (__int128)v->tensor->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "%s: view reaches elements [%lld, %lld] of a tensor of %llu",
+                    what, (long long)lo, (long long)hi,
+                    (unsigned long long)v->tensor->count);
+  return NXV_OK;
+}
+
+/* Merges adjacent axes that every operand traverses contiguously and drops
+ * size-1 axes. strides is nops arrays of rank entries; rewritten in place. */
+static uint32_t collapse(uint32_t rank, int64_t *shape, int nops,
+                         int64_t strides[][NXV_MAX_RANK]) {
+  uint32_t r = 0;
+  for (uint32_t i = 0; i < rank; i++) {
+    if (shape[i] == 1) continue;
+    if (r > 0) {
+      bool merge = true;
+      for (int o = 0; o < nops; o++)
+        if (strides[o][r - 1] != strides[o][i] * shape[i]) merge = false;
+      if (merge) {
+        shape[r - 1] *= shape[i];
+        for (int o = 0; o < nops; o++) strides[o][r - 1] = strides[o][i];
+        continue;
+      }
+    }
+    shape[r] = shape[i];
+    for (int o = 0; o < nops; o++) strides[o][r] = strides[o][i];
+    r++;
+  }
+  return r;
+}
+
+static uint32_t groups_for(nxv_device *d, uint64_t threads) {
+  uint32_t wg = nxv_registry_workgroup_size(d->kernels);
+  uint64_t g = (threads + wg - 1) / wg;
+  uint32_t cap = d->vk.info.max_workgroup_count[0] < MAX_GROUPS
+                     ? d->vk.info.max_workgroup_count[0]
+                     : MAX_GROUPS;
+  return g > cap ? cap : (uint32_t)g;
+}
+
+/* Queues a dispatch. Takes ownership of node in every case. */
+static nxv_status push_dispatch(nxv_device *d, nxv_node *n, nxv_spv_module m,
+                                uint32_t op, uint32_t variant) {
+  nxv_status st = nxv_registry_pipeline(d->kernels, m, op, variant, &n->pipeline);
+  if (st != NXV_OK) {
+    nxv_node_discard(n);
+    return st;
+  }
+  n->kind = NXV_NODE_DISPATCH;
+  return nxv_sched_push(d->sched, n);
+}
+
+static void node_use(nxv_node *n, nxv_tensor *t, bool write) {
+  nxv_buffer_retain(t->buf);
+  if (write) n->write_mask |= (uint8_t)(1u << n->nbufs);
+  n->bufs[n->nbufs++] = t->buf;
+}
+
+/* ------------------------------------------------------------------ */
+/* Elementwise                                                         */
+/* ------------------------------------------------------------------ */
+
+/* Shared by binary, unary and convert: nops inputs (1 or 2) through views,
+ * output dense of dtype out_type. */
+static nxv_status elementwise(nxv_device *d, const char *opname,
+                              nxv_spv_module module, uint32_t op, int nops,
+                              uint32_t rank, const int64_t *shape_in,
+                              const nxv_view *views[2], nxv_dtype in_type,
+                              nxv_dtype out_type, nxv_tensor **out) {
+  uint64_t n;
+  NXV_TRY(check_shape(rank, shape_in, &n));
+  int64_t shape[NXV_MAX_RANK], strides[2][NXV_MAX_RANK];
+  memcpy(shape, shape_in, rank * sizeof *shape);
+  const char *names[2] = {"operand a", "operand b"};
+  for (int o = 0; o < nops; o++) {
+    NXV_TRY(resolve_view(d, names[o], views[o], rank, shape, n, strides[o]));
+    if (views[o]->tensor->dtype != in_type)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: %s is %s, expected %s",
+                      opname, names[o], nxv_dtype_name(views[o]->tensor->dtype),
+                      nxv_dtype_name(in_type));
+  }
+  nxv_tensor *t;
+  NXV_TRY(nxv_tensor_new(d, out_type, n, &t));
+  if (n == 0) {
+    *out = t;
+    return NXV_OK;
+  }
+  uint32_t r = collapse(rank, shape, nops, strides);
+  size_t es = nxv_dtype_size(in_type);
+  bool contiguous = r <= 1;
+  for (int o = 0; o < nops && contiguous; o++)
+    if (r == 1 && strides[o][0] != 1 && strides[o][0] != 0) contiguous = false;
+  uint32_t args_words = contiguous ? 0 : (uint32_t)(nops + 1) * r + (uint32_t)nops;
+  nxv_node *node = nxv_node_new(args_words);
+  if (!node) {
+    nxv_tensor_release(t);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  }
+  pc_ew pc = {0};
+  pc.c = t->buf->addr;
+  pc.n = (uint32_t)n;
+  uint64_t threads = n;
+  uint32_t variant = 0;
+  if (contiguous) {
+    bool vec = true;
+    for (int o = 0; o < nops; o++) {
+      const nxv_view *v = views[o];
+      bool scalar = r == 0 || strides[o][0] == 0;
+      uint64_t addr = v->tensor->buf->addr + (uint64_t)v->offset * es;
+      if (scalar) pc.flags |= 1u << o;
+      else if (addr % (4 * es)) vec = false;
+      if (o == 0) pc.a = addr;
+      else pc.b = addr;
+    }
+    if (vec && n >= 4) {
+      pc.flags |= 4u;
+      threads = n / 4;
+    }
+  } else {
+    variant = 1;
+    pc.a = views[0]->tensor->buf->addr;
+    if (nops > 1) pc.b = views[1]->tensor->buf->addr;
+    pc.rank = r;
+    uint32_t *a = node->args;
+    for (uint32_t i = 0; i < r; i++) a[i] = (uint32_t)shape[i];
+    for (int o = 0; o < nops; o++)
+      for (uint32_t i = 0; i < r; i++)
+        a[(uint32_t)(o + 1) * r + i] = (uint32_t)strides[o][i];
+    for (int o = 0; o < nops; o++)
+      a[(uint32_t)(nops + 1) * r + (uint32_t)o] = (uint32_t)views[o]->offset;
+    node->args_pc_offset = offsetof(pc_ew, args);
+  }
+  memcpy(node->pc, &pc, sizeof pc);
+  node->pc_size = sizeof pc;
+  node->groups[0] = groups_for(d, threads);
+  node->groups[1] = node->groups[2] = 1;
+  node->cost = n * (uint64_t)(nops + 1);
+  for (int o = 0; o < nops; o++) node_use(node, views[o]->tensor, false);
+  node_use(node, t, true);
+  nxv_status st = push_dispatch(d, node, module, op, variant);
+  if (st != NXV_OK) {
+    nxv_tensor_release(t);
+    return st;
+  }
+  *out = t;
+  return NXV_OK;
+}
+
+bool nxv_binary_supported(nxv_device *d, nxv_binary_op op, nxv_dtype t) {
+  if ((unsigned)op >= NXV_BINARY_OP_COUNT || type_slot(t) < 0) return false;
+  if (t == NXV_F64 && (!d || !d->vk.info.float64)) return false;
+  return (binary_ops(t) >> op) & 1u;
+}
+
+bool nxv_unary_supported(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
+  if ((unsigned)op >= NXV_UNARY_OP_COUNT || type_slot(t) < 0) return false;
+  if (t == NXV_F64 && (!d || !d->vk.info.float64)) return false;
+  return (unary_ops(t) >> op) & 1u;
+}
+
+nxv_status nxv_binary(nxv_device *d, nxv_binary_op op, uint32_t rank,
+                      const int64_t *shape, const nxv_view *a,
+                      const nxv_view *b, nxv_tensor **out) {
+  if (!d || !out || !a || !b || !a->tensor)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "binary: NULL argument");
+  if ((unsigned)op >= NXV_BINARY_OP_COUNT)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "binary: invalid op %d", (int)op);
+  nxv_dtype t = a->tensor->dtype;
+  NXV_TRY(check_type(d, t, nxv_binary_op_name(op)));
+  if (!((binary_ops(t) >> op) & 1u))
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
+                    nxv_binary_op_name(op), nxv_dtype_name(t), d->vk.info.name);
+  const nxv_view *views[2] = {a, b};
+  return elementwise(d, nxv_binary_op_name(op), kBinaryModule[type_slot(t)], op,
+                     2, rank, shape, views, t, t, out);
+}
+
+nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
+                     const int64_t *shape, const nxv_view *a,
+                     nxv_tensor **out) {
+  if (!d || !out || !a || !a->tensor)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "unary: NULL argument");
+  if ((unsigned)op >= NXV_UNARY_OP_COUNT)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "unary: invalid op %d", (int)op);
+  nxv_dtype t = a->tensor->dtype;
+  NXV_TRY(check_type(d, t, nxv_unary_op_name(op)));
+  if (!((unary_ops(t) >> op) & 1u))
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
+                    nxv_unary_op_name(op), nxv_dtype_name(t), d->vk.info.name);
+  int s = type_slot(t);
+  const nxv_view *views[2] = {a, NULL};
+  return elementwise(d, nxv_unary_op_name(op), kUnaryModule[s][s], op, 1, rank,
+                     shape, views, t, t, out);
+}
+
+nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
+                       const int64_t *shape, const nxv_view *a,
+                       nxv_tensor **out) {
+  if (!d || !out || !a || !a->tensor)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "convert: NULL argument");
+  nxv_dtype from = a->tensor->dtype;
+  NXV_TRY(check_type(d, from, "as_type"));
+  NXV_TRY(check_type(d, dtype, "as_type"));
+  const nxv_view *views[2] = {a, NULL};
+  return elementwise(d, "as_type", kUnaryModule[type_slot(from)][type_slot(dtype)],
+                     NXV_COPY, 1, rank, shape, views, from, dtype, out);
+}
+
+nxv_status nxv_transpose(nxv_device *d, uint32_t rank, const int64_t *in_shape,
+                         nxv_tensor *a, const uint32_t *perm,
+                         nxv_tensor **out) {
+  if (!d || !out || !a || (rank && (!perm || !in_shape)))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "transpose: NULL argument");
+  uint64_t n;
+  NXV_TRY(check_shape(rank, in_shape, &n));
+  if (n != a->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "transpose: tensor has %llu elements, shape needs %llu",
+                    (unsigned long long)a->count, (unsigned long long)n);
+  int64_t in_strides[NXV_MAX_RANK], shape[NXV_MAX_RANK], strides[NXV_MAX_RANK];
+  uint32_t seen = 0;
+  int64_t s = 1;
+  for (int i = (int)rank - 1; i >= 0; i--) {
+    in_strides[i] = s;
+    s *= in_shape[i] ? in_shape[i] : 1;
+  }
+  for (uint32_t k = 0; k < rank; k++) {
+    if (perm[k] >= rank || (seen >> perm[k]) & 1u)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "transpose: axes are not a permutation of 0..%u", rank - 1);
+    seen |= 1u << perm[k];
+    shape[k] = in_shape[perm[k]];
+    strides[k] = in_strides[perm[k]];
+  }
+  nxv_view v = {a, 0, strides};
+  return nxv_unary(d, NXV_COPY, rank, shape, &v, out);
+}
+
+nxv_status nxv_broadcast_strides(uint32_t in_rank, const int64_t *in_shape,
+                                 uint32_t out_rank, const int64_t *out_shape,
+                                 int64_t *out_strides) {
+  if (in_rank > out_rank || out_rank > NXV_MAX_RANK)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "broadcast from rank %u to rank %u", in_rank, out_rank);
+  int64_t s = 1;
+  for (int i = (int)out_rank - 1; i >= 0; i--) {
+    int j = i - (int)(out_rank - in_rank);
+    if (j < 0) {
+      out_strides[i] = 0;
+      continue;
+    }
+    if (in_shape[j] == out_shape[i]) {
+      out_strides[i] = in_shape[j] == 1 ? 0 : s;
+    } else if (in_shape[j] == 1) {
+      out_strides[i] = 0;
+    } else {
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "cannot broadcast axis %d of size %lld to size %lld", j,
+                      (long long)in_shape[j], (long long)out_shape[i]);
+    }
+    s *= in_shape[j] ? in_shape[j] : 1;
+  }
+  return NXV_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Reduction                                                           */
+/* ------------------------------------------------------------------ */
+
+nxv_status nxv_reduce(nxv_device *d, nxv_reduce_op op, uint32_t rank,
+                      const int64_t *in_shape, const nxv_view *a,
+                      uint32_t axes_mask, nxv_tensor **out) {
+  if (!d || !out || !a || !a->tensor)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "reduce: NULL argument");
+  if ((unsigned)op >= NXV_REDUCE_OP_COUNT)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "reduce: invalid op %d", (int)op);
+  nxv_dtype t = a->tensor->dtype;
+  NXV_TRY(check_type(d, t, nxv_reduce_op_name(op)));
+  uint64_t n;
+  NXV_TRY(check_shape(rank, in_shape, &n));
+  if (rank < 32 && (axes_mask >> rank) != 0)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "reduce: axes mask 0x%x names axes beyond rank %u",
+                    axes_mask, rank);
+  int64_t strides[NXV_MAX_RANK];
+  NXV_TRY(resolve_view(d, "reduce operand", a, rank, in_shape, n, strides));
+  /* Split into kept and reduced groups, each collapsed. */
+  int64_t ks[NXV_MAX_RANK], kst[1][NXV_MAX_RANK], rs[NXV_MAX_RANK],
+      rst[1][NXV_MAX_RANK];
+  uint32_t rk = 0, rr = 0;
+  uint64_t n_out = 1, k = 1;
+  for (uint32_t i = 0; i < rank; i++) {
+    if ((axes_mask >> i) & 1u) {
+      rs[rr] = in_shape[i];
+      rst[0][rr++] = strides[i];
+      k *= (uint64_t)in_shape[i];
+    } else {
+      ks[rk] = in_shape[i];
+      kst[0][rk++] = strides[i];
+      n_out *= (uint64_t)in_shape[i];
+    }
+  }
+  nxv_tensor *tout;
+  NXV_TRY(nxv_tensor_new(d, t, n_out, &tout));
+  if (n_out == 0) {
+    *out = tout;
+    return NXV_OK;
+  }
+  rk = collapse(rk, ks, 1, kst);
+  rr = collapse(rr, rs, 1, rst);
+  if (k == 0) rr = 0; /* nothing to read: identity */
+  nxv_node *node = nxv_node_new(2 * rk + 2 * rr + 1);
+  if (!node) {
+    nxv_tensor_release(tout);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  }
+  uint32_t *w = node->args;
+  for (uint32_t i = 0; i < rk; i++) w[i] = (uint32_t)ks[i];
+  for (uint32_t i = 0; i < rk; i++) w[rk + i] = (uint32_t)kst[0][i];
+  for (uint32_t i = 0; i < rr; i++) w[2 * rk + i] = (uint32_t)rs[i];
+  for (uint32_t i = 0; i < rr; i++) w[2 * rk + rr + i] = (uint32_t)rst[0][i];
+  w[2 * rk + 2 * rr] = (uint32_t)a->offset;
+  pc_reduce pc = {.a = a->tensor->buf->addr,
+                  .c = tout->buf->addr,
+                  .n_out = (uint32_t)n_out,
+                  .k = (uint32_t)k,
+                  .rank_kept = rk,
+                  .rank_red = rr};
+  memcpy(node->pc, &pc, sizeof pc);
+  node->pc_size = sizeof pc;
+  node->args_pc_offset = offsetof(pc_reduce, args);
+  uint32_t variant = k >= 64 ? 1 : 0;
+  if (variant == 1) {
+    uint32_t cap = d->vk.info.max_workgroup_count[0] < MAX_GROUPS
+                       ? d->vk.info.max_workgroup_count[0] : MAX_GROUPS;
+    node->groups[0] = n_out > cap ? cap : (uint32_t)n_out;
+  } else {
+    node->groups[0] = groups_for(d, n_out);
+  }
+  node->groups[1] = node->groups[2] = 1;
+  node->cost = n + n_out;
+  node_use(node, a->tensor, false);
+  node_use(node, tout, true);
+  nxv_status st = push_dispatch(d, node, kReduceModule[type_slot(t)], op, variant);
+  if (st != NXV_OK) {
+    nxv_tensor_release(tout);
+    return st;
+  }
+  *out = tout;
+  return NXV_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Matmul                                                              */
+/* ------------------------------------------------------------------ */
+
+static nxv_status check_operand(const char *what, nxv_tensor *t, int64_t off,
+                                const int64_t s[3], const uint64_t dims[3]) {
+  if (!t) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "matmul: NULL %s", what);
+  __int128 lo = off, hi = off;
+  bool empty = false;
+  for (int i = 0; i < 3; i++) {
+    if (dims[i] == 0) empty = true;
+    if (s[i] > INT32_MAX || s[i] < INT32_MIN)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "matmul: %s stride %lld out of range", what, (long long)s[i]);
+    __int128 span = (__int128)s[i] * ((int64_t)dims[i] - 1);
+    if (span > 0) hi += span;
+    else lo += span;
+  }
+  if (!empty && (lo < 0 || hi >= (__int128)t->count))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "matmul: %s reaches elements [%lld, %lld] of a tensor of %llu",
+                    what, (long long)lo, (long long)hi,
+                    (unsigned long long)t->count);
+  return NXV_OK;
+}
+
+nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
+                      nxv_tensor **out) {
+  if (!d || !m || !out || !m->a || !m->b)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "matmul: NULL argument");
+  if (m->a->device != d || m->b->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "matmul: operand on another device");
+  nxv_dtype t = m->a->dtype;
+  if (m->b->dtype != t)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "matmul: operands are %s and %s",
+                    nxv_dtype_name(t), nxv_dtype_name(m->b->dtype));
+  NXV_TRY(check_type(d, t, "dot"));
+  if (m->batch > UINT32_MAX || m->m > UINT32_MAX || m->n > UINT32_MAX ||
+      m->k > UINT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "matmul: a dimension exceeds 2^32-1");
+  uint64_t outn = m->batch * m->m;
+  if (m->batch && m->m && outn / m->batch != m->m) outn = UINT64_MAX;
+  else if (outn && m->n > UINT64_MAX / outn) outn = UINT64_MAX;
+  else outn *= m->n;
+  if (outn > UINT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "matmul: result exceeds 2^32-1 elements");
+  uint64_t adims[3] = {m->batch, m->m, m->k}, bdims[3] = {m->batch, m->k, m->n};
+  NXV_TRY(check_operand("a", m->a, m->a_offset, m->a_strides, adims));
+  NXV_TRY(check_operand("b", m->b, m->b_offset, m->b_strides, bdims));
+  uint32_t gx = (uint32_t)((m->n + 63) / 64), gy = (uint32_t)((m->m + 63) / 64);
+  if (gx > d->vk.info.max_workgroup_count[0] || gy > d->vk.info.max_workgroup_count[1])
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "matmul: %llux%llu result is too large",
+                    (unsigned long long)m->m, (unsigned long long)m->n);
+  nxv_tensor *tout;
+  NXV_TRY(nxv_tensor_new(d, t, outn, &tout));
+  if (outn == 0) {
+    *out = tout;
+    return NXV_OK;
+  }
+  uint32_t zmax = d->vk.info.max_workgroup_count[2];
+  for (uint64_t b0 = 0; b0 < m->batch; b0 += zmax) {
+    uint64_t nb = m->batch - b0 < zmax ? m->batch - b0 : zmax;
+    nxv_node *node = nxv_node_new(0);
+    if (!node) {
+      nxv_tensor_release(tout);
+      return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+    }
+    pc_matmul pc = {
+        .a = m->a->buf->addr, .b = m->b->buf->addr, .c = tout->buf->addr,
+        .m = (uint32_t)m->m, .n = (uint32_t)m->n, .k = (uint32_t)m->k,
+        .batch_base = (uint32_t)b0,
+        .a_sb = (int32_t)m->a_strides[0], .a_sm = (int32_t)m->a_strides[1],
+        .a_sk = (int32_t)m->a_strides[2], .b_sb = (int32_t)m->b_strides[0],
+        .b_sk = (int32_t)m->b_strides[1], .b_sn = (int32_t)m->b_strides[2],
+        .a_off = (uint32_t)m->a_offset, .b_off = (uint32_t)m->b_offset};
+    memcpy(node->pc, &pc, sizeof pc);
+    node->pc_size = sizeof pc;
+    node->groups[0] = gx;
+    node->groups[1] = gy;
+    node->groups[2] = (uint32_t)nb;
+    node->cost = nb * m->m * m->n * (m->k ? m->k : 1) / 16 + 1;
+    node_use(node, m->a, false);
+    node_use(node, m->b, false);
+    node_use(node, tout, true);
+    nxv_status st = push_dispatch(d, node, kMatmulModule[type_slot(t)], 0, 0);
+    if (st != NXV_OK) {
+      nxv_tensor_release(tout);
+      return st;
+    }
+  }
+  *out = tout;
+  return NXV_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Fill and iota                                                       */
+/* ------------------------------------------------------------------ */
+
+nxv_status nxv_fill(nxv_device *d, nxv_dtype dtype, uint64_t count,
+                    const void *value, nxv_tensor **out) {
+  if (!d || !out || !value)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fill: NULL argument");
+  size_t es = nxv_dtype_size(dtype);
+  if (!es) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fill: invalid dtype %d", (int)dtype);
+  if (es > 8)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "fill of %s is not implemented",
+                    nxv_dtype_name(dtype));
+  uint64_t bits = 0;
+  memcpy(&bits, value, es);
+  nxv_tensor *t;
+  NXV_TRY(nxv_tensor_new(d, dtype, count, &t));
+  nxv_node *node = nxv_node_new(0);
+  if (!node) {
+    nxv_tensor_release(t);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  }
+  node_use(node, t, true);
+  node->cost = count;
+  nxv_status st;
+  if (es <= 4) {
+    /* 8-, 16- and 32-bit patterns repeat in 32 bits: vkCmdFillBuffer. */
+    uint32_t pat = (uint32_t)bits;
+    if (es == 1) pat = (pat & 0xFFu) * 0x01010101u;
+    else if (es == 2) pat = (pat & 0xFFFFu) * 0x00010001u;
+    node->kind = NXV_NODE_FILL;
+    node->dst = t->buf->vk;
+    node->dst_offset = t->buf->offset;
+    node->bytes = (count * es + 3) & ~3ull; /* within the class size */
+    node->fill_pattern = pat;
+    st = nxv_sched_push(d->sched, node);
+  } else {
+    pc_fill pc = {.c = t->buf->addr, .n = (uint32_t)count,
+                  .lo = (uint32_t)bits, .hi = (uint32_t)(bits >> 32)};
+    memcpy(node->pc, &pc, sizeof pc);
+    node->pc_size = sizeof pc;
+    node->groups[0] = count ? groups_for(d, count) : 0;
+    node->groups[1] = node->groups[2] = 1;
+    st = push_dispatch(d, node, NXV_SPV_FILL_64, 0, 0);
+  }
+  if (st != NXV_OK) {
+    nxv_tensor_release(t);
+    return st;
+  }
+  *out = t;
+  return NXV_OK;
+}
+
+nxv_status nxv_iota(nxv_device *d, nxv_dtype dtype, uint32_t rank,
+                    const int64_t *shape, uint32_t axis, nxv_tensor **out) {
+  if (!d || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "iota: NULL argument");
+  NXV_TRY(check_type(d, dtype, "iota"));
+  uint64_t n;
+  NXV_TRY(check_shape(rank, shape, &n));
+  if (rank > 0 && axis >= rank)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "iota: axis %u out of rank %u",
+                    axis, rank);
+  uint64_t inner = 1, axis_size = rank ? (uint64_t)shape[axis] : 1;
+  for (uint32_t i = axis + 1; i < rank; i++) inner *= (uint64_t)shape[i];
+  nxv_tensor *t;
+  NXV_TRY(nxv_tensor_new(d, dtype, n, &t));
+  if (n == 0) {
+    *out = t;
+    return NXV_OK;
+  }
+  nxv_node *node = nxv_node_new(0);
+  if (!node) {
+    nxv_tensor_release(t);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  }
+  pc_iota pc = {.c = t->buf->addr, .n = (uint32_t)n,
+                .axis_size = (uint32_t)axis_size, .inner = (uint32_t)inner};
+  memcpy(node->pc, &pc, sizeof pc);
+  node->pc_size = sizeof pc;
+  node->groups[0] = groups_for(d, n);
+  node->groups[1] = node->groups[2] = 1;
+  node->cost = n;
+  node_use(node, t, true);
+  nxv_status st = push_dispatch(d, node, kIotaModule[type_slot(dtype)], 0, 0);
+  if (st != NXV_OK) {
+    nxv_tensor_release(t);
+    return st;
+  }
+  *out = t;
+  return NXV_OK;
+}

@@ -1,0 +1,162 @@
+#include "kernels/registry.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "sched/scheduler.h"
+#include "sched/status.h"
+
+#define SLOTS (NXV_REGISTRY_OPS * NXV_REGISTRY_VARIANTS)
+
+struct nxv_registry {
+  const nxv_vk *vk;                 /* not owned */
+  VkPipelineCache cache;            /* not owned */
+  VkPipelineLayout layout;          /* owned */
+  uint32_t wg_size;
+  pthread_mutex_t mu;               /* serializes creation */
+  VkShaderModule modules[NXV_SPV_COUNT];          /* owned, lazily */
+  _Atomic(VkPipeline) pipelines[NXV_SPV_COUNT][SLOTS]; /* owned, lazily */
+  atomic_uint_fast64_t hits, misses, disk_hits, created;
+};
+
+/* Modules whose kernels assume a fixed workgroup size. */
+static uint32_t fixed_wg(nxv_spv_module m) {
+  switch (m) {
+    case NXV_SPV_MATMUL_F32:
+    case NXV_SPV_MATMUL_F64:
+    case NXV_SPV_MATMUL_S32: return 256;
+    default: return 0;
+  }
+}
+
+nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache,
+                               nxv_registry **out) {
+  nxv_registry *r = calloc(1, sizeof *r);
+  if (!r) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "kernel registry");
+  r->vk = vk;
+  r->cache = cache;
+  uint32_t limit = vk->info.max_workgroup_invocations;
+  if (vk->info.max_workgroup_size[0] < limit) limit = vk->info.max_workgroup_size[0];
+  r->wg_size = 256;
+  while (r->wg_size > limit) r->wg_size >>= 1;
+  uint32_t pc = vk->info.max_push_constants_size;
+  if (pc > NXV_PUSH_CONSTANTS_MAX) pc = NXV_PUSH_CONSTANTS_MAX;
+  VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, pc};
+  VkPipelineLayoutCreateInfo li = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+      .pushConstantRangeCount = 1,
+      .pPushConstantRanges = &range};
+  VkResult res = vkCreatePipelineLayout(vk->device, &li, NULL, &r->layout);
+  if (res != VK_SUCCESS) {
+    free(r);
+    return nxv_fail_vk(res, "vkCreatePipelineLayout");
+  }
+  pthread_mutex_init(&r->mu, NULL);
+  *out = r;
+  return NXV_OK;
+}
+
+void nxv_registry_destroy(nxv_registry *r) {
+  if (!r) return;
+  VkDevice dev = r->vk->device;
+  for (int m = 0; m < NXV_SPV_COUNT; m++) {
+    for (int i = 0; i < SLOTS; i++) {
+      VkPipeline p = atomic_load(&r->pipelines[m][i]);
+      if (p) vkDestroyPipeline(dev, p, NULL);
+    }
+    if (r->modules[m]) vkDestroyShaderModule(dev, r->modules[m], NULL);
+  }
+  vkDestroyPipelineLayout(dev, r->layout, NULL);
+  pthread_mutex_destroy(&r->mu);
+  free(r);
+}
+
+VkPipelineLayout nxv_registry_layout(nxv_registry *r) { return r->layout; }
+uint32_t nxv_registry_workgroup_size(nxv_registry *r) { return r->wg_size; }
+
+static nxv_status create_locked(nxv_registry *r, nxv_spv_module m, uint32_t op,
+                                uint32_t variant, VkPipeline *out) {
+  VkDevice dev = r->vk->device;
+  if (!r->modules[m]) {
+    VkShaderModuleCreateInfo mi = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+        .codeSize = nxv_spv_size[m],
+        .pCode = nxv_spv_code[m]};
+    VkResult res = vkCreateShaderModule(dev, &mi, NULL, &r->modules[m]);
+    if (res != VK_SUCCESS)
+      return nxv_fail(nxv_status_from_vk(res),
+                      "vkCreateShaderModule(%s) failed: %s", nxv_spv_name[m],
+                      nxv_vk_result_name(res));
+  }
+  uint32_t wg = fixed_wg(m) ? fixed_wg(m) : r->wg_size;
+  uint32_t data[3] = {wg, op, variant};
+  VkSpecializationMapEntry entries[3] = {
+      {0, 0, 4}, {1, 4, 4}, {2, 8, 4}};
+  VkSpecializationInfo spec = {3, entries, sizeof data, data};
+  VkPipelineCreationFeedback fb = {0}, stage_fb = {0};
+  VkPipelineCreationFeedbackCreateInfo fbi = {
+      .sType = VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
+      .pPipelineCreationFeedback = &fb,
+      .pipelineStageCreationFeedbackCount = 1,
+      .pPipelineStageCreationFeedbacks = &stage_fb};
+  VkComputePipelineCreateInfo ci = {
+      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .pNext = r->vk->has_feedback ? &fbi : NULL,
+      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = r->modules[m],
+                .pName = "main",
+                .pSpecializationInfo = &spec},
+      .layout = r->layout};
+  VkPipeline p;
+  VkResult res = vkCreateComputePipelines(dev, r->cache, 1, &ci, NULL, &p);
+  if (res != VK_SUCCESS)
+    return nxv_fail(nxv_status_from_vk(res),
+                    "vkCreateComputePipelines(%s, op %u, variant %u) failed: %s",
+                    nxv_spv_name[m], op, variant, nxv_vk_result_name(res));
+  if ((fb.flags & VK_PIPELINE_CREATION_FEEDBACK_VALID_BIT) &&
+      (fb.flags &
+       VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT))
+    atomic_fetch_add(&r->disk_hits, 1);
+  atomic_fetch_add(&r->created, 1);
+  *out = p;
+  return NXV_OK;
+}
+
+nxv_status nxv_registry_pipeline(nxv_registry *r, nxv_spv_module m,
+                                 uint32_t op, uint32_t variant,
+                                 VkPipeline *out) {
+  if ((unsigned)m >= NXV_SPV_COUNT || op >= NXV_REGISTRY_OPS ||
+      variant >= NXV_REGISTRY_VARIANTS)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "no kernel slot for module %d op %u variant %u", (int)m,
+                    op, variant);
+  _Atomic(VkPipeline) *slot = &r->pipelines[m][op * NXV_REGISTRY_VARIANTS + variant];
+  VkPipeline p = atomic_load_explicit(slot, memory_order_acquire);
+  if (p) {
+    atomic_fetch_add_explicit(&r->hits, 1, memory_order_relaxed);
+    *out = p;
+    return NXV_OK;
+  }
+  pthread_mutex_lock(&r->mu);
+  p = atomic_load_explicit(slot, memory_order_acquire);
+  nxv_status st = NXV_OK;
+  if (!p) {
+    atomic_fetch_add(&r->misses, 1);
+    st = create_locked(r, m, op, variant, &p);
+    if (st == NXV_OK) atomic_store_explicit(slot, p, memory_order_release);
+  } else {
+    atomic_fetch_add_explicit(&r->hits, 1, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&r->mu);
+  if (st == NXV_OK) *out = p;
+  return st;
+}
+
+void nxv_registry_stats(nxv_registry *r, nxv_stats *st) {
+  st->pipeline_hits = atomic_load(&r->hits);
+  st->pipeline_misses = atomic_load(&r->misses);
+  st->pipeline_disk_hits = atomic_load(&r->disk_hits);
+  st->pipelines = atomic_load(&r->created);
+}

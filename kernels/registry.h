@@ -1,0 +1,48 @@
+/*
+ * registry.h - op -> compute pipeline.
+ *
+ * Every SPIR-V module embedded at build time (build/gen/spirv.h) is a
+ * family of kernels; a pipeline is a module plus specialization constants:
+ *   id 0  workgroup size (the device default, or the module's fixed size)
+ *   id 1  op within the family
+ *   id 2  variant (contiguous / strided, thread / workgroup reduction, ...)
+ * Pipelines are created on first use, once, under a mutex, and then read
+ * lock-free; they live as long as the registry. All pipelines share one
+ * layout: no descriptor sets and NXV_PUSH_CONSTANTS_MAX bytes of push
+ * constants (clamped to the device's limit).
+ *
+ * Thread safety: every function is thread-safe.
+ */
+#ifndef NXV_KERNELS_REGISTRY_H
+#define NXV_KERNELS_REGISTRY_H
+
+#include <stdint.h>
+
+#include "nxv.h"
+#include "sched/vk.h"
+#include "spirv.h"
+
+#define NXV_REGISTRY_OPS 64
+#define NXV_REGISTRY_VARIANTS 4
+
+typedef struct nxv_registry nxv_registry;
+
+/* cache: the VkPipelineCache to create pipelines through (not owned). */
+nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache,
+                               nxv_registry **out_registry);
+/* Destroys every pipeline and module. The GPU must be done with them. */
+void nxv_registry_destroy(nxv_registry *registry);
+
+VkPipelineLayout nxv_registry_layout(nxv_registry *registry);
+/* Workgroup size (a power of two) used for spec constant 0. */
+uint32_t nxv_registry_workgroup_size(nxv_registry *registry);
+
+/* The pipeline for (module, op, variant), created if needed. */
+nxv_status nxv_registry_pipeline(nxv_registry *registry, nxv_spv_module module,
+                                 uint32_t op, uint32_t variant,
+                                 VkPipeline *out_pipeline);
+
+/* Fills pipeline_hits, pipeline_misses, pipeline_disk_hits, pipelines. */
+void nxv_registry_stats(nxv_registry *registry, nxv_stats *stats);
+
+#endif

@@ -1,0 +1,89 @@
+/*
+ * pool.h - size-class pool of device-local buffers.
+ *
+ * Requests are rounded up to a size class: 256 bytes, then four classes per
+ * power of two (2^k * 5/4, 6/4, 7/4, 8/4), so no more than 25% is wasted.
+ * Classes up to NXV_POOL_SLAB_MAX bytes are carved from shared slabs (one
+ * VkDeviceMemory + VkBuffer holding many buffers of one class); larger
+ * classes get a dedicated allocation each. A released buffer goes on its
+ * class's free list and is handed out again as is.
+ *
+ * Reuse is safe by construction: every queued node holds a reference on the
+ * buffers it touches and drops it only when its epoch has retired, so a
+ * buffer reaches the free list only after the last epoch that used it.
+ *
+ * Limits: one buffer may not exceed maxMemoryAllocationSize,
+ * maxStorageBufferRange or maxBufferSize; the pool's reserved bytes may not
+ * exceed its limit (default 90% of the heap budget). When a request would
+ * pass the limit, or the driver reports out of memory, the pool trims its
+ * free buffers once and retries before failing with
+ * NXV_ERR_OUT_OF_DEVICE_MEMORY.
+ *
+ * Thread safety: every function is thread-safe (one mutex per pool; the
+ * free-list fast path holds it for a few dozen instructions).
+ */
+#ifndef NXV_POOL_POOL_H
+#define NXV_POOL_POOL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "nxv.h"
+#include "sched/vk.h"
+
+#define NXV_POOL_SLAB_MAX (256u * 1024u)
+
+typedef struct nxv_pool nxv_pool;
+typedef struct nxv_block nxv_block;
+
+/* A device buffer handed out by the pool. Reference counted; the pool
+ * reclaims it when the count reaches zero. */
+typedef struct nxv_buffer {
+  atomic_uint refs;          /* tensors + queued nodes holding it */
+  uint32_t class_idx;        /* size class (immutable) */
+  nxv_pool *pool;            /* owning pool (immutable) */
+  nxv_block *block;          /* memory it lives in (immutable, pool-owned) */
+  VkBuffer vk;               /* the block's VkBuffer (shared by a slab) */
+  VkDeviceSize offset;       /* byte offset of this buffer in vk */
+  VkDeviceSize size;         /* class size in bytes, >= the request */
+  VkDeviceAddress addr;      /* device address of byte 0 of this buffer */
+  uint64_t sched_read_gen;   /* barrier bookkeeping: scheduler thread only */
+  uint64_t sched_write_gen;
+  struct nxv_buffer *next;   /* free-list link, under the pool mutex */
+} nxv_buffer;
+
+/* Creates a pool on vk's device-local memory. limit_bytes caps reserved
+ * memory (0: 90% of the heap budget, re-read on every new allocation).
+ * vk must outlive the pool. */
+nxv_status nxv_pool_create(const nxv_vk *vk, uint64_t limit_bytes,
+                           nxv_pool **out_pool);
+
+/* Frees every block. Buffers still referenced are reported through
+ * *out_leaked (may be NULL) and their memory is freed anyway; the GPU must
+ * be idle. Not thread-safe with other pool calls. */
+void nxv_pool_destroy(nxv_pool *pool, uint64_t *out_leaked);
+
+/* A buffer of at least bytes bytes, with one reference for the caller.
+ * Never waits for the GPU. */
+nxv_status nxv_pool_alloc(nxv_pool *pool, uint64_t bytes,
+                          nxv_buffer **out_buffer);
+
+static inline void nxv_buffer_retain(nxv_buffer *b) {
+  atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+}
+
+/* Drops a reference; the last one returns the buffer to its free list. */
+void nxv_buffer_release(nxv_buffer *b);
+
+/* Frees unused memory: dedicated free buffers and wholly free slabs.
+ * Returns the bytes released. */
+uint64_t nxv_pool_trim(nxv_pool *pool);
+
+/* Fills the pool_* fields of stats. */
+void nxv_pool_stats(nxv_pool *pool, nxv_stats *stats);
+
+/* Size class of a request and its size in bytes. Pure functions. */
+uint32_t nxv_pool_class_of(uint64_t bytes);
+uint64_t nxv_pool_class_size(uint32_t class_idx);
+
+#endif

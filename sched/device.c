@@ -1,0 +1,191 @@
+#include "sched/device.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/status.h"
+
+nxv_status nxv_device_count(uint32_t *out_count) {
+  if (!out_count) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "out_count is NULL");
+  return nxv_vk_physical(0, NULL, out_count);
+}
+
+nxv_status nxv_device_query(uint32_t index, nxv_device_info *out_info) {
+  if (!out_info) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "out_info is NULL");
+  VkPhysicalDevice phys;
+  NXV_TRY(nxv_vk_physical(index, &phys, NULL));
+  return nxv_vk_describe(phys, index, out_info);
+}
+
+nxv_status nxv_device_default_index(uint32_t *out_index) {
+  if (!out_index) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "out_index is NULL");
+  uint32_t n = 0;
+  NXV_TRY(nxv_device_count(&n));
+  const char *env = getenv("NX_VULKAN_DEVICE");
+  if (env && env[0]) {
+    char *end = NULL;
+    long v = strtol(env, &end, 10);
+    if (*end != 0 || v < 0)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "NX_VULKAN_DEVICE=%s is not a device index", env);
+    if ((uint32_t)v >= n)
+      return nxv_fail(NXV_ERR_NO_DEVICE,
+                      "NX_VULKAN_DEVICE=%s but there are %u device(s)", env, n);
+    *out_index = (uint32_t)v;
+    return NXV_OK;
+  }
+  static const nxv_device_type order[] = {
+      NXV_DEVICE_DISCRETE_GPU, NXV_DEVICE_INTEGRATED_GPU,
+      NXV_DEVICE_VIRTUAL_GPU, NXV_DEVICE_CPU, NXV_DEVICE_OTHER};
+  for (size_t o = 0; o < sizeof order / sizeof order[0]; o++) {
+    for (uint32_t i = 0; i < n; i++) {
+      nxv_device_info info;
+      if (nxv_device_query(i, &info) != NXV_OK) continue;
+      if (info.usable && info.type == order[o]) {
+        *out_index = i;
+        return NXV_OK;
+      }
+    }
+  }
+  return nxv_fail(NXV_ERR_NO_DEVICE,
+                  "no usable Vulkan device (timeline semaphores, buffer "
+                  "device address and int64 required) among %u", n);
+}
+
+static void resolve_config(nxv_device *d, const nxv_device_config *in) {
+  nxv_device_config c = in ? *in : (nxv_device_config){0};
+  if (!c.ring_capacity) c.ring_capacity = 4096;
+  if (!c.max_batch_nodes) c.max_batch_nodes = 512;
+  if (!c.max_batch_cost) c.max_batch_cost = 1ull << 28;
+  if (!c.idle_flush_us) c.idle_flush_us = 20;
+  if (!c.wait_spin_us) c.wait_spin_us = 50;
+  if (!c.staging_bytes) c.staging_bytes = 64ull << 20;
+  if (!c.arena_bytes) c.arena_bytes = 4ull << 20;
+  if (c.cache_dir) {
+    snprintf(d->cache_dir_buf, sizeof d->cache_dir_buf, "%s", c.cache_dir);
+    c.cache_dir = d->cache_dir_buf;
+  }
+  d->config = c;
+}
+
+static void device_destroy(nxv_device *d) {
+  if (d->sched) nxv_sched_destroy(d->sched);
+  if (d->pcache) nxv_pcache_save(d->pcache); /* best effort at close */
+  nxv_registry_destroy(d->kernels);
+  nxv_pcache_destroy(d->pcache);
+  nxv_hostring_destroy(d->staging);
+  nxv_pool_destroy(d->pool, NULL);
+  nxv_vk_close(&d->vk);
+  free(d);
+}
+
+nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
+                           nxv_device **out_device) {
+  if (!out_device) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "out_device is NULL");
+  uint32_t idx;
+  if (index < 0) NXV_TRY(nxv_device_default_index(&idx));
+  else idx = (uint32_t)index;
+  if (config && config->ring_capacity &&
+      (config->ring_capacity < 4 ||
+       (config->ring_capacity & (config->ring_capacity - 1))))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "ring_capacity %u is not a power of two >= 4",
+                    config->ring_capacity);
+  nxv_device *d = calloc(1, sizeof *d);
+  if (!d) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "device");
+  atomic_init(&d->refs, 1);
+  resolve_config(d, config);
+  nxv_status st = nxv_vk_open(idx, &d->vk);
+  if (st == NXV_OK) st = nxv_pool_create(&d->vk, d->config.pool_limit_bytes, &d->pool);
+  if (st == NXV_OK)
+    st = nxv_hostring_create(&d->vk, d->config.staging_bytes, false, &d->staging);
+  if (st == NXV_OK)
+    st = nxv_pcache_open(&d->vk, d->config.cache_dir,
+                         d->config.disable_disk_cache, &d->pcache);
+  if (st == NXV_OK)
+    st = nxv_registry_create(&d->vk, nxv_pcache_handle(d->pcache), &d->kernels);
+  if (st == NXV_OK) {
+    nxv_sched_config sc = {
+        .ring_capacity = d->config.ring_capacity,
+        .max_batch_nodes = d->config.max_batch_nodes,
+        .max_batch_cost = d->config.max_batch_cost,
+        .idle_flush_us = d->config.idle_flush_us,
+        .wait_spin_us = d->config.wait_spin_us,
+        .arena_bytes = d->config.arena_bytes};
+    st = nxv_sched_create(&d->vk, &sc, d->staging,
+                          nxv_registry_layout(d->kernels), &d->sched);
+  }
+  if (st != NXV_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", nxv_last_error());
+    if (d->pcache) {
+      nxv_pcache_destroy(d->pcache);
+      d->pcache = NULL; /* nothing to save from a failed open */
+    }
+    device_destroy(d);
+    return nxv_fail(st, "opening Vulkan device %u: %s", idx, msg);
+  }
+  *out_device = d;
+  return NXV_OK;
+}
+
+void nxv_device_retain(nxv_device *d) {
+  atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed);
+}
+
+void nxv_device_release(nxv_device *d) {
+  if (!d) return;
+  if (atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) == 1)
+    device_destroy(d);
+}
+
+nxv_status nxv_device_info_get(nxv_device *d, nxv_device_info *out_info) {
+  if (!d || !out_info)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL device or out_info");
+  *out_info = d->vk.info;
+  return NXV_OK;
+}
+
+nxv_status nxv_device_stats(nxv_device *d, nxv_stats *out) {
+  if (!d || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL device or out_stats");
+  memset(out, 0, sizeof *out);
+  nxv_pool_stats(d->pool, out);
+  nxv_hostring_stats(d->staging, &out->staging_bytes, &out->staging_dedicated);
+  nxv_sched_stats(d->sched, out);
+  nxv_registry_stats(d->kernels, out);
+  nxv_pcache_stats(d->pcache, out);
+  return NXV_OK;
+}
+
+nxv_status nxv_device_check(nxv_device *d) {
+  const char *msg;
+  nxv_status st = nxv_sched_status(d->sched, &msg);
+  if (st != NXV_OK) return nxv_fail(st, "device failed earlier: %s", msg);
+  return NXV_OK;
+}
+
+nxv_status nxv_device_synchronize(nxv_device *d) {
+  if (!d) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL device");
+  return nxv_sched_synchronize(d->sched);
+}
+
+nxv_status nxv_device_trim(nxv_device *d) {
+  if (!d) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL device");
+  nxv_pool_trim(d->pool);
+  return NXV_OK;
+}
+
+nxv_status nxv_device_status(nxv_device *d, const char **out_message) {
+  if (!d) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL device");
+  return nxv_sched_status(d->sched, out_message);
+}
+
+nxv_status nxv_device_save_pipeline_cache(nxv_device *d) {
+  if (!d) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL device");
+  return nxv_pcache_save(d->pcache);
+}
+
+void nxv_device_inject_fault(nxv_device *d, nxv_status fault) {
+  if (d) nxv_sched_inject_fault(d->sched, fault);
+}

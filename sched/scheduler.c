@@ -1,0 +1,685 @@
+#include "sched/scheduler.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sched/ring.h"
+#include "sched/status.h"
+
+#define NXV_MAX_BATCHES 16
+#define NXV_KICK_NODES 16 /* submit this many at once when the GPU is idle */
+
+typedef struct batch {
+  VkCommandBuffer cb;     /* owned by the scheduler's command pool */
+  uint64_t epoch;         /* timeline value its submission signals */
+  nxv_node *head, *tail;  /* nodes recorded, in order */
+  uint32_t nnodes;
+  uint64_t cost;
+  bool host_read;         /* ends with a HOST_READ barrier */
+  VkPipeline bound;       /* pipeline bound last in cb */
+} batch;
+
+struct nxv_sched {
+  const nxv_vk *vk;               /* not owned */
+  nxv_sched_config cfg;
+  nxv_hostring *staging;          /* not owned */
+  nxv_hostring *arena;            /* owned: kernel arguments */
+  VkPipelineLayout layout;        /* not owned */
+  nxv_ring *ring;                 /* owned */
+  VkSemaphore timeline;           /* owned */
+  VkCommandPool cmd_pool;         /* owned; scheduler thread only */
+  batch batches[NXV_MAX_BATCHES];
+
+  /* scheduler thread only */
+  batch *open;
+  uint64_t next_epoch;
+  uint64_t gen;                   /* barrier generation */
+
+  /* guarded by mu */
+  pthread_mutex_t mu;
+  pthread_cond_t sched_cv;        /* wakes the scheduler */
+  pthread_cond_t inflight_cv;     /* wakes the completion thread */
+  pthread_cond_t done_cv;         /* wakes waiters and the scheduler */
+  uint32_t free_batches[NXV_MAX_BATCHES];
+  uint32_t nfree;
+  uint32_t inflight[NXV_MAX_BATCHES]; /* FIFO of submitted batches */
+  uint32_t inflight_head, inflight_count;
+  bool completion_stop;
+  nxv_status error;
+  char error_msg[512];
+
+  atomic_bool sleeping;           /* scheduler waits on sched_cv */
+  atomic_bool stop;
+  atomic_int failed;              /* mirrors error != NXV_OK, lock-free */
+  atomic_int inject;              /* fault for the next submission */
+  atomic_uint_fast64_t submitted_epoch, completed_epoch;
+  atomic_uint_fast64_t enqueued, completed_ops, submits, barriers, ring_full;
+
+  pthread_t sched_thread, completion_thread;
+  bool sched_started, completion_started;
+};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* ------------------------------------------------------------------ */
+/* Nodes and tickets                                                   */
+/* ------------------------------------------------------------------ */
+
+nxv_node *nxv_node_new(uint32_t args_words) {
+  nxv_node *n = calloc(1, sizeof *n + (size_t)args_words * sizeof(uint32_t));
+  if (n) n->args_words = args_words;
+  return n;
+}
+
+nxv_ticket *nxv_ticket_new(void) {
+  nxv_ticket *t = calloc(1, sizeof *t);
+  if (t) atomic_init(&t->refs, 2);
+  return t;
+}
+
+void nxv_ticket_release(nxv_ticket *t) {
+  if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  if (t->has_staging) nxv_hostring_free(t->ring, &t->staging);
+  free(t);
+}
+
+static void node_free(nxv_sched *s, nxv_node *n) {
+  for (uint32_t i = 0; i < n->nbufs; i++) nxv_buffer_release(n->bufs[i]);
+  if (n->has_staging) nxv_hostring_free(n->staging_ring, &n->staging);
+  if (n->has_arena && s) nxv_hostring_free(s->arena, &n->arena);
+  if (n->ticket) nxv_ticket_release(n->ticket);
+  free(n);
+}
+
+void nxv_node_discard(nxv_node *n) {
+  if (n) node_free(NULL, n);
+}
+
+/* ------------------------------------------------------------------ */
+/* Errors                                                              */
+/* ------------------------------------------------------------------ */
+
+static void set_error(nxv_sched *s, nxv_status st, const char *msg) {
+  pthread_mutex_lock(&s->mu);
+  if (s->error == NXV_OK) {
+    s->error = st;
+    snprintf(s->error_msg, sizeof s->error_msg, "%s", msg);
+    atomic_store(&s->failed, 1);
+  }
+  pthread_cond_broadcast(&s->done_cv);
+  pthread_cond_broadcast(&s->inflight_cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+static nxv_status sticky(nxv_sched *s) {
+  pthread_mutex_lock(&s->mu);
+  nxv_status st = s->error;
+  char msg[512];
+  memcpy(msg, s->error_msg, sizeof msg);
+  pthread_mutex_unlock(&s->mu);
+  return nxv_fail(st, "device failed earlier: %s", msg);
+}
+
+nxv_status nxv_sched_status(nxv_sched *s, const char **out_message) {
+  pthread_mutex_lock(&s->mu);
+  nxv_status st = s->error;
+  pthread_mutex_unlock(&s->mu);
+  /* error_msg is written once, before error is published; stable after. */
+  if (out_message) *out_message = st == NXV_OK ? "" : s->error_msg;
+  return st;
+}
+
+void nxv_sched_inject_fault(nxv_sched *s, nxv_status fault) {
+  atomic_store(&s->inject, (int)fault);
+}
+
+/* ------------------------------------------------------------------ */
+/* Recording (scheduler thread)                                        */
+/* ------------------------------------------------------------------ */
+
+static void cancel_list(nxv_sched *s, nxv_node *n) {
+  while (n) {
+    nxv_node *next = n->next;
+    node_free(s, n);
+    n = next;
+  }
+}
+
+/* Gets a free batch slot, waiting for the completion thread if all are in
+ * flight. Fails only with the sticky error. */
+static nxv_status open_batch(nxv_sched *s) {
+  pthread_mutex_lock(&s->mu);
+  while (s->nfree == 0 && s->error == NXV_OK)
+    pthread_cond_wait(&s->done_cv, &s->mu);
+  if (s->nfree == 0) {
+    pthread_mutex_unlock(&s->mu);
+    return s->error;
+  }
+  batch *b = &s->batches[s->free_batches[--s->nfree]];
+  pthread_mutex_unlock(&s->mu);
+  VkResult r = vkResetCommandBuffer(b->cb, 0);
+  VkCommandBufferBeginInfo bi = {
+      .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+      .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  if (r == VK_SUCCESS) r = vkBeginCommandBuffer(b->cb, &bi);
+  if (r != VK_SUCCESS) {
+    nxv_status st = nxv_fail_vk(r, "vkBeginCommandBuffer");
+    set_error(s, st, nxv_last_error());
+    pthread_mutex_lock(&s->mu);
+    s->free_batches[s->nfree++] = (uint32_t)(b - s->batches);
+    pthread_mutex_unlock(&s->mu);
+    return st;
+  }
+  b->epoch = ++s->next_epoch;
+  b->head = b->tail = NULL;
+  b->nnodes = 0;
+  b->cost = 0;
+  b->host_read = false;
+  b->bound = VK_NULL_HANDLE;
+  s->open = b;
+  return NXV_OK;
+}
+
+static void release_batch_slot(nxv_sched *s, batch *b) {
+  pthread_mutex_lock(&s->mu);
+  s->free_batches[s->nfree++] = (uint32_t)(b - s->batches);
+  pthread_cond_broadcast(&s->done_cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Ends and submits the open batch. */
+static void submit_open(nxv_sched *s) {
+  batch *b = s->open;
+  s->open = NULL;
+  if (b->host_read) {
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT |
+                                           VK_ACCESS_SHADER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(b->cb,
+                         VK_PIPELINE_STAGE_TRANSFER_BIT |
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0,
+                         NULL);
+  }
+  VkResult r = vkEndCommandBuffer(b->cb);
+  const char *what = "vkEndCommandBuffer";
+  if (r == VK_SUCCESS) {
+    int fault = atomic_exchange(&s->inject, 0);
+    if (fault == NXV_ERR_DEVICE_LOST) {
+      r = VK_ERROR_DEVICE_LOST;
+      what = "vkQueueSubmit (injected fault)";
+    } else if (fault != 0) {
+      r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+      what = "vkQueueSubmit (injected fault)";
+    } else {
+      VkTimelineSemaphoreSubmitInfo ts = {
+          .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+          .signalSemaphoreValueCount = 1,
+          .pSignalSemaphoreValues = &b->epoch};
+      VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                         .pNext = &ts,
+                         .commandBufferCount = 1,
+                         .pCommandBuffers = &b->cb,
+                         .signalSemaphoreCount = 1,
+                         .pSignalSemaphores = &s->timeline};
+      r = vkQueueSubmit(s->vk->queue, 1, &si, VK_NULL_HANDLE);
+      what = "vkQueueSubmit";
+    }
+  }
+  if (r != VK_SUCCESS) {
+    nxv_status st = nxv_fail_vk(r, what);
+    if (st != NXV_ERR_DEVICE_LOST) {
+      st = NXV_ERR_SUBMIT_FAILED;
+      nxv_fail(st, "%s failed: %s", what, nxv_vk_result_name(r));
+    }
+    set_error(s, st, nxv_last_error());
+    cancel_list(s, b->head);
+    release_batch_slot(s, b);
+    return;
+  }
+  atomic_fetch_add(&s->submits, 1);
+  pthread_mutex_lock(&s->mu);
+  s->inflight[(s->inflight_head + s->inflight_count) % NXV_MAX_BATCHES] =
+      (uint32_t)(b - s->batches);
+  s->inflight_count++;
+  atomic_store(&s->submitted_epoch, b->epoch);
+  pthread_cond_signal(&s->inflight_cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Copies a node's arguments into the arena, submitting and waiting for
+ * retirements while the arena is full. */
+static nxv_status place_args(nxv_sched *s, nxv_node *n) {
+  uint64_t bytes = (uint64_t)n->args_words * 4;
+  for (;;) {
+    if (nxv_hostring_alloc(s->arena, bytes, 16, false, &n->arena) == NXV_OK)
+      break;
+    if (s->open && s->open->nnodes > 0) submit_open(s);
+    pthread_mutex_lock(&s->mu);
+    uint64_t seen = atomic_load(&s->completed_epoch);
+    while (s->inflight_count > 0 && s->error == NXV_OK &&
+           atomic_load(&s->completed_epoch) == seen)
+      pthread_cond_wait(&s->done_cv, &s->mu);
+    bool stuck = s->inflight_count == 0;
+    nxv_status err = s->error;
+    pthread_mutex_unlock(&s->mu);
+    if (err != NXV_OK) return err;
+    if (stuck &&
+        nxv_hostring_alloc(s->arena, bytes, 16, false, &n->arena) != NXV_OK) {
+      nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY,
+               "kernel arguments of %llu bytes do not fit the arena",
+               (unsigned long long)bytes);
+      return NXV_ERR_OUT_OF_HOST_MEMORY;
+    }
+    if (stuck) break;
+  }
+  n->has_arena = true;
+  memcpy(n->arena.ptr, n->args, bytes);
+  memcpy(n->pc + n->args_pc_offset, &n->arena.addr, sizeof n->arena.addr);
+  return NXV_OK;
+}
+
+static void record(nxv_sched *s, nxv_node *n) {
+  if (n->kind == NXV_NODE_DISPATCH && n->args_words > 0) {
+    nxv_status st = place_args(s, n);
+    if (st != NXV_OK) {
+      if (atomic_load(&s->failed) == 0) set_error(s, st, nxv_last_error());
+      node_free(s, n);
+      return;
+    }
+  }
+  if (!s->open && open_batch(s) != NXV_OK) {
+    node_free(s, n);
+    return;
+  }
+  batch *b = s->open;
+  /* One global barrier when this node touches what the current barrier
+   * interval already wrote, or writes what it read. */
+  bool need = false;
+  for (uint32_t i = 0; i < n->nbufs && !need; i++) {
+    nxv_buffer *buf = n->bufs[i];
+    if (buf->sched_write_gen == s->gen) need = true;
+    if ((n->write_mask >> i) & 1u && buf->sched_read_gen == s->gen) need = true;
+  }
+  if (need) {
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                              VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(b->cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+    s->gen++;
+    atomic_fetch_add_explicit(&s->barriers, 1, memory_order_relaxed);
+  }
+  for (uint32_t i = 0; i < n->nbufs; i++) {
+    if ((n->write_mask >> i) & 1u) n->bufs[i]->sched_write_gen = s->gen;
+    else n->bufs[i]->sched_read_gen = s->gen;
+  }
+  switch (n->kind) {
+    case NXV_NODE_DISPATCH:
+      if (n->groups[0] && n->groups[1] && n->groups[2]) {
+        if (b->bound != n->pipeline) {
+          vkCmdBindPipeline(b->cb, VK_PIPELINE_BIND_POINT_COMPUTE, n->pipeline);
+          b->bound = n->pipeline;
+        }
+        vkCmdPushConstants(b->cb, s->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                           n->pc_size, n->pc);
+        vkCmdDispatch(b->cb, n->groups[0], n->groups[1], n->groups[2]);
+      }
+      break;
+    case NXV_NODE_COPY:
+      if (n->bytes) {
+        VkBufferCopy region = {n->src_offset, n->dst_offset, n->bytes};
+        vkCmdCopyBuffer(b->cb, n->src, n->dst, 1, &region);
+      }
+      break;
+    case NXV_NODE_FILL:
+      if (n->bytes)
+        vkCmdFillBuffer(b->cb, n->dst, n->dst_offset, n->bytes, n->fill_pattern);
+      break;
+    default:
+      break;
+  }
+  if (n->flags & NXV_NODE_HOST_READ) b->host_read = true;
+  if (n->ticket) atomic_store(&n->ticket->epoch, b->epoch);
+  n->next = NULL;
+  if (b->tail) b->tail->next = n;
+  else b->head = n;
+  b->tail = n;
+  b->nnodes++;
+  b->cost += n->cost;
+}
+
+static void *sched_main(void *arg) {
+  nxv_sched *s = arg;
+  for (;;) {
+    nxv_node *n = nxv_ring_pop(s->ring);
+    if (n) {
+      if (atomic_load(&s->failed)) {
+        node_free(s, n);
+        continue;
+      }
+      uint8_t flags = n->flags; /* n may be freed by record on error */
+      record(s, n);
+      batch *b = s->open;
+      if (!b) continue;
+      bool flush = (flags & NXV_NODE_FLUSH) ||
+                   b->nnodes >= s->cfg.max_batch_nodes ||
+                   b->cost >= s->cfg.max_batch_cost;
+      if (!flush && b->nnodes >= NXV_KICK_NODES) {
+        pthread_mutex_lock(&s->mu);
+        flush = s->inflight_count == 0;
+        pthread_mutex_unlock(&s->mu);
+      }
+      if (flush) submit_open(s);
+      continue;
+    }
+    if (s->open) {
+      if (atomic_load(&s->failed)) {
+        cancel_list(s, s->open->head);
+        vkEndCommandBuffer(s->open->cb);
+        release_batch_slot(s, s->open);
+        s->open = NULL;
+        continue;
+      }
+      uint64_t until = now_ns() + (uint64_t)s->cfg.idle_flush_us * 1000u;
+      while (nxv_ring_size(s->ring) == 0 && now_ns() < until &&
+             !atomic_load(&s->stop))
+        cpu_relax();
+      if (nxv_ring_size(s->ring) == 0) submit_open(s);
+      continue;
+    }
+    if (atomic_load(&s->stop)) break;
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->sleeping, true);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (nxv_ring_size(s->ring) == 0 && !atomic_load(&s->stop))
+      pthread_cond_wait(&s->sched_cv, &s->mu);
+    atomic_store(&s->sleeping, false);
+    pthread_mutex_unlock(&s->mu);
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Completion thread                                                   */
+/* ------------------------------------------------------------------ */
+
+static void retire(nxv_sched *s, batch *b) {
+  uint64_t nodes = b->nnodes;
+  cancel_list(s, b->head);
+  b->head = b->tail = NULL;
+  atomic_fetch_add(&s->completed_ops, nodes);
+}
+
+static void *completion_main(void *arg) {
+  nxv_sched *s = arg;
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    while (s->inflight_count == 0 && !s->completion_stop)
+      pthread_cond_wait(&s->inflight_cv, &s->mu);
+    if (s->inflight_count == 0) {
+      pthread_mutex_unlock(&s->mu);
+      break;
+    }
+    batch *oldest = &s->batches[s->inflight[s->inflight_head]];
+    uint64_t target = oldest->epoch;
+    pthread_mutex_unlock(&s->mu);
+
+    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                              .semaphoreCount = 1,
+                              .pSemaphores = &s->timeline,
+                              .pValues = &target};
+    VkResult r = vkWaitSemaphores(s->vk->device, &wi, 1000000000ull);
+    if (r == VK_TIMEOUT) continue;
+    uint64_t value = 0;
+    bool lost = false;
+    if (r == VK_SUCCESS)
+      r = vkGetSemaphoreCounterValue(s->vk->device, s->timeline, &value);
+    if (r != VK_SUCCESS) {
+      nxv_status st = nxv_fail_vk(r, "vkWaitSemaphores (timeline)");
+      set_error(s, st == NXV_ERR_DEVICE_LOST ? st : NXV_ERR_DEVICE_LOST,
+                nxv_last_error());
+      lost = true; /* the GPU runs nothing more: release everything */
+    }
+    for (;;) {
+      pthread_mutex_lock(&s->mu);
+      if (s->inflight_count == 0) {
+        pthread_mutex_unlock(&s->mu);
+        break;
+      }
+      batch *b = &s->batches[s->inflight[s->inflight_head]];
+      if (!lost && b->epoch > value) {
+        pthread_mutex_unlock(&s->mu);
+        break;
+      }
+      s->inflight_head = (s->inflight_head + 1) % NXV_MAX_BATCHES;
+      s->inflight_count--;
+      pthread_mutex_unlock(&s->mu);
+      retire(s, b);
+      pthread_mutex_lock(&s->mu);
+      if (!lost) atomic_store(&s->completed_epoch, b->epoch);
+      s->free_batches[s->nfree++] = (uint32_t)(b - s->batches);
+      pthread_cond_broadcast(&s->done_cv);
+      pthread_mutex_unlock(&s->mu);
+    }
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Producers and waiters                                               */
+/* ------------------------------------------------------------------ */
+
+static void wake_scheduler(nxv_sched *s) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load(&s->sleeping)) {
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_signal(&s->sched_cv);
+    pthread_mutex_unlock(&s->mu);
+  }
+}
+
+nxv_status nxv_sched_push(nxv_sched *s, nxv_node *n) {
+  if (atomic_load(&s->failed)) {
+    nxv_node_discard(n);
+    return sticky(s);
+  }
+  atomic_fetch_add_explicit(&s->enqueued, 1, memory_order_relaxed);
+  if (!nxv_ring_push(s->ring, n)) {
+    atomic_fetch_add(&s->ring_full, 1);
+    do {
+      wake_scheduler(s);
+      sched_yield();
+    } while (!nxv_ring_push(s->ring, n));
+  }
+  wake_scheduler(s);
+  return NXV_OK;
+}
+
+nxv_status nxv_sched_wait(nxv_sched *s, nxv_ticket *t) {
+  uint64_t spin_until = now_ns() + (uint64_t)s->cfg.wait_spin_us * 1000u;
+  for (;;) {
+    uint64_t e = atomic_load(&t->epoch);
+    if (e && atomic_load(&s->completed_epoch) >= e) return NXV_OK;
+    if (e && atomic_load(&s->submitted_epoch) >= e) {
+      uint64_t v = 0;
+      if (vkGetSemaphoreCounterValue(s->vk->device, s->timeline, &v) ==
+              VK_SUCCESS && v >= e)
+        return NXV_OK;
+    }
+    if (atomic_load(&s->failed)) return sticky(s);
+    if (now_ns() >= spin_until) break;
+    cpu_relax();
+  }
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    uint64_t e = atomic_load(&t->epoch);
+    if (e && atomic_load(&s->completed_epoch) >= e) break;
+    if (s->error != NXV_OK) {
+      pthread_mutex_unlock(&s->mu);
+      return sticky(s);
+    }
+    pthread_cond_wait(&s->done_cv, &s->mu);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NXV_OK;
+}
+
+nxv_status nxv_sched_synchronize(nxv_sched *s) {
+  nxv_node *n = nxv_node_new(0);
+  nxv_ticket *t = nxv_ticket_new();
+  if (!n || !t) {
+    free(n);
+    free(t);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "synchronize marker");
+  }
+  n->kind = NXV_NODE_MARKER;
+  n->flags = NXV_NODE_FLUSH;
+  n->ticket = t;
+  /* On failure push discards the node, which drops the node's reference. */
+  nxv_status st = nxv_sched_push(s, n);
+  if (st == NXV_OK) st = nxv_sched_wait(s, t);
+  nxv_ticket_release(t);
+  return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Lifetime                                                            */
+/* ------------------------------------------------------------------ */
+
+nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *cfg,
+                            nxv_hostring *staging, VkPipelineLayout layout,
+                            nxv_sched **out_sched) {
+  nxv_sched *s = calloc(1, sizeof *s);
+  if (!s) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "scheduler");
+  s->vk = vk;
+  s->cfg = *cfg;
+  s->staging = staging;
+  s->layout = layout;
+  s->gen = 1;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->sched_cv, NULL);
+  pthread_cond_init(&s->inflight_cv, NULL);
+  pthread_cond_init(&s->done_cv, NULL);
+  nxv_status st = nxv_ring_create(cfg->ring_capacity, &s->ring);
+  if (st == NXV_OK)
+    st = nxv_hostring_create(vk, cfg->arena_bytes, true, &s->arena);
+  if (st == NXV_OK) {
+    VkSemaphoreTypeCreateInfo tci = {
+        .sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+        .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+        .initialValue = 0};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+                                 .pNext = &tci};
+    VkResult r = vkCreateSemaphore(vk->device, &sci, NULL, &s->timeline);
+    if (r != VK_SUCCESS) st = nxv_fail_vk(r, "vkCreateSemaphore (timeline)");
+  }
+  if (st == NXV_OK) {
+    VkCommandPoolCreateInfo pci = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+        .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+        .queueFamilyIndex = vk->queue_family};
+    VkResult r = vkCreateCommandPool(vk->device, &pci, NULL, &s->cmd_pool);
+    if (r != VK_SUCCESS) st = nxv_fail_vk(r, "vkCreateCommandPool");
+  }
+  if (st == NXV_OK) {
+    VkCommandBuffer cbs[NXV_MAX_BATCHES];
+    VkCommandBufferAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+        .commandPool = s->cmd_pool,
+        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+        .commandBufferCount = NXV_MAX_BATCHES};
+    VkResult r = vkAllocateCommandBuffers(vk->device, &ai, cbs);
+    if (r != VK_SUCCESS) st = nxv_fail_vk(r, "vkAllocateCommandBuffers");
+    for (uint32_t i = 0; st == NXV_OK && i < NXV_MAX_BATCHES; i++) {
+      s->batches[i].cb = cbs[i];
+      s->free_batches[s->nfree++] = NXV_MAX_BATCHES - 1 - i;
+    }
+  }
+  if (st == NXV_OK) {
+    if (pthread_create(&s->completion_thread, NULL, completion_main, s) != 0)
+      st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "starting the completion thread");
+    else
+      s->completion_started = true;
+  }
+  if (st == NXV_OK) {
+    if (pthread_create(&s->sched_thread, NULL, sched_main, s) != 0)
+      st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "starting the scheduler thread");
+    else
+      s->sched_started = true;
+  }
+  if (st != NXV_OK) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", nxv_last_error());
+    nxv_sched_destroy(s);
+    return nxv_fail(st, "%s", msg);
+  }
+  *out_sched = s;
+  return NXV_OK;
+}
+
+void nxv_sched_destroy(nxv_sched *s) {
+  if (!s) return;
+  if (s->sched_started) {
+    pthread_mutex_lock(&s->mu);
+    atomic_store(&s->stop, true);
+    pthread_cond_signal(&s->sched_cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->sched_thread, NULL);
+  }
+  /* Nodes pushed after the scheduler stopped (a contract violation) or
+   * left by a failed start are cancelled. */
+  if (s->ring) {
+    nxv_node *n;
+    while ((n = nxv_ring_pop(s->ring))) node_free(s, n);
+  }
+  if (s->completion_started) {
+    pthread_mutex_lock(&s->mu);
+    s->completion_stop = true;
+    pthread_cond_signal(&s->inflight_cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->completion_thread, NULL);
+  }
+  VkDevice dev = s->vk->device;
+  if (s->sched_started) vkQueueWaitIdle(s->vk->queue);
+  if (s->cmd_pool) vkDestroyCommandPool(dev, s->cmd_pool, NULL);
+  if (s->timeline) vkDestroySemaphore(dev, s->timeline, NULL);
+  nxv_hostring_destroy(s->arena);
+  nxv_ring_destroy(s->ring);
+  pthread_cond_destroy(&s->done_cv);
+  pthread_cond_destroy(&s->inflight_cv);
+  pthread_cond_destroy(&s->sched_cv);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+void nxv_sched_stats(nxv_sched *s, nxv_stats *st) {
+  st->ops_enqueued = atomic_load(&s->enqueued);
+  st->ops_completed = atomic_load(&s->completed_ops);
+  st->submits = atomic_load(&s->submits);
+  st->barriers = atomic_load(&s->barriers);
+  st->epoch_submitted = atomic_load(&s->submitted_epoch);
+  st->epoch_completed = atomic_load(&s->completed_epoch);
+  st->ring_full_waits = atomic_load(&s->ring_full);
+}

@@ -1,0 +1,147 @@
+/*
+ * scheduler.h - the per-device op queue: nodes, batching, submission and
+ * completion.
+ *
+ * Producers (any thread) build a node and push it with nxv_sched_push,
+ * which returns at once. One scheduler thread pops nodes in order and
+ * records them into the open command buffer, inserting one global memory
+ * barrier before a node only when it reads or writes a buffer written, or
+ * writes a buffer read, since the last barrier. It submits the batch when a
+ * node asks for a flush (downloads, synchronize), when the batch reaches its
+ * node or work budget, when the GPU is idle and a few nodes are ready, or
+ * when the ring has been empty for idle_flush_us. Each submit signals the
+ * timeline semaphore with the batch's epoch (1, 2, ...).
+ *
+ * A completion thread waits on the timeline and retires batches in order:
+ * it drops the nodes' buffer references (so buffers return to the pool only
+ * after the last epoch that used them), frees their staging and argument
+ * space, and wakes waiters.
+ *
+ * Errors are sticky: the first failed submission or device loss records
+ * its cause; waiters wake with it, queued nodes are cancelled (their
+ * references dropped, nothing executed), and nxv_sched_push fails fast.
+ */
+#ifndef NXV_SCHED_SCHEDULER_H
+#define NXV_SCHED_SCHEDULER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nxv.h"
+#include "pool/hostring.h"
+#include "pool/pool.h"
+#include "sched/vk.h"
+
+#define NXV_NODE_MAX_BUFS 4
+#define NXV_PUSH_CONSTANTS_MAX 128
+
+typedef enum nxv_node_kind {
+  NXV_NODE_DISPATCH = 0, /* bind pipeline, push constants, dispatch */
+  NXV_NODE_COPY = 1,     /* vkCmdCopyBuffer */
+  NXV_NODE_FILL = 2,     /* vkCmdFillBuffer with a 32-bit pattern */
+  NXV_NODE_MARKER = 3,   /* records nothing; used to learn an epoch */
+} nxv_node_kind;
+
+enum {
+  NXV_NODE_FLUSH = 1u << 0,     /* submit right after recording this node */
+  NXV_NODE_HOST_READ = 1u << 1, /* the host reads what this node writes */
+};
+
+/* Shared between a waiting thread and the node it waits for. Reference
+ * counted (the node and the waiter each hold one); the last release frees
+ * the staging it owns. */
+typedef struct nxv_ticket {
+  atomic_uint refs;
+  atomic_uint_fast64_t epoch;   /* 0 until the node is recorded */
+  nxv_hostring *ring;           /* staging's ring, when has_staging */
+  nxv_host_alloc staging;       /* download destination, owned */
+  bool has_staging;
+} nxv_ticket;
+
+/* One queued operation. Built by a producer, owned by the scheduler once
+ * pushed, freed at retirement or cancellation. */
+typedef struct nxv_node {
+  uint8_t kind;                 /* nxv_node_kind */
+  uint8_t flags;                /* NXV_NODE_* */
+  uint8_t nbufs;                /* entries used in bufs */
+  uint8_t write_mask;           /* bit i: bufs[i] is written */
+  uint32_t pc_size;             /* bytes of push constants */
+  uint32_t args_words;          /* uint32 words in args[] */
+  uint32_t args_pc_offset;      /* byte offset in pc of the arena address */
+  nxv_buffer *bufs[NXV_NODE_MAX_BUFS]; /* references owned by the node */
+  VkPipeline pipeline;          /* dispatch: owned by the registry */
+  uint32_t groups[3];           /* dispatch size; groups[0]==0: nothing */
+  uint64_t cost;                /* work estimate (elements touched) */
+  VkBuffer src, dst;            /* copy/fill: not owned */
+  VkDeviceSize src_offset, dst_offset, bytes;
+  uint32_t fill_pattern;
+  nxv_hostring *staging_ring;   /* ring of staging, when has_staging */
+  nxv_host_alloc staging;       /* upload source, owned when has_staging */
+  bool has_staging;
+  bool has_arena;               /* arena holds this node's arguments */
+  nxv_host_alloc arena;         /* set by the scheduler, freed at retire */
+  nxv_ticket *ticket;           /* optional, one reference owned */
+  struct nxv_node *next;        /* batch list link (scheduler) */
+  uint8_t pc[NXV_PUSH_CONSTANTS_MAX];
+  uint32_t args[];              /* metadata copied to the argument arena */
+} nxv_node;
+
+typedef struct nxv_sched nxv_sched;
+
+typedef struct nxv_sched_config {
+  uint32_t ring_capacity;
+  uint32_t max_batch_nodes;
+  uint64_t max_batch_cost;
+  uint32_t idle_flush_us;
+  uint32_t wait_spin_us;
+  uint64_t arena_bytes;
+} nxv_sched_config;
+
+/* Creates the queue and starts its threads. vk, staging and layout must
+ * outlive it. */
+nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *config,
+                            nxv_hostring *staging, VkPipelineLayout layout,
+                            nxv_sched **out_sched);
+
+/* Drains queued work (or cancels it after a sticky error), waits for the
+ * GPU, stops the threads and frees everything. No push may be in progress
+ * or follow. */
+void nxv_sched_destroy(nxv_sched *sched);
+
+/* Allocates a zeroed node with room for args_words words of arguments. */
+nxv_node *nxv_node_new(uint32_t args_words);
+
+/* Drops every reference a node owns and frees it (never pushed). */
+void nxv_node_discard(nxv_node *node);
+
+/* Queues node, taking ownership in every case. Returns the sticky error
+ * (and discards the node) if the queue has failed. Never waits for the GPU;
+ * if the ring is full it yields until the scheduler makes room, losing and
+ * reordering nothing. Thread-safe. */
+nxv_status nxv_sched_push(nxv_sched *sched, nxv_node *node);
+
+/* New ticket with two references (one for the node, one for the caller). */
+nxv_ticket *nxv_ticket_new(void);
+void nxv_ticket_release(nxv_ticket *ticket);
+
+/* Waits until the node holding ticket has completed on the GPU, busy-polling
+ * the timeline for wait_spin_us before sleeping. Returns the sticky error if
+ * the queue fails first. Thread-safe. */
+nxv_status nxv_sched_wait(nxv_sched *sched, nxv_ticket *ticket);
+
+/* Queues a flushing marker and waits for it: everything queued before has
+ * completed. */
+nxv_status nxv_sched_synchronize(nxv_sched *sched);
+
+/* The sticky error (NXV_OK if none) and its message (valid while the
+ * scheduler lives). Thread-safe. */
+nxv_status nxv_sched_status(nxv_sched *sched, const char **out_message);
+
+/* Makes the next submission fail with fault. Thread-safe. */
+void nxv_sched_inject_fault(nxv_sched *sched, nxv_status fault);
+
+/* Fills the queue fields of stats. Thread-safe. */
+void nxv_sched_stats(nxv_sched *sched, nxv_stats *stats);
+
+#endif

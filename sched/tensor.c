@@ -1,0 +1,237 @@
+/* Tensor handles: creation, upload, download, device copy. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/device.h"
+#include "sched/status.h"
+
+static const struct {
+  const char *name;
+  size_t size;
+} kDtypes[NXV_DTYPE_COUNT] = {
+    [NXV_S8] = {"s8", 1},     [NXV_S16] = {"s16", 2},  [NXV_S32] = {"s32", 4},
+    [NXV_S64] = {"s64", 8},   [NXV_U8] = {"u8", 1},    [NXV_U16] = {"u16", 2},
+    [NXV_U32] = {"u32", 4},   [NXV_U64] = {"u64", 8},  [NXV_F16] = {"f16", 2},
+    [NXV_BF16] = {"bf16", 2}, [NXV_F32] = {"f32", 4},  [NXV_F64] = {"f64", 8},
+    [NXV_C64] = {"c64", 8},   [NXV_C128] = {"c128", 16},
+};
+
+size_t nxv_dtype_size(nxv_dtype t) {
+  return (unsigned)t < NXV_DTYPE_COUNT ? kDtypes[t].size : 0;
+}
+
+const char *nxv_dtype_name(nxv_dtype t) {
+  return (unsigned)t < NXV_DTYPE_COUNT ? kDtypes[t].name : "invalid";
+}
+
+void nxv_tensor_retain(nxv_tensor *t) {
+  atomic_fetch_add_explicit(&t->refs, 1, memory_order_relaxed);
+}
+
+void nxv_tensor_release(nxv_tensor *t) {
+  if (!t) return;
+  if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
+  nxv_device *d = t->device;
+  nxv_buffer_release(t->buf);
+  free(t);
+  nxv_device_release(d);
+}
+
+nxv_dtype nxv_tensor_dtype(const nxv_tensor *t) { return t->dtype; }
+uint64_t nxv_tensor_count(const nxv_tensor *t) { return t->count; }
+nxv_device *nxv_tensor_device(const nxv_tensor *t) { return t->device; }
+
+nxv_status nxv_tensor_new(nxv_device *d, nxv_dtype dtype, uint64_t count,
+                          nxv_tensor **out) {
+  size_t es = nxv_dtype_size(dtype);
+  if (!es) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
+  if (count > UINT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED,
+                    "tensor of %llu elements: at most 2^32-1 are supported",
+                    (unsigned long long)count);
+  NXV_TRY(nxv_device_check(d));
+  nxv_tensor *t = calloc(1, sizeof *t);
+  if (!t) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "tensor handle");
+  nxv_status st = nxv_pool_alloc(d->pool, count * es, &t->buf);
+  if (st != NXV_OK) {
+    free(t);
+    return st;
+  }
+  atomic_init(&t->refs, 1);
+  t->device = d;
+  t->dtype = dtype;
+  t->count = count;
+  nxv_device_retain(d);
+  if (d->config.poison_outputs) {
+    nxv_node *n = nxv_node_new(0);
+    if (!n) {
+      nxv_tensor_release(t);
+      return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "poison node");
+    }
+    n->kind = NXV_NODE_FILL;
+    n->nbufs = 1;
+    n->write_mask = 1;
+    n->bufs[0] = t->buf;
+    nxv_buffer_retain(t->buf);
+    n->dst = t->buf->vk;
+    n->dst_offset = t->buf->offset;
+    n->bytes = t->buf->size;
+    n->fill_pattern = 0xFFFFFFFFu;
+    n->cost = count;
+    st = nxv_sched_push(d->sched, n);
+    if (st != NXV_OK) {
+      nxv_tensor_release(t);
+      return st;
+    }
+  }
+  *out = t;
+  return NXV_OK;
+}
+
+nxv_status nxv_tensor_empty(nxv_device *d, nxv_dtype dtype, uint64_t count,
+                            nxv_tensor **out) {
+  if (!d || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL device or out_tensor");
+  return nxv_tensor_new(d, dtype, count, out);
+}
+
+nxv_status nxv_tensor_upload(nxv_device *d, nxv_dtype dtype, uint64_t count,
+                             const void *data, nxv_tensor **out) {
+  if (!d || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL device or out_tensor");
+  if (!data && count) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL data");
+  NXV_TRY(nxv_device_check(d));
+  size_t es = nxv_dtype_size(dtype);
+  if (!es) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
+  if (count > UINT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED,
+                    "tensor of %llu elements: at most 2^32-1 are supported",
+                    (unsigned long long)count);
+  uint64_t bytes = count * es;
+  nxv_node *n = nxv_node_new(0);
+  if (!n) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "upload node");
+  nxv_status st = NXV_OK;
+  if (bytes) {
+    st = nxv_hostring_alloc(d->staging, bytes, 16, true, &n->staging);
+    if (st != NXV_OK) {
+      free(n);
+      return st;
+    }
+    n->has_staging = true;
+    n->staging_ring = d->staging;
+    memcpy(n->staging.ptr, data, bytes);
+  }
+  nxv_tensor *t = calloc(1, sizeof *t);
+  if (!t) {
+    nxv_node_discard(n);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "tensor handle");
+  }
+  st = nxv_pool_alloc(d->pool, bytes, &t->buf);
+  if (st != NXV_OK) {
+    free(t);
+    nxv_node_discard(n);
+    return st;
+  }
+  atomic_init(&t->refs, 1);
+  t->device = d;
+  t->dtype = dtype;
+  t->count = count;
+  nxv_device_retain(d);
+  n->kind = NXV_NODE_COPY;
+  n->nbufs = 1;
+  n->write_mask = 1;
+  n->bufs[0] = t->buf;
+  nxv_buffer_retain(t->buf);
+  n->src = n->staging.buf;
+  n->src_offset = n->staging.offset;
+  n->dst = t->buf->vk;
+  n->dst_offset = t->buf->offset;
+  n->bytes = bytes;
+  n->cost = count;
+  st = nxv_sched_push(d->sched, n);
+  if (st != NXV_OK) {
+    nxv_tensor_release(t);
+    return st;
+  }
+  *out = t;
+  return NXV_OK;
+}
+
+nxv_status nxv_tensor_download(nxv_tensor *t, uint64_t offset, uint64_t count,
+                               void *dst) {
+  if (!t) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL tensor");
+  if (!dst && count) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL destination");
+  if (offset > t->count || count > t->count - offset)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "download of elements [%llu, %llu) from a tensor of %llu",
+                    (unsigned long long)offset,
+                    (unsigned long long)(offset + count),
+                    (unsigned long long)t->count);
+  nxv_device *d = t->device;
+  NXV_TRY(nxv_device_check(d));
+  if (count == 0) return NXV_OK;
+  size_t es = nxv_dtype_size(t->dtype);
+  uint64_t bytes = count * es;
+  nxv_ticket *tk = nxv_ticket_new();
+  nxv_node *n = nxv_node_new(0);
+  if (!tk || !n) {
+    free(tk);
+    free(n);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "download node");
+  }
+  nxv_status st = nxv_hostring_alloc(d->staging, bytes, 16, true, &tk->staging);
+  if (st != NXV_OK) {
+    free(tk);
+    free(n);
+    return st;
+  }
+  tk->has_staging = true;
+  tk->ring = d->staging;
+  n->kind = NXV_NODE_COPY;
+  n->flags = NXV_NODE_FLUSH | NXV_NODE_HOST_READ;
+  n->nbufs = 1;
+  n->bufs[0] = t->buf;
+  nxv_buffer_retain(t->buf);
+  n->src = t->buf->vk;
+  n->src_offset = t->buf->offset + offset * es;
+  n->dst = tk->staging.buf;
+  n->dst_offset = tk->staging.offset;
+  n->bytes = bytes;
+  n->cost = count;
+  n->ticket = tk;
+  st = nxv_sched_push(d->sched, n);
+  if (st == NXV_OK) st = nxv_sched_wait(d->sched, tk);
+  if (st == NXV_OK) memcpy(dst, tk->staging.ptr, bytes);
+  nxv_ticket_release(tk);
+  return st;
+}
+
+nxv_status nxv_tensor_copy(nxv_tensor *src, nxv_tensor **out) {
+  if (!src || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL tensor or out_tensor");
+  nxv_device *d = src->device;
+  nxv_tensor *t;
+  NXV_TRY(nxv_tensor_new(d, src->dtype, src->count, &t));
+  nxv_node *n = nxv_node_new(0);
+  if (!n) {
+    nxv_tensor_release(t);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "copy node");
+  }
+  n->kind = NXV_NODE_COPY;
+  n->nbufs = 2;
+  n->write_mask = 2;
+  n->bufs[0] = src->buf;
+  n->bufs[1] = t->buf;
+  nxv_buffer_retain(src->buf);
+  nxv_buffer_retain(t->buf);
+  n->src = src->buf->vk;
+  n->src_offset = src->buf->offset;
+  n->dst = t->buf->vk;
+  n->dst_offset = t->buf->offset;
+  n->bytes = src->count * nxv_dtype_size(src->dtype);
+  n->cost = src->count;
+  nxv_status st = nxv_sched_push(d->sched, n);
+  if (st != NXV_OK) {
+    nxv_tensor_release(t);
+    return st;
+  }
+  *out = t;
+  return NXV_OK;
+}

@@ -1,0 +1,371 @@
+#include "sched/vk.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/status.h"
+
+static pthread_once_t instance_once = PTHREAD_ONCE_INIT;
+static VkInstance instance;
+static VkResult instance_result = VK_ERROR_INITIALIZATION_FAILED;
+
+static bool has_instance_ext(const VkExtensionProperties *exts, uint32_t n,
+                             const char *name) {
+  for (uint32_t i = 0; i < n; i++)
+    if (strcmp(exts[i].extensionName, name) == 0) return true;
+  return false;
+}
+
+static void create_instance(void) {
+  uint32_t api = VK_API_VERSION_1_0;
+  PFN_vkEnumerateInstanceVersion ver = (PFN_vkEnumerateInstanceVersion)
+      vkGetInstanceProcAddr(NULL, "vkEnumerateInstanceVersion");
+  if (ver) ver(&api);
+  if (api < VK_API_VERSION_1_2) {
+    instance_result = VK_ERROR_INCOMPATIBLE_DRIVER;
+    return;
+  }
+  uint32_t n = 0;
+  vkEnumerateInstanceExtensionProperties(NULL, &n, NULL);
+  VkExtensionProperties *exts = calloc(n ? n : 1, sizeof *exts);
+  if (!exts) {
+    instance_result = VK_ERROR_OUT_OF_HOST_MEMORY;
+    return;
+  }
+  vkEnumerateInstanceExtensionProperties(NULL, &n, exts);
+  const char *enabled[2];
+  uint32_t nenabled = 0;
+  VkInstanceCreateFlags flags = 0;
+  if (has_instance_ext(exts, n, "VK_KHR_portability_enumeration")) {
+    enabled[nenabled++] = "VK_KHR_portability_enumeration";
+    flags |= 0x00000001; /* VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR */
+  }
+  free(exts);
+  const char *layers[1] = {"VK_LAYER_KHRONOS_validation"};
+  const char *validation = getenv("NX_VULKAN_VALIDATION");
+  bool want_validation = validation && validation[0] && validation[0] != '0';
+  VkApplicationInfo app = {
+      .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+      .pApplicationName = "nx_vulkan",
+      .pEngineName = "nx_vulkan",
+      .apiVersion = api >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3
+                                              : VK_API_VERSION_1_2,
+  };
+  VkInstanceCreateInfo ci = {
+      .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+      .flags = flags,
+      .pApplicationInfo = &app,
+      .enabledExtensionCount = nenabled,
+      .ppEnabledExtensionNames = enabled,
+      .enabledLayerCount = want_validation ? 1 : 0,
+      .ppEnabledLayerNames = layers,
+  };
+  instance_result = vkCreateInstance(&ci, NULL, &instance);
+  if (instance_result == VK_ERROR_LAYER_NOT_PRESENT && want_validation) {
+    ci.enabledLayerCount = 0;
+    instance_result = vkCreateInstance(&ci, NULL, &instance);
+  }
+}
+
+nxv_status nxv_vk_instance(VkInstance *out_instance) {
+  pthread_once(&instance_once, create_instance);
+  if (instance_result != VK_SUCCESS)
+    return nxv_fail_vk(instance_result,
+                       "vkCreateInstance (Vulkan 1.2 or newer required)");
+  *out_instance = instance;
+  return NXV_OK;
+}
+
+nxv_status nxv_vk_physical(uint32_t index, VkPhysicalDevice *out_phys,
+                           uint32_t *out_count) {
+  VkInstance inst;
+  NXV_TRY(nxv_vk_instance(&inst));
+  uint32_t n = 0;
+  NXV_VK_TRY(vkEnumeratePhysicalDevices(inst, &n, NULL));
+  if (out_count) *out_count = n;
+  if (!out_phys) return NXV_OK;
+  if (index >= n)
+    return nxv_fail(NXV_ERR_NO_DEVICE,
+                    "Vulkan device index %u out of range: %u device(s)",
+                    index, n);
+  VkPhysicalDevice *list = calloc(n, sizeof *list);
+  if (!list) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "enumerating devices");
+  VkResult r = vkEnumeratePhysicalDevices(inst, &n, list);
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+    free(list);
+    return nxv_fail_vk(r, "vkEnumeratePhysicalDevices");
+  }
+  if (index >= n) {
+    free(list);
+    return nxv_fail(NXV_ERR_NO_DEVICE, "Vulkan device %u disappeared", index);
+  }
+  *out_phys = list[index];
+  free(list);
+  return NXV_OK;
+}
+
+typedef struct dev_exts {
+  bool budget, push_descriptor, coop_khr, coop_nv, feedback, portability;
+} dev_exts;
+
+static nxv_status device_extensions(VkPhysicalDevice phys, dev_exts *out) {
+  uint32_t n = 0;
+  NXV_VK_TRY(vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL));
+  VkExtensionProperties *e = calloc(n ? n : 1, sizeof *e);
+  if (!e) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "device extensions");
+  VkResult r = vkEnumerateDeviceExtensionProperties(phys, NULL, &n, e);
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+    free(e);
+    return nxv_fail_vk(r, "vkEnumerateDeviceExtensionProperties");
+  }
+  memset(out, 0, sizeof *out);
+  out->budget = has_instance_ext(e, n, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  out->push_descriptor = has_instance_ext(e, n, "VK_KHR_push_descriptor");
+  out->coop_khr = has_instance_ext(e, n, "VK_KHR_cooperative_matrix");
+  out->coop_nv = has_instance_ext(e, n, "VK_NV_cooperative_matrix");
+  out->feedback = has_instance_ext(e, n, "VK_EXT_pipeline_creation_feedback");
+  out->portability = has_instance_ext(e, n, "VK_KHR_portability_subset");
+  free(e);
+  return NXV_OK;
+}
+
+static uint32_t pick_queue_family(VkPhysicalDevice phys, bool *out_compute_only,
+                                  bool *out_found) {
+  uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, NULL);
+  VkQueueFamilyProperties q[64];
+  if (n > 64) n = 64;
+  vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, q);
+  uint32_t best = UINT32_MAX;
+  *out_compute_only = false;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!(q[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || q[i].queueCount == 0)
+      continue;
+    bool only = !(q[i].queueFlags & VK_QUEUE_GRAPHICS_BIT);
+    if (best == UINT32_MAX || (only && !*out_compute_only)) {
+      best = i;
+      *out_compute_only = only;
+    }
+  }
+  *out_found = best != UINT32_MAX;
+  return best == UINT32_MAX ? 0 : best;
+}
+
+nxv_status nxv_vk_describe(VkPhysicalDevice phys, uint32_t index,
+                           nxv_device_info *out) {
+  memset(out, 0, sizeof *out);
+  out->index = index;
+  VkPhysicalDeviceProperties props;
+  vkGetPhysicalDeviceProperties(phys, &props);
+  snprintf(out->name, sizeof out->name, "%s", props.deviceName);
+  out->vendor_id = props.vendorID;
+  out->device_id = props.deviceID;
+  out->driver_version = props.driverVersion;
+  out->api_version = props.apiVersion;
+  memcpy(out->pipeline_cache_uuid, props.pipelineCacheUUID, 16);
+  switch (props.deviceType) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      out->type = NXV_DEVICE_INTEGRATED_GPU; break;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      out->type = NXV_DEVICE_DISCRETE_GPU; break;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      out->type = NXV_DEVICE_VIRTUAL_GPU; break;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: out->type = NXV_DEVICE_CPU; break;
+    default: out->type = NXV_DEVICE_OTHER; break;
+  }
+  const VkPhysicalDeviceLimits *l = &props.limits;
+  out->max_push_constants_size = l->maxPushConstantsSize;
+  out->max_storage_buffer_range = l->maxStorageBufferRange;
+  for (int i = 0; i < 3; i++) {
+    out->max_workgroup_count[i] = l->maxComputeWorkGroupCount[i];
+    out->max_workgroup_size[i] = l->maxComputeWorkGroupSize[i];
+  }
+  out->max_workgroup_invocations = l->maxComputeWorkGroupInvocations;
+  out->max_shared_memory = l->maxComputeSharedMemorySize;
+
+  VkPhysicalDeviceMemoryProperties mem;
+  vkGetPhysicalDeviceMemoryProperties(phys, &mem);
+  for (uint32_t h = 0; h < mem.memoryHeapCount; h++)
+    if ((mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+        mem.memoryHeaps[h].size > out->device_local_heap_size)
+      out->device_local_heap_size = mem.memoryHeaps[h].size;
+
+  bool found;
+  out->queue_family = pick_queue_family(phys, &out->compute_only_queue, &found);
+
+  dev_exts ext;
+  NXV_TRY(device_extensions(phys, &ext));
+  out->push_descriptor = ext.push_descriptor;
+  out->memory_budget = ext.budget;
+  out->cooperative_matrix = ext.coop_khr || ext.coop_nv;
+
+  if (props.apiVersion < VK_API_VERSION_1_2) {
+    /* Too old for the 1.2 feature structs: describe what 1.0 shows. */
+    out->usable = false;
+    out->max_memory_allocation_size = l->maxStorageBufferRange;
+    return NXV_OK;
+  }
+  VkPhysicalDeviceMaintenance4Properties m4 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
+  VkPhysicalDeviceSubgroupSizeControlProperties ssc = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  VkPhysicalDeviceVulkan11Properties p11 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
+  VkPhysicalDeviceDriverProperties drv = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
+      .pNext = &p11};
+  bool v13 = props.apiVersion >= VK_API_VERSION_1_3;
+  if (v13) {
+    ssc.pNext = &drv;
+    m4.pNext = &ssc;
+  }
+  VkPhysicalDeviceProperties2 p2 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+      .pNext = v13 ? (void *)&m4 : (void *)&drv};
+  vkGetPhysicalDeviceProperties2(phys, &p2);
+  snprintf(out->driver_name, sizeof out->driver_name, "%s", drv.driverName);
+  snprintf(out->driver_info, sizeof out->driver_info, "%s", drv.driverInfo);
+  out->max_memory_allocation_size = p11.maxMemoryAllocationSize;
+  out->max_buffer_size = v13 ? m4.maxBufferSize : p11.maxMemoryAllocationSize;
+  out->subgroup_size = p11.subgroupSize;
+  out->subgroup_operations = p11.subgroupSupportedOperations;
+  out->subgroup_min_size = v13 ? ssc.minSubgroupSize : p11.subgroupSize;
+  out->subgroup_max_size = v13 ? ssc.maxSubgroupSize : p11.subgroupSize;
+
+  VkPhysicalDeviceVulkan12Features f12 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceVulkan11Features f11 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+      .pNext = &f12};
+  VkPhysicalDeviceFeatures2 f2 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &f11};
+  vkGetPhysicalDeviceFeatures2(phys, &f2);
+  out->timeline_semaphore = f12.timelineSemaphore;
+  out->buffer_device_address = f12.bufferDeviceAddress;
+  out->float64 = f2.features.shaderFloat64;
+  out->int64 = f2.features.shaderInt64;
+  out->int16 = f2.features.shaderInt16;
+  out->int8 = f12.shaderInt8;
+  out->float16 = f12.shaderFloat16;
+  out->storage_8bit = f12.storageBuffer8BitAccess;
+  out->storage_16bit = f11.storageBuffer16BitAccess;
+  out->pipeline_creation_feedback = v13 || ext.feedback;
+  out->usable = found && out->timeline_semaphore &&
+                out->buffer_device_address && out->int64;
+  return NXV_OK;
+}
+
+nxv_status nxv_vk_open(uint32_t index, nxv_vk *out) {
+  memset(out, 0, sizeof *out);
+  NXV_TRY(nxv_vk_instance(&out->instance));
+  NXV_TRY(nxv_vk_physical(index, &out->phys, NULL));
+  NXV_TRY(nxv_vk_describe(out->phys, index, &out->info));
+  const nxv_device_info *info = &out->info;
+  if (info->api_version < VK_API_VERSION_1_2)
+    return nxv_fail(NXV_ERR_UNSUPPORTED,
+                    "device %u (%s) supports Vulkan %u.%u; 1.2 is required",
+                    index, info->name, VK_API_VERSION_MAJOR(info->api_version),
+                    VK_API_VERSION_MINOR(info->api_version));
+  if (!info->timeline_semaphore || !info->buffer_device_address ||
+      !info->int64)
+    return nxv_fail(NXV_ERR_UNSUPPORTED,
+                    "device %u (%s) lacks a required feature:%s%s%s", index,
+                    info->name,
+                    info->timeline_semaphore ? "" : " timelineSemaphore",
+                    info->buffer_device_address ? "" : " bufferDeviceAddress",
+                    info->int64 ? "" : " shaderInt64");
+  vkGetPhysicalDeviceProperties(out->phys, &out->props);
+  vkGetPhysicalDeviceMemoryProperties(out->phys, &out->mem);
+
+  dev_exts ext;
+  NXV_TRY(device_extensions(out->phys, &ext));
+  const char *exts[4];
+  uint32_t nexts = 0;
+  if (ext.budget) exts[nexts++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
+  if (ext.feedback && info->api_version < VK_API_VERSION_1_3)
+    exts[nexts++] = "VK_EXT_pipeline_creation_feedback";
+  if (ext.portability) exts[nexts++] = "VK_KHR_portability_subset";
+  out->has_budget = ext.budget;
+  out->has_feedback = info->pipeline_creation_feedback;
+
+  VkPhysicalDeviceVulkan12Features f12 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+      .timelineSemaphore = VK_TRUE,
+      .bufferDeviceAddress = VK_TRUE,
+      .shaderInt8 = info->int8,
+      .shaderFloat16 = info->float16,
+      .storageBuffer8BitAccess = info->storage_8bit,
+  };
+  VkPhysicalDeviceVulkan11Features f11 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+      .pNext = &f12,
+      .storageBuffer16BitAccess = info->storage_16bit,
+  };
+  VkPhysicalDeviceFeatures2 f2 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+      .pNext = &f11,
+      .features = {.shaderFloat64 = info->float64,
+                   .shaderInt64 = VK_TRUE,
+                   .shaderInt16 = info->int16},
+  };
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qci = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+      .queueFamilyIndex = info->queue_family,
+      .queueCount = 1,
+      .pQueuePriorities = &prio,
+  };
+  VkDeviceCreateInfo dci = {
+      .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+      .pNext = &f2,
+      .queueCreateInfoCount = 1,
+      .pQueueCreateInfos = &qci,
+      .enabledExtensionCount = nexts,
+      .ppEnabledExtensionNames = exts,
+  };
+  NXV_VK_TRY(vkCreateDevice(out->phys, &dci, NULL, &out->device));
+  out->queue_family = info->queue_family;
+  vkGetDeviceQueue(out->device, out->queue_family, 0, &out->queue);
+  return NXV_OK;
+}
+
+void nxv_vk_close(nxv_vk *vk) {
+  if (vk->device) vkDestroyDevice(vk->device, NULL);
+  vk->device = VK_NULL_HANDLE;
+}
+
+int32_t nxv_vk_find_memory(const nxv_vk *vk, uint32_t type_bits,
+                           VkMemoryPropertyFlags required,
+                           VkMemoryPropertyFlags preferred,
+                           VkMemoryPropertyFlags avoid) {
+  int32_t best = -1;
+  int best_score = -1000;
+  for (uint32_t i = 0; i < vk->mem.memoryTypeCount; i++) {
+    if (!(type_bits & (1u << i))) continue;
+    VkMemoryPropertyFlags f = vk->mem.memoryTypes[i].propertyFlags;
+    if ((f & required) != required) continue;
+    int score = __builtin_popcount(f & preferred) * 2 -
+                __builtin_popcount(f & avoid) * 3;
+    if (score > best_score) {
+      best_score = score;
+      best = (int32_t)i;
+    }
+  }
+  return best;
+}
+
+uint64_t nxv_vk_heap_budget(const nxv_vk *vk, uint32_t heap) {
+  if (heap >= vk->mem.memoryHeapCount) return 0;
+  if (vk->has_budget) {
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT b = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryProperties2 m = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2,
+        .pNext = &b};
+    vkGetPhysicalDeviceMemoryProperties2(vk->phys, &m);
+    if (b.heapBudget[heap]) return b.heapBudget[heap];
+  }
+  return vk->mem.memoryHeaps[heap].size;
+}

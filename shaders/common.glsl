@@ -1,0 +1,24 @@
+// common.glsl - shared declarations of every nx_vulkan compute shader.
+//
+// Kernels receive their buffers as buffer device addresses in push
+// constants (no descriptors). Metadata that does not fit in push constants
+// (shapes and strides) lives in the argument arena, also by address.
+// Specialization constant 0 is the workgroup size; 1 is the op; 2 the
+// variant of a kernel family.
+#extension GL_EXT_buffer_reference : require
+#extension GL_EXT_buffer_reference2 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint OP = 0;
+layout(constant_id = 2) const uint VARIANT = 0;
+
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer ArgsRef {
+  uint d[];
+};
+
+#define NXV_MAX_RANK 16
+
+// Grid-stride helpers.
+uint nxv_gid() { return gl_GlobalInvocationID.x; }
+uint nxv_nthreads() { return gl_NumWorkGroups.x * gl_WorkGroupSize.x; }

@@ -1,0 +1,110 @@
+#version 460
+#extension GL_GOOGLE_include_directive : require
+// unary.comp - c[i] = convert<O>(OP(a[i])) for input type T, output type O.
+// Element type conversion is OP 0 (copy) with O != T; a strided copy is a
+// transpose. VARIANT 0: contiguous (flags bit2: 4-wide loads allowed);
+// VARIANT 1: strided, the arena holds shape[rank], a_strides[rank], a_off.
+// OP follows nxv_unary_op in include/nxv.h.
+#include "common.glsl"
+#include "types.glsl"
+
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufO { O v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufT4 { T4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufO4 { O4 v[]; };
+
+layout(push_constant, std430) uniform PC {
+  BufT a;
+  uint64_t unused_b;
+  BufO c;
+  ArgsRef args;
+  uint n;
+  uint rank;
+  uint flags;
+} pc;
+
+T apply(T x) {
+  switch (OP) {
+  case 0: return x;
+  case 1: return -x;
+  case 2: return abs(x);
+  case 3: return sign(x);
+  case 16: return x * x;
+#if T_KIND == KIND_FLOAT
+  case 4: return sqrt(x);
+  case 5: return inversesqrt(x);
+  case 12: return floor(x);
+  case 13: return ceil(x);
+  case 14: {  // round half away from zero
+    T t = trunc(x);
+    return abs(x - t) >= T(0.5) ? t + sign(x) : t;
+  }
+#if T_BITS == 32
+  case 6: return exp(x);
+  case 7: return log(x);
+  case 8: return sin(x);
+  case 9: return cos(x);
+  case 10: return isnan(x) ? x : tanh(clamp(x, T(-20.0), T(20.0)));
+  case 11: return T(1.0) / (T(1.0) + exp(-x));
+#endif
+#else
+  case 15: return ~x;
+#endif
+  }
+  return x;
+}
+
+// Conversion T -> O. Float to integer truncates toward zero, saturates and
+// maps NaN to 0.
+O cvt(T x) {
+#if T_KIND == KIND_FLOAT && O_KIND != KIND_FLOAT
+  if (isnan(x)) return O(0);
+#if O_KIND == KIND_SINT
+  if (x <= T(O_MIN)) return O(O_MIN);
+  if (x >= T(O_MAX) + T(1.0)) return O(O_MAX);
+#else
+  if (x <= T(0)) return O(0);
+  if (x >= T(O_MAX) + T(1.0)) return O(O_MAX);
+#endif
+  return O(trunc(x));
+#else
+  return O(x);
+#endif
+}
+
+shared uint s_args[NXV_MAX_RANK * 2 + 1];
+
+void main() {
+  uint gid = nxv_gid();
+  uint stride = nxv_nthreads();
+  if (VARIANT == 0) {
+    uint start = 0u;
+    if ((pc.flags & 4u) != 0u) {
+      uint n4 = pc.n / 4u;
+      BufT4 a4 = BufT4(pc.a);
+      BufO4 c4 = BufO4(pc.c);
+      for (uint i = gid; i < n4; i += stride) {
+        T4 x = a4.v[i];
+        c4.v[i] = O4(cvt(apply(x.x)), cvt(apply(x.y)), cvt(apply(x.z)), cvt(apply(x.w)));
+      }
+      start = n4 * 4u;
+    }
+    for (uint i = start + gid; i < pc.n; i += stride) pc.c.v[i] = cvt(apply(pc.a.v[i]));
+  } else {
+    uint rank = pc.rank;
+    uint nargs = 2u * rank + 1u;
+    for (uint j = gl_LocalInvocationID.x; j < nargs; j += gl_WorkGroupSize.x)
+      s_args[j] = pc.args.d[j];
+    barrier();
+    for (uint i = gid; i < pc.n; i += stride) {
+      uint ia = s_args[2u * rank], rem = i;
+      for (int d = int(rank) - 1; d >= 0; --d) {
+        uint dim = s_args[d];
+        uint q = rem / dim;
+        ia += (rem - q * dim) * s_args[rank + uint(d)];
+        rem = q;
+      }
+      pc.c.v[i] = cvt(apply(pc.a.v[ia]));
+    }
+  }
+}

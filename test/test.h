@@ -1,0 +1,96 @@
+/*
+ * test.h - a minimal test harness for the C tests.
+ *
+ * Tests register themselves with NXV_TEST(suite, name); test_main.c runs the
+ * ones whose "suite.name" contains the command-line filter (all if none) and
+ * prints a closing line "N passed, M failed".
+ *
+ * A test fails when any CHECK fails; CHECKs log the location and go on, so
+ * one run shows every failing assertion. REQUIRE returns from the test at
+ * once. Not thread-safe to call CHECK from several threads at the same time
+ * except through the atomic failure counter (messages may interleave).
+ */
+#ifndef NXV_TEST_H
+#define NXV_TEST_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "nxv.h"
+
+typedef void (*nxv_test_fn)(void);
+
+typedef struct nxv_test_case {
+  const char *suite;
+  const char *name;
+  nxv_test_fn fn;
+  struct nxv_test_case *next;
+} nxv_test_case;
+
+void nxv_test_register(nxv_test_case *test_case);
+/* Number of failed checks in the running test (atomic: threads may fail). */
+extern atomic_int nxv_test_failures;
+
+#define NXV_TEST(suite, name)                                                \
+  static void test_##suite##_##name(void);                                   \
+  static nxv_test_case test_case_##suite##_##name = {                        \
+      #suite, #name, test_##suite##_##name, NULL};                           \
+  __attribute__((constructor)) static void register_##suite##_##name(void) { \
+    nxv_test_register(&test_case_##suite##_##name);                          \
+  }                                                                          \
+  static void test_##suite##_##name(void)
+
+#define CHECK(cond)                                                       \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      atomic_fetch_add(&nxv_test_failures, 1);                            \
+      fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__,  \
+              #cond);                                                     \
+    }                                                                     \
+  } while (0)
+
+#define CHECK_MSG(cond, ...)                                              \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      atomic_fetch_add(&nxv_test_failures, 1);                            \
+      fprintf(stderr, "  %s:%d: CHECK(%s) failed: ", __FILE__, __LINE__,  \
+              #cond);                                                     \
+      fprintf(stderr, __VA_ARGS__);                                       \
+      fputc('\n', stderr);                                                \
+    }                                                                     \
+  } while (0)
+
+/* Checks that an nxv call returned NXV_OK, printing nxv_last_error if not. */
+#define CHECK_OK(expr)                                                      \
+  do {                                                                      \
+    nxv_status check_ok_status_ = (expr);                                   \
+    if (check_ok_status_ != NXV_OK) {                                       \
+      atomic_fetch_add(&nxv_test_failures, 1);                              \
+      fprintf(stderr, "  %s:%d: %s returned %s: %s\n", __FILE__, __LINE__,  \
+              #expr, nxv_status_name(check_ok_status_), nxv_last_error());  \
+    }                                                                       \
+  } while (0)
+
+#define REQUIRE(cond)                                                     \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      atomic_fetch_add(&nxv_test_failures, 1);                            \
+      fprintf(stderr, "  %s:%d: REQUIRE(%s) failed: %s\n", __FILE__,      \
+              __LINE__, #cond, nxv_last_error());                         \
+      return;                                                             \
+    }                                                                     \
+  } while (0)
+
+#define REQUIRE_OK(expr) REQUIRE((expr) == NXV_OK)
+
+/* Shared helpers (test_util.c). */
+
+/* A device opened for tests: lavapipe or whatever NX_VULKAN_DEVICE picks,
+ * with poisoned outputs and the disk cache off. Caller releases. */
+nxv_device *test_open_device(void);
+/* Deterministic xorshift random numbers. */
+uint64_t test_rand_u64(uint64_t *state);
+double test_rand_uniform(uint64_t *state, double lo, double hi);
+
+#endif /* NXV_TEST_H */

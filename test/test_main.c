@@ -1,0 +1,83 @@
+/*
+ * test_main.c - runs the registered C tests and prints "N passed, M failed".
+ *
+ * Usage: nxv_tests [filter...]  runs the tests whose "suite.name" contains any
+ * of the filters (all tests when none is given).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "test.h"
+
+atomic_int nxv_test_failures;
+static nxv_test_case *test_head;
+static nxv_test_case **test_tail = &test_head;
+
+void nxv_test_register(nxv_test_case *test_case) {
+  /* Constructors run in link order; keep registration order. */
+  *test_tail = test_case;
+  test_tail = &test_case->next;
+}
+
+nxv_device *test_open_device(void) {
+  nxv_device_config config = {0};
+  config.poison_outputs = true;
+  config.disable_disk_cache = true;
+  nxv_device *device = NULL;
+  if (nxv_device_open(-1, &config, &device) != NXV_OK) {
+    fprintf(stderr, "  cannot open a Vulkan device: %s\n", nxv_last_error());
+    return NULL;
+  }
+  return device;
+}
+
+uint64_t test_rand_u64(uint64_t *state) {
+  uint64_t x = *state ? *state : 0x9E3779B97F4A7C15ull;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  *state = x;
+  return x;
+}
+
+double test_rand_uniform(uint64_t *state, double lo, double hi) {
+  double u = (double)(test_rand_u64(state) >> 11) * (1.0 / 9007199254740992.0);
+  return lo + (hi - lo) * u;
+}
+
+static int matches(const nxv_test_case *t, int argc, char **argv) {
+  if (argc <= 1) return 1;
+  char full[256];
+  snprintf(full, sizeof full, "%s.%s", t->suite, t->name);
+  for (int i = 1; i < argc; i++)
+    if (strstr(full, argv[i])) return 1;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  int passed = 0, failed = 0;
+  for (nxv_test_case *t = test_head; t; t = t->next) {
+    if (!matches(t, argc, argv)) continue;
+    atomic_store(&nxv_test_failures, 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fprintf(stderr, "[ RUN  ] %s.%s\n", t->suite, t->name);
+    t->fn();
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+                (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    if (atomic_load(&nxv_test_failures) == 0) {
+      passed++;
+      fprintf(stderr, "[  OK  ] %s.%s (%.0f ms)\n", t->suite, t->name, ms);
+    } else {
+      failed++;
+      fprintf(stderr, "[ FAIL ] %s.%s (%d failed checks)\n", t->suite,
+              t->name, atomic_load(&nxv_test_failures));
+    }
+  }
+  fflush(stderr);
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 && passed > 0 ? 0 : 1;
+}
