@@ -214,7 +214,8 @@ typedef struct nxv_stats {
 
 nxv_status nxv_device_stats(nxv_device *device, nxv_stats *out_stats);
 
-/* Waits until every op enqueued on device before the call has completed.
+/* Waits until every op enqueued on device before the call has completed
+ * and been retired (buffers it released are back in the pool).
  * Blocks. Returns the sticky error if the device has failed. */
 nxv_status nxv_device_synchronize(nxv_device *device);
 

@@ -517,12 +517,12 @@ nxv_status nxv_sched_push(nxv_sched *s, nxv_node *n) {
   return NXV_OK;
 }
 
-nxv_status nxv_sched_wait(nxv_sched *s, nxv_ticket *t) {
+nxv_status nxv_sched_wait(nxv_sched *s, nxv_ticket *t, bool retired) {
   uint64_t spin_until = now_ns() + (uint64_t)s->cfg.wait_spin_us * 1000u;
   for (;;) {
     uint64_t e = atomic_load(&t->epoch);
     if (e && atomic_load(&s->completed_epoch) >= e) return NXV_OK;
-    if (e && atomic_load(&s->submitted_epoch) >= e) {
+    if (!retired && e && atomic_load(&s->submitted_epoch) >= e) {
       uint64_t v = 0;
       if (vkGetSemaphoreCounterValue(s->vk->device, s->timeline, &v) ==
               VK_SUCCESS && v >= e)
@@ -559,7 +559,7 @@ nxv_status nxv_sched_synchronize(nxv_sched *s) {
   n->ticket = t;
   /* On failure push discards the node, which drops the node's reference. */
   nxv_status st = nxv_sched_push(s, n);
-  if (st == NXV_OK) st = nxv_sched_wait(s, t);
+  if (st == NXV_OK) st = nxv_sched_wait(s, t, true);
   nxv_ticket_release(t);
   return st;
 }

@@ -125,13 +125,15 @@ nxv_status nxv_sched_push(nxv_sched *sched, nxv_node *node);
 nxv_ticket *nxv_ticket_new(void);
 void nxv_ticket_release(nxv_ticket *ticket);
 
-/* Waits until the node holding ticket has completed on the GPU, busy-polling
- * the timeline for wait_spin_us before sleeping. Returns the sticky error if
- * the queue fails first. Thread-safe. */
-nxv_status nxv_sched_wait(nxv_sched *sched, nxv_ticket *ticket);
+/* Waits until the node holding ticket has completed on the GPU (retired:
+ * also until its batch has been retired, so every resource it released is
+ * back in the pool and the counters include it), busy-polling the timeline
+ * for wait_spin_us before sleeping. Returns the sticky error if the queue
+ * fails first. Thread-safe. */
+nxv_status nxv_sched_wait(nxv_sched *sched, nxv_ticket *ticket, bool retired);
 
-/* Queues a flushing marker and waits for it: everything queued before has
- * completed. */
+/* Queues a flushing marker and waits for its retirement: everything queued
+ * before has completed and been retired. */
 nxv_status nxv_sched_synchronize(nxv_sched *sched);
 
 /* The sticky error (NXV_OK if none) and its message (valid while the

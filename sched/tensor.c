@@ -198,7 +198,7 @@ nxv_status nxv_tensor_download(nxv_tensor *t, uint64_t offset, uint64_t count,
   n->cost = count;
   n->ticket = tk;
   st = nxv_sched_push(d->sched, n);
-  if (st == NXV_OK) st = nxv_sched_wait(d->sched, tk);
+  if (st == NXV_OK) st = nxv_sched_wait(d->sched, tk, false);
   if (st == NXV_OK) memcpy(dst, tk->staging.ptr, bytes);
   nxv_ticket_release(tk);
   return st;

@@ -56,7 +56,12 @@ static int matches(const nxv_test_case *t, int argc, char **argv) {
   return 0;
 }
 
+/* Child-process entry of the pipeline cache tests (test_runtime.c). */
+int test_pcache_child(const char *dir);
+
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "--pcache-child") == 0)
+    return test_pcache_child(argv[2]);
   int passed = 0, failed = 0;
   for (nxv_test_case *t = test_head; t; t = t->next) {
     if (!matches(t, argc, argv)) continue;

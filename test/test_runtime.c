@@ -1,0 +1,815 @@
+/*
+ * Runtime tests: the ring, the scheduler (batching, barriers, async), many
+ * producer threads, the pool, staging, the pipeline cache file, sticky
+ * errors and shutdown with work in flight.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sched/ring.h"
+#include "test.h"
+
+extern char **environ;
+
+static nxv_device *open_with(const nxv_device_config *cfg) {
+  nxv_device *d = NULL;
+  if (nxv_device_open(-1, cfg, &d) != NXV_OK) {
+    fprintf(stderr, "  cannot open a Vulkan device: %s\n", nxv_last_error());
+    return NULL;
+  }
+  return d;
+}
+
+static nxv_tensor *upload_s32(nxv_device *d, const int32_t *v, uint64_t n) {
+  nxv_tensor *t = NULL;
+  if (nxv_tensor_upload(d, NXV_S32, n, v, &t) != NXV_OK) return NULL;
+  return t;
+}
+
+/* x + y over n contiguous s32 elements. */
+static nxv_status add_s32(nxv_device *d, nxv_tensor *x, nxv_tensor *y,
+                          uint64_t n, nxv_tensor **out) {
+  int64_t shape[1] = {(int64_t)n};
+  nxv_view vx = {x, 0, NULL}, vy = {y, 0, NULL};
+  return nxv_binary(d, NXV_ADD, 1, shape, &vx, &vy, out);
+}
+
+/* ------------------------------------------------------------------ */
+/* Ring                                                                */
+/* ------------------------------------------------------------------ */
+
+#define RING_PRODUCERS 8
+#define RING_ITEMS 20000
+
+typedef struct ring_ctx {
+  nxv_ring *ring;
+  uintptr_t id;
+} ring_ctx;
+
+static void *ring_producer(void *arg) {
+  ring_ctx *c = arg;
+  for (uintptr_t i = 1; i <= RING_ITEMS; i++) {
+    void *item = (void *)((c->id << 32) | i);
+    while (!nxv_ring_push(c->ring, item)) sched_yield();
+  }
+  return NULL;
+}
+
+NXV_TEST(ring, mpsc_no_loss_no_reorder) {
+  nxv_ring *ring;
+  REQUIRE_OK(nxv_ring_create(64, &ring));
+  CHECK(nxv_ring_pop(ring) == NULL);
+  pthread_t th[RING_PRODUCERS];
+  ring_ctx ctx[RING_PRODUCERS];
+  for (int p = 0; p < RING_PRODUCERS; p++) {
+    ctx[p] = (ring_ctx){ring, (uintptr_t)p + 1};
+    pthread_create(&th[p], NULL, ring_producer, &ctx[p]);
+  }
+  uintptr_t last[RING_PRODUCERS + 1] = {0};
+  uint64_t got = 0, bad = 0;
+  while (got < (uint64_t)RING_PRODUCERS * RING_ITEMS) {
+    void *item = nxv_ring_pop(ring);
+    if (!item) {
+      sched_yield();
+      continue;
+    }
+    uintptr_t v = (uintptr_t)item, id = v >> 32, seq = v & 0xFFFFFFFFu;
+    if (id < 1 || id > RING_PRODUCERS || seq != last[id] + 1) bad++;
+    else last[id] = seq;
+    got++;
+  }
+  for (int p = 0; p < RING_PRODUCERS; p++) pthread_join(th[p], NULL);
+  CHECK(bad == 0);
+  CHECK(nxv_ring_pop(ring) == NULL);
+  for (int p = 1; p <= RING_PRODUCERS; p++) CHECK(last[p] == RING_ITEMS);
+  nxv_ring_destroy(ring);
+}
+
+NXV_TEST(ring, rejects_bad_capacity) {
+  nxv_ring *ring = (nxv_ring *)0x1;
+  CHECK(nxv_ring_create(100, &ring) == NXV_ERR_INVALID_ARGUMENT);
+  CHECK(nxv_ring_create(2, &ring) == NXV_ERR_INVALID_ARGUMENT);
+  CHECK(ring == (nxv_ring *)0x1);
+  CHECK(strlen(nxv_last_error()) > 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Devices                                                             */
+/* ------------------------------------------------------------------ */
+
+NXV_TEST(device, enumerate_and_describe) {
+  uint32_t n = 0, def = 99;
+  REQUIRE_OK(nxv_device_count(&n));
+  REQUIRE(n >= 1);
+  REQUIRE_OK(nxv_device_default_index(&def));
+  CHECK(def < n);
+  for (uint32_t i = 0; i < n; i++) {
+    nxv_device_info info;
+    CHECK_OK(nxv_device_query(i, &info));
+    CHECK(info.index == i);
+    CHECK(strlen(info.name) > 0);
+  }
+  nxv_device_info info;
+  CHECK(nxv_device_query(n, &info) == NXV_ERR_NO_DEVICE);
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  REQUIRE_OK(nxv_device_info_get(d, &info));
+  CHECK(info.timeline_semaphore);
+  CHECK(info.buffer_device_address);
+  CHECK(info.usable);
+  CHECK(info.max_push_constants_size >= 128);
+  CHECK(info.max_storage_buffer_range > 0);
+  CHECK(info.subgroup_size >= 1);
+  CHECK(info.max_workgroup_count[0] >= 1);
+  fprintf(stderr, "  device %u: %s (%s %s), subgroup %u, f64 %d i64 %d i16 %d "
+          "i8 %d f16 %d coopmat %d compute-only queue %d\n",
+          info.index, info.name, info.driver_name, info.driver_info,
+          info.subgroup_size, info.float64, info.int64, info.int16, info.int8,
+          info.float16, info.cooperative_matrix, info.compute_only_queue);
+  nxv_device_release(d);
+}
+
+NXV_TEST(device, env_selection) {
+  const char *old = getenv("NX_VULKAN_DEVICE");
+  char saved[64] = "";
+  if (old) snprintf(saved, sizeof saved, "%s", old);
+  uint32_t idx = 77;
+  setenv("NX_VULKAN_DEVICE", "banana", 1);
+  CHECK(nxv_device_default_index(&idx) == NXV_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(nxv_last_error(), "NX_VULKAN_DEVICE") != NULL);
+  setenv("NX_VULKAN_DEVICE", "4096", 1);
+  CHECK(nxv_device_default_index(&idx) == NXV_ERR_NO_DEVICE);
+  nxv_device *d = NULL;
+  CHECK(nxv_device_open(-1, NULL, &d) == NXV_ERR_NO_DEVICE);
+  CHECK(d == NULL);
+  setenv("NX_VULKAN_DEVICE", "0", 1);
+  CHECK_OK(nxv_device_default_index(&idx));
+  CHECK(idx == 0);
+  if (old) setenv("NX_VULKAN_DEVICE", saved, 1);
+  else unsetenv("NX_VULKAN_DEVICE");
+  CHECK(nxv_device_open(4096, NULL, &d) == NXV_ERR_NO_DEVICE);
+  nxv_device_config bad = {.ring_capacity = 1000};
+  CHECK(nxv_device_open(-1, &bad, &d) == NXV_ERR_INVALID_ARGUMENT);
+  CHECK(d == NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* Scheduler                                                           */
+/* ------------------------------------------------------------------ */
+
+NXV_TEST(sched, barriers_only_between_dependent_nodes) {
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  enum { N = 64, OPS = 100 };
+  int32_t a[N], b[N];
+  for (int i = 0; i < N; i++) a[i] = i, b[i] = 1000 * i;
+  nxv_tensor *ta = upload_s32(d, a, N), *tb = upload_s32(d, b, N);
+  REQUIRE(ta && tb);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_stats s0, s1, s2;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  nxv_tensor *outs[OPS];
+  for (int i = 0; i < OPS; i++) REQUIRE_OK(add_s32(d, ta, tb, N, &outs[i]));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  /* The inputs were written by an earlier, already barriered interval at
+   * most once; independent adds need no barrier between them. */
+  CHECK_MSG(s1.barriers - s0.barriers <= 1, "%llu barriers for independent ops",
+            (unsigned long long)(s1.barriers - s0.barriers));
+  nxv_tensor *x = ta;
+  nxv_tensor_retain(x);
+  for (int i = 0; i < OPS; i++) {
+    nxv_tensor *y;
+    REQUIRE_OK(add_s32(d, x, tb, N, &y));
+    nxv_tensor_release(x);
+    x = y;
+  }
+  int32_t got[N];
+  REQUIRE_OK(nxv_tensor_download(x, 0, N, got));
+  REQUIRE_OK(nxv_device_stats(d, &s2));
+  CHECK_MSG(s2.barriers - s1.barriers >= OPS - 1,
+            "%llu barriers for a chain of %d dependent ops",
+            (unsigned long long)(s2.barriers - s1.barriers), OPS);
+  for (int i = 0; i < N; i++) CHECK(got[i] == a[i] + OPS * b[i]);
+  for (int i = 0; i < OPS; i++) {
+    int32_t v[N];
+    CHECK_OK(nxv_tensor_download(outs[i], 0, N, v));
+    CHECK(memcmp(v, (int32_t[N]){0}, 0) == 0);
+    for (int j = 0; j < N; j++) CHECK(v[j] == a[j] + b[j]);
+    nxv_tensor_release(outs[i]);
+  }
+  CHECK(s2.submits > s0.submits);
+  CHECK(s2.epoch_completed >= s1.epoch_submitted);
+  nxv_tensor_release(x);
+  nxv_tensor_release(ta);
+  nxv_tensor_release(tb);
+  nxv_device_release(d);
+}
+
+NXV_TEST(sched, enqueue_returns_before_the_gpu_finishes) {
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  enum { M = 192 };
+  float *a = malloc(sizeof(float) * M * M);
+  for (int i = 0; i < M * M; i++) a[i] = (float)(i % 7) * 0.01f;
+  nxv_tensor *ta;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, M * M, a, &ta));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_stats s0, s1;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  nxv_matmul_desc m = {.batch = 1, .m = M, .n = M, .k = M, .a = ta,
+                       .a_strides = {0, M, 1}, .b = ta, .b_strides = {0, M, 1}};
+  nxv_tensor *x = ta;
+  nxv_tensor_retain(x);
+  enum { CHAIN = 40 };
+  for (int i = 0; i < CHAIN; i++) {
+    nxv_tensor *y;
+    m.a = x;
+    REQUIRE_OK(nxv_matmul(d, &m, &y));
+    nxv_tensor_release(x);
+    x = y;
+  }
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  /* 40 dependent 192^3 products take far longer on any device than
+   * queueing them: most are still pending when the last enqueue returns. */
+  CHECK_MSG(s1.ops_completed - s0.ops_completed < CHAIN,
+            "%llu of %d ops already complete at enqueue return",
+            (unsigned long long)(s1.ops_completed - s0.ops_completed), CHAIN);
+  float v;
+  REQUIRE_OK(nxv_tensor_download(x, 0, 1, &v));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  CHECK(s1.ops_completed - s0.ops_completed >= CHAIN);
+  nxv_tensor_release(x);
+  nxv_tensor_release(ta);
+  free(a);
+  nxv_device_release(d);
+}
+
+/* A tiny ring forces producers to find it full; nothing may be lost. */
+typedef struct chain_ctx {
+  nxv_device *d;
+  nxv_tensor *one;
+  int id, len;
+  int32_t result;
+  nxv_status status;
+} chain_ctx;
+
+#define CHAIN_N 33
+
+static void *chain_worker(void *arg) {
+  chain_ctx *c = arg;
+  int32_t init[CHAIN_N];
+  for (int i = 0; i < CHAIN_N; i++) init[i] = c->id * 100000 + i;
+  nxv_tensor *x = upload_s32(c->d, init, CHAIN_N);
+  if (!x) {
+    c->status = NXV_ERR_VULKAN;
+    return NULL;
+  }
+  nxv_tensor *indep[8];
+  int nindep = 0;
+  for (int k = 0; k < c->len; k++) {
+    nxv_tensor *y;
+    if ((c->status = add_s32(c->d, x, c->one, CHAIN_N, &y)) != NXV_OK) break;
+    nxv_tensor_release(x);
+    x = y;
+    if (k % 16 == 0 && nindep < 8) { /* independent side results */
+      if ((c->status = add_s32(c->d, c->one, c->one, CHAIN_N, &indep[nindep])) != NXV_OK) break;
+      nindep++;
+    }
+  }
+  int32_t got[CHAIN_N];
+  if (c->status == NXV_OK) c->status = nxv_tensor_download(x, 0, CHAIN_N, got);
+  if (c->status == NXV_OK) {
+    c->result = got[0];
+    for (int i = 0; i < CHAIN_N; i++)
+      if (got[i] != init[i] + c->len) c->status = NXV_ERR_VULKAN;
+  }
+  for (int i = 0; i < nindep; i++) {
+    if (c->status == NXV_OK) {
+      c->status = nxv_tensor_download(indep[i], 0, CHAIN_N, got);
+      for (int j = 0; j < CHAIN_N && c->status == NXV_OK; j++)
+        if (got[j] != 2) c->status = NXV_ERR_VULKAN;
+    }
+    nxv_tensor_release(indep[i]);
+  }
+  nxv_tensor_release(x);
+  return NULL;
+}
+
+static void run_chains(nxv_device *d, int threads, int len) {
+  int32_t ones[CHAIN_N];
+  for (int i = 0; i < CHAIN_N; i++) ones[i] = 1;
+  nxv_tensor *one = upload_s32(d, ones, CHAIN_N);
+  REQUIRE(one);
+  pthread_t th[64];
+  chain_ctx ctx[64];
+  for (int t = 0; t < threads; t++) {
+    ctx[t] = (chain_ctx){.d = d, .one = one, .id = t, .len = len + t};
+    pthread_create(&th[t], NULL, chain_worker, &ctx[t]);
+  }
+  for (int t = 0; t < threads; t++) {
+    pthread_join(th[t], NULL);
+    CHECK_MSG(ctx[t].status == NXV_OK, "thread %d: %s", t,
+              nxv_status_name(ctx[t].status));
+  }
+  nxv_tensor_release(one);
+}
+
+NXV_TEST(concurrency, sixteen_producers_dependent_and_independent_chains) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  run_chains(d, 16, 150);
+  nxv_stats s;
+  REQUIRE_OK(nxv_device_stats(d, &s));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s));
+  CHECK(s.ops_completed == s.ops_enqueued);
+  nxv_device_release(d);
+}
+
+NXV_TEST(concurrency, full_ring_loses_nothing) {
+  nxv_device_config cfg = {.ring_capacity = 4, .max_batch_nodes = 3,
+                           .disable_disk_cache = true, .poison_outputs = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  run_chains(d, 8, 120);
+  nxv_stats s;
+  REQUIRE_OK(nxv_device_stats(d, &s));
+  CHECK_MSG(s.ring_full_waits > 0, "ring never filled");
+  nxv_device_release(d);
+}
+
+NXV_TEST(concurrency, one_submit_per_op_mode) {
+  nxv_device_config cfg = {.max_batch_nodes = 1, .disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  run_chains(d, 4, 60);
+  nxv_stats s;
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s));
+  CHECK(s.submits >= s.ops_enqueued - 1);
+  nxv_device_release(d);
+}
+
+NXV_TEST(sched, tiny_argument_arena_waits_for_retirement) {
+  nxv_device_config cfg = {.arena_bytes = 4096, .disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  enum { R = 6, N = 729 }; /* 3^6, a rank-6 transpose needs arena space */
+  int64_t shape[R] = {3, 3, 3, 3, 3, 3};
+  uint32_t perm[R] = {5, 3, 1, 0, 2, 4};
+  int32_t v[N];
+  for (int i = 0; i < N; i++) v[i] = i;
+  nxv_tensor *x = upload_s32(d, v, N);
+  REQUIRE(x);
+  for (int i = 0; i < 300; i++) {
+    nxv_tensor *y;
+    REQUIRE_OK(nxv_transpose(d, R, shape, x, perm, &y));
+    nxv_tensor_release(x);
+    x = y;
+  }
+  /* perm has order 6 (cycle (0 5 4 2 1 3)): 300 applications = identity. */
+  int32_t got[N];
+  REQUIRE_OK(nxv_tensor_download(x, 0, N, got));
+  for (int i = 0; i < N; i++) CHECK(got[i] == i);
+  nxv_tensor_release(x);
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------ */
+/* Pool and staging                                                    */
+/* ------------------------------------------------------------------ */
+
+NXV_TEST(pool, reuse_after_retirement_and_counters) {
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  nxv_stats s0, s1, s2, s3;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  CHECK(s0.pool_bytes_in_use == 0);
+  nxv_tensor *t;
+  float one = 1.0f;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 1000, &one, &t));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  CHECK(s1.pool_bytes_in_use >= 4000 && s1.pool_bytes_in_use <= 5000);
+  CHECK(s1.pool_misses == s0.pool_misses + 1);
+  CHECK(s1.pool_live_buffers == 1);
+  CHECK(s1.pool_bytes_reserved >= s1.pool_bytes_in_use);
+  CHECK(s1.pool_allocations >= 1);
+  nxv_tensor_release(t); /* the fill may still be queued: reuse must wait */
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s2));
+  CHECK(s2.pool_bytes_in_use == 0);
+  CHECK(s2.pool_live_buffers == 0);
+  /* Same size class again: a hit, no new device allocation. */
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 900, &one, &t));
+  REQUIRE_OK(nxv_device_stats(d, &s3));
+  CHECK(s3.pool_hits == s2.pool_hits + 1);
+  CHECK(s3.pool_allocations == s2.pool_allocations);
+  CHECK(s3.pool_bytes_peak >= s1.pool_bytes_in_use);
+  float v[900];
+  REQUIRE_OK(nxv_tensor_download(t, 0, 900, v));
+  for (int i = 0; i < 900; i++) CHECK(v[i] == 1.0f);
+  nxv_tensor_release(t);
+  /* Large (dedicated) buffers are freed by a trim. */
+  nxv_tensor *big;
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_F32, 1 << 20, &big));
+  nxv_tensor_release(big);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  REQUIRE_OK(nxv_device_trim(d));
+  REQUIRE_OK(nxv_device_stats(d, &s2));
+  CHECK(s2.pool_bytes_reserved < s1.pool_bytes_reserved);
+  CHECK(s2.pool_frees > s1.pool_frees);
+  CHECK(s2.pool_trims == s1.pool_trims + 1);
+  nxv_device_release(d);
+}
+
+NXV_TEST(pool, buffer_held_by_queued_node_is_not_reused) {
+  /* Release an input while ops reading it are still queued; allocations
+   * that follow must not receive its memory until those ops retired. */
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  enum { N = 4096 };
+  int32_t *v = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++) v[i] = i;
+  nxv_tensor *outs[32];
+  for (int r = 0; r < 32; r++) {
+    nxv_tensor *a = upload_s32(d, v, N);
+    REQUIRE(a);
+    REQUIRE_OK(add_s32(d, a, a, N, &outs[r]));
+    nxv_tensor_release(a); /* still referenced by the queued add */
+  }
+  int32_t *got = malloc(sizeof(int32_t) * N);
+  for (int r = 0; r < 32; r++) {
+    REQUIRE_OK(nxv_tensor_download(outs[r], 0, N, got));
+    for (int i = 0; i < N; i++) CHECK(got[i] == 2 * i);
+    nxv_tensor_release(outs[r]);
+  }
+  free(got);
+  free(v);
+  nxv_device_release(d);
+}
+
+NXV_TEST(pool, budget_limit_is_enforced) {
+  nxv_device_config cfg = {.pool_limit_bytes = 8u << 20, .disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  nxv_tensor *a, *b = (nxv_tensor *)0x1;
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_F32, 1 << 20, &a)); /* 4 MiB */
+  CHECK(nxv_tensor_empty(d, NXV_F32, 3 << 20, &b) == NXV_ERR_OUT_OF_DEVICE_MEMORY);
+  CHECK(b == (nxv_tensor *)0x1);
+  CHECK(strstr(nxv_last_error(), "limit") != NULL);
+  nxv_tensor_release(a);
+  /* The freed 4 MiB is trimmed on demand so a larger request fits. */
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_F32, (3 << 20) / 2, &b));
+  nxv_tensor_release(b);
+  nxv_device_info info;
+  REQUIRE_OK(nxv_device_info_get(d, &info));
+  uint64_t too_big = info.max_storage_buffer_range / 4 + 1;
+  CHECK(nxv_tensor_empty(d, NXV_F32, too_big, &b) != NXV_OK);
+  float x = 2;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 10, &x, &a));
+  float got[10];
+  REQUIRE_OK(nxv_tensor_download(a, 0, 10, got));
+  CHECK(got[9] == 2);
+  nxv_tensor_release(a);
+  nxv_device_release(d);
+}
+
+NXV_TEST(pool, staging_overflow_uses_dedicated_buffers) {
+  nxv_device_config cfg = {.staging_bytes = 1 << 20, .disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  enum { N = 3 << 20 / 4 * 4 }; /* 3 MiB of s32: larger than the ring */
+  int32_t *v = malloc(sizeof(int32_t) * N), *got = malloc(sizeof(int32_t) * N);
+  for (int i = 0; i < N; i++) v[i] = i * 7 - 3;
+  nxv_tensor *t = upload_s32(d, v, N);
+  REQUIRE(t);
+  memset(got, 0, sizeof(int32_t) * N);
+  REQUIRE_OK(nxv_tensor_download(t, 0, N, got));
+  CHECK(memcmp(v, got, sizeof(int32_t) * N) == 0);
+  /* Many uploads that together exceed the ring, none waiting. */
+  nxv_tensor *small[64];
+  for (int i = 0; i < 64; i++) small[i] = upload_s32(d, v + i, 8192);
+  for (int i = 0; i < 64; i++) {
+    REQUIRE(small[i]);
+    REQUIRE_OK(nxv_tensor_download(small[i], 100, 1, got));
+    CHECK(got[0] == v[i + 100]);
+    nxv_tensor_release(small[i]);
+  }
+  nxv_stats s;
+  REQUIRE_OK(nxv_device_stats(d, &s));
+  CHECK(s.staging_dedicated >= 2);
+  CHECK(s.staging_bytes == 1 << 20);
+  nxv_tensor_release(t);
+  free(v);
+  free(got);
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------ */
+/* Pipeline cache file                                                 */
+/* ------------------------------------------------------------------ */
+
+static void make_temp_dir(char *out, size_t cap) {
+  snprintf(out, cap, "/tmp/nxv-pcache-XXXXXX");
+  if (!mkdtemp(out)) out[0] = 0;
+}
+
+static void remove_dir(const char *dir) {
+  DIR *dd = opendir(dir);
+  if (!dd) return;
+  struct dirent *e;
+  char path[1024];
+  while ((e = readdir(dd))) {
+    if (e->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    unlink(path);
+  }
+  closedir(dd);
+  rmdir(dir);
+}
+
+/* Opens a device on dir, builds a few pipelines, returns its stats. */
+static nxv_status use_cache(const char *dir, nxv_stats *out) {
+  nxv_device_config cfg = {.cache_dir = dir};
+  nxv_device *d;
+  nxv_status st = nxv_device_open(-1, &cfg, &d);
+  if (st != NXV_OK) return st;
+  float v[16];
+  for (int i = 0; i < 16; i++) v[i] = (float)i;
+  nxv_tensor *a = NULL, *b = NULL, *c = NULL;
+  int64_t shape[1] = {16};
+  nxv_view va = {NULL, 0, NULL};
+  st = nxv_tensor_upload(d, NXV_F32, 16, v, &a);
+  va.tensor = a;
+  if (st == NXV_OK) st = nxv_binary(d, NXV_MUL, 1, shape, &va, &va, &b);
+  if (st == NXV_OK) st = nxv_reduce(d, NXV_REDUCE_SUM, 1, shape, &va, 1, &c);
+  float sum = 0;
+  if (st == NXV_OK) st = nxv_tensor_download(c, 0, 1, &sum);
+  if (st == NXV_OK && sum != 120.0f) st = NXV_ERR_VULKAN;
+  nxv_device_stats(d, out);
+  nxv_tensor_release(a);
+  nxv_tensor_release(b);
+  nxv_tensor_release(c);
+  nxv_device_release(d); /* saves the file */
+  return st;
+}
+
+/* Entry point of the child process (test_main.c dispatches to it):
+ * exits 0 if the cache file in dir was loaded, 2 if rejected, 1 on error. */
+int test_pcache_child(const char *dir);
+int test_pcache_child(const char *dir) {
+  nxv_stats s;
+  if (use_cache(dir, &s) != NXV_OK) return 1;
+  if (s.cache_file_loaded && !s.cache_file_rejected) return 0;
+  fprintf(stderr, "  child: loaded %d rejected %d (%s)\n", s.cache_file_loaded,
+          s.cache_file_rejected, s.cache_reject_reason);
+  return 2;
+}
+
+static int run_child(const char *dir) {
+  char self[1024];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return -1;
+  self[n] = 0;
+  char *argv[] = {self, "--pcache-child", (char *)dir, NULL};
+  pid_t pid;
+  if (posix_spawn(&pid, self, NULL, NULL, argv, environ) != 0) return -1;
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
+  return WEXITSTATUS(status);
+}
+
+static bool read_all(const char *path, unsigned char **out, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return false;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  *out = malloc((size_t)len + 1);
+  *n = fread(*out, 1, (size_t)len, f);
+  fclose(f);
+  return *n == (size_t)len;
+}
+
+static void write_all(const char *path, const unsigned char *d, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return;
+  fwrite(d, 1, n, f);
+  fclose(f);
+}
+
+NXV_TEST(pcache, written_reloaded_by_a_second_process_and_rejections) {
+  char dir[256];
+  make_temp_dir(dir, sizeof dir);
+  REQUIRE(dir[0]);
+  nxv_stats s;
+  REQUIRE_OK(use_cache(dir, &s));
+  CHECK(!s.cache_file_loaded);
+  CHECK(!s.cache_file_rejected); /* absent is a plain miss */
+  CHECK(s.pipelines >= 2);
+  char path[600];
+  snprintf(path, sizeof path, "%s", s.cache_path);
+  CHECK(strncmp(path, dir, strlen(dir)) == 0);
+  unsigned char *good;
+  size_t n;
+  REQUIRE(read_all(path, &good, &n));
+  CHECK(n >= 64 + 32);
+  CHECK(memcmp(good, "NXVKPCCH", 8) == 0);
+
+  /* A second process loads it. */
+  CHECK_MSG(run_child(dir) == 0, "second process did not load the cache");
+
+  /* Every kind of damage is a clean miss with a reason, never a crash;
+   * the device works and writes a good file again on close. */
+  struct {
+    const char *what;
+    size_t len;
+    size_t flip; /* byte to corrupt, or SIZE_MAX */
+    const char *reason;
+  } cases[] = {
+      {"truncated header", 10, SIZE_MAX, "truncated"},
+      {"truncated payload", n - 5, SIZE_MAX, "size"},
+      {"bad magic", n, 0, "magic"},
+      {"other format version", n, 8, "version"},
+      {"foreign vendor", n, 16, "vendor"},
+      {"foreign device", n, 20, "device"},
+      {"other driver", n, 24, "driver"},
+      {"other uuid", n, 30, "UUID"},
+      {"payload corrupted", n, 64 + 20, "hash"},
+      {"empty file", 0, SIZE_MAX, "truncated"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    unsigned char *bad = malloc(n);
+    memcpy(bad, good, n);
+    if (cases[i].flip != SIZE_MAX) bad[cases[i].flip] ^= 0x5A;
+    write_all(path, bad, cases[i].len);
+    free(bad);
+    CHECK_OK(use_cache(dir, &s));
+    CHECK_MSG(s.cache_file_rejected && !s.cache_file_loaded,
+              "%s: not rejected", cases[i].what);
+    CHECK_MSG(strstr(s.cache_reject_reason, cases[i].reason) != NULL,
+              "%s: reason '%s'", cases[i].what, s.cache_reject_reason);
+    CHECK_MSG(run_child(dir) == 0, "%s: the rewritten file does not load",
+              cases[i].what);
+  }
+  /* Random garbage of the right length. */
+  unsigned char *garbage = malloc(n);
+  uint64_t seed = 42;
+  for (size_t i = 0; i < n; i++) garbage[i] = (unsigned char)test_rand_u64(&seed);
+  write_all(path, garbage, n);
+  free(garbage);
+  CHECK_OK(use_cache(dir, &s));
+  CHECK(s.cache_file_rejected);
+  /* An unwritable location: saving fails cleanly, the device still works. */
+  nxv_device_config cfg = {.cache_dir = "/proc/nxv-no-such-dir"};
+  nxv_device *d;
+  REQUIRE_OK(nxv_device_open(-1, &cfg, &d));
+  CHECK(nxv_device_save_pipeline_cache(d) == NXV_ERR_IO);
+  CHECK(strlen(nxv_last_error()) > 0);
+  nxv_device_release(d);
+  free(good);
+  remove_dir(dir);
+}
+
+NXV_TEST(pcache, concurrent_writers_leave_a_valid_file) {
+  char dir[256];
+  make_temp_dir(dir, sizeof dir);
+  REQUIRE(dir[0]);
+  nxv_stats s;
+  REQUIRE_OK(use_cache(dir, &s));
+  char self[1024];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  REQUIRE(len > 0);
+  self[len] = 0;
+  pid_t pids[4];
+  for (int i = 0; i < 4; i++) {
+    char *argv[] = {self, "--pcache-child", dir, NULL};
+    REQUIRE(posix_spawn(&pids[i], self, NULL, NULL, argv, environ) == 0);
+  }
+  for (int i = 0; i < 4; i++) {
+    int status;
+    waitpid(pids[i], &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  CHECK(run_child(dir) == 0);
+  DIR *dd = opendir(dir);
+  int files = 0;
+  for (struct dirent *e; dd && (e = readdir(dd));)
+    if (e->d_name[0] != '.') files++;
+  if (dd) closedir(dd);
+  CHECK_MSG(files == 1, "%d files left (temporary files not cleaned?)", files);
+  remove_dir(dir);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sticky errors and shutdown                                          */
+/* ------------------------------------------------------------------ */
+
+typedef struct waiter_ctx {
+  nxv_device *d;
+  nxv_tensor *src;
+  nxv_status status;
+} waiter_ctx;
+
+static void *waiter(void *arg) {
+  waiter_ctx *w = arg;
+  nxv_tensor *y = NULL;
+  nxv_status st = add_s32(w->d, w->src, w->src, 16, &y);
+  int32_t got[16];
+  if (st == NXV_OK) st = nxv_tensor_download(y, 0, 16, got);
+  w->status = st;
+  nxv_tensor_release(y);
+  return NULL;
+}
+
+static void sticky_case(nxv_status fault) {
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  int32_t v[16] = {0};
+  nxv_tensor *x = upload_s32(d, v, 16), *keep = NULL;
+  REQUIRE(x);
+  REQUIRE_OK(add_s32(d, x, x, 16, &keep));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_device_inject_fault(d, fault);
+  waiter_ctx w[8];
+  pthread_t th[8];
+  for (int i = 0; i < 8; i++) {
+    w[i] = (waiter_ctx){d, x, NXV_OK};
+    pthread_create(&th[i], NULL, waiter, &w[i]);
+  }
+  for (int i = 0; i < 8; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_MSG(w[i].status == fault, "waiter %d got %s", i,
+              nxv_status_name(w[i].status));
+  }
+  const char *msg = NULL;
+  CHECK(nxv_device_status(d, &msg) == fault);
+  CHECK(msg && strstr(msg, "injected") != NULL);
+  /* Later ops fail fast with the same cause. */
+  nxv_tensor *y = (nxv_tensor *)0x1;
+  CHECK(add_s32(d, x, x, 16, &y) == fault);
+  CHECK(y == (nxv_tensor *)0x1);
+  CHECK(strstr(nxv_last_error(), "injected") != NULL);
+  int32_t got[16];
+  CHECK(nxv_tensor_download(keep, 0, 16, got) == fault);
+  CHECK(nxv_device_synchronize(d) == fault);
+  nxv_tensor_release(keep);
+  nxv_tensor_release(x);
+  nxv_device_release(d);
+  /* A new context works. */
+  d = open_with(&cfg);
+  REQUIRE(d);
+  x = upload_s32(d, (int32_t[16]){1, 2, 3}, 16);
+  REQUIRE(x);
+  REQUIRE_OK(add_s32(d, x, x, 16, &y));
+  REQUIRE_OK(nxv_tensor_download(y, 0, 16, got));
+  CHECK(got[2] == 6);
+  nxv_tensor_release(x);
+  nxv_tensor_release(y);
+  nxv_device_release(d);
+}
+
+NXV_TEST(error, injected_device_loss_is_sticky) { sticky_case(NXV_ERR_DEVICE_LOST); }
+NXV_TEST(error, injected_submit_failure_is_sticky) { sticky_case(NXV_ERR_SUBMIT_FAILED); }
+
+NXV_TEST(shutdown, release_with_work_in_flight) {
+  for (int round = 0; round < 3; round++) {
+    nxv_device *d = test_open_device();
+    REQUIRE(d);
+    enum { N = 1 << 16 };
+    nxv_tensor *x;
+    float one = 1.0f;
+    REQUIRE_OK(nxv_fill(d, NXV_F32, N, &one, &x));
+    for (int i = 0; i < 500; i++) {
+      int64_t shape[1] = {N};
+      nxv_view v = {x, 0, NULL};
+      nxv_tensor *y;
+      REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &y));
+      nxv_tensor_release(x);
+      x = y;
+    }
+    if (round == 1) nxv_device_inject_fault(d, NXV_ERR_DEVICE_LOST);
+    if (round == 2) {
+      /* A download in another state: started, then everything released. */
+      float got;
+      nxv_status st = nxv_tensor_download(x, 0, 1, &got);
+      CHECK(st == NXV_OK);
+    }
+    nxv_tensor_release(x);
+    nxv_device_release(d); /* drains (or cancels) without leaking */
+  }
+}
