@@ -24,7 +24,7 @@ else ifeq ($(SAN),asan)
   SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 else ifeq ($(SAN),tsan)
   B := build/tsan
-  SANFLAGS := -fsanitize=thread -DNXV_TSAN=1
+  SANFLAGS := -fsanitize=thread -DNXV_TSAN=1 -Wno-tsan
 else
   $(error SAN must be empty, asan or tsan)
 endif
