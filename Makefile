@@ -5,6 +5,7 @@
 #   make test-c-asan  the C tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-c-tsan  the ring/scheduler/concurrency tests under ThreadSanitizer
 #   make test         all of the above
+#   make demo         build and run the demo on the default device
 #   make bench        build the C benchmark (build/bench/nxv_bench)
 #   make deps         install the Debian packages the build needs, if missing
 #
@@ -41,7 +42,7 @@ TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(TEST_SRC))
 SHADERS  := $(wildcard shaders/*.comp shaders/*.glsl) shaders/variants.txt
 
-.PHONY: all lib test test-c test-c-asan test-c-tsan bench deps clean
+.PHONY: all lib test test-c test-c-asan test-c-tsan bench demo deps clean
 
 all: lib
 lib: $(B)/libnxv.a
@@ -80,6 +81,14 @@ $(B)/bench/nxv_bench: $(B)/obj/bench/bench_runtime.o $(B)/libnxv.a
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 
 bench: $(B)/bench/nxv_bench
+
+$(B)/examples/demo: $(B)/obj/examples/demo.o $(B)/libnxv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
+
+# The main job: the demo on the default device.
+demo: $(B)/examples/demo
+	$(B)/examples/demo
 
 # Tests run on lavapipe unless NX_VULKAN_DEVICE picks another device.
 test-c: $(B)/test/nxv_tests

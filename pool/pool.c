@@ -7,7 +7,7 @@
 #include "sched/status.h"
 
 #define NXV_POOL_CLASSES (1 + 4 * 56)
-#define NXV_SLAB_MIN_BYTES (1u << 20)
+#define NXV_SLAB_MIN_BYTES (256u << 10)
 #define NXV_SLAB_MAX_BYTES (8u << 20)
 
 struct nxv_block {
