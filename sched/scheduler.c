@@ -1,7 +1,6 @@
 #include "sched/scheduler.h"
 
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +43,7 @@ struct nxv_sched {
   pthread_cond_t sched_cv;        /* wakes the scheduler */
   pthread_cond_t inflight_cv;     /* wakes the completion thread */
   pthread_cond_t done_cv;         /* wakes waiters and the scheduler */
+  pthread_cond_t space_cv;        /* wakes producers waiting for ring room */
   uint32_t free_batches[NXV_MAX_BATCHES];
   uint32_t nfree;
   uint32_t inflight[NXV_MAX_BATCHES]; /* FIFO of submitted batches */
@@ -53,6 +53,7 @@ struct nxv_sched {
   char error_msg[512];
 
   atomic_bool sleeping;           /* scheduler waits on sched_cv */
+  atomic_uint blocked_producers;  /* producers waiting on space_cv */
   atomic_bool stop;
   atomic_int failed;              /* mirrors error != NXV_OK, lock-free */
   atomic_int inject;              /* fault for the next submission */
@@ -375,6 +376,11 @@ static void *sched_main(void *arg) {
   for (;;) {
     nxv_node *n = nxv_ring_pop(s->ring);
     if (n) {
+      if (atomic_load(&s->blocked_producers)) {
+        pthread_mutex_lock(&s->mu);
+        pthread_cond_broadcast(&s->space_cv);
+        pthread_mutex_unlock(&s->mu);
+      }
       if (atomic_load(&s->failed)) {
         node_free(s, n);
         continue;
@@ -507,11 +513,31 @@ nxv_status nxv_sched_push(nxv_sched *s, nxv_node *n) {
   }
   atomic_fetch_add_explicit(&s->enqueued, 1, memory_order_relaxed);
   if (!nxv_ring_push(s->ring, n)) {
+    /* Full: the scheduler is behind. Spin briefly, then sleep until it
+     * pops; the node keeps its place in this producer's order. */
     atomic_fetch_add(&s->ring_full, 1);
-    do {
-      wake_scheduler(s);
-      sched_yield();
-    } while (!nxv_ring_push(s->ring, n));
+    bool pushed = false;
+    for (int i = 0; i < 256 && !pushed; i++) {
+      cpu_relax();
+      pushed = nxv_ring_push(s->ring, n);
+    }
+    if (!pushed) {
+      pthread_mutex_lock(&s->mu);
+      atomic_fetch_add(&s->blocked_producers, 1);
+      while (!nxv_ring_push(s->ring, n)) {
+        pthread_cond_signal(&s->sched_cv);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 1000000; /* safety net against a missed wake-up */
+        if (ts.tv_nsec >= 1000000000) {
+          ts.tv_sec++;
+          ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&s->space_cv, &s->mu, &ts);
+      }
+      atomic_fetch_sub(&s->blocked_producers, 1);
+      pthread_mutex_unlock(&s->mu);
+    }
   }
   wake_scheduler(s);
   return NXV_OK;
@@ -582,6 +608,7 @@ nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *cfg,
   pthread_cond_init(&s->sched_cv, NULL);
   pthread_cond_init(&s->inflight_cv, NULL);
   pthread_cond_init(&s->done_cv, NULL);
+  pthread_cond_init(&s->space_cv, NULL);
   nxv_status st = nxv_ring_create(cfg->ring_capacity, &s->ring);
   if (st == NXV_OK)
     st = nxv_hostring_create(vk, cfg->arena_bytes, true, &s->arena);
@@ -668,6 +695,7 @@ void nxv_sched_destroy(nxv_sched *s) {
   nxv_hostring_destroy(s->arena);
   nxv_ring_destroy(s->ring);
   pthread_cond_destroy(&s->done_cv);
+  pthread_cond_destroy(&s->space_cv);
   pthread_cond_destroy(&s->inflight_cv);
   pthread_cond_destroy(&s->sched_cv);
   pthread_mutex_destroy(&s->mu);

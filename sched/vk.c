@@ -72,8 +72,10 @@ static void create_instance(void) {
 nxv_status nxv_vk_instance(VkInstance *out_instance) {
   pthread_once(&instance_once, create_instance);
   if (instance_result != VK_SUCCESS)
-    return nxv_fail_vk(instance_result,
-                       "vkCreateInstance (Vulkan 1.2 or newer required)");
+    return nxv_fail(nxv_status_from_vk(instance_result),
+                    "no Vulkan driver could create an instance (%s): is a "
+                    "Vulkan 1.2+ driver (ICD) installed?",
+                    nxv_vk_result_name(instance_result));
   *out_instance = instance;
   return NXV_OK;
 }
