@@ -1,0 +1,762 @@
+/*
+ * bench_runtime.c - end-to-end benchmark of the nx_vulkan runtime.
+ *
+ * Runs on any Vulkan device the runtime accepts (lavapipe included) and
+ * measures, in one run:
+ *
+ * 1. chain: N dependent tiny ops. x = x + 1 on a 16-element f32 tensor,
+ *    each op consuming the previous result (intermediates are released as
+ *    soon as the next op is enqueued). Timed from the first enqueue to the
+ *    final download returning; "enqueue" is the time until the last enqueue
+ *    returned (the producer-side cost), "e2e" is end to end. Run on a device
+ *    opened with the default batching config ("batched") and on a second
+ *    context opened with max_batch_nodes = 1 ("1/op": one queue submission
+ *    per op, the reference mode).
+ * 2. independent: N tiny ops y_i = x + 1 all reading the same input
+ *    tensor, each result released right after its enqueue (the first and
+ *    last are kept and checked), timed up to a final
+ *    nxv_device_synchronize returning. Same two devices.
+ * 3. bandwidth: a large f32 elementwise add c = a + b (two inputs of --mb
+ *    MiB, one output) against a device copy of one --mb MiB tensor, both
+ *    nxv_tensor_copy and a copy kernel (nxv_unary NXV_COPY), on
+ *    the batched device. One timed run enqueues the op R times (8, fewer
+ *    when memory is short), then synchronizes, so per-op host overhead is
+ *    amortised; bytes counted are read + written (add: 3x the size, copy:
+ *    2x). Best and median over --reps runs. --mb defaults to 256, 16 on CPU
+ *    devices (lavapipe), and is reduced to the device's buffer limits and
+ *    heap.
+ *
+ * Reading the ratios
+ * - "1/op / batched" (chain, independent) is the reference e2e time divided
+ *   by the batched e2e time: how many times faster batching makes a stream
+ *   of tiny ops. Above 1 means batching helps; the chain is the harder case
+ *   because every op depends on the one before (a barrier per op).
+ * - "add / device copy" is the add's bandwidth as a percentage of the
+ *   faster device copy's bandwidth: how close the elementwise kernel gets
+ *   to the memory speed a copy reaches. Near 100% is good.
+ * Tiny-op figures are medians over --reps runs (best e2e also in --csv).
+ * Each measurement is warmed up first (pipelines created, pool filled).
+ * Results are checked (chain: x0[i] + N exactly; independent: x0[i] + 1;
+ * add and copy: 64 elements spot-checked across the whole tensor) and every
+ * nxv call's status too, so a broken runtime fails loudly (exit status 1)
+ * instead of reporting fast garbage.
+ *
+ * Usage: nxv_bench [--device N] [--ops N] [--mb N] [--reps N] [--csv]
+ *                  [--quick]
+ * --csv prints rows test,mode,metric,value,unit; --quick is a smoke run for
+ * CI (ops 200, mb 1, reps 2 unless given explicitly). See bench/README.md.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nxv.h"
+
+#define TINY_ELEMS 16        /* elements of the tiny-op tensors */
+#define INNER_MAX 8          /* large ops enqueued per timed run (R) */
+#define INNER_MIN 2
+#define SPOT_CHECKS 64       /* elements checked in a large result */
+#define MIB (1024.0 * 1024.0)
+/* Keeps every chain value (x0[i] + N, x0[i] < 16) an exact f32 integer. */
+#define MAX_OPS ((1u << 24) - TINY_ELEMS)
+
+/* ------------------------------------------------------------------ */
+/* Failure handling                                                    */
+/* ------------------------------------------------------------------ */
+
+static void die_status(const char *expr, int line, nxv_status st) {
+  fprintf(stderr, "nxv_bench: line %d: %s returned %s: %s\n", line, expr,
+          nxv_status_name(st), nxv_last_error());
+  exit(EXIT_FAILURE);
+}
+
+/* Every nxv call goes through this: abort with nxv_last_error() on failure. */
+#define NXV_CHECK(expr)                                   \
+  do {                                                    \
+    nxv_status nxv_check_st_ = (expr);                    \
+    if (nxv_check_st_ != NXV_OK)                          \
+      die_status(#expr, __LINE__, nxv_check_st_);         \
+  } while (0)
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void die(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("nxv_bench: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  exit(EXIT_FAILURE);
+}
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (!p) die("out of host memory");
+  return p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Timing and statistics                                               */
+/* ------------------------------------------------------------------ */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median_of(const double *v, uint32_t n) {
+  double *s = xcalloc(n, sizeof *s);
+  memcpy(s, v, n * sizeof *s);
+  qsort(s, n, sizeof *s, cmp_double);
+  double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  free(s);
+  return m;
+}
+
+static double min_of(const double *v, uint32_t n) {
+  double m = v[0];
+  for (uint32_t i = 1; i < n; i++)
+    if (v[i] < m) m = v[i];
+  return m;
+}
+
+/* ------------------------------------------------------------------ */
+/* Options                                                             */
+/* ------------------------------------------------------------------ */
+
+typedef struct options {
+  int32_t device;      /* -1: the runtime's default choice */
+  uint64_t ops;        /* N of the tiny-op tests */
+  uint64_t mb;         /* requested size of a large tensor, MiB */
+  uint32_t reps;       /* timed runs per measurement */
+  bool ops_set, mb_set, reps_set;
+  bool csv, quick;
+} options;
+
+static void usage(FILE *f) {
+  fputs(
+      "usage: nxv_bench [options]\n"
+      "  --device N  Vulkan device index (default: the runtime's choice,\n"
+      "              NX_VULKAN_DEVICE or the first usable GPU)\n"
+      "  --ops N     tiny ops per chain / independent run (default 10000)\n"
+      "  --mb N      MiB per large tensor (default 256, 16 on CPU devices\n"
+      "              such as lavapipe; capped by the device's limits)\n"
+      "  --reps N    timed runs per measurement (default 5)\n"
+      "  --csv       machine-readable output: test,mode,metric,value,unit\n"
+      "  --quick     fast smoke run (ops 200, mb 1, reps 2 unless given)\n"
+      "  --help      this text\n",
+      f);
+}
+
+static uint64_t parse_u64(const char *opt, const char *s, uint64_t lo,
+                          uint64_t hi) {
+  if (!s) die("%s needs a value", opt);
+  char *end = NULL;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (!s[0] || *end || s[0] == '-' || v < lo || v > hi)
+    die("%s: '%s' is not an integer in [%" PRIu64 ", %" PRIu64 "]", opt, s,
+        lo, hi);
+  return (uint64_t)v;
+}
+
+static options parse_options(int argc, char **argv) {
+  options o = {.device = -1, .ops = 10000, .mb = 256, .reps = 5};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--device")) {
+      o.device = (int32_t)parse_u64(a, v, 0, INT32_MAX);
+      i++;
+    } else if (!strcmp(a, "--ops")) {
+      o.ops = parse_u64(a, v, 1, MAX_OPS);
+      o.ops_set = true;
+      i++;
+    } else if (!strcmp(a, "--mb")) {
+      o.mb = parse_u64(a, v, 1, 1u << 20);
+      o.mb_set = true;
+      i++;
+    } else if (!strcmp(a, "--reps")) {
+      o.reps = (uint32_t)parse_u64(a, v, 1, 1000);
+      o.reps_set = true;
+      i++;
+    } else if (!strcmp(a, "--csv")) {
+      o.csv = true;
+    } else if (!strcmp(a, "--quick")) {
+      o.quick = true;
+    } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      exit(EXIT_SUCCESS);
+    } else {
+      usage(stderr);
+      die("unknown option '%s'", a);
+    }
+  }
+  if (o.quick) {
+    if (!o.ops_set) o.ops = 200;
+    if (!o.mb_set) o.mb = 1;
+    if (!o.reps_set) o.reps = 2;
+  }
+  return o;
+}
+
+/* ------------------------------------------------------------------ */
+/* Output                                                              */
+/* ------------------------------------------------------------------ */
+
+static void csv_field(const char *s) {
+  if (!strpbrk(s, ",\"\n")) {
+    fputs(s, stdout);
+    return;
+  }
+  putchar('"');
+  for (; *s; s++) {
+    if (*s == '"') putchar('"');
+    putchar(*s);
+  }
+  putchar('"');
+}
+
+static void csv_row(const char *test, const char *mode, const char *metric,
+                    const char *value, const char *unit) {
+  csv_field(test);
+  putchar(',');
+  csv_field(mode);
+  putchar(',');
+  csv_field(metric);
+  putchar(',');
+  csv_field(value);
+  putchar(',');
+  csv_field(unit);
+  putchar('\n');
+}
+
+static void csv_num(const char *test, const char *mode, const char *metric,
+                    double value, const char *unit) {
+  char buf[64];
+  if (value == floor(value) && fabs(value) < 9007199254740992.0)
+    snprintf(buf, sizeof buf, "%.0f", value); /* counts, bytes */
+  else
+    snprintf(buf, sizeof buf, "%.6g", value);
+  csv_row(test, mode, metric, buf, unit);
+}
+
+static const char *type_name(nxv_device_type t) {
+  switch (t) {
+    case NXV_DEVICE_INTEGRATED_GPU: return "integrated GPU";
+    case NXV_DEVICE_DISCRETE_GPU: return "discrete GPU";
+    case NXV_DEVICE_VIRTUAL_GPU: return "virtual GPU";
+    case NXV_DEVICE_CPU: return "CPU";
+    default: return "other";
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* Devices                                                             */
+/* ------------------------------------------------------------------ */
+
+/* Opens device index with the default config, except max_batch_nodes
+ * (0: the default) and the on-disk pipeline cache (off, so the bench
+ * writes no files; pipelines are created during warm-up anyway). */
+static nxv_device *open_device(int32_t index, uint32_t max_batch_nodes) {
+  nxv_device_config config;
+  memset(&config, 0, sizeof config);
+  config.max_batch_nodes = max_batch_nodes;
+  config.disable_disk_cache = true;
+  nxv_device *d = NULL;
+  NXV_CHECK(nxv_device_open(index, &config, &d));
+  return d;
+}
+
+static nxv_stats stats_of(nxv_device *d) {
+  nxv_stats s;
+  NXV_CHECK(nxv_device_stats(d, &s));
+  return s;
+}
+
+/* ------------------------------------------------------------------ */
+/* Tiny ops: chain and independent                                     */
+/* ------------------------------------------------------------------ */
+
+typedef struct tiny_ctx {
+  const char *mode;   /* "batched" or "1/op" */
+  nxv_device *dev;
+  nxv_tensor *x0;     /* TINY_ELEMS f32: 0, 1, ..., 15 */
+  nxv_tensor *one;    /* TINY_ELEMS f32 ones */
+} tiny_ctx;
+
+/* One timed run. */
+typedef struct sample {
+  double enqueue_s;   /* first enqueue until the last enqueue returned */
+  double total_s;     /* first enqueue until the result is on the host */
+  uint64_t submits;   /* queue submissions during the run */
+  uint64_t barriers;  /* pipeline barriers recorded during the run */
+} sample;
+
+static void tiny_setup(tiny_ctx *t, const char *mode, nxv_device *d) {
+  float init[TINY_ELEMS];
+  for (int i = 0; i < TINY_ELEMS; i++) init[i] = (float)i;
+  float one = 1.0f;
+  t->mode = mode;
+  t->dev = d;
+  NXV_CHECK(nxv_tensor_upload(d, NXV_F32, TINY_ELEMS, init, &t->x0));
+  NXV_CHECK(nxv_fill(d, NXV_F32, TINY_ELEMS, &one, &t->one));
+  NXV_CHECK(nxv_device_synchronize(d));
+}
+
+static void tiny_teardown(tiny_ctx *t) {
+  nxv_tensor_release(t->x0);
+  nxv_tensor_release(t->one);
+  t->x0 = t->one = NULL;
+}
+
+/* Downloads a tiny tensor and checks element i == i + add. */
+static void tiny_verify(const tiny_ctx *t, const char *what, nxv_tensor *x,
+                        uint64_t add) {
+  float out[TINY_ELEMS];
+  NXV_CHECK(nxv_tensor_download(x, 0, TINY_ELEMS, out));
+  for (int i = 0; i < TINY_ELEMS; i++) {
+    float want = (float)((uint64_t)i + add);
+    if (out[i] != want)
+      die("%s (%s): element %d is %.9g, expected %.9g", what, t->mode, i,
+          (double)out[i], (double)want);
+  }
+}
+
+/* x = x + 1, n times, each op consuming the previous result; ends with the
+ * download of the final x (timed). */
+static sample run_chain(const tiny_ctx *t, uint64_t n) {
+  const int64_t shape[1] = {TINY_ELEMS};
+  nxv_stats s0 = stats_of(t->dev);
+  sample r;
+  double t0 = now_s();
+  nxv_tensor *x = t->x0;
+  for (uint64_t i = 0; i < n; i++) {
+    nxv_view vx = {x, 0, NULL}, vone = {t->one, 0, NULL};
+    nxv_tensor *y;
+    NXV_CHECK(nxv_binary(t->dev, NXV_ADD, 1, shape, &vx, &vone, &y));
+    if (x != t->x0) nxv_tensor_release(x);
+    x = y;
+  }
+  double t1 = now_s();
+  float out[TINY_ELEMS];
+  NXV_CHECK(nxv_tensor_download(x, 0, TINY_ELEMS, out));
+  double t2 = now_s();
+  nxv_stats s1 = stats_of(t->dev);
+  for (int i = 0; i < TINY_ELEMS; i++) {
+    float want = (float)((uint64_t)i + n);
+    if (out[i] != want)
+      die("chain (%s): element %d is %.9g after %" PRIu64
+          " ops, expected %.9g", t->mode, i, (double)out[i], n,
+          (double)want);
+  }
+  nxv_tensor_release(x);
+  r.enqueue_s = t1 - t0;
+  r.total_s = t2 - t0;
+  r.submits = s1.submits - s0.submits;
+  r.barriers = s1.barriers - s0.barriers;
+  return r;
+}
+
+/* y_i = x0 + 1 for i < n, all independent; results are released at once
+ * except the first and the last, checked after the (timed) synchronize. */
+static sample run_independent(const tiny_ctx *t, uint64_t n) {
+  const int64_t shape[1] = {TINY_ELEMS};
+  nxv_view vx = {t->x0, 0, NULL}, vone = {t->one, 0, NULL};
+  nxv_tensor *first = NULL, *last = NULL;
+  nxv_stats s0 = stats_of(t->dev);
+  sample r;
+  double t0 = now_s();
+  for (uint64_t i = 0; i < n; i++) {
+    nxv_tensor *y;
+    NXV_CHECK(nxv_binary(t->dev, NXV_ADD, 1, shape, &vx, &vone, &y));
+    if (i == 0) {
+      first = y;
+    } else {
+      if (last) nxv_tensor_release(last);
+      last = y;
+    }
+  }
+  double t1 = now_s();
+  NXV_CHECK(nxv_device_synchronize(t->dev));
+  double t2 = now_s();
+  nxv_stats s1 = stats_of(t->dev);
+  tiny_verify(t, "independent, first result", first, 1);
+  nxv_tensor_release(first);
+  if (last) {
+    tiny_verify(t, "independent, last result", last, 1);
+    nxv_tensor_release(last);
+  }
+  r.enqueue_s = t1 - t0;
+  r.total_s = t2 - t0;
+  r.submits = s1.submits - s0.submits;
+  r.barriers = s1.barriers - s0.barriers;
+  return r;
+}
+
+/* Median figures of a series of samples. */
+typedef struct summary {
+  double enqueue_s, total_s, best_total_s, submits, barriers;
+} summary;
+
+static summary summarize(const sample *s, uint32_t n) {
+  double *v = xcalloc(n, sizeof *v);
+  summary r;
+  for (uint32_t i = 0; i < n; i++) v[i] = s[i].enqueue_s;
+  r.enqueue_s = median_of(v, n);
+  for (uint32_t i = 0; i < n; i++) v[i] = s[i].total_s;
+  r.total_s = median_of(v, n);
+  r.best_total_s = min_of(v, n);
+  for (uint32_t i = 0; i < n; i++) v[i] = (double)s[i].submits;
+  r.submits = median_of(v, n);
+  for (uint32_t i = 0; i < n; i++) v[i] = (double)s[i].barriers;
+  r.barriers = median_of(v, n);
+  free(v);
+  return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Large ops: elementwise add versus device copy                        */
+/* ------------------------------------------------------------------ */
+
+typedef struct big_ctx {
+  nxv_device *dev;
+  uint64_t count;      /* f32 elements per tensor */
+  uint32_t inner;      /* ops enqueued per timed run */
+  nxv_tensor *a;       /* a[i] = i */
+  nxv_tensor *b;       /* b[i] = 0.5 */
+} big_ctx;
+
+/* Enqueues the op inner times, then synchronizes; returns the seconds from
+ * the first enqueue to the synchronize returning. The last result is handed
+ * to *out_last (the others are released as soon as they are enqueued). */
+typedef enum big_mode { BIG_ADD, BIG_COPY, BIG_COPY_KERNEL } big_mode;
+
+static double run_big(const big_ctx *b, big_mode mode, nxv_tensor **out_last) {
+  const int64_t shape[1] = {(int64_t)b->count};
+  nxv_view va = {b->a, 0, NULL}, vb = {b->b, 0, NULL};
+  nxv_tensor *last = NULL;
+  NXV_CHECK(nxv_device_synchronize(b->dev));
+  double t0 = now_s();
+  for (uint32_t r = 0; r < b->inner; r++) {
+    nxv_tensor *y;
+    if (mode == BIG_ADD)
+      NXV_CHECK(nxv_binary(b->dev, NXV_ADD, 1, shape, &va, &vb, &y));
+    else if (mode == BIG_COPY)
+      NXV_CHECK(nxv_tensor_copy(b->a, &y));
+    else
+      NXV_CHECK(nxv_unary(b->dev, NXV_COPY, 1, shape, &va, &y));
+    if (last) nxv_tensor_release(last);
+    last = y;
+  }
+  NXV_CHECK(nxv_device_synchronize(b->dev));
+  double t1 = now_s();
+  *out_last = last;
+  return t1 - t0;
+}
+
+static uint64_t splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* Checks SPOT_CHECKS elements (both ends and random ones) of an add result
+ * (c[i] = i + 0.5) or a copy result (bitwise equal to a[i]). */
+static void big_verify(const big_ctx *b, bool add, nxv_tensor *c) {
+  uint64_t seed = 12345;
+  for (uint32_t k = 0; k < SPOT_CHECKS; k++) {
+    uint64_t i = k == 0 ? 0
+               : k == 1 ? b->count - 1
+                        : splitmix64(&seed) % b->count;
+    float got, ref;
+    NXV_CHECK(nxv_tensor_download(c, i, 1, &got));
+    NXV_CHECK(nxv_tensor_download(b->a, i, 1, &ref));
+    if (add) {
+      float want = (float)i + 0.5f;
+      /* a[i] = (float)i may be rounded for i >= 2^24; allow two ulps. */
+      if (!(fabsf(got - want) <= fmaxf(1.0f, fabsf(want)) * 2.4e-7f))
+        die("large add: c[%" PRIu64 "] is %.9g, expected %.9g (a[i] = %.9g)",
+            i, (double)got, (double)want, (double)ref);
+    } else if (memcmp(&got, &ref, sizeof got) != 0) {
+      die("device copy: element %" PRIu64 " is %.9g, source has %.9g", i,
+          (double)got, (double)ref);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* The three benchmarks                                                */
+/* ------------------------------------------------------------------ */
+
+/* Size of the large tensors and ops per timed run. */
+typedef struct large_plan {
+  uint64_t req_bytes;  /* what --mb (or the default) asked for */
+  uint64_t bytes;      /* what is used */
+  uint32_t inner;      /* ops enqueued per timed run (R) */
+  const char *note;    /* why bytes is what it is */
+} large_plan;
+
+/* The request (a smaller default on CPU devices), capped by the per-buffer
+ * limits and by half the device-local heap holding both inputs plus
+ * `inner` outputs in flight (inner is reduced first, down to INNER_MIN). */
+static large_plan plan_large(const options *o, const nxv_device_info *info) {
+  const bool cpu = info->type == NXV_DEVICE_CPU;
+  const bool cpu_default = !o->mb_set && !o->quick && cpu;
+  large_plan p = {.inner = INNER_MAX};
+  p.req_bytes = (cpu_default ? 16 : o->mb) << 20;
+  uint64_t lim = info->max_storage_buffer_range;
+  if (info->max_memory_allocation_size &&
+      info->max_memory_allocation_size < lim)
+    lim = info->max_memory_allocation_size;
+  if (info->max_buffer_size && info->max_buffer_size < lim)
+    lim = info->max_buffer_size;
+  if ((uint64_t)UINT32_MAX * 4 < lim) lim = (uint64_t)UINT32_MAX * 4;
+  uint64_t bytes = p.req_bytes;
+  if (bytes > lim) bytes = lim >= (1u << 20) ? lim & ~((1ull << 20) - 1) : lim;
+  uint64_t heap = info->device_local_heap_size / 2;
+  if (heap) {
+    while (p.inner > INNER_MIN && (2 + (uint64_t)p.inner) * bytes > heap)
+      p.inner--;
+    if ((2 + (uint64_t)p.inner) * bytes > heap) {
+      bytes = heap / (2 + p.inner);
+      if (bytes >= (1u << 20)) bytes &= ~((1ull << 20) - 1);
+    }
+  }
+  bytes &= ~(uint64_t)15; /* whole 4-wide vectors */
+  if (bytes < 16) die("device limits leave no room for the large tensors");
+  p.bytes = bytes;
+  p.note = bytes < p.req_bytes ? "reduced to the device's limits"
+           : cpu_default       ? "CPU-device default"
+                               : "as requested";
+  return p;
+}
+
+static void print_header(const options *o, const nxv_device_info *info,
+                         const large_plan *lp) {
+  unsigned api_major = (info->api_version >> 22) & 0x7Fu,
+           api_minor = (info->api_version >> 12) & 0x3FFu,
+           api_patch = info->api_version & 0xFFFu;
+  if (o->csv) {
+    char buf[64];
+    csv_row("test", "mode", "metric", "value", "unit");
+    snprintf(buf, sizeof buf, "%u", info->index);
+    csv_row("info", "", "device_index", buf, "");
+    csv_row("info", "", "device_name", info->name, "");
+    csv_row("info", "", "device_type", type_name(info->type), "");
+    csv_row("info", "", "driver_name", info->driver_name, "");
+    csv_row("info", "", "driver_info", info->driver_info, "");
+    snprintf(buf, sizeof buf, "%u.%u.%u", api_major, api_minor, api_patch);
+    csv_row("info", "", "vulkan_api", buf, "");
+    csv_num("info", "", "max_storage_buffer_range",
+            (double)info->max_storage_buffer_range, "B");
+    csv_num("info", "", "device_local_heap",
+            (double)info->device_local_heap_size, "B");
+    csv_row("config", "batched", "max_batch_nodes", "default", "");
+    csv_row("config", "1/op", "max_batch_nodes", "1", "");
+    csv_num("config", "", "ops", (double)o->ops, "");
+    csv_num("config", "", "tiny_elems", TINY_ELEMS, "");
+    csv_num("config", "", "reps", o->reps, "");
+    csv_num("config", "", "large_bytes", (double)lp->bytes, "B");
+    csv_num("config", "", "large_requested_bytes", (double)lp->req_bytes,
+            "B");
+    csv_num("config", "", "large_ops_per_run", lp->inner, "");
+    return;
+  }
+  printf("nx_vulkan runtime benchmark\n");
+  printf("device   [%u] %s (%s, vendor 0x%04x, device 0x%04x)\n",
+         info->index, info->name, type_name(info->type), info->vendor_id,
+         info->device_id);
+  printf("driver   %s: %s (driver version 0x%x, Vulkan %u.%u.%u)\n",
+         info->driver_name, info->driver_info, info->driver_version,
+         api_major, api_minor, api_patch);
+  printf("limits   max_storage_buffer_range %.0f MiB, max allocation %.0f "
+         "MiB, device-local heap %.1f GiB, subgroup %u\n",
+         (double)info->max_storage_buffer_range / MIB,
+         (double)info->max_memory_allocation_size / MIB,
+         (double)info->device_local_heap_size / (MIB * 1024),
+         info->subgroup_size);
+  printf("config   batched: zero-initialised nxv_device_config (runtime "
+         "defaults, see include/nxv.h); 1/op: max_batch_nodes = 1 (one "
+         "submit per op), otherwise the same; both: disk pipeline cache "
+         "off\n");
+  printf("run      ops %" PRIu64 " (tiny tensors of %d f32), reps %u, "
+         "large tensors %.2f MiB f32 (%s), %u ops per timed large run\n\n",
+         o->ops, TINY_ELEMS, o->reps, (double)lp->bytes / MIB, lp->note,
+         lp->inner);
+  fflush(stdout);
+}
+
+/* Benchmarks 1 and 2 on dev (default config) and ref (one submit per op). */
+static void bench_tiny(const options *o, nxv_device *dev, nxv_device *ref) {
+  tiny_ctx tiny[2];
+  tiny_setup(&tiny[0], "batched", dev);
+  tiny_setup(&tiny[1], "1/op", ref);
+  for (int m = 0; m < 2; m++) { /* warm-up: pipelines, pool, threads */
+    (void)run_chain(&tiny[m], o->ops);
+    (void)run_independent(&tiny[m], o->ops);
+  }
+  sample *chain[2], *indep[2];
+  for (int m = 0; m < 2; m++) {
+    chain[m] = xcalloc(o->reps, sizeof(sample));
+    indep[m] = xcalloc(o->reps, sizeof(sample));
+  }
+  for (uint32_t r = 0; r < o->reps; r++) { /* interleaved against drift */
+    for (int m = 0; m < 2; m++) chain[m][r] = run_chain(&tiny[m], o->ops);
+    for (int m = 0; m < 2; m++) indep[m][r] = run_independent(&tiny[m], o->ops);
+  }
+  summary sum[2][2]; /* [chain, independent][batched, 1/op] */
+  uint64_t ring_full[2];
+  for (int m = 0; m < 2; m++) {
+    sum[0][m] = summarize(chain[m], o->reps);
+    sum[1][m] = summarize(indep[m], o->reps);
+    free(chain[m]);
+    free(indep[m]);
+    ring_full[m] = stats_of(tiny[m].dev).ring_full_waits;
+  }
+  tiny_teardown(&tiny[0]);
+  tiny_teardown(&tiny[1]);
+
+  const char *tests[2] = {"chain", "independent"};
+  const double n = (double)o->ops;
+  double ratio[2];
+  for (int t = 0; t < 2; t++) ratio[t] = sum[t][1].total_s / sum[t][0].total_s;
+  if (o->csv) {
+    for (int t = 0; t < 2; t++) {
+      for (int m = 0; m < 2; m++) {
+        const summary *s = &sum[t][m];
+        const char *mode = tiny[m].mode;
+        csv_num(tests[t], mode, "enqueue_us_per_op", s->enqueue_s / n * 1e6,
+                "us");
+        csv_num(tests[t], mode, "e2e_us_per_op", s->total_s / n * 1e6, "us");
+        csv_num(tests[t], mode, "e2e_us_per_op_best",
+                s->best_total_s / n * 1e6, "us");
+        csv_num(tests[t], mode, "ops_per_s", n / s->total_s, "1/s");
+        csv_num(tests[t], mode, "submits", s->submits, "");
+        csv_num(tests[t], mode, "barriers", s->barriers, "");
+      }
+      csv_num(tests[t], "ratio", "ref_over_batched_e2e", ratio[t], "x");
+    }
+    for (int m = 0; m < 2; m++)
+      csv_num("stats", tiny[m].mode, "ring_full_waits", (double)ring_full[m],
+              "");
+    return;
+  }
+  printf("Tiny ops, %" PRIu64 " per run, median of %u runs "
+         "(enqueue = producer side, e2e = to result on host)\n",
+         o->ops, o->reps);
+  printf("%-12s %-8s %14s %12s %12s %9s %9s\n", "test", "mode",
+         "enqueue us/op", "e2e us/op", "ops/s", "submits", "barriers");
+  for (int t = 0; t < 2; t++)
+    for (int m = 0; m < 2; m++) {
+      const summary *s = &sum[t][m];
+      printf("%-12s %-8s %14.3f %12.3f %12.0f %9.0f %9.0f\n", tests[t],
+             tiny[m].mode, s->enqueue_s / n * 1e6, s->total_s / n * 1e6,
+             n / s->total_s, s->submits, s->barriers);
+    }
+  printf("ratio 1/op / batched (e2e time): chain %.2fx, independent %.2fx\n",
+         ratio[0], ratio[1]);
+  printf("ring-full waits (producer outran the scheduler, all runs): "
+         "batched %" PRIu64 ", 1/op %" PRIu64 "\n\n", ring_full[0],
+         ring_full[1]);
+  fflush(stdout);
+}
+
+/* Benchmark 3 on dev. */
+static void bench_large(const options *o, nxv_device *dev,
+                        const large_plan *lp) {
+  big_ctx big = {.dev = dev, .count = lp->bytes / 4, .inner = lp->inner};
+  const int64_t shape[1] = {(int64_t)big.count};
+  float half = 0.5f;
+  NXV_CHECK(nxv_iota(dev, NXV_F32, 1, shape, 0, &big.a));
+  NXV_CHECK(nxv_fill(dev, NXV_F32, big.count, &half, &big.b));
+  NXV_CHECK(nxv_device_synchronize(dev));
+  nxv_tensor *res;
+  for (int k = 0; k < 3; k++) { /* warm-up, checked */
+    (void)run_big(&big, (big_mode)k, &res);
+    big_verify(&big, k == BIG_ADD, res);
+    nxv_tensor_release(res);
+  }
+  static const char *const names[3] = {"add (a+b)", "copy", "copy kernel"};
+  static const char *const keys[3] = {"add", "copy", "copy_kernel"};
+  const double moved[3] = {3.0, 2.0, 2.0}; /* tensor sizes read + written */
+  double *t[3];
+  nxv_tensor *last[3] = {NULL, NULL, NULL};
+  for (int k = 0; k < 3; k++) t[k] = xcalloc(o->reps, sizeof(double));
+  for (uint32_t r = 0; r < o->reps; r++) /* interleaved against drift */
+    for (int k = 0; k < 3; k++) {
+      if (last[k]) nxv_tensor_release(last[k]);
+      t[k][r] = run_big(&big, (big_mode)k, &last[k]);
+    }
+  for (int k = 0; k < 3; k++) {
+    big_verify(&big, k == BIG_ADD, last[k]);
+    nxv_tensor_release(last[k]);
+  }
+  nxv_tensor_release(big.a);
+  nxv_tensor_release(big.b);
+
+  const double size = (double)lp->bytes;
+  double best[3], med[3], ms[3];
+  for (int k = 0; k < 3; k++) {
+    double bytes = moved[k] * size * lp->inner;
+    best[k] = bytes / min_of(t[k], o->reps) / 1e9;
+    med[k] = bytes / median_of(t[k], o->reps) / 1e9;
+    ms[k] = moved[k] * size / (best[k] * 1e9) * 1e3;
+    free(t[k]);
+  }
+  /* The device copy reference is the faster of the driver's copy and a
+   * plain copy kernel. */
+  int ref = best[BIG_COPY_KERNEL] > best[BIG_COPY] ? BIG_COPY_KERNEL : BIG_COPY;
+  if (o->csv) {
+    for (int k = 0; k < 3; k++) {
+      csv_num(keys[k], "batched", "gbps_best", best[k], "GB/s");
+      csv_num(keys[k], "batched", "gbps_median", med[k], "GB/s");
+      csv_num(keys[k], "batched", "ms_per_op_best", ms[k], "ms");
+    }
+    csv_num("add_vs_copy", "ratio", "percent_best",
+            100.0 * best[BIG_ADD] / best[ref], "%");
+    csv_num("add_vs_copy", "ratio", "percent_median",
+            100.0 * med[BIG_ADD] / med[ref], "%");
+    return;
+  }
+  printf("Large ops, %.2f MiB f32 tensors, %u ops per timed run (enqueue "
+         "all, then synchronize), %u runs; GB/s = 1e9 bytes read + written "
+         "per second\n", size / MIB, lp->inner, o->reps);
+  printf("%-12s %12s %12s %12s %12s\n", "test", "MiB moved/op", "best GB/s",
+         "median GB/s", "best ms/op");
+  for (int k = 0; k < 3; k++)
+    printf("%-12s %12.2f %12.3f %12.3f %12.3f\n", names[k],
+           moved[k] * size / MIB, best[k], med[k], ms[k]);
+  printf("ratio add / device copy (%s) bandwidth: %.1f%% (best), %.1f%% "
+         "(median)\n", names[ref], 100.0 * best[BIG_ADD] / best[ref],
+         100.0 * med[BIG_ADD] / med[ref]);
+}
+
+int main(int argc, char **argv) {
+  options o = parse_options(argc, argv);
+  nxv_device *dev = open_device(o.device, 0);
+  nxv_device_info info;
+  NXV_CHECK(nxv_device_info_get(dev, &info));
+  /* The reference context runs on the very device the first one got. */
+  nxv_device *ref = open_device((int32_t)info.index, 1);
+  large_plan lp = plan_large(&o, &info);
+  print_header(&o, &info, &lp);
+  bench_tiny(&o, dev, ref);
+  nxv_device_release(ref); /* frees its memory before the large tests */
+  bench_large(&o, dev, &lp);
+  nxv_device_release(dev);
+  return EXIT_SUCCESS;
+}
