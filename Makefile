@@ -47,7 +47,7 @@ SHADERS  := $(wildcard shaders/*.comp shaders/*.glsl) shaders/variants.txt
 all: lib
 lib: $(B)/libnxv.a
 
-$(GEN)/spirv.c $(GEN)/spirv.h: $(SHADERS) tools/embed_spirv.sh
+$(GEN)/spirv.c $(GEN)/spirv.h &: $(SHADERS) tools/embed_spirv.sh
 	@mkdir -p $(GEN)
 	GLSLANG=$(GLSLANG) sh tools/embed_spirv.sh shaders/variants.txt $(GEN)
 

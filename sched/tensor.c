@@ -203,35 +203,3 @@ nxv_status nxv_tensor_download(nxv_tensor *t, uint64_t offset, uint64_t count,
   nxv_ticket_release(tk);
   return st;
 }
-
-nxv_status nxv_tensor_copy(nxv_tensor *src, nxv_tensor **out) {
-  if (!src || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL tensor or out_tensor");
-  nxv_device *d = src->device;
-  nxv_tensor *t;
-  NXV_TRY(nxv_tensor_new(d, src->dtype, src->count, &t));
-  nxv_node *n = nxv_node_new(0);
-  if (!n) {
-    nxv_tensor_release(t);
-    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "copy node");
-  }
-  n->kind = NXV_NODE_COPY;
-  n->nbufs = 2;
-  n->write_mask = 2;
-  n->bufs[0] = src->buf;
-  n->bufs[1] = t->buf;
-  nxv_buffer_retain(src->buf);
-  nxv_buffer_retain(t->buf);
-  n->src = src->buf->vk;
-  n->src_offset = src->buf->offset;
-  n->dst = t->buf->vk;
-  n->dst_offset = t->buf->offset;
-  n->bytes = src->count * nxv_dtype_size(src->dtype);
-  n->cost = src->count;
-  nxv_status st = nxv_sched_push(d->sched, n);
-  if (st != NXV_OK) {
-    nxv_tensor_release(t);
-    return st;
-  }
-  *out = t;
-  return NXV_OK;
-}

@@ -66,7 +66,10 @@ T apply(T x, T y) {
   case 12: return x ^ y;
   case 13:    // left shift; a negative amount shifts right
   case 14: {  // arithmetic right shift; a negative amount shifts left
-    T s = OP == 13 ? y : -y;
+    // Clamped first: amounts of T_BITS or more all act alike, and negating
+    // the most negative amount would overflow.
+    T s = clamp(y, T(-T_BITS), T(T_BITS));
+    if (OP == 14) s = -s;
     if (s >= T(0)) return s >= T(T_BITS) ? T(0) : x << s;
     s = -s;
     return s >= T(T_BITS) ? (x < T(0) ? T(-1) : T(0)) : x >> s;

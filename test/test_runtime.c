@@ -813,3 +813,31 @@ NXV_TEST(shutdown, release_with_work_in_flight) {
     nxv_device_release(d); /* drains (or cancels) without leaking */
   }
 }
+
+NXV_TEST(sched, device_copy_every_dtype_and_odd_sizes) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  const uint64_t counts[] = {0, 1, 3, 5, 257, 100003};
+  unsigned char *src = malloc(100003 * 16), *got = malloc(100003 * 16);
+  uint64_t seed = 9;
+  for (size_t i = 0; i < 100003 * 16; i++) src[i] = (unsigned char)test_rand_u64(&seed);
+  for (int t = 0; t < NXV_DTYPE_COUNT; t++) {
+    size_t es = nxv_dtype_size((nxv_dtype)t);
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+      nxv_tensor *a, *b;
+      REQUIRE_OK(nxv_tensor_upload(d, (nxv_dtype)t, counts[c], src, &a));
+      REQUIRE_OK(nxv_tensor_copy(a, &b));
+      nxv_tensor_release(a); /* the queued copy keeps the source alive */
+      CHECK(nxv_tensor_dtype(b) == (nxv_dtype)t);
+      CHECK(nxv_tensor_count(b) == counts[c]);
+      memset(got, 0xAB, counts[c] * es);
+      CHECK_OK(nxv_tensor_download(b, 0, counts[c], got));
+      CHECK_MSG(memcmp(got, src, counts[c] * es) == 0, "%s x %llu",
+                nxv_dtype_name((nxv_dtype)t), (unsigned long long)counts[c]);
+      nxv_tensor_release(b);
+    }
+  }
+  free(src);
+  free(got);
+  nxv_device_release(d);
+}

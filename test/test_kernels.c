@@ -1,0 +1,2068 @@
+/*
+ * Kernel tests: every op of nxv.h checked against a CPU reference on f32,
+ * f64 and s32, over contiguous, strided, broadcast, empty and rank 0..6
+ * shapes, plus argument validation.
+ *
+ * The device poisons every op output with 0xFF bytes before the kernel
+ * runs, so an element a kernel fails to write reads back as NaN or -1 and
+ * fails the comparison. References are computed in long double for floats
+ * and in 64-bit integers with explicit 32-bit wrap for s32.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+#define NTYPES 3
+static const nxv_dtype kTypes[NTYPES] = {NXV_F32, NXV_F64, NXV_S32};
+
+/* Mismatches printed per comparison. */
+#define MAX_REPORT 6
+
+/* ------------------------------------------------------------------------ */
+/* Host helpers                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  if (!p) {
+    fprintf(stderr, "test_kernels: out of host memory\n");
+    abort();
+  }
+  return p;
+}
+
+static bool is_float(nxv_dtype t) { return t == NXV_F32 || t == NXV_F64; }
+
+/* Machine epsilon of a float type (0 for integers). */
+static long double eps_of(nxv_dtype t) {
+  return t == NXV_F32 ? FLT_EPSILON : t == NXV_F64 ? DBL_EPSILON : 0;
+}
+
+/* Smallest normal value: an absolute floor under relative tolerances. */
+static long double tiny_of(nxv_dtype t) {
+  return t == NXV_F32 ? FLT_MIN : DBL_MIN;
+}
+
+static long double hget(nxv_dtype t, const void *p, uint64_t i) {
+  switch (t) {
+    case NXV_F32: return ((const float *)p)[i];
+    case NXV_F64: return ((const double *)p)[i];
+    case NXV_S32: return ((const int32_t *)p)[i];
+    default: return 0;
+  }
+}
+
+/* Stores v as element i; for s32, v must be an integer in range. */
+static void hset(nxv_dtype t, void *p, uint64_t i, long double v) {
+  switch (t) {
+    case NXV_F32: ((float *)p)[i] = (float)v; break;
+    case NXV_F64: ((double *)p)[i] = (double)v; break;
+    case NXV_S32: ((int32_t *)p)[i] = (int32_t)v; break;
+    default: break;
+  }
+}
+
+/* Two's complement 32-bit wrap. */
+static int32_t wrap32(int64_t v) { return (int32_t)(uint32_t)(uint64_t)v; }
+
+static int64_t rnd_int(uint64_t *s, int64_t lo, int64_t hi) {
+  return lo + (int64_t)(test_rand_u64(s) % (uint64_t)(hi - lo + 1));
+}
+
+static int32_t rnd_s32(uint64_t *s) {
+  return (int32_t)(uint32_t)test_rand_u64(s);
+}
+
+static long double rnd_real(uint64_t *s, double lo, double hi) {
+  return test_rand_uniform(s, lo, hi);
+}
+
+/* Log-uniform in [lo, hi], 0 < lo < hi. */
+static long double rnd_log(uint64_t *s, double lo, double hi) {
+  return exp(test_rand_uniform(s, log(lo), log(hi)));
+}
+
+static long double rnd_sign(uint64_t *s) {
+  return (test_rand_u64(s) >> 17) & 1u ? 1.0L : -1.0L;
+}
+
+/* True with probability 1/n. */
+static bool one_in(uint64_t *s, uint64_t n) {
+  return (test_rand_u64(s) >> 7) % n == 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Shapes and layouts                                                        */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t shape_count(uint32_t rank, const int64_t *shape) {
+  uint64_t n = 1;
+  for (uint32_t i = 0; i < rank; i++) n *= (uint64_t)shape[i];
+  return n;
+}
+
+/* Advances a row-major multi-index over shape. */
+static void next_index(uint32_t rank, const int64_t *shape, int64_t *idx) {
+  for (int i = (int)rank - 1; i >= 0; i--) {
+    if (++idx[i] < shape[i]) return;
+    idx[i] = 0;
+  }
+}
+
+static const char *shape_str(char *buf, size_t cap, uint32_t rank,
+                             const int64_t *shape) {
+  size_t len = (size_t)snprintf(buf, cap, "[");
+  for (uint32_t i = 0; i < rank && len < cap; i++)
+    len += (size_t)snprintf(buf + len, cap - len, i ? ",%lld" : "%lld",
+                            (long long)shape[i]);
+  if (len < cap) snprintf(buf + len, cap - len, "]");
+  return buf;
+}
+
+/* How an operand's elements are placed in its tensor. */
+enum {
+  LAY_NULL = 1u << 0,    /* strides = NULL: row-major over the op shape */
+  LAY_OFFSET = 1u << 1,  /* a nonzero offset and spare elements at the end */
+  LAY_PERMUTE = 1u << 2, /* axes stored in a random order (transposed) */
+  LAY_REVERSE = 1u << 3, /* random axes walked backwards (negative strides) */
+  LAY_PAD = 1u << 4,     /* gaps between rows */
+  LAY_ANY = LAY_OFFSET | LAY_PERMUTE | LAY_REVERSE | LAY_PAD,
+};
+
+typedef struct layout {
+  uint64_t count;                 /* elements of the tensor */
+  int64_t offset;
+  int64_t strides[NXV_MAX_RANK];  /* over the op shape; also set for NULL */
+  bool null_strides;              /* pass strides = NULL */
+} layout;
+
+/* Places a tensor of in_shape (in_rank <= rank, broadcast-compatible with
+ * shape, trailing axes aligned) according to flags and derives the view
+ * strides over the op shape. LAY_NULL needs in_shape == shape. */
+static void make_layout(uint64_t *rng, unsigned flags, uint32_t in_rank,
+                        const int64_t *in_shape, uint32_t rank,
+                        const int64_t *shape, layout *l) {
+  memset(l, 0, sizeof *l);
+  uint64_t n = shape_count(rank, shape);
+  if (flags & LAY_NULL) {
+    int64_t s = 1;
+    for (int i = (int)rank - 1; i >= 0; i--) {
+      l->strides[i] = s;
+      s *= shape[i] ? shape[i] : 1;
+    }
+    l->null_strides = true;
+    l->offset = (flags & LAY_OFFSET) ? rnd_int(rng, 1, 9) : 0;
+    l->count = n + (uint64_t)l->offset +
+               ((flags & LAY_OFFSET) ? (uint64_t)rnd_int(rng, 0, 3) : 0);
+    return;
+  }
+  uint32_t order[NXV_MAX_RANK];
+  for (uint32_t i = 0; i < in_rank; i++) order[i] = i;
+  if (flags & LAY_PERMUTE)
+    for (uint32_t i = in_rank; i > 1; i--) {
+      uint32_t j = (uint32_t)rnd_int(rng, 0, i - 1), tmp = order[i - 1];
+      order[i - 1] = order[j];
+      order[j] = tmp;
+    }
+  int64_t in_strides[NXV_MAX_RANK], s = 1;
+  for (int k = (int)in_rank - 1; k >= 0; k--) {
+    uint32_t ax = order[k];
+    in_strides[ax] = s;
+    s = s * (in_shape[ax] > 0 ? in_shape[ax] : 1) +
+        ((flags & LAY_PAD) ? rnd_int(rng, 0, 3) : 0);
+  }
+  if (flags & LAY_REVERSE)
+    for (uint32_t i = 0; i < in_rank; i++)
+      if (one_in(rng, 2)) in_strides[i] = -in_strides[i];
+  int64_t lo = 0, hi = 0;
+  bool empty = false;
+  for (uint32_t i = 0; i < in_rank; i++) {
+    if (in_shape[i] == 0) {
+      empty = true;
+      continue;
+    }
+    int64_t span = in_strides[i] * (in_shape[i] - 1);
+    if (span > 0) hi += span;
+    else lo += span;
+  }
+  l->offset = -lo + ((flags & LAY_OFFSET) ? rnd_int(rng, 1, 9) : 0);
+  l->count = (uint64_t)(l->offset + (empty ? 0 : hi + 1)) +
+             ((flags & LAY_OFFSET) ? (uint64_t)rnd_int(rng, 0, 3) : 0);
+  for (uint32_t i = 0; i < rank; i++) {
+    int j = (int)i - (int)(rank - in_rank);
+    l->strides[i] = (j < 0 || in_shape[j] != shape[i]) ? 0 : in_strides[j];
+  }
+  (void)n;
+}
+
+/* Row-major layout of exactly shape, strides = NULL. */
+static void dense_layout(uint32_t rank, const int64_t *shape, layout *l) {
+  make_layout(NULL, LAY_NULL, rank, shape, rank, shape, l);
+}
+
+static uint64_t elem_offset(const layout *l, uint32_t rank, const int64_t *idx) {
+  int64_t off = l->offset;
+  for (uint32_t i = 0; i < rank; i++) off += idx[i] * l->strides[i];
+  return (uint64_t)off;
+}
+
+/* Random flags for an operand layout: NULL strides one time in four. */
+static unsigned rnd_flags(uint64_t *rng) {
+  if (one_in(rng, 4)) return LAY_NULL | (one_in(rng, 2) ? LAY_OFFSET : 0u);
+  return (unsigned)rnd_int(rng, 0, LAY_ANY) & LAY_ANY;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Operands, downloads, comparisons                                          */
+/* ------------------------------------------------------------------------ */
+
+/* A tensor with its host copy and a view of it. Not movable once
+ * uploaded: view.strides points into lay. */
+typedef struct operand {
+  nxv_dtype dtype;
+  layout lay;
+  void *host;
+  nxv_tensor *t;
+  nxv_view view;
+} operand;
+
+/* Value generator: element of an operand of dtype t for op; which tells the
+ * operands apart. */
+typedef long double (*gen_fn)(uint64_t *rng, nxv_dtype t, int op, int which);
+
+static bool operand_upload(nxv_device *d, operand *o) {
+  nxv_status st = nxv_tensor_upload(d, o->dtype, o->lay.count, o->host, &o->t);
+  CHECK_MSG(st == NXV_OK, "upload of %llu %s elements: %s",
+            (unsigned long long)o->lay.count, nxv_dtype_name(o->dtype),
+            nxv_last_error());
+  if (st != NXV_OK) {
+    o->t = NULL;
+    return false;
+  }
+  o->view.tensor = o->t;
+  o->view.offset = o->lay.offset;
+  o->view.strides = o->lay.null_strides ? NULL : o->lay.strides;
+  return true;
+}
+
+/* Fills a tensor laid out as lay with gen and uploads it. */
+static bool operand_init(nxv_device *d, nxv_dtype t, const layout *lay,
+                         gen_fn gen, int op, int which, uint64_t *rng,
+                         operand *o) {
+  memset(o, 0, sizeof *o);
+  o->dtype = t;
+  o->lay = *lay;
+  o->host = xcalloc(lay->count, nxv_dtype_size(t));
+  for (uint64_t i = 0; i < lay->count; i++)
+    hset(t, o->host, i, gen(rng, t, op, which));
+  return operand_upload(d, o);
+}
+
+/* A dense rank-1 operand holding vals. */
+static bool operand_values(nxv_device *d, nxv_dtype t, uint64_t n,
+                           const long double *vals, operand *o) {
+  memset(o, 0, sizeof *o);
+  o->dtype = t;
+  int64_t shape[1] = {(int64_t)n};
+  dense_layout(1, shape, &o->lay);
+  o->host = xcalloc(n, nxv_dtype_size(t));
+  for (uint64_t i = 0; i < n; i++) hset(t, o->host, i, vals[i]);
+  return operand_upload(d, o);
+}
+
+static void operand_free(operand *o) {
+  if (o->t) nxv_tensor_release(o->t);
+  free(o->host);
+  memset(o, 0, sizeof *o);
+}
+
+/* Checks an op's status and its result's dtype and element count. */
+static bool check_result(nxv_status st, nxv_tensor *out, nxv_dtype t,
+                         uint64_t n, const char *tag) {
+  CHECK_MSG(st == NXV_OK, "%s: %s: %s", tag, nxv_status_name(st),
+            nxv_last_error());
+  if (st != NXV_OK) return false;
+  bool ok = nxv_tensor_dtype(out) == t && nxv_tensor_count(out) == n;
+  CHECK_MSG(ok, "%s: result is %llu %s, expected %llu %s", tag,
+            (unsigned long long)nxv_tensor_count(out),
+            nxv_dtype_name(nxv_tensor_dtype(out)), (unsigned long long)n,
+            nxv_dtype_name(t));
+  return ok;
+}
+
+/* Downloads the n elements of t into a new buffer; NULL on failure. */
+static void *download_all(nxv_tensor *t, uint64_t n, const char *tag) {
+  void *p = xcalloc(n, nxv_dtype_size(nxv_tensor_dtype(t)));
+  nxv_status st = nxv_tensor_download(t, 0, n, p);
+  CHECK_MSG(st == NXV_OK, "%s: download: %s", tag, nxv_last_error());
+  if (st != NXV_OK) {
+    free(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* Compares n elements of got (dtype t) with exp. s32 must match exactly;
+ * a float passes when |got - exp| <= tol[i] (tol NULL: 0), when both are
+ * NaN, or when both are the same infinity. Prints the first mismatches
+ * and returns how many there are. */
+static uint64_t compare(const char *tag, nxv_dtype t, const void *got,
+                        const long double *exp, const long double *tol,
+                        uint64_t n) {
+  uint64_t bad = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    long double g = hget(t, got, i), e = exp[i];
+    bool ok;
+    if (!is_float(t)) ok = g == e;
+    else if (isnan(e)) ok = isnan(g);
+    else if (isnan(g)) ok = false;
+    else if (isinf(e) || isinf(g)) ok = g == e;
+    else ok = fabsl(g - e) <= (tol ? tol[i] : 0);
+    if (!ok && bad++ < MAX_REPORT)
+      fprintf(stderr,
+              "    %s: element %llu: expected %.17Lg, got %.17Lg "
+              "(tolerance %.3Lg)\n",
+              tag, (unsigned long long)i, e, g, tol ? tol[i] : 0.0L);
+  }
+  if (bad > MAX_REPORT)
+    fprintf(stderr, "    %s: ... %llu mismatches in all\n", tag,
+            (unsigned long long)bad);
+  return bad;
+}
+
+/* Downloads out (n elements of t) and compares it with exp/tol. */
+static void check_values(nxv_tensor *out, nxv_dtype t, uint64_t n,
+                         const long double *exp, const long double *tol,
+                         const char *tag) {
+  void *got = download_all(out, n, tag);
+  if (!got) return;
+  uint64_t bad = compare(tag, t, got, exp, tol, n);
+  CHECK_MSG(bad == 0, "%s: %llu of %llu elements differ", tag,
+            (unsigned long long)bad, (unsigned long long)n);
+  free(got);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Expected failures                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* A distinct pointer no call returns. */
+static char sentinel_storage;
+#define SENTINEL ((nxv_tensor *)(void *)&sentinel_storage)
+
+/* Sets the thread's last error to a known message (a failing pure call),
+ * so a later check can tell that a call recorded one of its own. */
+static void prime_error(char *buf, size_t cap) {
+  int64_t shape[2] = {1, 1}, strides[2];
+  (void)nxv_broadcast_strides(2, shape, 1, shape, strides);
+  snprintf(buf, cap, "%s", nxv_last_error());
+}
+
+static void expect_fail_check(nxv_status got, nxv_status want, bool untouched,
+                              const char *primed, const char *expr, int line) {
+  const char *msg = nxv_last_error();
+  CHECK_MSG(got == want, "line %d: %s returned %s, expected %s", line, expr,
+            nxv_status_name(got), nxv_status_name(want));
+  CHECK_MSG(untouched, "line %d: %s changed its output parameter", line, expr);
+  CHECK_MSG(msg[0] != '\0' && strcmp(msg, primed) != 0,
+            "line %d: %s recorded no error message", line, expr);
+}
+
+/* expr must fail with status want, record a message and leave the tensor
+ * out parameter out untouched. */
+#define EXPECT_FAIL(want, out, expr)                                       \
+  do {                                                                     \
+    char primed_[512];                                                     \
+    prime_error(primed_, sizeof primed_);                                  \
+    (out) = SENTINEL;                                                      \
+    nxv_status st_ = (expr);                                               \
+    expect_fail_check(st_, (want), (out) == SENTINEL, primed_, #expr,      \
+                      __LINE__);                                           \
+    if (st_ == NXV_OK && (out) != SENTINEL && (out) != NULL)               \
+      nxv_tensor_release(out);                                             \
+  } while (0)
+
+/* As EXPECT_FAIL for calls without a tensor output. */
+#define EXPECT_FAIL_PLAIN(want, expr)                                      \
+  do {                                                                     \
+    char primed_[512];                                                     \
+    prime_error(primed_, sizeof primed_);                                  \
+    nxv_status st_ = (expr);                                               \
+    expect_fail_check(st_, (want), true, primed_, #expr, __LINE__);        \
+  } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* Binary references                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Shift of x by amount in the op's direction; a negative amount shifts the
+ * other way; shifts by 32 or more give 0 (left) or the sign (right). */
+static int32_t ref_shift(int32_t x, int64_t amount, bool left) {
+  if (amount < 0) {
+    left = !left;
+    amount = -amount;
+  }
+  if (left)
+    return amount >= 32 ? 0
+                        : wrap32((int64_t)((uint64_t)(uint32_t)x << amount));
+  if (amount >= 32) return x < 0 ? -1 : 0;
+  return x >> amount;
+}
+
+static int32_t ref_binary_s32(nxv_binary_op op, int32_t x, int32_t y) {
+  int64_t a = x, b = y;
+  switch (op) {
+    case NXV_ADD: return wrap32(a + b);
+    case NXV_SUB: return wrap32(a - b);
+    case NXV_MUL: return wrap32(a * b);
+    case NXV_DIV:
+    case NXV_QUOTIENT: return b == 0 ? 0 : wrap32(a / b);
+    case NXV_MAX: return x > y ? x : y;
+    case NXV_MIN: return x < y ? x : y;
+    case NXV_POW: {
+      if (y < 0) return x == 1 ? 1 : x == -1 ? ((y & 1) ? -1 : 1) : 0;
+      uint32_t r = 1, base = (uint32_t)x;
+      for (uint32_t e = (uint32_t)y; e; e >>= 1) {
+        if (e & 1u) r *= base;
+        base *= base;
+      }
+      return (int32_t)r;
+    }
+    case NXV_REM: return b == 0 ? 0 : (int32_t)(a % b);
+    case NXV_BITWISE_AND: return x & y;
+    case NXV_BITWISE_OR: return x | y;
+    case NXV_BITWISE_XOR: return x ^ y;
+    case NXV_LEFT_SHIFT: return ref_shift(x, b, true);
+    case NXV_RIGHT_SHIFT: return ref_shift(x, b, false);
+    default: return 0;
+  }
+}
+
+/* Expected x op y and its absolute tolerance. */
+static long double ref_binary(nxv_binary_op op, nxv_dtype t, long double x,
+                              long double y, long double *tol) {
+  *tol = 0;
+  if (t == NXV_S32) return ref_binary_s32(op, (int32_t)x, (int32_t)y);
+  long double eps = eps_of(t), r = 0, rel = 4 * eps, abs = 0;
+  switch (op) {
+    case NXV_ADD: r = x + y; break;
+    case NXV_SUB: r = x - y; break;
+    case NXV_MUL: r = x * y; break;
+    case NXV_DIV: r = x / y; break;
+    case NXV_MAX: r = (isnan(x) || isnan(y)) ? NAN : fmaxl(x, y); rel = 0; break;
+    case NXV_MIN: r = (isnan(x) || isnan(y)) ? NAN : fminl(x, y); rel = 0; break;
+    case NXV_POW: r = powl(x, y); rel = 1e-5L; break;
+    case NXV_REM:
+      r = fmodl(x, y);
+      abs = isinf(x) ? 0 : 4 * eps * fabsl(x);
+      break;
+    case NXV_ATAN2: r = atan2l(x, y); rel = abs = 1e-5L; break;
+    default: break;
+  }
+  if (isfinite(r)) *tol = rel * fabsl(r) + abs + tiny_of(t);
+  return r;
+}
+
+/* Random operands by op and type: domains where the comparison means
+ * something, with the integer edge cases mixed in. */
+static long double gen_binary(uint64_t *r, nxv_dtype t, int op, int which) {
+  if (t == NXV_S32) {
+    switch (op) {
+      case NXV_POW:
+        if (which == 0) return one_in(r, 4) ? rnd_s32(r) : rnd_int(r, -12, 12);
+        return rnd_int(r, -4, 40);
+      case NXV_LEFT_SHIFT:
+      case NXV_RIGHT_SHIFT:
+        return which == 0 ? rnd_s32(r) : rnd_int(r, -40, 40);
+      case NXV_DIV:
+      case NXV_QUOTIENT:
+      case NXV_REM:
+        if (which == 1 && one_in(r, 2)) return rnd_int(r, -20, 20);
+        return one_in(r, 4) ? rnd_int(r, -1000, 1000) : rnd_s32(r);
+      default:
+        return one_in(r, 4) ? rnd_int(r, -100, 100) : rnd_s32(r);
+    }
+  }
+  switch (op) {
+    case NXV_DIV:
+      return which == 1 ? rnd_sign(r) * rnd_log(r, 0.1, 100)
+                        : rnd_real(r, -100, 100);
+    case NXV_POW:
+      return which == 0 ? rnd_log(r, 0.1, 10) : rnd_real(r, -4, 4);
+    case NXV_REM:
+      return which == 1 ? rnd_sign(r) * rnd_real(r, 0.5, 20)
+                        : rnd_real(r, -100, 100);
+    case NXV_ATAN2:
+      return rnd_sign(r) * rnd_log(r, 0.01, 10);
+    case NXV_MAX:
+    case NXV_MIN:
+      return one_in(r, 32) ? NAN : rnd_real(r, -100, 100);
+    default:
+      return rnd_real(r, -100, 100);
+  }
+}
+
+/* Runs a op b over shape and checks every element. */
+static void check_binary(nxv_device *d, nxv_binary_op op, nxv_dtype t,
+                         uint32_t rank, const int64_t *shape, const operand *a,
+                         const operand *b, const char *what) {
+  char tag[256], sh[128];
+  snprintf(tag, sizeof tag, "%s %s %s (%s)", nxv_binary_op_name(op),
+           nxv_dtype_name(t), shape_str(sh, sizeof sh, rank, shape), what);
+  uint64_t n = shape_count(rank, shape);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_binary(d, op, rank, shape, &a->view, &b->view, &out);
+  if (check_result(st, out, t, n, tag)) {
+    long double *exp = xcalloc(n, sizeof *exp), *tol = xcalloc(n, sizeof *tol);
+    int64_t idx[NXV_MAX_RANK] = {0};
+    for (uint64_t i = 0; i < n; i++) {
+      long double x = hget(t, a->host, elem_offset(&a->lay, rank, idx));
+      long double y = hget(t, b->host, elem_offset(&b->lay, rank, idx));
+      exp[i] = ref_binary(op, t, x, y, &tol[i]);
+      next_index(rank, shape, idx);
+    }
+    check_values(out, t, n, exp, tol, tag);
+    free(exp);
+    free(tol);
+  }
+  if (st == NXV_OK) nxv_tensor_release(out);
+}
+
+/* Random operands of type t laid out by fa/fb (b broadcast from b_shape of
+ * rank b_rank), then check_binary. */
+static void run_binary(nxv_device *d, nxv_binary_op op, nxv_dtype t,
+                       uint32_t rank, const int64_t *shape, unsigned fa,
+                       uint32_t b_rank, const int64_t *b_shape, unsigned fb,
+                       uint64_t *rng, const char *what) {
+  layout la, lb;
+  make_layout(rng, fa, rank, shape, rank, shape, &la);
+  make_layout(rng, fb, b_rank, b_shape, rank, shape, &lb);
+  operand a, b;
+  bool ok = operand_init(d, t, &la, gen_binary, op, 0, rng, &a);
+  ok = operand_init(d, t, &lb, gen_binary, op, 1, rng, &b) && ok;
+  if (ok) check_binary(d, op, t, rank, shape, &a, &b, what);
+  operand_free(&a);
+  operand_free(&b);
+}
+
+/* x op y for explicit pairs, contiguous. */
+static void run_binary_pairs(nxv_device *d, nxv_binary_op op, nxv_dtype t,
+                             uint64_t n, const long double *xs,
+                             const long double *ys, const char *what) {
+  operand a, b;
+  bool ok = operand_values(d, t, n, xs, &a);
+  ok = operand_values(d, t, n, ys, &b) && ok;
+  int64_t shape[1] = {(int64_t)n};
+  if (ok) check_binary(d, op, t, 1, shape, &a, &b, what);
+  operand_free(&a);
+  operand_free(&b);
+}
+
+/* Integer edge values: zero, +-1, shift widths, the extremes. */
+static const int32_t kS32Edges[] = {
+    0, 1, -1, 2, -2, 3, -7, 31, 32, 33, -31, -32, -33, 46341,
+    INT32_MAX, INT32_MIN, INT32_MIN + 1, 0x55555555};
+#define NS32EDGES (sizeof kS32Edges / sizeof kS32Edges[0])
+
+/* Float special cases whose results the kernels define. */
+static const struct {
+  nxv_binary_op op;
+  double x, y;
+} kFloatPairs[] = {
+    {NXV_ADD, INFINITY, 1},     {NXV_ADD, -0.0, 0.0},   {NXV_SUB, 1e30, 1e30},
+    {NXV_MUL, -0.0, 5},         {NXV_MUL, INFINITY, -2}, {NXV_DIV, 1, 3},
+    {NXV_DIV, -6, 3},           {NXV_DIV, 0, 5},        {NXV_DIV, 1, INFINITY},
+    {NXV_MAX, NAN, 1},          {NXV_MAX, 1, NAN},      {NXV_MAX, NAN, NAN},
+    {NXV_MAX, INFINITY, 5},     {NXV_MAX, -INFINITY, -5}, {NXV_MAX, -3, -2},
+    {NXV_MAX, 2, -2},           {NXV_MIN, NAN, 1},      {NXV_MIN, 1, NAN},
+    {NXV_MIN, -INFINITY, 5},    {NXV_MIN, INFINITY, -5}, {NXV_MIN, -3, -2},
+    {NXV_MIN, 2, -2},           {NXV_REM, 7, 2},        {NXV_REM, -7, 2},
+    {NXV_REM, 7, -2},           {NXV_REM, -7.5, -2},    {NXV_REM, 6, 3},
+    {NXV_REM, 0.75, 0.25},      {NXV_REM, 1e6, 3},      {NXV_REM, 5, INFINITY},
+    {NXV_REM, -5, -INFINITY},   {NXV_REM, 0, 3},        {NXV_REM, INFINITY, 2},
+    {NXV_POW, 2, 10},           {NXV_POW, 4, 0.5},      {NXV_POW, 1, 50},
+    {NXV_POW, 3, 0},            {NXV_POW, 2, -2},       {NXV_ATAN2, 1, 1},
+    {NXV_ATAN2, 1, -1},         {NXV_ATAN2, -1, -1},    {NXV_ATAN2, -1, 1},
+    {NXV_ATAN2, 1, 0},          {NXV_ATAN2, -1, 0},     {NXV_ATAN2, 0, 1},
+    {NXV_ATAN2, 0.5, 2},
+};
+
+/* An op t does not implement must be refused with UNSUPPORTED. */
+static void check_binary_unsupported(nxv_device *d, nxv_binary_op op,
+                                     nxv_dtype t) {
+  int64_t shape[1] = {4};
+  long double vals[4] = {1, 2, 3, 4};
+  operand a, b;
+  if (operand_values(d, t, 4, vals, &a) && operand_values(d, t, 4, vals, &b)) {
+    nxv_tensor *out;
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_binary(d, op, 1, shape, &a.view, &b.view, &out));
+  }
+  operand_free(&a);
+  operand_free(&b);
+}
+
+/* Every binary op on t: supported ones contiguous (vec4 path and tail),
+ * strided, broadcast and on special values; the rest refused. */
+static void test_binary_type(nxv_dtype t, uint64_t seed) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = seed;
+  for (int o = 0; o < NXV_BINARY_OP_COUNT; o++) {
+    nxv_binary_op op = (nxv_binary_op)o;
+    if (!nxv_binary_supported(d, op, t)) {
+      check_binary_unsupported(d, op, t);
+      continue;
+    }
+    int64_t n1[1] = {1031}, n2[1] = {1024};
+    run_binary(d, op, t, 1, n1, LAY_NULL, 1, n1, LAY_NULL, &rng, "contiguous");
+    run_binary(d, op, t, 1, n2, 0, 1, n2, LAY_NULL, &rng, "contiguous, vec4");
+    int64_t s3[3] = {7, 5, 9};
+    run_binary(d, op, t, 3, s3, LAY_PERMUTE | LAY_OFFSET, 3, s3,
+               LAY_REVERSE | LAY_PAD, &rng, "strided");
+    int64_t s2[2] = {13, 17}, row[1] = {17}, col[2] = {13, 1};
+    run_binary(d, op, t, 2, s2, LAY_NULL, 1, row, 0, &rng, "b row broadcast");
+    {
+      layout la, lb;
+      make_layout(&rng, 0, 2, col, 2, s2, &la);
+      make_layout(&rng, LAY_NULL, 2, s2, 2, s2, &lb);
+      operand a, b;
+      bool ok = operand_init(d, t, &la, gen_binary, op, 0, &rng, &a);
+      ok = operand_init(d, t, &lb, gen_binary, op, 1, &rng, &b) && ok;
+      if (ok) check_binary(d, op, t, 2, s2, &a, &b, "a column broadcast");
+      operand_free(&a);
+      operand_free(&b);
+    }
+    /* Special values. */
+    long double xs[NS32EDGES * NS32EDGES], ys[NS32EDGES * NS32EDGES];
+    uint64_t n = 0;
+    if (t == NXV_S32) {
+      for (size_t i = 0; i < NS32EDGES; i++)
+        for (size_t j = 0; j < NS32EDGES; j++) {
+          xs[n] = kS32Edges[i];
+          ys[n++] = kS32Edges[j];
+        }
+    } else {
+      for (size_t i = 0; i < sizeof kFloatPairs / sizeof kFloatPairs[0]; i++)
+        if (kFloatPairs[i].op == op) {
+          xs[n] = kFloatPairs[i].x;
+          ys[n++] = kFloatPairs[i].y;
+        }
+    }
+    if (n) run_binary_pairs(d, op, t, n, xs, ys, "special values");
+  }
+  nxv_device_release(d);
+}
+
+NXV_TEST(kernels, binary_f32) { test_binary_type(NXV_F32, 0x1001); }
+NXV_TEST(kernels, binary_f64) { test_binary_type(NXV_F64, 0x1002); }
+NXV_TEST(kernels, binary_s32) { test_binary_type(NXV_S32, 0x1003); }
+
+/* ------------------------------------------------------------------------ */
+/* Unary and convert references                                              */
+/* ------------------------------------------------------------------------ */
+
+static int32_t ref_unary_s32(nxv_unary_op op, int32_t x) {
+  int64_t a = x;
+  switch (op) {
+    case NXV_COPY: return x;
+    case NXV_NEG: return wrap32(-a);
+    case NXV_ABS: return wrap32(a < 0 ? -a : a);
+    case NXV_SIGN: return (x > 0) - (x < 0);
+    case NXV_SQUARE: return wrap32(a * a);
+    case NXV_BITWISE_NOT: return ~x;
+    default: return 0;
+  }
+}
+
+/* Expected op(x) and its absolute tolerance: exact for the ops that round
+ * nothing, a few ulp for arithmetic, 1e-5 relative/absolute for
+ * transcendentals. */
+static long double ref_unary(nxv_unary_op op, nxv_dtype t, long double x,
+                             long double *tol) {
+  *tol = 0;
+  if (t == NXV_S32) return ref_unary_s32(op, (int32_t)x);
+  long double eps = eps_of(t), r = 0, rel = 0, abs = 0;
+  bool transcendental = false;
+  switch (op) {
+    case NXV_COPY: r = x; break;
+    case NXV_NEG: r = -x; break;
+    case NXV_ABS: r = fabsl(x); break;
+    case NXV_SIGN: r = x > 0 ? 1 : x < 0 ? -1 : x; break;
+    case NXV_SQUARE: r = x * x; rel = 4 * eps; break;
+    case NXV_SQRT: r = sqrtl(x); rel = 4 * eps; break;
+    case NXV_RSQRT: r = 1 / sqrtl(x); rel = 4 * eps; break;
+    case NXV_EXP: r = expl(x); transcendental = true; break;
+    case NXV_LOG: r = logl(x); transcendental = true; break;
+    case NXV_SIN: r = sinl(x); transcendental = true; break;
+    case NXV_COS: r = cosl(x); transcendental = true; break;
+    case NXV_TANH: r = tanhl(x); transcendental = true; break;
+    case NXV_SIGMOID: r = 1 / (1 + expl(-x)); transcendental = true; break;
+    case NXV_FLOOR: r = floorl(x); break;
+    case NXV_CEIL: r = ceill(x); break;
+    case NXV_ROUND: r = roundl(x); break; /* half away from zero */
+    default: break;
+  }
+  if (transcendental) rel = abs = 1e-5L;
+  if (isfinite(r) && (rel > 0 || abs > 0))
+    *tol = rel * fabsl(r) + abs + tiny_of(t);
+  return r;
+}
+
+/* Exact conversion: truncation toward zero, saturation, NaN -> 0 for s32;
+ * round to nearest for f32. */
+static long double ref_convert(nxv_dtype to, long double x) {
+  switch (to) {
+    case NXV_S32:
+      if (isnan(x)) return 0;
+      if (x <= INT32_MIN) return INT32_MIN;
+      if (x >= 2147483648.0L) return INT32_MAX;
+      return truncl(x);
+    case NXV_F32: return (float)(double)x;
+    case NXV_F64: return (double)x;
+    default: return 0;
+  }
+}
+
+static long double gen_unary(uint64_t *r, nxv_dtype t, int op, int which) {
+  (void)which;
+  if (t == NXV_S32) return one_in(r, 4) ? rnd_int(r, -100, 100) : rnd_s32(r);
+  switch (op) {
+    case NXV_SQRT:
+    case NXV_RSQRT:
+    case NXV_LOG: return rnd_log(r, 1e-3, 1e4);
+    case NXV_EXP: return rnd_real(r, -20, 20);
+    case NXV_SIN:
+    case NXV_COS: return rnd_real(r, -10, 10);
+    case NXV_TANH: return rnd_real(r, -25, 25);
+    case NXV_SIGMOID: return rnd_real(r, -30, 30);
+    case NXV_FLOOR:
+    case NXV_CEIL:
+    case NXV_ROUND:
+      /* Integers and halves, then arbitrary values. */
+      return one_in(r, 3) ? (long double)rnd_int(r, -400, 400) / 2
+                          : rnd_real(r, -100, 100);
+    default: return rnd_real(r, -100, 100);
+  }
+}
+
+/* Inputs for a conversion from t (op is the target dtype): saturation,
+ * truncation, rounding and NaN cases mixed with ordinary values. */
+static long double gen_convert(uint64_t *r, nxv_dtype t, int op, int which) {
+  (void)which;
+  nxv_dtype to = (nxv_dtype)op;
+  if (t == NXV_S32) return one_in(r, 4) ? rnd_int(r, -100, 100) : rnd_s32(r);
+  if (one_in(r, 64)) return NAN;
+  if (to == NXV_S32) {
+    switch (rnd_int(r, 0, 3)) {
+      case 0: return rnd_real(r, -3e9, 3e9);
+      case 1: return rnd_real(r, -100, 100);
+      case 2: return rnd_sign(r) * rnd_log(r, 1e-3, 1e12);
+      default: return rnd_real(r, -2.2e9, 2.2e9);
+    }
+  }
+  if (t == NXV_F64 && to == NXV_F32)
+    return rnd_sign(r) * rnd_log(r, 1e-30, 1e40);
+  return rnd_sign(r) * rnd_log(r, 1e-30, 1e30);
+}
+
+/* out = op(a) (convert: out = a as type to) over shape; checks all. */
+static void check_unary(nxv_device *d, bool convert, nxv_unary_op op,
+                        nxv_dtype to, uint32_t rank, const int64_t *shape,
+                        const operand *a, const char *what) {
+  nxv_dtype from = a->dtype;
+  if (!convert) to = from;
+  char tag[256], sh[128];
+  if (convert)
+    snprintf(tag, sizeof tag, "convert %s->%s %s (%s)", nxv_dtype_name(from),
+             nxv_dtype_name(to), shape_str(sh, sizeof sh, rank, shape), what);
+  else
+    snprintf(tag, sizeof tag, "%s %s %s (%s)", nxv_unary_op_name(op),
+             nxv_dtype_name(from), shape_str(sh, sizeof sh, rank, shape), what);
+  uint64_t n = shape_count(rank, shape);
+  nxv_tensor *out = NULL;
+  nxv_status st = convert ? nxv_convert(d, to, rank, shape, &a->view, &out)
+                          : nxv_unary(d, op, rank, shape, &a->view, &out);
+  if (check_result(st, out, to, n, tag)) {
+    long double *exp = xcalloc(n, sizeof *exp), *tol = xcalloc(n, sizeof *tol);
+    int64_t idx[NXV_MAX_RANK] = {0};
+    for (uint64_t i = 0; i < n; i++) {
+      long double x = hget(from, a->host, elem_offset(&a->lay, rank, idx));
+      exp[i] = convert ? ref_convert(to, x) : ref_unary(op, from, x, &tol[i]);
+      next_index(rank, shape, idx);
+    }
+    check_values(out, to, n, exp, tol, tag);
+    free(exp);
+    free(tol);
+  }
+  if (st == NXV_OK) nxv_tensor_release(out);
+}
+
+static void run_unary(nxv_device *d, bool convert, nxv_unary_op op,
+                      nxv_dtype from, nxv_dtype to, uint32_t rank,
+                      const int64_t *shape, unsigned flags, uint64_t *rng,
+                      const char *what) {
+  layout l;
+  make_layout(rng, flags, rank, shape, rank, shape, &l);
+  operand a;
+  if (convert ? operand_init(d, from, &l, gen_convert, (int)to, 0, rng, &a)
+              : operand_init(d, from, &l, gen_unary, (int)op, 0, rng, &a))
+    check_unary(d, convert, op, to, rank, shape, &a, what);
+  operand_free(&a);
+}
+
+static void run_unary_values(nxv_device *d, bool convert, nxv_unary_op op,
+                             nxv_dtype from, nxv_dtype to, uint64_t n,
+                             const long double *xs, const char *what) {
+  operand a;
+  int64_t shape[1] = {(int64_t)n};
+  if (operand_values(d, from, n, xs, &a))
+    check_unary(d, convert, op, to, 1, shape, &a, what);
+  operand_free(&a);
+}
+
+static const struct {
+  nxv_unary_op op;
+  double x;
+} kFloatUnary[] = {
+    {NXV_COPY, NAN}, {NXV_COPY, INFINITY}, {NXV_COPY, -0.0},
+    {NXV_NEG, INFINITY}, {NXV_NEG, 0.0},
+    {NXV_ABS, -INFINITY}, {NXV_ABS, -0.0}, {NXV_ABS, -3.5},
+    {NXV_SIGN, 0.0}, {NXV_SIGN, -0.0}, {NXV_SIGN, INFINITY},
+    {NXV_SIGN, -INFINITY}, {NXV_SIGN, -1e-30}, {NXV_SIGN, 1e-30},
+    {NXV_SQRT, -1}, {NXV_SQRT, -4}, {NXV_SQRT, 0}, {NXV_SQRT, 4},
+    {NXV_SQRT, 2}, {NXV_SQRT, INFINITY},
+    {NXV_RSQRT, 4}, {NXV_RSQRT, 0.25}, {NXV_RSQRT, 1},
+    {NXV_EXP, 0}, {NXV_EXP, 1}, {NXV_EXP, -1},
+    {NXV_LOG, -1}, {NXV_LOG, -1e-3}, {NXV_LOG, 1},
+    {NXV_LOG, 2.718281828459045},
+    {NXV_SIN, 0}, {NXV_SIN, 1.5707963267948966},
+    {NXV_COS, 0}, {NXV_COS, 3.141592653589793},
+    {NXV_TANH, NAN}, {NXV_TANH, 25}, {NXV_TANH, -25}, {NXV_TANH, 0},
+    {NXV_TANH, 20.5}, {NXV_TANH, 1e-4},
+    {NXV_SIGMOID, 0}, {NXV_SIGMOID, 40}, {NXV_SIGMOID, -40},
+    {NXV_SQUARE, -3}, {NXV_SQUARE, 0.5},
+    {NXV_FLOOR, -0.5}, {NXV_FLOOR, 0.5}, {NXV_FLOOR, -1}, {NXV_FLOOR, 1e10},
+    {NXV_FLOOR, -2.5}, {NXV_FLOOR, -1e-3}, {NXV_FLOOR, 4503599627370497.0},
+    {NXV_CEIL, -0.5}, {NXV_CEIL, 0.5}, {NXV_CEIL, -1}, {NXV_CEIL, 1e10},
+    {NXV_CEIL, 2.5}, {NXV_CEIL, 1e-3}, {NXV_CEIL, -4503599627370497.0},
+    {NXV_ROUND, 0.5}, {NXV_ROUND, -0.5}, {NXV_ROUND, 1.5}, {NXV_ROUND, -1.5},
+    {NXV_ROUND, 2.5}, {NXV_ROUND, -2.5}, {NXV_ROUND, 0.49999997},
+    {NXV_ROUND, -0.49999997}, {NXV_ROUND, 0.4999999999999999},
+    {NXV_ROUND, 1e10}, {NXV_ROUND, 8388609}, {NXV_ROUND, -0.0},
+    {NXV_ROUND, 3.7}, {NXV_ROUND, -3.7}, {NXV_ROUND, 4503599627370497.0},
+    {NXV_ROUND, 2.5000001}, {NXV_ROUND, -1000000.5},
+};
+
+static void check_unary_unsupported(nxv_device *d, nxv_unary_op op,
+                                    nxv_dtype t) {
+  int64_t shape[1] = {4};
+  long double vals[4] = {1, 2, 3, 4};
+  operand a;
+  if (operand_values(d, t, 4, vals, &a)) {
+    nxv_tensor *out;
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_unary(d, op, 1, shape, &a.view, &out));
+  }
+  operand_free(&a);
+}
+
+static void test_unary_type(nxv_dtype t, uint64_t seed) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = seed;
+  for (int o = 0; o < NXV_UNARY_OP_COUNT; o++) {
+    nxv_unary_op op = (nxv_unary_op)o;
+    if (!nxv_unary_supported(d, op, t)) {
+      check_unary_unsupported(d, op, t);
+      continue;
+    }
+    int64_t n1[1] = {1031}, n2[1] = {1024};
+    run_unary(d, false, op, t, t, 1, n1, LAY_NULL, &rng, "contiguous");
+    run_unary(d, false, op, t, t, 1, n2, 0, &rng, "contiguous, vec4");
+    int64_t s3[3] = {7, 5, 9};
+    run_unary(d, false, op, t, t, 3, s3, LAY_PERMUTE | LAY_OFFSET | LAY_REVERSE,
+              &rng, "strided");
+    long double xs[128];
+    uint64_t n = 0;
+    if (t == NXV_S32) {
+      for (size_t i = 0; i < NS32EDGES; i++) xs[n++] = kS32Edges[i];
+    } else {
+      for (size_t i = 0; i < sizeof kFloatUnary / sizeof kFloatUnary[0]; i++)
+        if (kFloatUnary[i].op == op) xs[n++] = kFloatUnary[i].x;
+    }
+    if (n) run_unary_values(d, false, op, t, t, n, xs, "special values");
+  }
+  nxv_device_release(d);
+}
+
+NXV_TEST(kernels, unary_f32) { test_unary_type(NXV_F32, 0x2001); }
+NXV_TEST(kernels, unary_f64) { test_unary_type(NXV_F64, 0x2002); }
+NXV_TEST(kernels, unary_s32) { test_unary_type(NXV_S32, 0x2003); }
+
+/* Ops on dtypes without kernels: not supported, refused. */
+NXV_TEST(kernels, unsupported_types) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  static const nxv_dtype others[] = {NXV_S8,  NXV_S16, NXV_S64, NXV_U8,
+                                     NXV_U16, NXV_U32, NXV_U64, NXV_F16,
+                                     NXV_BF16, NXV_C64, NXV_C128};
+  uint8_t zeros[64] = {0};
+  int64_t shape[1] = {4};
+  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+    nxv_dtype t = others[i];
+    for (int o = 0; o < NXV_BINARY_OP_COUNT; o++)
+      CHECK_MSG(!nxv_binary_supported(d, (nxv_binary_op)o, t), "%s %s",
+                nxv_binary_op_name((nxv_binary_op)o), nxv_dtype_name(t));
+    for (int o = 0; o < NXV_UNARY_OP_COUNT; o++)
+      CHECK_MSG(!nxv_unary_supported(d, (nxv_unary_op)o, t), "%s %s",
+                nxv_unary_op_name((nxv_unary_op)o), nxv_dtype_name(t));
+    nxv_tensor *a = NULL, *out;
+    CHECK_OK(nxv_tensor_upload(d, t, 4, zeros, &a));
+    if (!a) continue;
+    nxv_view v = {a, 0, NULL};
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &out));
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_unary(d, NXV_NEG, 1, shape, &v, &out));
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_convert(d, NXV_F32, 1, shape, &v, &out));
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_reduce(d, NXV_REDUCE_SUM, 1, shape, &v, 1, &out));
+    uint32_t perm[1] = {0};
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_transpose(d, 1, shape, a, perm, &out));
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_iota(d, t, 1, shape, 0, &out));
+    nxv_matmul_desc m = {1, 2, 2, 1, a, 0, {0, 1, 1}, a, 0, {0, 2, 1}};
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_matmul(d, &m, &out));
+    nxv_tensor_release(a);
+  }
+  /* Invalid op enums are never supported. */
+  CHECK(!nxv_binary_supported(d, NXV_BINARY_OP_COUNT, NXV_F32));
+  CHECK(!nxv_unary_supported(d, NXV_UNARY_OP_COUNT, NXV_F32));
+  CHECK(!nxv_binary_supported(d, (nxv_binary_op)-1, NXV_S32));
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Conversion                                                                */
+/* ------------------------------------------------------------------------ */
+
+NXV_TEST(kernels, convert) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0x3001;
+  static const double kToS32[] = {
+      NAN, INFINITY, -INFINITY, 2147483648.0, -2147483648.0, 2147483520.0,
+      -2147483904.0, 2147483647.0, 2147483647.9, -2147483648.9,
+      -2147483649.0, 1.9, -1.9, 0.5, -0.5, 0.9999999, -0.9999999, 1e20,
+      -1e20, 0.0, -0.0, 1e300, -1e300, 12345.678, -12345.678};
+  static const double kToF32[] = {
+      1e300, -1e300, 1e-300, 1.0 / 3, 0.1, NAN, INFINITY, -INFINITY,
+      16777217.0, 16777219.0, -16777217.0, 3.4028235677973366e38,
+      3.4028236e38, 1.0000000596046448, 1.0000000596046449, -0.0};
+  static const int32_t kIntToF[] = {INT32_MAX, INT32_MIN, 16777217, 16777219,
+                                    -16777217, 0, -1, 1, 2147483520,
+                                    2147483583, 2147483584};
+  for (int i = 0; i < NTYPES; i++) {
+    for (int j = 0; j < NTYPES; j++) {
+      nxv_dtype from = kTypes[i], to = kTypes[j];
+      int64_t n1[1] = {1031}, n2[1] = {1024}, s3[3] = {5, 7, 3};
+      run_unary(d, true, NXV_COPY, from, to, 1, n1, LAY_NULL, &rng, "contiguous");
+      run_unary(d, true, NXV_COPY, from, to, 1, n2, 0, &rng, "contiguous, vec4");
+      run_unary(d, true, NXV_COPY, from, to, 3, s3, LAY_ANY, &rng, "strided");
+      long double xs[64];
+      uint64_t n = 0;
+      if (from == NXV_S32) {
+        for (size_t k = 0; k < sizeof kIntToF / sizeof kIntToF[0]; k++)
+          xs[n++] = kIntToF[k];
+      } else {
+        for (size_t k = 0; k < sizeof kToS32 / sizeof kToS32[0]; k++)
+          xs[n++] = kToS32[k];
+        for (size_t k = 0; k < sizeof kToF32 / sizeof kToF32[0]; k++)
+          xs[n++] = kToF32[k];
+      }
+      /* f32 inputs are the values rounded to f32 first: the reference
+       * reads them back from the host copy. */
+      run_unary_values(d, true, NXV_COPY, from, to, n, xs, "special values");
+    }
+    /* Targets without kernels. */
+    long double vals[4] = {1, 2, 3, 4};
+    operand a;
+    int64_t shape[1] = {4};
+    if (operand_values(d, kTypes[i], 4, vals, &a)) {
+      nxv_tensor *out;
+      EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                  nxv_convert(d, NXV_C128, 1, shape, &a.view, &out));
+      EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                  nxv_convert(d, NXV_S8, 1, shape, &a.view, &out));
+      EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                  nxv_convert(d, NXV_F16, 1, shape, &a.view, &out));
+    }
+    operand_free(&a);
+  }
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Broadcasting and layouts                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* nxv_broadcast_strides against hand-computed strides, and its failures. */
+NXV_TEST(kernels, broadcast_strides) {
+  static const struct {
+    uint32_t in_rank, out_rank;
+    int64_t in[4], out[4], want[4];
+  } cases[] = {
+      {2, 3, {3, 1}, {2, 3, 4}, {0, 1, 0}},
+      {0, 2, {0}, {2, 3}, {0, 0}},
+      {2, 2, {2, 3}, {2, 3}, {3, 1}},
+      {1, 1, {1}, {1}, {0}},
+      {1, 1, {1}, {5}, {0}},
+      {3, 4, {4, 1, 6}, {2, 4, 5, 6}, {0, 6, 0, 1}},
+      {4, 4, {1, 1, 1, 7}, {2, 3, 5, 7}, {0, 0, 0, 1}},
+      {2, 2, {0, 3}, {0, 3}, {3, 1}},
+      {1, 2, {1}, {4, 0}, {0, 0}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t got[4] = {-99, -99, -99, -99};
+    CHECK_OK(nxv_broadcast_strides(cases[i].in_rank, cases[i].in,
+                                   cases[i].out_rank, cases[i].out, got));
+    for (uint32_t k = 0; k < cases[i].out_rank; k++)
+      CHECK_MSG(got[k] == cases[i].want[k], "case %zu axis %u: %lld, want %lld",
+                i, k, (long long)got[k], (long long)cases[i].want[k]);
+  }
+  /* Failures leave the output untouched. */
+  int64_t in2[2] = {3, 4}, out2[2] = {5, 4}, in1[1] = {3}, out1[1] = {4};
+  int64_t big[NXV_MAX_RANK + 1] = {0};
+  for (int i = 0; i <= NXV_MAX_RANK; i++) big[i] = 1;
+  int64_t got[NXV_MAX_RANK + 1];
+  for (int i = 0; i <= NXV_MAX_RANK; i++) got[i] = -99;
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                    nxv_broadcast_strides(1, in1, 1, out1, got));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                    nxv_broadcast_strides(2, in2, 2, out2, got));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                    nxv_broadcast_strides(3, big, 2, big, got));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                    nxv_broadcast_strides(1, big, NXV_MAX_RANK + 1, big, got));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                    nxv_broadcast_strides(1, NULL, 1, out1, got));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                    nxv_broadcast_strides(1, in1, 1, NULL, got));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                    nxv_broadcast_strides(1, in1, 1, in1, NULL));
+  for (int i = 0; i <= NXV_MAX_RANK; i++)
+    CHECK_MSG(got[i] == -99, "failed broadcast wrote out_strides[%d]", i);
+}
+
+/* Random broadcasts through nxv_broadcast_strides for ranks 0..6, plus
+ * scalar/tensor and row/column cases. */
+NXV_TEST(kernels, binary_broadcast) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0x4001;
+  for (int ti = 0; ti < NTYPES; ti++) {
+    nxv_dtype t = kTypes[ti];
+    for (uint32_t rank = 0; rank <= 6; rank++) {
+      for (int rep = 0; rep < 3; rep++) {
+        int64_t shape[6], in_shape[2][6];
+        uint32_t in_rank[2];
+        for (uint32_t i = 0; i < rank; i++)
+          shape[i] = rnd_int(&rng, 1, rank > 4 ? 4 : 6);
+        for (int o = 0; o < 2; o++) {
+          in_rank[o] = (uint32_t)rnd_int(&rng, 0, rank);
+          for (uint32_t j = 0; j < in_rank[o]; j++) {
+            int64_t full = shape[j + rank - in_rank[o]];
+            in_shape[o][j] = one_in(&rng, 3) ? 1 : full;
+          }
+        }
+        /* Operand a: dense broadcast through nxv_broadcast_strides. */
+        layout la, lb;
+        make_layout(&rng, 0, in_rank[0], in_shape[0], rank, shape, &la);
+        int64_t bs[6];
+        nxv_status st =
+            nxv_broadcast_strides(in_rank[0], in_shape[0], rank, shape, bs);
+        CHECK_OK(st);
+        for (uint32_t i = 0; i < rank && st == NXV_OK; i++) {
+          CHECK_MSG(bs[i] == la.strides[i] || (shape[i] == 1 && bs[i] == 0),
+                    "broadcast stride axis %u: %lld, expected %lld", i,
+                    (long long)bs[i], (long long)la.strides[i]);
+          la.strides[i] = bs[i];
+        }
+        /* Operand b: broadcast over an arbitrary strided layout. */
+        make_layout(&rng, rnd_flags(&rng) & (unsigned)LAY_ANY, in_rank[1],
+                    in_shape[1], rank, shape, &lb);
+        operand a, b;
+        bool ok = operand_init(d, t, &la, gen_binary, NXV_SUB, 0, &rng, &a);
+        ok = operand_init(d, t, &lb, gen_binary, NXV_SUB, 1, &rng, &b) && ok;
+        char what[256], s0[64], s1[64];
+        snprintf(what, sizeof what, "a from %s, b from %s",
+                 shape_str(s0, sizeof s0, in_rank[0], in_shape[0]),
+                 shape_str(s1, sizeof s1, in_rank[1], in_shape[1]));
+        if (ok) check_binary(d, NXV_SUB, t, rank, shape, &a, &b, what);
+        operand_free(&a);
+        operand_free(&b);
+      }
+    }
+    /* Scalar against tensor both ways (contiguous path, scalar flags). */
+    int64_t n1[1] = {1031}, n2[1] = {1024}, none[1] = {0};
+    run_binary(d, NXV_SUB, t, 1, n1, LAY_NULL, 0, none, 0, &rng, "b scalar");
+    run_binary(d, NXV_SUB, t, 1, n2, LAY_NULL, 0, none, LAY_OFFSET, &rng,
+               "b scalar with offset, vec4");
+    {
+      layout la, lb;
+      make_layout(&rng, LAY_OFFSET, 0, none, 1, n1, &la);
+      make_layout(&rng, LAY_NULL, 1, n1, 1, n1, &lb);
+      operand a, b;
+      bool ok = operand_init(d, t, &la, gen_binary, NXV_SUB, 0, &rng, &a);
+      ok = operand_init(d, t, &lb, gen_binary, NXV_SUB, 1, &rng, &b) && ok;
+      if (ok) check_binary(d, NXV_SUB, t, 1, n1, &a, &b, "a scalar");
+      operand_free(&a);
+      operand_free(&b);
+    }
+    /* Both scalars at rank 0 and at rank 3 (all axes broadcast). */
+    run_binary(d, NXV_SUB, t, 0, none, LAY_NULL, 0, none, LAY_OFFSET, &rng,
+               "rank 0");
+    int64_t s3[3] = {3, 4, 5}, s11[3] = {1, 1, 1};
+    {
+      layout la, lb;
+      make_layout(&rng, 0, 0, none, 3, s3, &la);
+      make_layout(&rng, LAY_OFFSET, 3, s11, 3, s3, &lb);
+      operand a, b;
+      bool ok = operand_init(d, t, &la, gen_binary, NXV_SUB, 0, &rng, &a);
+      ok = operand_init(d, t, &lb, gen_binary, NXV_SUB, 1, &rng, &b) && ok;
+      if (ok) check_binary(d, NXV_SUB, t, 3, s3, &a, &b, "two scalars");
+      operand_free(&a);
+      operand_free(&b);
+    }
+    /* Column against row: [7,1] - [1,9] over [7,9]. */
+    int64_t s2[2] = {7, 9}, col[2] = {7, 1}, row[2] = {1, 9};
+    {
+      layout la, lb;
+      make_layout(&rng, 0, 2, col, 2, s2, &la);
+      make_layout(&rng, 0, 2, row, 2, s2, &lb);
+      operand a, b;
+      bool ok = operand_init(d, t, &la, gen_binary, NXV_SUB, 0, &rng, &a);
+      ok = operand_init(d, t, &lb, gen_binary, NXV_SUB, 1, &rng, &b) && ok;
+      if (ok) check_binary(d, NXV_SUB, t, 2, s2, &a, &b, "column - row");
+      operand_free(&a);
+      operand_free(&b);
+    }
+  }
+  nxv_device_release(d);
+}
+
+/* Sizes around the vec4 path and workgroup boundaries, each contiguous,
+ * misaligned, aligned with an offset, reversed and strided. */
+NXV_TEST(kernels, elementwise_sizes) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0x5001;
+  static const int64_t sizes[] = {1, 3, 7, 257, 1031, 65537};
+  for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+    int64_t n = sizes[si], shape[1] = {n};
+    for (int ti = 0; ti < NTYPES; ti++) {
+      nxv_dtype t = kTypes[ti], to = kTypes[(ti + 1) % NTYPES];
+      for (int v = 0; v < 5; v++) {
+        layout la, lb;
+        const char *what = "";
+        make_layout(&rng, LAY_NULL, 1, shape, 1, shape, &la);
+        make_layout(&rng, LAY_NULL, 1, shape, 1, shape, &lb);
+        switch (v) {
+          case 0: what = "dense"; break;
+          case 1: /* offset 1: misaligned for vec4 loads */
+            what = "offset 1";
+            la.offset = 1;
+            la.count = (uint64_t)n + 1;
+            break;
+          case 2: /* offset 4: aligned for vec4 loads */
+            what = "offset 4";
+            la.offset = lb.offset = 4;
+            la.count = lb.count = (uint64_t)n + 4;
+            break;
+          case 3: /* reversed b: strided path */
+            what = "reversed";
+            lb.null_strides = false;
+            lb.strides[0] = -1;
+            lb.offset = n - 1;
+            break;
+          default: /* every other element of a */
+            what = "stride 2";
+            la.null_strides = false;
+            la.strides[0] = 2;
+            la.offset = 1;
+            la.count = (uint64_t)(2 * n + 1);
+            break;
+        }
+        operand a, b;
+        bool ok = operand_init(d, t, &la, gen_binary, NXV_ADD, 0, &rng, &a);
+        ok = operand_init(d, t, &lb, gen_binary, NXV_ADD, 1, &rng, &b) && ok;
+        if (ok) {
+          check_binary(d, NXV_ADD, t, 1, shape, &a, &b, what);
+          check_unary(d, false, NXV_NEG, t, 1, shape, &a, what);
+          check_unary(d, false, NXV_ABS, t, 1, shape, &b, what);
+          check_unary(d, true, NXV_COPY, to, 1, shape, &a, what);
+        }
+        operand_free(&a);
+        operand_free(&b);
+      }
+    }
+  }
+  nxv_device_release(d);
+}
+
+/* Random shapes of rank 0..6 with random layouts on every operand. */
+NXV_TEST(kernels, elementwise_layouts) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0x6001;
+  for (uint32_t rank = 0; rank <= 6; rank++) {
+    for (int ti = 0; ti < NTYPES; ti++) {
+      nxv_dtype t = kTypes[ti], to = kTypes[(ti + 2) % NTYPES];
+      for (int rep = 0; rep < 3; rep++) {
+        int64_t shape[6];
+        for (uint32_t i = 0; i < rank; i++)
+          shape[i] = rnd_int(&rng, 1, rank > 4 ? 4 : 7);
+        layout la, lb;
+        unsigned fa = rnd_flags(&rng), fb = rnd_flags(&rng);
+        make_layout(&rng, fa, rank, shape, rank, shape, &la);
+        make_layout(&rng, fb, rank, shape, rank, shape, &lb);
+        operand a, b;
+        bool ok = operand_init(d, t, &la, gen_binary, NXV_SUB, 0, &rng, &a);
+        ok = operand_init(d, t, &lb, gen_binary, NXV_SUB, 1, &rng, &b) && ok;
+        char what[64];
+        snprintf(what, sizeof what, "layouts 0x%x 0x%x", fa, fb);
+        if (ok) {
+          check_binary(d, NXV_SUB, t, rank, shape, &a, &b, what);
+          check_unary(d, false, NXV_NEG, t, rank, shape, &a, what);
+          check_unary(d, true, NXV_COPY, to, rank, shape, &b, what);
+        }
+        operand_free(&a);
+        operand_free(&b);
+      }
+    }
+  }
+  nxv_device_release(d);
+}
+
+/* Downloads the single element of a rank-0 result as a double, releases
+ * it; NAN on failure. */
+static double scalar_result(nxv_status st, nxv_tensor *out, nxv_dtype t,
+                            const char *tag) {
+  double v = NAN;
+  if (check_result(st, out, t, 1, tag)) {
+    void *p = download_all(out, 1, tag);
+    if (p) v = (double)hget(t, p, 0);
+    free(p);
+  }
+  if (st == NXV_OK) nxv_tensor_release(out);
+  return v;
+}
+
+/* Every op at rank 0 with a NULL shape (allowed when rank is 0). */
+NXV_TEST(kernels, rank0_null_shape) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  float x = 3, y = -4;
+  nxv_tensor *ta = NULL, *tb = NULL, *out = NULL;
+  CHECK_OK(nxv_tensor_upload(d, NXV_F32, 1, &x, &ta));
+  CHECK_OK(nxv_tensor_upload(d, NXV_F32, 1, &y, &tb));
+  if (ta && tb) {
+    nxv_view va = {ta, 0, NULL}, vb = {tb, 0, NULL};
+    nxv_status st = nxv_binary(d, NXV_MUL, 0, NULL, &va, &vb, &out);
+    CHECK(scalar_result(st, out, NXV_F32, "binary") == -12);
+    st = nxv_unary(d, NXV_NEG, 0, NULL, &vb, &out);
+    CHECK(scalar_result(st, out, NXV_F32, "unary") == 4);
+    st = nxv_convert(d, NXV_S32, 0, NULL, &vb, &out);
+    CHECK(scalar_result(st, out, NXV_S32, "convert") == -4);
+    st = nxv_reduce(d, NXV_REDUCE_MAX, 0, NULL, &va, 0, &out);
+    CHECK(scalar_result(st, out, NXV_F32, "reduce") == 3);
+    st = nxv_transpose(d, 0, NULL, ta, NULL, &out);
+    CHECK(scalar_result(st, out, NXV_F32, "transpose") == 3);
+    st = nxv_iota(d, NXV_F64, 0, NULL, 0, &out);
+    CHECK(scalar_result(st, out, NXV_F64, "iota") == 0);
+  }
+  if (ta) nxv_tensor_release(ta);
+  if (tb) nxv_tensor_release(tb);
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Empty shapes                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* A result with no elements: right dtype, count 0, downloads of 0 elements
+ * succeed. Releases it. */
+static void check_empty(nxv_status st, nxv_tensor *out, nxv_dtype t,
+                        const char *tag) {
+  if (check_result(st, out, t, 0, tag)) {
+    CHECK_MSG(nxv_tensor_download(out, 0, 0, NULL) == NXV_OK, "%s: %s", tag,
+              nxv_last_error());
+    float dummy = 7;
+    CHECK_MSG(nxv_tensor_download(out, 0, 0, &dummy) == NXV_OK && dummy == 7,
+              "%s: %s", tag, nxv_last_error());
+  }
+  if (st == NXV_OK) nxv_tensor_release(out);
+}
+
+NXV_TEST(kernels, empty_shapes) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0x7001;
+  for (uint32_t rank = 1; rank <= 6; rank++) {
+    for (int ti = 0; ti < NTYPES; ti++) {
+      nxv_dtype t = kTypes[ti];
+      int64_t shape[6];
+      for (uint32_t i = 0; i < rank; i++) shape[i] = rnd_int(&rng, 1, 3);
+      shape[rnd_int(&rng, 0, rank - 1)] = 0;
+      if (rank > 2 && one_in(&rng, 2)) shape[rnd_int(&rng, 0, rank - 1)] = 0;
+      char tag[128], sh[64];
+      snprintf(tag, sizeof tag, "%s %s", nxv_dtype_name(t),
+               shape_str(sh, sizeof sh, rank, shape));
+      layout la, lb;
+      make_layout(&rng, LAY_NULL, rank, shape, rank, shape, &la);
+      make_layout(&rng, LAY_ANY, rank, shape, rank, shape, &lb);
+      operand a, b;
+      bool ok = operand_init(d, t, &la, gen_binary, NXV_ADD, 0, &rng, &a);
+      ok = operand_init(d, t, &lb, gen_binary, NXV_ADD, 1, &rng, &b) && ok;
+      if (ok) {
+        nxv_tensor *out = NULL;
+        nxv_status st =
+            nxv_binary(d, NXV_ADD, rank, shape, &a.view, &b.view, &out);
+        check_empty(st, out, t, tag);
+        st = nxv_unary(d, NXV_NEG, rank, shape, &b.view, &out);
+        check_empty(st, out, t, tag);
+        nxv_dtype to = kTypes[(ti + 1) % NTYPES];
+        st = nxv_convert(d, to, rank, shape, &a.view, &out);
+        check_empty(st, out, to, tag);
+        /* Keeping a zero axis: no outputs. */
+        uint32_t mask = 0;
+        for (uint32_t i = 0; i < rank; i++)
+          if (shape[i] != 0 && one_in(&rng, 2)) mask |= 1u << i;
+        st = nxv_reduce(d, NXV_REDUCE_SUM, rank, shape, &b.view, mask, &out);
+        check_empty(st, out, t, tag);
+        uint32_t perm[6];
+        for (uint32_t i = 0; i < rank; i++) perm[i] = rank - 1 - i;
+        st = nxv_transpose(d, rank, shape, a.t, perm, &out);
+        check_empty(st, out, t, tag);
+        st = nxv_iota(d, t, rank, shape, rank - 1, &out);
+        check_empty(st, out, t, tag);
+      }
+      operand_free(&a);
+      operand_free(&b);
+    }
+  }
+  /* Empty fill and upload. */
+  nxv_tensor *out = NULL;
+  float v = 1;
+  nxv_status st = nxv_fill(d, NXV_F32, 0, &v, &out);
+  check_empty(st, out, NXV_F32, "fill");
+  st = nxv_tensor_upload(d, NXV_S32, 0, NULL, &out);
+  check_empty(st, out, NXV_S32, "upload");
+  st = nxv_tensor_empty(d, NXV_F64, 0, &out);
+  check_empty(st, out, NXV_F64, "empty");
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reduction                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static long double gen_reduce(uint64_t *r, nxv_dtype t, int op, int which) {
+  (void)which;
+  if (t == NXV_S32) {
+    if (op == NXV_REDUCE_PRODUCT)
+      return one_in(r, 2) ? rnd_s32(r) | 1 : rnd_int(r, -3, 3);
+    return one_in(r, 4) ? rnd_int(r, -100, 100) : rnd_s32(r);
+  }
+  switch (op) {
+    case NXV_REDUCE_SUM: return rnd_real(r, -10, 10);
+    case NXV_REDUCE_PRODUCT: return rnd_sign(r) * rnd_real(r, 0.9, 1.1);
+    default: return one_in(r, 200) ? NAN : rnd_real(r, -100, 100);
+  }
+}
+
+static long double reduce_identity(nxv_reduce_op op, nxv_dtype t) {
+  switch (op) {
+    case NXV_REDUCE_SUM: return 0;
+    case NXV_REDUCE_PRODUCT: return 1;
+    case NXV_REDUCE_MAX:
+      return is_float(t) ? -(long double)INFINITY : (long double)INT32_MIN;
+    default: return is_float(t) ? (long double)INFINITY : (long double)INT32_MAX;
+  }
+}
+
+/* Reduces a (a view over shape) over mask and checks every output. */
+static void check_reduce(nxv_device *d, nxv_reduce_op op, nxv_dtype t,
+                         uint32_t rank, const int64_t *shape, const operand *a,
+                         uint32_t mask, const char *what) {
+  int64_t kept[NXV_MAX_RANK];
+  uint32_t rk = 0;
+  uint64_t k = 1;
+  for (uint32_t i = 0; i < rank; i++) {
+    if ((mask >> i) & 1u) k *= (uint64_t)shape[i];
+    else kept[rk++] = shape[i];
+  }
+  uint64_t n_out = shape_count(rk, kept), n = shape_count(rank, shape);
+  char tag[256], sh[128];
+  snprintf(tag, sizeof tag, "%s %s %s mask 0x%x, k %llu (%s)",
+           nxv_reduce_op_name(op), nxv_dtype_name(t),
+           shape_str(sh, sizeof sh, rank, shape), mask, (unsigned long long)k,
+           what);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_reduce(d, op, rank, shape, &a->view, mask, &out);
+  if (check_result(st, out, t, n_out, tag)) {
+    long double *acc = xcalloc(n_out, sizeof *acc);
+    long double *sabs = xcalloc(n_out, sizeof *sabs);
+    long double *tol = xcalloc(n_out, sizeof *tol);
+    for (uint64_t o = 0; o < n_out; o++) acc[o] = reduce_identity(op, t);
+    int64_t idx[NXV_MAX_RANK] = {0};
+    for (uint64_t i = 0; i < n; i++) {
+      uint64_t o = 0;
+      for (uint32_t ax = 0; ax < rank; ax++)
+        if (!((mask >> ax) & 1u)) o = o * (uint64_t)shape[ax] + (uint64_t)idx[ax];
+      long double x = hget(t, a->host, elem_offset(&a->lay, rank, idx));
+      long double *r = &acc[o];
+      if (t == NXV_S32) {
+        int64_t p = (int64_t)*r, q = (int64_t)x;
+        switch (op) {
+          case NXV_REDUCE_SUM: *r = wrap32(p + q); break;
+          case NXV_REDUCE_PRODUCT: *r = wrap32(p * q); break;
+          case NXV_REDUCE_MAX: *r = p > q ? p : q; break;
+          default: *r = p < q ? p : q; break;
+        }
+      } else {
+        switch (op) {
+          case NXV_REDUCE_SUM: *r += x; break;
+          case NXV_REDUCE_PRODUCT: *r *= x; break;
+          case NXV_REDUCE_MAX:
+            *r = isnan(x) || isnan(*r) ? NAN : fmaxl(*r, x);
+            break;
+          default: *r = isnan(x) || isnan(*r) ? NAN : fminl(*r, x); break;
+        }
+        sabs[o] += fabsl(x);
+      }
+      next_index(rank, shape, idx);
+    }
+    /* Sums and products round up to k times: tolerance k*eps*sum|x|
+     * (sum) or k*eps*|product|; max and min are exact. */
+    if (is_float(t))
+      for (uint64_t o = 0; o < n_out; o++) {
+        long double scale = op == NXV_REDUCE_SUM       ? sabs[o]
+                            : op == NXV_REDUCE_PRODUCT ? fabsl(acc[o])
+                                                       : 0;
+        tol[o] = (long double)(k + 2) * eps_of(t) * scale;
+      }
+    check_values(out, t, n_out, acc, tol, tag);
+    free(acc);
+    free(sabs);
+    free(tol);
+  }
+  if (st == NXV_OK) nxv_tensor_release(out);
+}
+
+static void run_reduce(nxv_device *d, nxv_reduce_op op, nxv_dtype t,
+                       uint32_t rank, const int64_t *shape, uint32_t mask,
+                       unsigned flags, uint64_t *rng, const char *what) {
+  layout l;
+  make_layout(rng, flags, rank, shape, rank, shape, &l);
+  operand a;
+  if (operand_init(d, t, &l, gen_reduce, (int)op, 0, rng, &a))
+    check_reduce(d, op, t, rank, shape, &a, mask, what);
+  operand_free(&a);
+}
+
+static void test_reduce_type(nxv_dtype t, uint64_t seed) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = seed;
+  static const struct {
+    uint32_t rank;
+    int64_t shape[4];
+    uint32_t mask;
+  } fixed[] = {
+      {2, {3, 100}, 2},     /* long rows */
+      {2, {100, 3}, 1},     /* long, strided columns */
+      {1, {1000}, 1},       /* one long reduction */
+      {3, {2, 5, 70}, 6},   /* k = 350 over two axes */
+      {3, {4, 9, 8}, 5},    /* k = 32, separated axes, short */
+      {2, {7, 64}, 2},      /* k = 64: the first long size */
+      {2, {5, 63}, 2},      /* k = 63: the last short size */
+      {2, {65, 2}, 1},
+      {3, {3, 0, 4}, 2},    /* empty reductions: identity */
+      {2, {0, 5}, 1},
+      {1, {0}, 1},
+      {2, {70, 0}, 3},
+      {3, {2, 3, 4}, 0},    /* no axes: a copy */
+      {3, {2, 3, 4}, 7},    /* every axis */
+      {0, {0}, 0},          /* rank 0 */
+  };
+  for (int o = 0; o < NXV_REDUCE_OP_COUNT; o++) {
+    nxv_reduce_op op = (nxv_reduce_op)o;
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+      run_reduce(d, op, t, fixed[i].rank, fixed[i].shape, fixed[i].mask,
+                 LAY_NULL, &rng, "dense");
+      run_reduce(d, op, t, fixed[i].rank, fixed[i].shape, fixed[i].mask,
+                 LAY_ANY, &rng, "strided");
+    }
+    for (uint32_t rank = 0; rank <= 6; rank++)
+      for (int rep = 0; rep < 3; rep++) {
+        int64_t shape[6];
+        for (uint32_t i = 0; i < rank; i++)
+          shape[i] = rnd_int(&rng, 1, rank > 4 ? 4 : 6);
+        uint32_t mask = (uint32_t)rnd_int(&rng, 0, (1 << rank) - 1);
+        if (rep == 2) mask = (1u << rank) - 1;
+        unsigned flags = rnd_flags(&rng);
+        char what[32];
+        snprintf(what, sizeof what, "layout 0x%x", flags);
+        run_reduce(d, op, t, rank, shape, mask, flags, &rng, what);
+      }
+  }
+  /* NaN reaches max and min through both kernel variants. */
+  if (is_float(t))
+    for (int o = NXV_REDUCE_MAX; o <= NXV_REDUCE_MIN; o++)
+      for (int64_t k = 10; k <= 100; k += 90) {
+        int64_t shape[2] = {3, k};
+        layout l;
+        make_layout(&rng, LAY_NULL, 2, shape, 2, shape, &l);
+        operand a;
+        if (operand_init(d, t, &l, gen_reduce, NXV_REDUCE_SUM, 0, &rng, &a)) {
+          hset(t, a.host, (uint64_t)k + 3, NAN);
+          nxv_tensor_release(a.t);
+          if (operand_upload(d, &a))
+            check_reduce(d, (nxv_reduce_op)o, t, 2, shape, &a, 2, "NaN in row 1");
+        }
+        operand_free(&a);
+      }
+  nxv_device_release(d);
+}
+
+NXV_TEST(kernels, reduce_f32) { test_reduce_type(NXV_F32, 0x8001); }
+NXV_TEST(kernels, reduce_f64) { test_reduce_type(NXV_F64, 0x8002); }
+NXV_TEST(kernels, reduce_s32) { test_reduce_type(NXV_S32, 0x8003); }
+
+/* ------------------------------------------------------------------------ */
+/* Transpose                                                                 */
+/* ------------------------------------------------------------------------ */
+
+NXV_TEST(kernels, transpose) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0x9001;
+  static const int64_t odd[] = {1, 3, 5, 7};
+  for (int ti = 0; ti < NTYPES; ti++) {
+    nxv_dtype t = kTypes[ti];
+    for (uint32_t rank = 0; rank <= 6; rank++) {
+      for (int rep = 0; rep < (rank ? 3 : 1); rep++) {
+        int64_t shape[6], out_shape[6];
+        uint32_t perm[6];
+        for (uint32_t i = 0; i < rank; i++) {
+          shape[i] =
+              rank > 4 ? odd[rnd_int(&rng, 0, 2)] : odd[rnd_int(&rng, 0, 3)];
+          perm[i] = i;
+        }
+        for (uint32_t i = rank; i > 1; i--) {
+          uint32_t j = (uint32_t)rnd_int(&rng, 0, i - 1), tmp = perm[i - 1];
+          perm[i - 1] = perm[j];
+          perm[j] = tmp;
+        }
+        for (uint32_t i = 0; i < rank; i++) out_shape[i] = shape[perm[i]];
+        uint64_t n = shape_count(rank, shape);
+        void *host = xcalloc(n, nxv_dtype_size(t));
+        for (uint64_t i = 0; i < n; i++)
+          hset(t, host, i, t == NXV_S32 ? (long double)rnd_s32(&rng)
+                                        : rnd_real(&rng, -1e3, 1e3));
+        char tag[128], sh[64];
+        snprintf(tag, sizeof tag, "transpose %s %s", nxv_dtype_name(t),
+                 shape_str(sh, sizeof sh, rank, shape));
+        nxv_tensor *a = NULL, *out = NULL;
+        CHECK_OK(nxv_tensor_upload(d, t, n, host, &a));
+        if (a) {
+          nxv_status st =
+              nxv_transpose(d, rank, shape, a, rank ? perm : NULL, &out);
+          if (check_result(st, out, t, n, tag)) {
+            /* out[j] at out index J = in[I] with I[perm[k]] = J[k]. */
+            long double *exp = xcalloc(n, sizeof *exp);
+            int64_t in_strides[6], jdx[6] = {0}, s = 1;
+            for (int i = (int)rank - 1; i >= 0; i--) {
+              in_strides[i] = s;
+              s *= shape[i];
+            }
+            for (uint64_t j = 0; j < n; j++) {
+              int64_t off = 0;
+              for (uint32_t k2 = 0; k2 < rank; k2++)
+                off += jdx[k2] * in_strides[perm[k2]];
+              exp[j] = hget(t, host, (uint64_t)off);
+              next_index(rank, out_shape, jdx);
+            }
+            check_values(out, t, n, exp, NULL, tag);
+            free(exp);
+          }
+          if (st == NXV_OK) nxv_tensor_release(out);
+          nxv_tensor_release(a);
+        }
+        free(host);
+      }
+    }
+  }
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matmul                                                                    */
+/* ------------------------------------------------------------------------ */
+
+enum {
+  MM_TA = 1,   /* A stored transposed (column-major) */
+  MM_TB = 2,   /* B stored transposed */
+  MM_BA = 4,   /* A broadcast over the batch (batch stride 0) */
+  MM_BB = 8,   /* B broadcast over the batch */
+  MM_OFF = 16, /* offsets and row padding */
+  MM_REV = 32, /* rows walked backwards (negative row strides) */
+};
+
+/* Places batch matrices of rows x cols: row-major, column-major when
+ * trans, one shared matrix when bcast. Sets (batch, row, col) strides, the
+ * offset and the tensor's element count. */
+static void mm_layout(uint64_t batch, uint64_t rows, uint64_t cols,
+                      bool trans, bool bcast, bool off, bool rev,
+                      int64_t s[3], int64_t *offset, uint64_t *count) {
+  int64_t r = (int64_t)(rows ? rows : 1), c = (int64_t)(cols ? cols : 1);
+  int64_t pad = off ? 3 : 0, mat;
+  if (!trans) {
+    s[1] = c + pad;
+    s[2] = 1;
+    mat = s[1] * r;
+  } else {
+    s[1] = 1;
+    s[2] = r + pad;
+    mat = s[2] * c;
+  }
+  s[0] = bcast ? 0 : mat;
+  int64_t base = off ? 5 : 0;
+  *offset = base;
+  if (rev) {
+    *offset += (r - 1) * s[1];
+    s[1] = -s[1];
+  }
+  int64_t nb = bcast ? 1 : (int64_t)(batch ? batch : 1);
+  *count = (uint64_t)(base + nb * mat + (off ? 2 : 0));
+}
+
+static long double gen_matmul(uint64_t *r, nxv_dtype t, int op, int which) {
+  (void)op;
+  (void)which;
+  if (t == NXV_S32) return one_in(r, 2) ? rnd_s32(r) : rnd_int(r, -50, 50);
+  return rnd_real(r, -1, 1);
+}
+
+static void run_matmul(nxv_device *d, nxv_dtype t, uint64_t batch, uint64_t m,
+                       uint64_t n, uint64_t k, unsigned opts, uint64_t *rng) {
+  char tag[128];
+  snprintf(tag, sizeof tag, "matmul %s batch %llu m %llu n %llu k %llu opts 0x%x",
+           nxv_dtype_name(t), (unsigned long long)batch, (unsigned long long)m,
+           (unsigned long long)n, (unsigned long long)k, opts);
+  nxv_matmul_desc desc = {batch, m, n, k, NULL, 0, {0}, NULL, 0, {0}};
+  operand a, b;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  mm_layout(batch, m, k, opts & MM_TA, opts & MM_BA, opts & MM_OFF,
+            opts & MM_REV, desc.a_strides, &desc.a_offset, &a.lay.count);
+  mm_layout(batch, k, n, opts & MM_TB, opts & MM_BB, opts & MM_OFF,
+            opts & MM_REV, desc.b_strides, &desc.b_offset, &b.lay.count);
+  layout la = a.lay, lb = b.lay;
+  bool ok = operand_init(d, t, &la, gen_matmul, 0, 0, rng, &a);
+  ok = operand_init(d, t, &lb, gen_matmul, 0, 1, rng, &b) && ok;
+  if (ok) {
+    desc.a = a.t;
+    desc.b = b.t;
+    uint64_t n_out = batch * m * n;
+    nxv_tensor *out = NULL;
+    nxv_status st = nxv_matmul(d, &desc, &out);
+    if (check_result(st, out, t, n_out, tag)) {
+      long double *exp = xcalloc(n_out, sizeof *exp),
+                  *tol = xcalloc(n_out, sizeof *tol);
+      const int64_t *sa = desc.a_strides, *sb = desc.b_strides;
+      for (uint64_t bi = 0; bi < batch; bi++)
+        for (uint64_t i = 0; i < m; i++)
+          for (uint64_t j = 0; j < n; j++) {
+            long double acc = 0, mag = 0;
+            uint32_t iacc = 0;
+            int64_t ia = desc.a_offset + (int64_t)bi * sa[0] + (int64_t)i * sa[1];
+            int64_t ib = desc.b_offset + (int64_t)bi * sb[0] + (int64_t)j * sb[2];
+            for (uint64_t p = 0; p < k; p++) {
+              long double x =
+                  hget(t, a.host, (uint64_t)(ia + (int64_t)p * sa[2]));
+              long double y =
+                  hget(t, b.host, (uint64_t)(ib + (int64_t)p * sb[1]));
+              if (t == NXV_S32) {
+                iacc += (uint32_t)(int32_t)x * (uint32_t)(int32_t)y;
+              } else {
+                acc += x * y;
+                mag += fabsl(x * y);
+              }
+            }
+            uint64_t o = (bi * m + i) * n + j;
+            exp[o] = t == NXV_S32 ? (long double)(int32_t)iacc : acc;
+            tol[o] = 2 * (long double)(k + 2) * eps_of(t) * mag;
+          }
+      check_values(out, t, n_out, exp, tol, tag);
+      free(exp);
+      free(tol);
+    }
+    if (st == NXV_OK) nxv_tensor_release(out);
+  }
+  operand_free(&a);
+  operand_free(&b);
+}
+
+NXV_TEST(kernels, matmul) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0xA001;
+  static const struct {
+    uint64_t batch, m, n, k;
+    unsigned opts;
+  } cases[] = {
+      {1, 1, 1, 1, 0},
+      {1, 3, 5, 7, 0},
+      {1, 3, 5, 7, MM_TA},
+      {2, 3, 5, 7, MM_TB | MM_OFF},
+      {2, 65, 63, 129, 0},
+      {1, 65, 63, 129, MM_TA | MM_TB},
+      {1, 128, 128, 128, 0},
+      {3, 17, 1, 33, MM_BA},
+      {4, 9, 11, 5, MM_BB | MM_REV},
+      {2, 70, 1, 1, MM_REV | MM_OFF},
+      {1, 1, 70, 65, MM_TA | MM_BB},
+      {5, 33, 31, 17, MM_TA | MM_TB | MM_OFF | MM_REV},
+      {3, 64, 64, 16, MM_BA | MM_TB},
+      {2, 4, 4, 0, 0},   /* k = 0: zeros */
+      {2, 4, 4, 0, MM_TA | MM_OFF},
+      {0, 4, 4, 4, 0},   /* empty results */
+      {2, 0, 5, 3, 0},
+      {2, 5, 0, 3, 0},
+  };
+  for (int ti = 0; ti < NTYPES; ti++)
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+      run_matmul(d, kTypes[ti], cases[i].batch, cases[i].m, cases[i].n,
+                 cases[i].k, cases[i].opts, &rng);
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Fill and iota                                                             */
+/* ------------------------------------------------------------------------ */
+
+NXV_TEST(kernels, fill) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  static const uint8_t pattern[16] = {0x81, 0x42, 0x23, 0x14, 0x95, 0x66,
+                                      0x37, 0xA8, 0x19, 0x2A, 0x3B, 0x4C,
+                                      0x5D, 0x6E, 0x7F, 0x80};
+  static const uint64_t counts[] = {0, 1, 3, 7, 257, 1031};
+  for (int dt = 0; dt < NXV_DTYPE_COUNT; dt++) {
+    nxv_dtype t = (nxv_dtype)dt;
+    size_t es = nxv_dtype_size(t);
+    nxv_tensor *out;
+    if (es > 8) {
+      EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fill(d, t, 4, pattern, &out));
+      continue;
+    }
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+      uint64_t n = counts[ci];
+      char tag[64];
+      snprintf(tag, sizeof tag, "fill %s x %llu", nxv_dtype_name(t),
+               (unsigned long long)n);
+      out = NULL;
+      nxv_status st = nxv_fill(d, t, n, pattern, &out);
+      if (check_result(st, out, t, n, tag)) {
+        uint8_t *got = xcalloc(n, es);
+        CHECK_OK(nxv_tensor_download(out, 0, n, got));
+        uint64_t bad = 0;
+        for (uint64_t i = 0; i < n; i++)
+          if (memcmp(got + i * es, pattern, es) != 0 && bad++ < MAX_REPORT)
+            fprintf(stderr, "    %s: element %llu differs (first byte 0x%02x)\n",
+                    tag, (unsigned long long)i, got[i * es]);
+        CHECK_MSG(bad == 0, "%s: %llu elements differ", tag,
+                  (unsigned long long)bad);
+        free(got);
+      }
+      if (st == NXV_OK) nxv_tensor_release(out);
+    }
+  }
+  /* Typed values read back as themselves. */
+  float f = -1.5f;
+  double g = 2.25e-300;
+  int32_t s = INT32_MIN;
+  nxv_tensor *tf = NULL, *tg = NULL, *ts = NULL;
+  CHECK_OK(nxv_fill(d, NXV_F32, 5, &f, &tf));
+  CHECK_OK(nxv_fill(d, NXV_F64, 5, &g, &tg));
+  CHECK_OK(nxv_fill(d, NXV_S32, 5, &s, &ts));
+  float rf[5] = {0};
+  double rg[5] = {0};
+  int32_t rs[5] = {0};
+  if (tf && nxv_tensor_download(tf, 0, 5, rf) == NXV_OK)
+    CHECK(rf[4] == f && rf[0] == f);
+  if (tg && nxv_tensor_download(tg, 0, 5, rg) == NXV_OK)
+    CHECK(rg[4] == g && rg[0] == g);
+  if (ts && nxv_tensor_download(ts, 0, 5, rs) == NXV_OK)
+    CHECK(rs[4] == s && rs[0] == s);
+  if (tf) nxv_tensor_release(tf);
+  if (tg) nxv_tensor_release(tg);
+  if (ts) nxv_tensor_release(ts);
+  nxv_device_release(d);
+}
+
+NXV_TEST(kernels, iota) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  static const int64_t dims[4] = {3, 5, 2, 7};
+  for (int ti = 0; ti < NTYPES; ti++) {
+    nxv_dtype t = kTypes[ti];
+    for (uint32_t rank = 0; rank <= 4; rank++) {
+      for (uint32_t axis = 0; axis < (rank ? rank : 1); axis++) {
+        char tag[96], sh[64];
+        snprintf(tag, sizeof tag, "iota %s %s axis %u", nxv_dtype_name(t),
+                 shape_str(sh, sizeof sh, rank, dims), axis);
+        uint64_t n = shape_count(rank, dims);
+        nxv_tensor *out = NULL;
+        nxv_status st = nxv_iota(d, t, rank, dims, axis, &out);
+        if (check_result(st, out, t, n, tag)) {
+          long double *exp = xcalloc(n, sizeof *exp);
+          int64_t idx[4] = {0};
+          for (uint64_t i = 0; i < n; i++) {
+            exp[i] = rank ? (long double)idx[axis] : 0;
+            next_index(rank, dims, idx);
+          }
+          check_values(out, t, n, exp, NULL, tag);
+          free(exp);
+        }
+        if (st == NXV_OK) nxv_tensor_release(out);
+      }
+    }
+  }
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Argument validation                                                       */
+/* ------------------------------------------------------------------------ */
+
+NXV_TEST(kernels, bad_inputs) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  float fa[6] = {1, 2, 3, 4, 5, 6}, fb[6] = {6, 5, 4, 3, 2, 1};
+  int32_t ia[6] = {1, 2, 3, 4, 5, 6};
+  nxv_tensor *ta = NULL, *tb = NULL, *ti = NULL, *out;
+  CHECK_OK(nxv_tensor_upload(d, NXV_F32, 4, fa, &ta));
+  CHECK_OK(nxv_tensor_upload(d, NXV_F32, 4, fb, &tb));
+  CHECK_OK(nxv_tensor_upload(d, NXV_S32, 4, ia, &ti));
+  if (!ta || !tb || !ti) goto done;
+  {
+    int64_t shape[1] = {4}, neg[1] = {-1}, five[1] = {5};
+    int64_t big[NXV_MAX_RANK + 1];
+    for (int i = 0; i <= NXV_MAX_RANK; i++) big[i] = 1;
+    int64_t s2[1] = {2}, sneg[1] = {-1};
+    nxv_view va = {ta, 0, NULL}, vb = {tb, 0, NULL}, vi = {ti, 0, NULL};
+    nxv_view vnull = {NULL, 0, NULL};
+    nxv_view voff = {ta, 1, NULL}, voff4 = {ta, 4, NULL},
+             vneg_off = {ta, -1, NULL};
+    nxv_view vstride = {ta, 0, s2}, vnegreach = {ta, 0, sneg};
+    const nxv_status I = NXV_ERR_INVALID_ARGUMENT;
+
+    /* nxv_binary */
+    EXPECT_FAIL(I, out, nxv_binary(NULL, NXV_ADD, 1, shape, &va, &vb, &out));
+    CHECK(nxv_binary(d, NXV_ADD, 1, shape, &va, &vb, NULL) ==
+          NXV_ERR_INVALID_ARGUMENT);
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, NULL, &vb, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &va, NULL, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &vnull, &vb, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &va, &vnull, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, NULL, &va, &vb, &out));
+    EXPECT_FAIL(I, out,
+                nxv_binary(d, NXV_ADD, NXV_MAX_RANK + 1, big, &va, &vb, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, neg, &va, &vb, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, five, &va, &vb, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &voff, &vb, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &va, &voff4, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &vneg_off, &vb, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &vstride, &vb, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &va, &vnegreach, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &va, &vi, &out));
+    EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &vi, &va, &out));
+    EXPECT_FAIL(I, out,
+                nxv_binary(d, NXV_BINARY_OP_COUNT, 1, shape, &va, &vb, &out));
+    EXPECT_FAIL(I, out,
+                nxv_binary(d, (nxv_binary_op)-1, 1, shape, &va, &vb, &out));
+    EXPECT_FAIL(I, out,
+                nxv_binary(d, (nxv_binary_op)1000, 1, shape, &va, &vb, &out));
+
+    /* nxv_unary and nxv_convert */
+    EXPECT_FAIL(I, out, nxv_unary(NULL, NXV_NEG, 1, shape, &va, &out));
+    EXPECT_FAIL(I, out, nxv_unary(d, NXV_NEG, 1, shape, NULL, &out));
+    EXPECT_FAIL(I, out, nxv_unary(d, NXV_NEG, 1, shape, &vnull, &out));
+    EXPECT_FAIL(I, out, nxv_unary(d, NXV_UNARY_OP_COUNT, 1, shape, &va, &out));
+    EXPECT_FAIL(I, out, nxv_unary(d, (nxv_unary_op)-1, 1, shape, &va, &out));
+    EXPECT_FAIL(I, out, nxv_unary(d, NXV_NEG, NXV_MAX_RANK + 1, big, &va, &out));
+    EXPECT_FAIL(I, out, nxv_unary(d, NXV_NEG, 1, neg, &va, &out));
+    EXPECT_FAIL(I, out, nxv_unary(d, NXV_NEG, 1, shape, &voff, &out));
+    EXPECT_FAIL(I, out, nxv_unary(d, NXV_NEG, 1, shape, &vstride, &out));
+    EXPECT_FAIL(I, out, nxv_unary(d, NXV_NEG, 1, shape, &vnegreach, &out));
+    EXPECT_FAIL(I, out, nxv_convert(NULL, NXV_S32, 1, shape, &va, &out));
+    EXPECT_FAIL(I, out, nxv_convert(d, NXV_S32, 1, shape, NULL, &out));
+    EXPECT_FAIL(I, out, nxv_convert(d, NXV_S32, 1, shape, &voff4, &out));
+    EXPECT_FAIL(I, out, nxv_convert(d, NXV_S32, 1, neg, &va, &out));
+    CHECK(nxv_convert(d, NXV_S32, 1, shape, &va, NULL) ==
+          NXV_ERR_INVALID_ARGUMENT);
+
+    /* nxv_reduce */
+    int64_t s23[2] = {2, 2};
+    EXPECT_FAIL(I, out, nxv_reduce(NULL, NXV_REDUCE_SUM, 1, shape, &va, 1, &out));
+    EXPECT_FAIL(I, out, nxv_reduce(d, NXV_REDUCE_SUM, 1, shape, NULL, 1, &out));
+    EXPECT_FAIL(I, out,
+                nxv_reduce(d, NXV_REDUCE_OP_COUNT, 1, shape, &va, 1, &out));
+    EXPECT_FAIL(I, out, nxv_reduce(d, (nxv_reduce_op)-1, 1, shape, &va, 1, &out));
+    EXPECT_FAIL(I, out, nxv_reduce(d, NXV_REDUCE_SUM, 2, s23, &va, 4, &out));
+    EXPECT_FAIL(I, out,
+                nxv_reduce(d, NXV_REDUCE_SUM, 2, s23, &va, 0x80000000u, &out));
+    EXPECT_FAIL(I, out, nxv_reduce(d, NXV_REDUCE_SUM, 0, NULL, &va, 1, &out));
+    EXPECT_FAIL(
+        I, out,
+        nxv_reduce(d, NXV_REDUCE_SUM, NXV_MAX_RANK + 1, big, &va, 1, &out));
+    EXPECT_FAIL(I, out, nxv_reduce(d, NXV_REDUCE_SUM, 1, neg, &va, 1, &out));
+    EXPECT_FAIL(I, out, nxv_reduce(d, NXV_REDUCE_SUM, 1, five, &va, 1, &out));
+    EXPECT_FAIL(I, out, nxv_reduce(d, NXV_REDUCE_SUM, 1, shape, &voff, 1, &out));
+    EXPECT_FAIL(I, out,
+                nxv_reduce(d, NXV_REDUCE_MAX, 1, shape, &vstride, 1, &out));
+    EXPECT_FAIL(I, out,
+                nxv_reduce(d, NXV_REDUCE_MIN, 1, shape, &vnegreach, 0, &out));
+
+    /* nxv_transpose */
+    uint32_t p_dup[2] = {0, 0}, p_range[2] = {0, 2}, p_ok[2] = {1, 0};
+    int64_t s22[2] = {2, 2}, s23b[2] = {2, 3};
+    EXPECT_FAIL(I, out, nxv_transpose(NULL, 2, s22, ta, p_ok, &out));
+    EXPECT_FAIL(I, out, nxv_transpose(d, 2, s22, NULL, p_ok, &out));
+    EXPECT_FAIL(I, out, nxv_transpose(d, 2, s22, ta, NULL, &out));
+    EXPECT_FAIL(I, out, nxv_transpose(d, 2, NULL, ta, p_ok, &out));
+    EXPECT_FAIL(I, out, nxv_transpose(d, 2, s22, ta, p_dup, &out));
+    EXPECT_FAIL(I, out, nxv_transpose(d, 2, s22, ta, p_range, &out));
+    EXPECT_FAIL(I, out, nxv_transpose(d, 2, s23b, ta, p_ok, &out));
+    EXPECT_FAIL(I, out, nxv_transpose(d, 1, neg, ta, p_ok, &out));
+    uint32_t pbig[NXV_MAX_RANK + 1];
+    for (uint32_t i = 0; i <= NXV_MAX_RANK; i++) pbig[i] = i;
+    EXPECT_FAIL(I, out, nxv_transpose(d, NXV_MAX_RANK + 1, big, ta, pbig, &out));
+
+    /* nxv_matmul: 2x2 by 2x2 is valid with these strides */
+    nxv_matmul_desc good = {1, 2, 2, 2, ta, 0, {0, 2, 1}, tb, 0, {0, 2, 1}};
+    nxv_matmul_desc m;
+    EXPECT_FAIL(I, out, nxv_matmul(NULL, &good, &out));
+    EXPECT_FAIL(I, out, nxv_matmul(d, NULL, &out));
+    CHECK(nxv_matmul(d, &good, NULL) == NXV_ERR_INVALID_ARGUMENT);
+    m = good; m.a = NULL;
+    EXPECT_FAIL(I, out, nxv_matmul(d, &m, &out));
+    m = good; m.b = NULL;
+    EXPECT_FAIL(I, out, nxv_matmul(d, &m, &out));
+    m = good; m.b = ti;
+    EXPECT_FAIL(I, out, nxv_matmul(d, &m, &out));
+    m = good; m.m = 3; /* rows beyond the tensor */
+    EXPECT_FAIL(I, out, nxv_matmul(d, &m, &out));
+    m = good; m.a_offset = 1;
+    EXPECT_FAIL(I, out, nxv_matmul(d, &m, &out));
+    m = good; m.b_offset = -1;
+    EXPECT_FAIL(I, out, nxv_matmul(d, &m, &out));
+    m = good; m.a_strides[1] = -2; /* reaches below element 0 */
+    EXPECT_FAIL(I, out, nxv_matmul(d, &m, &out));
+    m = good; m.b_strides[2] = 3;
+    EXPECT_FAIL(I, out, nxv_matmul(d, &m, &out));
+    m = good; m.batch = 2; m.a_strides[0] = 4;
+    EXPECT_FAIL(I, out, nxv_matmul(d, &m, &out));
+    m = good; m.a_strides[2] = (int64_t)INT32_MAX + 1;
+    m.k = 1;
+    EXPECT_FAIL(I, out, nxv_matmul(d, &m, &out));
+
+    /* nxv_fill, nxv_iota */
+    float v = 1;
+    EXPECT_FAIL(I, out, nxv_fill(NULL, NXV_F32, 4, &v, &out));
+    EXPECT_FAIL(I, out, nxv_fill(d, NXV_F32, 4, NULL, &out));
+    EXPECT_FAIL(I, out, nxv_fill(d, NXV_DTYPE_COUNT, 4, &v, &out));
+    EXPECT_FAIL(I, out, nxv_fill(d, (nxv_dtype)-1, 4, &v, &out));
+    CHECK(nxv_fill(d, NXV_F32, 4, &v, NULL) == NXV_ERR_INVALID_ARGUMENT);
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fill(d, NXV_C128, 4, fa, &out));
+    EXPECT_FAIL(I, out, nxv_iota(NULL, NXV_F32, 1, shape, 0, &out));
+    EXPECT_FAIL(I, out, nxv_iota(d, NXV_F32, 2, s22, 2, &out));
+    EXPECT_FAIL(I, out, nxv_iota(d, NXV_F32, 1, neg, 0, &out));
+    EXPECT_FAIL(I, out, nxv_iota(d, NXV_F32, 1, NULL, 0, &out));
+    EXPECT_FAIL(I, out, nxv_iota(d, NXV_F32, NXV_MAX_RANK + 1, big, 0, &out));
+
+    /* Uploads and downloads */
+    EXPECT_FAIL(I, out, nxv_tensor_upload(d, NXV_F32, 4, NULL, &out));
+    EXPECT_FAIL(I, out, nxv_tensor_upload(d, NXV_DTYPE_COUNT, 4, fa, &out));
+    EXPECT_FAIL(I, out, nxv_tensor_upload(NULL, NXV_F32, 4, fa, &out));
+    EXPECT_FAIL(I, out, nxv_tensor_empty(d, NXV_DTYPE_COUNT, 4, &out));
+    float dst[8];
+    for (int i = 0; i < 8; i++) dst[i] = -7;
+    EXPECT_FAIL_PLAIN(I, nxv_tensor_download(ta, 0, 5, dst));
+    EXPECT_FAIL_PLAIN(I, nxv_tensor_download(ta, 3, 2, dst));
+    EXPECT_FAIL_PLAIN(I, nxv_tensor_download(ta, 5, 0, dst));
+    EXPECT_FAIL_PLAIN(I, nxv_tensor_download(ta, 1, UINT64_MAX, dst));
+    EXPECT_FAIL_PLAIN(I, nxv_tensor_download(ta, UINT64_MAX, 2, dst));
+    EXPECT_FAIL_PLAIN(I, nxv_tensor_download(ta, 0, 1, NULL));
+    EXPECT_FAIL_PLAIN(I, nxv_tensor_download(NULL, 0, 1, dst));
+    for (int i = 0; i < 8; i++)
+      CHECK_MSG(dst[i] == -7, "download wrote dst[%d]", i);
+    /* The last element alone, and nothing at the end, are fine. */
+    CHECK_OK(nxv_tensor_download(ta, 3, 1, dst));
+    CHECK(dst[0] == 4);
+    CHECK_OK(nxv_tensor_download(ta, 4, 0, dst));
+
+    /* An operand from another device. */
+    nxv_device *d2 = test_open_device();
+    if (d2) {
+      nxv_tensor *other = NULL;
+      CHECK_OK(nxv_tensor_upload(d2, NXV_F32, 4, fa, &other));
+      if (other) {
+        nxv_view vo = {other, 0, NULL};
+        EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &va, &vo, &out));
+        EXPECT_FAIL(I, out, nxv_unary(d, NXV_NEG, 1, shape, &vo, &out));
+        EXPECT_FAIL(I, out,
+                    nxv_reduce(d, NXV_REDUCE_SUM, 1, shape, &vo, 1, &out));
+        m = good; m.b = other;
+        EXPECT_FAIL(I, out, nxv_matmul(d, &m, &out));
+        nxv_tensor_release(other);
+      }
+      nxv_device_release(d2);
+    }
+
+    /* The device still works. */
+    CHECK_OK(nxv_device_status(d, NULL));
+    nxv_tensor *sum = NULL;
+    CHECK_OK(nxv_binary(d, NXV_ADD, 1, shape, &va, &vb, &sum));
+    if (sum) {
+      float r[4] = {0};
+      CHECK_OK(nxv_tensor_download(sum, 0, 4, r));
+      for (int i = 0; i < 4; i++) CHECK(r[i] == 7);
+      nxv_tensor_release(sum);
+    }
+    nxv_tensor *prod = NULL;
+    CHECK_OK(nxv_matmul(d, &good, &prod));
+    if (prod) {
+      float r[4] = {0};
+      CHECK_OK(nxv_tensor_download(prod, 0, 4, r));
+      CHECK(r[0] == 1 * 6 + 2 * 4 && r[1] == 1 * 5 + 2 * 3);
+      CHECK(r[2] == 3 * 6 + 4 * 4 && r[3] == 3 * 5 + 4 * 3);
+      nxv_tensor_release(prod);
+    }
+  }
+done:
+  if (ta) nxv_tensor_release(ta);
+  if (tb) nxv_tensor_release(tb);
+  if (ti) nxv_tensor_release(ti);
+  nxv_device_release(d);
+}
