@@ -4,7 +4,9 @@
 #   make test-c       build and run the C tests (lavapipe when there is no GPU)
 #   make test-c-asan  the C tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-c-tsan  the ring/scheduler/concurrency tests under ThreadSanitizer
+#   make test-elixir  the ExUnit suites (mix test)
 #   make test         all of the above
+#   make nif          build the Erlang NIF into priv/ (mix compile does it)
 #   make demo         build and run the demo on the default device
 #   make bench        build the C benchmark (build/bench/nxv_bench)
 #   make deps         install the Debian packages the build needs, if missing
@@ -42,7 +44,7 @@ TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(TEST_SRC))
 SHADERS  := $(wildcard shaders/*.comp shaders/*.glsl) shaders/variants.txt
 
-.PHONY: all lib test test-c test-c-asan test-c-tsan bench demo deps clean
+.PHONY: all lib nif test test-c test-c-asan test-c-tsan test-elixir bench demo deps clean
 
 all: lib
 lib: $(B)/libnxv.a
@@ -82,6 +84,21 @@ $(B)/bench/nxv_bench: $(B)/obj/bench/bench_runtime.o $(B)/libnxv.a
 
 bench: $(B)/bench/nxv_bench
 
+# The Erlang NIF: nif/*.c linked with the runtime into priv/.
+ERL_INCLUDE ?= $(shell erl -noshell -eval 'io:format("~s/erts-~s/include", [code:root_dir(), erlang:system_info(version)]), halt().' 2>/dev/null)
+NIF_SO := priv/libnx_vulkan_nif.so
+NIF_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard nif/*.c))
+
+$(B)/obj/nif/%.o: nif/%.c $(GEN)/spirv.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -I$(ERL_INCLUDE) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(NIF_SO): $(NIF_OBJ) $(B)/libnxv.a
+	@mkdir -p priv
+	$(CC) -shared $(CFLAGS) $(NIF_OBJ) $(B)/libnxv.a $(LDFLAGS) $(LDLIBS) -o $@
+
+nif: $(NIF_SO)
+
 $(B)/examples/demo: $(B)/obj/examples/demo.o $(B)/libnxv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
@@ -107,12 +124,16 @@ test-c-tsan:
 	TSAN_OPTIONS=suppressions=$(CURDIR)/test/tsan.supp:halt_on_error=0:second_deadlock_stack=1 \
 	  build/tsan/test/nxv_tests $(TSAN_TESTS)
 
-test: test-c test-c-asan test-c-tsan
+# The ExUnit suites (NIF, backend, Nx conformance); mix builds the NIF.
+test-elixir:
+	mix test
+
+test: test-c test-c-asan test-c-tsan test-elixir
 
 deps:
 	sh tools/install_deps.sh
 
 clean:
-	rm -rf build
+	rm -rf build priv/libnx_vulkan_nif.so
 
 -include $(shell find build -name '*.d' 2>/dev/null)

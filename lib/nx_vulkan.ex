@@ -1,0 +1,125 @@
+defmodule Nx.Vulkan do
+  @moduledoc """
+  Vulkan devices for Nx.
+
+  `Nx.Vulkan.Backend` is the Nx backend; this module lists devices, reads
+  runtime counters, waits for queued work and reports host fallbacks.
+
+      Nx.default_backend(Nx.Vulkan.Backend)
+      Nx.default_backend({Nx.Vulkan.Backend, device: 1})
+
+  Device contexts are opened on first use, one per device index, and kept
+  for the life of the VM. Their options come from the application
+  environment (`config :nx_vulkan, :device_options, %{...}`, see
+  `docs/configuration.md`).
+  """
+
+  alias Nx.Vulkan.NIF
+
+  @typedoc "A device index as listed by `devices/0`."
+  @type device_index :: non_neg_integer
+
+  @doc """
+  Lists the Vulkan devices: index, name, type, whether the runtime can use
+  it, features and limits.
+  """
+  @spec devices() :: [map]
+  def devices do
+    for i <- 0..(NIF.device_count() - 1)//1, do: NIF.device_info(i)
+  end
+
+  @doc "The index of the device used when none is given."
+  @spec default_device_index() :: device_index
+  def default_device_index do
+    case Application.get_env(:nx_vulkan, :default_device) do
+      nil -> NIF.default_device_index()
+      index when is_integer(index) and index >= 0 -> index
+      other -> raise ArgumentError, "invalid :default_device #{inspect(other)}"
+    end
+  end
+
+  @doc """
+  The device context for `index` (default: `default_device_index/0`),
+  opened on first use. Raises `ArgumentError` for an index that does not
+  exist and `Nx.Vulkan.Error` when the device cannot be opened.
+  """
+  @spec device(device_index | nil) :: reference
+  def device(index \\ nil) do
+    index = index || default_device_index()
+
+    case :persistent_term.get({__MODULE__, :device, index}, nil) do
+      nil -> open(index)
+      ref -> ref
+    end
+  end
+
+  defp open(index) when is_integer(index) and index >= 0 do
+    :global.trans(
+      {{__MODULE__, :open, index}, self()},
+      fn ->
+        case :persistent_term.get({__MODULE__, :device, index}, nil) do
+          nil ->
+            opts = Map.new(Application.get_env(:nx_vulkan, :device_options, %{}))
+            ref = NIF.open_device(index, opts)
+            :persistent_term.put({__MODULE__, :device, index}, ref)
+            ref
+
+          ref ->
+            ref
+        end
+      end,
+      [node()]
+    )
+  end
+
+  defp open(index), do: raise(ArgumentError, "invalid device index #{inspect(index)}")
+
+  @doc """
+  Counters of a device (default: the default device): pool bytes reserved,
+  in use and peak, pool hits/misses, device allocations and frees, ops
+  enqueued and completed, submits, barriers, epochs, pipeline cache
+  hits/misses and whether the cache file was loaded or rejected (and why).
+  """
+  @spec stats(device_index | nil) :: map
+  def stats(index \\ nil), do: NIF.device_stats(device(index))
+
+  @doc """
+  Waits until every operation queued on the device has completed. Raises
+  `Nx.Vulkan.Error` if the device failed.
+  """
+  @spec synchronize(device_index | nil) :: :ok
+  def synchronize(index \\ nil), do: NIF.synchronize(device(index))
+
+  @doc "Frees the device memory the pool holds but does not use."
+  @spec trim(device_index | nil) :: :ok
+  def trim(index \\ nil), do: NIF.trim(device(index))
+
+  @doc """
+  Host fallbacks taken so far, as `%{op => count}`: operations computed on
+  the CPU through `Nx.BinaryBackend` because the device has no kernel for
+  them. See `Nx.Vulkan.Backend` for the `:host_fallback` setting.
+  """
+  @spec fallbacks() :: %{atom => non_neg_integer}
+  def fallbacks, do: Nx.Vulkan.Fallback.counts()
+
+  @doc "Resets the fallback counters."
+  @spec reset_fallbacks() :: :ok
+  def reset_fallbacks, do: Nx.Vulkan.Fallback.reset()
+
+  @doc """
+  Runs `fun` with the host fallback policy `mode` (`:allow`, `:warn` or
+  `:raise`) for the calling process, restoring the previous one after.
+  """
+  @spec with_host_fallback(:allow | :warn | :raise, (() -> result)) :: result when result: var
+  def with_host_fallback(mode, fun) when mode in [:allow, :warn, :raise] do
+    previous = Process.put(:nx_vulkan_host_fallback, mode)
+
+    try do
+      fun.()
+    after
+      if previous,
+        do: Process.put(:nx_vulkan_host_fallback, previous),
+        else: Process.delete(:nx_vulkan_host_fallback)
+    end
+  end
+end

@@ -1,0 +1,10 @@
+defmodule Nx.Vulkan.Application do
+  @moduledoc false
+  use Application
+
+  @impl true
+  def start(_type, _args) do
+    :ok = Nx.Vulkan.Fallback.init()
+    Supervisor.start_link([], strategy: :one_for_one, name: Nx.Vulkan.Supervisor)
+  end
+end

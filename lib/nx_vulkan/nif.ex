@@ -1,0 +1,119 @@
+defmodule Nx.Vulkan.NIF do
+  @moduledoc """
+  The native interface of the runtime (`nif/nxv_nif.c`). Internal: use
+  `Nx.Vulkan` and `Nx.Vulkan.Backend`.
+
+  Conventions:
+
+    * `device` is a device resource from `open_device/2`; `tensor` a tensor
+      resource. A tensor keeps its device alive.
+    * Types are atoms: `:s8 :s16 :s32 :s64 :u8 :u16 :u32 :u64 :f16 :bf16
+      :f32 :f64 :c64 :c128`.
+    * Shapes, strides and axes are lists of integers; strides and offsets
+      count elements. `nil` strides mean the dense row-major strides of the
+      shape (the tensor must then hold exactly the shape's elements).
+    * Op NIFs return a new tensor resource at once (the work is queued).
+      Only `download/3`, `synchronize/1` and large uploads wait; they run
+      on dirty schedulers.
+    * Bad arguments raise `ArgumentError` naming the problem; a failed or
+      lost device raises `Nx.Vulkan.Error` (fields `:status`, `:message`);
+      an op or type the device cannot compute raises `ArgumentError` naming
+      type, op and device. A deallocated tensor raises `ArgumentError`.
+  """
+
+  @on_load :load_nif
+  @doc false
+  def load_nif do
+    path = :filename.join(:code.priv_dir(:nx_vulkan), ~c"libnx_vulkan_nif")
+    :erlang.load_nif(path, 0)
+  end
+
+  defp nif_error, do: :erlang.nif_error(:nif_not_loaded)
+
+  # Devices
+
+  @doc "Number of Vulkan physical devices."
+  def device_count, do: nif_error()
+
+  @doc "Index the default choice picks (`NX_VULKAN_DEVICE`, else discrete > integrated > virtual > CPU)."
+  def default_device_index, do: nif_error()
+  @doc "Map describing physical device `index` (name, type, features, limits) without opening it."
+  def device_info(_index), do: nif_error()
+
+  @doc """
+  Opens device `index` (-1 for the default). `opts` is a map with optional
+  keys `:max_batch_nodes, :idle_flush_us, :wait_spin_us, :ring_capacity,
+  :staging_bytes, :pool_limit_bytes, :cache_dir (binary),
+  :disable_disk_cache, :poison_outputs`. Each call opens a new context.
+  """
+  def open_device(_index, _opts), do: nif_error()
+  @doc "Counters of a device as a map (pool, queue, pipeline cache)."
+  def device_stats(_device), do: nif_error()
+  @doc "Waits (dirty scheduler) until all queued work is done. `:ok` or raises."
+  def synchronize(_device), do: nif_error()
+  @doc "`:ok` or `{status_atom, message}` (the sticky error)."
+  def device_status(_device), do: nif_error()
+  @doc "Frees unused pool memory. `:ok`."
+  def trim(_device), do: nif_error()
+  @doc "Writes the pipeline cache file now. `:ok` or raises."
+  def save_pipeline_cache(_device), do: nif_error()
+  @doc "Test hook: the next submission fails with `:device_lost` or `:submit_failed`."
+  def inject_fault(_device, _fault), do: nif_error()
+  @doc "True when the device has a kernel: `kind` is `:binary` or `:unary`."
+  def supported(_device, _kind, _op, _type), do: nif_error()
+
+  # Tensors
+
+  @doc "New tensor of `type` holding the bytes of `binary` (its size must be a multiple of the element size)."
+  def upload(_device, _type, _binary), do: nif_error()
+  @doc "Same as upload/3, on a dirty scheduler (for large binaries)."
+  def upload_dirty(_device, _type, _binary), do: nif_error()
+  @doc "Binary of elements `[offset, offset + count)`; waits on a dirty scheduler."
+  def download(_tensor, _offset, _count), do: nif_error()
+  @doc "Frees the tensor's buffer: `:ok`, or `:already_deallocated` the second time."
+  def deallocate(_tensor), do: nif_error()
+  @doc "`{type, count}`, or raises if deallocated."
+  def tensor_info(_tensor), do: nif_error()
+  @doc "Device-side copy of a tensor."
+  def copy(_tensor), do: nif_error()
+
+  # Ops (all queue work and return a new dense tensor)
+
+  @doc """
+  `out[i] = a[i] op b[i]` over `shape`; `op` in `:add :subtract :multiply
+  :divide :max :min :pow :remainder :quotient :atan2 :bitwise_and
+  :bitwise_or :bitwise_xor :left_shift :right_shift`. a and b share a type.
+  """
+  def binary(_op, _shape, _a, _a_offset, _a_strides, _b, _b_offset, _b_strides),
+    do: nif_error()
+
+  @doc """
+  `out[i] = op(a[i])` over `shape`; `op` in `:copy :negate :abs :sign :sqrt
+  :rsqrt :exp :log :sin :cos :tanh :sigmoid :floor :ceil :round
+  :bitwise_not :square`. `:copy` with strides is a strided gather (slice,
+  transpose, broadcast, reverse with negative strides).
+  """
+  def unary(_op, _shape, _a, _a_offset, _a_strides), do: nif_error()
+
+  @doc "Converts a strided view over `shape` to `type` (float to int truncates, saturates, NaN -> 0)."
+  def convert(_type, _shape, _a, _a_offset, _a_strides), do: nif_error()
+
+  @doc "Reduces a view over `in_shape` over `axes` with `:sum :product :max :min`; result dense over the kept axes."
+  def reduce(_op, _in_shape, _a, _a_offset, _a_strides, _axes), do: nif_error()
+
+  @doc "N-D transpose of a dense tensor of `in_shape` by `perm`."
+  def transpose(_in_shape, _a, _perm), do: nif_error()
+
+  @doc """
+  Batched matmul: out dense `[batch, m, n]`; `a_strides = [batch, m, k]`,
+  `b_strides = [batch, k, n]` element strides (0 batch stride broadcasts).
+  """
+  def matmul(_batch, _m, _n, _k, _a, _a_offset, _a_strides, _b, _b_offset, _b_strides),
+    do: nif_error()
+
+  @doc "Tensor of `count` elements of `type` equal to the one element encoded in `value` (native-endian bytes)."
+  def fill(_device, _type, _count, _value), do: nif_error()
+
+  @doc "Tensor of `shape` whose elements are their index along `axis`."
+  def iota(_device, _type, _shape, _axis), do: nif_error()
+end

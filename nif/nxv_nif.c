@@ -1,0 +1,908 @@
+/*
+ * nxv_nif.c - the Erlang NIF over the runtime (module Nx.Vulkan.NIF).
+ *
+ * Resources
+ *   device: owns one nxv_device reference; never freed before every tensor
+ *           of the device (tensors hold their own device references).
+ *   tensor: owns one nxv_tensor reference until deallocate/1 or the
+ *           destructor. Destructors only drop references: cheap, never
+ *           blocking (the buffer returns to the pool when the GPU is done).
+ *
+ * Scheduling: op NIFs only queue work and return (normal schedulers).
+ * download/3, synchronize/1, open_device/2, save_pipeline_cache/1 and
+ * upload_dirty/3 run on dirty schedulers.
+ *
+ * Errors: invalid arguments raise ArgumentError; unsupported op/type
+ * combinations raise ArgumentError naming op, type and device; device
+ * failures raise Nx.Vulkan.Error with :status and :message.
+ *
+ * Concurrency: a tensor resource may be used by many processes at once and
+ * deallocated concurrently; grab() and deallocate() coordinate through two
+ * atomics so a tensor is never released while another call is retaining it.
+ */
+#include <erl_nif.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nxv.h"
+
+typedef struct dev_res {
+  nxv_device *dev;   /* one reference, owned */
+  int32_t index;
+} dev_res;
+
+typedef struct tensor_res {
+  _Atomic(nxv_tensor *) t; /* one reference, owned; NULL once deallocated */
+  atomic_uint users;       /* calls between reading t and retaining it */
+} tensor_res;
+
+static ErlNifResourceType *DEV_RES;
+static ErlNifResourceType *TENSOR_RES;
+
+/* ------------------------------------------------------------------ */
+/* Atoms                                                               */
+/* ------------------------------------------------------------------ */
+
+static ERL_NIF_TERM am_ok, am_nil, am_true, am_false, am_error,
+    am_already_deallocated, am_struct, am_exception, am_message, am_status,
+    am_argument_error, am_vulkan_error, am_binary, am_unary;
+static ERL_NIF_TERM am_types[NXV_DTYPE_COUNT];
+static ERL_NIF_TERM am_binops[NXV_BINARY_OP_COUNT];
+static ERL_NIF_TERM am_unops[NXV_UNARY_OP_COUNT];
+static ERL_NIF_TERM am_redops[NXV_REDUCE_OP_COUNT];
+
+static const char *kStatusAtoms[] = {
+    "ok", "invalid_argument", "unsupported", "out_of_device_memory",
+    "out_of_host_memory", "device_lost", "submit_failed", "vulkan_error",
+    "no_device", "io_error"};
+
+static const char *kBinaryAtoms[NXV_BINARY_OP_COUNT] = {
+    "add", "subtract", "multiply", "divide", "max", "min", "pow",
+    "remainder", "quotient", "atan2", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "left_shift", "right_shift"};
+static const char *kUnaryAtoms[NXV_UNARY_OP_COUNT] = {
+    "copy", "negate", "abs", "sign", "sqrt", "rsqrt", "exp", "log", "sin",
+    "cos", "tanh", "sigmoid", "floor", "ceil", "round", "bitwise_not",
+    "square"};
+static const char *kReduceAtoms[NXV_REDUCE_OP_COUNT] = {"sum", "product",
+                                                        "max", "min"};
+
+static ERL_NIF_TERM mk_atom(ErlNifEnv *env, const char *name) {
+  ERL_NIF_TERM a;
+  if (enif_make_existing_atom(env, name, &a, ERL_NIF_LATIN1)) return a;
+  return enif_make_atom(env, name);
+}
+
+static ERL_NIF_TERM mk_binary(ErlNifEnv *env, const char *s) {
+  ERL_NIF_TERM t;
+  size_t n = strlen(s);
+  unsigned char *p = enif_make_new_binary(env, n, &t);
+  memcpy(p, s, n);
+  return t;
+}
+
+/* ------------------------------------------------------------------ */
+/* Exceptions                                                          */
+/* ------------------------------------------------------------------ */
+
+static ERL_NIF_TERM raise_argument(ErlNifEnv *env, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static ERL_NIF_TERM raise_argument(ErlNifEnv *env, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  ERL_NIF_TERM keys[3] = {am_struct, am_exception, am_message};
+  ERL_NIF_TERM vals[3] = {am_argument_error, am_true, mk_binary(env, msg)};
+  ERL_NIF_TERM map;
+  enif_make_map_from_arrays(env, keys, vals, 3, &map);
+  return enif_raise_exception(env, map);
+}
+
+/* Raises the exception that fits a failed runtime call. */
+static ERL_NIF_TERM raise_status(ErlNifEnv *env, nxv_status st,
+                                 const char *what) {
+  const char *detail = nxv_last_error();
+  if (st == NXV_ERR_INVALID_ARGUMENT || st == NXV_ERR_UNSUPPORTED)
+    return raise_argument(env, "%s: %s", what, detail);
+  char msg[768];
+  snprintf(msg, sizeof msg, "%s: %s", what, detail);
+  unsigned idx = (unsigned)st < sizeof kStatusAtoms / sizeof kStatusAtoms[0]
+                     ? (unsigned)st : 7;
+  ERL_NIF_TERM keys[4] = {am_struct, am_exception, am_message, am_status};
+  ERL_NIF_TERM vals[4] = {am_vulkan_error, am_true, mk_binary(env, msg),
+                          mk_atom(env, kStatusAtoms[idx])};
+  ERL_NIF_TERM map;
+  enif_make_map_from_arrays(env, keys, vals, 4, &map);
+  return enif_raise_exception(env, map);
+}
+
+/* ------------------------------------------------------------------ */
+/* Decoding                                                            */
+/* ------------------------------------------------------------------ */
+
+static bool get_dtype(ErlNifEnv *env, ERL_NIF_TERM t, nxv_dtype *out) {
+  (void)env;
+  for (int i = 0; i < NXV_DTYPE_COUNT; i++)
+    if (enif_is_identical(t, am_types[i])) {
+      *out = (nxv_dtype)i;
+      return true;
+    }
+  return false;
+}
+
+static int find_atom(ERL_NIF_TERM t, const ERL_NIF_TERM *atoms, int n) {
+  for (int i = 0; i < n; i++)
+    if (enif_is_identical(t, atoms[i])) return i;
+  return -1;
+}
+
+static bool get_i64(ErlNifEnv *env, ERL_NIF_TERM t, int64_t *out) {
+  ErlNifSInt64 v;
+  if (!enif_get_int64(env, t, &v)) return false;
+  *out = (int64_t)v;
+  return true;
+}
+
+/* A list of at most NXV_MAX_RANK integers. */
+static bool get_int_list(ErlNifEnv *env, ERL_NIF_TERM list, int64_t *out,
+                         unsigned *out_len) {
+  unsigned len;
+  if (!enif_get_list_length(env, list, &len) || len > NXV_MAX_RANK)
+    return false;
+  ERL_NIF_TERM head, tail = list;
+  for (unsigned i = 0; i < len; i++) {
+    if (!enif_get_list_cell(env, tail, &head, &tail)) return false;
+    if (!get_i64(env, head, &out[i])) return false;
+  }
+  *out_len = len;
+  return true;
+}
+
+static bool get_dev(ErlNifEnv *env, ERL_NIF_TERM t, dev_res **out) {
+  return enif_get_resource(env, t, DEV_RES, (void **)out);
+}
+
+/* Retains the tensor of a resource, or returns NULL if it is not a tensor
+ * resource or was deallocated. The caller releases. */
+static nxv_tensor *grab(ErlNifEnv *env, ERL_NIF_TERM term, bool *out_dead) {
+  tensor_res *r;
+  *out_dead = false;
+  if (!enif_get_resource(env, term, TENSOR_RES, (void **)&r)) return NULL;
+  atomic_fetch_add(&r->users, 1);
+  nxv_tensor *t = atomic_load(&r->t);
+  if (t) nxv_tensor_retain(t);
+  atomic_fetch_sub(&r->users, 1);
+  if (!t) *out_dead = true;
+  return t;
+}
+
+static ERL_NIF_TERM bad_tensor(ErlNifEnv *env, const char *what, bool dead) {
+  return dead ? raise_argument(env, "%s: the tensor was deallocated", what)
+              : raise_argument(env, "%s: expected a Nx.Vulkan tensor", what);
+}
+
+static ERL_NIF_TERM wrap_tensor(ErlNifEnv *env, nxv_tensor *t) {
+  tensor_res *r = enif_alloc_resource(TENSOR_RES, sizeof *r);
+  if (!r) {
+    nxv_tensor_release(t);
+    return raise_argument(env, "out of memory allocating a tensor resource");
+  }
+  atomic_init(&r->t, t);
+  atomic_init(&r->users, 0);
+  ERL_NIF_TERM term = enif_make_resource(env, r);
+  enif_release_resource(r);
+  return term;
+}
+
+/* Decodes (tensor, offset, strides|nil) for a view over rank dims. */
+typedef struct view_arg {
+  nxv_tensor *t;
+  int64_t offset;
+  int64_t strides[NXV_MAX_RANK];
+  bool has_strides;
+} view_arg;
+
+static ERL_NIF_TERM get_view(ErlNifEnv *env, const char *what,
+                             const ERL_NIF_TERM argv[3], unsigned rank,
+                             view_arg *v) {
+  bool dead;
+  v->t = grab(env, argv[0], &dead);
+  if (!v->t) return bad_tensor(env, what, dead);
+  if (!get_i64(env, argv[1], &v->offset)) {
+    nxv_tensor_release(v->t);
+    v->t = NULL;
+    return raise_argument(env, "%s: offset must be an integer", what);
+  }
+  v->has_strides = !enif_is_identical(argv[2], am_nil);
+  if (v->has_strides) {
+    unsigned n;
+    if (!get_int_list(env, argv[2], v->strides, &n) || n != rank) {
+      nxv_tensor_release(v->t);
+      v->t = NULL;
+      return raise_argument(env, "%s: strides must be nil or a list of %u integers",
+                            what, rank);
+    }
+  }
+  return am_ok;
+}
+
+static nxv_view to_view(const view_arg *v) {
+  return (nxv_view){v->t, v->offset, v->has_strides ? v->strides : NULL};
+}
+
+/* Finishes an op: raises on failure, wraps the result otherwise. */
+static ERL_NIF_TERM op_result(ErlNifEnv *env, nxv_status st, nxv_tensor *out,
+                              const char *what) {
+  if (st != NXV_OK) return raise_status(env, st, what);
+  return wrap_tensor(env, out);
+}
+
+/* ------------------------------------------------------------------ */
+/* Devices                                                             */
+/* ------------------------------------------------------------------ */
+
+static ERL_NIF_TERM nif_device_count(ErlNifEnv *env, int argc,
+                                     const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  (void)argv;
+  uint32_t n = 0;
+  nxv_status st = nxv_device_count(&n);
+  if (st == NXV_ERR_NO_DEVICE) return enif_make_uint(env, 0);
+  if (st != NXV_OK) return raise_status(env, st, "device_count");
+  return enif_make_uint(env, n);
+}
+
+static ERL_NIF_TERM nif_default_device_index(ErlNifEnv *env, int argc,
+                                             const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  (void)argv;
+  uint32_t i = 0;
+  nxv_status st = nxv_device_default_index(&i);
+  if (st != NXV_OK) return raise_status(env, st, "default device");
+  return enif_make_uint(env, i);
+}
+
+#define PUT(map, key, val) \
+  enif_make_map_put(env, map, mk_atom(env, key), val, &map)
+#define PUT_BOOL(map, key, b) PUT(map, key, (b) ? am_true : am_false)
+#define PUT_U64(map, key, v) PUT(map, key, enif_make_uint64(env, (ErlNifUInt64)(v)))
+
+static ERL_NIF_TERM info_map(ErlNifEnv *env, const nxv_device_info *i) {
+  static const char *types[] = {"other", "integrated_gpu", "discrete_gpu",
+                                "virtual_gpu", "cpu"};
+  ERL_NIF_TERM m = enif_make_new_map(env), f = enif_make_new_map(env),
+               l = enif_make_new_map(env);
+  char ver[32];
+  snprintf(ver, sizeof ver, "%u.%u.%u", i->api_version >> 22,
+           (i->api_version >> 12) & 0x3ffu, i->api_version & 0xfffu);
+  PUT_U64(m, "index", i->index);
+  PUT(m, "name", mk_binary(env, i->name));
+  PUT(m, "type", mk_atom(env, types[(unsigned)i->type < 5 ? i->type : 0]));
+  PUT_U64(m, "vendor_id", i->vendor_id);
+  PUT_U64(m, "device_id", i->device_id);
+  PUT_U64(m, "driver_version", i->driver_version);
+  PUT(m, "driver_name", mk_binary(env, i->driver_name));
+  PUT(m, "driver_info", mk_binary(env, i->driver_info));
+  PUT(m, "api_version", mk_binary(env, ver));
+  PUT_BOOL(m, "usable", i->usable);
+  PUT_BOOL(f, "timeline_semaphore", i->timeline_semaphore);
+  PUT_BOOL(f, "float64", i->float64);
+  PUT_BOOL(f, "int64", i->int64);
+  PUT_BOOL(f, "int16", i->int16);
+  PUT_BOOL(f, "int8", i->int8);
+  PUT_BOOL(f, "float16", i->float16);
+  PUT_BOOL(f, "storage_8bit", i->storage_8bit);
+  PUT_BOOL(f, "storage_16bit", i->storage_16bit);
+  PUT_BOOL(f, "buffer_device_address", i->buffer_device_address);
+  PUT_BOOL(f, "push_descriptor", i->push_descriptor);
+  PUT_BOOL(f, "memory_budget", i->memory_budget);
+  PUT_BOOL(f, "cooperative_matrix", i->cooperative_matrix);
+  PUT_BOOL(f, "pipeline_creation_feedback", i->pipeline_creation_feedback);
+  PUT_U64(f, "subgroup_size", i->subgroup_size);
+  PUT_U64(f, "subgroup_min_size", i->subgroup_min_size);
+  PUT_U64(f, "subgroup_max_size", i->subgroup_max_size);
+  PUT_U64(l, "max_push_constants_size", i->max_push_constants_size);
+  PUT_U64(l, "max_storage_buffer_range", i->max_storage_buffer_range);
+  PUT_U64(l, "max_memory_allocation_size", i->max_memory_allocation_size);
+  PUT_U64(l, "max_buffer_size", i->max_buffer_size);
+  PUT_U64(l, "max_workgroup_invocations", i->max_workgroup_invocations);
+  PUT_U64(l, "max_shared_memory", i->max_shared_memory);
+  PUT_U64(l, "device_local_heap_size", i->device_local_heap_size);
+  PUT_U64(l, "queue_family", i->queue_family);
+  PUT_BOOL(l, "compute_only_queue", i->compute_only_queue);
+  PUT(m, "features", f);
+  PUT(m, "limits", l);
+  return m;
+}
+
+static ERL_NIF_TERM nif_device_info(ErlNifEnv *env, int argc,
+                                    const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  unsigned index;
+  if (!enif_get_uint(env, argv[0], &index))
+    return raise_argument(env, "device_info: index must be a non-negative integer");
+  nxv_device_info info;
+  nxv_status st = nxv_device_query(index, &info);
+  if (st == NXV_ERR_NO_DEVICE)
+    return raise_argument(env, "device_info: %s", nxv_last_error());
+  if (st != NXV_OK) return raise_status(env, st, "device_info");
+  return info_map(env, &info);
+}
+
+static bool opt_u64(ErlNifEnv *env, ERL_NIF_TERM map, const char *key,
+                    uint64_t *out, bool *bad) {
+  ERL_NIF_TERM v;
+  if (!enif_get_map_value(env, map, mk_atom(env, key), &v)) return false;
+  ErlNifUInt64 u;
+  if (!enif_get_uint64(env, v, &u)) {
+    *bad = true;
+    return false;
+  }
+  *out = (uint64_t)u;
+  return true;
+}
+
+static bool opt_bool(ErlNifEnv *env, ERL_NIF_TERM map, const char *key,
+                     bool *out, bool *bad) {
+  ERL_NIF_TERM v;
+  if (!enif_get_map_value(env, map, mk_atom(env, key), &v)) return false;
+  if (enif_is_identical(v, am_true)) *out = true;
+  else if (enif_is_identical(v, am_false)) *out = false;
+  else *bad = true;
+  return true;
+}
+
+/* open_device(index, opts): dirty IO (creates the Vulkan device, loads the
+ * pipeline cache). */
+static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
+                                    const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int index;
+  if (!enif_get_int(env, argv[0], &index) || index < -1)
+    return raise_argument(env, "open_device: index must be an integer >= -1");
+  if (!enif_is_map(env, argv[1]))
+    return raise_argument(env, "open_device: options must be a map");
+  uint32_t count = 0;
+  if (index >= 0 && (nxv_device_count(&count) != NXV_OK || (uint32_t)index >= count))
+    return raise_argument(env, "open_device: no Vulkan device %d (%u present)",
+                          index, count);
+  nxv_device_config cfg = {0};
+  bool bad = false;
+  uint64_t v;
+  char cache_dir[512];
+  if (opt_u64(env, argv[1], "max_batch_nodes", &v, &bad)) cfg.max_batch_nodes = (uint32_t)v;
+  if (opt_u64(env, argv[1], "idle_flush_us", &v, &bad)) cfg.idle_flush_us = (uint32_t)v;
+  if (opt_u64(env, argv[1], "wait_spin_us", &v, &bad)) cfg.wait_spin_us = (uint32_t)v;
+  if (opt_u64(env, argv[1], "ring_capacity", &v, &bad)) cfg.ring_capacity = (uint32_t)v;
+  if (opt_u64(env, argv[1], "staging_bytes", &v, &bad)) cfg.staging_bytes = v;
+  if (opt_u64(env, argv[1], "arena_bytes", &v, &bad)) cfg.arena_bytes = v;
+  if (opt_u64(env, argv[1], "pool_limit_bytes", &v, &bad)) cfg.pool_limit_bytes = v;
+  if (opt_u64(env, argv[1], "max_batch_cost", &v, &bad)) cfg.max_batch_cost = v;
+  opt_bool(env, argv[1], "disable_disk_cache", &cfg.disable_disk_cache, &bad);
+  opt_bool(env, argv[1], "poison_outputs", &cfg.poison_outputs, &bad);
+  ERL_NIF_TERM dir;
+  if (enif_get_map_value(env, argv[1], mk_atom(env, "cache_dir"), &dir)) {
+    ErlNifBinary b;
+    if (!enif_inspect_binary(env, dir, &b) || b.size >= sizeof cache_dir ||
+        memchr(b.data, 0, b.size))
+      bad = true;
+    else {
+      memcpy(cache_dir, b.data, b.size);
+      cache_dir[b.size] = 0;
+      cfg.cache_dir = cache_dir;
+    }
+  }
+  if (bad)
+    return raise_argument(env, "open_device: an option has the wrong type "
+                               "(integers >= 0, booleans, cache_dir a binary)");
+  nxv_device *d;
+  nxv_status st = nxv_device_open(index, &cfg, &d);
+  if (st != NXV_OK) return raise_status(env, st, "open_device");
+  dev_res *r = enif_alloc_resource(DEV_RES, sizeof *r);
+  if (!r) {
+    nxv_device_release(d);
+    return raise_argument(env, "out of memory allocating a device resource");
+  }
+  nxv_device_info info;
+  nxv_device_info_get(d, &info);
+  r->dev = d;
+  r->index = (int32_t)info.index;
+  ERL_NIF_TERM term = enif_make_resource(env, r);
+  enif_release_resource(r);
+  return term;
+}
+
+static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
+                                     const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "stats: expected a device");
+  nxv_stats s;
+  nxv_status st = nxv_device_stats(r->dev, &s);
+  if (st != NXV_OK) return raise_status(env, st, "stats");
+  ERL_NIF_TERM m = enif_make_new_map(env);
+  PUT_U64(m, "device", r->index);
+  PUT_U64(m, "pool_bytes_reserved", s.pool_bytes_reserved);
+  PUT_U64(m, "pool_bytes_in_use", s.pool_bytes_in_use);
+  PUT_U64(m, "pool_bytes_peak", s.pool_bytes_peak);
+  PUT_U64(m, "pool_hits", s.pool_hits);
+  PUT_U64(m, "pool_misses", s.pool_misses);
+  PUT_U64(m, "pool_allocations", s.pool_allocations);
+  PUT_U64(m, "pool_frees", s.pool_frees);
+  PUT_U64(m, "pool_trims", s.pool_trims);
+  PUT_U64(m, "pool_live_buffers", s.pool_live_buffers);
+  PUT_U64(m, "staging_bytes", s.staging_bytes);
+  PUT_U64(m, "staging_dedicated", s.staging_dedicated);
+  PUT_U64(m, "ops_enqueued", s.ops_enqueued);
+  PUT_U64(m, "ops_completed", s.ops_completed);
+  PUT_U64(m, "submits", s.submits);
+  PUT_U64(m, "barriers", s.barriers);
+  PUT_U64(m, "epoch_submitted", s.epoch_submitted);
+  PUT_U64(m, "epoch_completed", s.epoch_completed);
+  PUT_U64(m, "ring_full_waits", s.ring_full_waits);
+  PUT_U64(m, "pipeline_hits", s.pipeline_hits);
+  PUT_U64(m, "pipeline_misses", s.pipeline_misses);
+  PUT_U64(m, "pipeline_disk_hits", s.pipeline_disk_hits);
+  PUT_U64(m, "pipelines", s.pipelines);
+  PUT_BOOL(m, "cache_file_loaded", s.cache_file_loaded);
+  PUT_BOOL(m, "cache_file_rejected", s.cache_file_rejected);
+  PUT(m, "cache_reject_reason", mk_binary(env, s.cache_reject_reason));
+  PUT(m, "cache_path", mk_binary(env, s.cache_path));
+  return m;
+}
+
+static ERL_NIF_TERM nif_synchronize(ErlNifEnv *env, int argc,
+                                    const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "synchronize: expected a device");
+  nxv_status st = nxv_device_synchronize(r->dev);
+  if (st != NXV_OK) return raise_status(env, st, "synchronize");
+  return am_ok;
+}
+
+static ERL_NIF_TERM nif_device_status(ErlNifEnv *env, int argc,
+                                      const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "device_status: expected a device");
+  const char *msg = NULL;
+  nxv_status st = nxv_device_status(r->dev, &msg);
+  if (st == NXV_OK) return am_ok;
+  unsigned idx = (unsigned)st < sizeof kStatusAtoms / sizeof kStatusAtoms[0]
+                     ? (unsigned)st : 7;
+  return enif_make_tuple2(env, mk_atom(env, kStatusAtoms[idx]),
+                          mk_binary(env, msg ? msg : ""));
+}
+
+static ERL_NIF_TERM nif_trim(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "trim: expected a device");
+  nxv_device_trim(r->dev);
+  return am_ok;
+}
+
+static ERL_NIF_TERM nif_save_pipeline_cache(ErlNifEnv *env, int argc,
+                                            const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  if (!get_dev(env, argv[0], &r))
+    return raise_argument(env, "save_pipeline_cache: expected a device");
+  nxv_status st = nxv_device_save_pipeline_cache(r->dev);
+  if (st != NXV_OK) return raise_status(env, st, "save_pipeline_cache");
+  return am_ok;
+}
+
+static ERL_NIF_TERM nif_inject_fault(ErlNifEnv *env, int argc,
+                                     const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "inject_fault: expected a device");
+  if (enif_is_identical(argv[1], mk_atom(env, "device_lost")))
+    nxv_device_inject_fault(r->dev, NXV_ERR_DEVICE_LOST);
+  else if (enif_is_identical(argv[1], mk_atom(env, "submit_failed")))
+    nxv_device_inject_fault(r->dev, NXV_ERR_SUBMIT_FAILED);
+  else
+    return raise_argument(env, "inject_fault: expected :device_lost or :submit_failed");
+  return am_ok;
+}
+
+static ERL_NIF_TERM nif_supported(ErlNifEnv *env, int argc,
+                                  const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  nxv_dtype t;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "supported: expected a device");
+  if (!get_dtype(env, argv[3], &t)) return raise_argument(env, "supported: unknown type");
+  if (enif_is_identical(argv[1], am_binary)) {
+    int op = find_atom(argv[2], am_binops, NXV_BINARY_OP_COUNT);
+    return op >= 0 && nxv_binary_supported(r->dev, (nxv_binary_op)op, t) ? am_true : am_false;
+  }
+  if (enif_is_identical(argv[1], am_unary)) {
+    int op = find_atom(argv[2], am_unops, NXV_UNARY_OP_COUNT);
+    return op >= 0 && nxv_unary_supported(r->dev, (nxv_unary_op)op, t) ? am_true : am_false;
+  }
+  return raise_argument(env, "supported: kind must be :binary or :unary");
+}
+
+/* ------------------------------------------------------------------ */
+/* Tensors                                                             */
+/* ------------------------------------------------------------------ */
+
+static ERL_NIF_TERM nif_upload(ErlNifEnv *env, int argc,
+                               const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  nxv_dtype t;
+  ErlNifBinary bin;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "upload: expected a device");
+  if (!get_dtype(env, argv[1], &t)) return raise_argument(env, "upload: unknown type");
+  if (!enif_inspect_binary(env, argv[2], &bin))
+    return raise_argument(env, "upload: expected a binary");
+  size_t es = nxv_dtype_size(t);
+  if (bin.size % es)
+    return raise_argument(env, "upload: %zu bytes is not a whole number of %s elements",
+                          bin.size, nxv_dtype_name(t));
+  nxv_tensor *out;
+  nxv_status st = nxv_tensor_upload(r->dev, t, bin.size / es, bin.data, &out);
+  return op_result(env, st, out, "upload");
+}
+
+static ERL_NIF_TERM nif_download(ErlNifEnv *env, int argc,
+                                 const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  bool dead;
+  nxv_tensor *t = grab(env, argv[0], &dead);
+  if (!t) return bad_tensor(env, "download", dead);
+  ErlNifUInt64 off, count;
+  if (!enif_get_uint64(env, argv[1], &off) || !enif_get_uint64(env, argv[2], &count)) {
+    nxv_tensor_release(t);
+    return raise_argument(env, "download: offset and count must be non-negative integers");
+  }
+  uint64_t n = nxv_tensor_count(t);
+  if (off > n || count > n - off) {
+    nxv_tensor_release(t);
+    return raise_argument(env, "download: elements [%llu, %llu) of a tensor of %llu",
+                          (unsigned long long)off, (unsigned long long)(off + count),
+                          (unsigned long long)n);
+  }
+  size_t es = nxv_dtype_size(nxv_tensor_dtype(t));
+  ErlNifBinary bin;
+  if (!enif_alloc_binary(count * es, &bin)) {
+    nxv_tensor_release(t);
+    return raise_argument(env, "download: cannot allocate %llu bytes",
+                          (unsigned long long)(count * es));
+  }
+  nxv_status st = nxv_tensor_download(t, off, count, bin.data);
+  nxv_tensor_release(t);
+  if (st != NXV_OK) {
+    enif_release_binary(&bin);
+    return raise_status(env, st, "download");
+  }
+  return enif_make_binary(env, &bin);
+}
+
+static ERL_NIF_TERM nif_deallocate(ErlNifEnv *env, int argc,
+                                   const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  tensor_res *r;
+  if (!enif_get_resource(env, argv[0], TENSOR_RES, (void **)&r))
+    return raise_argument(env, "deallocate: expected a Nx.Vulkan tensor");
+  nxv_tensor *t = atomic_exchange(&r->t, NULL);
+  if (!t) return am_already_deallocated;
+  /* Wait out calls that read the pointer before the exchange: they are
+   * between two atomics, never blocked. */
+  while (atomic_load(&r->users) != 0) {
+  }
+  nxv_tensor_release(t);
+  return am_ok;
+}
+
+static ERL_NIF_TERM nif_tensor_info(ErlNifEnv *env, int argc,
+                                    const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  bool dead;
+  nxv_tensor *t = grab(env, argv[0], &dead);
+  if (!t) return bad_tensor(env, "tensor_info", dead);
+  ERL_NIF_TERM res = enif_make_tuple2(env, am_types[nxv_tensor_dtype(t)],
+                                      enif_make_uint64(env, nxv_tensor_count(t)));
+  nxv_tensor_release(t);
+  return res;
+}
+
+static ERL_NIF_TERM nif_copy(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  bool dead;
+  nxv_tensor *t = grab(env, argv[0], &dead);
+  if (!t) return bad_tensor(env, "copy", dead);
+  nxv_tensor *out;
+  nxv_status st = nxv_tensor_copy(t, &out);
+  nxv_tensor_release(t);
+  return op_result(env, st, out, "copy");
+}
+
+/* ------------------------------------------------------------------ */
+/* Ops                                                                 */
+/* ------------------------------------------------------------------ */
+
+static ERL_NIF_TERM nif_binary(ErlNifEnv *env, int argc,
+                               const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int op = find_atom(argv[0], am_binops, NXV_BINARY_OP_COUNT);
+  if (op < 0) return raise_argument(env, "binary: unknown op");
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank;
+  if (!get_int_list(env, argv[1], shape, &rank))
+    return raise_argument(env, "binary: shape must be a list of at most %d integers",
+                          NXV_MAX_RANK);
+  view_arg a, b;
+  ERL_NIF_TERM e = get_view(env, "binary operand a", argv + 2, rank, &a);
+  if (!enif_is_identical(e, am_ok)) return e;
+  e = get_view(env, "binary operand b", argv + 5, rank, &b);
+  if (!enif_is_identical(e, am_ok)) {
+    nxv_tensor_release(a.t);
+    return e;
+  }
+  nxv_view va = to_view(&a), vb = to_view(&b);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_binary(nxv_tensor_device(a.t), (nxv_binary_op)op, rank,
+                             shape, &va, &vb, &out);
+  nxv_tensor_release(a.t);
+  nxv_tensor_release(b.t);
+  return op_result(env, st, out, kBinaryAtoms[op]);
+}
+
+static ERL_NIF_TERM nif_unary(ErlNifEnv *env, int argc,
+                              const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int op = find_atom(argv[0], am_unops, NXV_UNARY_OP_COUNT);
+  if (op < 0) return raise_argument(env, "unary: unknown op");
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank;
+  if (!get_int_list(env, argv[1], shape, &rank))
+    return raise_argument(env, "unary: shape must be a list of at most %d integers",
+                          NXV_MAX_RANK);
+  view_arg a;
+  ERL_NIF_TERM e = get_view(env, "unary operand", argv + 2, rank, &a);
+  if (!enif_is_identical(e, am_ok)) return e;
+  nxv_view va = to_view(&a);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_unary(nxv_tensor_device(a.t), (nxv_unary_op)op, rank,
+                            shape, &va, &out);
+  nxv_tensor_release(a.t);
+  return op_result(env, st, out, kUnaryAtoms[op]);
+}
+
+static ERL_NIF_TERM nif_convert(ErlNifEnv *env, int argc,
+                                const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  nxv_dtype t;
+  if (!get_dtype(env, argv[0], &t)) return raise_argument(env, "convert: unknown type");
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank;
+  if (!get_int_list(env, argv[1], shape, &rank))
+    return raise_argument(env, "convert: shape must be a list of at most %d integers",
+                          NXV_MAX_RANK);
+  view_arg a;
+  ERL_NIF_TERM e = get_view(env, "convert operand", argv + 2, rank, &a);
+  if (!enif_is_identical(e, am_ok)) return e;
+  nxv_view va = to_view(&a);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_convert(nxv_tensor_device(a.t), t, rank, shape, &va, &out);
+  nxv_tensor_release(a.t);
+  return op_result(env, st, out, "as_type");
+}
+
+static ERL_NIF_TERM nif_reduce(ErlNifEnv *env, int argc,
+                               const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int op = find_atom(argv[0], am_redops, NXV_REDUCE_OP_COUNT);
+  if (op < 0) return raise_argument(env, "reduce: unknown op");
+  int64_t shape[NXV_MAX_RANK], axes[NXV_MAX_RANK];
+  unsigned rank, naxes;
+  if (!get_int_list(env, argv[1], shape, &rank))
+    return raise_argument(env, "reduce: shape must be a list of at most %d integers",
+                          NXV_MAX_RANK);
+  if (!get_int_list(env, argv[5], axes, &naxes))
+    return raise_argument(env, "reduce: axes must be a list of integers");
+  uint32_t mask = 0;
+  for (unsigned i = 0; i < naxes; i++) {
+    if (axes[i] < 0 || axes[i] >= (int64_t)rank)
+      return raise_argument(env, "reduce: axis %lld out of rank %u",
+                            (long long)axes[i], rank);
+    mask |= 1u << axes[i];
+  }
+  view_arg a;
+  ERL_NIF_TERM e = get_view(env, "reduce operand", argv + 2, rank, &a);
+  if (!enif_is_identical(e, am_ok)) return e;
+  nxv_view va = to_view(&a);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_reduce(nxv_tensor_device(a.t), (nxv_reduce_op)op, rank,
+                             shape, &va, mask, &out);
+  nxv_tensor_release(a.t);
+  return op_result(env, st, out, kReduceAtoms[op]);
+}
+
+static ERL_NIF_TERM nif_transpose(ErlNifEnv *env, int argc,
+                                  const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int64_t shape[NXV_MAX_RANK], perm64[NXV_MAX_RANK];
+  unsigned rank, nperm;
+  if (!get_int_list(env, argv[0], shape, &rank))
+    return raise_argument(env, "transpose: shape must be a list of at most %d integers",
+                          NXV_MAX_RANK);
+  if (!get_int_list(env, argv[2], perm64, &nperm) || nperm != rank)
+    return raise_argument(env, "transpose: axes must be a list of %u integers", rank);
+  uint32_t perm[NXV_MAX_RANK];
+  for (unsigned i = 0; i < rank; i++) {
+    if (perm64[i] < 0 || perm64[i] >= (int64_t)rank)
+      return raise_argument(env, "transpose: axis %lld out of rank %u",
+                            (long long)perm64[i], rank);
+    perm[i] = (uint32_t)perm64[i];
+  }
+  bool dead;
+  nxv_tensor *t = grab(env, argv[1], &dead);
+  if (!t) return bad_tensor(env, "transpose", dead);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_transpose(nxv_tensor_device(t), rank, shape, t, perm, &out);
+  nxv_tensor_release(t);
+  return op_result(env, st, out, "transpose");
+}
+
+static ERL_NIF_TERM nif_matmul(ErlNifEnv *env, int argc,
+                               const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  ErlNifUInt64 dims[4];
+  for (int i = 0; i < 4; i++)
+    if (!enif_get_uint64(env, argv[i], &dims[i]))
+      return raise_argument(env, "matmul: batch, m, n, k must be non-negative integers");
+  int64_t as[NXV_MAX_RANK], bs[NXV_MAX_RANK], aoff, boff;
+  unsigned na, nb;
+  if (!get_i64(env, argv[5], &aoff) || !get_i64(env, argv[8], &boff))
+    return raise_argument(env, "matmul: offsets must be integers");
+  if (!get_int_list(env, argv[6], as, &na) || na != 3 ||
+      !get_int_list(env, argv[9], bs, &nb) || nb != 3)
+    return raise_argument(env, "matmul: strides must be lists of 3 integers");
+  bool dead;
+  nxv_tensor *a = grab(env, argv[4], &dead);
+  if (!a) return bad_tensor(env, "matmul operand a", dead);
+  nxv_tensor *b = grab(env, argv[7], &dead);
+  if (!b) {
+    nxv_tensor_release(a);
+    return bad_tensor(env, "matmul operand b", dead);
+  }
+  nxv_matmul_desc m = {.batch = dims[0], .m = dims[1], .n = dims[2], .k = dims[3],
+                       .a = a, .a_offset = aoff, .a_strides = {as[0], as[1], as[2]},
+                       .b = b, .b_offset = boff, .b_strides = {bs[0], bs[1], bs[2]}};
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_matmul(nxv_tensor_device(a), &m, &out);
+  nxv_tensor_release(a);
+  nxv_tensor_release(b);
+  return op_result(env, st, out, "dot");
+}
+
+static ERL_NIF_TERM nif_fill(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  nxv_dtype t;
+  ErlNifUInt64 count;
+  ErlNifBinary v;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "fill: expected a device");
+  if (!get_dtype(env, argv[1], &t)) return raise_argument(env, "fill: unknown type");
+  if (!enif_get_uint64(env, argv[2], &count))
+    return raise_argument(env, "fill: count must be a non-negative integer");
+  if (!enif_inspect_binary(env, argv[3], &v) || v.size != nxv_dtype_size(t))
+    return raise_argument(env, "fill: value must be a binary of one %s element (%zu bytes)",
+                          nxv_dtype_name(t), nxv_dtype_size(t));
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_fill(r->dev, t, count, v.data, &out);
+  return op_result(env, st, out, "fill");
+}
+
+static ERL_NIF_TERM nif_iota(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  nxv_dtype t;
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank, axis;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "iota: expected a device");
+  if (!get_dtype(env, argv[1], &t)) return raise_argument(env, "iota: unknown type");
+  if (!get_int_list(env, argv[2], shape, &rank))
+    return raise_argument(env, "iota: shape must be a list of at most %d integers",
+                          NXV_MAX_RANK);
+  if (!enif_get_uint(env, argv[3], &axis))
+    return raise_argument(env, "iota: axis must be a non-negative integer");
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_iota(r->dev, t, rank, shape, axis, &out);
+  return op_result(env, st, out, "iota");
+}
+
+/* ------------------------------------------------------------------ */
+/* Load                                                                */
+/* ------------------------------------------------------------------ */
+
+static void dev_dtor(ErlNifEnv *env, void *obj) {
+  (void)env;
+  dev_res *r = obj;
+  if (r->dev) nxv_device_release(r->dev);
+}
+
+static void tensor_dtor(ErlNifEnv *env, void *obj) {
+  (void)env;
+  tensor_res *r = obj;
+  nxv_tensor *t = atomic_exchange(&r->t, NULL);
+  if (t) nxv_tensor_release(t);
+}
+
+static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
+  (void)priv;
+  (void)info;
+  ErlNifResourceFlags flags = ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER;
+  DEV_RES = enif_open_resource_type(env, NULL, "nx_vulkan_device", dev_dtor, flags, NULL);
+  TENSOR_RES = enif_open_resource_type(env, NULL, "nx_vulkan_tensor", tensor_dtor, flags, NULL);
+  if (!DEV_RES || !TENSOR_RES) return 1;
+  am_ok = enif_make_atom(env, "ok");
+  am_nil = enif_make_atom(env, "nil");
+  am_true = enif_make_atom(env, "true");
+  am_false = enif_make_atom(env, "false");
+  am_error = enif_make_atom(env, "error");
+  am_already_deallocated = enif_make_atom(env, "already_deallocated");
+  am_struct = enif_make_atom(env, "__struct__");
+  am_exception = enif_make_atom(env, "__exception__");
+  am_message = enif_make_atom(env, "message");
+  am_status = enif_make_atom(env, "status");
+  am_argument_error = enif_make_atom(env, "Elixir.ArgumentError");
+  am_vulkan_error = enif_make_atom(env, "Elixir.Nx.Vulkan.Error");
+  am_binary = enif_make_atom(env, "binary");
+  am_unary = enif_make_atom(env, "unary");
+  for (int i = 0; i < NXV_DTYPE_COUNT; i++)
+    am_types[i] = enif_make_atom(env, nxv_dtype_name((nxv_dtype)i));
+  for (int i = 0; i < NXV_BINARY_OP_COUNT; i++)
+    am_binops[i] = enif_make_atom(env, kBinaryAtoms[i]);
+  for (int i = 0; i < NXV_UNARY_OP_COUNT; i++)
+    am_unops[i] = enif_make_atom(env, kUnaryAtoms[i]);
+  for (int i = 0; i < NXV_REDUCE_OP_COUNT; i++)
+    am_redops[i] = enif_make_atom(env, kReduceAtoms[i]);
+  return 0;
+}
+
+static int upgrade(ErlNifEnv *env, void **priv, void **old, ERL_NIF_TERM info) {
+  (void)old;
+  return load(env, priv, info);
+}
+
+static ErlNifFunc funcs[] = {
+    {"device_count", 0, nif_device_count, 0},
+    {"default_device_index", 0, nif_default_device_index, 0},
+    {"device_info", 1, nif_device_info, 0},
+    {"open_device", 2, nif_open_device, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"device_stats", 1, nif_device_stats, 0},
+    {"synchronize", 1, nif_synchronize, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"device_status", 1, nif_device_status, 0},
+    {"trim", 1, nif_trim, 0},
+    {"save_pipeline_cache", 1, nif_save_pipeline_cache, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"inject_fault", 2, nif_inject_fault, 0},
+    {"supported", 4, nif_supported, 0},
+    {"upload", 3, nif_upload, 0},
+    {"upload_dirty", 3, nif_upload, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"download", 3, nif_download, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"deallocate", 1, nif_deallocate, 0},
+    {"tensor_info", 1, nif_tensor_info, 0},
+    {"copy", 1, nif_copy, 0},
+    {"binary", 8, nif_binary, 0},
+    {"unary", 5, nif_unary, 0},
+    {"convert", 5, nif_convert, 0},
+    {"reduce", 6, nif_reduce, 0},
+    {"transpose", 3, nif_transpose, 0},
+    {"matmul", 10, nif_matmul, 0},
+    {"fill", 4, nif_fill, 0},
+    {"iota", 4, nif_iota, 0},
+};
+
+ERL_NIF_INIT(Elixir.Nx.Vulkan.NIF, funcs, load, NULL, upgrade, NULL)

@@ -1,0 +1,264 @@
+defmodule Nx.Vulkan.NIFTest do
+  # NIF-level tests: they need no Nx.
+  use ExUnit.Case, async: false
+
+  alias Nx.Vulkan.NIF
+
+  setup_all do
+    %{dev: Nx.Vulkan.device()}
+  end
+
+  defp f32(list), do: for(x <- list, into: <<>>, do: <<x::float-32-native>>)
+  defp s32(list), do: for(x <- list, into: <<>>, do: <<x::signed-32-native>>)
+  defp to_f32(bin), do: for(<<x::float-32-native <- bin>>, do: x)
+  defp to_s32(bin), do: for(<<x::signed-32-native <- bin>>, do: x)
+
+  test "devices are listed and described" do
+    assert NIF.device_count() >= 1
+    [info | _] = Nx.Vulkan.devices()
+    assert %{name: name, type: type, usable: true, features: f, limits: l} = info
+
+    assert is_binary(name) and
+             type in [:cpu, :discrete_gpu, :integrated_gpu, :virtual_gpu, :other]
+
+    assert f.timeline_semaphore and f.buffer_device_address
+    assert l.max_push_constants_size >= 128
+    assert_raise ArgumentError, ~r/device/, fn -> NIF.device_info(10_000) end
+    assert_raise ArgumentError, fn -> NIF.device_info(-1) end
+    assert_raise ArgumentError, ~r/no Vulkan device/, fn -> NIF.open_device(10_000, %{}) end
+    assert_raise ArgumentError, ~r/option/, fn -> NIF.open_device(-1, %{max_batch_nodes: -3}) end
+  end
+
+  test "upload and download round trip every type", %{dev: dev} do
+    for {type, size} <- [
+          s8: 1,
+          s16: 2,
+          s32: 4,
+          s64: 8,
+          u8: 1,
+          u16: 2,
+          u32: 4,
+          u64: 8,
+          f16: 2,
+          bf16: 2,
+          f32: 4,
+          f64: 8,
+          c64: 8,
+          c128: 16
+        ] do
+      bin = :crypto.strong_rand_bytes(size * 37)
+      t = NIF.upload(dev, type, bin)
+      assert NIF.tensor_info(t) == {type, 37}
+      assert NIF.download(t, 0, 37) == bin
+      assert NIF.download(t, 5, 3) == binary_part(bin, 5 * size, 3 * size)
+      assert NIF.download(t, 37, 0) == ""
+      big = NIF.upload_dirty(dev, type, bin)
+      assert NIF.download(NIF.copy(big), 0, 37) == bin
+    end
+  end
+
+  test "elementwise, convert, reduce, transpose, matmul, fill, iota", %{dev: dev} do
+    a = NIF.upload(dev, :f32, f32([1.0, 2.0, 3.0, 4.0, 5.0, 6.0]))
+    b = NIF.upload(dev, :f32, f32([10.0, 20.0, 30.0]))
+    # [2, 3] + broadcast row
+    c = NIF.binary(:add, [2, 3], a, 0, nil, b, 0, [0, 1])
+    assert to_f32(NIF.download(c, 0, 6)) == [11.0, 22.0, 33.0, 14.0, 25.0, 36.0]
+    n = NIF.unary(:negate, [2, 3], a, 0, nil)
+    assert to_f32(NIF.download(n, 0, 6)) == [-1.0, -2.0, -3.0, -4.0, -5.0, -6.0]
+    i = NIF.convert(:s32, [2, 3], n, 0, nil)
+    assert to_s32(NIF.download(i, 0, 6)) == [-1, -2, -3, -4, -5, -6]
+    s = NIF.reduce(:sum, [2, 3], a, 0, nil, [1])
+    assert to_f32(NIF.download(s, 0, 2)) == [6.0, 15.0]
+    t = NIF.transpose([2, 3], a, [1, 0])
+    assert to_f32(NIF.download(t, 0, 6)) == [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
+    # [2,3] x [3,1]
+    m = NIF.matmul(1, 2, 1, 3, a, 0, [0, 3, 1], b, 0, [0, 1, 1])
+    assert to_f32(NIF.download(m, 0, 2)) == [140.0, 320.0]
+    f = NIF.fill(dev, :s32, 5, s32([7]))
+    assert to_s32(NIF.download(f, 0, 5)) == [7, 7, 7, 7, 7]
+    io = NIF.iota(dev, :s32, [2, 3], 1)
+    assert to_s32(NIF.download(io, 0, 6)) == [0, 1, 2, 0, 1, 2]
+    # reversed view: negative strides with an offset
+    r = NIF.unary(:copy, [6], a, 5, [-1])
+    assert to_f32(NIF.download(r, 0, 6)) == [6.0, 5.0, 4.0, 3.0, 2.0, 1.0]
+    assert NIF.supported(dev, :binary, :add, :f32)
+    refute NIF.supported(dev, :binary, :add, :u8)
+    refute NIF.supported(dev, :unary, :bitwise_not, :f32)
+  end
+
+  test "bad arguments raise ArgumentError and change nothing", %{dev: dev} do
+    a = NIF.upload(dev, :f32, f32([1.0, 2.0, 3.0]))
+    assert_raise ArgumentError, ~r/unknown type/, fn -> NIF.upload(dev, :f33, <<>>) end
+    assert_raise ArgumentError, ~r/whole number/, fn -> NIF.upload(dev, :f32, <<1, 2, 3>>) end
+    assert_raise ArgumentError, ~r/expected a device/, fn -> NIF.upload(a, :f32, <<>>) end
+    assert_raise ArgumentError, ~r/expected a Nx.Vulkan tensor/, fn -> NIF.download(dev, 0, 1) end
+    assert_raise ArgumentError, ~r/elements/, fn -> NIF.download(a, 2, 2) end
+    assert_raise ArgumentError, fn -> NIF.download(a, -1, 1) end
+
+    assert_raise ArgumentError, ~r/unknown op/, fn ->
+      NIF.binary(:nope, [3], a, 0, nil, a, 0, nil)
+    end
+
+    assert_raise ArgumentError, ~r/shape/, fn -> NIF.unary(:negate, :foo, a, 0, nil) end
+
+    assert_raise ArgumentError, ~r/shape/, fn ->
+      NIF.unary(:negate, Enum.to_list(1..17), a, 0, nil)
+    end
+
+    assert_raise ArgumentError, ~r/reaches elements/, fn -> NIF.unary(:negate, [3], a, 1, nil) end
+    assert_raise ArgumentError, ~r/reaches elements/, fn -> NIF.unary(:negate, [3], a, 0, [5]) end
+    assert_raise ArgumentError, ~r/strides/, fn -> NIF.unary(:negate, [3], a, 0, [1, 1]) end
+
+    assert_raise ArgumentError, ~r/elements/, fn ->
+      NIF.unary(:negate, [4_000_000_000, 4_000_000_000], a, 0, nil)
+    end
+
+    assert_raise ArgumentError, fn -> NIF.unary(:negate, [Bitwise.bsl(1, 70)], a, 0, nil) end
+
+    assert_raise ArgumentError, ~r/not implemented for f32/, fn ->
+      NIF.unary(:bitwise_not, [3], a, 0, nil)
+    end
+
+    assert_raise ArgumentError, ~r/u8/, fn ->
+      u = NIF.upload(dev, :u8, <<1, 2, 3>>)
+      NIF.binary(:add, [3], u, 0, nil, u, 0, nil)
+    end
+
+    assert_raise ArgumentError, ~r/axis/, fn -> NIF.reduce(:sum, [3], a, 0, nil, [1]) end
+    assert_raise ArgumentError, ~r/permutation/, fn -> NIF.transpose([3, 1], a, [0, 0]) end
+    assert_raise ArgumentError, ~r/one f32 element/, fn -> NIF.fill(dev, :f32, 3, <<1>>) end
+
+    assert_raise ArgumentError, ~r/matmul/, fn ->
+      NIF.matmul(1, 2, 2, 2, a, 0, [0, 2, 1], a, 0, [0, 2, 1])
+    end
+
+    assert_raise ArgumentError, fn ->
+      NIF.matmul(-1, 2, 2, 2, a, 0, [0, 2, 1], a, 0, [0, 2, 1])
+    end
+
+    assert to_f32(NIF.download(a, 0, 3)) == [1.0, 2.0, 3.0]
+    assert NIF.device_status(dev) == :ok
+  end
+
+  test "deallocate is idempotent and later use raises", %{dev: dev} do
+    a = NIF.upload(dev, :s32, s32([1, 2, 3]))
+    b = NIF.binary(:add, [3], a, 0, nil, a, 0, nil)
+    assert NIF.deallocate(a) == :ok
+    assert NIF.deallocate(a) == :already_deallocated
+    assert_raise ArgumentError, ~r/deallocated/, fn -> NIF.download(a, 0, 1) end
+
+    assert_raise ArgumentError, ~r/deallocated/, fn ->
+      NIF.binary(:add, [3], a, 0, nil, a, 0, nil)
+    end
+
+    # b was queued before a was freed: its input stays alive until done
+    assert to_s32(NIF.download(b, 0, 3)) == [2, 4, 6]
+  end
+
+  test "enqueue returns before the GPU finishes; only download waits", %{dev: dev} do
+    n = 160
+    x = NIF.upload(dev, :f32, f32(for i <- 1..(n * n), do: rem(i, 5) * 0.01))
+    before = NIF.device_stats(dev)
+
+    last =
+      Enum.reduce(1..40, x, fn _, acc ->
+        NIF.matmul(1, n, n, n, acc, 0, [0, n, 1], x, 0, [0, n, 1])
+      end)
+
+    queued = NIF.device_stats(dev)
+    assert queued.ops_enqueued - before.ops_enqueued >= 40
+    assert queued.ops_completed - before.ops_completed < 40
+    <<_::binary-size(4)>> = NIF.download(last, 0, 1)
+    assert NIF.synchronize(dev) == :ok
+    done = NIF.device_stats(dev)
+    assert done.ops_completed - before.ops_completed >= 40
+  end
+
+  test "64 processes run their own chains on one device exactly", %{dev: dev} do
+    one = NIF.upload(dev, :s32, s32(List.duplicate(1, 16)))
+
+    results =
+      1..64
+      |> Task.async_stream(
+        fn p ->
+          x0 = NIF.upload(dev, :s32, s32(for i <- 1..16, do: p * 1000 + i))
+          steps = 100 + p
+
+          x =
+            Enum.reduce(1..steps, x0, fn _, acc ->
+              NIF.binary(:add, [16], acc, 0, nil, one, 0, nil)
+            end)
+
+          to_s32(NIF.download(x, 0, 16)) == for(i <- 1..16, do: p * 1000 + i + steps)
+        end,
+        max_concurrency: 64,
+        timeout: 120_000
+      )
+      |> Enum.map(fn {:ok, ok} -> ok end)
+
+    assert Enum.all?(results)
+  end
+
+  test "stats report pool, queue and pipeline counters", %{dev: dev} do
+    s = NIF.device_stats(dev)
+
+    for k <- [
+          :pool_bytes_reserved,
+          :pool_bytes_in_use,
+          :pool_bytes_peak,
+          :pool_hits,
+          :pool_misses,
+          :pool_allocations,
+          :pool_frees,
+          :ops_enqueued,
+          :ops_completed,
+          :submits,
+          :barriers,
+          :pipeline_hits,
+          :pipeline_misses,
+          :pipelines
+        ] do
+      assert is_integer(Map.fetch!(s, k)), "#{k}"
+    end
+
+    assert is_boolean(s.cache_file_loaded)
+    assert Nx.Vulkan.stats() |> is_map()
+    assert Nx.Vulkan.synchronize() == :ok
+    assert Nx.Vulkan.trim() == :ok
+  end
+
+  test "a failed device raises Nx.Vulkan.Error everywhere, a new context works" do
+    dev = NIF.open_device(-1, %{disable_disk_cache: true})
+    a = NIF.upload(dev, :f32, f32([1.0, 2.0]))
+    :ok = NIF.synchronize(dev)
+    :ok = NIF.inject_fault(dev, :device_lost)
+    b = NIF.unary(:negate, [2], a, 0, nil)
+
+    err = assert_raise Nx.Vulkan.Error, fn -> NIF.download(b, 0, 2) end
+    assert err.status == :device_lost
+    assert err.message =~ "injected"
+    assert {:device_lost, msg} = NIF.device_status(dev)
+    assert msg =~ "injected"
+    assert_raise Nx.Vulkan.Error, ~r/injected/, fn -> NIF.unary(:negate, [2], a, 0, nil) end
+    assert_raise Nx.Vulkan.Error, fn -> NIF.synchronize(dev) end
+
+    fresh = NIF.open_device(-1, %{disable_disk_cache: true})
+    c = NIF.upload(fresh, :f32, f32([1.0, 2.0]))
+    assert to_f32(NIF.download(NIF.unary(:negate, [2], c, 0, nil), 0, 2)) == [-1.0, -2.0]
+  end
+
+  test "fallback counters and policy" do
+    Nx.Vulkan.reset_fallbacks()
+    assert Nx.Vulkan.fallbacks() == %{}
+    :ok = Nx.Vulkan.Fallback.record!(:sort, "test")
+    assert Nx.Vulkan.fallbacks() == %{sort: 1}
+
+    assert_raise ArgumentError, ~r/sort.*host fallbacks are disabled/, fn ->
+      Nx.Vulkan.with_host_fallback(:raise, fn -> Nx.Vulkan.Fallback.record!(:sort, "test") end)
+    end
+
+    assert Nx.Vulkan.Fallback.mode() == :allow
+    assert Nx.Vulkan.fallbacks() == %{sort: 1}
+    Nx.Vulkan.reset_fallbacks()
+  end
+end

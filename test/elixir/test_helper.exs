@@ -1,0 +1,15 @@
+# Backend and conformance tests need Nx (NX_PATH or Hex); without it only
+# the NIF-level tests run and the rest are reported as excluded.
+exclude =
+  if Code.ensure_loaded?(Nx) do
+    []
+  else
+    IO.puts(
+      "Nx is not available (no Hex and NX_PATH unset): running the NIF-level " <>
+        "tests only; backend and Nx conformance tests (tag :nx) are skipped."
+    )
+
+    [:nx]
+  end
+
+ExUnit.start(exclude: exclude)
