@@ -28,6 +28,11 @@ defmodule NxVulkan.MixProject do
   # without either, the Nx-independent part builds alone and the Nx tests
   # are skipped.
   defp deps do
+    if System.get_env("NX_PATH") not in [nil, ""] and not Code.ensure_loaded?(Hex) do
+      # Offline: Nx's own Hex dependencies resolve to *_PATH checkouts.
+      Mix.SCM.prepend(NxVulkan.OfflineSCM)
+    end
+
     path_dep = fn app, var ->
       case System.get_env(var) do
         nil -> []
@@ -48,6 +53,64 @@ defmodule NxVulkan.MixProject do
         []
     end
   end
+end
+
+defmodule NxVulkan.OfflineSCM do
+  @moduledoc """
+  Resolves Hex-style dependencies (`{:complex, "~> 0.5"}`) of a local Nx
+  checkout on machines without Hex: the dependency `:app` is taken from the
+  path in the environment variable `APP_PATH` (e.g. `COMPLEX_PATH`).
+  Everything else is Mix's path SCM.
+  """
+  @behaviour Mix.SCM
+
+  defp env_path(app), do: System.get_env(String.upcase("#{app}_PATH"))
+
+  @impl true
+  def fetchable?, do: false
+
+  @impl true
+  def format(opts), do: Mix.SCM.Path.format(opts)
+
+  @impl true
+  def format_lock(opts), do: Mix.SCM.Path.format_lock(opts)
+
+  @impl true
+  def accepts_options(app, opts) do
+    path = env_path(app)
+    hex_style? = not Keyword.has_key?(opts, :path) and not Keyword.has_key?(opts, :git)
+    only = opts[:only]
+
+    cond do
+      not hex_style? ->
+        nil
+
+      path not in [nil, ""] ->
+        Mix.SCM.Path.accepts_options(app, Keyword.put(opts, :path, path))
+
+      # A dependency of another environment only (ex_doc for :docs): Mix
+      # drops it after resolution, it just needs a well-formed source.
+      only != nil and Mix.env() not in List.wrap(only) ->
+        unused = Path.join(System.tmp_dir!(), "nx_vulkan_unused_#{app}")
+        Mix.SCM.Path.accepts_options(app, Keyword.put(opts, :path, unused))
+
+      true ->
+        nil
+    end
+  end
+
+  @impl true
+  def checked_out?(opts), do: Mix.SCM.Path.checked_out?(opts)
+  @impl true
+  def lock_status(opts), do: Mix.SCM.Path.lock_status(opts)
+  @impl true
+  def equal?(opts1, opts2), do: Mix.SCM.Path.equal?(opts1, opts2)
+  @impl true
+  def managers(opts), do: Mix.SCM.Path.managers(opts)
+  @impl true
+  def checkout(opts), do: Mix.SCM.Path.checkout(opts)
+  @impl true
+  def update(opts), do: Mix.SCM.Path.update(opts)
 end
 
 defmodule Mix.Tasks.Compile.NxVulkanNif do
