@@ -58,16 +58,6 @@ static const char *kStatusAtoms[] = {
     "out_of_host_memory", "device_lost", "submit_failed", "vulkan_error",
     "no_device", "io_error"};
 
-static const char *kBinaryAtoms[NXV_BINARY_OP_COUNT] = {
-    "add", "subtract", "multiply", "divide", "max", "min", "pow",
-    "remainder", "quotient", "atan2", "bitwise_and", "bitwise_or",
-    "bitwise_xor", "left_shift", "right_shift"};
-static const char *kUnaryAtoms[NXV_UNARY_OP_COUNT] = {
-    "copy", "negate", "abs", "sign", "sqrt", "rsqrt", "exp", "log", "sin",
-    "cos", "tanh", "sigmoid", "floor", "ceil", "round", "bitwise_not",
-    "square"};
-static const char *kReduceAtoms[NXV_REDUCE_OP_COUNT] = {"sum", "product",
-                                                        "max", "min"};
 
 static ERL_NIF_TERM mk_atom(ErlNifEnv *env, const char *name) {
   ERL_NIF_TERM a;
@@ -655,7 +645,7 @@ static ERL_NIF_TERM nif_binary(ErlNifEnv *env, int argc,
                              shape, &va, &vb, &out);
   nxv_tensor_release(a.t);
   nxv_tensor_release(b.t);
-  return op_result(env, st, out, kBinaryAtoms[op]);
+  return op_result(env, st, out, nxv_binary_op_name((nxv_binary_op)op));
 }
 
 static ERL_NIF_TERM nif_unary(ErlNifEnv *env, int argc,
@@ -676,7 +666,7 @@ static ERL_NIF_TERM nif_unary(ErlNifEnv *env, int argc,
   nxv_status st = nxv_unary(nxv_tensor_device(a.t), (nxv_unary_op)op, rank,
                             shape, &va, &out);
   nxv_tensor_release(a.t);
-  return op_result(env, st, out, kUnaryAtoms[op]);
+  return op_result(env, st, out, nxv_unary_op_name((nxv_unary_op)op));
 }
 
 static ERL_NIF_TERM nif_convert(ErlNifEnv *env, int argc,
@@ -726,7 +716,7 @@ static ERL_NIF_TERM nif_reduce(ErlNifEnv *env, int argc,
   nxv_status st = nxv_reduce(nxv_tensor_device(a.t), (nxv_reduce_op)op, rank,
                              shape, &va, mask, &out);
   nxv_tensor_release(a.t);
-  return op_result(env, st, out, kReduceAtoms[op]);
+  return op_result(env, st, out, nxv_reduce_op_name((nxv_reduce_op)op));
 }
 
 static ERL_NIF_TERM nif_transpose(ErlNifEnv *env, int argc,
@@ -864,11 +854,11 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   for (int i = 0; i < NXV_DTYPE_COUNT; i++)
     am_types[i] = enif_make_atom(env, nxv_dtype_name((nxv_dtype)i));
   for (int i = 0; i < NXV_BINARY_OP_COUNT; i++)
-    am_binops[i] = enif_make_atom(env, kBinaryAtoms[i]);
+    am_binops[i] = enif_make_atom(env, nxv_binary_op_name((nxv_binary_op)i));
   for (int i = 0; i < NXV_UNARY_OP_COUNT; i++)
-    am_unops[i] = enif_make_atom(env, kUnaryAtoms[i]);
+    am_unops[i] = enif_make_atom(env, nxv_unary_op_name((nxv_unary_op)i));
   for (int i = 0; i < NXV_REDUCE_OP_COUNT; i++)
-    am_redops[i] = enif_make_atom(env, kReduceAtoms[i]);
+    am_redops[i] = enif_make_atom(env, nxv_reduce_op_name((nxv_reduce_op)i));
   return 0;
 }
 

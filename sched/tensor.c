@@ -41,8 +41,9 @@ nxv_dtype nxv_tensor_dtype(const nxv_tensor *t) { return t->dtype; }
 uint64_t nxv_tensor_count(const nxv_tensor *t) { return t->count; }
 nxv_device *nxv_tensor_device(const nxv_tensor *t) { return t->device; }
 
-nxv_status nxv_tensor_new(nxv_device *d, nxv_dtype dtype, uint64_t count,
-                          nxv_tensor **out) {
+/* A tensor handle with a pool buffer and no queued work. */
+static nxv_status tensor_alloc(nxv_device *d, nxv_dtype dtype, uint64_t count,
+                               nxv_tensor **out) {
   size_t es = nxv_dtype_size(dtype);
   if (!es) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
   if (count > UINT32_MAX)
@@ -62,6 +63,28 @@ nxv_status nxv_tensor_new(nxv_device *d, nxv_dtype dtype, uint64_t count,
   t->dtype = dtype;
   t->count = count;
   nxv_device_retain(d);
+  *out = t;
+  return NXV_OK;
+}
+
+/* Queues node, which writes t; releases t if that fails. */
+static nxv_status push_writer(nxv_device *d, nxv_node *n, nxv_tensor *t) {
+  n->nbufs = 1;
+  n->write_mask = 1;
+  n->bufs[0] = t->buf;
+  nxv_buffer_retain(t->buf);
+  n->dst = t->buf->vk;
+  n->dst_offset = t->buf->offset;
+  n->cost = t->count;
+  nxv_status st = nxv_sched_push(d->sched, n);
+  if (st != NXV_OK) nxv_tensor_release(t);
+  return st;
+}
+
+nxv_status nxv_tensor_new(nxv_device *d, nxv_dtype dtype, uint64_t count,
+                          nxv_tensor **out) {
+  nxv_tensor *t;
+  NXV_TRY(tensor_alloc(d, dtype, count, &t));
   if (d->config.poison_outputs) {
     nxv_node *n = nxv_node_new(0);
     if (!n) {
@@ -69,20 +92,9 @@ nxv_status nxv_tensor_new(nxv_device *d, nxv_dtype dtype, uint64_t count,
       return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "poison node");
     }
     n->kind = NXV_NODE_FILL;
-    n->nbufs = 1;
-    n->write_mask = 1;
-    n->bufs[0] = t->buf;
-    nxv_buffer_retain(t->buf);
-    n->dst = t->buf->vk;
-    n->dst_offset = t->buf->offset;
     n->bytes = t->buf->size;
     n->fill_pattern = 0xFFFFFFFFu;
-    n->cost = count;
-    st = nxv_sched_push(d->sched, n);
-    if (st != NXV_OK) {
-      nxv_tensor_release(t);
-      return st;
-    }
+    NXV_TRY(push_writer(d, n, t));
   }
   *out = t;
   return NXV_OK;
@@ -98,59 +110,30 @@ nxv_status nxv_tensor_upload(nxv_device *d, nxv_dtype dtype, uint64_t count,
                              const void *data, nxv_tensor **out) {
   if (!d || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL device or out_tensor");
   if (!data && count) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL data");
-  NXV_TRY(nxv_device_check(d));
-  size_t es = nxv_dtype_size(dtype);
-  if (!es) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
-  if (count > UINT32_MAX)
-    return nxv_fail(NXV_ERR_UNSUPPORTED,
-                    "tensor of %llu elements: at most 2^32-1 are supported",
-                    (unsigned long long)count);
-  uint64_t bytes = count * es;
+  nxv_tensor *t;
+  NXV_TRY(tensor_alloc(d, dtype, count, &t));
+  uint64_t bytes = count * nxv_dtype_size(dtype);
   nxv_node *n = nxv_node_new(0);
-  if (!n) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "upload node");
-  nxv_status st = NXV_OK;
+  if (!n) {
+    nxv_tensor_release(t);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "upload node");
+  }
   if (bytes) {
-    st = nxv_hostring_alloc(d->staging, bytes, 16, true, &n->staging);
+    nxv_status st = nxv_hostring_alloc(d->staging, bytes, 16, true, &n->staging);
     if (st != NXV_OK) {
-      free(n);
+      nxv_node_discard(n);
+      nxv_tensor_release(t);
       return st;
     }
     n->has_staging = true;
     n->staging_ring = d->staging;
     memcpy(n->staging.ptr, data, bytes);
   }
-  nxv_tensor *t = calloc(1, sizeof *t);
-  if (!t) {
-    nxv_node_discard(n);
-    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "tensor handle");
-  }
-  st = nxv_pool_alloc(d->pool, bytes, &t->buf);
-  if (st != NXV_OK) {
-    free(t);
-    nxv_node_discard(n);
-    return st;
-  }
-  atomic_init(&t->refs, 1);
-  t->device = d;
-  t->dtype = dtype;
-  t->count = count;
-  nxv_device_retain(d);
   n->kind = NXV_NODE_COPY;
-  n->nbufs = 1;
-  n->write_mask = 1;
-  n->bufs[0] = t->buf;
-  nxv_buffer_retain(t->buf);
   n->src = n->staging.buf;
   n->src_offset = n->staging.offset;
-  n->dst = t->buf->vk;
-  n->dst_offset = t->buf->offset;
   n->bytes = bytes;
-  n->cost = count;
-  st = nxv_sched_push(d->sched, n);
-  if (st != NXV_OK) {
-    nxv_tensor_release(t);
-    return st;
-  }
+  NXV_TRY(push_writer(d, n, t));
   *out = t;
   return NXV_OK;
 }
