@@ -1,4 +1,5 @@
 /* Tensor handles: creation, upload, download, device copy. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,6 +55,18 @@ static nxv_status tensor_alloc(nxv_device *d, nxv_dtype dtype, uint64_t count,
   nxv_tensor *t = calloc(1, sizeof *t);
   if (!t) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "tensor handle");
   nxv_status st = nxv_pool_alloc(d->pool, count * es, &t->buf);
+  if (st == NXV_ERR_OUT_OF_DEVICE_MEMORY) {
+    /* Buffers released by the caller may still be held by queued work:
+     * let it retire (their memory returns to the pool) and try once more.
+     * This is the one place a producer waits for the GPU, and only when
+     * device memory is exhausted. */
+    char first[512];
+    snprintf(first, sizeof first, "%s", nxv_last_error());
+    if (nxv_sched_synchronize(d->sched) == NXV_OK)
+      st = nxv_pool_alloc(d->pool, count * es, &t->buf);
+    if (st == NXV_ERR_OUT_OF_DEVICE_MEMORY)
+      nxv_fail(st, "%s (after waiting for queued work)", first);
+  }
   if (st != NXV_OK) {
     free(t);
     return st;

@@ -24,6 +24,49 @@ layout(push_constant, std430) uniform PC {
 
 #if T_KIND == KIND_FLOAT
 T nxv_nan() { return T(0.0) / T(0.0); }
+
+// x / y refined by one fma-based correction step, so the quotient is
+// correctly rounded in practice even where the driver divides through an
+// approximate reciprocal.
+T fdiv(T x, T y) {
+  T q = x / y;
+  if (!isinf(q) && !isnan(q) && q != T(0) && !isinf(y)) {
+    T r = fma(-q, y, x);
+    q = fma(r, T(1) / y, q);
+  }
+  return q;
+}
+
+#if T_BITS == 32
+// pow with the sign rules of C's pow: a negative base with an integer
+// exponent, zero bases, exact results for small integer exponents.
+T fpow(T x, T y) {
+  if (y == T(0)) return T(1);
+  if (isnan(x) || isnan(y)) return nxv_nan();
+  bool yint = floor(y) == y;
+  bool odd = yint && abs(y) < T(16777216) && mod(abs(y), T(2)) == T(1);
+  if (x == T(0)) {
+    T z = y > T(0) ? T(0) : T(1) / T(0);
+    return odd && (floatBitsToUint(x) >> 31) != 0u ? -z : z;  // -0 ** odd
+  }
+  if (x < T(0) && !yint && !isinf(y)) return nxv_nan();
+  T ax = abs(x), r;
+  if (yint && abs(y) <= T(64)) {  // exponentiation by squaring
+    T b = ax;
+    uint e = uint(abs(y));
+    r = T(1);
+    while (e != 0u) {
+      if ((e & 1u) != 0u) r *= b;
+      b *= b;
+      e >>= 1;
+    }
+    if (y < T(0)) r = T(1) / r;
+  } else {
+    r = pow(ax, y);
+  }
+  return x < T(0) && odd ? -r : r;
+}
+#endif
 #endif
 
 T apply(T x, T y) {
@@ -32,16 +75,16 @@ T apply(T x, T y) {
   case 1: return x - y;
   case 2: return x * y;
 #if T_KIND == KIND_FLOAT
-  case 3: return x / y;
+  case 3: return fdiv(x, y);
   case 4: return (isnan(x) || isnan(y)) ? nxv_nan() : max(x, y);
   case 5: return (isnan(x) || isnan(y)) ? nxv_nan() : min(x, y);
 #if T_BITS == 32
-  case 6: return pow(x, y);
+  case 6: return fpow(x, y);
   case 9: return atan(x, y);
 #endif
   case 7: {  // remainder, sign of the dividend (C fmod)
     if (isinf(y) && !isinf(x)) return x;
-    return x - y * trunc(x / y);
+    return x - y * trunc(fdiv(x, y));
   }
 #else
   case 3:  // integer division truncates; x/0 = 0; MIN/-1 wraps

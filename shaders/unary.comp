@@ -31,8 +31,17 @@ T apply(T x) {
   case 3: return sign(x);
   case 16: return x * x;
 #if T_KIND == KIND_FLOAT
-  case 4: return sqrt(x);
-  case 5: return inversesqrt(x);
+  case 4: {  // one Newton step on top of the driver's sqrt: correctly
+             // rounded in practice where the driver's is not
+    T r = sqrt(x);
+    if (x > T(0) && !isinf(x)) r = fma(fma(-r, r, x), T(0.5) / r, r);
+    return r;
+  }
+  case 5: {
+    T r = inversesqrt(x);
+    if (x > T(0) && !isinf(x)) r = fma(T(0.5) * r, fma(-x * r, r, T(1)), r);
+    return r;
+  }
   case 12: return floor(x);
   case 13: return ceil(x);
   case 14: {  // round half away from zero
@@ -78,18 +87,25 @@ void main() {
   uint gid = nxv_gid();
   uint stride = nxv_nthreads();
   if (VARIANT == 0) {
+    bool scalar = (pc.flags & 1u) != 0u;  // a is one element, broadcast
+    O sv = scalar ? cvt(apply(pc.a.v[0])) : O(0);
     uint start = 0u;
     if ((pc.flags & 4u) != 0u) {
       uint n4 = pc.n / 4u;
       BufT4 a4 = BufT4(pc.a);
       BufO4 c4 = BufO4(pc.c);
       for (uint i = gid; i < n4; i += stride) {
-        T4 x = a4.v[i];
-        c4.v[i] = O4(cvt(apply(x.x)), cvt(apply(x.y)), cvt(apply(x.z)), cvt(apply(x.w)));
+        if (scalar) {
+          c4.v[i] = O4(sv);
+        } else {
+          T4 x = a4.v[i];
+          c4.v[i] = O4(cvt(apply(x.x)), cvt(apply(x.y)), cvt(apply(x.z)), cvt(apply(x.w)));
+        }
       }
       start = n4 * 4u;
     }
-    for (uint i = start + gid; i < pc.n; i += stride) pc.c.v[i] = cvt(apply(pc.a.v[i]));
+    for (uint i = start + gid; i < pc.n; i += stride)
+      pc.c.v[i] = scalar ? sv : cvt(apply(pc.a.v[i]));
   } else {
     uint rank = pc.rank;
     uint nargs = 2u * rank + 1u;

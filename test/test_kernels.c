@@ -2066,3 +2066,75 @@ done:
   if (ti) nxv_tensor_release(ti);
   nxv_device_release(d);
 }
+
+/* Exact values the device must get right whatever its math library: a
+ * broadcast read on the contiguous path, correctly rounded division and
+ * square root, pow's sign rules. */
+NXV_TEST(kernels, exact_float_cases_and_scalar_broadcast) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  float five = 5.0f, three = 3.0f;
+  nxv_tensor *s, *b, *q, *r;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 1, &five, &s));
+  int64_t shape[1] = {9}, zero[1] = {0};
+  nxv_view vs = {s, 0, zero};
+  for (int op = 0; op < NXV_UNARY_OP_COUNT; op++) {
+    if (!nxv_unary_supported(d, (nxv_unary_op)op, NXV_F32)) continue;
+    nxv_tensor *u, *one;
+    REQUIRE_OK(nxv_unary(d, (nxv_unary_op)op, 1, shape, &vs, &u));
+    int64_t one_shape[1] = {1};
+    nxv_view v1 = {s, 0, NULL};
+    REQUIRE_OK(nxv_unary(d, (nxv_unary_op)op, 1, one_shape, &v1, &one));
+    float got[9], want;
+    REQUIRE_OK(nxv_tensor_download(u, 0, 9, got));
+    REQUIRE_OK(nxv_tensor_download(one, 0, 1, &want));
+    for (int i = 0; i < 9; i++)
+      CHECK_MSG(got[i] == want, "%s broadcast: [%d] = %g, expected %g",
+                nxv_unary_op_name((nxv_unary_op)op), i, got[i], want);
+    nxv_tensor_release(u);
+    nxv_tensor_release(one);
+  }
+  /* The same through a conversion. */
+  REQUIRE_OK(nxv_convert(d, NXV_F64, 1, shape, &vs, &b));
+  double dv[9];
+  REQUIRE_OK(nxv_tensor_download(b, 0, 9, dv));
+  for (int i = 0; i < 9; i++) CHECK(dv[i] == 5.0);
+  nxv_tensor_release(b);
+
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 1, &three, &b));
+  int64_t one_shape[1] = {1};
+  nxv_view va = {s, 0, NULL}, vb = {b, 0, NULL};
+  REQUIRE_OK(nxv_binary(d, NXV_DIV, 1, one_shape, &va, &vb, &q));
+  float qv;
+  REQUIRE_OK(nxv_tensor_download(q, 0, 1, &qv));
+  CHECK_MSG(qv == 5.0f / 3.0f, "5/3 = %.10g", qv);
+  float sq = 25.0f;
+  nxv_tensor *t25;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 1, &sq, &t25));
+  nxv_view v25 = {t25, 0, NULL};
+  REQUIRE_OK(nxv_unary(d, NXV_SQRT, 1, one_shape, &v25, &r));
+  REQUIRE_OK(nxv_tensor_download(r, 0, 1, &qv));
+  CHECK_MSG(qv == 5.0f, "sqrt(25) = %.10g", qv);
+  nxv_tensor_release(r);
+
+  enum { NP = 10 };
+  float bases[NP] = {-2, -2, -2, 0, 0, -0.0f, 2, -8, 3, -1};
+  float exps[NP] = {2, 3, 0.5f, 0, -1, 3, 10, -1, 2, 1e9f};
+  float want[NP] = {4, -8, NAN, 1, INFINITY, -0.0f, 1024, -0.125f, 9, 1};
+  nxv_tensor *tb, *te, *tp;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, NP, bases, &tb));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, NP, exps, &te));
+  int64_t pshape[1] = {NP};
+  nxv_view vpb = {tb, 0, NULL}, vpe = {te, 0, NULL};
+  REQUIRE_OK(nxv_binary(d, NXV_POW, 1, pshape, &vpb, &vpe, &tp));
+  float got[NP];
+  REQUIRE_OK(nxv_tensor_download(tp, 0, NP, got));
+  for (int i = 0; i < NP; i++) {
+    bool same = isnan(want[i]) ? isnan(got[i])
+                               : got[i] == want[i] && signbit(got[i]) == signbit(want[i]);
+    CHECK_MSG(same, "pow(%g, %g) = %g, expected %g", bases[i], exps[i], got[i], want[i]);
+  }
+  nxv_tensor *all[] = {s, b, q, t25, tb, te, tp};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) nxv_tensor_release(all[i]);
+  nxv_device_release(d);
+}

@@ -841,3 +841,34 @@ NXV_TEST(sched, device_copy_every_dtype_and_odd_sizes) {
   free(got);
   nxv_device_release(d);
 }
+
+NXV_TEST(pool, exhaustion_waits_for_queued_work_before_failing) {
+  /* Each step releases its input while the op reading it is still queued;
+   * with a pool limit of a few tensors, allocation must wait for that work
+   * to retire instead of failing. */
+  nxv_device_config cfg = {.pool_limit_bytes = 6u << 20, .disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  enum { N = 1 << 18 }; /* 1 MiB of s32 */
+  int32_t one = 1;
+  nxv_tensor *x, *ones;
+  REQUIRE_OK(nxv_fill(d, NXV_S32, N, &one, &ones));
+  REQUIRE_OK(nxv_fill(d, NXV_S32, N, &one, &x));
+  for (int i = 0; i < 40; i++) {
+    nxv_tensor *y;
+    REQUIRE_OK(add_s32(d, x, ones, N, &y));
+    nxv_tensor_release(x);
+    x = y;
+  }
+  int32_t got[4];
+  REQUIRE_OK(nxv_tensor_download(x, N - 4, 4, got));
+  for (int i = 0; i < 4; i++) CHECK(got[i] == 41);
+  /* A request that can never fit still fails, with a clear message. */
+  nxv_tensor *big = (nxv_tensor *)0x1;
+  CHECK(nxv_tensor_empty(d, NXV_S32, 4u << 20, &big) == NXV_ERR_OUT_OF_DEVICE_MEMORY);
+  CHECK(big == (nxv_tensor *)0x1);
+  CHECK(strstr(nxv_last_error(), "after waiting") != NULL);
+  nxv_tensor_release(x);
+  nxv_tensor_release(ones);
+  nxv_device_release(d);
+}

@@ -1,0 +1,1312 @@
+if Code.ensure_loaded?(Nx.Backend) do
+  defmodule Nx.Vulkan.Backend do
+    @moduledoc """
+    An `Nx` backend whose tensors live on a Vulkan device.
+
+        Nx.default_backend(Nx.Vulkan.Backend)
+        Nx.default_backend({Nx.Vulkan.Backend, device: 1})
+
+        t = Nx.tensor([1.0, 2.0, 3.0], backend: Nx.Vulkan.Backend)
+        Nx.backend_transfer(t, {Nx.Vulkan.Backend, device: 1})
+
+    A tensor is a dense buffer on one device. Operations are queued on the
+    device and return at once; only reading data back (`Nx.to_binary/2`,
+    `Nx.to_number/1`, `inspect/2`, a transfer to another backend) waits, and
+    only for the work it depends on.
+
+    ## Options
+
+      * `:device` - the index of the Vulkan device (see `Nx.Vulkan.devices/0`).
+        Defaults to `Nx.Vulkan.default_device_index/0`.
+
+    Unknown options, and devices that do not exist, raise `ArgumentError`.
+
+    ## What runs on the device
+
+    The runtime has kernels for `f32` and `s32`, and `f64` on devices with
+    `shaderFloat64` (see `docs/ops.md`). On those types these callbacks run
+    on the device:
+
+      * element-wise `add subtract multiply divide max min pow remainder
+        quotient atan2 bitwise_and bitwise_or bitwise_xor left_shift
+        right_shift`, where the device has the kernel for the type, with Nx
+        type promotion (inputs are converted on the device) and broadcasting
+        through strides;
+      * element-wise `negate abs sign sqrt rsqrt exp log sin cos tanh
+        sigmoid floor ceil round bitwise_not`, where the device has the
+        kernel for the type;
+      * `as_type` between `f32`, `s32` and `f64`, and `clip`;
+      * `sum product reduce_max reduce_min` over any axes, with `:keep_axes`;
+      * `dot` with any contraction and batch axes: a batched matrix product
+        whose operands are read through strides when their axes allow it and
+        transposed on the device otherwise;
+      * `broadcast transpose slice reverse`, `pad` with non-positive
+        padding and `to_batched` (strided copies), `iota` and `eye`;
+      * `reshape` and `squeeze`, which are free (same buffer, new shape);
+      * `constant` (a device fill, for every type of up to 8 bytes),
+        `from_binary`, `to_binary` (reading only `limit` elements) and
+        `backend_copy` within a device (a device copy).
+
+    Tensors made by `constant/3` (such as the scalars Nx makes from numbers)
+    and single-element uploads remember their value: converting them to
+    another type, broadcasting, slicing or transposing them is a device fill
+    whatever their type, so `Nx.add(t, 1)` stays on the device for every
+    `t` the device computes on. Scalars of other backends are converted on
+    the host before their upload.
+
+    When the device's memory pool is full, an allocating operation collects
+    garbage (unreferenced tensors), waits for the queued work and tries
+    again before raising `Nx.Vulkan.Error`.
+
+    ## Host fallback
+
+    Every other operation, and every type the device has no kernel for
+    (`s64`, `u8`, `f16`, complex, ...), is computed on the CPU: the tensor
+    arguments are downloaded, the same callback runs on `Nx.BinaryBackend`
+    and the result is uploaded to the device of the inputs. Each fallback is
+    counted per op (`Nx.Vulkan.fallbacks/0`) and subject to the policy of
+    `Nx.Vulkan.Fallback` (`:allow`, `:warn` or `:raise`; see
+    `Nx.Vulkan.with_host_fallback/2`). Functions given to callbacks
+    (`Nx.reduce/4`, `Nx.map/3`, ...) are evaluated on `Nx.BinaryBackend`
+    tensors. Optional callbacks (`optional/3`) and blocks (`block/4`) run
+    their default implementation on the host the same way, counted under
+    their own name.
+
+    A type that cannot be stored on a Vulkan device at all raises an
+    `ArgumentError` naming the type, the operation and the device.
+
+    ## Inspect
+
+    Inspected tensors show `Nx.Vulkan.Backend<device N>` before their data
+    unless `config :nx_vulkan, :add_backend_on_inspect, false`, in which
+    case the text is exactly what `Nx.BinaryBackend` prints.
+    """
+
+    @behaviour Nx.Backend
+
+    @enforce_keys [:ref, :device]
+    defstruct [:ref, :device, value: nil]
+
+    @typedoc """
+    The data of a tensor: `ref` is the tensor resource, `device` the index
+    of its device, and `value` the value every element is known to equal
+    (tensors made by `constant/3`, single-element uploads), or `nil`.
+    """
+    @type t :: %__MODULE__{
+            ref: reference,
+            device: non_neg_integer,
+            value: nil | number | Complex.t() | :nan | :infinity | :neg_infinity
+          }
+
+    alias Nx.Tensor, as: T
+    alias Nx.Vulkan.NIF
+    alias Nx.Vulkan.Fallback
+
+    require Nx.Vulkan.Backend.Compat
+    import Nx.Vulkan.Backend.Compat, only: [impl_if_callback: 2]
+
+    # Uploads larger than this run on a dirty scheduler.
+    @dirty_upload_bytes 1_048_576
+
+    # The runtime's maximum rank.
+    @max_rank 16
+
+    # The largest finite f32.
+    @f32_max 3.4028234663852886e38
+
+    @nif_types %{
+      {:s, 8} => :s8,
+      {:s, 16} => :s16,
+      {:s, 32} => :s32,
+      {:s, 64} => :s64,
+      {:u, 8} => :u8,
+      {:u, 16} => :u16,
+      {:u, 32} => :u32,
+      {:u, 64} => :u64,
+      {:f, 16} => :f16,
+      {:bf, 16} => :bf16,
+      {:f, 32} => :f32,
+      {:f, 64} => :f64,
+      {:c, 64} => :c64,
+      {:c, 128} => :c128
+    }
+
+    ## Options
+
+    impl_if_callback(:init, 1)
+
+    def init(opts) when is_list(opts) do
+      opts = Keyword.validate!(opts, [:device])
+
+      case Keyword.fetch(opts, :device) do
+        :error ->
+          opts
+
+        {:ok, nil} ->
+          Keyword.delete(opts, :device)
+
+        {:ok, index} when is_integer(index) and index >= 0 ->
+          count = device_count()
+
+          if index >= count do
+            raise ArgumentError,
+                  "Nx.Vulkan.Backend: device #{index} does not exist " <>
+                    "(#{count} Vulkan device(s) found, see Nx.Vulkan.devices/0)"
+          end
+
+          opts
+
+        {:ok, other} ->
+          raise ArgumentError,
+                "Nx.Vulkan.Backend: :device must be a non-negative integer, got: #{inspect(other)}"
+      end
+    end
+
+    def init(other) do
+      raise ArgumentError,
+            "Nx.Vulkan.Backend: expected a keyword list of options, got: #{inspect(other)}"
+    end
+
+    defp device_count do
+      case :persistent_term.get({__MODULE__, :device_count}, nil) do
+        nil ->
+          count = NIF.device_count()
+          :persistent_term.put({__MODULE__, :device_count}, count)
+          count
+
+        count ->
+          count
+      end
+    end
+
+    # The device index of backend options. Options reach creation callbacks
+    # without init/1 (Nx passes `backend: {mod, opts}` through as is), so
+    # they are validated here too.
+    defp opts_device([]), do: Nx.Vulkan.default_device_index()
+
+    defp opts_device([device: index] = opts) when is_integer(index) and index >= 0 do
+      if index < device_count(), do: index, else: opts_device(init(opts))
+    end
+
+    defp opts_device(opts) do
+      case Keyword.get(init(opts), :device) do
+        nil -> Nx.Vulkan.default_device_index()
+        index -> index
+      end
+    end
+
+    ## Creation
+
+    impl_if_callback(:constant, 3)
+
+    def constant(%T{type: type} = out, number, backend_options) do
+      index = opts_device(backend_options)
+      nif_type = nif_type!(type, :constant, index)
+      bytes = scalar_bytes(type, number)
+      # The value as stored (rounded to the type), for later conversions.
+      wrap(out, fill(index, nif_type, Nx.size(out), bytes), index, single_value(type, bytes))
+    end
+
+    impl_if_callback(:from_binary, 3)
+
+    def from_binary(%T{type: type} = out, binary, backend_options) when is_binary(binary) do
+      index = opts_device(backend_options)
+      nif_type = nif_type!(type, :from_binary, index)
+      wrap(out, upload(index, nif_type, binary), index, single_value(type, binary))
+    end
+
+    def from_binary(%T{} = out, iodata, backend_options) do
+      from_binary(out, IO.iodata_to_binary(iodata), backend_options)
+    end
+
+    impl_if_callback(:iota, 3)
+
+    def iota(%T{type: type, shape: shape} = out, axis, backend_options) do
+      index = opts_device(backend_options)
+      nif_type = nif_type!(type, :iota, index)
+
+      if compute_type?(index, nif_type) and tuple_size(shape) <= @max_rank do
+        {nif_shape, nif_axis} =
+          case axis do
+            nil -> {[Nx.size(shape)], 0}
+            axis -> {Tuple.to_list(shape), axis}
+          end
+
+        wrap(
+          out,
+          alloc(index, fn -> NIF.iota(Nx.Vulkan.device(index), nif_type, nif_shape, nif_axis) end),
+          index
+        )
+      else
+        host_create(:iota, out, [axis], index, no_kernel(:iota, type, index))
+      end
+    end
+
+    impl_if_callback(:eye, 2)
+
+    def eye(%T{type: type, shape: shape} = out, backend_options) do
+      index = opts_device(backend_options)
+      nif_type = nif_type!(type, :eye, index)
+      rank = tuple_size(shape)
+
+      cond do
+        rank < 2 or rank > @max_rank or not copy_type?(index, nif_type) ->
+          host_create(:eye, out, [], index, no_kernel(:eye, type, index))
+
+        Nx.size(shape) == 0 ->
+          empty(out, index)
+
+        true ->
+          # eye[..., i, j] = pattern[(n - 1) - i + j], where the pattern is
+          # n - 1 zeros, a one and m - 1 zeros: a strided read of a tiny buffer.
+          n = elem(shape, rank - 2)
+          m = elem(shape, rank - 1)
+          zero = scalar_bytes(type, 0)
+
+          pattern =
+            :binary.copy(zero, n - 1) <> scalar_bytes(type, 1) <> :binary.copy(zero, m - 1)
+
+          ref = upload(index, nif_type, pattern)
+          strides = List.duplicate(0, rank - 2) ++ [-1, 1]
+          wrap(out, strided_read(index, Tuple.to_list(shape), ref, n - 1, strides), index)
+      end
+    end
+
+    ## Transfer, memory and inspection
+
+    impl_if_callback(:to_binary, 2)
+
+    def to_binary(%T{data: %__MODULE__{ref: ref}} = tensor, limit) do
+      download(ref, 0, min(limit, flat_size(tensor)))
+    end
+
+    impl_if_callback(:backend_deallocate, 1)
+
+    def backend_deallocate(%T{data: %__MODULE__{ref: ref}}), do: NIF.deallocate(ref)
+
+    impl_if_callback(:backend_copy, 3)
+
+    def backend_copy(
+          %T{data: %__MODULE__{ref: ref, device: index} = data} = tensor,
+          backend,
+          opts
+        ) do
+      if backend == __MODULE__ do
+        target = opts_device(opts)
+
+        if target == index do
+          %{tensor | data: %{data | ref: alloc(index, fn -> NIF.copy(ref) end)}}
+        else
+          from_binary(tensor, read_all(tensor), device: target)
+        end
+      else
+        backend.from_binary(tensor, read_all(tensor), opts)
+      end
+    end
+
+    impl_if_callback(:backend_transfer, 3)
+
+    def backend_transfer(%T{data: %__MODULE__{device: index}} = tensor, backend, opts) do
+      if backend == __MODULE__ and opts_device(opts) == index do
+        tensor
+      else
+        try do
+          backend_copy(tensor, backend, opts)
+        after
+          backend_deallocate(tensor)
+        end
+      end
+    end
+
+    impl_if_callback(:inspect, 2)
+
+    def inspect(%T{data: %__MODULE__{device: index}} = tensor, inspect_opts) do
+      size = Nx.size(tensor)
+      limit = if inspect_opts.limit == :infinity, do: size, else: inspect_opts.limit + 1
+      binary = to_binary(tensor, min(limit, size))
+      doc = Nx.Backend.inspect(tensor, binary, inspect_opts)
+
+      if Application.get_env(:nx_vulkan, :add_backend_on_inspect, true) do
+        Inspect.Algebra.concat(["Nx.Vulkan.Backend<device #{index}>", Inspect.Algebra.line(), doc])
+      else
+        doc
+      end
+    end
+
+    impl_if_callback(:to_batched, 3)
+
+    def to_batched(%T{shape: out_shape, type: type} = out, %T{} = tensor, opts) do
+      index = device_of(tensor)
+      nif_type = nif_type!(type, :to_batched, index)
+      batch_size = elem(out_shape, 0)
+      axis_size = elem(tensor.shape, 0)
+      remainder = rem(axis_size, batch_size)
+      full = div(axis_size, batch_size)
+      per_batch = Nx.size(out_shape)
+      dims = Tuple.to_list(out_shape)
+      native? = copy_type?(index, nif_type) and length(dims) <= @max_rank
+      ref = ref!(tensor)
+
+      range =
+        if remainder != 0 and opts[:leftover] == :repeat, do: 0..full, else: 0..(full - 1)//1
+
+      Stream.map(range, fn
+        ^full ->
+          # The last rows followed by the first ones, read through the host.
+          Fallback.record!(:to_batched, "a leftover batch that wraps around (leftover: :repeat)")
+          before = full * per_batch
+          available = Nx.size(tensor) - before
+          bin = download(ref, before, available) <> download(ref, 0, per_batch - available)
+          wrap(out, upload(index, nif_type, bin), index)
+
+        i when native? ->
+          wrap(out, strided_read(index, dims, ref, i * per_batch, dense_strides(dims)), index)
+
+        i ->
+          Fallback.record!(:to_batched, no_kernel(:copy, type, index))
+          wrap(out, upload(index, nif_type, download(ref, i * per_batch, per_batch)), index)
+      end)
+    end
+
+    impl_if_callback(:to_pointer, 2)
+
+    @spec to_pointer(Nx.Tensor.t(), keyword) :: no_return
+    def to_pointer(_tensor, _opts) do
+      raise ArgumentError,
+            "Nx.Vulkan.Backend does not support pointers: its tensors live in Vulkan " <>
+              "device memory owned by the runtime (use Nx.to_binary/2 or Nx.backend_transfer/2)"
+    end
+
+    impl_if_callback(:from_pointer, 5)
+
+    @spec from_pointer(term, term, term, keyword, keyword) :: no_return
+    def from_pointer(_pointer, _type, _shape, _backend_opts, _opts) do
+      raise ArgumentError,
+            "Nx.Vulkan.Backend does not support pointers: its tensors live in Vulkan " <>
+              "device memory owned by the runtime (use Nx.from_binary/3)"
+    end
+
+    ## Shape and type
+
+    impl_if_callback(:reshape, 2)
+    def reshape(out, tensor), do: same_data(out, tensor)
+
+    impl_if_callback(:squeeze, 3)
+    def squeeze(out, tensor, _axes), do: same_data(out, tensor)
+
+    impl_if_callback(:as_type, 2)
+
+    def as_type(%T{type: type} = out, %T{type: type} = tensor), do: same_data(out, tensor)
+
+    def as_type(%T{type: type} = out, %T{} = tensor) do
+      index = device_of(tensor)
+      nif_type = nif_type!(type, :as_type, index)
+
+      case operand(tensor, nif_type, index) do
+        {:ok, ref} ->
+          wrap(out, ref, index, converted_value(tensor, type))
+
+        :error ->
+          host(:as_type, [out, tensor], no_kernel(:as_type, {tensor.type, type}, index))
+      end
+    end
+
+    impl_if_callback(:broadcast, 4)
+
+    def broadcast(%T{shape: shape} = out, %T{shape: shape} = tensor, shape, axes) do
+      if axes == Nx.axes(shape),
+        do: same_data(out, tensor),
+        else: do_broadcast(out, tensor, axes)
+    end
+
+    def broadcast(out, tensor, _shape, axes), do: do_broadcast(out, tensor, axes)
+
+    defp do_broadcast(%T{shape: out_shape} = out, %T{shape: in_shape} = tensor, axes) do
+      in_dims = Tuple.to_list(in_shape)
+
+      strides =
+        [in_dims, dense_strides(in_dims), axes]
+        |> Enum.zip()
+        |> Enum.reduce(List.duplicate(0, tuple_size(out_shape)), fn {dim, stride, axis}, acc ->
+          if dim == elem(out_shape, axis) and dim != 1,
+            do: List.replace_at(acc, axis, stride),
+            else: acc
+        end)
+
+      strided_copy(:broadcast, out, tensor, 0, strides, [out, tensor, out_shape, axes])
+    end
+
+    impl_if_callback(:transpose, 3)
+
+    def transpose(out, %T{} = tensor, axes) do
+      index = device_of(tensor)
+
+      cond do
+        axes == Nx.axes(tensor) ->
+          same_data(out, tensor)
+
+        known_value(tensor) != nil or Nx.size(tensor) == 0 ->
+          strided_copy(:transpose, out, tensor, 0, [], [out, tensor, axes])
+
+        compute_type?(index, nif_type!(tensor.type, :transpose, index)) and rank_ok?(tensor) ->
+          wrap(
+            out,
+            alloc(index, fn -> NIF.transpose(dims(tensor), ref!(tensor), axes) end),
+            index
+          )
+
+        true ->
+          host(:transpose, [out, tensor, axes], no_kernel(:transpose, tensor.type, index))
+      end
+    end
+
+    impl_if_callback(:slice, 5)
+
+    def slice(out, %T{shape: shape} = tensor, start_indices, lengths, strides) do
+      starts =
+        [Tuple.to_list(shape), start_indices, lengths]
+        |> Enum.zip_with(fn [dim, start, len] ->
+          start = if is_integer(start), do: start, else: Nx.to_number(start)
+          min(max(start, 0), dim - len)
+        end)
+
+      if out.shape == shape and Enum.all?(strides, &(&1 == 1)) do
+        same_data(out, tensor)
+      else
+        in_strides = dense_strides(Tuple.to_list(shape))
+        offset = Enum.zip_with(starts, in_strides, &*/2) |> Enum.sum()
+        view_strides = Enum.zip_with(strides, in_strides, &*/2)
+        args = [out, tensor, starts, lengths, strides]
+        strided_copy(:slice, out, tensor, offset, view_strides, args)
+      end
+    end
+
+    impl_if_callback(:reverse, 3)
+
+    def reverse(out, %T{shape: shape} = tensor, axes) do
+      dims = Tuple.to_list(shape)
+
+      {strides, offset} =
+        dims
+        |> Enum.zip(dense_strides(dims))
+        |> Enum.with_index()
+        |> Enum.map_reduce(0, fn {{dim, stride}, axis}, offset ->
+          if axis in axes, do: {-stride, offset + (dim - 1) * stride}, else: {stride, offset}
+        end)
+
+      strided_copy(:reverse, out, tensor, offset, strides, [out, tensor, axes])
+    end
+
+    impl_if_callback(:pad, 4)
+
+    def pad(out, %T{shape: shape} = tensor, pad_value, config) do
+      if Enum.all?(config, fn {lo, hi, interior} -> lo <= 0 and hi <= 0 and interior == 0 end) do
+        # Only negative padding: a slice.
+        in_strides = dense_strides(Tuple.to_list(shape))
+        offset = Enum.zip_with(config, in_strides, fn {lo, _, _}, s -> -lo * s end) |> Enum.sum()
+        args = [out, tensor, pad_value, config]
+        strided_copy(:pad, out, tensor, offset, in_strides, args)
+      else
+        host(:pad, [out, tensor, pad_value, config], "no pad kernel")
+      end
+    end
+
+    # A strided read of `tensor` into a new dense tensor of out's shape:
+    # element i of the output is tensor[offset + sum(i_k * strides_k)].
+    defp strided_copy(op, %T{type: type} = out, %T{type: type} = tensor, offset, strides, args) do
+      index = device_of(tensor)
+      nif_type = nif_type!(type, op, index)
+
+      cond do
+        (value = known_value(tensor)) != nil ->
+          wrap(out, fill(index, nif_type, Nx.size(out), scalar_bytes(type, value)), index, value)
+
+        Nx.size(out) == 0 ->
+          empty(out, index)
+
+        copy_type?(index, nif_type) and rank_ok?(out) ->
+          wrap(out, strided_read(index, dims(out), ref!(tensor), offset, strides), index)
+
+        true ->
+          host(op, args, no_kernel(op, type, index))
+      end
+    end
+
+    defp strided_copy(op, out, tensor, _offset, _strides, args) do
+      host(op, args, "input is #{type_name(tensor.type)}, output #{type_name(out.type)}")
+    end
+
+    ## Element-wise binary ops
+
+    native_binary =
+      [:add, :subtract, :multiply, :pow, :remainder, :divide, :atan2, :min, :max, :quotient] ++
+        [:bitwise_and, :bitwise_or, :bitwise_xor, :left_shift, :right_shift]
+
+    for op <- native_binary do
+      impl_if_callback(op, 3)
+      def unquote(op)(out, left, right), do: element_wise_binary(unquote(op), out, left, right)
+    end
+
+    defp element_wise_binary(op, out, left, right),
+      do: element_wise_binary_native(op, out, left, right)
+
+    defp element_wise_binary_native(op, %T{type: type} = out, left, right) do
+      index = device_of_args([left, right])
+      nif_type = nif_type!(type, op, index)
+
+      with true <- supported?(index, :binary, op, nif_type) and rank_ok?(out),
+           {:ok, a} <- operand(left, nif_type, index),
+           {:ok, b} <- operand(right, nif_type, index) do
+        if Nx.size(out) == 0 do
+          empty(out, index)
+        else
+          a_strides = broadcast_strides(left.shape, out.shape)
+          b_strides = broadcast_strides(right.shape, out.shape)
+
+          wrap(
+            out,
+            alloc(index, fn -> NIF.binary(op, dims(out), a, 0, a_strides, b, 0, b_strides) end),
+            index
+          )
+        end
+      else
+        _ -> host(op, [out, left, right], no_kernel(op, type, index))
+      end
+    end
+
+    ## Element-wise unary ops
+
+    native_unary =
+      [:negate, :abs, :sign, :sqrt, :rsqrt, :exp, :log, :sin, :cos, :tanh, :sigmoid] ++
+        [:floor, :ceil, :round, :bitwise_not]
+
+    for op <- native_unary do
+      impl_if_callback(op, 2)
+      def unquote(op)(out, tensor), do: element_wise_unary(unquote(op), out, tensor)
+    end
+
+    defp element_wise_unary(op, %T{type: type} = out, tensor) do
+      index = device_of(tensor)
+      nif_type = nif_type!(type, op, index)
+
+      with false <- op in [:floor, :ceil, :round] and integer_type?(type) and tensor.type == type,
+           true <- supported?(index, :unary, op, nif_type) and rank_ok?(out),
+           {:ok, a} <- operand(tensor, nif_type, index) do
+        if Nx.size(out) == 0,
+          do: empty(out, index),
+          else: wrap(out, alloc(index, fn -> NIF.unary(op, dims(out), a, 0, nil) end), index)
+      else
+        true -> same_data(out, tensor)
+        _ -> host(op, [out, tensor], no_kernel(op, type, index))
+      end
+    end
+
+    impl_if_callback(:clip, 4)
+
+    def clip(%T{type: type} = out, tensor, min, max) do
+      index = device_of_args([tensor, min, max])
+      nif_type = nif_type!(type, :clip, index)
+
+      with true <-
+             supported?(index, :binary, :max, nif_type) and
+               supported?(index, :binary, :min, nif_type) and rank_ok?(out),
+           {:ok, t} <- operand(tensor, nif_type, index),
+           {:ok, lo} <- operand(min, nif_type, index),
+           {:ok, hi} <- operand(max, nif_type, index) do
+        if Nx.size(out) == 0 do
+          empty(out, index)
+        else
+          shape = dims(out)
+          t_strides = broadcast_strides(tensor.shape, out.shape)
+          lo_strides = broadcast_strides(min.shape, out.shape)
+
+          lower =
+            alloc(index, fn -> NIF.binary(:max, shape, t, 0, t_strides, lo, 0, lo_strides) end)
+
+          hi_strides = broadcast_strides(max.shape, out.shape)
+
+          wrap(
+            out,
+            alloc(index, fn -> NIF.binary(:min, shape, lower, 0, nil, hi, 0, hi_strides) end),
+            index
+          )
+        end
+      else
+        _ -> host(:clip, [out, tensor, min, max], no_kernel(:clip, type, index))
+      end
+    end
+
+    ## Reductions
+
+    for {op, nif_op} <- [sum: :sum, product: :product, reduce_max: :max, reduce_min: :min] do
+      impl_if_callback(op, 3)
+
+      def unquote(op)(out, tensor, opts) do
+        reduction(unquote(op), unquote(nif_op), out, tensor, opts)
+      end
+    end
+
+    defp reduction(op, nif_op, %T{type: type} = out, %T{} = tensor, opts) do
+      index = device_of(tensor)
+      nif_type = nif_type!(type, op, index)
+
+      with true <- compute_type?(index, nif_type) and rank_ok?(tensor),
+           {:ok, a} <- operand(tensor, nif_type, index) do
+        axes = opts[:axes] || Nx.axes(tensor)
+
+        wrap(
+          out,
+          alloc(index, fn -> NIF.reduce(nif_op, dims(tensor), a, 0, nil, axes) end),
+          index
+        )
+      else
+        _ -> host(op, [out, tensor, opts], no_kernel(op, type, index))
+      end
+    end
+
+    ## Dot
+
+    impl_if_callback(:dot, 7)
+
+    def dot(%T{type: type} = out, left, c1, b1, right, c2, b2) do
+      index = device_of_args([left, right])
+      nif_type = nif_type!(type, :dot, index)
+      l_free = Nx.axes(left) -- (c1 ++ b1)
+      r_free = Nx.axes(right) -- (c2 ++ b2)
+
+      with true <- compute_type?(index, nif_type) and rank_ok?(left) and rank_ok?(right),
+           {:ok, a} <- matmul_operand(left, nif_type, index, [b1, l_free, c1]),
+           {:ok, b} <- matmul_operand(right, nif_type, index, [b2, c2, r_free]) do
+        l_dims = dims(left)
+        batch = product_of(l_dims, b1)
+        m = product_of(l_dims, l_free)
+        k = product_of(l_dims, c1)
+        n = product_of(dims(right), r_free)
+
+        cond do
+          Nx.size(out) == 0 ->
+            empty(out, index)
+
+          k == 0 ->
+            wrap(out, fill(index, nif_type, Nx.size(out), scalar_bytes(type, 0)), index, 0)
+
+          true ->
+            {a, a_offset, a_strides} = a
+            {b, b_offset, b_strides} = b
+
+            ref =
+              alloc(index, fn ->
+                NIF.matmul(batch, m, n, k, a, a_offset, a_strides, b, b_offset, b_strides)
+              end)
+
+            wrap(out, ref, index)
+        end
+      else
+        _ -> host(:dot, [out, left, c1, b1, right, c2, b2], no_kernel(:dot, type, index))
+      end
+    end
+
+    # The operand as a [batch, rows, cols] strided view {ref, offset,
+    # strides}: each group of axes must be traversable with one stride, else
+    # the operand is transposed (and converted, in the same pass) on the
+    # device into that order.
+    defp matmul_operand(%T{} = tensor, nif_type, index, groups) do
+      target = nif_type_to_nx(nif_type)
+      dims = dims(tensor)
+      strides = dense_strides(dims)
+      group_strides = Enum.map(groups, &group_stride(&1, dims, strides))
+      perm = Enum.concat(groups)
+      [_, rows, cols] = Enum.map(groups, &product_of(dims, &1))
+
+      empty? = Enum.any?(dims, &(&1 == 0))
+
+      case tensor do
+        _ when empty? ->
+          {:ok, {nil, 0, [0, 0, 0]}}
+
+        %T{type: ^target, data: %__MODULE__{device: ^index, value: nil, ref: ref}} ->
+          if Enum.all?(group_strides, &is_integer/1),
+            do: {:ok, {ref, 0, group_strides}},
+            else:
+              {:ok,
+               {alloc(index, fn -> NIF.transpose(dims, ref, perm) end), 0, [rows * cols, cols, 1]}}
+
+        %T{data: %__MODULE__{device: ^index, value: nil, ref: ref}} ->
+          if convertible?(index, tensor.type) and compute_type?(index, nif_type) do
+            permuted = Enum.map(perm, &Enum.at(dims, &1))
+            permuted_strides = Enum.map(perm, &Enum.at(strides, &1))
+
+            ref =
+              alloc(index, fn -> NIF.convert(nif_type, permuted, ref, 0, permuted_strides) end)
+
+            {:ok, {ref, 0, [rows * cols, cols, 1]}}
+          else
+            :error
+          end
+
+        _ ->
+          with {:ok, ref} <- operand(tensor, nif_type, index) do
+            data = %__MODULE__{ref: ref, device: index}
+            matmul_operand(%{tensor | type: target, data: data}, nif_type, index, groups)
+          end
+      end
+    end
+
+    # The stride of a group of axes read as one flattened axis, or nil when
+    # the group is not contiguous in that order.
+    defp group_stride(axes, dims, strides) do
+      pairs =
+        for axis <- axes, Enum.at(dims, axis) != 1 do
+          {Enum.at(dims, axis), Enum.at(strides, axis)}
+        end
+
+      contiguous? =
+        pairs
+        |> Enum.chunk_every(2, 1, :discard)
+        |> Enum.all?(fn [{_, outer}, {dim, inner}] -> outer == inner * dim end)
+
+      cond do
+        pairs == [] -> 0
+        contiguous? -> pairs |> List.last() |> elem(1)
+        true -> nil
+      end
+    end
+
+    defp product_of(dims, axes), do: Enum.reduce(axes, 1, &(Enum.at(dims, &1) * &2))
+
+    ## Callbacks computed on the host
+
+    # The same callback on Nx.BinaryBackend.
+    host_callbacks =
+      [
+        bitcast: 2,
+        put_slice: 4,
+        take: 4,
+        take_along_axis: 4,
+        gather: 4,
+        concatenate: 3,
+        select: 4,
+        conv: 4,
+        all: 3,
+        any: 3,
+        argmax: 3,
+        argmin: 3,
+        reduce: 5,
+        window_reduce: 6,
+        window_sum: 4,
+        window_product: 4,
+        window_max: 4,
+        window_min: 4,
+        map: 4,
+        sort: 3,
+        argsort: 3,
+        window_scatter_max: 6,
+        window_scatter_min: 6,
+        indexed_add: 5,
+        indexed_put: 5,
+        lu: 3,
+        triangular_solve: 4,
+        fft: 3,
+        ifft: 3
+      ] ++
+        for(
+          op <-
+            [:equal, :not_equal, :greater, :less, :greater_equal, :less_equal] ++
+              [:logical_and, :logical_or, :logical_xor],
+          do: {op, 3}
+        ) ++
+        for(
+          op <-
+            [:expm1, :log1p, :tan, :cosh, :sinh, :acos, :asin, :atan, :acosh, :asinh] ++
+              [:atanh, :cbrt, :erf, :erfc, :erf_inv, :is_nan, :is_infinity, :conjugate] ++
+              [:real, :imag, :count_leading_zeros, :population_count],
+          do: {op, 2}
+        )
+
+    # Optional callbacks: exported only where Nx.BinaryBackend implements
+    # them; otherwise Nx calls optional/3 with the default implementation.
+    Code.ensure_loaded!(Nx.BinaryBackend)
+
+    optional_callbacks =
+      for {op, arity} <- [
+            qr: 3,
+            cholesky: 2,
+            eigh: 3,
+            svd: 3,
+            solve: 3,
+            determinant: 2,
+            logical_not: 2,
+            phase: 2,
+            cumulative_sum: 3,
+            cumulative_product: 3,
+            cumulative_min: 3,
+            cumulative_max: 3,
+            all_close: 4,
+            top_k: 3,
+            fft2: 3,
+            ifft2: 3
+          ],
+          function_exported?(Nx.BinaryBackend, op, arity),
+          do: {op, arity}
+
+    for {op, arity} <- host_callbacks ++ optional_callbacks do
+      args = Macro.generate_arguments(arity, __MODULE__)
+      impl_if_callback(op, arity)
+      def unquote(op)(unquote_splicing(args)), do: host(unquote(op), unquote(args), "no kernel")
+    end
+
+    impl_if_callback(:stack, 3)
+
+    def stack(out, tensors, axis) do
+      if function_exported?(Nx.BinaryBackend, :stack, 3) do
+        host(:stack, [out, tensors, axis], "no kernel")
+      else
+        tensors =
+          Enum.map(tensors, fn %T{shape: shape, names: names} = t ->
+            %{t | shape: Tuple.insert_at(shape, axis, 1), names: List.insert_at(names, axis, nil)}
+          end)
+
+        host(:concatenate, [out, tensors, axis], "no kernel")
+      end
+    end
+
+    impl_if_callback(:optional, 3)
+
+    def optional(name, args, fun) do
+      host_apply(name, args, "default implementation of an optional callback", fn host_args ->
+        apply(fun, host_args)
+      end)
+    end
+
+    impl_if_callback(:block, 4)
+
+    def block(struct, output, args, fun) when is_struct(struct) do
+      reason = "default implementation of #{inspect(struct.__struct__)}"
+
+      host_apply(block_name(struct), args, reason, fn host_args ->
+        if function_exported?(Nx.BinaryBackend, :block, 4) do
+          apply(Nx.BinaryBackend, :block, [struct, output, host_args, fun])
+        else
+          apply(fun, [struct | host_args])
+        end
+      end)
+    end
+
+    defp block_name(%module{}) do
+      module |> Module.split() |> List.last() |> Macro.underscore() |> String.to_atom()
+    end
+
+    # Every other required callback of the compiled-against Nx (a newer Nx
+    # may declare more) is computed on the host as well.
+    for {op, arity} <- Nx.Backend.behaviour_info(:callbacks),
+        not Module.defines?(__MODULE__, {op, arity}),
+        {op, arity} not in Nx.Backend.behaviour_info(:optional_callbacks),
+        function_exported?(Nx.BinaryBackend, op, arity) do
+      args = Macro.generate_arguments(arity, __MODULE__)
+      @impl true
+      def unquote(op)(unquote_splicing(args)), do: host(unquote(op), unquote(args), "no kernel")
+    end
+
+    ## Host fallback
+
+    # Computes callback `op` on Nx.BinaryBackend. args is the callback's
+    # argument list, the output template first; tensor arguments are
+    # downloaded and the result is uploaded to the device of the inputs.
+    defp host(op, [out | args], reason) do
+      Fallback.record!(op, reason)
+      index = device_of_args(args)
+      host_args = Enum.map(args, &to_host/1)
+
+      result =
+        Nx.with_default_backend(Nx.BinaryBackend, fn ->
+          apply(Nx.BinaryBackend, op, [host_out(out) | host_args])
+        end)
+
+      to_device(result, index)
+    end
+
+    # A creation callback (no tensor arguments) computed on the host.
+    defp host_create(op, out, args, index, reason) do
+      Fallback.record!(op, reason)
+
+      result =
+        Nx.with_default_backend(Nx.BinaryBackend, fn ->
+          apply(Nx.BinaryBackend, op, [host_out(out) | args] ++ [[]])
+        end)
+
+      to_device(result, index)
+    end
+
+    # Runs fun (a default implementation) on host copies of args.
+    defp host_apply(name, args, reason, fun) do
+      Fallback.record!(name, reason)
+      index = device_of_args(args)
+      host_args = Enum.map(args, &to_host/1)
+
+      result =
+        Nx.with_default_backend(Nx.BinaryBackend, fn ->
+          host_args |> fun.() |> result_to_host()
+        end)
+
+      to_device(result, index)
+    end
+
+    defp host_out(%T{} = out), do: %{out | data: nil}
+
+    defp host_out(tuple) when is_tuple(tuple),
+      do: tuple |> Tuple.to_list() |> Enum.map(&host_out/1) |> List.to_tuple()
+
+    defp host_out(other), do: other
+
+    defp to_host(%T{data: %__MODULE__{}} = t) do
+      Nx.BinaryBackend.from_binary(%{t | data: nil}, read_all(t), [])
+    end
+
+    defp to_host(%T{data: %Nx.BinaryBackend{}} = t), do: t
+    defp to_host(%T{} = t), do: Nx.backend_copy(t, Nx.BinaryBackend)
+    defp to_host(list) when is_list(list), do: Enum.map(list, &to_host/1)
+
+    defp to_host(tuple) when is_tuple(tuple),
+      do: tuple |> Tuple.to_list() |> Enum.map(&to_host/1) |> List.to_tuple()
+
+    defp to_host(fun) when is_function(fun, 1), do: fn a -> result_to_host(fun.(a)) end
+    defp to_host(fun) when is_function(fun, 2), do: fn a, b -> result_to_host(fun.(a, b)) end
+
+    defp to_host(fun) when is_function(fun, 3),
+      do: fn a, b, c -> result_to_host(fun.(a, b, c)) end
+
+    defp to_host(other), do: other
+
+    # Results of functions evaluated on the host: device tensors they
+    # produced (from tensors they captured) come to the host too, as
+    # Nx.BinaryBackend expects.
+    defp result_to_host(%T{data: %__MODULE__{}} = t), do: to_host(t)
+
+    defp result_to_host(tuple) when is_tuple(tuple),
+      do: tuple |> Tuple.to_list() |> Enum.map(&result_to_host/1) |> List.to_tuple()
+
+    defp result_to_host(other), do: other
+
+    defp to_device(%T{data: %__MODULE__{device: index}} = t, index), do: t
+
+    defp to_device(%T{data: %__MODULE__{}} = t, index),
+      do: from_binary(t, read_all(t), device: index)
+
+    defp to_device(%T{} = t, index), do: from_binary(t, Nx.to_binary(t), device: index)
+
+    defp to_device(tuple, index) when is_tuple(tuple),
+      do: tuple |> Tuple.to_list() |> Enum.map(&to_device(&1, index)) |> List.to_tuple()
+
+    defp to_device(list, index) when is_list(list), do: Enum.map(list, &to_device(&1, index))
+    defp to_device(%Stream{} = stream, index), do: Stream.map(stream, &to_device(&1, index))
+    defp to_device(other, _index), do: other
+
+    ## Operands
+
+    # A dense tensor of nif_type on device index holding the elements of t
+    # (in t's shape): {:ok, ref}, or :error when that needs a kernel the
+    # device lacks. Tensors of known value become a fill of the converted
+    # value; tensors of other backends or devices are converted on the host
+    # (they are there already) and uploaded.
+    defp operand(%T{type: type} = t, nif_type, index) do
+      target = nif_type_to_nx(nif_type)
+
+      case t do
+        %T{type: ^target, data: %__MODULE__{device: ^index, ref: ref}} ->
+          {:ok, ref}
+
+        %T{data: %__MODULE__{ref: ref, value: value}} when value != nil ->
+          # Raises on a deallocated tensor, like every other use.
+          _ = NIF.tensor_info(ref)
+          {:ok, fill(index, nif_type, Nx.size(t), convert_value(value, type, target))}
+
+        %T{data: %__MODULE__{device: ^index, ref: ref}} ->
+          if convertible?(index, type) and compute_type?(index, nif_type),
+            do: {:ok, alloc(index, fn -> NIF.convert(nif_type, dims(t), ref, 0, nil) end)},
+            else: :error
+
+        %T{data: %__MODULE__{}} ->
+          operand(to_host(t), nif_type, index)
+
+        %T{data: %Nx.BinaryBackend{}, shape: shape} when tuple_size(shape) == 0 ->
+          value = Nx.to_number(t)
+          {:ok, fill(index, nif_type, 1, convert_value(value, type, target))}
+
+        %T{} ->
+          host_t = Nx.backend_copy(t, Nx.BinaryBackend)
+          converted = Nx.BinaryBackend.as_type(%{host_t | type: target}, host_t)
+          {:ok, upload(index, nif_type, Nx.BinaryBackend.to_binary(converted, Nx.size(t)))}
+      end
+    end
+
+    # The value every element of t is known to equal, or nil. Host scalars
+    # are read (they are on the host already).
+    defp known_value(%T{data: %__MODULE__{value: value}}), do: value
+
+    defp known_value(%T{data: %Nx.BinaryBackend{}, shape: shape} = t) do
+      if Nx.size(shape) == 1, do: Nx.to_number(t)
+    end
+
+    defp known_value(_), do: nil
+
+    # t's known value after as_type to type, or nil.
+    defp converted_value(%T{type: from} = t, to) do
+      case known_value(t) do
+        nil ->
+          nil
+
+        value ->
+          %T{shape: {}, type: to, names: []}
+          |> Nx.BinaryBackend.from_binary(convert_value(value, from, to), [])
+          |> Nx.to_number()
+      end
+    end
+
+    # The bytes of one element of type `to` equal to `value` of type
+    # `from` converted with Nx's as_type semantics.
+    defp convert_value(value, type, type), do: scalar_bytes(type, value)
+
+    # Fast paths: real numbers to f32/f64 round; integers to s32 wrap;
+    # finite floats to s32 truncate then wrap (as Nx.BinaryBackend does).
+    defp convert_value(value, {kind, _}, {:f, size} = to)
+         when kind in [:s, :u, :f, :bf] and is_number(value) and size in [32, 64] and
+                (size == 64 or abs(value) <= @f32_max),
+         do: scalar_bytes(to, value)
+
+    defp convert_value(value, _from, {:s, 32}) when is_integer(value),
+      do: <<value::signed-32-native>>
+
+    defp convert_value(value, _from, {:s, 32}) when is_float(value),
+      do: <<trunc(value)::signed-32-native>>
+
+    defp convert_value(value, from, to) do
+      host = Nx.BinaryBackend.constant(%T{shape: {}, type: from, names: []}, value, [])
+
+      %T{shape: {}, type: to, names: []}
+      |> Nx.BinaryBackend.as_type(host)
+      |> Nx.BinaryBackend.to_binary(1)
+    end
+
+    # The value of a single-element binary of type, or nil.
+    defp single_value(type, binary) do
+      {_, bits} = type
+
+      if bit_size(binary) == bits do
+        %T{shape: {}, type: type, names: []}
+        |> Nx.BinaryBackend.from_binary(binary, [])
+        |> Nx.to_number()
+      end
+    end
+
+    ## Devices and types
+
+    defp device_of(%T{data: %__MODULE__{device: index}}), do: index
+    defp device_of(_), do: Nx.Vulkan.default_device_index()
+
+    # The device of the first Vulkan tensor among args (searched in lists
+    # and tuples), else the default device.
+    defp device_of_args(args) do
+      case find_device(args) do
+        nil -> Nx.Vulkan.default_device_index()
+        index -> index
+      end
+    end
+
+    defp find_device(%T{data: %__MODULE__{device: index}}), do: index
+    defp find_device(list) when is_list(list), do: Enum.find_value(list, &find_device/1)
+    defp find_device(tuple) when is_tuple(tuple), do: find_device(Tuple.to_list(tuple))
+    defp find_device(_), do: nil
+
+    defp nif_type!(type, op, index) do
+      case Map.fetch(@nif_types, type) do
+        {:ok, nif_type} ->
+          nif_type
+
+        :error ->
+          raise ArgumentError,
+                "Nx.Vulkan.Backend: type #{type_name(type)} is not supported by #{op} on " <>
+                  "Vulkan device #{index}: it cannot be stored on the device (types: " <>
+                  Enum.map_join(Enum.sort(Map.values(@nif_types)), ", ", &Atom.to_string/1) <>
+                  ")"
+      end
+    end
+
+    for {nx, nif} <- @nif_types do
+      defp nif_type_to_nx(unquote(nif)), do: unquote(Macro.escape(nx))
+    end
+
+    defp type_name(type) do
+      Nx.Type.to_string(type)
+    rescue
+      _ -> inspect(type)
+    end
+
+    defp integer_type?({kind, _}), do: kind in [:s, :u]
+
+    defp no_kernel(op, {from, to}, index) when is_tuple(from) do
+      "no #{op} kernel from #{type_name(from)} to #{type_name(to)} on Vulkan device #{index}"
+    end
+
+    defp no_kernel(op, type, index),
+      do: "no #{op} kernel for #{type_name(type)} on Vulkan device #{index}"
+
+    # Types the device computes on (convert, reduce, transpose, matmul, iota).
+    defp compute_type?(_index, :f32), do: true
+    defp compute_type?(_index, :s32), do: true
+    defp compute_type?(index, :f64), do: supported?(index, :unary, :copy, :f64)
+    defp compute_type?(_index, _), do: false
+
+    # Types with a strided copy kernel.
+    defp copy_type?(index, nif_type), do: supported?(index, :unary, :copy, nif_type)
+
+    # A device tensor of this Nx type can be converted on the device.
+    defp convertible?(index, type) do
+      case Map.fetch(@nif_types, type) do
+        {:ok, nif_type} -> compute_type?(index, nif_type)
+        :error -> false
+      end
+    end
+
+    defp supported?(index, kind, op, nif_type) do
+      key = {__MODULE__, :supported, index, kind, op, nif_type}
+
+      case :persistent_term.get(key, nil) do
+        nil ->
+          value = NIF.supported(Nx.Vulkan.device(index), kind, op, nif_type) == true
+          :persistent_term.put(key, value)
+          value
+
+        value ->
+          value
+      end
+    end
+
+    defp rank_ok?(%T{shape: shape}), do: tuple_size(shape) <= @max_rank
+
+    ## Buffers
+
+    defp ref!(%T{data: %__MODULE__{ref: ref}}), do: ref
+
+    # out viewing tensor's buffer (a free op). Raises, like every other use,
+    # when the tensor was deallocated.
+    defp same_data(out, %T{data: %__MODULE__{ref: ref} = data}) do
+      _ = NIF.tensor_info(ref)
+      %{out | data: data}
+    end
+
+    defp wrap(%T{} = out, ref, index, value \\ nil),
+      do: %{out | data: %__MODULE__{ref: ref, device: index, value: value}}
+
+    defp empty(%T{type: type} = out, index) do
+      wrap(out, upload(index, nif_type!(type, :empty, index), ""), index)
+    end
+
+    defp dims(%T{shape: shape}), do: Tuple.to_list(shape)
+
+    # Elements of the buffer, vectorized axes included.
+    defp flat_size(%T{shape: shape, vectorized_axes: vectorized_axes}) do
+      Enum.reduce(vectorized_axes, Nx.size(shape), fn {_, size}, acc -> acc * size end)
+    end
+
+    defp read_all(%T{} = t), do: to_binary(t, flat_size(t))
+
+    defp upload(index, nif_type, binary) when byte_size(binary) > @dirty_upload_bytes,
+      do: alloc(index, fn -> NIF.upload_dirty(Nx.Vulkan.device(index), nif_type, binary) end)
+
+    defp upload(index, nif_type, binary),
+      do: alloc(index, fn -> NIF.upload(Nx.Vulkan.device(index), nif_type, binary) end)
+
+    defp download(ref, _offset, count) when count <= 0 do
+      # Still raises on a deallocated tensor.
+      _ = NIF.tensor_info(ref)
+      ""
+    end
+
+    defp download(ref, offset, count), do: NIF.download(ref, offset, count)
+
+    # count elements equal to one element's bytes: a device fill, or an
+    # upload for elements of more than 8 bytes (c128).
+    defp fill(index, nif_type, count, bytes) when byte_size(bytes) <= 8,
+      do: alloc(index, fn -> NIF.fill(Nx.Vulkan.device(index), nif_type, count, bytes) end)
+
+    defp fill(index, nif_type, count, bytes),
+      do: upload(index, nif_type, :binary.copy(bytes, count))
+
+    # A strided read of a view into a new dense tensor of shape.
+    defp strided_read(index, shape, ref, offset, strides),
+      do: alloc(index, fn -> NIF.unary(:copy, shape, ref, offset, strides) end)
+
+    # Runs an allocating NIF call. When the device's memory pool is full
+    # (the runtime has already waited for queued work to return buffers),
+    # collects garbage, dropping unreachable tensors that still hold
+    # buffers, and tries again before raising.
+    defp alloc(index, fun) do
+      fun.()
+    rescue
+      error in [Nx.Vulkan.Error] ->
+        if error.status == :out_of_device_memory do
+          retry_alloc(index, fun, [fn -> :erlang.garbage_collect() end, &collect_all/0], error)
+        else
+          reraise error, __STACKTRACE__
+        end
+    end
+
+    defp retry_alloc(_index, _fun, [], error), do: raise(error)
+
+    defp retry_alloc(index, fun, [collect | rest], _error) do
+      collect.()
+      NIF.synchronize(Nx.Vulkan.device(index))
+
+      try do
+        fun.()
+      rescue
+        error in [Nx.Vulkan.Error] ->
+          if error.status == :out_of_device_memory,
+            do: retry_alloc(index, fun, rest, error),
+            else: reraise(error, __STACKTRACE__)
+      end
+    end
+
+    defp collect_all do
+      Enum.each(Process.list(), &:erlang.garbage_collect/1)
+    end
+
+    # Row-major element strides of dims.
+    defp dense_strides(dims) do
+      {strides, _} =
+        List.foldr(dims, {[], 1}, fn dim, {acc, stride} -> {[stride | acc], stride * dim} end)
+
+      strides
+    end
+
+    # Strides reading a dense tensor of in_shape broadcast to out_shape
+    # (trailing axes aligned); nil when the shapes are equal.
+    defp broadcast_strides(shape, shape), do: nil
+
+    defp broadcast_strides(in_shape, out_shape) do
+      in_dims = Tuple.to_list(in_shape)
+      out_dims = Tuple.to_list(out_shape)
+      lead = length(out_dims) - length(in_dims)
+
+      List.duplicate(0, lead) ++
+        Enum.zip_with([in_dims, dense_strides(in_dims), Enum.drop(out_dims, lead)], fn
+          [dim, stride, dim] when dim != 1 -> stride
+          _ -> 0
+        end)
+    end
+
+    # The native-endian bytes of one element of type equal to number.
+    defp scalar_bytes({:f, 32}, x) when is_number(x) and abs(x) <= @f32_max,
+      do: <<x::float-32-native>>
+
+    defp scalar_bytes({:f, 64}, x) when is_number(x), do: <<x::float-64-native>>
+    defp scalar_bytes({:s, 32}, x) when is_integer(x), do: <<x::signed-32-native>>
+    defp scalar_bytes({:s, 64}, x) when is_integer(x), do: <<x::signed-64-native>>
+
+    defp scalar_bytes(type, number) do
+      %T{shape: {}, type: type, names: []}
+      |> Nx.BinaryBackend.constant(number, [])
+      |> Nx.BinaryBackend.to_binary(1)
+    end
+  end
+end
