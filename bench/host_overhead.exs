@@ -10,7 +10,7 @@
 # each as "enqueue" (until the last op returned) and "e2e" (until the final
 # result is on the host). One submit per op is the reference, measured in
 # the same run on a second device context opened with max_batch_nodes: 1.
-# The Nx row runs on the default device context (default configuration).
+# The Nx row runs on the default device context, opened with the same ring.
 alias Nx.Vulkan.NIF
 
 ops =
@@ -54,8 +54,10 @@ end
 # so "enqueue" is the host cost alone (on lavapipe the "GPU" is these same
 # two cores, so it still competes with the chain for CPU time).
 index = Nx.Vulkan.default_device_index()
-ring = 1 |> Bitwise.bsl(ceil(:math.log2(ops + 2)))
-dev = NIF.open_device(index, %{ring_capacity: max(ring, 4096), disable_disk_cache: true})
+ring = max(1 |> Bitwise.bsl(ceil(:math.log2(ops + 2))), 4096)
+# The default context (used by Nx.Vulkan.Backend) gets the same ring.
+Application.put_env(:nx_vulkan, :device_options, %{ring_capacity: ring})
+dev = NIF.open_device(index, %{ring_capacity: ring, disable_disk_cache: true})
 ref = NIF.open_device(index, %{max_batch_nodes: 1, disable_disk_cache: true})
 info = NIF.device_info(Nx.Vulkan.default_device_index())
 IO.puts("device: #{info.name} (#{info.driver_name} #{info.driver_info}), ops: #{ops}")
