@@ -11,6 +11,9 @@ defmodule NxVulkan.MixProject do
       start_permanent: Mix.env() == :prod,
       compilers: [:nx_vulkan_nif] ++ Mix.compilers(),
       deps: deps(),
+      # Whether Nx is present decides what lib/ compiles to (the backend is
+      # compiled only with Nx), so the two builds must not share artifacts.
+      build_path: if(nx_source() == :none, do: "_build/without_nx", else: "_build"),
       test_paths: ["test/elixir"],
       elixirc_paths: ["lib"],
       description: "Vulkan GPU backend for Nx, with an asynchronous C runtime",
@@ -27,8 +30,16 @@ defmodule NxVulkan.MixProject do
   # COMPLEX_PATH and TELEMETRY_PATH when those are set (offline machines);
   # without either, the Nx-independent part builds alone and the Nx tests
   # are skipped.
+  defp nx_source do
+    cond do
+      System.get_env("NX_PATH") not in [nil, ""] -> :path
+      Code.ensure_loaded?(Hex) and System.get_env("NX_VULKAN_WITHOUT_NX") in [nil, ""] -> :hex
+      true -> :none
+    end
+  end
+
   defp deps do
-    if System.get_env("NX_PATH") not in [nil, ""] and not Code.ensure_loaded?(Hex) do
+    if nx_source() == :path and not Code.ensure_loaded?(Hex) do
       # Offline: Nx's own Hex dependencies resolve to *_PATH checkouts.
       Mix.SCM.prepend(NxVulkan.OfflineSCM)
     end
@@ -41,15 +52,15 @@ defmodule NxVulkan.MixProject do
       end
     end
 
-    cond do
-      System.get_env("NX_PATH") not in [nil, ""] ->
+    case nx_source() do
+      :path ->
         [{:nx, path: System.get_env("NX_PATH")}] ++
           path_dep.(:complex, "COMPLEX_PATH") ++ path_dep.(:telemetry, "TELEMETRY_PATH")
 
-      Code.ensure_loaded?(Hex) and System.get_env("NX_VULKAN_WITHOUT_NX") in [nil, ""] ->
+      :hex ->
         [{:nx, "~> 0.7"}]
 
-      true ->
+      :none ->
         []
     end
   end
