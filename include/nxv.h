@@ -307,6 +307,12 @@ typedef enum nxv_unary_op {
   NXV_UNARY_OP_COUNT
 } nxv_unary_op;
 
+typedef enum nxv_compare_op {
+  NXV_EQUAL, NXV_NOT_EQUAL, NXV_LESS, NXV_LESS_EQUAL, NXV_GREATER,
+  NXV_GREATER_EQUAL, NXV_LOGICAL_AND, NXV_LOGICAL_OR, NXV_LOGICAL_XOR,
+  NXV_COMPARE_OP_COUNT
+} nxv_compare_op;
+
 typedef enum nxv_reduce_op {
   NXV_REDUCE_SUM, NXV_REDUCE_PRODUCT, NXV_REDUCE_MAX, NXV_REDUCE_MIN,
   NXV_REDUCE_OP_COUNT
@@ -316,6 +322,7 @@ typedef enum nxv_reduce_op {
 const char *nxv_binary_op_name(nxv_binary_op op);
 const char *nxv_unary_op_name(nxv_unary_op op);
 const char *nxv_reduce_op_name(nxv_reduce_op op);
+const char *nxv_compare_op_name(nxv_compare_op op);
 
 /* out[i] = a[i] op b[i] over shape (rank dims), a and b of the same dtype.
  * Broadcasting is expressed through the views' strides. The result is a new
@@ -329,9 +336,24 @@ nxv_status nxv_unary(nxv_device *device, nxv_unary_op op, uint32_t rank,
                      const int64_t *shape, const nxv_view *a,
                      nxv_tensor **out_tensor);
 
-/* Element type conversion of a strided view into a dense tensor of dtype.
- * Float to integer truncates toward zero, saturates at the integer range,
- * and maps NaN to 0. */
+/* out[i] = (a[i] op b[i]) ? 1 : 0 as u8, over shape; a and b share a dtype
+ * (f32, f64, s32 or u8). Comparisons follow IEEE 754 (false with NaN except
+ * not_equal); logical ops treat any non-zero value, NaN included, as true.
+ * Needs 8-bit storage (nxv_device_info.storage_8bit). */
+nxv_status nxv_compare(nxv_device *device, nxv_compare_op op, uint32_t rank,
+                       const int64_t *shape, const nxv_view *a,
+                       const nxv_view *b, nxv_tensor **out_tensor);
+
+/* out[i] = pred[i] != 0 ? on_true[i] : on_false[i] over shape; pred is u8,
+ * on_true and on_false share the result's dtype (f32, f64, s32 or u8). */
+nxv_status nxv_select(nxv_device *device, uint32_t rank, const int64_t *shape,
+                      const nxv_view *pred, const nxv_view *on_true,
+                      const nxv_view *on_false, nxv_tensor **out_tensor);
+
+/* Element type conversion of a strided view into a dense tensor of dtype
+ * (between f32, f64, s32 and u8). Float to integer truncates toward zero,
+ * saturates at the integer range, and maps NaN to 0; integer to integer
+ * wraps modulo the target width. */
 nxv_status nxv_convert(nxv_device *device, nxv_dtype dtype, uint32_t rank,
                        const int64_t *shape, const nxv_view *a,
                        nxv_tensor **out_tensor);

@@ -12,9 +12,10 @@
 #define MAX_GROUPS 65535u
 
 /* Push-constant layouts; they mirror the PC blocks of the shaders. */
-typedef struct pc_ew {            /* binary.comp, unary.comp */
+typedef struct pc_ew {  /* binary, unary, compare, select (.comp) */
   uint64_t a, b, c, args;
   uint32_t n, rank, flags, pad;
+  uint64_t in2;         /* third operand (select's on_false) */
 } pc_ew;
 typedef struct pc_reduce {        /* reduce.comp */
   uint64_t a, c, args;
@@ -35,7 +36,7 @@ typedef struct pc_iota {          /* iota.comp */
   uint32_t n, axis_size, inner, pad;
 } pc_iota;
 
-_Static_assert(sizeof(pc_ew) == 48, "pc_ew layout");
+_Static_assert(sizeof(pc_ew) == 56, "pc_ew layout");
 _Static_assert(sizeof(pc_reduce) == 40, "pc_reduce layout");
 _Static_assert(sizeof(pc_matmul) == 72, "pc_matmul layout");
 
@@ -49,6 +50,9 @@ static const char *kUnaryNames[NXV_UNARY_OP_COUNT] = {
     "square"};
 static const char *kReduceNames[NXV_REDUCE_OP_COUNT] = {"sum", "product",
                                                         "max", "min"};
+static const char *kCompareNames[NXV_COMPARE_OP_COUNT] = {
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_and", "logical_or", "logical_xor"};
 
 const char *nxv_binary_op_name(nxv_binary_op op) {
   return (unsigned)op < NXV_BINARY_OP_COUNT ? kBinaryNames[op] : "invalid";
@@ -58,6 +62,9 @@ const char *nxv_unary_op_name(nxv_unary_op op) {
 }
 const char *nxv_reduce_op_name(nxv_reduce_op op) {
   return (unsigned)op < NXV_REDUCE_OP_COUNT ? kReduceNames[op] : "invalid";
+}
+const char *nxv_compare_op_name(nxv_compare_op op) {
+  return (unsigned)op < NXV_COMPARE_OP_COUNT ? kCompareNames[op] : "invalid";
 }
 
 #define B(op) (1u << (op))
@@ -84,26 +91,34 @@ static uint32_t unary_ops(nxv_dtype t) {
       return common | B(NXV_SQRT) | B(NXV_RSQRT) | B(NXV_FLOOR) | B(NXV_CEIL) |
              B(NXV_ROUND);
     case NXV_S32: return common | B(NXV_BITWISE_NOT);
+    case NXV_U8: return B(NXV_COPY);
     default: return 0;
   }
 }
 #undef B
 
+/* Index of a type in the module tables; u8 only where a table has it. */
 static int type_slot(nxv_dtype t) {
   switch (t) {
     case NXV_F32: return 0;
     case NXV_F64: return 1;
     case NXV_S32: return 2;
+    case NXV_U8: return 3;
     default: return -1;
   }
 }
 
 static const nxv_spv_module kBinaryModule[3] = {
     NXV_SPV_BINARY_F32, NXV_SPV_BINARY_F64, NXV_SPV_BINARY_S32};
-static const nxv_spv_module kUnaryModule[3][3] = {
-    {NXV_SPV_UNARY_F32_F32, NXV_SPV_UNARY_F32_F64, NXV_SPV_UNARY_F32_S32},
-    {NXV_SPV_UNARY_F64_F32, NXV_SPV_UNARY_F64_F64, NXV_SPV_UNARY_F64_S32},
-    {NXV_SPV_UNARY_S32_F32, NXV_SPV_UNARY_S32_F64, NXV_SPV_UNARY_S32_S32}};
+static const nxv_spv_module kUnaryModule[4][4] = {
+    {NXV_SPV_UNARY_F32_F32, NXV_SPV_UNARY_F32_F64, NXV_SPV_UNARY_F32_S32, NXV_SPV_UNARY_F32_U8},
+    {NXV_SPV_UNARY_F64_F32, NXV_SPV_UNARY_F64_F64, NXV_SPV_UNARY_F64_S32, NXV_SPV_UNARY_F64_U8},
+    {NXV_SPV_UNARY_S32_F32, NXV_SPV_UNARY_S32_F64, NXV_SPV_UNARY_S32_S32, NXV_SPV_UNARY_S32_U8},
+    {NXV_SPV_UNARY_U8_F32, NXV_SPV_UNARY_U8_F64, NXV_SPV_UNARY_U8_S32, NXV_SPV_UNARY_U8_U8}};
+static const nxv_spv_module kCompareModule[4] = {
+    NXV_SPV_COMPARE_F32, NXV_SPV_COMPARE_F64, NXV_SPV_COMPARE_S32, NXV_SPV_COMPARE_U8};
+static const nxv_spv_module kSelectModule[4] = {
+    NXV_SPV_SELECT_F32, NXV_SPV_SELECT_F64, NXV_SPV_SELECT_S32, NXV_SPV_SELECT_U8};
 static const nxv_spv_module kReduceModule[3] = {
     NXV_SPV_REDUCE_F32, NXV_SPV_REDUCE_F64, NXV_SPV_REDUCE_S32};
 static const nxv_spv_module kMatmulModule[3] = {
@@ -111,19 +126,30 @@ static const nxv_spv_module kMatmulModule[3] = {
 static const nxv_spv_module kIotaModule[3] = {
     NXV_SPV_IOTA_F32, NXV_SPV_IOTA_F64, NXV_SPV_IOTA_S32};
 
-/* The device can compute on dtype at all. */
-static nxv_status check_type(nxv_device *d, nxv_dtype t, const char *op) {
+/* The device can compute on dtype: f32, f64 and s32 for arithmetic, u8
+ * too where allow_u8 (conversions, comparisons, select). */
+static nxv_status check_type_for(nxv_device *d, nxv_dtype t, const char *op,
+                                 bool allow_u8) {
   if ((unsigned)t >= NXV_DTYPE_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: invalid dtype %d", op, (int)t);
-  if (type_slot(t) < 0)
+  if (type_slot(t) < 0 || (t == NXV_U8 && !allow_u8))
     return nxv_fail(NXV_ERR_UNSUPPORTED,
-                    "%s on %s: no kernel for this type (supported: f32, f64, s32)",
-                    op, nxv_dtype_name(t));
+                    "%s on %s: no kernel for this type on device %s (supported: "
+                    "f32, f64, s32%s)",
+                    op, nxv_dtype_name(t), d->vk.info.name, allow_u8 ? ", u8" : "");
   if (t == NXV_F64 && !d->vk.info.float64)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
                     "%s on f64: device %s has no shaderFloat64", op,
                     d->vk.info.name);
+  if (t == NXV_U8 && !d->vk.info.storage_8bit)
+    return nxv_fail(NXV_ERR_UNSUPPORTED,
+                    "%s on u8: device %s has no storageBuffer8BitAccess", op,
+                    d->vk.info.name);
   return NXV_OK;
+}
+
+static nxv_status check_type(nxv_device *d, nxv_dtype t, const char *op) {
+  return check_type_for(d, t, op, false);
 }
 
 /* Validates a shape; *out_n is its element count. An empty shape (a zero
@@ -249,24 +275,28 @@ static void node_use(nxv_node *n, nxv_tensor *t, bool write) {
 /* Elementwise                                                         */
 /* ------------------------------------------------------------------ */
 
-/* Shared by binary, unary and convert: nops inputs (1 or 2) through views,
- * output dense of dtype out_type. */
+/* Shared by the elementwise ops: nops inputs (1 to 3) of types in_types
+ * through views, output dense of out_type. Operand o goes to push-constant
+ * slot a, b, in2 in turn; in the contiguous variant, flag bit o marks a
+ * broadcast scalar operand and, where allow_vec, bit 2 enables 4-wide
+ * accesses (unary and binary kernels). */
 static nxv_status elementwise(nxv_device *d, const char *opname,
                               nxv_spv_module module, uint32_t op, int nops,
                               uint32_t rank, const int64_t *shape_in,
-                              const nxv_view *views[2], nxv_dtype in_type,
-                              nxv_dtype out_type, nxv_tensor **out) {
+                              const nxv_view *const views[3],
+                              const nxv_dtype in_types[3], nxv_dtype out_type,
+                              bool allow_vec, nxv_tensor **out) {
   uint64_t n;
   NXV_TRY(check_shape(rank, shape_in, &n));
-  int64_t shape[NXV_MAX_RANK], strides[2][NXV_MAX_RANK];
+  int64_t shape[NXV_MAX_RANK], strides[3][NXV_MAX_RANK];
   if (rank) memcpy(shape, shape_in, rank * sizeof *shape); /* NULL at rank 0 */
-  const char *names[2] = {"operand a", "operand b"};
+  static const char *const names[3] = {"operand a", "operand b", "operand c"};
   for (int o = 0; o < nops; o++) {
     NXV_TRY(resolve_view(d, names[o], views[o], rank, shape, n, strides[o]));
-    if (views[o]->tensor->dtype != in_type)
+    if (views[o]->tensor->dtype != in_types[o])
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: %s is %s, expected %s",
                       opname, names[o], nxv_dtype_name(views[o]->tensor->dtype),
-                      nxv_dtype_name(in_type));
+                      nxv_dtype_name(in_types[o]));
   }
   nxv_tensor *t;
   NXV_TRY(nxv_tensor_new(d, out_type, n, &t));
@@ -275,7 +305,6 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
     return NXV_OK;
   }
   uint32_t r = collapse(rank, shape, nops, strides);
-  size_t es = nxv_dtype_size(in_type);
   bool contiguous = r <= 1;
   for (int o = 0; o < nops && contiguous; o++)
     if (r == 1 && strides[o][0] != 1 && strides[o][0] != 0) contiguous = false;
@@ -286,20 +315,21 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
   }
   pc_ew pc = {0};
+  uint64_t *slots[3] = {&pc.a, &pc.b, &pc.in2};
   pc.c = t->buf->addr;
   pc.n = (uint32_t)n;
   uint64_t threads = n;
   uint32_t variant = 0;
   if (contiguous) {
-    bool vec = true;
+    bool vec = allow_vec;
     for (int o = 0; o < nops; o++) {
       const nxv_view *v = views[o];
+      size_t es = nxv_dtype_size(in_types[o]);
       bool scalar = r == 0 || strides[o][0] == 0;
       uint64_t addr = v->tensor->buf->addr + (uint64_t)v->offset * es;
       if (scalar) pc.flags |= 1u << o;
       else if (addr % (4 * es)) vec = false;
-      if (o == 0) pc.a = addr;
-      else pc.b = addr;
+      *slots[o] = addr;
     }
     if (vec && n >= 4) {
       pc.flags |= 4u;
@@ -307,8 +337,7 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
     }
   } else {
     variant = 1;
-    pc.a = views[0]->tensor->buf->addr;
-    if (nops > 1) pc.b = views[1]->tensor->buf->addr;
+    for (int o = 0; o < nops; o++) *slots[o] = views[o]->tensor->buf->addr;
     pc.rank = r;
     uint32_t *a = node->args;
     for (uint32_t i = 0; i < r; i++) a[i] = (uint32_t)shape[i];
@@ -338,12 +367,14 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
 bool nxv_binary_supported(nxv_device *d, nxv_binary_op op, nxv_dtype t) {
   if ((unsigned)op >= NXV_BINARY_OP_COUNT || type_slot(t) < 0) return false;
   if (t == NXV_F64 && (!d || !d->vk.info.float64)) return false;
+  if (t == NXV_U8 && (!d || !d->vk.info.storage_8bit)) return false;
   return (binary_ops(t) >> op) & 1u;
 }
 
 bool nxv_unary_supported(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
   if ((unsigned)op >= NXV_UNARY_OP_COUNT || type_slot(t) < 0) return false;
   if (t == NXV_F64 && (!d || !d->vk.info.float64)) return false;
+  if (t == NXV_U8 && (!d || !d->vk.info.storage_8bit)) return false;
   return (unary_ops(t) >> op) & 1u;
 }
 
@@ -359,9 +390,10 @@ nxv_status nxv_binary(nxv_device *d, nxv_binary_op op, uint32_t rank,
   if (!((binary_ops(t) >> op) & 1u))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
                     nxv_binary_op_name(op), nxv_dtype_name(t), d->vk.info.name);
-  const nxv_view *views[2] = {a, b};
+  const nxv_view *const views[3] = {a, b, NULL};
+  const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_binary_op_name(op), kBinaryModule[type_slot(t)], op,
-                     2, rank, shape, views, t, t, out);
+                     2, rank, shape, views, types, t, true, out);
 }
 
 nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
@@ -372,14 +404,15 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
   if ((unsigned)op >= NXV_UNARY_OP_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "unary: invalid op %d", (int)op);
   nxv_dtype t = a->tensor->dtype;
-  NXV_TRY(check_type(d, t, nxv_unary_op_name(op)));
+  NXV_TRY(check_type_for(d, t, nxv_unary_op_name(op), op == NXV_COPY));
   if (!((unary_ops(t) >> op) & 1u))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
                     nxv_unary_op_name(op), nxv_dtype_name(t), d->vk.info.name);
   int s = type_slot(t);
-  const nxv_view *views[2] = {a, NULL};
+  const nxv_view *const views[3] = {a, NULL, NULL};
+  const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_unary_op_name(op), kUnaryModule[s][s], op, 1, rank,
-                     shape, views, t, t, out);
+                     shape, views, types, t, true, out);
 }
 
 nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
@@ -388,11 +421,43 @@ nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
   if (!d || !out || !a || !a->tensor)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "convert: NULL argument");
   nxv_dtype from = a->tensor->dtype;
-  NXV_TRY(check_type(d, from, "as_type"));
-  NXV_TRY(check_type(d, dtype, "as_type"));
-  const nxv_view *views[2] = {a, NULL};
+  NXV_TRY(check_type_for(d, from, "as_type", true));
+  NXV_TRY(check_type_for(d, dtype, "as_type", true));
+  const nxv_view *const views[3] = {a, NULL, NULL};
+  const nxv_dtype types[3] = {from, from, from};
   return elementwise(d, "as_type", kUnaryModule[type_slot(from)][type_slot(dtype)],
-                     NXV_COPY, 1, rank, shape, views, from, dtype, out);
+                     NXV_COPY, 1, rank, shape, views, types, dtype, true, out);
+}
+
+nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
+                       const int64_t *shape, const nxv_view *a,
+                       const nxv_view *b, nxv_tensor **out) {
+  if (!d || !out || !a || !b || !a->tensor)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "compare: NULL argument");
+  if ((unsigned)op >= NXV_COMPARE_OP_COUNT)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "compare: invalid op %d", (int)op);
+  nxv_dtype t = a->tensor->dtype;
+  const char *name = nxv_compare_op_name(op);
+  NXV_TRY(check_type_for(d, t, name, true));
+  NXV_TRY(check_type_for(d, NXV_U8, name, true)); /* the result */
+  const nxv_view *const views[3] = {a, b, NULL};
+  const nxv_dtype types[3] = {t, t, t};
+  return elementwise(d, name, kCompareModule[type_slot(t)], op, 2, rank, shape,
+                     views, types, NXV_U8, false, out);
+}
+
+nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
+                      const nxv_view *pred, const nxv_view *on_true,
+                      const nxv_view *on_false, nxv_tensor **out) {
+  if (!d || !out || !pred || !on_true || !on_false || !on_true->tensor)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "select: NULL argument");
+  nxv_dtype t = on_true->tensor->dtype;
+  NXV_TRY(check_type_for(d, t, "select", true));
+  NXV_TRY(check_type_for(d, NXV_U8, "select", true)); /* the predicate */
+  const nxv_view *const views[3] = {pred, on_true, on_false};
+  const nxv_dtype types[3] = {NXV_U8, t, t};
+  return elementwise(d, "select", kSelectModule[type_slot(t)], 0, 3, rank, shape,
+                     views, types, t, false, out);
 }
 
 nxv_status nxv_transpose(nxv_device *d, uint32_t rank, const int64_t *in_shape,

@@ -1,6 +1,11 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
+#if defined(STORAGE_8BIT)
+#extension GL_EXT_shader_8bit_storage : require
+#endif
 // unary.comp - c[i] = convert<O>(OP(a[i])) for input type T, output type O.
+// Narrow storage types (u8) are computed in their 32-bit compute type TC
+// (and written through OC); by default TC = T and OC = O.
 // Element type conversion is OP 0 (copy) with O != T; a strided copy is a
 // transpose. VARIANT 0: contiguous (flags bit2: 4-wide loads allowed);
 // VARIANT 1: strided, the arena holds shape[rank], a_strides[rank], a_off.
@@ -8,10 +13,29 @@
 #include "common.glsl"
 #include "types.glsl"
 
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufT { T v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufO { O v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufT4 { T4 v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufO4 { O4 v[]; };
+#ifndef TC
+#define TC T
+#endif
+#ifndef OC
+#define OC O
+#endif
+#ifndef OC4
+#define OC4 O4
+#endif
+#ifndef TC4
+#define TC4 T4
+#endif
+#ifndef T_ALIGN
+#define T_ALIGN 4
+#endif
+#ifndef O_ALIGN
+#define O_ALIGN 4
+#endif
+
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = O_ALIGN) buffer BufO { O v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufT4 { T4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufO4 { O4 v[]; };
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -23,13 +47,19 @@ layout(push_constant, std430) uniform PC {
   uint flags;
 } pc;
 
-T apply(T x) {
+TC apply(TC x) {
   switch (OP) {
   case 0: return x;
+  case 16: return x * x;
+#if T_KIND == KIND_UINT
+  case 1: return TC(0) - x;
+  case 2: return x;
+  case 3: return x != TC(0) ? TC(1) : TC(0);
+#else
   case 1: return -x;
   case 2: return abs(x);
   case 3: return sign(x);
-  case 16: return x * x;
+#endif
 #if T_KIND == KIND_FLOAT
   case 4: {  // one Newton step on top of the driver's sqrt: correctly
              // rounded in practice where the driver's is not
@@ -65,19 +95,19 @@ T apply(T x) {
 
 // Conversion T -> O. Float to integer truncates toward zero, saturates and
 // maps NaN to 0.
-O cvt(T x) {
+OC cvt(TC x) {
 #if T_KIND == KIND_FLOAT && O_KIND != KIND_FLOAT
-  if (isnan(x)) return O(0);
+  if (isnan(x)) return OC(0);
 #if O_KIND == KIND_SINT
-  if (x <= T(O_MIN)) return O(O_MIN);
-  if (x >= T(O_MAX) + T(1.0)) return O(O_MAX);
+  if (x <= T(O_MIN)) return OC(O_MIN);
+  if (x >= T(O_MAX) + T(1.0)) return OC(O_MAX);
 #else
-  if (x <= T(0)) return O(0);
-  if (x >= T(O_MAX) + T(1.0)) return O(O_MAX);
+  if (x <= T(0)) return OC(0);
+  if (x >= T(O_MAX) + T(1.0)) return OC(O_MAX);
 #endif
-  return O(trunc(x));
+  return OC(trunc(x));
 #else
-  return O(x);
+  return OC(x);  // integers wrap to the width of O on store
 #endif
 }
 
@@ -88,7 +118,7 @@ void main() {
   uint stride = nxv_nthreads();
   if (VARIANT == 0) {
     bool scalar = (pc.flags & 1u) != 0u;  // a is one element, broadcast
-    O sv = scalar ? cvt(apply(pc.a.v[0])) : O(0);
+    OC sv = scalar ? cvt(apply(TC(pc.a.v[0]))) : OC(0);
     uint start = 0u;
     if ((pc.flags & 4u) != 0u) {
       uint n4 = pc.n / 4u;
@@ -96,16 +126,16 @@ void main() {
       BufO4 c4 = BufO4(pc.c);
       for (uint i = gid; i < n4; i += stride) {
         if (scalar) {
-          c4.v[i] = O4(sv);
+          c4.v[i] = O4(OC4(sv));
         } else {
-          T4 x = a4.v[i];
-          c4.v[i] = O4(cvt(apply(x.x)), cvt(apply(x.y)), cvt(apply(x.z)), cvt(apply(x.w)));
+          TC4 x = TC4(a4.v[i]);
+          c4.v[i] = O4(OC4(cvt(apply(x.x)), cvt(apply(x.y)), cvt(apply(x.z)), cvt(apply(x.w))));
         }
       }
       start = n4 * 4u;
     }
     for (uint i = start + gid; i < pc.n; i += stride)
-      pc.c.v[i] = scalar ? sv : cvt(apply(pc.a.v[i]));
+      pc.c.v[i] = O(scalar ? sv : cvt(apply(TC(pc.a.v[i]))));
   } else {
     uint rank = pc.rank;
     uint nargs = 2u * rank + 1u;
@@ -120,7 +150,7 @@ void main() {
         ia += (rem - q * dim) * s_args[rank + uint(d)];
         rem = q;
       }
-      pc.c.v[i] = cvt(apply(pc.a.v[ia]));
+      pc.c.v[i] = O(cvt(apply(TC(pc.a.v[ia]))));
     }
   }
 }

@@ -908,7 +908,7 @@ NXV_TEST(kernels, unary_s32) { test_unary_type(NXV_S32, 0x2003); }
 NXV_TEST(kernels, unsupported_types) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
-  static const nxv_dtype others[] = {NXV_S8,  NXV_S16, NXV_S64, NXV_U8,
+  static const nxv_dtype others[] = {NXV_S8,  NXV_S16, NXV_S64,
                                      NXV_U16, NXV_U32, NXV_U64, NXV_F16,
                                      NXV_BF16, NXV_C64, NXV_C128};
   uint8_t zeros[64] = {0};
@@ -2135,6 +2135,224 @@ NXV_TEST(kernels, exact_float_cases_and_scalar_broadcast) {
     CHECK_MSG(same, "pow(%g, %g) = %g, expected %g", bases[i], exps[i], got[i], want[i]);
   }
   nxv_tensor *all[] = {s, b, q, t25, tb, te, tp};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) nxv_tensor_release(all[i]);
+  nxv_device_release(d);
+}
+
+
+/* ------------------------------------------------------------------------ */
+/* u8: comparisons, select, conversions                                      */
+/* ------------------------------------------------------------------------ */
+
+static const nxv_dtype kMaskTypes[4] = {NXV_F32, NXV_F64, NXV_S32, NXV_U8};
+
+static long double mget(nxv_dtype t, const void *p, uint64_t i) {
+  return t == NXV_U8 ? (long double)((const uint8_t *)p)[i] : hget(t, p, i);
+}
+static void mset(nxv_dtype t, void *p, uint64_t i, long double v) {
+  if (t == NXV_U8) ((uint8_t *)p)[i] = (uint8_t)v;
+  else hset(t, p, i, v);
+}
+
+/* Small values so that ties are frequent; NaN now and then for floats. */
+static long double mask_value(uint64_t *rng, nxv_dtype t) {
+  if (is_float(t) && one_in(rng, 9)) return NAN;
+  long double v = (long double)rnd_int(rng, t == NXV_U8 ? 0 : -3, 3);
+  if (is_float(t) && one_in(rng, 3)) v += 0.5L;
+  return v;
+}
+
+static bool compare_ref(nxv_compare_op op, long double x, long double y) {
+  switch (op) {
+    case NXV_EQUAL: return x == y;
+    case NXV_NOT_EQUAL: return x != y;
+    case NXV_LESS: return x < y;
+    case NXV_LESS_EQUAL: return x <= y;
+    case NXV_GREATER: return x > y;
+    case NXV_GREATER_EQUAL: return x >= y;
+    case NXV_LOGICAL_AND: return x != 0 && y != 0;
+    case NXV_LOGICAL_OR: return x != 0 || y != 0;
+    case NXV_LOGICAL_XOR: return (x != 0) != (y != 0);
+    default: return false;
+  }
+}
+
+NXV_TEST(kernels, compare_every_op_and_type) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0x6001;
+  enum { R = 3, N = 5 * 7 * 3 };
+  int64_t shape[R] = {5, 7, 3};
+  for (int ti = 0; ti < 4; ti++) {
+    nxv_dtype t = kMaskTypes[ti];
+    size_t es = nxv_dtype_size(t);
+    unsigned char *a = xcalloc(N, es), *b = xcalloc(N, es);
+    for (int i = 0; i < N; i++) {
+      mset(t, a, i, mask_value(&rng, t));
+      mset(t, b, i, mask_value(&rng, t));
+    }
+    nxv_tensor *ta, *tb;
+    REQUIRE_OK(nxv_tensor_upload(d, t, N, a, &ta));
+    REQUIRE_OK(nxv_tensor_upload(d, t, N, b, &tb));
+    /* Layouts: dense; b a scalar; a transposed (strided path). */
+    int64_t zero[R] = {0, 0, 0}, tr[R] = {1, 5, 35};
+    for (int op = 0; op < NXV_COMPARE_OP_COUNT; op++) {
+      for (int lay = 0; lay < 3; lay++) {
+        nxv_view va = {ta, 0, lay == 2 ? tr : NULL};
+        nxv_view vb = {tb, lay == 1 ? 4 : 0, lay == 1 ? zero : NULL};
+        nxv_tensor *out;
+        REQUIRE_OK(nxv_compare(d, (nxv_compare_op)op, R, shape, &va, &vb, &out));
+        CHECK(nxv_tensor_dtype(out) == NXV_U8);
+        uint8_t got[N];
+        REQUIRE_OK(nxv_tensor_download(out, 0, N, got));
+        int bad = 0;
+        for (int i = 0; i < N && bad < 3; i++) {
+          int i0 = i / 21, i1 = (i / 3) % 7, i2 = i % 3;
+          uint64_t ia = lay == 2 ? (uint64_t)(i0 + 5 * i1 + 35 * i2) : (uint64_t)i;
+          uint64_t ib = lay == 1 ? 4 : (uint64_t)i;
+          bool want = compare_ref((nxv_compare_op)op, mget(t, a, ia), mget(t, b, ib));
+          if (got[i] != (want ? 1 : 0)) {
+            bad++;
+            CHECK_MSG(false, "%s %s lay %d [%d]: got %u for %Lg, %Lg",
+                      nxv_compare_op_name((nxv_compare_op)op), nxv_dtype_name(t),
+                      lay, i, got[i], mget(t, a, ia), mget(t, b, ib));
+          }
+        }
+        nxv_tensor_release(out);
+      }
+    }
+    nxv_tensor_release(ta);
+    nxv_tensor_release(tb);
+    free(a);
+    free(b);
+  }
+  nxv_device_release(d);
+}
+
+NXV_TEST(kernels, select_every_type_and_lay) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0x6002;
+  enum { N = 1031 };
+  uint8_t p[N];
+  for (int i = 0; i < N; i++) p[i] = (uint8_t)(one_in(&rng, 2) ? 0 : rnd_int(&rng, 1, 255));
+  nxv_tensor *tp;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_U8, N, p, &tp));
+  int64_t shape[1] = {N}, zero[1] = {0}, rev[1] = {-1};
+  for (int ti = 0; ti < 4; ti++) {
+    nxv_dtype t = kMaskTypes[ti];
+    size_t es = nxv_dtype_size(t);
+    unsigned char *a = xcalloc(N, es), *b = xcalloc(N, es), *got = xcalloc(N, es);
+    for (int i = 0; i < N; i++) {
+      mset(t, a, i, (long double)rnd_int(&rng, 0, 100));
+      mset(t, b, i, (long double)rnd_int(&rng, 101, 200));
+    }
+    nxv_tensor *ta, *tb, *out;
+    REQUIRE_OK(nxv_tensor_upload(d, t, N, a, &ta));
+    REQUIRE_OK(nxv_tensor_upload(d, t, N, b, &tb));
+    for (int lay = 0; lay < 3; lay++) {
+      /* 0 dense; 1 on_false a broadcast scalar; 2 pred reversed (strided) */
+      nxv_view vp = {tp, lay == 2 ? N - 1 : 0, lay == 2 ? rev : NULL};
+      nxv_view va = {ta, 0, NULL};
+      nxv_view vb = {tb, lay == 1 ? 9 : 0, lay == 1 ? zero : NULL};
+      REQUIRE_OK(nxv_select(d, 1, shape, &vp, &va, &vb, &out));
+      CHECK(nxv_tensor_dtype(out) == t);
+      REQUIRE_OK(nxv_tensor_download(out, 0, N, got));
+      int bad = 0;
+      for (int i = 0; i < N && bad < 3; i++) {
+        uint8_t pi = p[lay == 2 ? N - 1 - i : i];
+        long double want = pi ? mget(t, a, i) : mget(t, b, lay == 1 ? 9 : i);
+        if (mget(t, got, i) != want) {
+          bad++;
+          CHECK_MSG(false, "select %s lay %d [%d]: got %Lg, want %Lg",
+                    nxv_dtype_name(t), lay, i, mget(t, got, i), want);
+        }
+      }
+      nxv_tensor_release(out);
+    }
+    /* A predicate that is not u8, operands of different types. */
+    nxv_view va = {ta, 0, NULL}, vb = {tb, 0, NULL};
+    out = (nxv_tensor *)0x1;
+    CHECK(nxv_select(d, 1, shape, &va, &va, &vb, &out) ==
+          (t == NXV_U8 ? NXV_OK : NXV_ERR_INVALID_ARGUMENT));
+    if (t == NXV_U8) nxv_tensor_release(out);
+    else CHECK(out == (nxv_tensor *)0x1);
+    nxv_tensor_release(ta);
+    nxv_tensor_release(tb);
+    free(a);
+    free(b);
+    free(got);
+  }
+  nxv_tensor_release(tp);
+  nxv_device_release(d);
+}
+
+NXV_TEST(kernels, u8_conversions_and_unsupported_ops) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  enum { N = 10 };
+  float f[N] = {-1.0f, 0.0f, 0.99f, 1.5f, 254.9f, 255.0f, 256.0f, 1e9f, NAN, -INFINITY};
+  uint8_t fw[N] = {0, 0, 0, 1, 254, 255, 255, 255, 0, 0};
+  int32_t s[N] = {-1, 0, 1, 255, 256, 257, -256, 1000, INT32_MIN, INT32_MAX};
+  uint8_t sw[N] = {255, 0, 1, 255, 0, 1, 0, 232, 0, 255};
+  int64_t shape[1] = {N};
+  nxv_tensor *tf, *ts, *o1, *o2, *back;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, N, f, &tf));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, N, s, &ts));
+  nxv_view vf = {tf, 0, NULL}, vs = {ts, 0, NULL};
+  REQUIRE_OK(nxv_convert(d, NXV_U8, 1, shape, &vf, &o1));
+  REQUIRE_OK(nxv_convert(d, NXV_U8, 1, shape, &vs, &o2));
+  uint8_t g1[N], g2[N];
+  REQUIRE_OK(nxv_tensor_download(o1, 0, N, g1));
+  REQUIRE_OK(nxv_tensor_download(o2, 0, N, g2));
+  for (int i = 0; i < N; i++) {
+    CHECK_MSG(g1[i] == fw[i], "f32 %g -> u8 %u, want %u", f[i], g1[i], fw[i]);
+    CHECK_MSG(g2[i] == sw[i], "s32 %d -> u8 %u, want %u", s[i], g2[i], sw[i]);
+  }
+  /* Back to every wider type, exactly. */
+  for (int ti = 0; ti < 3; ti++) {
+    nxv_view v = {o2, 0, NULL};
+    REQUIRE_OK(nxv_convert(d, kMaskTypes[ti], 1, shape, &v, &back));
+    unsigned char buf[N * 8];
+    REQUIRE_OK(nxv_tensor_download(back, 0, N, buf));
+    for (int i = 0; i < N; i++)
+      CHECK_MSG(hget(kMaskTypes[ti], buf, i) == sw[i], "u8 %u -> %s", sw[i],
+                nxv_dtype_name(kMaskTypes[ti]));
+    nxv_tensor_release(back);
+  }
+  /* Strided u8 copy (a transpose) and a broadcast. */
+  uint8_t m[6] = {1, 2, 3, 4, 5, 6}, mt[6];
+  nxv_tensor *tm, *tt;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_U8, 6, m, &tm));
+  int64_t in_shape[2] = {2, 3};
+  uint32_t perm[2] = {1, 0};
+  REQUIRE_OK(nxv_transpose(d, 2, in_shape, tm, perm, &tt));
+  REQUIRE_OK(nxv_tensor_download(tt, 0, 6, mt));
+  const uint8_t want_t[6] = {1, 4, 2, 5, 3, 6};
+  CHECK(memcmp(mt, want_t, 6) == 0);
+  nxv_tensor_release(tt);
+  int64_t bshape[1] = {7}, zero[1] = {0};
+  nxv_view vb = {tm, 5, zero};
+  REQUIRE_OK(nxv_unary(d, NXV_COPY, 1, bshape, &vb, &tt));
+  uint8_t bc[7];
+  REQUIRE_OK(nxv_tensor_download(tt, 0, 7, bc));
+  for (int i = 0; i < 7; i++) CHECK(bc[i] == 6);
+  nxv_tensor_release(tt);
+  /* Arithmetic on u8 has no kernel yet: refused, naming the type. */
+  nxv_view vm = {tm, 0, NULL};
+  int64_t six[1] = {6};
+  nxv_tensor *out = (nxv_tensor *)0x1;
+  CHECK(nxv_binary(d, NXV_ADD, 1, six, &vm, &vm, &out) == NXV_ERR_UNSUPPORTED);
+  CHECK(strstr(nxv_last_error(), "u8") != NULL);
+  CHECK(nxv_unary(d, NXV_NEG, 1, six, &vm, &out) == NXV_ERR_UNSUPPORTED);
+  CHECK(nxv_reduce(d, NXV_REDUCE_SUM, 1, six, &vm, 1, &out) == NXV_ERR_UNSUPPORTED);
+  CHECK(nxv_iota(d, NXV_U8, 1, six, 0, &out) == NXV_ERR_UNSUPPORTED);
+  nxv_matmul_desc mm = {1, 2, 2, 1, tm, 0, {0, 1, 1}, tm, 0, {0, 2, 1}};
+  CHECK(nxv_matmul(d, &mm, &out) == NXV_ERR_UNSUPPORTED);
+  CHECK(out == (nxv_tensor *)0x1);
+  CHECK(nxv_unary_supported(d, NXV_COPY, NXV_U8));
+  CHECK(!nxv_unary_supported(d, NXV_NEG, NXV_U8));
+  nxv_tensor *all[] = {tf, ts, o1, o2, tm};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) nxv_tensor_release(all[i]);
   nxv_device_release(d);
 }

@@ -1,0 +1,79 @@
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_shader_8bit_storage : require
+// compare.comp - c[i] = (a[i] OP b[i]) ? 1 : 0 as u8, for inputs of type T
+// (loaded and compared as TC). OP follows nxv_compare_op in include/nxv.h:
+// comparisons follow IEEE 754 (any comparison with NaN is false, except
+// not_equal); logical ops treat every non-zero value (NaN too) as true.
+// VARIANT 0: contiguous (flags bit0/bit1: a/b is a broadcast scalar);
+// VARIANT 1: strided, the arena holds shape[rank], a_strides[rank],
+// b_strides[rank], a_off, b_off.
+#include "common.glsl"
+
+#ifndef T_ALIGN
+#define T_ALIGN 4
+#endif
+
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 1) buffer BufU8 { uint8_t v[]; };
+
+layout(push_constant, std430) uniform PC {
+  BufT a;
+  BufT b;
+  BufU8 c;
+  ArgsRef args;
+  uint n;
+  uint rank;
+  uint flags;
+} pc;
+
+bool apply(TC x, TC y) {
+  switch (OP) {
+  case 0: return x == y;
+  case 1: return x != y;
+  case 2: return x < y;
+  case 3: return x <= y;
+  case 4: return x > y;
+  case 5: return x >= y;
+  case 6: return (x != TC(0)) && (y != TC(0));
+  case 7: return (x != TC(0)) || (y != TC(0));
+  case 8: return (x != TC(0)) != (y != TC(0));
+  }
+  return false;
+}
+
+shared uint s_args[3 * NXV_MAX_RANK + 2];
+
+void main() {
+  uint gid = nxv_gid();
+  uint stride = nxv_nthreads();
+  if (VARIANT == 0) {
+    bool a_scalar = (pc.flags & 1u) != 0u;
+    bool b_scalar = (pc.flags & 2u) != 0u;
+    TC sa = a_scalar ? TC(pc.a.v[0]) : TC(0);
+    TC sb = b_scalar ? TC(pc.b.v[0]) : TC(0);
+    for (uint i = gid; i < pc.n; i += stride) {
+      TC x = a_scalar ? sa : TC(pc.a.v[i]);
+      TC y = b_scalar ? sb : TC(pc.b.v[i]);
+      pc.c.v[i] = uint8_t(apply(x, y) ? 1u : 0u);
+    }
+  } else {
+    uint rank = pc.rank;
+    uint nargs = 3u * rank + 2u;
+    for (uint j = gl_LocalInvocationID.x; j < nargs; j += gl_WorkGroupSize.x)
+      s_args[j] = pc.args.d[j];
+    barrier();
+    for (uint i = gid; i < pc.n; i += stride) {
+      uint ia = s_args[3u * rank], ib = s_args[3u * rank + 1u], rem = i;
+      for (int d = int(rank) - 1; d >= 0; --d) {
+        uint dim = s_args[d];
+        uint q = rem / dim;
+        uint r = rem - q * dim;
+        rem = q;
+        ia += r * s_args[rank + uint(d)];
+        ib += r * s_args[2u * rank + uint(d)];
+      }
+      pc.c.v[i] = uint8_t(apply(TC(pc.a.v[ia]), TC(pc.b.v[ib])) ? 1u : 0u);
+    }
+  }
+}
