@@ -403,6 +403,10 @@ bool nxv_binary_supported(nxv_device *device, nxv_binary_op op,
                           nxv_dtype dtype);
 bool nxv_unary_supported(nxv_device *device, nxv_unary_op op,
                          nxv_dtype dtype);
+/* True when nxv_compare (on operands of dtype), nxv_select (choosing
+ * between values of dtype) and nxv_convert (to or from dtype) have kernels
+ * for dtype on the device. */
+bool nxv_mask_type_supported(nxv_device *device, nxv_dtype dtype);
 
 #ifdef __cplusplus
 }

@@ -371,6 +371,11 @@ bool nxv_binary_supported(nxv_device *d, nxv_binary_op op, nxv_dtype t) {
   return (binary_ops(t) >> op) & 1u;
 }
 
+bool nxv_mask_type_supported(nxv_device *d, nxv_dtype t) {
+  if (!d || type_slot(t) < 0 || !d->vk.info.storage_8bit) return false;
+  return t != NXV_F64 || d->vk.info.float64;
+}
+
 bool nxv_unary_supported(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
   if ((unsigned)op >= NXV_UNARY_OP_COUNT || type_slot(t) < 0) return false;
   if (t == NXV_F64 && (!d || !d->vk.info.float64)) return false;

@@ -49,6 +49,8 @@ static ERL_NIF_TERM am_ok, am_nil, am_true, am_false, am_error,
     am_already_deallocated, am_struct, am_exception, am_message, am_status,
     am_argument_error, am_vulkan_error, am_binary, am_unary;
 static ERL_NIF_TERM am_types[NXV_DTYPE_COUNT];
+static ERL_NIF_TERM am_cmpops[NXV_COMPARE_OP_COUNT];
+static ERL_NIF_TERM am_compare, am_select, am_convert;
 static ERL_NIF_TERM am_binops[NXV_BINARY_OP_COUNT];
 static ERL_NIF_TERM am_unops[NXV_UNARY_OP_COUNT];
 static ERL_NIF_TERM am_redops[NXV_REDUCE_OP_COUNT];
@@ -518,7 +520,14 @@ static ERL_NIF_TERM nif_supported(ErlNifEnv *env, int argc,
     int op = find_atom(argv[2], am_unops, NXV_UNARY_OP_COUNT);
     return op >= 0 && nxv_unary_supported(r->dev, (nxv_unary_op)op, t) ? am_true : am_false;
   }
-  return raise_argument(env, "supported: kind must be :binary or :unary");
+  if (enif_is_identical(argv[1], am_compare)) {
+    int op = find_atom(argv[2], am_cmpops, NXV_COMPARE_OP_COUNT);
+    return op >= 0 && nxv_mask_type_supported(r->dev, t) ? am_true : am_false;
+  }
+  if (enif_is_identical(argv[1], am_select) || enif_is_identical(argv[1], am_convert))
+    return nxv_mask_type_supported(r->dev, t) ? am_true : am_false;
+  return raise_argument(env,
+                        "supported: kind must be :binary, :unary, :compare, :select or :convert");
 }
 
 /* ------------------------------------------------------------------ */
@@ -646,6 +655,58 @@ static ERL_NIF_TERM nif_binary(ErlNifEnv *env, int argc,
   nxv_tensor_release(a.t);
   nxv_tensor_release(b.t);
   return op_result(env, st, out, nxv_binary_op_name((nxv_binary_op)op));
+}
+
+static ERL_NIF_TERM nif_compare(ErlNifEnv *env, int argc,
+                                const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int op = find_atom(argv[0], am_cmpops, NXV_COMPARE_OP_COUNT);
+  if (op < 0) return raise_argument(env, "compare: unknown op");
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank;
+  if (!get_int_list(env, argv[1], shape, &rank))
+    return raise_argument(env, "compare: shape must be a list of at most %d integers",
+                          NXV_MAX_RANK);
+  view_arg a, b;
+  ERL_NIF_TERM e = get_view(env, "compare operand a", argv + 2, rank, &a);
+  if (!enif_is_identical(e, am_ok)) return e;
+  e = get_view(env, "compare operand b", argv + 5, rank, &b);
+  if (!enif_is_identical(e, am_ok)) {
+    nxv_tensor_release(a.t);
+    return e;
+  }
+  nxv_view va = to_view(&a), vb = to_view(&b);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_compare(nxv_tensor_device(a.t), (nxv_compare_op)op, rank,
+                              shape, &va, &vb, &out);
+  nxv_tensor_release(a.t);
+  nxv_tensor_release(b.t);
+  return op_result(env, st, out, nxv_compare_op_name((nxv_compare_op)op));
+}
+
+static ERL_NIF_TERM nif_select(ErlNifEnv *env, int argc,
+                               const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank;
+  if (!get_int_list(env, argv[0], shape, &rank))
+    return raise_argument(env, "select: shape must be a list of at most %d integers",
+                          NXV_MAX_RANK);
+  view_arg v[3];
+  static const char *const what[3] = {"select predicate", "select on_true",
+                                      "select on_false"};
+  for (int i = 0; i < 3; i++) {
+    ERL_NIF_TERM e = get_view(env, what[i], argv + 1 + 3 * i, rank, &v[i]);
+    if (!enif_is_identical(e, am_ok)) {
+      for (int j = 0; j < i; j++) nxv_tensor_release(v[j].t);
+      return e;
+    }
+  }
+  nxv_view vp = to_view(&v[0]), va = to_view(&v[1]), vb = to_view(&v[2]);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_select(nxv_tensor_device(v[0].t), rank, shape, &vp, &va, &vb, &out);
+  for (int i = 0; i < 3; i++) nxv_tensor_release(v[i].t);
+  return op_result(env, st, out, "select");
 }
 
 static ERL_NIF_TERM nif_unary(ErlNifEnv *env, int argc,
@@ -857,6 +918,11 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
     am_binops[i] = enif_make_atom(env, nxv_binary_op_name((nxv_binary_op)i));
   for (int i = 0; i < NXV_UNARY_OP_COUNT; i++)
     am_unops[i] = enif_make_atom(env, nxv_unary_op_name((nxv_unary_op)i));
+  for (int i = 0; i < NXV_COMPARE_OP_COUNT; i++)
+    am_cmpops[i] = enif_make_atom(env, nxv_compare_op_name((nxv_compare_op)i));
+  am_compare = enif_make_atom(env, "compare");
+  am_select = enif_make_atom(env, "select");
+  am_convert = enif_make_atom(env, "convert");
   for (int i = 0; i < NXV_REDUCE_OP_COUNT; i++)
     am_redops[i] = enif_make_atom(env, nxv_reduce_op_name((nxv_reduce_op)i));
   return 0;
@@ -887,6 +953,8 @@ static ErlNifFunc funcs[] = {
     {"copy", 1, nif_copy, 0},
     {"binary", 8, nif_binary, 0},
     {"unary", 5, nif_unary, 0},
+    {"compare", 8, nif_compare, 0},
+    {"select", 10, nif_select, 0},
     {"convert", 5, nif_convert, 0},
     {"reduce", 6, nif_reduce, 0},
     {"transpose", 3, nif_transpose, 0},

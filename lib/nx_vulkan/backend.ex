@@ -345,7 +345,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       per_batch = Nx.size(out_shape)
       dims = Tuple.to_list(out_shape)
       native? = copy_type?(index, nif_type) and length(dims) <= @max_rank
-      ref = ref!(tensor)
+      ref = device_ref!(tensor, index)
 
       range =
         if remainder != 0 and opts[:leftover] == :repeat, do: 0..full, else: 0..(full - 1)//1
@@ -451,7 +451,7 @@ if Code.ensure_loaded?(Nx.Backend) do
         compute_type?(index, nif_type!(tensor.type, :transpose, index)) and rank_ok?(tensor) ->
           wrap(
             out,
-            alloc(index, fn -> NIF.transpose(dims(tensor), ref!(tensor), axes) end),
+            alloc(index, fn -> NIF.transpose(dims(tensor), device_ref!(tensor, index), axes) end),
             index
           )
 
@@ -525,7 +525,11 @@ if Code.ensure_loaded?(Nx.Backend) do
           empty(out, index)
 
         copy_type?(index, nif_type) and rank_ok?(out) ->
-          wrap(out, strided_read(index, dims(out), ref!(tensor), offset, strides), index)
+          wrap(
+            out,
+            strided_read(index, dims(out), device_ref!(tensor, index), offset, strides),
+            index
+          )
 
         true ->
           host(op, args, no_kernel(op, type, index))
@@ -571,6 +575,137 @@ if Code.ensure_loaded?(Nx.Backend) do
         end
       else
         _ -> host(op, [out, left, right], no_kernel(op, type, index))
+      end
+    end
+
+    ## Comparisons and logical ops (u8 results) and select
+
+    native_compare =
+      [:equal, :not_equal, :less, :less_equal, :greater, :greater_equal] ++
+        [:logical_and, :logical_or, :logical_xor]
+
+    for op <- native_compare do
+      impl_if_callback(op, 3)
+      def unquote(op)(out, left, right), do: compare(unquote(op), out, left, right)
+    end
+
+    # Computed in the merged type of the inputs, as Nx.BinaryBackend does,
+    # or in the other operand's type when one side is a constant exactly
+    # representable there (x > 0 on u8 or f32 compares in that type: the
+    # same result, without widening to s64).
+    defp compare(op, %T{type: {:u, 8}} = out, %T{} = left, %T{} = right) do
+      index = device_of_args([left, right])
+      type = compare_type(left, right, index)
+
+      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
+           true <- supported?(index, :compare, op, nif_type) and rank_ok?(out),
+           {:ok, a} <- operand(left, nif_type, index),
+           {:ok, b} <- operand(right, nif_type, index) do
+        if Nx.size(out) == 0 do
+          empty(out, index)
+        else
+          a_strides = broadcast_strides(left.shape, out.shape)
+          b_strides = broadcast_strides(right.shape, out.shape)
+
+          wrap(
+            out,
+            alloc(index, fn -> NIF.compare(op, dims(out), a, 0, a_strides, b, 0, b_strides) end),
+            index
+          )
+        end
+      else
+        _ -> host(op, [out, left, right], no_kernel(op, type, index))
+      end
+    end
+
+    defp compare(op, out, left, right),
+      do: host(op, [out, left, right], no_kernel(op, out.type, device_of_args([left, right])))
+
+    defp compare_type(left, right, index) do
+      merged = Nx.Type.merge(left.type, right.type)
+
+      cond do
+        native_mask_type?(merged, index) -> merged
+        exact_in?(known_value(right), left.type, index) -> left.type
+        exact_in?(known_value(left), right.type, index) -> right.type
+        true -> merged
+      end
+    end
+
+    defp native_mask_type?(type, index) do
+      case Map.fetch(@nif_types, type) do
+        {:ok, nif_type} -> supported?(index, :select, :select, nif_type)
+        :error -> false
+      end
+    end
+
+    # value is exactly representable in type, which the device compares in.
+    defp exact_in?(nil, _type, _index), do: false
+
+    defp exact_in?(value, {kind, bits} = type, index) when is_integer(value) do
+      native_mask_type?(type, index) and
+        case kind do
+          :u -> value >= 0 and value < Bitwise.bsl(1, bits)
+          :s -> value >= -Bitwise.bsl(1, bits - 1) and value < Bitwise.bsl(1, bits - 1)
+          :f -> abs(value) <= Bitwise.bsl(1, if(bits == 32, do: 24, else: 53))
+          _ -> false
+        end
+    end
+
+    defp exact_in?(value, {:f, 64} = type, index) when is_float(value),
+      do: native_mask_type?(type, index)
+
+    defp exact_in?(value, {:f, 32} = type, index) when is_float(value) do
+      native_mask_type?(type, index) and
+        match?(<<^value::float-32-native>>, <<value::float-32-native>>)
+    end
+
+    defp exact_in?(_value, _type, _index), do: false
+
+    impl_if_callback(:select, 4)
+
+    def select(%T{type: type} = out, pred, on_true, on_false) do
+      index = device_of_args([pred, on_true, on_false])
+
+      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
+           true <- supported?(index, :select, :select, nif_type) and rank_ok?(out),
+           {:ok, p} <- predicate(pred, index),
+           {:ok, a} <- operand(on_true, nif_type, index),
+           {:ok, b} <- operand(on_false, nif_type, index) do
+        if Nx.size(out) == 0 do
+          empty(out, index)
+        else
+          p_strides = broadcast_strides(pred.shape, out.shape)
+          a_strides = broadcast_strides(on_true.shape, out.shape)
+          b_strides = broadcast_strides(on_false.shape, out.shape)
+
+          wrap(
+            out,
+            alloc(index, fn ->
+              NIF.select(dims(out), p, 0, p_strides, a, 0, a_strides, b, 0, b_strides)
+            end),
+            index
+          )
+        end
+      else
+        _ -> host(:select, [out, pred, on_true, on_false], no_kernel(:select, type, index))
+      end
+    end
+
+    # pred as a u8 tensor of its own shape, true where pred is non-zero.
+    defp predicate(%T{type: {:u, 8}} = pred, index), do: operand(pred, :u8, index)
+
+    defp predicate(%T{type: type} = pred, index) do
+      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
+           true <- supported?(index, :compare, :not_equal, nif_type),
+           {:ok, p} <- operand(pred, nif_type, index) do
+        zero = fill(index, nif_type, 1, convert_value(0, {:s, 64}, type))
+        zeros = List.duplicate(0, tuple_size(pred.shape))
+
+        {:ok,
+         alloc(index, fn -> NIF.compare(:not_equal, dims(pred), p, 0, nil, zero, 0, zeros) end)}
+      else
+        _ -> :error
       end
     end
 
@@ -785,7 +920,6 @@ if Code.ensure_loaded?(Nx.Backend) do
         take_along_axis: 4,
         gather: 4,
         concatenate: 3,
-        select: 4,
         conv: 4,
         all: 3,
         any: 3,
@@ -809,12 +943,6 @@ if Code.ensure_loaded?(Nx.Backend) do
         fft: 3,
         ifft: 3
       ] ++
-        for(
-          op <-
-            [:equal, :not_equal, :greater, :less, :greater_equal, :less_equal] ++
-              [:logical_and, :logical_or, :logical_xor],
-          do: {op, 3}
-        ) ++
         for(
           op <-
             [:expm1, :log1p, :tan, :cosh, :sinh, :acos, :asin, :atan, :acosh, :asinh] ++
@@ -871,6 +999,10 @@ if Code.ensure_loaded?(Nx.Backend) do
     end
 
     impl_if_callback(:optional, 3)
+
+    # logical_not's default implementation is an equal/2 with zero, which
+    # runs on the device; the others run on the host in one piece.
+    def optional(:logical_not, args, fun), do: apply(fun, args)
 
     def optional(name, args, fun) do
       host_apply(name, args, "default implementation of an optional callback", fn host_args ->
@@ -1021,7 +1153,7 @@ if Code.ensure_loaded?(Nx.Backend) do
           {:ok, fill(index, nif_type, Nx.size(t), convert_value(value, type, target))}
 
         %T{data: %__MODULE__{device: ^index, ref: ref}} ->
-          if convertible?(index, type) and compute_type?(index, nif_type),
+          if convertible?(index, type) and convert_type?(index, nif_type),
             do: {:ok, alloc(index, fn -> NIF.convert(nif_type, dims(t), ref, 0, nil) end)},
             else: :error
 
@@ -1150,11 +1282,14 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp no_kernel(op, type, index),
       do: "no #{op} kernel for #{type_name(type)} on Vulkan device #{index}"
 
-    # Types the device computes on (convert, reduce, transpose, matmul, iota).
+    # Types the device computes on (reduce, matmul, iota).
     defp compute_type?(_index, :f32), do: true
     defp compute_type?(_index, :s32), do: true
     defp compute_type?(index, :f64), do: supported?(index, :unary, :copy, :f64)
     defp compute_type?(_index, _), do: false
+
+    # Types the device converts between (as_type, operands).
+    defp convert_type?(index, nif_type), do: supported?(index, :convert, :copy, nif_type)
 
     # Types with a strided copy kernel.
     defp copy_type?(index, nif_type), do: supported?(index, :unary, :copy, nif_type)
@@ -1162,7 +1297,7 @@ if Code.ensure_loaded?(Nx.Backend) do
     # A device tensor of this Nx type can be converted on the device.
     defp convertible?(index, type) do
       case Map.fetch(@nif_types, type) do
-        {:ok, nif_type} -> compute_type?(index, nif_type)
+        {:ok, nif_type} -> convert_type?(index, nif_type)
         :error -> false
       end
     end
@@ -1185,7 +1320,14 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     ## Buffers
 
-    defp ref!(%T{data: %__MODULE__{ref: ref}}), do: ref
+    # The buffer of t on device index, uploading t (in its own type) when it
+    # lives on the host or another device.
+    defp device_ref!(%T{data: %__MODULE__{device: index, ref: ref}}, index), do: ref
+
+    defp device_ref!(%T{type: type} = t, index) do
+      {:ok, ref} = operand(t, nif_type!(type, :copy, index), index)
+      ref
+    end
 
     # out viewing tensor's buffer (a free op). Raises, like every other use,
     # when the tensor was deallocated.

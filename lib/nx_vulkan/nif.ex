@@ -59,7 +59,12 @@ defmodule Nx.Vulkan.NIF do
   def save_pipeline_cache(_device), do: nif_error()
   @doc "Test hook: the next submission fails with `:device_lost` or `:submit_failed`."
   def inject_fault(_device, _fault), do: nif_error()
-  @doc "True when the device has a kernel: `kind` is `:binary` or `:unary`."
+
+  @doc """
+  True when the device has a kernel: `kind` is `:binary`, `:unary` or
+  `:compare` (with the op), `:select` or `:convert` (op ignored; `type` is
+  the operand type).
+  """
   def supported(_device, _kind, _op, _type), do: nif_error()
 
   # Tensors
@@ -94,6 +99,32 @@ defmodule Nx.Vulkan.NIF do
   transpose, broadcast, reverse with negative strides).
   """
   def unary(_op, _shape, _a, _a_offset, _a_strides), do: nif_error()
+
+  @doc """
+  `out[i] = (a[i] op b[i]) ? 1 : 0` as a `:u8` tensor over `shape`; `op` in
+  `:equal :not_equal :less :less_equal :greater :greater_equal :logical_and
+  :logical_or :logical_xor`. a and b share a type (f32, f64, s32 or u8).
+  """
+  def compare(_op, _shape, _a, _a_offset, _a_strides, _b, _b_offset, _b_strides),
+    do: nif_error()
+
+  @doc """
+  `out[i] = pred[i] != 0 ? on_true[i] : on_false[i]` over `shape`; `pred`
+  is `:u8`, on_true and on_false share the result type.
+  """
+  def select(
+        _shape,
+        _p,
+        _p_offset,
+        _p_strides,
+        _a,
+        _a_offset,
+        _a_strides,
+        _b,
+        _b_offset,
+        _b_strides
+      ),
+      do: nif_error()
 
   @doc "Converts a strided view over `shape` to `type` (float to int truncates, saturates, NaN -> 0)."
   def convert(_type, _shape, _a, _a_offset, _a_strides), do: nif_error()

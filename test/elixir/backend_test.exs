@@ -775,9 +775,9 @@ if Code.ensure_loaded?(Nx) do
       assert fallback_count(:sort) == before + 1
       assert_same(got, Nx.sort(a, axis: 1))
 
-      before = fallback_count(:greater)
-      assert_same(Nx.greater(vk(a), 0), Nx.greater(a, 0))
-      assert fallback_count(:greater) == before + 1
+      before = fallback_count(:erf)
+      assert_same(Nx.erf(vk(a)), Nx.erf(a), 1.0e-6)
+      assert fallback_count(:erf) == before + 1
 
       # Types without kernels.
       i = Nx.iota({5}, backend: Nx.BinaryBackend)
@@ -840,12 +840,61 @@ if Code.ensure_loaded?(Nx) do
       Nx.Vulkan.with_host_fallback(:raise, fn ->
         assert_raise ArgumentError, ~r/sort/, fn -> Nx.sort(a) end
         assert_raise ArgumentError, ~r/argmax/, fn -> Nx.argmax(a) end
-        assert_raise ArgumentError, ~r/equal/, fn -> Nx.equal(a, a) end
+        assert_raise ArgumentError, ~r/erf/, fn -> Nx.erf(a) end
         assert_raise ArgumentError, ~r/cumulative_sum/, fn -> Nx.cumulative_sum(a) end
         assert %VB{} = Nx.add(a, a).data
         assert %VB{} = Nx.dot(a, Nx.transpose(a)).data
         assert %VB{} = Nx.sum(a, axes: [0]).data
+        assert %VB{} = Nx.equal(a, a).data
+        assert %VB{} = Nx.select(Nx.greater(a, 0), a, 0.0).data
       end)
+    end
+
+    # Small integral values (many ties) of type.
+    defp small_values(shape, :u8), do: random(shape, :s32, {0, 3}) |> Nx.as_type(:u8)
+    defp small_values(shape, type), do: random(shape, :s32, {-3, 3}) |> Nx.as_type(type)
+
+    test "comparisons, logical ops and select on the device match Nx.BinaryBackend" do
+      for {ta, tb} <- [{:f32, :f32}, {:s32, :s32}, {:f64, :f64}, {:s32, :f32}, {:u8, :u8}],
+          {ls, rs} <- @shape_pairs do
+        a = small_values(ls, ta)
+        b = small_values(rs, tb)
+
+        for op <-
+              [:equal, :not_equal, :less, :less_equal, :greater, :greater_equal] ++
+                [:logical_and, :logical_or, :logical_xor] do
+          got = native(fn -> apply(Nx, op, [vk(a), vk(b)]) end)
+          assert got.type == {:u, 8}
+          assert_same(got, apply(Nx, op, [a, b]))
+        end
+
+        assert_same(native(fn -> Nx.logical_not(vk(a)) end), Nx.logical_not(a))
+      end
+
+      # NaN compares false except not_equal, and is true as a logical value.
+      nan = Nx.tensor([:nan, 1.0, 0.0], backend: Nx.BinaryBackend)
+      one = Nx.tensor([1.0, 1.0, 1.0], backend: Nx.BinaryBackend)
+      assert Nx.to_flat_list(Nx.equal(vk(nan), vk(one))) == [0, 1, 0]
+      assert Nx.to_flat_list(Nx.not_equal(vk(nan), vk(one))) == [1, 0, 1]
+      assert Nx.to_flat_list(Nx.logical_and(vk(nan), vk(one))) == [1, 1, 0]
+
+      # select: u8 and non-u8 predicates, broadcast branches, mixed types.
+      for type <- [:f32, :s32, :f64, :u8], {ls, rs} <- @shape_pairs do
+        p = random(ls, :s32, {-1, 2})
+        # on_true broadcasts from a size-1 slice of pred's shape
+        x = random(ls, :s32, {0, 9}) |> Nx.as_type(type)
+        x = if Nx.rank(x) > 0, do: Nx.slice_along_axis(x, 0, 1, axis: 0), else: x
+        y = random(ls, :s32, {10, 19}) |> Nx.as_type(type)
+        _ = rs
+
+        assert_same(
+          native(fn -> Nx.select(Nx.greater(vk(p), 0), vk(x), vk(y)) end),
+          Nx.select(Nx.greater(p, 0), x, y)
+        )
+
+        seven = Nx.tensor(7, type: type, backend: Nx.BinaryBackend)
+        assert_same(native(fn -> Nx.select(vk(p), vk(x), seven) end), Nx.select(p, x, seven))
+      end
     end
 
     test "stack and block compute on the host when Nx has them" do
