@@ -351,7 +351,7 @@ nxv_status nxv_select(nxv_device *device, uint32_t rank, const int64_t *shape,
                       const nxv_view *on_false, nxv_tensor **out_tensor);
 
 /* Element type conversion of a strided view into a dense tensor of dtype
- * (between f32, f64, s32 and u8). Float to integer truncates toward zero,
+ * (between f32, f64, s32, u8, s64 and u64). Float to integer truncates toward zero,
  * saturates at the integer range, and maps NaN to 0; integer to integer
  * wraps modulo the target width. */
 nxv_status nxv_convert(nxv_device *device, nxv_dtype dtype, uint32_t rank,
@@ -403,10 +403,12 @@ bool nxv_binary_supported(nxv_device *device, nxv_binary_op op,
                           nxv_dtype dtype);
 bool nxv_unary_supported(nxv_device *device, nxv_unary_op op,
                          nxv_dtype dtype);
-/* True when nxv_compare (on operands of dtype), nxv_select (choosing
- * between values of dtype) and nxv_convert (to or from dtype) have kernels
- * for dtype on the device. */
+/* True when nxv_compare (on operands of dtype) and nxv_select (choosing
+ * between values of dtype) have kernels for dtype on the device. */
 bool nxv_mask_type_supported(nxv_device *device, nxv_dtype dtype);
+/* True when nxv_convert to and from dtype, and strided copies of it, have
+ * kernels on the device. */
+bool nxv_convert_supported(nxv_device *device, nxv_dtype dtype);
 
 #ifdef __cplusplus
 }

@@ -91,30 +91,44 @@ static uint32_t unary_ops(nxv_dtype t) {
       return common | B(NXV_SQRT) | B(NXV_RSQRT) | B(NXV_FLOOR) | B(NXV_CEIL) |
              B(NXV_ROUND);
     case NXV_S32: return common | B(NXV_BITWISE_NOT);
-    case NXV_U8: return B(NXV_COPY);
+    case NXV_U8:
+    case NXV_S64:
+    case NXV_U64: return B(NXV_COPY);
     default: return 0;
   }
 }
 #undef B
 
-/* Index of a type in the module tables; u8 only where a table has it. */
+/* Index of a type in the module tables: arithmetic tables hold slots 0-2,
+ * comparison and select tables 0-3, conversion tables all six. */
 static int type_slot(nxv_dtype t) {
   switch (t) {
     case NXV_F32: return 0;
     case NXV_F64: return 1;
     case NXV_S32: return 2;
     case NXV_U8: return 3;
+    case NXV_S64: return 4;
+    case NXV_U64: return 5;
     default: return -1;
   }
 }
 
+/* Which types an op family has kernels for. */
+typedef enum type_set {
+  TYPES_ARITH = 3,   /* f32 f64 s32 */
+  TYPES_MASK = 4,    /* and u8 (comparisons, select) */
+  TYPES_CONVERT = 6, /* and s64 u64 (conversions, copies) */
+} type_set;
+
 static const nxv_spv_module kBinaryModule[3] = {
     NXV_SPV_BINARY_F32, NXV_SPV_BINARY_F64, NXV_SPV_BINARY_S32};
-static const nxv_spv_module kUnaryModule[4][4] = {
-    {NXV_SPV_UNARY_F32_F32, NXV_SPV_UNARY_F32_F64, NXV_SPV_UNARY_F32_S32, NXV_SPV_UNARY_F32_U8},
-    {NXV_SPV_UNARY_F64_F32, NXV_SPV_UNARY_F64_F64, NXV_SPV_UNARY_F64_S32, NXV_SPV_UNARY_F64_U8},
-    {NXV_SPV_UNARY_S32_F32, NXV_SPV_UNARY_S32_F64, NXV_SPV_UNARY_S32_S32, NXV_SPV_UNARY_S32_U8},
-    {NXV_SPV_UNARY_U8_F32, NXV_SPV_UNARY_U8_F64, NXV_SPV_UNARY_U8_S32, NXV_SPV_UNARY_U8_U8}};
+#define UNARY_ROW(a)                                                   \
+  {NXV_SPV_UNARY_##a##_F32, NXV_SPV_UNARY_##a##_F64, NXV_SPV_UNARY_##a##_S32, \
+   NXV_SPV_UNARY_##a##_U8,  NXV_SPV_UNARY_##a##_S64, NXV_SPV_UNARY_##a##_U64}
+static const nxv_spv_module kUnaryModule[6][6] = {
+    UNARY_ROW(F32), UNARY_ROW(F64), UNARY_ROW(S32),
+    UNARY_ROW(U8),  UNARY_ROW(S64), UNARY_ROW(U64)};
+#undef UNARY_ROW
 static const nxv_spv_module kCompareModule[4] = {
     NXV_SPV_COMPARE_F32, NXV_SPV_COMPARE_F64, NXV_SPV_COMPARE_S32, NXV_SPV_COMPARE_U8};
 static const nxv_spv_module kSelectModule[4] = {
@@ -126,17 +140,18 @@ static const nxv_spv_module kMatmulModule[3] = {
 static const nxv_spv_module kIotaModule[3] = {
     NXV_SPV_IOTA_F32, NXV_SPV_IOTA_F64, NXV_SPV_IOTA_S32};
 
-/* The device can compute on dtype: f32, f64 and s32 for arithmetic, u8
- * too where allow_u8 (conversions, comparisons, select). */
+/* The device has kernels of the family set for dtype. */
 static nxv_status check_type_for(nxv_device *d, nxv_dtype t, const char *op,
-                                 bool allow_u8) {
+                                 type_set set) {
+  static const char *const names[7] = {"", "", "", "f32, f64, s32",
+                                       "f32, f64, s32, u8", "",
+                                       "f32, f64, s32, u8, s64, u64"};
   if ((unsigned)t >= NXV_DTYPE_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: invalid dtype %d", op, (int)t);
-  if (type_slot(t) < 0 || (t == NXV_U8 && !allow_u8))
+  if (type_slot(t) < 0 || type_slot(t) >= (int)set)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
-                    "%s on %s: no kernel for this type on device %s (supported: "
-                    "f32, f64, s32%s)",
-                    op, nxv_dtype_name(t), d->vk.info.name, allow_u8 ? ", u8" : "");
+                    "%s on %s: no kernel for this type on device %s (supported: %s)",
+                    op, nxv_dtype_name(t), d->vk.info.name, names[set]);
   if (t == NXV_F64 && !d->vk.info.float64)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
                     "%s on f64: device %s has no shaderFloat64", op,
@@ -149,7 +164,7 @@ static nxv_status check_type_for(nxv_device *d, nxv_dtype t, const char *op,
 }
 
 static nxv_status check_type(nxv_device *d, nxv_dtype t, const char *op) {
-  return check_type_for(d, t, op, false);
+  return check_type_for(d, t, op, TYPES_ARITH);
 }
 
 /* Validates a shape; *out_n is its element count. An empty shape (a zero
@@ -372,7 +387,15 @@ bool nxv_binary_supported(nxv_device *d, nxv_binary_op op, nxv_dtype t) {
 }
 
 bool nxv_mask_type_supported(nxv_device *d, nxv_dtype t) {
-  if (!d || type_slot(t) < 0 || !d->vk.info.storage_8bit) return false;
+  if (!d || type_slot(t) < 0 || type_slot(t) >= TYPES_MASK ||
+      !d->vk.info.storage_8bit)
+    return false;
+  return t != NXV_F64 || d->vk.info.float64;
+}
+
+bool nxv_convert_supported(nxv_device *d, nxv_dtype t) {
+  if (!d || type_slot(t) < 0) return false;
+  if (t == NXV_U8 && !d->vk.info.storage_8bit) return false;
   return t != NXV_F64 || d->vk.info.float64;
 }
 
@@ -409,7 +432,8 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
   if ((unsigned)op >= NXV_UNARY_OP_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "unary: invalid op %d", (int)op);
   nxv_dtype t = a->tensor->dtype;
-  NXV_TRY(check_type_for(d, t, nxv_unary_op_name(op), op == NXV_COPY));
+  NXV_TRY(check_type_for(d, t, nxv_unary_op_name(op),
+                         op == NXV_COPY ? TYPES_CONVERT : TYPES_ARITH));
   if (!((unary_ops(t) >> op) & 1u))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
                     nxv_unary_op_name(op), nxv_dtype_name(t), d->vk.info.name);
@@ -426,8 +450,8 @@ nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
   if (!d || !out || !a || !a->tensor)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "convert: NULL argument");
   nxv_dtype from = a->tensor->dtype;
-  NXV_TRY(check_type_for(d, from, "as_type", true));
-  NXV_TRY(check_type_for(d, dtype, "as_type", true));
+  NXV_TRY(check_type_for(d, from, "as_type", TYPES_CONVERT));
+  NXV_TRY(check_type_for(d, dtype, "as_type", TYPES_CONVERT));
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {from, from, from};
   return elementwise(d, "as_type", kUnaryModule[type_slot(from)][type_slot(dtype)],
@@ -443,8 +467,8 @@ nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "compare: invalid op %d", (int)op);
   nxv_dtype t = a->tensor->dtype;
   const char *name = nxv_compare_op_name(op);
-  NXV_TRY(check_type_for(d, t, name, true));
-  NXV_TRY(check_type_for(d, NXV_U8, name, true)); /* the result */
+  NXV_TRY(check_type_for(d, t, name, TYPES_MASK));
+  NXV_TRY(check_type_for(d, NXV_U8, name, TYPES_MASK)); /* the result */
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, name, kCompareModule[type_slot(t)], op, 2, rank, shape,
@@ -457,8 +481,8 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
   if (!d || !out || !pred || !on_true || !on_false || !on_true->tensor)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "select: NULL argument");
   nxv_dtype t = on_true->tensor->dtype;
-  NXV_TRY(check_type_for(d, t, "select", true));
-  NXV_TRY(check_type_for(d, NXV_U8, "select", true)); /* the predicate */
+  NXV_TRY(check_type_for(d, t, "select", TYPES_MASK));
+  NXV_TRY(check_type_for(d, NXV_U8, "select", TYPES_MASK)); /* the predicate */
   const nxv_view *const views[3] = {pred, on_true, on_false};
   const nxv_dtype types[3] = {NXV_U8, t, t};
   return elementwise(d, "select", kSelectModule[type_slot(t)], 0, 3, rank, shape,

@@ -524,8 +524,10 @@ static ERL_NIF_TERM nif_supported(ErlNifEnv *env, int argc,
     int op = find_atom(argv[2], am_cmpops, NXV_COMPARE_OP_COUNT);
     return op >= 0 && nxv_mask_type_supported(r->dev, t) ? am_true : am_false;
   }
-  if (enif_is_identical(argv[1], am_select) || enif_is_identical(argv[1], am_convert))
+  if (enif_is_identical(argv[1], am_select))
     return nxv_mask_type_supported(r->dev, t) ? am_true : am_false;
+  if (enif_is_identical(argv[1], am_convert))
+    return nxv_convert_supported(r->dev, t) ? am_true : am_false;
   return raise_argument(env,
                         "supported: kind must be :binary, :unary, :compare, :select or :convert");
 }

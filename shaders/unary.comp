@@ -13,6 +13,16 @@
 #include "common.glsl"
 #include "types.glsl"
 
+// 64-bit integer bounds (64-bit literals are not allowed on the command
+// line, before the int64 extension is enabled).
+#if defined(O_RANGE64) && O_RANGE64 == 1
+#define O_MIN (-9223372036854775807l - 1l)
+#define O_MAX 9223372036854775807l
+#elif defined(O_RANGE64) && O_RANGE64 == 2
+#define O_MIN 0ul
+#define O_MAX 18446744073709551615ul
+#endif
+
 #ifndef TC
 #define TC T
 #endif

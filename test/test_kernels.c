@@ -908,9 +908,8 @@ NXV_TEST(kernels, unary_s32) { test_unary_type(NXV_S32, 0x2003); }
 NXV_TEST(kernels, unsupported_types) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
-  static const nxv_dtype others[] = {NXV_S8,  NXV_S16, NXV_S64,
-                                     NXV_U16, NXV_U32, NXV_U64, NXV_F16,
-                                     NXV_BF16, NXV_C64, NXV_C128};
+  static const nxv_dtype others[] = {NXV_S8,   NXV_S16, NXV_U16, NXV_U32,
+                                     NXV_F16,  NXV_BF16, NXV_C64, NXV_C128};
   uint8_t zeros[64] = {0};
   int64_t shape[1] = {4};
   for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
@@ -2354,5 +2353,88 @@ NXV_TEST(kernels, u8_conversions_and_unsupported_ops) {
   CHECK(!nxv_unary_supported(d, NXV_NEG, NXV_U8));
   nxv_tensor *all[] = {tf, ts, o1, o2, tm};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) nxv_tensor_release(all[i]);
+  nxv_device_release(d);
+}
+
+
+/* s64 and u64: conversions to and from every converting type, and copies. */
+NXV_TEST(kernels, int64_conversions) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  enum { N = 8 };
+  int64_t s[N] = {0, 1, -1, 255, 256, (int64_t)1 << 40, INT64_MIN, INT64_MAX};
+  int64_t shape[1] = {N};
+  nxv_tensor *ts, *tu, *back;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_S64, N, s, &ts));
+  nxv_view vs = {ts, 0, NULL};
+  /* s64 -> u64 is a reinterpretation modulo 2^64; back again is exact. */
+  REQUIRE_OK(nxv_convert(d, NXV_U64, 1, shape, &vs, &tu));
+  uint64_t u[N];
+  REQUIRE_OK(nxv_tensor_download(tu, 0, N, u));
+  for (int i = 0; i < N; i++) CHECK(u[i] == (uint64_t)s[i]);
+  nxv_view vu = {tu, 0, NULL};
+  REQUIRE_OK(nxv_convert(d, NXV_S64, 1, shape, &vu, &back));
+  int64_t sb[N];
+  REQUIRE_OK(nxv_tensor_download(back, 0, N, sb));
+  CHECK(memcmp(sb, s, sizeof s) == 0);
+  nxv_tensor_release(back);
+  /* To the narrower types: floats round, integers wrap. */
+  static const nxv_dtype to[4] = {NXV_F32, NXV_F64, NXV_S32, NXV_U8};
+  for (int k = 0; k < 4; k++) {
+    REQUIRE_OK(nxv_convert(d, to[k], 1, shape, &vs, &back));
+    unsigned char buf[N * 8];
+    REQUIRE_OK(nxv_tensor_download(back, 0, N, buf));
+    for (int i = 0; i < N; i++) {
+      bool ok;
+      switch (to[k]) {
+        case NXV_F32: ok = ((float *)buf)[i] == (float)s[i]; break;
+        case NXV_F64: ok = ((double *)buf)[i] == (double)s[i]; break;
+        case NXV_S32: ok = ((int32_t *)buf)[i] == (int32_t)(uint32_t)s[i]; break;
+        default: ok = buf[i] == (uint8_t)s[i]; break;
+      }
+      CHECK_MSG(ok, "s64 %lld -> %s", (long long)s[i], nxv_dtype_name(to[k]));
+    }
+    nxv_tensor_release(back);
+  }
+  /* From the narrower types: exact widening; floats truncate and saturate. */
+  float f[N] = {0.5f, -1.5f, 3e9f, -3e9f, 1e30f, -1e30f, NAN, 7.0f};
+  int64_t fs[N] = {0, -1, 3000000000LL, -3000000000LL, INT64_MAX, INT64_MIN, 0, 7};
+  uint64_t fu[N] = {0, 0, 3000000000ULL, 0, UINT64_MAX, 0, 0, 7};
+  nxv_tensor *tf;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, N, f, &tf));
+  nxv_view vf = {tf, 0, NULL};
+  REQUIRE_OK(nxv_convert(d, NXV_S64, 1, shape, &vf, &back));
+  REQUIRE_OK(nxv_tensor_download(back, 0, N, sb));
+  for (int i = 0; i < N; i++) CHECK_MSG(sb[i] == fs[i], "f32 %g -> s64 %lld", f[i], (long long)sb[i]);
+  nxv_tensor_release(back);
+  REQUIRE_OK(nxv_convert(d, NXV_U64, 1, shape, &vf, &back));
+  REQUIRE_OK(nxv_tensor_download(back, 0, N, u));
+  for (int i = 0; i < N; i++) CHECK_MSG(u[i] == fu[i], "f32 %g -> u64 %llu", f[i], (unsigned long long)u[i]);
+  nxv_tensor_release(back);
+  int32_t i32[N] = {0, -1, 1, INT32_MIN, INT32_MAX, 5, -5, 100};
+  nxv_tensor *ti;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, N, i32, &ti));
+  nxv_view vi = {ti, 0, NULL};
+  REQUIRE_OK(nxv_convert(d, NXV_S64, 1, shape, &vi, &back));
+  REQUIRE_OK(nxv_tensor_download(back, 0, N, sb));
+  for (int i = 0; i < N; i++) CHECK(sb[i] == i32[i]);
+  nxv_tensor_release(back);
+  REQUIRE_OK(nxv_convert(d, NXV_U64, 1, shape, &vi, &back));
+  REQUIRE_OK(nxv_tensor_download(back, 0, N, u));
+  for (int i = 0; i < N; i++) CHECK(u[i] == (uint64_t)(int64_t)i32[i]);
+  nxv_tensor_release(back);
+  /* Strided copy (reverse) and the ops that have no s64 kernel yet. */
+  int64_t rev[1] = {-1};
+  nxv_view vr = {ts, N - 1, rev};
+  REQUIRE_OK(nxv_unary(d, NXV_COPY, 1, shape, &vr, &back));
+  REQUIRE_OK(nxv_tensor_download(back, 0, N, sb));
+  for (int i = 0; i < N; i++) CHECK(sb[i] == s[N - 1 - i]);
+  nxv_tensor_release(back);
+  nxv_tensor *out = (nxv_tensor *)0x1;
+  CHECK(nxv_binary(d, NXV_ADD, 1, shape, &vs, &vs, &out) == NXV_ERR_UNSUPPORTED);
+  CHECK(nxv_compare(d, NXV_EQUAL, 1, shape, &vs, &vs, &out) == NXV_ERR_UNSUPPORTED);
+  CHECK(out == (nxv_tensor *)0x1);
+  nxv_tensor *all[] = {ts, tu, tf, ti};
+  for (size_t i = 0; i < 4; i++) nxv_tensor_release(all[i]);
   nxv_device_release(d);
 }
