@@ -781,6 +781,31 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
+    # Nx sums u8 into a 64-bit integer (counting a mask, as gradients of
+    # max do). While the sum cannot pass 2^31 it is computed exactly in s32
+    # and widened on the device.
+    defp reduction(
+           :sum,
+           :sum,
+           %T{type: {kind, 64} = type} = out,
+           %T{type: {:u, 8}} = tensor,
+           opts
+         )
+         when kind in [:s, :u] and tuple_size(tensor.shape) <= @max_rank do
+      index = device_of(tensor)
+      nif_type = nif_type!(type, :sum, index)
+
+      with true <- Nx.size(tensor) * 255 < 2_147_483_648,
+           true <- convert_type?(index, nif_type),
+           {:ok, a} <- operand(tensor, :s32, index) do
+        axes = opts[:axes] || Nx.axes(tensor)
+        sum = alloc(index, fn -> NIF.reduce(:sum, dims(tensor), a, 0, nil, axes) end)
+        wrap(out, alloc(index, fn -> NIF.convert(nif_type, dims(out), sum, 0, nil) end), index)
+      else
+        _ -> host(:sum, [out, tensor, opts], no_kernel(:sum, type, index))
+      end
+    end
+
     defp reduction(op, nif_op, %T{type: type} = out, %T{} = tensor, opts) do
       index = device_of(tensor)
       nif_type = nif_type!(type, op, index)
