@@ -559,22 +559,29 @@ if Code.ensure_loaded?(Nx.Backend) do
       nif_type = nif_type!(type, op, index)
 
       with true <- supported?(index, :binary, op, nif_type) and rank_ok?(out),
-           {:ok, a} <- operand(left, nif_type, index),
-           {:ok, b} <- operand(right, nif_type, index) do
-        if Nx.size(out) == 0 do
-          empty(out, index)
-        else
-          a_strides = broadcast_strides(left.shape, out.shape)
-          b_strides = broadcast_strides(right.shape, out.shape)
-
-          wrap(
-            out,
-            alloc(index, fn -> NIF.binary(op, dims(out), a, 0, a_strides, b, 0, b_strides) end),
-            index
-          )
-        end
+           {:ok, result} <-
+             broadcast_pair(out, left, right, nif_type, index, fn shape, a, as, b, bs ->
+               NIF.binary(op, shape, a, 0, as, b, 0, bs)
+             end) do
+        result
       else
         _ -> host(op, [out, left, right], no_kernel(op, type, index))
+      end
+    end
+
+    # Runs a two-operand kernel on left and right, converted to nif_type and
+    # broadcast to out's shape: {:ok, out tensor}, or :error when an operand
+    # cannot be converted on the device.
+    defp broadcast_pair(out, left, right, nif_type, index, kernel) do
+      with {:ok, a} <- operand(left, nif_type, index),
+           {:ok, b} <- operand(right, nif_type, index) do
+        if Nx.size(out) == 0 do
+          {:ok, empty(out, index)}
+        else
+          as = broadcast_strides(left.shape, out.shape)
+          bs = broadcast_strides(right.shape, out.shape)
+          {:ok, wrap(out, alloc(index, fn -> kernel.(dims(out), a, as, b, bs) end), index)}
+        end
       end
     end
 
@@ -599,20 +606,11 @@ if Code.ensure_loaded?(Nx.Backend) do
 
       with {:ok, nif_type} <- Map.fetch(@nif_types, type),
            true <- supported?(index, :compare, op, nif_type) and rank_ok?(out),
-           {:ok, a} <- operand(left, nif_type, index),
-           {:ok, b} <- operand(right, nif_type, index) do
-        if Nx.size(out) == 0 do
-          empty(out, index)
-        else
-          a_strides = broadcast_strides(left.shape, out.shape)
-          b_strides = broadcast_strides(right.shape, out.shape)
-
-          wrap(
-            out,
-            alloc(index, fn -> NIF.compare(op, dims(out), a, 0, a_strides, b, 0, b_strides) end),
-            index
-          )
-        end
+           {:ok, result} <-
+             broadcast_pair(out, left, right, nif_type, index, fn shape, a, as, b, bs ->
+               NIF.compare(op, shape, a, 0, as, b, 0, bs)
+             end) do
+        result
       else
         _ -> host(op, [out, left, right], no_kernel(op, type, index))
       end
