@@ -166,6 +166,9 @@ typedef struct nxv_device_config {
   bool disable_disk_cache;    /* do not read or write the cache file */
   bool poison_outputs;        /* fill every new op output with 0xFF bytes
                                  before the op runs (tests) */
+  bool fast_math;             /* f32 exp/log/sin/cos/tanh/sigmoid with the
+                                 driver's builtins (a few ulp) instead of
+                                 double-precision evaluation */
 } nxv_device_config;
 
 /* Opens the device at index (index < 0: the default choice) with config

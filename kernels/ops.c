@@ -88,8 +88,7 @@ static uint32_t unary_ops(nxv_dtype t) {
   switch (t) {
     case NXV_F32: return ((1u << NXV_UNARY_OP_COUNT) - 1) & ~B(NXV_BITWISE_NOT);
     case NXV_F64:
-      return common | B(NXV_SQRT) | B(NXV_RSQRT) | B(NXV_FLOOR) | B(NXV_CEIL) |
-             B(NXV_ROUND);
+      return ((1u << NXV_UNARY_OP_COUNT) - 1) & ~B(NXV_BITWISE_NOT);
     case NXV_S32: return common | B(NXV_BITWISE_NOT);
     case NXV_U8:
     case NXV_S64:
@@ -438,10 +437,16 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
                     nxv_unary_op_name(op), nxv_dtype_name(t), d->vk.info.name);
   int s = type_slot(t);
+  nxv_spv_module m = kUnaryModule[s][s];
+  /* f32 transcendentals are evaluated in double where the device has it
+   * (correctly rounded in practice), unless fast math was asked for. */
+  if (t == NXV_F32 && op >= NXV_EXP && op <= NXV_SIGMOID &&
+      d->vk.info.float64 && !d->config.fast_math)
+    m = NXV_SPV_UNARY_F32_F32_PRECISE;
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {t, t, t};
-  return elementwise(d, nxv_unary_op_name(op), kUnaryModule[s][s], op, 1, rank,
-                     shape, views, types, t, true, out);
+  return elementwise(d, nxv_unary_op_name(op), m, op, 1, rank, shape, views,
+                     types, t, true, out);
 }
 
 nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,

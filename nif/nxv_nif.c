@@ -377,6 +377,7 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   if (opt_u64(env, argv[1], "max_batch_cost", &v, &bad)) cfg.max_batch_cost = v;
   opt_bool(env, argv[1], "disable_disk_cache", &cfg.disable_disk_cache, &bad);
   opt_bool(env, argv[1], "poison_outputs", &cfg.poison_outputs, &bad);
+  opt_bool(env, argv[1], "fast_math", &cfg.fast_math, &bad);
   ERL_NIF_TERM dir;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "cache_dir"), &dir)) {
     ErlNifBinary b;

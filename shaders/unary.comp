@@ -12,6 +12,9 @@
 // OP follows nxv_unary_op in include/nxv.h.
 #include "common.glsl"
 #include "types.glsl"
+#if T_KIND == 0 && (T_BITS == 64 || defined(PRECISE32))
+#include "math64.glsl"
+#endif
 
 // 64-bit integer bounds (64-bit literals are not allowed on the command
 // line, before the int64 extension is enabled).
@@ -88,7 +91,16 @@ TC apply(TC x) {
     T t = trunc(x);
     return abs(x - t) >= T(0.5) ? t + sign(x) : t;
   }
-#if T_BITS == 32
+#if T_BITS == 64 || defined(PRECISE32)
+  // Evaluated in double (math64.glsl); rounded to f32 this is the
+  // correctly rounded result in practice.
+  case 6: return T(exp64(double(x)));
+  case 7: return T(log64(double(x)));
+  case 8: return T(sin64(double(x)));
+  case 9: return T(cos64(double(x)));
+  case 10: return T(tanh64(double(x)));
+  case 11: return T(sigmoid64(double(x)));
+#else
   case 6: return exp(x);
   case 7: return log(x);
   case 8: return sin(x);

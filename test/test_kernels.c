@@ -2438,3 +2438,102 @@ NXV_TEST(kernels, int64_conversions) {
   for (size_t i = 0; i < 4; i++) nxv_tensor_release(all[i]);
   nxv_device_release(d);
 }
+
+/* Transcendentals: f64 at f64 precision; f32 evaluated in double (unless
+ * fast math) and so correctly rounded in practice. */
+static long double ulp_distance_f32(float a, float b) {
+  if (isnan(a) || isnan(b)) return isnan(a) && isnan(b) ? 0 : INFINITY;
+  if (a == b) return 0;
+  int32_t ia, ib;
+  memcpy(&ia, &a, 4);
+  memcpy(&ib, &b, 4);
+  if (ia < 0) ia = INT32_MIN - ia;
+  if (ib < 0) ib = INT32_MIN - ib;
+  return fabsl((long double)ia - (long double)ib);
+}
+
+NXV_TEST(kernels, transcendental_precision) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  nxv_device_info info;
+  REQUIRE_OK(nxv_device_info_get(d, &info));
+  enum { N = 4096 };
+  uint64_t rng = 0x7001;
+  double *x64 = xcalloc(N, sizeof(double)), *y64 = xcalloc(N, sizeof(double));
+  float *x32 = xcalloc(N, sizeof(float)), *y32 = xcalloc(N, sizeof(float));
+  static const nxv_unary_op ops[6] = {NXV_EXP, NXV_LOG, NXV_SIN, NXV_COS, NXV_TANH, NXV_SIGMOID};
+  int64_t shape[1] = {N};
+  for (int k = 0; k < 6; k++) {
+    nxv_unary_op op = ops[k];
+    for (int i = 0; i < N; i++) {
+      double v = op == NXV_LOG ? (double)rnd_log(&rng, 1e-30, 1e30)
+                 : op == NXV_EXP ? (double)rnd_real(&rng, -700, 700)
+                 : (double)rnd_real(&rng, -100, 100);
+      if (i < 8) v = (double[]){0.0, 1.0, -1.0, 0.5, 2.0, 3.0, 1e-8, -1e-8}[i];
+      if (op == NXV_LOG) v = fabs(v) + 1e-300;
+      x64[i] = v;
+      x32[i] = (float)(op == NXV_EXP ? v / 8 : v);
+    }
+    if (info.float64) {
+      nxv_tensor *a, *o;
+      REQUIRE_OK(nxv_tensor_upload(d, NXV_F64, N, x64, &a));
+      nxv_view v = {a, 0, NULL};
+      REQUIRE_OK(nxv_unary(d, op, 1, shape, &v, &o));
+      REQUIRE_OK(nxv_tensor_download(o, 0, N, y64));
+      long double worst = 0;
+      for (int i = 0; i < N; i++) {
+        long double x = x64[i], ref;
+        switch (op) {
+          case NXV_EXP: ref = expl(x); break;
+          case NXV_LOG: ref = logl(x); break;
+          case NXV_SIN: ref = sinl(x); break;
+          case NXV_COS: ref = cosl(x); break;
+          case NXV_TANH: ref = tanhl(x); break;
+          default: ref = 1.0L / (1.0L + expl(-x)); break;
+        }
+        long double err = fabsl(y64[i] - ref) / fmaxl(fabsl(ref), 1e-300L);
+        if (op == NXV_SIN || op == NXV_COS) err = fabsl(y64[i] - ref); /* near zeros */
+        if (err > worst) worst = err;
+      }
+      CHECK_MSG(worst < 8 * DBL_EPSILON, "f64 %s: worst error %Lg",
+                nxv_unary_op_name(op), worst);
+      nxv_tensor_release(a);
+      nxv_tensor_release(o);
+    }
+    nxv_tensor *a, *o;
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, N, x32, &a));
+    nxv_view v = {a, 0, NULL};
+    REQUIRE_OK(nxv_unary(d, op, 1, shape, &v, &o));
+    REQUIRE_OK(nxv_tensor_download(o, 0, N, y32));
+    int exact = 0;
+    long double worst = 0;
+    for (int i = 0; i < N; i++) {
+      double x = x32[i], ref;
+      switch (op) {
+        case NXV_EXP: ref = exp(x); break;
+        case NXV_LOG: ref = log(x); break;
+        case NXV_SIN: ref = sin(x); break;
+        case NXV_COS: ref = cos(x); break;
+        case NXV_TANH: ref = tanh(x); break;
+        default: ref = 1.0 / (1.0 + exp(-x)); break;
+      }
+      long double u = ulp_distance_f32(y32[i], (float)ref);
+      if (u == 0) exact++;
+      if (u > worst) worst = u;
+    }
+    if (info.float64) {
+      /* Rounded from double: the correctly rounded f32 (as a host libm). */
+      CHECK_MSG(worst <= 1 && exact >= N - 4, "f32 %s: %d/%d exact, worst %Lg ulp",
+                nxv_unary_op_name(op), exact, N, worst);
+    } else {
+      CHECK_MSG(worst <= 4, "f32 %s: worst %Lg ulp", nxv_unary_op_name(op), worst);
+    }
+    nxv_tensor_release(a);
+    nxv_tensor_release(o);
+  }
+  free(x64);
+  free(y64);
+  free(x32);
+  free(y32);
+  nxv_device_release(d);
+}
