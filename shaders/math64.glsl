@@ -16,16 +16,81 @@ const double M64_PIO2_3 = 2.02226624879595063154e-21LF;
 const double M64_2OPI = 6.36619772367581382433e-01LF;
 
 double m64_inf() { return 1.0LF / 0.0LF; }
+
+// a / b refined by one fma correction: drivers may divide doubles through
+// an approximate reciprocal (seen 15 ulp off); this is within an ulp.
+double m64_div(double a, double b) {
+  double q = a / b;
+  if (isinf(q) || isnan(q) || q == 0.0LF || isinf(b)) return q;
+  return fma(fma(-q, b, a), 1.0LF / b, q);
+}
 double m64_nan() { return 0.0LF / 0.0LF; }
 
-// e^r - 1 for |r| <= 0.5 (Taylor to r^17/17!: < 2e-17 relative).
+// Series coefficients (exact decimal expansions; no division at run
+// time: some drivers divide in double through an approximate reciprocal).
+const double M64_INV_FACT[18] = double[](
+    1.00000000000000000000e+0LF,
+    1.00000000000000000000e+0LF,
+    5.00000000000000000000e-1LF,
+    1.66666666666666666667e-1LF,
+    4.16666666666666666667e-2LF,
+    8.33333333333333333333e-3LF,
+    1.38888888888888888889e-3LF,
+    1.98412698412698412698e-4LF,
+    2.48015873015873015873e-5LF,
+    2.75573192239858906526e-6LF,
+    2.75573192239858906526e-7LF,
+    2.50521083854417187751e-8LF,
+    2.08767569878680989792e-9LF,
+    1.60590438368216145994e-10LF,
+    1.14707455977297247139e-11LF,
+    7.64716373181981647590e-13LF,
+    4.77947733238738529744e-14LF,
+    2.81145725434552076320e-15LF);
+const double M64_SIN_C[10] = double[](
+    -1.66666666666666666667e-1LF,
+    8.33333333333333333333e-3LF,
+    -1.98412698412698412698e-4LF,
+    2.75573192239858906526e-6LF,
+    -2.50521083854417187751e-8LF,
+    1.60590438368216145994e-10LF,
+    -7.64716373181981647590e-13LF,
+    2.81145725434552076320e-15LF,
+    -8.22063524662432971696e-18LF,
+    1.95729410633912612308e-20LF);
+const double M64_COS_C[11] = double[](
+    -5.00000000000000000000e-1LF,
+    4.16666666666666666667e-2LF,
+    -1.38888888888888888889e-3LF,
+    2.48015873015873015873e-5LF,
+    -2.75573192239858906526e-7LF,
+    2.08767569878680989792e-9LF,
+    -1.14707455977297247139e-11LF,
+    4.77947733238738529744e-14LF,
+    -1.56192069685862264622e-16LF,
+    4.11031762331216485848e-19LF,
+    -8.89679139245057328675e-22LF);
+const double M64_ODD_INV[14] = double[](
+    3.33333333333333333333e-1LF,
+    2.00000000000000000000e-1LF,
+    1.42857142857142857143e-1LF,
+    1.11111111111111111111e-1LF,
+    9.09090909090909090909e-2LF,
+    7.69230769230769230769e-2LF,
+    6.66666666666666666667e-2LF,
+    5.88235294117647058824e-2LF,
+    5.26315789473684210526e-2LF,
+    4.76190476190476190476e-2LF,
+    4.34782608695652173913e-2LF,
+    4.00000000000000000000e-2LF,
+    3.70370370370370370370e-2LF,
+    3.44827586206896551724e-2LF);
+
+// e^r - 1 for |r| <= 0.5 (Taylor to r^17/17!, Horner: < 2e-17 relative).
 double m64_expm1_small(double r) {
-  double t = r, s = r;
-  for (int k = 2; k <= 17; ++k) {
-    t *= r / double(k);
-    s += t;
-  }
-  return s;
+  double p = M64_INV_FACT[17];
+  for (int k = 16; k >= 1; --k) p = fma(p, r, M64_INV_FACT[k]);
+  return p * r;
 }
 
 double exp64(double x) {
@@ -57,32 +122,25 @@ double log64(double x) {
     e -= 1;
   }
   double f = m - 1.0LF;              // [-0.293, 0.414]
-  double s = f / (2.0LF + f);        // |s| <= 0.1716
-  double s2 = s * s, t = s, sum = 0.0LF;
-  for (int k = 1; k <= 27; k += 2) {
-    sum += t / double(k);
-    t *= s2;
-  }
+  double s = m64_div(f, 2.0LF + f);  // |s| <= 0.1716
+  // log(m) = 2 atanh(s) = 2 s (1 + s^2/3 + s^4/5 + ...), to s^29.
+  double s2 = s * s, p = M64_ODD_INV[13];
+  for (int k = 12; k >= 0; --k) p = fma(p, s2, M64_ODD_INV[k]);
+  double sum = fma(s * s2, p, s);
   double de = double(e);
   return de * M64_LN2_HI + (de * M64_LN2_LO + 2.0LF * sum);
 }
 
 // sin and cos of r in [-pi/4, pi/4].
 double m64_sin_kernel(double r) {
-  double r2 = r * r, t = r, s = r;
-  for (int k = 3; k <= 21; k += 2) {
-    t *= -r2 / double((k - 1) * k);
-    s += t;
-  }
-  return s;
+  double r2 = r * r, p = M64_SIN_C[9];
+  for (int k = 8; k >= 0; --k) p = fma(p, r2, M64_SIN_C[k]);
+  return fma(r * r2, p, r);
 }
 double m64_cos_kernel(double r) {
-  double r2 = r * r, t = 1.0LF, s = 1.0LF;
-  for (int k = 2; k <= 22; k += 2) {
-    t *= -r2 / double((k - 1) * k);
-    s += t;
-  }
-  return s;
+  double r2 = r * r, p = M64_COS_C[10];
+  for (int k = 9; k >= 0; --k) p = fma(p, r2, M64_COS_C[k]);
+  return fma(r2, p, 1.0LF);
 }
 
 // Reduces x to r in [-pi/4, pi/4] and the quadrant q (mod 4).
@@ -114,13 +172,13 @@ double tanh64(double x) {
   double a = abs(x);
   if (a > 20.0LF) return sign(x);
   double em = expm1_64(2.0LF * a);   // no cancellation near 0
-  double t = em / (em + 2.0LF);
+  double t = m64_div(em, em + 2.0LF);
   return x < 0.0LF ? -t : t;
 }
 
 double sigmoid64(double x) {
   if (isnan(x)) return x;
-  if (x >= 0.0LF) return 1.0LF / (1.0LF + exp64(-x));
+  if (x >= 0.0LF) return m64_div(1.0LF, 1.0LF + exp64(-x));
   double e = exp64(x);
-  return e / (1.0LF + e);
+  return m64_div(e, 1.0LF + e);
 }
