@@ -369,6 +369,17 @@ nxv_status nxv_reduce(nxv_device *device, nxv_reduce_op op, uint32_t rank,
                       const int64_t *in_shape, const nxv_view *a,
                       uint32_t axes_mask, nxv_tensor **out_tensor);
 
+/* Writes a strided view of src over shape, converted to dst's dtype, into
+ * dst: element i of the view goes to dst[dst_offset + sum_k i_k *
+ * dst_strides[k]]. This is the one op that modifies an existing tensor:
+ * the caller must hold dst exclusively (a tensor it just created and has
+ * shared with no one), and the written positions must be distinct (no zero
+ * stride on an axis longer than 1). Used to assemble concatenations, pads
+ * and slice updates. Types: those of nxv_convert. */
+nxv_status nxv_copy_into(nxv_device *device, nxv_tensor *dst, int64_t dst_offset,
+                         const int64_t *dst_strides, uint32_t rank,
+                         const int64_t *shape, const nxv_view *src);
+
 /* General N-D transpose: out shape[k] = in_shape[perm[k]]. perm must be a
  * permutation of 0..rank-1. */
 nxv_status nxv_transpose(nxv_device *device, uint32_t rank,

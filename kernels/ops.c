@@ -494,6 +494,51 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
                      views, types, t, false, out);
 }
 
+nxv_status nxv_copy_into(nxv_device *d, nxv_tensor *dst, int64_t dst_offset,
+                         const int64_t *dst_strides, uint32_t rank,
+                         const int64_t *shape_in, const nxv_view *src) {
+  if (!d || !dst || !src || !src->tensor || (rank && !dst_strides))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "copy_into: NULL argument");
+  nxv_dtype from = src->tensor->dtype, to = dst->dtype;
+  NXV_TRY(check_type_for(d, from, "copy_into", TYPES_CONVERT));
+  NXV_TRY(check_type_for(d, to, "copy_into", TYPES_CONVERT));
+  uint64_t n;
+  NXV_TRY(check_shape(rank, shape_in, &n));
+  int64_t shape[NXV_MAX_RANK] = {0}, strides[2][NXV_MAX_RANK];
+  if (rank) memcpy(shape, shape_in, rank * sizeof *shape);
+  NXV_TRY(resolve_view(d, "copy_into source", src, rank, shape, n, strides[0]));
+  for (uint32_t i = 0; i < rank; i++)
+    if (dst_strides[i] == 0 && shape[i] > 1)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "copy_into: destination stride 0 on axis %u of size %lld "
+                      "writes one element several times", i, (long long)shape[i]);
+  nxv_view dv = {dst, dst_offset, dst_strides};
+  NXV_TRY(resolve_view(d, "copy_into destination", &dv, rank, shape, n, strides[1]));
+  if (n == 0) return NXV_OK;
+  uint32_t r = collapse(rank, shape, 2, strides);
+  nxv_node *node = nxv_node_new(3 * r + 2);
+  if (!node) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  uint32_t *a = node->args;
+  for (uint32_t i = 0; i < r; i++) {
+    a[i] = (uint32_t)shape[i];
+    a[r + i] = (uint32_t)strides[0][i];
+    a[2 * r + i] = (uint32_t)strides[1][i];
+  }
+  a[3 * r] = (uint32_t)src->offset;
+  a[3 * r + 1] = (uint32_t)dst_offset;
+  pc_ew pc = {.a = src->tensor->buf->addr, .c = dst->buf->addr, .n = (uint32_t)n,
+              .rank = r};
+  memcpy(node->pc, &pc, sizeof pc);
+  node->pc_size = sizeof pc;
+  node->args_pc_offset = offsetof(pc_ew, args);
+  node->groups[0] = groups_for(d, n);
+  node->groups[1] = node->groups[2] = 1;
+  node->cost = 2 * n;
+  node_use(node, src->tensor, false);
+  node_use(node, dst, true);
+  return push_dispatch(d, node, kUnaryModule[type_slot(from)][type_slot(to)], NXV_COPY, 2);
+}
+
 nxv_status nxv_transpose(nxv_device *d, uint32_t rank, const int64_t *in_shape,
                          nxv_tensor *a, const uint32_t *perm,
                          nxv_tensor **out) {

@@ -133,7 +133,7 @@ OC cvt(TC x) {
 #endif
 }
 
-shared uint s_args[NXV_MAX_RANK * 2 + 1];
+shared uint s_args[NXV_MAX_RANK * 3 + 2];
 
 void main() {
   uint gid = nxv_gid();
@@ -159,20 +159,27 @@ void main() {
     for (uint i = start + gid; i < pc.n; i += stride)
       pc.c.v[i] = O(scalar ? sv : cvt(apply(TC(pc.a.v[i]))));
   } else {
+    // VARIANT 1: dense output; VARIANT 2: the output is strided too (a
+    // region of a larger tensor): the arena holds shape[rank],
+    // a_strides[rank], c_strides[rank], a_off, c_off.
+    bool out_strided = VARIANT == 2u;
     uint rank = pc.rank;
-    uint nargs = 2u * rank + 1u;
+    uint nargs = out_strided ? 3u * rank + 2u : 2u * rank + 1u;
+    uint offs = out_strided ? 3u * rank : 2u * rank;
     for (uint j = gl_LocalInvocationID.x; j < nargs; j += gl_WorkGroupSize.x)
       s_args[j] = pc.args.d[j];
     barrier();
     for (uint i = gid; i < pc.n; i += stride) {
-      uint ia = s_args[2u * rank], rem = i;
+      uint ia = s_args[offs], ic = out_strided ? s_args[offs + 1u] : i, rem = i;
       for (int d = int(rank) - 1; d >= 0; --d) {
         uint dim = s_args[d];
         uint q = rem / dim;
-        ia += (rem - q * dim) * s_args[rank + uint(d)];
+        uint r = rem - q * dim;
+        ia += r * s_args[rank + uint(d)];
+        if (out_strided) ic += r * s_args[2u * rank + uint(d)];
         rem = q;
       }
-      pc.c.v[i] = O(cvt(apply(TC(pc.a.v[ia]))));
+      pc.c.v[ic] = O(cvt(apply(TC(pc.a.v[ia]))));
     }
   }
 }

@@ -2543,3 +2543,54 @@ NXV_TEST(kernels, transcendental_precision) {
   free(y32);
   nxv_device_release(d);
 }
+
+/* Assembling a tensor from parts: a concatenation with conversion, an
+ * interior pad, and the refusals. */
+NXV_TEST(kernels, copy_into_assembles_regions) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  /* concat([2x1 s32, 2x3 f32, 2x2 s32], axis 1) -> 2x6 f32 */
+  int32_t p0[2] = {1, 2}, p2[4] = {7, 8, 9, 10};
+  float p1[6] = {0.5f, 1.5f, 2.5f, 3.5f, 4.5f, 5.5f};
+  nxv_tensor *t0, *t1, *t2, *out;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, 2, p0, &t0));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 6, p1, &t1));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, 4, p2, &t2));
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_F32, 12, &out));
+  int64_t dst_strides[2] = {6, 1};
+  int64_t s0[2] = {2, 1}, s1[2] = {2, 3}, s2[2] = {2, 2};
+  nxv_view v0 = {t0, 0, NULL}, v1 = {t1, 0, NULL}, v2 = {t2, 0, NULL};
+  REQUIRE_OK(nxv_copy_into(d, out, 0, dst_strides, 2, s0, &v0));
+  REQUIRE_OK(nxv_copy_into(d, out, 1, dst_strides, 2, s1, &v1));
+  REQUIRE_OK(nxv_copy_into(d, out, 4, dst_strides, 2, s2, &v2));
+  float got[12];
+  REQUIRE_OK(nxv_tensor_download(out, 0, 12, got));
+  const float want[12] = {1, 0.5f, 1.5f, 2.5f, 7, 8, 2, 3.5f, 4.5f, 5.5f, 9, 10};
+  for (int i = 0; i < 12; i++) CHECK_MSG(got[i] == want[i], "[%d] %g != %g", i, got[i], want[i]);
+  /* Interior padding: [1, 2, 3] -> [9, 1, 9, 2, 9, 3, 9] */
+  float nine = 9.0f;
+  nxv_tensor *padded, *src;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 7, &nine, &padded));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 3, (float[3]){1, 2, 3}, &src));
+  int64_t three[1] = {3}, two[1] = {2};
+  nxv_view vs = {src, 0, NULL};
+  REQUIRE_OK(nxv_copy_into(d, padded, 1, two, 1, three, &vs));
+  float pg[7];
+  REQUIRE_OK(nxv_tensor_download(padded, 0, 7, pg));
+  const float pw[7] = {9, 1, 9, 2, 9, 3, 9};
+  CHECK(memcmp(pg, pw, sizeof pw) == 0);
+  /* Refusals: outside the destination, a zero stride, bad types. */
+  int64_t zero[1] = {0}, one[1] = {1};
+  CHECK(nxv_copy_into(d, padded, 5, one, 1, three, &vs) == NXV_ERR_INVALID_ARGUMENT);
+  CHECK(nxv_copy_into(d, padded, 0, zero, 1, three, &vs) == NXV_ERR_INVALID_ARGUMENT);
+  CHECK(nxv_copy_into(d, padded, -1, one, 1, three, &vs) == NXV_ERR_INVALID_ARGUMENT);
+  CHECK(nxv_copy_into(d, NULL, 0, one, 1, three, &vs) == NXV_ERR_INVALID_ARGUMENT);
+  nxv_tensor *c64;
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_C64, 3, &c64));
+  CHECK(nxv_copy_into(d, c64, 0, one, 1, three, &vs) == NXV_ERR_UNSUPPORTED);
+  REQUIRE_OK(nxv_tensor_download(padded, 0, 7, pg));
+  CHECK(memcmp(pg, pw, sizeof pw) == 0); /* the refusals wrote nothing */
+  nxv_tensor *all[] = {t0, t1, t2, out, padded, src, c64};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) nxv_tensor_release(all[i]);
+  nxv_device_release(d);
+}
