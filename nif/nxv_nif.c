@@ -618,6 +618,49 @@ static ERL_NIF_TERM nif_tensor_info(ErlNifEnv *env, int argc,
   return res;
 }
 
+static ERL_NIF_TERM nif_empty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  nxv_dtype t;
+  ErlNifUInt64 count;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "empty: expected a device");
+  if (!get_dtype(env, argv[1], &t)) return raise_argument(env, "empty: unknown type");
+  if (!enif_get_uint64(env, argv[2], &count))
+    return raise_argument(env, "empty: count must be a non-negative integer");
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_tensor_empty(r->dev, t, count, &out);
+  return op_result(env, st, out, "empty");
+}
+
+/* copy_into(dst, dst_offset, dst_strides, shape, src, src_offset, src_strides) */
+static ERL_NIF_TERM nif_copy_into(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int64_t shape[NXV_MAX_RANK], dst_strides[NXV_MAX_RANK], dst_offset;
+  unsigned rank, nds;
+  if (!get_int_list(env, argv[3], shape, &rank))
+    return raise_argument(env, "copy_into: shape must be a list of at most %d integers",
+                          NXV_MAX_RANK);
+  if (!get_i64(env, argv[1], &dst_offset) ||
+      !get_int_list(env, argv[2], dst_strides, &nds) || nds != rank)
+    return raise_argument(env, "copy_into: destination offset and %u strides expected", rank);
+  bool dead;
+  nxv_tensor *dst = grab(env, argv[0], &dead);
+  if (!dst) return bad_tensor(env, "copy_into destination", dead);
+  view_arg src;
+  ERL_NIF_TERM e = get_view(env, "copy_into source", argv + 4, rank, &src);
+  if (!enif_is_identical(e, am_ok)) {
+    nxv_tensor_release(dst);
+    return e;
+  }
+  nxv_view vs = to_view(&src);
+  nxv_status st = nxv_copy_into(nxv_tensor_device(dst), dst, dst_offset, dst_strides,
+                                rank, shape, &vs);
+  nxv_tensor_release(dst);
+  nxv_tensor_release(src.t);
+  if (st != NXV_OK) return raise_status(env, st, "copy_into");
+  return am_ok;
+}
+
 static ERL_NIF_TERM nif_copy(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   bool dead;
@@ -954,6 +997,8 @@ static ErlNifFunc funcs[] = {
     {"deallocate", 1, nif_deallocate, 0},
     {"tensor_info", 1, nif_tensor_info, 0},
     {"copy", 1, nif_copy, 0},
+    {"empty", 3, nif_empty, 0},
+    {"copy_into", 7, nif_copy_into, 0},
     {"binary", 8, nif_binary, 0},
     {"unary", 5, nif_unary, 0},
     {"compare", 8, nif_compare, 0},

@@ -507,7 +507,133 @@ if Code.ensure_loaded?(Nx.Backend) do
         args = [out, tensor, pad_value, config]
         strided_copy(:pad, out, tensor, offset, in_strides, args)
       else
-        host(:pad, [out, tensor, pad_value, config], "no pad kernel")
+        assemble(:pad, out, [tensor, pad_value], [out, tensor, pad_value, config], fn
+          nif_type, index ->
+            # pad_value broadcast over the output, then the tensor's visible
+            # elements written at their padded positions.
+            with {:ok, v} <- operand(pad_value, nif_type, index),
+                 {:ok, src} <- operand(tensor, nif_type, index) do
+              zeros = List.duplicate(0, tuple_size(out.shape))
+              base = alloc(index, fn -> NIF.unary(:copy, dims(out), v, 0, zeros) end)
+              out_strides = dense_strides(dims(out))
+              in_strides = dense_strides(dims(tensor))
+              axes = Enum.zip([config, dims(tensor), dims(out), in_strides, out_strides])
+              region = Enum.map(axes, &pad_region/1)
+
+              unless Enum.any?(region, &(&1 == :empty)) do
+                {counts, src_offs, dst_offs, dst_strides} = unzip4(region)
+
+                NIF.copy_into(
+                  base,
+                  Enum.sum(dst_offs),
+                  dst_strides,
+                  counts,
+                  src,
+                  Enum.sum(src_offs),
+                  in_strides
+                )
+              end
+
+              {:ok, base}
+            end
+        end)
+      end
+    end
+
+    # Where the elements of one axis of a padded tensor land: input index j
+    # goes to output position lo + j * (interior + 1) when that is inside.
+    defp pad_region({{lo, _hi, interior}, in_dim, out_dim, in_stride, out_stride}) do
+      step = interior + 1
+      j_min = if lo >= 0, do: 0, else: div(-lo + step - 1, step)
+      j_max = min(in_dim - 1, Integer.floor_div(out_dim - 1 - lo, step))
+
+      if j_max < j_min do
+        :empty
+      else
+        {j_max - j_min + 1, j_min * in_stride, (lo + j_min * step) * out_stride,
+         out_stride * step}
+      end
+    end
+
+    defp unzip4(list) do
+      {Enum.map(list, &elem(&1, 0)), Enum.map(list, &elem(&1, 1)), Enum.map(list, &elem(&1, 2)),
+       Enum.map(list, &elem(&1, 3))}
+    end
+
+    impl_if_callback(:concatenate, 3)
+
+    def concatenate(%T{} = out, tensors, axis) do
+      assemble(:concatenate, out, tensors, [out, tensors, axis], fn nif_type, index ->
+        base = alloc(index, fn -> NIF.empty(Nx.Vulkan.device(index), nif_type, Nx.size(out)) end)
+        out_strides = dense_strides(dims(out))
+        axis_stride = Enum.at(out_strides, axis)
+
+        Enum.reduce_while(tensors, {:ok, 0}, fn t, {:ok, at} ->
+          case operand(t, nif_type, index) do
+            {:ok, src} ->
+              if Nx.size(t) > 0,
+                do: NIF.copy_into(base, at * axis_stride, out_strides, dims(t), src, 0, nil)
+
+              {:cont, {:ok, at + elem(t.shape, axis)}}
+
+            :error ->
+              {:halt, :error}
+          end
+        end)
+        |> case do
+          {:ok, _} -> {:ok, base}
+          :error -> :error
+        end
+      end)
+    end
+
+    impl_if_callback(:put_slice, 4)
+
+    def put_slice(%T{} = out, tensor, start_indices, slice) do
+      args = [out, tensor, start_indices, slice]
+
+      assemble(
+        :put_slice,
+        out,
+        [tensor, slice | Enum.filter(start_indices, &is_struct/1)],
+        args,
+        fn
+          nif_type, index ->
+            with {:ok, t} <- operand(tensor, nif_type, index),
+                 {:ok, src} <- operand(slice, nif_type, index) do
+              base = alloc(index, fn -> NIF.copy(t) end)
+              out_strides = dense_strides(dims(out))
+
+              # Nx clamps the start so the slice fits.
+              offset =
+                [start_indices, dims(out), dims(slice), out_strides]
+                |> Enum.zip()
+                |> Enum.map(fn {start, dim, len, stride} ->
+                  start = if is_integer(start), do: start, else: Nx.to_number(start)
+                  min(max(start, 0), dim - len) * stride
+                end)
+                |> Enum.sum()
+
+              if Nx.size(slice) > 0,
+                do: NIF.copy_into(base, offset, out_strides, dims(slice), src, 0, nil)
+
+              {:ok, base}
+            end
+        end
+      )
+    end
+
+    # Builds out on the device with build.(nif_type, index) -> {:ok, ref} |
+    # :error (writing regions of a fresh tensor), or computes it on the host.
+    defp assemble(op, %T{type: type} = out, inputs, args, build) do
+      index = device_of_args(inputs)
+
+      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
+           true <- convert_type?(index, nif_type) and rank_ok?(out),
+           {:ok, ref} <- build.(nif_type, index) do
+        wrap(out, ref, index)
+      else
+        _ -> host(op, args, no_kernel(op, type, index))
       end
     end
 
@@ -938,11 +1064,9 @@ if Code.ensure_loaded?(Nx.Backend) do
     host_callbacks =
       [
         bitcast: 2,
-        put_slice: 4,
         take: 4,
         take_along_axis: 4,
         gather: 4,
-        concatenate: 3,
         conv: 4,
         all: 3,
         any: 3,

@@ -83,6 +83,17 @@ defmodule Nx.Vulkan.NIF do
   @doc "Device-side copy of a tensor."
   def copy(_tensor), do: nif_error()
 
+  @doc "New tensor of `count` elements of `type`, contents undefined (to be written with `copy_into/7`)."
+  def empty(_device, _type, _count), do: nif_error()
+
+  @doc """
+  Writes the view `(src, src_offset, src_strides)` over `shape`, converted to
+  dst's type, into `dst` at `dst_offset` with `dst_strides`. Modifies `dst`:
+  only for a tensor the caller has just created and not shared. `:ok`.
+  """
+  def copy_into(_dst, _dst_offset, _dst_strides, _shape, _src, _src_offset, _src_strides),
+    do: nif_error()
+
   # Ops (all queue work and return a new dense tensor)
 
   @doc """

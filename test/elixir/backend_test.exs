@@ -850,6 +850,60 @@ if Code.ensure_loaded?(Nx) do
       end)
     end
 
+    test "concatenate, pad and put_slice assemble on the device" do
+      for type <- [:f32, :s32, :f64, :u8] do
+        a = small_values({2, 3, 4}, type)
+        b = small_values({2, 1, 4}, type)
+        c = small_values({2, 5, 4}, type)
+
+        for axis <- [0, 1, 2] do
+          parts =
+            case axis do
+              1 -> [a, b, c]
+              _ -> [a, a, a]
+            end
+
+          assert_same(
+            native(fn -> Nx.concatenate(Enum.map(parts, &vk/1), axis: axis) end),
+            Nx.concatenate(parts, axis: axis)
+          )
+        end
+
+        # mixed types convert to the output type
+        mixed = [a, small_values({2, 3, 4}, :s32)]
+
+        assert_same(
+          native(fn -> Nx.concatenate(Enum.map(mixed, &vk/1), axis: 2) end),
+          Nx.concatenate(mixed, axis: 2)
+        )
+
+        for config <- [
+              [{1, 2, 0}, {0, 0, 0}, {2, 1, 0}],
+              [{0, 0, 1}, {1, 1, 2}, {0, 0, 0}],
+              [{-1, 2, 1}, {2, -2, 0}, {1, -1, 1}],
+              [{-1, 0, 2}, {0, 0, 0}, {-2, 3, 0}]
+            ] do
+          pv = Nx.tensor(9, type: type, backend: Nx.BinaryBackend)
+          assert_same(native(fn -> Nx.pad(vk(a), pv, config) end), Nx.pad(a, pv, config))
+        end
+
+        slice = small_values({1, 2, 2}, type)
+
+        for start <- [[0, 0, 0], [1, 1, 2], [1, 2, 3], [-1, 5, 9]] do
+          assert_same(
+            native(fn -> Nx.put_slice(vk(a), start, vk(slice)) end),
+            Nx.put_slice(a, start, slice)
+          )
+        end
+      end
+
+      # start indices given as tensors
+      a = small_values({4, 4}, :f32)
+      s = small_values({2, 2}, :f32)
+      start = [Nx.tensor(1), Nx.tensor(3)]
+      assert_same(native(fn -> Nx.put_slice(vk(a), start, vk(s)) end), Nx.put_slice(a, start, s))
+    end
+
     # Small integral values (many ties) of type.
     defp small_values(shape, :u8), do: random(shape, :s32, {0, 3}) |> Nx.as_type(:u8)
     defp small_values(shape, type), do: random(shape, :s32, {-3, 3}) |> Nx.as_type(type)
