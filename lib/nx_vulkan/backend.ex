@@ -1132,17 +1132,15 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     impl_if_callback(:stack, 3)
 
+    # Stacking is concatenating tensors with a new size-1 axis (a reshape,
+    # free for device tensors).
     def stack(out, tensors, axis) do
-      if function_exported?(Nx.BinaryBackend, :stack, 3) do
-        host(:stack, [out, tensors, axis], "no kernel")
-      else
-        tensors =
-          Enum.map(tensors, fn %T{shape: shape, names: names} = t ->
-            %{t | shape: Tuple.insert_at(shape, axis, 1), names: List.insert_at(names, axis, nil)}
-          end)
+      tensors =
+        Enum.map(tensors, fn %T{shape: shape, names: names} = t ->
+          %{t | shape: Tuple.insert_at(shape, axis, 1), names: List.insert_at(names, axis, nil)}
+        end)
 
-        host(:concatenate, [out, tensors, axis], "no kernel")
-      end
+      concatenate(out, tensors, axis)
     end
 
     impl_if_callback(:optional, 3)
