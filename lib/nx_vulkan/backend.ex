@@ -948,6 +948,52 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
+    # all/any: the non-zero mask (u8), reduced with min/max in s32.
+    for {op, nif_op} <- [all: :min, any: :max] do
+      impl_if_callback(op, 3)
+
+      def unquote(op)(out, tensor, opts),
+        do: logical_reduction(unquote(op), unquote(nif_op), out, tensor, opts)
+    end
+
+    defp logical_reduction(op, nif_op, %T{type: {:u, 8}} = out, %T{type: type} = tensor, opts) do
+      index = device_of(tensor)
+
+      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
+           true <- supported?(index, :compare, :not_equal, nif_type) and rank_ok?(tensor),
+           {:ok, t} <- operand(tensor, nif_type, index) do
+        shape = dims(tensor)
+        axes = opts[:axes] || Nx.axes(tensor)
+        rank = length(shape)
+        zero = fill(index, nif_type, 1, convert_value(0, {:s, 64}, type))
+
+        mask =
+          alloc(index, fn ->
+            NIF.compare(:not_equal, shape, t, 0, nil, zero, 0, List.duplicate(0, rank))
+          end)
+
+        m32 = alloc(index, fn -> NIF.convert(:s32, shape, mask, 0, nil) end)
+        r = alloc(index, fn -> NIF.reduce(nif_op, shape, m32, 0, nil, axes) end)
+        # r > 0 as u8; also right for empty reductions, whose identities
+        # are INT_MAX (all: true) and INT_MIN (any: false).
+        zero32 = fill(index, :s32, 1, <<0::signed-32-native>>)
+        out_rank = tuple_size(out.shape)
+
+        wrap(
+          out,
+          alloc(index, fn ->
+            NIF.compare(:greater, dims(out), r, 0, nil, zero32, 0, List.duplicate(0, out_rank))
+          end),
+          index
+        )
+      else
+        _ -> host(op, [out, tensor, opts], no_kernel(op, type, index))
+      end
+    end
+
+    defp logical_reduction(op, _nif_op, out, tensor, opts),
+      do: host(op, [out, tensor, opts], no_kernel(op, tensor.type, device_of(tensor)))
+
     ## Dot
 
     impl_if_callback(:dot, 7)
@@ -1068,8 +1114,6 @@ if Code.ensure_loaded?(Nx.Backend) do
         take_along_axis: 4,
         gather: 4,
         conv: 4,
-        all: 3,
-        any: 3,
         argmax: 3,
         argmin: 3,
         reduce: 5,

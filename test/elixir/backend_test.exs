@@ -904,6 +904,21 @@ if Code.ensure_loaded?(Nx) do
       assert_same(native(fn -> Nx.put_slice(vk(a), start, vk(s)) end), Nx.put_slice(a, start, s))
     end
 
+    test "all and any reduce on the device" do
+      for type <- [:f32, :s32, :f64, :u8], shape <- [{}, {5}, {3, 4}, {2, 3, 4}] do
+        a = random(shape, :s32, {0, 2}) |> Nx.as_type(type)
+
+        for opts <- [[], [axes: [0]], [axes: [-1], keep_axes: true]],
+            Nx.rank(a) > 0 or opts == [] do
+          assert_same(native(fn -> Nx.all(vk(a), opts) end), Nx.all(a, opts))
+          assert_same(native(fn -> Nx.any(vk(a), opts) end), Nx.any(a, opts))
+        end
+      end
+
+      nan = Nx.tensor([:nan, 1.0], backend: Nx.BinaryBackend)
+      assert Nx.to_number(Nx.all(vk(nan))) == 1
+    end
+
     # Small integral values (many ties) of type.
     defp small_values(shape, :u8), do: random(shape, :s32, {0, 3}) |> Nx.as_type(:u8)
     defp small_values(shape, type), do: random(shape, :s32, {-3, 3}) |> Nx.as_type(type)
