@@ -677,10 +677,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       def unquote(op)(out, left, right), do: element_wise_binary(unquote(op), out, left, right)
     end
 
-    defp element_wise_binary(op, out, left, right),
-      do: element_wise_binary_native(op, out, left, right)
-
-    defp element_wise_binary_native(op, %T{type: type} = out, left, right) do
+    defp element_wise_binary(op, %T{type: type} = out, left, right) do
       index = device_of_args([left, right])
       nif_type = nif_type!(type, op, index)
 
