@@ -76,6 +76,7 @@ static uint32_t binary_ops(nxv_dtype t) {
     case NXV_F32: return common | B(NXV_POW) | B(NXV_ATAN2);
     case NXV_F64: return common;
     case NXV_S32:
+    case NXV_U32:
       return common | B(NXV_POW) | B(NXV_QUOTIENT) | B(NXV_BITWISE_AND) |
              B(NXV_BITWISE_OR) | B(NXV_BITWISE_XOR) | B(NXV_LEFT_SHIFT) |
              B(NXV_RIGHT_SHIFT);
@@ -89,7 +90,8 @@ static uint32_t unary_ops(nxv_dtype t) {
     case NXV_F32: return ((1u << NXV_UNARY_OP_COUNT) - 1) & ~B(NXV_BITWISE_NOT);
     case NXV_F64:
       return ((1u << NXV_UNARY_OP_COUNT) - 1) & ~B(NXV_BITWISE_NOT);
-    case NXV_S32: return common | B(NXV_BITWISE_NOT);
+    case NXV_S32:
+    case NXV_U32: return common | B(NXV_BITWISE_NOT);
     case NXV_U8:
     case NXV_S64:
     case NXV_U64: return B(NXV_COPY);
@@ -98,59 +100,78 @@ static uint32_t unary_ops(nxv_dtype t) {
 }
 #undef B
 
-/* Index of a type in the module tables: arithmetic tables hold slots 0-2,
- * comparison and select tables 0-3, conversion tables all six. */
+/* Index of a type in the module tables. */
+enum { SLOT_F32, SLOT_F64, SLOT_S32, SLOT_U8, SLOT_S64, SLOT_U64, SLOT_U32, SLOTS };
 static int type_slot(nxv_dtype t) {
   switch (t) {
-    case NXV_F32: return 0;
-    case NXV_F64: return 1;
-    case NXV_S32: return 2;
-    case NXV_U8: return 3;
-    case NXV_S64: return 4;
-    case NXV_U64: return 5;
+    case NXV_F32: return SLOT_F32;
+    case NXV_F64: return SLOT_F64;
+    case NXV_S32: return SLOT_S32;
+    case NXV_U8: return SLOT_U8;
+    case NXV_S64: return SLOT_S64;
+    case NXV_U64: return SLOT_U64;
+    case NXV_U32: return SLOT_U32;
     default: return -1;
   }
 }
 
-/* Which types an op family has kernels for. */
+/* Which types an op family has kernels for (a set of slots). */
 typedef enum type_set {
-  TYPES_ARITH = 3,   /* f32 f64 s32 */
-  TYPES_MASK = 4,    /* and u8 (comparisons, select) */
-  TYPES_CONVERT = 6, /* and s64 u64 (conversions, copies) */
+  TYPES_REDUCE = 1u << SLOT_F32 | 1u << SLOT_F64 | 1u << SLOT_S32,  /* reduce, dot, iota */
+  TYPES_ARITH = TYPES_REDUCE | 1u << SLOT_U32,                      /* elementwise math */
+  TYPES_MASK = TYPES_ARITH | 1u << SLOT_U8,                         /* compare, select */
+  TYPES_CONVERT = TYPES_MASK | 1u << SLOT_S64 | 1u << SLOT_U64,     /* conversions, copies */
 } type_set;
 
-static const nxv_spv_module kBinaryModule[3] = {
-    NXV_SPV_BINARY_F32, NXV_SPV_BINARY_F64, NXV_SPV_BINARY_S32};
-#define UNARY_ROW(a)                                                   \
-  {NXV_SPV_UNARY_##a##_F32, NXV_SPV_UNARY_##a##_F64, NXV_SPV_UNARY_##a##_S32, \
-   NXV_SPV_UNARY_##a##_U8,  NXV_SPV_UNARY_##a##_S64, NXV_SPV_UNARY_##a##_U64}
-static const nxv_spv_module kUnaryModule[6][6] = {
-    UNARY_ROW(F32), UNARY_ROW(F64), UNARY_ROW(S32),
-    UNARY_ROW(U8),  UNARY_ROW(S64), UNARY_ROW(U64)};
+static bool in_set(nxv_dtype t, type_set set) {
+  int slot = type_slot(t);
+  return slot >= 0 && ((unsigned)set >> slot) & 1u;
+}
+
+static const char *set_names(type_set set) {
+  switch (set) {
+    case TYPES_REDUCE: return "f32, f64, s32";
+    case TYPES_ARITH: return "f32, f64, s32, u32";
+    case TYPES_MASK: return "f32, f64, s32, u32, u8";
+    default: return "f32, f64, s32, u32, u8, s64, u64";
+  }
+}
+
+#define NONE NXV_SPV_COUNT
+static const nxv_spv_module kBinaryModule[SLOTS] = {
+    NXV_SPV_BINARY_F32, NXV_SPV_BINARY_F64, NXV_SPV_BINARY_S32, NONE, NONE, NONE,
+    NXV_SPV_BINARY_U32};
+#define UNARY_ROW(a)                                                              \
+  {NXV_SPV_UNARY_##a##_F32, NXV_SPV_UNARY_##a##_F64, NXV_SPV_UNARY_##a##_S32,    \
+   NXV_SPV_UNARY_##a##_U8,  NXV_SPV_UNARY_##a##_S64, NXV_SPV_UNARY_##a##_U64,    \
+   NXV_SPV_UNARY_##a##_U32}
+static const nxv_spv_module kUnaryModule[SLOTS][SLOTS] = {
+    UNARY_ROW(F32), UNARY_ROW(F64), UNARY_ROW(S32), UNARY_ROW(U8),
+    UNARY_ROW(S64), UNARY_ROW(U64), UNARY_ROW(U32)};
 #undef UNARY_ROW
-static const nxv_spv_module kCompareModule[4] = {
-    NXV_SPV_COMPARE_F32, NXV_SPV_COMPARE_F64, NXV_SPV_COMPARE_S32, NXV_SPV_COMPARE_U8};
-static const nxv_spv_module kSelectModule[4] = {
-    NXV_SPV_SELECT_F32, NXV_SPV_SELECT_F64, NXV_SPV_SELECT_S32, NXV_SPV_SELECT_U8};
+static const nxv_spv_module kCompareModule[SLOTS] = {
+    NXV_SPV_COMPARE_F32, NXV_SPV_COMPARE_F64, NXV_SPV_COMPARE_S32, NXV_SPV_COMPARE_U8,
+    NONE, NONE, NXV_SPV_COMPARE_U32};
+static const nxv_spv_module kSelectModule[SLOTS] = {
+    NXV_SPV_SELECT_F32, NXV_SPV_SELECT_F64, NXV_SPV_SELECT_S32, NXV_SPV_SELECT_U8,
+    NONE, NONE, NXV_SPV_SELECT_U32};
 static const nxv_spv_module kReduceModule[3] = {
     NXV_SPV_REDUCE_F32, NXV_SPV_REDUCE_F64, NXV_SPV_REDUCE_S32};
 static const nxv_spv_module kMatmulModule[3] = {
     NXV_SPV_MATMUL_F32, NXV_SPV_MATMUL_F64, NXV_SPV_MATMUL_S32};
 static const nxv_spv_module kIotaModule[3] = {
     NXV_SPV_IOTA_F32, NXV_SPV_IOTA_F64, NXV_SPV_IOTA_S32};
+#undef NONE
 
 /* The device has kernels of the family set for dtype. */
 static nxv_status check_type_for(nxv_device *d, nxv_dtype t, const char *op,
                                  type_set set) {
-  static const char *const names[7] = {"", "", "", "f32, f64, s32",
-                                       "f32, f64, s32, u8", "",
-                                       "f32, f64, s32, u8, s64, u64"};
   if ((unsigned)t >= NXV_DTYPE_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: invalid dtype %d", op, (int)t);
-  if (type_slot(t) < 0 || type_slot(t) >= (int)set)
+  if (!in_set(t, set))
     return nxv_fail(NXV_ERR_UNSUPPORTED,
                     "%s on %s: no kernel for this type on device %s (supported: %s)",
-                    op, nxv_dtype_name(t), d->vk.info.name, names[set]);
+                    op, nxv_dtype_name(t), d->vk.info.name, set_names(set));
   if (t == NXV_F64 && !d->vk.info.float64)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
                     "%s on f64: device %s has no shaderFloat64", op,
@@ -163,7 +184,7 @@ static nxv_status check_type_for(nxv_device *d, nxv_dtype t, const char *op,
 }
 
 static nxv_status check_type(nxv_device *d, nxv_dtype t, const char *op) {
-  return check_type_for(d, t, op, TYPES_ARITH);
+  return check_type_for(d, t, op, TYPES_REDUCE);
 }
 
 /* Validates a shape; *out_n is its element count. An empty shape (a zero
@@ -386,9 +407,7 @@ bool nxv_binary_supported(nxv_device *d, nxv_binary_op op, nxv_dtype t) {
 }
 
 bool nxv_mask_type_supported(nxv_device *d, nxv_dtype t) {
-  if (!d || type_slot(t) < 0 || type_slot(t) >= TYPES_MASK ||
-      !d->vk.info.storage_8bit)
-    return false;
+  if (!d || !in_set(t, TYPES_MASK) || !d->vk.info.storage_8bit) return false;
   return t != NXV_F64 || d->vk.info.float64;
 }
 
@@ -413,7 +432,7 @@ nxv_status nxv_binary(nxv_device *d, nxv_binary_op op, uint32_t rank,
   if ((unsigned)op >= NXV_BINARY_OP_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "binary: invalid op %d", (int)op);
   nxv_dtype t = a->tensor->dtype;
-  NXV_TRY(check_type(d, t, nxv_binary_op_name(op)));
+  NXV_TRY(check_type_for(d, t, nxv_binary_op_name(op), TYPES_ARITH));
   if (!((binary_ops(t) >> op) & 1u))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
                     nxv_binary_op_name(op), nxv_dtype_name(t), d->vk.info.name);

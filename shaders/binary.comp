@@ -86,6 +86,23 @@ T apply(T x, T y) {
     if (isinf(y) && !isinf(x)) return x;
     return x - y * trunc(fdiv(x, y));
   }
+#elif T_KIND == KIND_UINT
+  case 3:  // unsigned division; x/0 = 0
+  case 8:
+    return y == T(0) ? T(0) : x / y;
+  case 4: return max(x, y);
+  case 5: return min(x, y);
+  case 6: {  // power by squaring, wrapping
+    T r = T(1), base = x, e = y;
+    while (e != T(0)) { if ((e & T(1)) != T(0)) r *= base; base *= base; e >>= 1; }
+    return r;
+  }
+  case 7: return y == T(0) ? T(0) : x % y;
+  case 10: return x & y;
+  case 11: return x | y;
+  case 12: return x ^ y;
+  case 13: return y >= T(T_BITS) ? T(0) : x << y;  // logical shifts
+  case 14: return y >= T(T_BITS) ? T(0) : x >> y;
 #else
   case 3:  // integer division truncates; x/0 = 0; MIN/-1 wraps
   case 8:

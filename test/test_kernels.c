@@ -908,8 +908,8 @@ NXV_TEST(kernels, unary_s32) { test_unary_type(NXV_S32, 0x2003); }
 NXV_TEST(kernels, unsupported_types) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
-  static const nxv_dtype others[] = {NXV_S8,   NXV_S16, NXV_U16, NXV_U32,
-                                     NXV_F16,  NXV_BF16, NXV_C64, NXV_C128};
+  static const nxv_dtype others[] = {NXV_S8,  NXV_S16, NXV_U16, NXV_F16,
+                                     NXV_BF16, NXV_C64, NXV_C128};
   uint8_t zeros[64] = {0};
   int64_t shape[1] = {4};
   for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
@@ -2592,5 +2592,105 @@ NXV_TEST(kernels, copy_into_assembles_regions) {
   CHECK(memcmp(pg, pw, sizeof pw) == 0); /* the refusals wrote nothing */
   nxv_tensor *all[] = {t0, t1, t2, out, padded, src, c64};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) nxv_tensor_release(all[i]);
+  nxv_device_release(d);
+}
+
+
+/* u32: unsigned arithmetic, logical shifts, comparisons and conversions. */
+static uint32_t u32_ref(nxv_binary_op op, uint32_t x, uint32_t y) {
+  switch (op) {
+    case NXV_ADD: return x + y;
+    case NXV_SUB: return x - y;
+    case NXV_MUL: return x * y;
+    case NXV_DIV:
+    case NXV_QUOTIENT: return y ? x / y : 0;
+    case NXV_REM: return y ? x % y : 0;
+    case NXV_MAX: return x > y ? x : y;
+    case NXV_MIN: return x < y ? x : y;
+    case NXV_POW: {
+      uint32_t r = 1, b = x, e = y;
+      while (e) {
+        if (e & 1) r *= b;
+        b *= b;
+        e >>= 1;
+      }
+      return r;
+    }
+    case NXV_BITWISE_AND: return x & y;
+    case NXV_BITWISE_OR: return x | y;
+    case NXV_BITWISE_XOR: return x ^ y;
+    case NXV_LEFT_SHIFT: return y >= 32 ? 0 : x << y;
+    case NXV_RIGHT_SHIFT: return y >= 32 ? 0 : x >> y;
+    default: return 0;
+  }
+}
+
+NXV_TEST(kernels, u32_ops) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  enum { N = 515 };
+  uint64_t rng = 0x8001;
+  uint32_t a[N], b[N], got[N];
+  for (int i = 0; i < N; i++) {
+    a[i] = (uint32_t)test_rand_u64(&rng);
+    b[i] = i % 5 == 0 ? (uint32_t)(i % 40) : (uint32_t)test_rand_u64(&rng);
+  }
+  a[0] = 0xFFFFFFFFu;
+  b[1] = 0;
+  nxv_tensor *ta, *tb, *o;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_U32, N, a, &ta));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_U32, N, b, &tb));
+  int64_t shape[1] = {N};
+  nxv_view va = {ta, 0, NULL}, vb = {tb, 0, NULL};
+  for (int op = 0; op < NXV_BINARY_OP_COUNT; op++) {
+    if (!nxv_binary_supported(d, (nxv_binary_op)op, NXV_U32)) {
+      CHECK(op == NXV_ATAN2);
+      continue;
+    }
+    REQUIRE_OK(nxv_binary(d, (nxv_binary_op)op, 1, shape, &va, &vb, &o));
+    REQUIRE_OK(nxv_tensor_download(o, 0, N, got));
+    int bad = 0;
+    for (int i = 0; i < N && bad < 3; i++) {
+      uint32_t want = u32_ref((nxv_binary_op)op, a[i], b[i]);
+      if (got[i] != want) {
+        bad++;
+        CHECK_MSG(false, "u32 %s(%u, %u) = %u, want %u",
+                  nxv_binary_op_name((nxv_binary_op)op), a[i], b[i], got[i], want);
+      }
+    }
+    nxv_tensor_release(o);
+  }
+  REQUIRE_OK(nxv_unary(d, NXV_BITWISE_NOT, 1, shape, &va, &o));
+  REQUIRE_OK(nxv_tensor_download(o, 0, N, got));
+  for (int i = 0; i < N; i++) CHECK(got[i] == ~a[i]);
+  nxv_tensor_release(o);
+  REQUIRE_OK(nxv_compare(d, NXV_LESS, 1, shape, &va, &vb, &o));
+  uint8_t m[N];
+  REQUIRE_OK(nxv_tensor_download(o, 0, N, m));
+  for (int i = 0; i < N; i++) CHECK(m[i] == (a[i] < b[i]));
+  nxv_tensor_release(o);
+  /* Conversions: to f32 rounds, to s32 and u8 wrap, from f32 saturates. */
+  REQUIRE_OK(nxv_convert(d, NXV_S32, 1, shape, &va, &o));
+  int32_t s32[N];
+  REQUIRE_OK(nxv_tensor_download(o, 0, N, s32));
+  for (int i = 0; i < N; i++) CHECK(s32[i] == (int32_t)a[i]);
+  nxv_tensor_release(o);
+  REQUIRE_OK(nxv_convert(d, NXV_F32, 1, shape, &va, &o));
+  float f[N];
+  REQUIRE_OK(nxv_tensor_download(o, 0, N, f));
+  for (int i = 0; i < N; i++) CHECK(f[i] == (float)a[i]);
+  nxv_tensor_release(o);
+  float fs[4] = {-5.0f, 3.7f, 5e9f, NAN};
+  nxv_tensor *tf;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 4, fs, &tf));
+  int64_t four[1] = {4};
+  nxv_view vf = {tf, 0, NULL};
+  REQUIRE_OK(nxv_convert(d, NXV_U32, 1, four, &vf, &o));
+  REQUIRE_OK(nxv_tensor_download(o, 0, 4, got));
+  CHECK(got[0] == 0 && got[1] == 3 && got[2] == 0xFFFFFFFFu && got[3] == 0);
+  nxv_tensor_release(o);
+  nxv_tensor_release(tf);
+  nxv_tensor_release(ta);
+  nxv_tensor_release(tb);
   nxv_device_release(d);
 }
