@@ -269,6 +269,12 @@ nxv_status nxv_tensor_upload(nxv_device *device, nxv_dtype dtype,
 nxv_status nxv_tensor_download(nxv_tensor *tensor, uint64_t offset,
                                uint64_t count, void *dst);
 
+/* New handle on the same buffer with the elements read as dtype, which must
+ * have the element size of tensor's dtype (a bitcast: no copy, no GPU
+ * work). */
+nxv_status nxv_tensor_reinterpret(nxv_tensor *tensor, nxv_dtype dtype,
+                                  nxv_tensor **out_tensor);
+
 /* New tensor, a device-side copy of tensor. Returns at once. */
 nxv_status nxv_tensor_copy(nxv_tensor *tensor, nxv_tensor **out_tensor);
 

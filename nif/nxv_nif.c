@@ -618,6 +618,19 @@ static ERL_NIF_TERM nif_tensor_info(ErlNifEnv *env, int argc,
   return res;
 }
 
+static ERL_NIF_TERM nif_reinterpret(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  nxv_dtype type;
+  if (!get_dtype(env, argv[1], &type)) return raise_argument(env, "reinterpret: unknown type");
+  bool dead;
+  nxv_tensor *t = grab(env, argv[0], &dead);
+  if (!t) return bad_tensor(env, "reinterpret", dead);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_tensor_reinterpret(t, type, &out);
+  nxv_tensor_release(t);
+  return op_result(env, st, out, "bitcast");
+}
+
 static ERL_NIF_TERM nif_empty(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   dev_res *r;
@@ -998,6 +1011,7 @@ static ErlNifFunc funcs[] = {
     {"tensor_info", 1, nif_tensor_info, 0},
     {"copy", 1, nif_copy, 0},
     {"empty", 3, nif_empty, 0},
+    {"reinterpret", 2, nif_reinterpret, 0},
     {"copy_into", 7, nif_copy_into, 0},
     {"binary", 8, nif_binary, 0},
     {"unary", 5, nif_unary, 0},

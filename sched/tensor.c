@@ -199,3 +199,23 @@ nxv_status nxv_tensor_download(nxv_tensor *t, uint64_t offset, uint64_t count,
   nxv_ticket_release(tk);
   return st;
 }
+
+nxv_status nxv_tensor_reinterpret(nxv_tensor *t, nxv_dtype dtype, nxv_tensor **out) {
+  if (!t || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL tensor or out_tensor");
+  size_t es = nxv_dtype_size(dtype);
+  if (!es) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
+  if (es != nxv_dtype_size(t->dtype))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "cannot reinterpret %s as %s: element sizes differ",
+                    nxv_dtype_name(t->dtype), nxv_dtype_name(dtype));
+  nxv_tensor *r = calloc(1, sizeof *r);
+  if (!r) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "tensor handle");
+  atomic_init(&r->refs, 1);
+  r->device = t->device;
+  r->buf = t->buf;
+  r->dtype = dtype;
+  r->count = t->count;
+  nxv_buffer_retain(t->buf);
+  nxv_device_retain(t->device);
+  *out = r;
+  return NXV_OK;
+}

@@ -411,6 +411,20 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
+    impl_if_callback(:bitcast, 2)
+
+    # Reinterpreting bits of the same width is free: a new handle on the
+    # same buffer (a known constant value no longer applies).
+    def bitcast(
+          %T{type: {_, bits} = type} = out,
+          %T{type: {_, bits}, data: %__MODULE__{}} = tensor
+        ) do
+      %__MODULE__{ref: ref, device: index} = tensor.data
+      wrap(out, NIF.reinterpret(ref, nif_type!(type, :bitcast, index)), index)
+    end
+
+    def bitcast(out, tensor), do: host(:bitcast, [out, tensor], "element sizes differ")
+
     impl_if_callback(:broadcast, 4)
 
     def broadcast(%T{shape: shape} = out, %T{shape: shape} = tensor, shape, axes) do
@@ -1106,7 +1120,6 @@ if Code.ensure_loaded?(Nx.Backend) do
     # The same callback on Nx.BinaryBackend.
     host_callbacks =
       [
-        bitcast: 2,
         take: 4,
         take_along_axis: 4,
         gather: 4,

@@ -83,6 +83,9 @@ defmodule Nx.Vulkan.NIF do
   @doc "Device-side copy of a tensor."
   def copy(_tensor), do: nif_error()
 
+  @doc "A tensor sharing `tensor`'s buffer, its elements read as `type` (same element size): a bitcast."
+  def reinterpret(_tensor, _type), do: nif_error()
+
   @doc "New tensor of `count` elements of `type`, contents undefined (to be written with `copy_into/7`)."
   def empty(_device, _type, _count), do: nif_error()
 

@@ -919,6 +919,41 @@ if Code.ensure_loaded?(Nx) do
       assert Nx.to_number(Nx.all(vk(nan))) == 1
     end
 
+    test "u32 bit arithmetic, bitcast and Nx.Random run on the device" do
+      a = Nx.tensor([0, 1, 0xFFFFFFFF, 123_456_789], type: :u32, backend: Nx.BinaryBackend)
+      b = Nx.tensor([3, 31, 32, 7], type: :u32, backend: Nx.BinaryBackend)
+
+      for op <- [
+            :add,
+            :subtract,
+            :multiply,
+            :bitwise_xor,
+            :bitwise_or,
+            :left_shift,
+            :right_shift,
+            :quotient,
+            :remainder
+          ] do
+        assert_same(native(fn -> apply(Nx, op, [vk(a), vk(b)]) end), apply(Nx, op, [a, b]))
+      end
+
+      f = Nx.tensor([1.0, -2.5, 3.0e38], backend: Nx.BinaryBackend)
+      assert_same(native(fn -> Nx.bitcast(vk(f), :u32) end), Nx.bitcast(f, :u32))
+      assert_same(native(fn -> vk(f) |> Nx.bitcast(:s32) |> Nx.bitcast(:f32) end), f)
+
+      key = Nx.Random.key(1701)
+
+      {u, _} = Nx.Random.uniform(key, shape: {3, 4})
+      {n, _} = Nx.Random.normal(key, shape: {5})
+      Nx.Vulkan.reset_fallbacks()
+      {du, _} = native(fn -> Nx.Random.uniform(vk(key), shape: {3, 4}) end)
+      assert_same(du, u)
+      # normal/4 needs erf_inv, which has no kernel yet: the only fallback.
+      {dn, _} = Nx.Random.normal(vk(key), shape: {5})
+      assert_same(dn, n, 1.0e-6)
+      assert Map.keys(Nx.Vulkan.fallbacks()) == [:erf_inv]
+    end
+
     # Small integral values (many ties) of type.
     defp small_values(shape, :u8), do: random(shape, :s32, {0, 3}) |> Nx.as_type(:u8)
     defp small_values(shape, type), do: random(shape, :s32, {-3, 3}) |> Nx.as_type(type)
