@@ -2660,10 +2660,23 @@ NXV_TEST(kernels, u32_ops) {
     }
     nxv_tensor_release(o);
   }
-  REQUIRE_OK(nxv_unary(d, NXV_BITWISE_NOT, 1, shape, &va, &o));
-  REQUIRE_OK(nxv_tensor_download(o, 0, N, got));
-  for (int i = 0; i < N; i++) CHECK(got[i] == ~a[i]);
-  nxv_tensor_release(o);
+  static const nxv_unary_op uops[5] = {NXV_BITWISE_NOT, NXV_NEG, NXV_ABS, NXV_SIGN, NXV_SQUARE};
+  for (int k = 0; k < 5; k++) {
+    REQUIRE(nxv_unary_supported(d, uops[k], NXV_U32));
+    REQUIRE_OK(nxv_unary(d, uops[k], 1, shape, &va, &o));
+    REQUIRE_OK(nxv_tensor_download(o, 0, N, got));
+    for (int i = 0; i < N; i++) {
+      uint32_t x = a[i];
+      uint32_t want = uops[k] == NXV_BITWISE_NOT ? ~x
+                      : uops[k] == NXV_NEG       ? 0u - x
+                      : uops[k] == NXV_ABS       ? x
+                      : uops[k] == NXV_SIGN      ? (x != 0)
+                                                 : x * x;
+      CHECK_MSG(got[i] == want, "u32 %s(%u) = %u, want %u",
+                nxv_unary_op_name(uops[k]), x, got[i], want);
+    }
+    nxv_tensor_release(o);
+  }
   REQUIRE_OK(nxv_compare(d, NXV_LESS, 1, shape, &va, &vb, &o));
   uint8_t m[N];
   REQUIRE_OK(nxv_tensor_download(o, 0, N, m));
