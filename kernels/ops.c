@@ -47,7 +47,8 @@ static const char *kBinaryNames[NXV_BINARY_OP_COUNT] = {
 static const char *kUnaryNames[NXV_UNARY_OP_COUNT] = {
     "copy", "negate", "abs", "sign", "sqrt", "rsqrt", "exp", "log", "sin",
     "cos", "tanh", "sigmoid", "floor", "ceil", "round", "bitwise_not",
-    "square"};
+    "square", "expm1", "log1p", "erf", "erfc", "erf_inv", "tan", "sinh",
+    "cosh"};
 static const char *kReduceNames[NXV_REDUCE_OP_COUNT] = {"sum", "product",
                                                         "max", "min"};
 static const char *kCompareNames[NXV_COMPARE_OP_COUNT] = {
@@ -419,6 +420,8 @@ bool nxv_convert_supported(nxv_device *d, nxv_dtype t) {
 
 bool nxv_unary_supported(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
   if ((unsigned)op >= NXV_UNARY_OP_COUNT || type_slot(t) < 0) return false;
+  /* The special functions are evaluated in double only. */
+  if (op >= NXV_EXPM1 && (!d || !d->vk.info.float64 || d->config.fast_math)) return false;
   if (t == NXV_F64 && (!d || !d->vk.info.float64)) return false;
   if (t == NXV_U8 && (!d || !d->vk.info.storage_8bit)) return false;
   return (unary_ops(t) >> op) & 1u;
@@ -452,14 +455,15 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
   nxv_dtype t = a->tensor->dtype;
   NXV_TRY(check_type_for(d, t, nxv_unary_op_name(op),
                          op == NXV_COPY ? TYPES_CONVERT : TYPES_ARITH));
-  if (!((unary_ops(t) >> op) & 1u))
+  if (!((unary_ops(t) >> op) & 1u) || (op >= NXV_EXPM1 && !nxv_unary_supported(d, op, t)))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
                     nxv_unary_op_name(op), nxv_dtype_name(t), d->vk.info.name);
   int s = type_slot(t);
+  if (s < 0) return nxv_fail(NXV_ERR_UNSUPPORTED, "unary on %s", nxv_dtype_name(t));
   nxv_spv_module m = kUnaryModule[s][s];
   /* f32 transcendentals are evaluated in double where the device has it
    * (correctly rounded in practice), unless fast math was asked for. */
-  if (t == NXV_F32 && op >= NXV_EXP && op <= NXV_SIGMOID &&
+  if (t == NXV_F32 && ((op >= NXV_EXP && op <= NXV_SIGMOID) || op >= NXV_EXPM1) &&
       d->vk.info.float64 && !d->config.fast_math)
     m = NXV_SPV_UNARY_F32_F32_PRECISE;
   const nxv_view *const views[3] = {a, NULL, NULL};

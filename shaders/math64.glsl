@@ -20,9 +20,11 @@ double m64_inf() { return 1.0LF / 0.0LF; }
 // a / b refined by one fma correction: drivers may divide doubles through
 // an approximate reciprocal (seen 15 ulp off); this is within an ulp.
 double m64_div(double a, double b) {
-  double q = a / b;
+  precise double q = a / b;
   if (isinf(q) || isnan(q) || q == 0.0LF || isinf(b)) return q;
-  return fma(fma(-q, b, a), 1.0LF / b, q);
+  precise double rem = fma(-q, b, a);
+  precise double res = fma(rem, 1.0LF / b, q);
+  return res;
 }
 double m64_nan() { return 0.0LF / 0.0LF; }
 
@@ -98,7 +100,7 @@ double exp64(double x) {
   if (x > 709.782712893384LF) return m64_inf();
   if (x < -745.1332191019412LF) return 0.0LF;
   double k = floor(x * M64_LOG2E + 0.5LF);
-  double r = (x - k * M64_LN2_HI) - k * M64_LN2_LO;  // |r| <= 0.35
+  precise double r = (x - k * M64_LN2_HI) - k * M64_LN2_LO;  // |r| <= 0.35
   double p = 1.0LF + m64_expm1_small(r);
   // Scale in two steps so neither overflows near the range ends.
   int ki = int(k);
@@ -121,7 +123,7 @@ double log64(double x) {
     m *= 2.0LF;
     e -= 1;
   }
-  double f = m - 1.0LF;              // [-0.293, 0.414]
+  precise double f = m - 1.0LF;      // [-0.293, 0.414]
   double s = m64_div(f, 2.0LF + f);  // |s| <= 0.1716
   // log(m) = 2 atanh(s) = 2 s (1 + s^2/3 + s^4/5 + ...), to s^29.
   double s2 = s * s, p = M64_ODD_INV[13];
@@ -146,7 +148,7 @@ double m64_cos_kernel(double r) {
 // Reduces x to r in [-pi/4, pi/4] and the quadrant q (mod 4).
 double m64_reduce(double x, out int q) {
   double k = floor(x * M64_2OPI + 0.5LF);
-  double r = ((x - k * M64_PIO2_1) - k * M64_PIO2_2) - k * M64_PIO2_3;
+  precise double r = ((x - k * M64_PIO2_1) - k * M64_PIO2_2) - k * M64_PIO2_3;
   q = int(mod(k, 4.0LF));
   return r;
 }
@@ -181,4 +183,113 @@ double sigmoid64(double x) {
   if (x >= 0.0LF) return m64_div(1.0LF, 1.0LF + exp64(-x));
   double e = exp64(x);
   return m64_div(e, 1.0LF + e);
+}
+
+double log1p64(double x) {
+  if (isnan(x) || x < -1.0LF) return m64_nan();
+  if (x == -1.0LF) return -m64_inf();
+  if (isinf(x)) return x;
+  // precise: the compiler must not simplify (1 + x) - 1 to x.
+  precise double u = 1.0LF + x;
+  if (u == 1.0LF) return x;
+  precise double um1 = u - 1.0LF;
+  // log(u) * x / (u - 1): cancels the rounding error of 1 + x.
+  return log64(u) * m64_div(x, um1);
+}
+
+double tan64(double x) { return m64_div(sin64(x), cos64(x)); }
+
+double sinh64(double x) {
+  if (isnan(x)) return x;
+  double a = abs(x);
+  if (a > 710.0LF) return x > 0.0LF ? m64_inf() : -m64_inf();
+  double em = expm1_64(a);
+  double s = 0.5LF * (em + m64_div(em, em + 1.0LF));
+  return x < 0.0LF ? -s : s;
+}
+
+double cosh64(double x) {
+  if (isnan(x)) return x;
+  double a = abs(x);
+  if (a > 710.0LF) return m64_inf();
+  double e = exp64(a);
+  return 0.5LF * (e + m64_div(1.0LF, e));
+}
+
+const double M64_2_SQRTPI = 1.12837916709551257390e+00LF;
+
+// erfc(x) for x >= 2 by the continued fraction
+// erfc(x) = exp(-x^2) / sqrt(pi) * 1/(x + (1/2)/(x + 1/(x + (3/2)/(x + ...))))
+// evaluated bottom-up.
+double m64_erfc_cf(double x) {
+  double f = x;
+  for (int k = 60; k >= 1; --k) f = x + m64_div(0.5LF * double(k), f);
+  return exp64(-x * x) * m64_div(M64_2_SQRTPI * 0.5LF, f);
+}
+
+// erf(x) for |x| < 2 by its Taylor series sum (-1)^n x^(2n+1) / (n! (2n+1)).
+double m64_erf_series(double x) {
+  double x2 = x * x, t = x, s = x;
+  for (int n = 1; n < 60; ++n) {
+    t *= -x2 / double(n);
+    double term = t / double(2 * n + 1);
+    s += term;
+    if (abs(term) < 1e-18LF * abs(s)) break;
+  }
+  return M64_2_SQRTPI * s;
+}
+
+double erf64(double x) {
+  if (isnan(x)) return x;
+  double a = abs(x);
+  if (a >= 6.0LF) return x > 0.0LF ? 1.0LF : -1.0LF;
+  double r = a < 2.0LF ? m64_erf_series(a) : 1.0LF - m64_erfc_cf(a);
+  return x < 0.0LF ? -r : r;
+}
+
+double erfc64(double x) {
+  if (isnan(x)) return x;
+  if (x >= 27.0LF) return 0.0LF;
+  if (x <= -6.0LF) return 2.0LF;
+  double a = abs(x);
+  double r = a < 2.0LF ? 1.0LF - m64_erf_series(a) : m64_erfc_cf(a);
+  return x < 0.0LF ? 2.0LF - r : r;
+}
+
+// Inverse of erf: Giles' single-precision approximation (what Nx's host
+// implementation computes, in double), refined by Newton steps on erf64
+// when refine (f64 results).
+double erf_inv64(double y, bool refine) {
+  if (isnan(y) || abs(y) > 1.0LF) return m64_nan();
+  if (abs(y) == 1.0LF) return y > 0.0LF ? m64_inf() : -m64_inf();
+  double w = -log64((1.0LF - y) * (1.0LF + y)), p;
+  if (w < 5.0LF) {
+    w -= 2.5LF;
+    p = 2.81022636e-08LF;
+    p = 3.43273939e-07LF + p * w;
+    p = -3.5233877e-06LF + p * w;
+    p = -4.39150654e-06LF + p * w;
+    p = 0.00021858087LF + p * w;
+    p = -0.00125372503LF + p * w;
+    p = -0.00417768164LF + p * w;
+    p = 0.246640727LF + p * w;
+    p = 1.50140941LF + p * w;
+  } else {
+    w = sqrt(w) - 3.0LF;
+    p = -0.000200214257LF;
+    p = 0.000100950558LF + p * w;
+    p = 0.00134934322LF + p * w;
+    p = -0.00367342844LF + p * w;
+    p = 0.00573950773LF + p * w;
+    p = -0.0076224613LF + p * w;
+    p = 0.00943887047LF + p * w;
+    p = 1.00167406LF + p * w;
+    p = 2.83297682LF + p * w;
+  }
+  double x = p * y;
+  for (int i = 0; refine && i < 3; ++i) {
+    double err = erf64(x) - y;
+    x -= m64_div(err, M64_2_SQRTPI * exp64(-x * x));
+  }
+  return x;
 }

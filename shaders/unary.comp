@@ -100,6 +100,14 @@ TC apply(TC x) {
   case 9: return T(cos64(double(x)));
   case 10: return T(tanh64(double(x)));
   case 11: return T(sigmoid64(double(x)));
+  case 17: return T(expm1_64(double(x)));
+  case 18: return T(log1p64(double(x)));
+  case 19: return T(erf64(double(x)));
+  case 20: return T(erfc64(double(x)));
+  case 21: return T(erf_inv64(double(x), T_BITS == 64));
+  case 22: return T(tan64(double(x)));
+  case 23: return T(sinh64(double(x)));
+  case 24: return T(cosh64(double(x)));
 #else
   case 6: return exp(x);
   case 7: return log(x);

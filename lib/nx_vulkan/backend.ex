@@ -848,7 +848,8 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     native_unary =
       [:negate, :abs, :sign, :sqrt, :rsqrt, :exp, :log, :sin, :cos, :tanh, :sigmoid] ++
-        [:floor, :ceil, :round, :bitwise_not]
+        [:floor, :ceil, :round, :bitwise_not] ++
+        [:expm1, :log1p, :erf, :erfc, :erf_inv, :tan, :sinh, :cosh]
 
     for op <- native_unary do
       impl_if_callback(op, 2)
@@ -1146,8 +1147,8 @@ if Code.ensure_loaded?(Nx.Backend) do
       ] ++
         for(
           op <-
-            [:expm1, :log1p, :tan, :cosh, :sinh, :acos, :asin, :atan, :acosh, :asinh] ++
-              [:atanh, :cbrt, :erf, :erfc, :erf_inv, :is_nan, :is_infinity, :conjugate] ++
+            [:acos, :asin, :atan, :acosh, :asinh] ++
+              [:atanh, :cbrt, :is_nan, :is_infinity, :conjugate] ++
               [:real, :imag, :count_leading_zeros, :population_count],
           do: {op, 2}
         )
