@@ -797,6 +797,48 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     defp exact_in?(_value, _type, _index), do: false
 
+    # is_nan: x != x; is_infinity: |x| == inf. Integer inputs are never
+    # either, but Nx computes them the same way.
+    impl_if_callback(:is_nan, 2)
+    def is_nan(out, tensor), do: float_class(:is_nan, out, tensor)
+
+    impl_if_callback(:is_infinity, 2)
+    def is_infinity(out, tensor), do: float_class(:is_infinity, out, tensor)
+
+    defp float_class(op, %T{type: {:u, 8}} = out, %T{type: {:f, bits} = type} = tensor)
+         when bits in [32, 64] do
+      index = device_of(tensor)
+      nif_type = nif_type!(type, op, index)
+
+      with true <- supported?(index, :compare, :equal, nif_type) and rank_ok?(tensor),
+           {:ok, t} <- operand(tensor, nif_type, index) do
+        if Nx.size(out) == 0 do
+          empty(out, index)
+        else
+          shape = dims(tensor)
+
+          ref =
+            case op do
+              :is_nan ->
+                alloc(index, fn -> NIF.compare(:not_equal, shape, t, 0, nil, t, 0, nil) end)
+
+              :is_infinity ->
+                a = alloc(index, fn -> NIF.unary(:abs, shape, t, 0, nil) end)
+                inf = fill(index, nif_type, 1, scalar_bytes(type, :infinity))
+                zeros = List.duplicate(0, length(shape))
+                alloc(index, fn -> NIF.compare(:equal, shape, a, 0, nil, inf, 0, zeros) end)
+            end
+
+          wrap(out, ref, index)
+        end
+      else
+        _ -> host(op, [out, tensor], no_kernel(op, type, index))
+      end
+    end
+
+    defp float_class(op, out, tensor),
+      do: host(op, [out, tensor], no_kernel(op, tensor.type, device_of(tensor)))
+
     impl_if_callback(:select, 4)
 
     def select(%T{type: type} = out, pred, on_true, on_false) do
@@ -1148,7 +1190,7 @@ if Code.ensure_loaded?(Nx.Backend) do
         for(
           op <-
             [:acos, :asin, :atan, :acosh, :asinh] ++
-              [:atanh, :cbrt, :is_nan, :is_infinity, :conjugate] ++
+              [:atanh, :cbrt, :conjugate] ++
               [:real, :imag, :count_leading_zeros, :population_count],
           do: {op, 2}
         )

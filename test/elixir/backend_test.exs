@@ -919,6 +919,19 @@ if Code.ensure_loaded?(Nx) do
       assert Nx.to_number(Nx.all(vk(nan))) == 1
     end
 
+    test "is_nan and is_infinity on the device" do
+      for type <- [:f32, :f64] do
+        t =
+          Nx.tensor([1.0, :nan, :infinity, :neg_infinity, -0.0, 3.0e38],
+            type: type,
+            backend: Nx.BinaryBackend
+          )
+
+        assert_same(native(fn -> Nx.is_nan(vk(t)) end), Nx.is_nan(t))
+        assert_same(native(fn -> Nx.is_infinity(vk(t)) end), Nx.is_infinity(t))
+      end
+    end
+
     test "special functions on the device match Nx.BinaryBackend" do
       for type <- [:f32, :f64] do
         x = random({4, 5}, type, {-2.0, 2.0})
