@@ -689,6 +689,33 @@ static ERL_NIF_TERM nif_copy(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
 /* Ops                                                                 */
 /* ------------------------------------------------------------------ */
 
+/* Decodes a shape (argv[0]) and nviews views (argv[1..], three terms
+ * each) for an elementwise op. On success returns am_ok and the views hold
+ * one tensor reference each (release_views drops them); otherwise raises
+ * and holds nothing. */
+static ERL_NIF_TERM decode_views(ErlNifEnv *env, const char *what,
+                                 const ERL_NIF_TERM argv[], int nviews,
+                                 int64_t *shape, unsigned *rank, view_arg *v) {
+  static const char *const names[3] = {"operand a", "operand b", "operand c"};
+  if (!get_int_list(env, argv[0], shape, rank))
+    return raise_argument(env, "%s: shape must be a list of at most %d integers",
+                          what, NXV_MAX_RANK);
+  for (int i = 0; i < nviews; i++) {
+    char label[96];
+    snprintf(label, sizeof label, "%s %s", what, names[i]);
+    ERL_NIF_TERM e = get_view(env, label, argv + 1 + 3 * i, *rank, &v[i]);
+    if (!enif_is_identical(e, am_ok)) {
+      for (int j = 0; j < i; j++) nxv_tensor_release(v[j].t);
+      return e;
+    }
+  }
+  return am_ok;
+}
+
+static void release_views(view_arg *v, int nviews) {
+  for (int i = 0; i < nviews; i++) nxv_tensor_release(v[i].t);
+}
+
 static ERL_NIF_TERM nif_binary(ErlNifEnv *env, int argc,
                                const ERL_NIF_TERM argv[]) {
   (void)argc;
@@ -696,23 +723,14 @@ static ERL_NIF_TERM nif_binary(ErlNifEnv *env, int argc,
   if (op < 0) return raise_argument(env, "binary: unknown op");
   int64_t shape[NXV_MAX_RANK];
   unsigned rank;
-  if (!get_int_list(env, argv[1], shape, &rank))
-    return raise_argument(env, "binary: shape must be a list of at most %d integers",
-                          NXV_MAX_RANK);
-  view_arg a, b;
-  ERL_NIF_TERM e = get_view(env, "binary operand a", argv + 2, rank, &a);
+  view_arg v[2];
+  ERL_NIF_TERM e = decode_views(env, "binary", argv + 1, 2, shape, &rank, v);
   if (!enif_is_identical(e, am_ok)) return e;
-  e = get_view(env, "binary operand b", argv + 5, rank, &b);
-  if (!enif_is_identical(e, am_ok)) {
-    nxv_tensor_release(a.t);
-    return e;
-  }
-  nxv_view va = to_view(&a), vb = to_view(&b);
+  nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
   nxv_tensor *out = NULL;
-  nxv_status st = nxv_binary(nxv_tensor_device(a.t), (nxv_binary_op)op, rank,
+  nxv_status st = nxv_binary(nxv_tensor_device(v[0].t), (nxv_binary_op)op, rank,
                              shape, &va, &vb, &out);
-  nxv_tensor_release(a.t);
-  nxv_tensor_release(b.t);
+  release_views(v, 2);
   return op_result(env, st, out, nxv_binary_op_name((nxv_binary_op)op));
 }
 
@@ -723,23 +741,14 @@ static ERL_NIF_TERM nif_compare(ErlNifEnv *env, int argc,
   if (op < 0) return raise_argument(env, "compare: unknown op");
   int64_t shape[NXV_MAX_RANK];
   unsigned rank;
-  if (!get_int_list(env, argv[1], shape, &rank))
-    return raise_argument(env, "compare: shape must be a list of at most %d integers",
-                          NXV_MAX_RANK);
-  view_arg a, b;
-  ERL_NIF_TERM e = get_view(env, "compare operand a", argv + 2, rank, &a);
+  view_arg v[2];
+  ERL_NIF_TERM e = decode_views(env, "compare", argv + 1, 2, shape, &rank, v);
   if (!enif_is_identical(e, am_ok)) return e;
-  e = get_view(env, "compare operand b", argv + 5, rank, &b);
-  if (!enif_is_identical(e, am_ok)) {
-    nxv_tensor_release(a.t);
-    return e;
-  }
-  nxv_view va = to_view(&a), vb = to_view(&b);
+  nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
   nxv_tensor *out = NULL;
-  nxv_status st = nxv_compare(nxv_tensor_device(a.t), (nxv_compare_op)op, rank,
+  nxv_status st = nxv_compare(nxv_tensor_device(v[0].t), (nxv_compare_op)op, rank,
                               shape, &va, &vb, &out);
-  nxv_tensor_release(a.t);
-  nxv_tensor_release(b.t);
+  release_views(v, 2);
   return op_result(env, st, out, nxv_compare_op_name((nxv_compare_op)op));
 }
 
@@ -748,23 +757,13 @@ static ERL_NIF_TERM nif_select(ErlNifEnv *env, int argc,
   (void)argc;
   int64_t shape[NXV_MAX_RANK];
   unsigned rank;
-  if (!get_int_list(env, argv[0], shape, &rank))
-    return raise_argument(env, "select: shape must be a list of at most %d integers",
-                          NXV_MAX_RANK);
   view_arg v[3];
-  static const char *const what[3] = {"select predicate", "select on_true",
-                                      "select on_false"};
-  for (int i = 0; i < 3; i++) {
-    ERL_NIF_TERM e = get_view(env, what[i], argv + 1 + 3 * i, rank, &v[i]);
-    if (!enif_is_identical(e, am_ok)) {
-      for (int j = 0; j < i; j++) nxv_tensor_release(v[j].t);
-      return e;
-    }
-  }
+  ERL_NIF_TERM e = decode_views(env, "select", argv, 3, shape, &rank, v);
+  if (!enif_is_identical(e, am_ok)) return e;
   nxv_view vp = to_view(&v[0]), va = to_view(&v[1]), vb = to_view(&v[2]);
   nxv_tensor *out = NULL;
   nxv_status st = nxv_select(nxv_tensor_device(v[0].t), rank, shape, &vp, &va, &vb, &out);
-  for (int i = 0; i < 3; i++) nxv_tensor_release(v[i].t);
+  release_views(v, 3);
   return op_result(env, st, out, "select");
 }
 
@@ -775,11 +774,8 @@ static ERL_NIF_TERM nif_unary(ErlNifEnv *env, int argc,
   if (op < 0) return raise_argument(env, "unary: unknown op");
   int64_t shape[NXV_MAX_RANK];
   unsigned rank;
-  if (!get_int_list(env, argv[1], shape, &rank))
-    return raise_argument(env, "unary: shape must be a list of at most %d integers",
-                          NXV_MAX_RANK);
   view_arg a;
-  ERL_NIF_TERM e = get_view(env, "unary operand", argv + 2, rank, &a);
+  ERL_NIF_TERM e = decode_views(env, "unary", argv + 1, 1, shape, &rank, &a);
   if (!enif_is_identical(e, am_ok)) return e;
   nxv_view va = to_view(&a);
   nxv_tensor *out = NULL;
@@ -796,11 +792,8 @@ static ERL_NIF_TERM nif_convert(ErlNifEnv *env, int argc,
   if (!get_dtype(env, argv[0], &t)) return raise_argument(env, "convert: unknown type");
   int64_t shape[NXV_MAX_RANK];
   unsigned rank;
-  if (!get_int_list(env, argv[1], shape, &rank))
-    return raise_argument(env, "convert: shape must be a list of at most %d integers",
-                          NXV_MAX_RANK);
   view_arg a;
-  ERL_NIF_TERM e = get_view(env, "convert operand", argv + 2, rank, &a);
+  ERL_NIF_TERM e = decode_views(env, "convert", argv + 1, 1, shape, &rank, &a);
   if (!enif_is_identical(e, am_ok)) return e;
   nxv_view va = to_view(&a);
   nxv_tensor *out = NULL;
