@@ -69,124 +69,87 @@ const char *nxv_compare_op_name(nxv_compare_op op) {
 }
 
 #define B(op) (1u << (op))
-/* Ops each type's kernels implement. */
+static bool is_float(nxv_dtype t) {
+  return t == NXV_F16 || t == NXV_BF16 || t == NXV_F32 || t == NXV_F64;
+}
+
+/* Ops each type's kernels implement (every real type has kernels;
+ * complex types have none). */
 static uint32_t binary_ops(nxv_dtype t) {
   const uint32_t common = B(NXV_ADD) | B(NXV_SUB) | B(NXV_MUL) | B(NXV_DIV) |
                           B(NXV_MAX) | B(NXV_MIN) | B(NXV_REM);
-  switch (t) {
-    case NXV_F32: return common | B(NXV_POW) | B(NXV_ATAN2);
-    case NXV_F64: return common;
-    case NXV_S32:
-    case NXV_U32:
-      return common | B(NXV_POW) | B(NXV_QUOTIENT) | B(NXV_BITWISE_AND) |
-             B(NXV_BITWISE_OR) | B(NXV_BITWISE_XOR) | B(NXV_LEFT_SHIFT) |
-             B(NXV_RIGHT_SHIFT);
-    default: return 0;
-  }
+  if ((unsigned)t > NXV_F64) return 0;
+  if (t == NXV_F64) return common;
+  if (is_float(t)) return common | B(NXV_POW) | B(NXV_ATAN2);
+  return common | B(NXV_POW) | B(NXV_QUOTIENT) | B(NXV_BITWISE_AND) |
+         B(NXV_BITWISE_OR) | B(NXV_BITWISE_XOR) | B(NXV_LEFT_SHIFT) |
+         B(NXV_RIGHT_SHIFT);
 }
 static uint32_t unary_ops(nxv_dtype t) {
-  const uint32_t common = B(NXV_COPY) | B(NXV_NEG) | B(NXV_ABS) | B(NXV_SIGN) |
-                          B(NXV_SQUARE);
-  switch (t) {
-    case NXV_F32: return ((1u << NXV_UNARY_OP_COUNT) - 1) & ~B(NXV_BITWISE_NOT);
-    case NXV_F64:
-      return ((1u << NXV_UNARY_OP_COUNT) - 1) & ~B(NXV_BITWISE_NOT);
-    case NXV_S32:
-    case NXV_U32: return common | B(NXV_BITWISE_NOT);
-    case NXV_U8:
-    case NXV_S64:
-    case NXV_U64: return B(NXV_COPY);
-    default: return 0;
-  }
+  if ((unsigned)t > NXV_F64) return 0;
+  if (is_float(t)) return ((1u << NXV_UNARY_OP_COUNT) - 1) & ~B(NXV_BITWISE_NOT);
+  return B(NXV_COPY) | B(NXV_NEG) | B(NXV_ABS) | B(NXV_SIGN) | B(NXV_SQUARE) |
+         B(NXV_BITWISE_NOT);
 }
 #undef B
 
-/* Index of a type in the module tables. */
-enum { SLOT_F32, SLOT_F64, SLOT_S32, SLOT_U8, SLOT_S64, SLOT_U64, SLOT_U32, SLOTS };
-static int type_slot(nxv_dtype t) {
-  switch (t) {
-    case NXV_F32: return SLOT_F32;
-    case NXV_F64: return SLOT_F64;
-    case NXV_S32: return SLOT_S32;
-    case NXV_U8: return SLOT_U8;
-    case NXV_S64: return SLOT_S64;
-    case NXV_U64: return SLOT_U64;
-    case NXV_U32: return SLOT_U32;
-    default: return -1;
-  }
+/* Modules come in families of one module per real type, in nxv_dtype
+ * order (tools/gen_variants.sh); conversions are a 12 x 12 block. */
+#define REAL_TYPES 12
+_Static_assert(NXV_F64 == REAL_TYPES - 1, "real types precede complex ones");
+_Static_assert(NXV_SPV_BINARY_F64 - NXV_SPV_BINARY_S8 == NXV_F64, "binary family");
+_Static_assert(NXV_SPV_COMPARE_F64 - NXV_SPV_COMPARE_S8 == NXV_F64, "compare family");
+_Static_assert(NXV_SPV_SELECT_F64 - NXV_SPV_SELECT_S8 == NXV_F64, "select family");
+_Static_assert(NXV_SPV_REDUCE_F64 - NXV_SPV_REDUCE_S8 == NXV_F64, "reduce family");
+_Static_assert(NXV_SPV_MATMUL_F64 - NXV_SPV_MATMUL_S8 == NXV_F64, "matmul family");
+_Static_assert(NXV_SPV_IOTA_F64 - NXV_SPV_IOTA_S8 == NXV_F64, "iota family");
+_Static_assert(NXV_SPV_UNARY_F64_F64 - NXV_SPV_UNARY_S8_S8 ==
+                   REAL_TYPES * REAL_TYPES - 1, "unary block");
+_Static_assert(NXV_SPV_UNARY_S16_S8 - NXV_SPV_UNARY_S8_S8 == REAL_TYPES, "unary rows");
+
+static nxv_spv_module family(nxv_spv_module first, nxv_dtype t) {
+  return (nxv_spv_module)(first + (int)t);
+}
+static nxv_spv_module unary_module(nxv_dtype from, nxv_dtype to) {
+  return (nxv_spv_module)(NXV_SPV_UNARY_S8_S8 + (int)from * REAL_TYPES + (int)to);
 }
 
-/* Which types an op family has kernels for (a set of slots). */
-typedef enum type_set {
-  TYPES_REDUCE = 1u << SLOT_F32 | 1u << SLOT_F64 | 1u << SLOT_S32,  /* reduce, dot, iota */
-  TYPES_ARITH = TYPES_REDUCE | 1u << SLOT_U32,                      /* elementwise math */
-  TYPES_MASK = TYPES_ARITH | 1u << SLOT_U8,                         /* compare, select */
-  TYPES_CONVERT = TYPES_MASK | 1u << SLOT_S64 | 1u << SLOT_U64,     /* conversions, copies */
-} type_set;
-
-static bool in_set(nxv_dtype t, type_set set) {
-  int slot = type_slot(t);
-  return slot >= 0 && ((unsigned)set >> slot) & 1u;
-}
-
-static const char *set_names(type_set set) {
-  switch (set) {
-    case TYPES_REDUCE: return "f32, f64, s32";
-    case TYPES_ARITH: return "f32, f64, s32, u32";
-    case TYPES_MASK: return "f32, f64, s32, u32, u8";
-    default: return "f32, f64, s32, u32, u8, s64, u64";
-  }
-}
-
-#define NONE NXV_SPV_COUNT
-static const nxv_spv_module kBinaryModule[SLOTS] = {
-    NXV_SPV_BINARY_F32, NXV_SPV_BINARY_F64, NXV_SPV_BINARY_S32, NONE, NONE, NONE,
-    NXV_SPV_BINARY_U32};
-#define UNARY_ROW(a)                                                              \
-  {NXV_SPV_UNARY_##a##_F32, NXV_SPV_UNARY_##a##_F64, NXV_SPV_UNARY_##a##_S32,    \
-   NXV_SPV_UNARY_##a##_U8,  NXV_SPV_UNARY_##a##_S64, NXV_SPV_UNARY_##a##_U64,    \
-   NXV_SPV_UNARY_##a##_U32}
-static const nxv_spv_module kUnaryModule[SLOTS][SLOTS] = {
-    UNARY_ROW(F32), UNARY_ROW(F64), UNARY_ROW(S32), UNARY_ROW(U8),
-    UNARY_ROW(S64), UNARY_ROW(U64), UNARY_ROW(U32)};
-#undef UNARY_ROW
-static const nxv_spv_module kCompareModule[SLOTS] = {
-    NXV_SPV_COMPARE_F32, NXV_SPV_COMPARE_F64, NXV_SPV_COMPARE_S32, NXV_SPV_COMPARE_U8,
-    NONE, NONE, NXV_SPV_COMPARE_U32};
-static const nxv_spv_module kSelectModule[SLOTS] = {
-    NXV_SPV_SELECT_F32, NXV_SPV_SELECT_F64, NXV_SPV_SELECT_S32, NXV_SPV_SELECT_U8,
-    NONE, NONE, NXV_SPV_SELECT_U32};
-static const nxv_spv_module kReduceModule[3] = {
-    NXV_SPV_REDUCE_F32, NXV_SPV_REDUCE_F64, NXV_SPV_REDUCE_S32};
-static const nxv_spv_module kMatmulModule[3] = {
-    NXV_SPV_MATMUL_F32, NXV_SPV_MATMUL_F64, NXV_SPV_MATMUL_S32};
-static const nxv_spv_module kIotaModule[3] = {
-    NXV_SPV_IOTA_F32, NXV_SPV_IOTA_F64, NXV_SPV_IOTA_S32};
-#undef NONE
-
-/* The device has kernels of the family set for dtype. */
-static nxv_status check_type_for(nxv_device *d, nxv_dtype t, const char *op,
-                                 type_set set) {
+/* The device can hold and compute dtype: a real type whose storage width
+ * the device supports. */
+static nxv_status check_type(nxv_device *d, nxv_dtype t, const char *op) {
   if ((unsigned)t >= NXV_DTYPE_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: invalid dtype %d", op, (int)t);
-  if (!in_set(t, set))
+  if ((unsigned)t > NXV_F64)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
-                    "%s on %s: no kernel for this type on device %s (supported: %s)",
-                    op, nxv_dtype_name(t), d->vk.info.name, set_names(set));
+                    "%s on %s: no kernel for complex types on device %s", op,
+                    nxv_dtype_name(t), d->vk.info.name);
   if (t == NXV_F64 && !d->vk.info.float64)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
                     "%s on f64: device %s has no shaderFloat64", op,
                     d->vk.info.name);
-  if (t == NXV_U8 && !d->vk.info.storage_8bit)
+  size_t es = nxv_dtype_size(t);
+  if (es == 1 && !d->vk.info.storage_8bit)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
-                    "%s on u8: device %s has no storageBuffer8BitAccess", op,
-                    d->vk.info.name);
+                    "%s on %s: device %s has no storageBuffer8BitAccess", op,
+                    nxv_dtype_name(t), d->vk.info.name);
+  if (es == 2 && !d->vk.info.storage_16bit)
+    return nxv_fail(NXV_ERR_UNSUPPORTED,
+                    "%s on %s: device %s has no storageBuffer16BitAccess", op,
+                    nxv_dtype_name(t), d->vk.info.name);
   return NXV_OK;
 }
 
-static nxv_status check_type(nxv_device *d, nxv_dtype t, const char *op) {
-  return check_type_for(d, t, op, TYPES_REDUCE);
+static bool type_ok(nxv_device *d, nxv_dtype t) {
+  if (!d || (unsigned)t > NXV_F64) return false;
+  if (t == NXV_F64 && !d->vk.info.float64) return false;
+  size_t es = nxv_dtype_size(t);
+  if (es == 1 && !d->vk.info.storage_8bit) return false;
+  if (es == 2 && !d->vk.info.storage_16bit) return false;
+  return true;
 }
+
+/* 4-wide accesses apply to every type but bf16 (see types.glsl). */
+static bool vec_ok(nxv_dtype t) { return t != NXV_BF16; }
 
 /* Validates a shape; *out_n is its element count. An empty shape (a zero
  * dimension) is valid whatever its other dimensions. */
@@ -401,29 +364,20 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
 }
 
 bool nxv_binary_supported(nxv_device *d, nxv_binary_op op, nxv_dtype t) {
-  if ((unsigned)op >= NXV_BINARY_OP_COUNT || type_slot(t) < 0) return false;
-  if (t == NXV_F64 && (!d || !d->vk.info.float64)) return false;
-  if (t == NXV_U8 && (!d || !d->vk.info.storage_8bit)) return false;
+  if ((unsigned)op >= NXV_BINARY_OP_COUNT || !type_ok(d, t)) return false;
   return (binary_ops(t) >> op) & 1u;
 }
 
 bool nxv_mask_type_supported(nxv_device *d, nxv_dtype t) {
-  if (!d || !in_set(t, TYPES_MASK) || !d->vk.info.storage_8bit) return false;
-  return t != NXV_F64 || d->vk.info.float64;
+  return type_ok(d, t) && type_ok(d, NXV_U8);
 }
 
-bool nxv_convert_supported(nxv_device *d, nxv_dtype t) {
-  if (!d || type_slot(t) < 0) return false;
-  if (t == NXV_U8 && !d->vk.info.storage_8bit) return false;
-  return t != NXV_F64 || d->vk.info.float64;
-}
+bool nxv_convert_supported(nxv_device *d, nxv_dtype t) { return type_ok(d, t); }
 
 bool nxv_unary_supported(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
-  if ((unsigned)op >= NXV_UNARY_OP_COUNT || type_slot(t) < 0) return false;
+  if ((unsigned)op >= NXV_UNARY_OP_COUNT || !type_ok(d, t)) return false;
   /* The special functions are evaluated in double only. */
-  if (op >= NXV_EXPM1 && (!d || !d->vk.info.float64 || d->config.fast_math)) return false;
-  if (t == NXV_F64 && (!d || !d->vk.info.float64)) return false;
-  if (t == NXV_U8 && (!d || !d->vk.info.storage_8bit)) return false;
+  if (op >= NXV_EXPM1 && (!d->vk.info.float64 || d->config.fast_math)) return false;
   return (unary_ops(t) >> op) & 1u;
 }
 
@@ -435,14 +389,14 @@ nxv_status nxv_binary(nxv_device *d, nxv_binary_op op, uint32_t rank,
   if ((unsigned)op >= NXV_BINARY_OP_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "binary: invalid op %d", (int)op);
   nxv_dtype t = a->tensor->dtype;
-  NXV_TRY(check_type_for(d, t, nxv_binary_op_name(op), TYPES_ARITH));
+  NXV_TRY(check_type(d, t, nxv_binary_op_name(op)));
   if (!((binary_ops(t) >> op) & 1u))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
                     nxv_binary_op_name(op), nxv_dtype_name(t), d->vk.info.name);
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {t, t, t};
-  return elementwise(d, nxv_binary_op_name(op), kBinaryModule[type_slot(t)], op,
-                     2, rank, shape, views, types, t, true, out);
+  return elementwise(d, nxv_binary_op_name(op), family(NXV_SPV_BINARY_S8, t), op,
+                     2, rank, shape, views, types, t, vec_ok(t), out);
 }
 
 nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
@@ -453,23 +407,24 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
   if ((unsigned)op >= NXV_UNARY_OP_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "unary: invalid op %d", (int)op);
   nxv_dtype t = a->tensor->dtype;
-  NXV_TRY(check_type_for(d, t, nxv_unary_op_name(op),
-                         op == NXV_COPY ? TYPES_CONVERT : TYPES_ARITH));
-  if (!((unary_ops(t) >> op) & 1u) || (op >= NXV_EXPM1 && !nxv_unary_supported(d, op, t)))
+  NXV_TRY(check_type(d, t, nxv_unary_op_name(op)));
+  if (!nxv_unary_supported(d, op, t))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
                     nxv_unary_op_name(op), nxv_dtype_name(t), d->vk.info.name);
-  int s = type_slot(t);
-  if (s < 0) return nxv_fail(NXV_ERR_UNSUPPORTED, "unary on %s", nxv_dtype_name(t));
-  nxv_spv_module m = kUnaryModule[s][s];
-  /* f32 transcendentals are evaluated in double where the device has it
-   * (correctly rounded in practice), unless fast math was asked for. */
-  if (t == NXV_F32 && ((op >= NXV_EXP && op <= NXV_SIGMOID) || op >= NXV_EXPM1) &&
+  nxv_spv_module m = unary_module(t, t);
+  /* f32, f16 and bf16 transcendentals are evaluated in double where the
+   * device has it (correctly rounded in practice), unless fast math was
+   * asked for. */
+  if ((t == NXV_F32 || t == NXV_F16 || t == NXV_BF16) &&
+      ((op >= NXV_EXP && op <= NXV_SIGMOID) || op >= NXV_EXPM1) &&
       d->vk.info.float64 && !d->config.fast_math)
-    m = NXV_SPV_UNARY_F32_F32_PRECISE;
+    m = t == NXV_F32 ? NXV_SPV_UNARY_F32_F32_PRECISE
+        : t == NXV_F16 ? NXV_SPV_UNARY_F16_F16_PRECISE
+                       : NXV_SPV_UNARY_BF16_BF16_PRECISE;
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_unary_op_name(op), m, op, 1, rank, shape, views,
-                     types, t, true, out);
+                     types, t, vec_ok(t), out);
 }
 
 nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
@@ -478,12 +433,12 @@ nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
   if (!d || !out || !a || !a->tensor)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "convert: NULL argument");
   nxv_dtype from = a->tensor->dtype;
-  NXV_TRY(check_type_for(d, from, "as_type", TYPES_CONVERT));
-  NXV_TRY(check_type_for(d, dtype, "as_type", TYPES_CONVERT));
+  NXV_TRY(check_type(d, from, "as_type"));
+  NXV_TRY(check_type(d, dtype, "as_type"));
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {from, from, from};
-  return elementwise(d, "as_type", kUnaryModule[type_slot(from)][type_slot(dtype)],
-                     NXV_COPY, 1, rank, shape, views, types, dtype, true, out);
+  return elementwise(d, "as_type", unary_module(from, dtype), NXV_COPY, 1, rank,
+                     shape, views, types, dtype, vec_ok(from) && vec_ok(dtype), out);
 }
 
 nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
@@ -495,11 +450,11 @@ nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "compare: invalid op %d", (int)op);
   nxv_dtype t = a->tensor->dtype;
   const char *name = nxv_compare_op_name(op);
-  NXV_TRY(check_type_for(d, t, name, TYPES_MASK));
-  NXV_TRY(check_type_for(d, NXV_U8, name, TYPES_MASK)); /* the result */
+  NXV_TRY(check_type(d, t, name));
+  NXV_TRY(check_type(d, NXV_U8, name)); /* the result */
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {t, t, t};
-  return elementwise(d, name, kCompareModule[type_slot(t)], op, 2, rank, shape,
+  return elementwise(d, name, family(NXV_SPV_COMPARE_S8, t), op, 2, rank, shape,
                      views, types, NXV_U8, false, out);
 }
 
@@ -509,11 +464,11 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
   if (!d || !out || !pred || !on_true || !on_false || !on_true->tensor)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "select: NULL argument");
   nxv_dtype t = on_true->tensor->dtype;
-  NXV_TRY(check_type_for(d, t, "select", TYPES_MASK));
-  NXV_TRY(check_type_for(d, NXV_U8, "select", TYPES_MASK)); /* the predicate */
+  NXV_TRY(check_type(d, t, "select"));
+  NXV_TRY(check_type(d, NXV_U8, "select")); /* the predicate */
   const nxv_view *const views[3] = {pred, on_true, on_false};
   const nxv_dtype types[3] = {NXV_U8, t, t};
-  return elementwise(d, "select", kSelectModule[type_slot(t)], 0, 3, rank, shape,
+  return elementwise(d, "select", family(NXV_SPV_SELECT_S8, t), 0, 3, rank, shape,
                      views, types, t, false, out);
 }
 
@@ -523,8 +478,8 @@ nxv_status nxv_copy_into(nxv_device *d, nxv_tensor *dst, int64_t dst_offset,
   if (!d || !dst || !src || !src->tensor || (rank && !dst_strides))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "copy_into: NULL argument");
   nxv_dtype from = src->tensor->dtype, to = dst->dtype;
-  NXV_TRY(check_type_for(d, from, "copy_into", TYPES_CONVERT));
-  NXV_TRY(check_type_for(d, to, "copy_into", TYPES_CONVERT));
+  NXV_TRY(check_type(d, from, "copy_into"));
+  NXV_TRY(check_type(d, to, "copy_into"));
   uint64_t n;
   NXV_TRY(check_shape(rank, shape_in, &n));
   int64_t shape[NXV_MAX_RANK] = {0}, strides[2][NXV_MAX_RANK];
@@ -559,7 +514,7 @@ nxv_status nxv_copy_into(nxv_device *d, nxv_tensor *dst, int64_t dst_offset,
   node->cost = 2 * n;
   node_use(node, src->tensor, false);
   node_use(node, dst, true);
-  return push_dispatch(d, node, kUnaryModule[type_slot(from)][type_slot(to)], NXV_COPY, 2);
+  return push_dispatch(d, node, unary_module(from, to), NXV_COPY, 2);
 }
 
 nxv_status nxv_transpose(nxv_device *d, uint32_t rank, const int64_t *in_shape,
@@ -709,7 +664,7 @@ nxv_status nxv_reduce(nxv_device *d, nxv_reduce_op op, uint32_t rank,
   node->cost = n + n_out;
   node_use(node, a->tensor, false);
   node_use(node, tout, true);
-  nxv_status st = push_dispatch(d, node, kReduceModule[type_slot(t)], op, variant);
+  nxv_status st = push_dispatch(d, node, family(NXV_SPV_REDUCE_S8, t), op, variant);
   if (st != NXV_OK) {
     nxv_tensor_release(tout);
     return st;
@@ -802,7 +757,7 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
     node_use(node, m->a, false);
     node_use(node, m->b, false);
     node_use(node, tout, true);
-    nxv_status st = push_dispatch(d, node, kMatmulModule[type_slot(t)], 0, 0);
+    nxv_status st = push_dispatch(d, node, family(NXV_SPV_MATMUL_S8, t), 0, 0);
     if (st != NXV_OK) {
       nxv_tensor_release(tout);
       return st;
@@ -945,7 +900,7 @@ nxv_status nxv_iota(nxv_device *d, nxv_dtype dtype, uint32_t rank,
   node->groups[1] = node->groups[2] = 1;
   node->cost = n;
   node_use(node, t, true);
-  nxv_status st = push_dispatch(d, node, kIotaModule[type_slot(dtype)], 0, 0);
+  nxv_status st = push_dispatch(d, node, family(NXV_SPV_IOTA_S8, dtype), 0, 0);
   if (st != NXV_OK) {
     nxv_tensor_release(t);
     return st;

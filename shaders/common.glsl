@@ -19,6 +19,14 @@ layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer Arg
 
 #define NXV_MAX_RANK 16
 
+#if defined(T_BF16) || defined(O_BF16)
+// f32 -> bf16 bits by truncation; a NaN keeps a quiet NaN's pattern (its
+// upper half alone could read as infinity).
+uint16_t nxv_bf16_st(float c) {
+  return uint16_t(isnan(c) ? 0x7FC0u : (floatBitsToUint(c) >> 16));
+}
+#endif
+
 // Grid-stride helpers.
 uint nxv_gid() { return gl_GlobalInvocationID.x; }
 uint nxv_nthreads() { return gl_NumWorkGroups.x * gl_WorkGroupSize.x; }

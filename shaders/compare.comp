@@ -1,18 +1,15 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_shader_8bit_storage : require
+#define NEED_8BIT 1
+#include "types.glsl"
 // compare.comp - c[i] = (a[i] OP b[i]) ? 1 : 0 as u8, for inputs of type T
-// (loaded and compared as TC). OP follows nxv_compare_op in include/nxv.h:
+// (T_ID; loaded and compared as TC). OP follows nxv_compare_op in include/nxv.h:
 // comparisons follow IEEE 754 (any comparison with NaN is false, except
 // not_equal); logical ops treat every non-zero value (NaN too) as true.
 // VARIANT 0: contiguous (flags bit0/bit1: a/b is a broadcast scalar);
 // VARIANT 1: strided, the arena holds shape[rank], a_strides[rank],
 // b_strides[rank], a_off, b_off.
 #include "common.glsl"
-
-#ifndef T_ALIGN
-#define T_ALIGN 4
-#endif
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer BufU8 { uint8_t v[]; };
@@ -50,11 +47,11 @@ void main() {
   if (VARIANT == 0) {
     bool a_scalar = (pc.flags & 1u) != 0u;
     bool b_scalar = (pc.flags & 2u) != 0u;
-    TC sa = a_scalar ? TC(pc.a.v[0]) : TC(0);
-    TC sb = b_scalar ? TC(pc.b.v[0]) : TC(0);
+    TC sa = a_scalar ? T_LD(pc.a.v[0]) : TC(0);
+    TC sb = b_scalar ? T_LD(pc.b.v[0]) : TC(0);
     for (uint i = gid; i < pc.n; i += stride) {
-      TC x = a_scalar ? sa : TC(pc.a.v[i]);
-      TC y = b_scalar ? sb : TC(pc.b.v[i]);
+      TC x = a_scalar ? sa : T_LD(pc.a.v[i]);
+      TC y = b_scalar ? sb : T_LD(pc.b.v[i]);
       pc.c.v[i] = uint8_t(apply(x, y) ? 1u : 0u);
     }
   } else {
@@ -73,7 +70,7 @@ void main() {
         ia += r * s_args[rank + uint(d)];
         ib += r * s_args[2u * rank + uint(d)];
       }
-      pc.c.v[i] = uint8_t(apply(TC(pc.a.v[ia]), TC(pc.b.v[ib])) ? 1u : 0u);
+      pc.c.v[i] = uint8_t(apply(T_LD(pc.a.v[ia]), T_LD(pc.b.v[ib])) ? 1u : 0u);
     }
   }
 }

@@ -1,15 +1,16 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
-// matmul.comp - batched C[b] = A[b] (m x k) * B[b] (k x n), C dense.
+#include "types.glsl"
+// matmul.comp - batched C[b] = A[b] (m x k) * B[b] (k x n), C dense, for
+// type T (T_ID), accumulated in its compute type TC.
 // Operands are addressed through arbitrary element strides (batch, row,
 // column), so transposed and broadcast operands need no copy. Each
 // workgroup (256 threads, spec constant 0 must be 256) computes a 64x64
 // tile of C, 4x4 elements per thread, staging 64x16 / 16x64 tiles of A and
 // B in shared memory. Dispatch: (ceil(n/64), ceil(m/64), batch).
 #include "common.glsl"
-#include "types.glsl"
 
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -25,8 +26,8 @@ layout(push_constant, std430) uniform PC {
 #define BN 64
 #define BK 16
 
-shared T As[BK][BM + 1];
-shared T Bs[BK][BN + 1];
+shared TC As[BK][BM + 1];
+shared TC Bs[BK][BN + 1];
 
 void main() {
   uint lid = gl_LocalInvocationID.x;
@@ -38,9 +39,9 @@ void main() {
   bool a_kmajor = pc.a_sk == 1;  // consecutive threads walk k
   bool b_nmajor = pc.b_sn == 1;  // consecutive threads walk n
 
-  T acc[4][4];
+  TC acc[4][4];
   for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) acc[i][j] = T(0);
+    for (int j = 0; j < 4; ++j) acc[i][j] = TC(0);
 
   for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
     for (uint t = 0u; t < 4u; ++t) {
@@ -49,16 +50,16 @@ void main() {
       if (a_kmajor) { r = e / BK; p = e % BK; } else { r = e % BM; p = e / BM; }
       uint gr = row0 + r, gp = k0 + p;
       As[p][r] = (gr < pc.m && gp < pc.k)
-          ? pc.a.v[abase + gr * uint(pc.a_sm) + gp * uint(pc.a_sk)] : T(0);
+          ? T_LD(pc.a.v[abase + gr * uint(pc.a_sm) + gp * uint(pc.a_sk)]) : TC(0);
       uint q, s;
       if (b_nmajor) { q = e / BN; s = e % BN; } else { q = e % BK; s = e / BK; }
       uint gq = k0 + q, gs = col0 + s;
       Bs[q][s] = (gq < pc.k && gs < pc.n)
-          ? pc.b.v[bbase + gq * uint(pc.b_sk) + gs * uint(pc.b_sn)] : T(0);
+          ? T_LD(pc.b.v[bbase + gq * uint(pc.b_sk) + gs * uint(pc.b_sn)]) : TC(0);
     }
     barrier();
     for (uint p = 0u; p < BK; ++p) {
-      T av[4], bv[4];
+      TC av[4], bv[4];
       for (uint i = 0u; i < 4u; ++i) av[i] = As[p][ty + 16u * i];
       for (uint j = 0u; j < 4u; ++j) bv[j] = Bs[p][tx + 16u * j];
       for (uint i = 0u; i < 4u; ++i)
@@ -72,7 +73,7 @@ void main() {
     if (gr >= pc.m) continue;
     for (uint j = 0u; j < 4u; ++j) {
       uint gc = col0 + tx + 16u * j;
-      if (gc < pc.n) pc.c.v[cbase + gr * pc.n + gc] = acc[i][j];
+      if (gc < pc.n) pc.c.v[cbase + gr * pc.n + gc] = T_ST(acc[i][j]);
     }
   }
 }

@@ -1,15 +1,13 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
-#extension GL_EXT_shader_8bit_storage : require
-// select.comp - c[i] = p[i] != 0 ? a[i] : b[i]; p is u8, a, b and c are T.
+#define NEED_8BIT 1
+#include "types.glsl"
+// select.comp - c[i] = p[i] != 0 ? a[i] : b[i]; p is u8, a, b and c are T
+// (T_ID; only moved, never computed).
 // VARIANT 0: contiguous (flags bit0/1/2: p/a/b is a broadcast scalar);
 // VARIANT 1: strided, the arena holds shape[rank], p_strides[rank],
 // a_strides[rank], b_strides[rank], p_off, a_off, b_off.
 #include "common.glsl"
-
-#ifndef T_ALIGN
-#define T_ALIGN 4
-#endif
 
 layout(buffer_reference, std430, buffer_reference_align = 1) buffer BufU8 { uint8_t v[]; };
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
@@ -36,7 +34,10 @@ void main() {
          bs = (pc.flags & 4u) != 0u;
     for (uint i = gid; i < pc.n; i += stride) {
       bool take = uint(pc.p.v[ps ? 0u : i]) != 0u;
-      pc.c.v[i] = take ? pc.a.v[as ? 0u : i] : pc.b.v[bs ? 0u : i];
+      // Branches, not a ternary: 8- and 16-bit storage types may only be
+      // loaded and stored, without arithmetic support.
+      if (take) pc.c.v[i] = pc.a.v[as ? 0u : i];
+      else pc.c.v[i] = pc.b.v[bs ? 0u : i];
     }
   } else {
     uint rank = pc.rank;
@@ -56,7 +57,8 @@ void main() {
         ia += r * s_args[2u * rank + uint(d)];
         ib += r * s_args[3u * rank + uint(d)];
       }
-      pc.c.v[i] = uint(pc.p.v[ip]) != 0u ? pc.a.v[ia] : pc.b.v[ib];
+      if (uint(pc.p.v[ip]) != 0u) pc.c.v[i] = pc.a.v[ia];
+      else pc.c.v[i] = pc.b.v[ib];
     }
   }
 }

@@ -1,48 +1,18 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
-#if defined(STORAGE_8BIT)
-#extension GL_EXT_shader_8bit_storage : require
-#endif
-// unary.comp - c[i] = convert<O>(OP(a[i])) for input type T, output type O.
-// Narrow storage types (u8) are computed in their 32-bit compute type TC
-// (and written through OC); by default TC = T and OC = O.
+#include "types.glsl"
+// unary.comp - c[i] = convert<O>(OP(a[i])) for input type T (T_ID), output
+// type O (O_ID). Arithmetic is in the compute type TC (narrow integers in 32
+// bits, f16/bf16 in f32); CONVERT_ONLY builds a module that only converts
+// (OP 0), for the T != O pairs.
 // Element type conversion is OP 0 (copy) with O != T; a strided copy is a
 // transpose. VARIANT 0: contiguous (flags bit2: 4-wide loads allowed);
-// VARIANT 1: strided, the arena holds shape[rank], a_strides[rank], a_off.
+// VARIANT 1: strided, the arena holds shape[rank], a_strides[rank], a_off;
+// VARIANT 2: strided output too (see main).
 // OP follows nxv_unary_op in include/nxv.h.
 #include "common.glsl"
-#include "types.glsl"
-#if T_KIND == 0 && (T_BITS == 64 || defined(PRECISE32))
+#if T_KIND == 0 && (TC_BITS == 64 || defined(PRECISE32)) && !defined(CONVERT_ONLY)
 #include "math64.glsl"
-#endif
-
-// 64-bit integer bounds (64-bit literals are not allowed on the command
-// line, before the int64 extension is enabled).
-#if defined(O_RANGE64) && O_RANGE64 == 1
-#define O_MIN (-9223372036854775807l - 1l)
-#define O_MAX 9223372036854775807l
-#elif defined(O_RANGE64) && O_RANGE64 == 2
-#define O_MIN 0ul
-#define O_MAX 18446744073709551615ul
-#endif
-
-#ifndef TC
-#define TC T
-#endif
-#ifndef OC
-#define OC O
-#endif
-#ifndef OC4
-#define OC4 O4
-#endif
-#ifndef TC4
-#define TC4 T4
-#endif
-#ifndef T_ALIGN
-#define T_ALIGN 4
-#endif
-#ifndef O_ALIGN
-#define O_ALIGN 4
 #endif
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
@@ -61,6 +31,7 @@ layout(push_constant, std430) uniform PC {
 } pc;
 
 TC apply(TC x) {
+#if !defined(CONVERT_ONLY)
   switch (OP) {
   case 0: return x;
   case 16: return x * x;
@@ -76,64 +47,65 @@ TC apply(TC x) {
 #if T_KIND == KIND_FLOAT
   case 4: {  // one Newton step on top of the driver's sqrt: correctly
              // rounded in practice where the driver's is not
-    T r = sqrt(x);
-    if (x > T(0) && !isinf(x)) r = fma(fma(-r, r, x), T(0.5) / r, r);
+    TC r = sqrt(x);
+    if (x > TC(0) && !isinf(x)) r = fma(fma(-r, r, x), TC(0.5) / r, r);
     return r;
   }
   case 5: {
-    T r = inversesqrt(x);
-    if (x > T(0) && !isinf(x)) r = fma(T(0.5) * r, fma(-x * r, r, T(1)), r);
+    TC r = inversesqrt(x);
+    if (x > TC(0) && !isinf(x)) r = fma(TC(0.5) * r, fma(-x * r, r, TC(1)), r);
     return r;
   }
   case 12: return floor(x);
   case 13: return ceil(x);
   case 14: {  // round half away from zero
-    T t = trunc(x);
-    return abs(x - t) >= T(0.5) ? t + sign(x) : t;
+    TC t = trunc(x);
+    return abs(x - t) >= TC(0.5) ? t + sign(x) : t;
   }
-#if T_BITS == 64 || defined(PRECISE32)
+#if TC_BITS == 64 || defined(PRECISE32)
   // Evaluated in double (math64.glsl); rounded to f32 this is the
   // correctly rounded result in practice.
-  case 6: return T(exp64(double(x)));
-  case 7: return T(log64(double(x)));
-  case 8: return T(sin64(double(x)));
-  case 9: return T(cos64(double(x)));
-  case 10: return T(tanh64(double(x)));
-  case 11: return T(sigmoid64(double(x)));
-  case 17: return T(expm1_64(double(x)));
-  case 18: return T(log1p64(double(x)));
-  case 19: return T(erf64(double(x)));
-  case 20: return T(erfc64(double(x)));
-  case 21: return T(erf_inv64(double(x), T_BITS == 64));
-  case 22: return T(tan64(double(x)));
-  case 23: return T(sinh64(double(x)));
-  case 24: return T(cosh64(double(x)));
+  case 6: return TC(exp64(double(x)));
+  case 7: return TC(log64(double(x)));
+  case 8: return TC(sin64(double(x)));
+  case 9: return TC(cos64(double(x)));
+  case 10: return TC(tanh64(double(x)));
+  case 11: return TC(sigmoid64(double(x)));
+  case 17: return TC(expm1_64(double(x)));
+  case 18: return TC(log1p64(double(x)));
+  case 19: return TC(erf64(double(x)));
+  case 20: return TC(erfc64(double(x)));
+  case 21: return TC(erf_inv64(double(x), TC_BITS == 64));
+  case 22: return TC(tan64(double(x)));
+  case 23: return TC(sinh64(double(x)));
+  case 24: return TC(cosh64(double(x)));
 #else
   case 6: return exp(x);
   case 7: return log(x);
   case 8: return sin(x);
   case 9: return cos(x);
-  case 10: return isnan(x) ? x : tanh(clamp(x, T(-20.0), T(20.0)));
-  case 11: return T(1.0) / (T(1.0) + exp(-x));
+  case 10: return isnan(x) ? x : tanh(clamp(x, TC(-20.0), TC(20.0)));
+  case 11: return TC(1.0) / (TC(1.0) + exp(-x));
 #endif
 #else
   case 15: return ~x;
 #endif
   }
+#endif
   return x;
 }
 
-// Conversion T -> O. Float to integer truncates toward zero, saturates and
+// Conversion TC -> O. Float to integer truncates toward zero, saturates and
 // maps NaN to 0.
 OC cvt(TC x) {
 #if T_KIND == KIND_FLOAT && O_KIND != KIND_FLOAT
   if (isnan(x)) return OC(0);
 #if O_KIND == KIND_SINT
-  if (x <= T(O_MIN)) return OC(O_MIN);
-  if (x >= T(O_MAX) + T(1.0)) return OC(O_MAX);
+  if (x <= TC(O_MIN)) return OC(O_MIN);
+  if (x >= TC(O_MAX) + TC(1.0)) return OC(O_MAX);
 #else
-  if (x <= T(0)) return OC(0);
-  if (x >= T(O_MAX) + T(1.0)) return OC(O_MAX);
+  if (x <= TC(0)) return OC(0);
+  if (x >= TC(O_MAX) + TC(1.0)) return OC(O_MAX);
 #endif
   return OC(trunc(x));
 #else
@@ -148,8 +120,9 @@ void main() {
   uint stride = nxv_nthreads();
   if (VARIANT == 0) {
     bool scalar = (pc.flags & 1u) != 0u;  // a is one element, broadcast
-    OC sv = scalar ? cvt(apply(TC(pc.a.v[0]))) : OC(0);
+    OC sv = scalar ? cvt(apply(T_LD(pc.a.v[0]))) : OC(0);
     uint start = 0u;
+#if T_VEC && O_VEC
     if ((pc.flags & 4u) != 0u) {
       uint n4 = pc.n / 4u;
       BufT4 a4 = BufT4(pc.a);
@@ -164,8 +137,9 @@ void main() {
       }
       start = n4 * 4u;
     }
+#endif
     for (uint i = start + gid; i < pc.n; i += stride)
-      pc.c.v[i] = O(scalar ? sv : cvt(apply(TC(pc.a.v[i]))));
+      pc.c.v[i] = O_ST(scalar ? sv : cvt(apply(T_LD(pc.a.v[i]))));
   } else {
     // VARIANT 1: dense output; VARIANT 2: the output is strided too (a
     // region of a larger tensor): the arena holds shape[rank],
@@ -187,7 +161,7 @@ void main() {
         if (out_strided) ic += r * s_args[2u * rank + uint(d)];
         rem = q;
       }
-      pc.c.v[ic] = O(cvt(apply(TC(pc.a.v[ia]))));
+      pc.c.v[ic] = O_ST(cvt(apply(T_LD(pc.a.v[ia]))));
     }
   }
 }

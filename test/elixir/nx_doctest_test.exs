@@ -34,6 +34,7 @@ if Code.ensure_loaded?(Nx) do
 
     setup do
       Nx.default_backend(Nx.Vulkan.Backend)
+      if System.get_env("NXV_RAISE"), do: Process.put(:nx_vulkan_host_fallback, :raise)
       :ok
     end
 
