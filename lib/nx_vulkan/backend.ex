@@ -959,31 +959,6 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
-    # Nx sums u8 into a 64-bit integer (counting a mask, as gradients of
-    # max do). While the sum cannot pass 2^31 it is computed exactly in s32
-    # and widened on the device.
-    defp reduction(
-           :sum,
-           :sum,
-           %T{type: {kind, 64} = type} = out,
-           %T{type: {:u, 8}} = tensor,
-           opts
-         )
-         when kind in [:s, :u] and tuple_size(tensor.shape) <= @max_rank do
-      index = device_of(tensor)
-      nif_type = nif_type!(type, :sum, index)
-
-      with true <- Nx.size(tensor) * 255 < 2_147_483_648,
-           true <- convert_type?(index, nif_type),
-           {:ok, a} <- operand(tensor, :s32, index) do
-        axes = opts[:axes] || Nx.axes(tensor)
-        sum = alloc(index, fn -> NIF.reduce(:sum, dims(tensor), a, 0, nil, axes) end)
-        wrap(out, alloc(index, fn -> NIF.convert(nif_type, dims(out), sum, 0, nil) end), index)
-      else
-        _ -> host(:sum, [out, tensor, opts], no_kernel(:sum, type, index))
-      end
-    end
-
     defp reduction(op, nif_op, %T{type: type} = out, %T{} = tensor, opts) do
       index = device_of(tensor)
       nif_type = nif_type!(type, op, index)
@@ -1524,11 +1499,10 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp no_kernel(op, type, index),
       do: "no #{op} kernel for #{type_name(type)} on Vulkan device #{index}"
 
-    # Types the device computes on (reduce, matmul, iota).
-    defp compute_type?(_index, :f32), do: true
-    defp compute_type?(_index, :s32), do: true
-    defp compute_type?(index, :f64), do: supported?(index, :unary, :copy, :f64)
-    defp compute_type?(_index, _), do: false
+    # Types the device computes on (reduce, matmul, iota): every real type
+    # the device can store (f64 needs shaderFloat64, 8- and 16-bit types
+    # their storage features).
+    defp compute_type?(index, nif_type), do: supported?(index, :convert, :copy, nif_type)
 
     # Types the device converts between (as_type, operands).
     defp convert_type?(index, nif_type), do: supported?(index, :convert, :copy, nif_type)

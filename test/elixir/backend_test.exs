@@ -779,8 +779,8 @@ if Code.ensure_loaded?(Nx) do
       assert_same(Nx.cbrt(vk(a)), Nx.cbrt(a), 1.0e-6)
       assert fallback_count(:cbrt) == before + 1
 
-      # Types without kernels.
-      i = Nx.iota({5}, backend: Nx.BinaryBackend)
+      # Types without kernels (complex).
+      i = Nx.complex(Nx.iota({5}, backend: Nx.BinaryBackend), 2.0)
       before = fallback_count(:add)
       assert_same(Nx.add(vk(i), vk(i)), Nx.add(i, i))
       assert fallback_count(:add) == before + 1
