@@ -314,7 +314,8 @@ typedef enum nxv_unary_op {
   NXV_EXP, NXV_LOG, NXV_SIN, NXV_COS, NXV_TANH, NXV_SIGMOID,
   NXV_FLOOR, NXV_CEIL, NXV_ROUND, NXV_BITWISE_NOT, NXV_SQUARE,
   NXV_EXPM1, NXV_LOG1P, NXV_ERF, NXV_ERFC, NXV_ERF_INV, NXV_TAN, NXV_SINH,
-  NXV_COSH,
+  NXV_COSH, NXV_CBRT, NXV_ASIN, NXV_ACOS, NXV_ATAN, NXV_ASINH, NXV_ACOSH,
+  NXV_ATANH, NXV_CLZ, NXV_POPCOUNT,
   NXV_UNARY_OP_COUNT
 } nxv_unary_op;
 
@@ -362,7 +363,8 @@ nxv_status nxv_select(nxv_device *device, uint32_t rank, const int64_t *shape,
                       const nxv_view *on_false, nxv_tensor **out_tensor);
 
 /* Element type conversion of a strided view into a dense tensor of dtype
- * (between f32, f64, s32, u8, s64 and u64). Float to integer truncates toward zero,
+ * (any two real types; f16 and bf16 round through f32, bf16 by truncation
+ * as Nx.BinaryBackend). Float to integer truncates toward zero,
  * saturates at the integer range, and maps NaN to 0; integer to integer
  * wraps modulo the target width. */
 nxv_status nxv_convert(nxv_device *device, nxv_dtype dtype, uint32_t rank,
@@ -376,6 +378,17 @@ nxv_status nxv_convert(nxv_device *device, nxv_dtype dtype, uint32_t rank,
 nxv_status nxv_reduce(nxv_device *device, nxv_reduce_op op, uint32_t rank,
                       const int64_t *in_shape, const nxv_view *a,
                       uint32_t axes_mask, nxv_tensor **out_tensor);
+
+/* Index of the largest (is_max) or smallest element along the axes of
+ * axes_mask, counted row-major over those axes, as an s64 tensor of the
+ * kept axes (as nxv_reduce). Ties go to the lowest index, or the highest
+ * with tie_high. NaN follows Nx.BinaryBackend's sequential scan: NaNs are
+ * skipped, but a NaN first element is never displaced (result 0, or the
+ * last NaN with tie_high). Any real dtype; thread-safe like nxv_reduce. */
+nxv_status nxv_argreduce(nxv_device *device, bool is_max, bool tie_high,
+                         uint32_t rank, const int64_t *in_shape,
+                         const nxv_view *a, uint32_t axes_mask,
+                         nxv_tensor **out_tensor);
 
 /* Writes a strided view of src over shape, converted to dst's dtype, into
  * dst: element i of the view goes to dst[dst_offset + sum_k i_k *

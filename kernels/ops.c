@@ -48,7 +48,8 @@ static const char *kUnaryNames[NXV_UNARY_OP_COUNT] = {
     "copy", "negate", "abs", "sign", "sqrt", "rsqrt", "exp", "log", "sin",
     "cos", "tanh", "sigmoid", "floor", "ceil", "round", "bitwise_not",
     "square", "expm1", "log1p", "erf", "erfc", "erf_inv", "tan", "sinh",
-    "cosh"};
+    "cosh", "cbrt", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+    "count_leading_zeros", "population_count"};
 static const char *kReduceNames[NXV_REDUCE_OP_COUNT] = {"sum", "product",
                                                         "max", "min"};
 static const char *kCompareNames[NXV_COMPARE_OP_COUNT] = {
@@ -68,15 +69,15 @@ const char *nxv_compare_op_name(nxv_compare_op op) {
   return (unsigned)op < NXV_COMPARE_OP_COUNT ? kCompareNames[op] : "invalid";
 }
 
-#define B(op) (1u << (op))
+#define B(op) (1ull << (op))
 static bool is_float(nxv_dtype t) {
   return t == NXV_F16 || t == NXV_BF16 || t == NXV_F32 || t == NXV_F64;
 }
 
 /* Ops each type's kernels implement (every real type has kernels;
  * complex types have none). */
-static uint32_t binary_ops(nxv_dtype t) {
-  const uint32_t common = B(NXV_ADD) | B(NXV_SUB) | B(NXV_MUL) | B(NXV_DIV) |
+static uint64_t binary_ops(nxv_dtype t) {
+  const uint64_t common = B(NXV_ADD) | B(NXV_SUB) | B(NXV_MUL) | B(NXV_DIV) |
                           B(NXV_MAX) | B(NXV_MIN) | B(NXV_REM);
   if ((unsigned)t > NXV_F64) return 0;
   if (t == NXV_F64) return common;
@@ -85,11 +86,13 @@ static uint32_t binary_ops(nxv_dtype t) {
          B(NXV_BITWISE_OR) | B(NXV_BITWISE_XOR) | B(NXV_LEFT_SHIFT) |
          B(NXV_RIGHT_SHIFT);
 }
-static uint32_t unary_ops(nxv_dtype t) {
+static uint64_t unary_ops(nxv_dtype t) {
   if ((unsigned)t > NXV_F64) return 0;
-  if (is_float(t)) return ((1u << NXV_UNARY_OP_COUNT) - 1) & ~B(NXV_BITWISE_NOT);
+  if (is_float(t))
+    return ((1ull << NXV_UNARY_OP_COUNT) - 1) &
+           ~(B(NXV_BITWISE_NOT) | B(NXV_CLZ) | B(NXV_POPCOUNT));
   return B(NXV_COPY) | B(NXV_NEG) | B(NXV_ABS) | B(NXV_SIGN) | B(NXV_SQUARE) |
-         B(NXV_BITWISE_NOT);
+         B(NXV_BITWISE_NOT) | B(NXV_CLZ) | B(NXV_POPCOUNT);
 }
 #undef B
 
@@ -101,6 +104,7 @@ _Static_assert(NXV_SPV_BINARY_F64 - NXV_SPV_BINARY_S8 == NXV_F64, "binary family
 _Static_assert(NXV_SPV_COMPARE_F64 - NXV_SPV_COMPARE_S8 == NXV_F64, "compare family");
 _Static_assert(NXV_SPV_SELECT_F64 - NXV_SPV_SELECT_S8 == NXV_F64, "select family");
 _Static_assert(NXV_SPV_REDUCE_F64 - NXV_SPV_REDUCE_S8 == NXV_F64, "reduce family");
+_Static_assert(NXV_SPV_ARGREDUCE_F64 - NXV_SPV_ARGREDUCE_S8 == NXV_F64, "argreduce family");
 _Static_assert(NXV_SPV_MATMUL_F64 - NXV_SPV_MATMUL_S8 == NXV_F64, "matmul family");
 _Static_assert(NXV_SPV_IOTA_F64 - NXV_SPV_IOTA_S8 == NXV_F64, "iota family");
 _Static_assert(NXV_SPV_UNARY_F64_F64 - NXV_SPV_UNARY_S8_S8 ==
@@ -377,7 +381,8 @@ bool nxv_convert_supported(nxv_device *d, nxv_dtype t) { return type_ok(d, t); }
 bool nxv_unary_supported(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
   if ((unsigned)op >= NXV_UNARY_OP_COUNT || !type_ok(d, t)) return false;
   /* The special functions are evaluated in double only. */
-  if (op >= NXV_EXPM1 && (!d->vk.info.float64 || d->config.fast_math)) return false;
+  if (op >= NXV_EXPM1 && op <= NXV_COSH && (!d->vk.info.float64 || d->config.fast_math))
+    return false;
   return (unary_ops(t) >> op) & 1u;
 }
 
@@ -416,7 +421,7 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
    * device has it (correctly rounded in practice), unless fast math was
    * asked for. */
   if ((t == NXV_F32 || t == NXV_F16 || t == NXV_BF16) &&
-      ((op >= NXV_EXP && op <= NXV_SIGMOID) || op >= NXV_EXPM1) &&
+      ((op >= NXV_EXP && op <= NXV_SIGMOID) || (op >= NXV_EXPM1 && op <= NXV_ATANH)) &&
       d->vk.info.float64 && !d->config.fast_math)
     m = t == NXV_F32 ? NXV_SPV_UNARY_F32_F32_PRECISE
         : t == NXV_F16 ? NXV_SPV_UNARY_F16_F16_PRECISE
@@ -583,15 +588,12 @@ nxv_status nxv_broadcast_strides(uint32_t in_rank, const int64_t *in_shape,
 /* Reduction                                                           */
 /* ------------------------------------------------------------------ */
 
-nxv_status nxv_reduce(nxv_device *d, nxv_reduce_op op, uint32_t rank,
-                      const int64_t *in_shape, const nxv_view *a,
-                      uint32_t axes_mask, nxv_tensor **out) {
-  if (!d || !out || !a || !a->tensor)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "reduce: NULL argument");
-  if ((unsigned)op >= NXV_REDUCE_OP_COUNT)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "reduce: invalid op %d", (int)op);
-  nxv_dtype t = a->tensor->dtype;
-  NXV_TRY(check_type(d, t, nxv_reduce_op_name(op)));
+/* Shared by reductions and arg-reductions: splits the axes into kept and
+ * reduced groups and queues module with op; the result has out_type. */
+static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t op,
+                                nxv_dtype out_type, uint32_t rank,
+                                const int64_t *in_shape, const nxv_view *a,
+                                uint32_t axes_mask, nxv_tensor **out) {
   uint64_t n;
   NXV_TRY(check_shape(rank, in_shape, &n));
   if (rank < 32 && (axes_mask >> rank) != 0)
@@ -624,7 +626,7 @@ nxv_status nxv_reduce(nxv_device *d, nxv_reduce_op op, uint32_t rank,
                     "reduce: result has more than 2^32-1 elements");
   if (k > UINT32_MAX) k = 0; /* n_out == 0 or the input is empty */
   nxv_tensor *tout;
-  NXV_TRY(nxv_tensor_new(d, t, n_out, &tout));
+  NXV_TRY(nxv_tensor_new(d, out_type, n_out, &tout));
   if (n_out == 0) {
     *out = tout;
     return NXV_OK;
@@ -664,13 +666,47 @@ nxv_status nxv_reduce(nxv_device *d, nxv_reduce_op op, uint32_t rank,
   node->cost = n + n_out;
   node_use(node, a->tensor, false);
   node_use(node, tout, true);
-  nxv_status st = push_dispatch(d, node, family(NXV_SPV_REDUCE_S8, t), op, variant);
+  nxv_status st = push_dispatch(d, node, module, op, variant);
   if (st != NXV_OK) {
     nxv_tensor_release(tout);
     return st;
   }
   *out = tout;
   return NXV_OK;
+}
+
+nxv_status nxv_reduce(nxv_device *d, nxv_reduce_op op, uint32_t rank,
+                      const int64_t *in_shape, const nxv_view *a,
+                      uint32_t axes_mask, nxv_tensor **out) {
+  if (!d || !out || !a || !a->tensor)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "reduce: NULL argument");
+  if ((unsigned)op >= NXV_REDUCE_OP_COUNT)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "reduce: invalid op %d", (int)op);
+  nxv_dtype t = a->tensor->dtype;
+  NXV_TRY(check_type(d, t, nxv_reduce_op_name(op)));
+  return reduce_common(d, family(NXV_SPV_REDUCE_S8, t), op, t, rank, in_shape, a,
+                       axes_mask, out);
+}
+
+nxv_status nxv_argreduce(nxv_device *d, bool is_max, bool tie_high, uint32_t rank,
+                         const int64_t *in_shape, const nxv_view *a,
+                         uint32_t axes_mask, nxv_tensor **out) {
+  const char *name = is_max ? "argmax" : "argmin";
+  if (!d || !out || !a || !a->tensor)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL argument", name);
+  nxv_dtype t = a->tensor->dtype;
+  NXV_TRY(check_type(d, t, name));
+  uint64_t n = 1, k = 1;
+  for (uint32_t i = 0; i < rank && in_shape; i++) {
+    if ((axes_mask >> i) & 1u) k *= (uint64_t)(in_shape[i] > 0 ? in_shape[i] : 0);
+    n *= (uint64_t)(in_shape[i] > 0 ? in_shape[i] : 0);
+  }
+  if (k > INT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "%s: more than 2^31-1 elements per result",
+                    name);
+  uint32_t op = (is_max ? 0u : 1u) + (tie_high ? 2u : 0u);
+  return reduce_common(d, family(NXV_SPV_ARGREDUCE_S8, t), op, NXV_S64, rank,
+                       in_shape, a, axes_mask, out);
 }
 
 /* ------------------------------------------------------------------ */

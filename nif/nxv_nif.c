@@ -802,27 +802,44 @@ static ERL_NIF_TERM nif_convert(ErlNifEnv *env, int argc,
   return op_result(env, st, out, "as_type");
 }
 
+/* Decodes an axes list of a reduction over rank into a bit mask; false
+ * (with *out_error set) on a bad list. */
+static bool get_axes_mask(ErlNifEnv *env, const char *what, ERL_NIF_TERM list,
+                          unsigned rank, uint32_t *out_mask, ERL_NIF_TERM *out_error) {
+  int64_t axes[NXV_MAX_RANK];
+  unsigned naxes;
+  if (!get_int_list(env, list, axes, &naxes)) {
+    *out_error = raise_argument(env, "%s: axes must be a list of integers", what);
+    return false;
+  }
+  uint32_t mask = 0;
+  for (unsigned i = 0; i < naxes; i++) {
+    if (axes[i] < 0 || axes[i] >= (int64_t)rank) {
+      *out_error = raise_argument(env, "%s: axis %lld out of rank %u", what,
+                                  (long long)axes[i], rank);
+      return false;
+    }
+    mask |= 1u << axes[i];
+  }
+  *out_mask = mask;
+  return true;
+}
+
 static ERL_NIF_TERM nif_reduce(ErlNifEnv *env, int argc,
                                const ERL_NIF_TERM argv[]) {
   (void)argc;
   int op = find_atom(argv[0], am_redops, NXV_REDUCE_OP_COUNT);
   if (op < 0) return raise_argument(env, "reduce: unknown op");
-  int64_t shape[NXV_MAX_RANK], axes[NXV_MAX_RANK];
-  unsigned rank, naxes;
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank;
   if (!get_int_list(env, argv[1], shape, &rank))
     return raise_argument(env, "reduce: shape must be a list of at most %d integers",
                           NXV_MAX_RANK);
-  if (!get_int_list(env, argv[5], axes, &naxes))
-    return raise_argument(env, "reduce: axes must be a list of integers");
-  uint32_t mask = 0;
-  for (unsigned i = 0; i < naxes; i++) {
-    if (axes[i] < 0 || axes[i] >= (int64_t)rank)
-      return raise_argument(env, "reduce: axis %lld out of rank %u",
-                            (long long)axes[i], rank);
-    mask |= 1u << axes[i];
-  }
+  uint32_t mask;
+  ERL_NIF_TERM e;
+  if (!get_axes_mask(env, "reduce", argv[5], rank, &mask, &e)) return e;
   view_arg a;
-  ERL_NIF_TERM e = get_view(env, "reduce operand", argv + 2, rank, &a);
+  e = get_view(env, "reduce operand", argv + 2, rank, &a);
   if (!enif_is_identical(e, am_ok)) return e;
   nxv_view va = to_view(&a);
   nxv_tensor *out = NULL;
@@ -830,6 +847,36 @@ static ERL_NIF_TERM nif_reduce(ErlNifEnv *env, int argc,
                              shape, &va, mask, &out);
   nxv_tensor_release(a.t);
   return op_result(env, st, out, nxv_reduce_op_name((nxv_reduce_op)op));
+}
+
+/* argreduce(:argmax | :argmin, tie_high, shape, ref, offset, strides, axes) */
+static ERL_NIF_TERM nif_argreduce(ErlNifEnv *env, int argc,
+                                  const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  bool is_max;
+  if (enif_is_identical(argv[0], enif_make_atom(env, "argmax"))) is_max = true;
+  else if (enif_is_identical(argv[0], enif_make_atom(env, "argmin"))) is_max = false;
+  else return raise_argument(env, "argreduce: op must be :argmax or :argmin");
+  bool high = enif_is_identical(argv[1], am_true);
+  if (!high && !enif_is_identical(argv[1], am_false))
+    return raise_argument(env, "argreduce: tie_high must be a boolean");
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank;
+  if (!get_int_list(env, argv[2], shape, &rank))
+    return raise_argument(env, "argreduce: shape must be a list of at most %d integers",
+                          NXV_MAX_RANK);
+  uint32_t mask;
+  ERL_NIF_TERM e;
+  if (!get_axes_mask(env, "argreduce", argv[6], rank, &mask, &e)) return e;
+  view_arg a;
+  e = get_view(env, "argreduce operand", argv + 3, rank, &a);
+  if (!enif_is_identical(e, am_ok)) return e;
+  nxv_view va = to_view(&a);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_argreduce(nxv_tensor_device(a.t), is_max, high, rank, shape,
+                                &va, mask, &out);
+  nxv_tensor_release(a.t);
+  return op_result(env, st, out, is_max ? "argmax" : "argmin");
 }
 
 static ERL_NIF_TERM nif_transpose(ErlNifEnv *env, int argc,
@@ -1012,6 +1059,7 @@ static ErlNifFunc funcs[] = {
     {"select", 10, nif_select, 0},
     {"convert", 5, nif_convert, 0},
     {"reduce", 6, nif_reduce, 0},
+    {"argreduce", 7, nif_argreduce, 0},
     {"transpose", 3, nif_transpose, 0},
     {"matmul", 10, nif_matmul, 0},
     {"fill", 4, nif_fill, 0},

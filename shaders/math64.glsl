@@ -293,3 +293,105 @@ double erf_inv64(double y, bool refine) {
   }
   return x;
 }
+
+// sqrt with one Newton correction (drivers may take double sqrt through
+// an approximate reciprocal square root).
+double m64_sqrt(double x) {
+  precise double s = sqrt(x);
+  if (!(x > 0.0LF) || isinf(x)) return s;
+  precise double r = fma(-s, s, x);
+  return fma(r, m64_div(0.5LF, s), s);
+}
+
+// atan: Cephes' reduction to |x| <= 0.66 and rational approximation.
+const double M64_ATAN_P[5] = double[](
+    -8.750608600031904122785e-1LF, -1.615753718733365076637e1LF,
+    -7.500855792314704667340e1LF, -1.228866684490136173410e2LF,
+    -6.485021904942025371773e1LF);
+const double M64_ATAN_Q[5] = double[](
+    2.485846490142306297962e1LF, 1.650270098316988542046e2LF,
+    4.328810604912902668951e2LF, 4.853903996359136964868e2LF,
+    1.945506571482613964425e2LF);
+const double M64_PIO2 = 1.57079632679489661923e+00LF;
+const double M64_PIO4 = 7.85398163397448309616e-01LF;
+const double M64_ATAN_MOREBITS = 6.123233995736765886130e-17LF;
+
+double atan64(double x) {
+  if (isnan(x)) return x;
+  double a = abs(x), y, off;
+  if (a > 2.41421356237309504880LF) {
+    y = M64_PIO2;
+    off = M64_ATAN_MOREBITS;
+    a = -m64_div(1.0LF, a);
+  } else if (a <= 0.66LF) {
+    y = 0.0LF;
+    off = 0.0LF;
+  } else {
+    y = M64_PIO4;
+    off = 0.5LF * M64_ATAN_MOREBITS;
+    a = m64_div(a - 1.0LF, a + 1.0LF);
+  }
+  double z = a * a;
+  double p = M64_ATAN_P[0], q = z + M64_ATAN_Q[0];
+  for (int i = 1; i < 5; ++i) {
+    p = p * z + M64_ATAN_P[i];
+    q = q * z + M64_ATAN_Q[i];
+  }
+  precise double r = a * m64_div(z * p, q) + a;
+  r = y + (r + off);
+  return x < 0.0LF ? -r : r;
+}
+
+double asin64(double x) {
+  if (isnan(x) || abs(x) > 1.0LF) return m64_nan();
+  precise double d = m64_sqrt((1.0LF - x) * (1.0LF + x));
+  if (d == 0.0LF) return x < 0.0LF ? -M64_PIO2 : M64_PIO2;
+  return atan64(m64_div(x, d));
+}
+
+double acos64(double x) {
+  if (isnan(x) || abs(x) > 1.0LF) return m64_nan();
+  if (x == -1.0LF) return 2.0LF * M64_PIO2;
+  precise double t = m64_div(1.0LF - x, 1.0LF + x);
+  return 2.0LF * atan64(m64_sqrt(t));
+}
+
+const double M64_LN2 = 6.93147180559945309417e-01LF;
+
+double asinh64(double x) {
+  if (isnan(x) || isinf(x)) return x;
+  double a = abs(x), r;
+  if (a > 1.0e150LF) {
+    r = log64(a) + M64_LN2;
+  } else {
+    precise double a2 = a * a;
+    r = log1p64(a + m64_div(a2, 1.0LF + m64_sqrt(1.0LF + a2)));
+  }
+  return x < 0.0LF ? -r : r;
+}
+
+double acosh64(double x) {
+  if (isnan(x) || x < 1.0LF) return m64_nan();
+  if (isinf(x)) return x;
+  if (x > 1.0e150LF) return log64(x) + M64_LN2;
+  precise double t = x - 1.0LF;
+  return log1p64(t + m64_sqrt(t * (x + 1.0LF)));
+}
+
+double atanh64(double x) {
+  if (isnan(x) || abs(x) > 1.0LF) return m64_nan();
+  double a = abs(x);
+  double r = a == 1.0LF ? m64_inf() : 0.5LF * log1p64(m64_div(2.0LF * a, 1.0LF - a));
+  return x < 0.0LF ? -r : r;
+}
+
+double cbrt64(double x) {
+  if (isnan(x) || isinf(x) || x == 0.0LF) return x;
+  double a = abs(x);
+  double y = exp64(log64(a) * 3.33333333333333333333e-1LF);
+  for (int i = 0; i < 2; ++i) {
+    precise double y2 = y * y;
+    y = y - m64_div(fma(y2, y, -a), 3.0LF * y2);
+  }
+  return x < 0.0LF ? -y : y;
+}

@@ -79,6 +79,13 @@ TC apply(TC x) {
   case 22: return TC(tan64(double(x)));
   case 23: return TC(sinh64(double(x)));
   case 24: return TC(cosh64(double(x)));
+  case 25: return TC(cbrt64(double(x)));
+  case 26: return TC(asin64(double(x)));
+  case 27: return TC(acos64(double(x)));
+  case 28: return TC(atan64(double(x)));
+  case 29: return TC(asinh64(double(x)));
+  case 30: return TC(acosh64(double(x)));
+  case 31: return TC(atanh64(double(x)));
 #else
   case 6: return exp(x);
   case 7: return log(x);
@@ -86,9 +93,34 @@ TC apply(TC x) {
   case 9: return cos(x);
   case 10: return isnan(x) ? x : tanh(clamp(x, TC(-20.0), TC(20.0)));
   case 11: return TC(1.0) / (TC(1.0) + exp(-x));
+  case 25: return sign(x) * pow(abs(x), TC(1.0) / TC(3.0));
+  case 26: return asin(x);
+  case 27: return acos(x);
+  case 28: return atan(x);
+  case 29: return asinh(x);
+  case 30: return acosh(x);
+  case 31: return atanh(x);
 #endif
 #else
   case 15: return ~x;
+  case 32: {  // count_leading_zeros over the storage width
+#if TC_BITS == 64
+    uvec2 w = unpackUint2x32(uint64_t(x));
+    return TC(w.y != 0u ? 31 - findMSB(w.y) : 63 - findMSB(w.x));
+#else
+    uint u = uint(x) & (T_BITS == 32 ? 0xFFFFFFFFu : ((1u << T_BITS) - 1u));
+    return TC(T_BITS - 1 - findMSB(u));
+#endif
+  }
+  case 33: {  // population_count over the storage width
+#if TC_BITS == 64
+    uvec2 w = unpackUint2x32(uint64_t(x));
+    return TC(bitCount(w.x) + bitCount(w.y));
+#else
+    uint u = uint(x) & (T_BITS == 32 ? 0xFFFFFFFFu : ((1u << T_BITS) - 1u));
+    return TC(bitCount(u));
+#endif
+  }
 #endif
   }
 #endif

@@ -805,8 +805,17 @@ if Code.ensure_loaded?(Nx.Backend) do
     impl_if_callback(:is_infinity, 2)
     def is_infinity(out, tensor), do: float_class(:is_infinity, out, tensor)
 
-    defp float_class(op, %T{type: {:u, 8}} = out, %T{type: {:f, bits} = type} = tensor)
-         when bits in [32, 64] do
+    defp float_class(_op, %T{type: {:u, 8}} = out, %T{type: {kind, _}} = tensor)
+         when kind in [:s, :u] do
+      index = device_of(tensor)
+
+      if Nx.size(out) == 0,
+        do: empty(out, index),
+        else: wrap(out, fill(index, :u8, Nx.size(out), <<0>>), index)
+    end
+
+    defp float_class(op, %T{type: {:u, 8}} = out, %T{type: {kind, _} = type} = tensor)
+         when kind in [:f, :bf] do
       index = device_of(tensor)
       nif_type = nif_type!(type, op, index)
 
@@ -891,7 +900,9 @@ if Code.ensure_loaded?(Nx.Backend) do
     native_unary =
       [:negate, :abs, :sign, :sqrt, :rsqrt, :exp, :log, :sin, :cos, :tanh, :sigmoid] ++
         [:floor, :ceil, :round, :bitwise_not] ++
-        [:expm1, :log1p, :erf, :erfc, :erf_inv, :tan, :sinh, :cosh]
+        [:expm1, :log1p, :erf, :erfc, :erf_inv, :tan, :sinh, :cosh] ++
+        [:cbrt, :asin, :acos, :atan, :asinh, :acosh, :atanh] ++
+        [:count_leading_zeros, :population_count]
 
     for op <- native_unary do
       impl_if_callback(op, 2)
@@ -974,6 +985,40 @@ if Code.ensure_loaded?(Nx.Backend) do
         )
       else
         _ -> host(op, [out, tensor, opts], no_kernel(op, type, index))
+      end
+    end
+
+    # argmax/argmin: an s64 index over the axis (or the flattened tensor),
+    # converted to the output type where it differs.
+    for op <- [:argmax, :argmin] do
+      impl_if_callback(op, 3)
+
+      def unquote(op)(out, tensor, opts),
+        do: arg_reduction(unquote(op), out, tensor, opts)
+    end
+
+    defp arg_reduction(op, %T{type: type} = out, %T{} = tensor, opts) do
+      index = device_of(tensor)
+      nif_type = nif_type!(tensor.type, op, index)
+      out_nif = nif_type!(type, op, index)
+
+      with true <- compute_type?(index, nif_type) and convert_type?(index, out_nif),
+           true <- rank_ok?(tensor),
+           {:ok, a} <- operand(tensor, nif_type, index) do
+        axes = if axis = opts[:axis], do: [axis], else: Nx.axes(tensor)
+        high = opts[:tie_break] == :high
+
+        ref =
+          alloc(index, fn -> NIF.argreduce(op, high, dims(tensor), a, 0, nil, axes) end)
+
+        ref =
+          if out_nif == :s64,
+            do: ref,
+            else: alloc(index, fn -> NIF.convert(out_nif, [Nx.size(out)], ref, 0, nil) end)
+
+        wrap(out, ref, index)
+      else
+        _ -> host(op, [out, tensor, opts], no_kernel(op, tensor.type, index))
       end
     end
 
@@ -1142,8 +1187,6 @@ if Code.ensure_loaded?(Nx.Backend) do
         take_along_axis: 4,
         gather: 4,
         conv: 4,
-        argmax: 3,
-        argmin: 3,
         reduce: 5,
         window_reduce: 6,
         window_sum: 4,
@@ -1164,9 +1207,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       ] ++
         for(
           op <-
-            [:acos, :asin, :atan, :acosh, :asinh] ++
-              [:atanh, :cbrt, :conjugate] ++
-              [:real, :imag, :count_leading_zeros, :population_count],
+            [:conjugate, :real, :imag],
           do: {op, 2}
         )
 

@@ -147,6 +147,14 @@ defmodule Nx.Vulkan.NIF do
   @doc "Reduces a view over `in_shape` over `axes` with `:sum :product :max :min`; result dense over the kept axes."
   def reduce(_op, _in_shape, _a, _a_offset, _a_strides, _axes), do: nif_error()
 
+  @doc """
+  Index (s64) of the largest (`:argmax`) or smallest (`:argmin`) element over
+  `axes`, counted row-major over them; ties to the highest index when
+  `tie_high` is true.
+  """
+  def argreduce(_op, _tie_high, _in_shape, _a, _a_offset, _a_strides, _axes),
+    do: nif_error()
+
   @doc "N-D transpose of a dense tensor of `in_shape` by `perm`."
   def transpose(_in_shape, _a, _perm), do: nif_error()
 
