@@ -390,6 +390,53 @@ nxv_status nxv_argreduce(nxv_device *device, bool is_max, bool tie_high,
                          const nxv_view *a, uint32_t axes_mask,
                          nxv_tensor **out_tensor);
 
+/* Indexed read (Nx gather, take, take_along_axis): a dense output of
+ * rank/shape where output coordinates x read
+ *   src[src_offset + sum_d x[d] * src_strides[d]
+ *       + sum_j clamp(indices[p + j], 0, axis_dims[j] - 1) * axis_strides[j]]
+ * with p = sum_d x[d] * index_strides[d] (the position of x's index tuple
+ * of depth entries in indices, an s64 tensor). Out-of-range indices are
+ * clamped. Every reachable element must lie within its tensor and offsets
+ * within 2^31. src any real dtype. */
+typedef struct nxv_gather_desc {
+  nxv_tensor *src;              /* borrowed */
+  int64_t src_offset;
+  nxv_tensor *indices;          /* borrowed; s64 */
+  uint32_t rank;
+  const int64_t *shape;         /* rank output dims */
+  const int64_t *src_strides;   /* rank */
+  const int64_t *index_strides; /* rank */
+  uint32_t depth;
+  const int64_t *axis_dims;     /* depth */
+  const int64_t *axis_strides;  /* depth */
+} nxv_gather_desc;
+nxv_status nxv_gather(nxv_device *device, const nxv_gather_desc *desc,
+                      nxv_tensor **out_tensor);
+
+/* Indexed write (Nx indexed_put, indexed_add) into dst, in place: for
+ * each of count updates u and slice position s (a dense slice of rank
+ * dims slice_shape), the element at
+ *   sum_d s[d] * dst_strides[d] + sum_j indices[u * depth + j] * axis_strides[j]
+ * becomes updates[u * slice + s] (put) or is incremented by it (add).
+ * Updates of one destination apply in order (the last put wins); updates
+ * with an index outside [0, axis_dims[j]) are skipped. updates has dst's
+ * dtype; indices is s64, dense count x depth. Queued after every earlier
+ * use of dst. */
+typedef struct nxv_scatter_desc {
+  nxv_tensor *dst;              /* borrowed; written */
+  nxv_tensor *updates;          /* borrowed */
+  nxv_tensor *indices;          /* borrowed; s64 */
+  uint64_t count;
+  bool add;
+  uint32_t rank;
+  const int64_t *slice_shape;   /* rank */
+  const int64_t *dst_strides;   /* rank */
+  uint32_t depth;
+  const int64_t *axis_dims;     /* depth */
+  const int64_t *axis_strides;  /* depth */
+} nxv_scatter_desc;
+nxv_status nxv_scatter(nxv_device *device, const nxv_scatter_desc *desc);
+
 /* Writes a strided view of src over shape, converted to dst's dtype, into
  * dst: element i of the view goes to dst[dst_offset + sum_k i_k *
  * dst_strides[k]]. This is the one op that modifies an existing tensor:

@@ -35,6 +35,10 @@ typedef struct pc_iota {          /* iota.comp */
   uint64_t c;
   uint32_t n, axis_size, inner, pad;
 } pc_iota;
+typedef struct pc_gather {        /* gather.comp */
+  uint64_t a, idx, c, args;
+  uint32_t n, rank, depth, count;
+} pc_gather;
 
 _Static_assert(sizeof(pc_ew) == 56, "pc_ew layout");
 _Static_assert(sizeof(pc_reduce) == 40, "pc_reduce layout");
@@ -107,6 +111,7 @@ _Static_assert(NXV_SPV_REDUCE_F64 - NXV_SPV_REDUCE_S8 == NXV_F64, "reduce family
 _Static_assert(NXV_SPV_ARGREDUCE_F64 - NXV_SPV_ARGREDUCE_S8 == NXV_F64, "argreduce family");
 _Static_assert(NXV_SPV_MATMUL_F64 - NXV_SPV_MATMUL_S8 == NXV_F64, "matmul family");
 _Static_assert(NXV_SPV_IOTA_F64 - NXV_SPV_IOTA_S8 == NXV_F64, "iota family");
+_Static_assert(NXV_SPV_GATHER_F64 - NXV_SPV_GATHER_S8 == NXV_F64, "gather family");
 _Static_assert(NXV_SPV_UNARY_F64_F64 - NXV_SPV_UNARY_S8_S8 ==
                    REAL_TYPES * REAL_TYPES - 1, "unary block");
 _Static_assert(NXV_SPV_UNARY_S16_S8 - NXV_SPV_UNARY_S8_S8 == REAL_TYPES, "unary rows");
@@ -943,4 +948,184 @@ nxv_status nxv_iota(nxv_device *d, nxv_dtype dtype, uint32_t rank,
   }
   *out = t;
   return NXV_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Gather and scatter                                                  */
+/* ------------------------------------------------------------------ */
+
+/* Range [lo, hi] of base + sum dims[i]-1 times strides[i] (dims > 0). */
+static void reach(int64_t base, uint32_t n, const int64_t *dims,
+                  const int64_t *strides, __int128 *lo, __int128 *hi) {
+  *lo = *hi = base;
+  for (uint32_t i = 0; i < n; i++) {
+    __int128 span = (__int128)strides[i] * (dims[i] - 1);
+    if (span > 0) *hi += span;
+    else *lo += span;
+  }
+}
+
+static nxv_status check_reach(const char *op, const char *what, __int128 lo,
+                              __int128 hi, uint64_t count) {
+  if (lo < 0 || hi >= (__int128)count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "%s: %s reaches elements [%lld, %lld] of a tensor of %llu", op,
+                    what, (long long)lo, (long long)hi, (unsigned long long)count);
+  if (hi > INT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "%s: %s offsets exceed 2^31", op, what);
+  return NXV_OK;
+}
+
+static nxv_status check_axes(const char *op, uint32_t depth, const int64_t *dims,
+                             const int64_t *strides) {
+  if (depth > NXV_MAX_RANK)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: index depth %u exceeds %d", op,
+                    depth, NXV_MAX_RANK);
+  if (depth && (!dims || !strides))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL axis dims or strides", op);
+  for (uint32_t j = 0; j < depth; j++) {
+    if (dims[j] <= 0 || dims[j] > INT32_MAX)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: indexed axis %u has size %lld",
+                      op, j, (long long)dims[j]);
+    if (strides[j] > INT32_MAX || strides[j] < INT32_MIN)
+      return nxv_fail(NXV_ERR_UNSUPPORTED, "%s: axis stride out of range", op);
+  }
+  return NXV_OK;
+}
+
+nxv_status nxv_gather(nxv_device *d, const nxv_gather_desc *g, nxv_tensor **out) {
+  if (!d || !g || !out || !g->src || !g->indices ||
+      (g->rank && (!g->shape || !g->src_strides || !g->index_strides)))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "gather: NULL argument");
+  if (g->src->device != d || g->indices->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "gather: tensor on another device");
+  nxv_dtype t = g->src->dtype;
+  NXV_TRY(check_type(d, t, "gather"));
+  if (g->indices->dtype != NXV_S64)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "gather: indices are %s, expected s64",
+                    nxv_dtype_name(g->indices->dtype));
+  uint64_t n;
+  NXV_TRY(check_shape(g->rank, g->shape, &n));
+  NXV_TRY(check_axes("gather", g->depth, g->axis_dims, g->axis_strides));
+  for (uint32_t i = 0; i < g->rank; i++)
+    if (g->src_strides[i] > INT32_MAX || g->src_strides[i] < INT32_MIN ||
+        g->index_strides[i] > INT32_MAX || g->index_strides[i] < INT32_MIN)
+      return nxv_fail(NXV_ERR_UNSUPPORTED, "gather: stride out of range");
+  if (n) {
+    __int128 lo, hi, lo2, hi2;
+    reach(g->src_offset, g->rank, g->shape, g->src_strides, &lo, &hi);
+    reach(0, g->depth, g->axis_dims, g->axis_strides, &lo2, &hi2);
+    NXV_TRY(check_reach("gather", "source", lo + lo2, hi + hi2, g->src->count));
+    if (g->depth) {
+      reach(0, g->rank, g->shape, g->index_strides, &lo, &hi);
+      NXV_TRY(check_reach("gather", "indices", lo, hi + g->depth - 1,
+                          g->indices->count));
+    }
+  }
+  nxv_tensor *t_out;
+  NXV_TRY(nxv_tensor_new(d, t, n, &t_out));
+  if (n == 0) {
+    *out = t_out;
+    return NXV_OK;
+  }
+  uint32_t R = g->rank, D = g->depth;
+  nxv_node *node = nxv_node_new(3 * R + 2 * D + 1);
+  if (!node) {
+    nxv_tensor_release(t_out);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  }
+  uint32_t *w = node->args;
+  for (uint32_t i = 0; i < R; i++) {
+    w[3 * i] = (uint32_t)g->shape[i];
+    w[3 * i + 1] = (uint32_t)(int32_t)(g->shape[i] == 1 ? 0 : g->src_strides[i]);
+    w[3 * i + 2] = (uint32_t)(int32_t)(g->shape[i] == 1 ? 0 : g->index_strides[i]);
+  }
+  for (uint32_t j = 0; j < D; j++) {
+    w[3 * R + 2 * j] = (uint32_t)g->axis_dims[j];
+    w[3 * R + 2 * j + 1] = (uint32_t)(int32_t)g->axis_strides[j];
+  }
+  w[3 * R + 2 * D] = (uint32_t)g->src_offset;
+  pc_gather pc = {.a = g->src->buf->addr, .idx = g->indices->buf->addr,
+                  .c = t_out->buf->addr, .n = (uint32_t)n, .rank = R, .depth = D};
+  memcpy(node->pc, &pc, sizeof pc);
+  node->pc_size = sizeof pc;
+  node->args_pc_offset = offsetof(pc_gather, args);
+  node->groups[0] = groups_for(d, n);
+  node->groups[1] = node->groups[2] = 1;
+  node->cost = 2 * n;
+  node_use(node, g->src, false);
+  node_use(node, g->indices, false);
+  node_use(node, t_out, true);
+  nxv_status st = push_dispatch(d, node, family(NXV_SPV_GATHER_S8, t), 0, 0);
+  if (st != NXV_OK) {
+    nxv_tensor_release(t_out);
+    return st;
+  }
+  *out = t_out;
+  return NXV_OK;
+}
+
+nxv_status nxv_scatter(nxv_device *d, const nxv_scatter_desc *s) {
+  const char *op = s && s->add ? "indexed_add" : "indexed_put";
+  if (!d || !s || !s->dst || !s->updates || !s->indices ||
+      (s->rank && (!s->slice_shape || !s->dst_strides)))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
+  if (s->dst->device != d || s->updates->device != d || s->indices->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: tensor on another device", op);
+  nxv_dtype t = s->dst->dtype;
+  NXV_TRY(check_type(d, t, op));
+  if (s->updates->dtype != t)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: updates are %s, target is %s", op,
+                    nxv_dtype_name(s->updates->dtype), nxv_dtype_name(t));
+  if (s->indices->dtype != NXV_S64)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: indices are %s, expected s64", op,
+                    nxv_dtype_name(s->indices->dtype));
+  uint64_t slice;
+  NXV_TRY(check_shape(s->rank, s->slice_shape, &slice));
+  NXV_TRY(check_axes(op, s->depth, s->axis_dims, s->axis_strides));
+  for (uint32_t i = 0; i < s->rank; i++)
+    if (s->dst_strides[i] > INT32_MAX || s->dst_strides[i] < INT32_MIN)
+      return nxv_fail(NXV_ERR_UNSUPPORTED, "%s: stride out of range", op);
+  if (s->count == 0 || slice == 0) return NXV_OK;
+  if (s->count > UINT32_MAX / slice || s->count > UINT32_MAX / (s->depth ? s->depth : 1))
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "%s: more than 2^32-1 update elements", op);
+  if (s->updates->count < s->count * slice)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: %llu updates of %llu elements need "
+                    "%llu, the tensor has %llu", op, (unsigned long long)s->count,
+                    (unsigned long long)slice, (unsigned long long)(s->count * slice),
+                    (unsigned long long)s->updates->count);
+  if (s->indices->count < s->count * s->depth)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: indices hold %llu entries, need %llu",
+                    op, (unsigned long long)s->indices->count,
+                    (unsigned long long)(s->count * s->depth));
+  __int128 lo, hi, lo2, hi2;
+  reach(0, s->rank, s->slice_shape, s->dst_strides, &lo, &hi);
+  reach(0, s->depth, s->axis_dims, s->axis_strides, &lo2, &hi2);
+  NXV_TRY(check_reach(op, "target", lo + lo2, hi + hi2, s->dst->count));
+  uint32_t R = s->rank, D = s->depth;
+  nxv_node *node = nxv_node_new(1 + 2 * R + 2 * D);
+  if (!node) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  uint32_t *w = node->args;
+  w[0] = R;
+  for (uint32_t i = 0; i < R; i++) {
+    w[1 + i] = (uint32_t)s->slice_shape[i];
+    w[1 + R + i] = (uint32_t)(int32_t)s->dst_strides[i];
+  }
+  for (uint32_t j = 0; j < D; j++) {
+    w[1 + 2 * R + 2 * j] = (uint32_t)s->axis_dims[j];
+    w[1 + 2 * R + 2 * j + 1] = (uint32_t)(int32_t)s->axis_strides[j];
+  }
+  pc_gather pc = {.a = s->updates->buf->addr, .idx = s->indices->buf->addr,
+                  .c = s->dst->buf->addr, .n = (uint32_t)slice, .rank = R,
+                  .depth = D, .count = (uint32_t)s->count};
+  memcpy(node->pc, &pc, sizeof pc);
+  node->pc_size = sizeof pc;
+  node->args_pc_offset = offsetof(pc_gather, args);
+  node->groups[0] = groups_for(d, slice);
+  node->groups[1] = node->groups[2] = 1;
+  node->cost = 2 * slice * s->count;
+  node_use(node, s->updates, false);
+  node_use(node, s->indices, false);
+  node_use(node, s->dst, true);
+  return push_dispatch(d, node, family(NXV_SPV_GATHER_S8, t), s->add ? 1 : 0, 1);
 }

@@ -937,6 +937,83 @@ static ERL_NIF_TERM nif_matmul(ErlNifEnv *env, int argc,
   return op_result(env, st, out, "dot");
 }
 
+/* gather(src, src_offset, indices, shape, src_strides, index_strides,
+ *        axis_dims, axis_strides) */
+static ERL_NIF_TERM nif_gather(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int64_t off, shape[NXV_MAX_RANK], ss[NXV_MAX_RANK], is[NXV_MAX_RANK],
+      ad[NXV_MAX_RANK], as[NXV_MAX_RANK];
+  unsigned rank, n1, n2, depth, n3;
+  if (!get_i64(env, argv[1], &off))
+    return raise_argument(env, "gather: offset must be an integer");
+  if (!get_int_list(env, argv[3], shape, &rank) || !get_int_list(env, argv[4], ss, &n1) ||
+      !get_int_list(env, argv[5], is, &n2) || n1 != rank || n2 != rank)
+    return raise_argument(env, "gather: shape and both stride lists must have the "
+                               "same length (at most %d)", NXV_MAX_RANK);
+  if (!get_int_list(env, argv[6], ad, &depth) || !get_int_list(env, argv[7], as, &n3) ||
+      n3 != depth)
+    return raise_argument(env, "gather: axis dims and strides must be lists of the "
+                               "same length");
+  bool dead;
+  nxv_tensor *src = grab(env, argv[0], &dead);
+  if (!src) return bad_tensor(env, "gather source", dead);
+  nxv_tensor *idx = grab(env, argv[2], &dead);
+  if (!idx) {
+    nxv_tensor_release(src);
+    return bad_tensor(env, "gather indices", dead);
+  }
+  nxv_gather_desc g = {.src = src, .src_offset = off, .indices = idx, .rank = rank,
+                       .shape = shape, .src_strides = ss, .index_strides = is,
+                       .depth = depth, .axis_dims = ad, .axis_strides = as};
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_gather(nxv_tensor_device(src), &g, &out);
+  nxv_tensor_release(src);
+  nxv_tensor_release(idx);
+  return op_result(env, st, out, "gather");
+}
+
+/* scatter(:put | :add, dst, updates, indices, count, slice_shape,
+ *         dst_strides, axis_dims, axis_strides): in place, returns :ok. */
+static ERL_NIF_TERM nif_scatter(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  bool add;
+  if (enif_is_identical(argv[0], enif_make_atom(env, "add"))) add = true;
+  else if (enif_is_identical(argv[0], enif_make_atom(env, "put"))) add = false;
+  else return raise_argument(env, "scatter: op must be :put or :add");
+  ErlNifUInt64 count;
+  if (!enif_get_uint64(env, argv[4], &count))
+    return raise_argument(env, "scatter: count must be a non-negative integer");
+  int64_t shape[NXV_MAX_RANK], ds[NXV_MAX_RANK], ad[NXV_MAX_RANK], as[NXV_MAX_RANK];
+  unsigned rank, n1, depth, n2;
+  if (!get_int_list(env, argv[5], shape, &rank) || !get_int_list(env, argv[6], ds, &n1) ||
+      n1 != rank)
+    return raise_argument(env, "scatter: slice shape and strides must have the same "
+                               "length (at most %d)", NXV_MAX_RANK);
+  if (!get_int_list(env, argv[7], ad, &depth) || !get_int_list(env, argv[8], as, &n2) ||
+      n2 != depth)
+    return raise_argument(env, "scatter: axis dims and strides must be lists of the "
+                               "same length");
+  bool dead;
+  nxv_tensor *t[3] = {NULL, NULL, NULL};
+  static const char *const what[3] = {"scatter target", "scatter updates",
+                                      "scatter indices"};
+  for (int i = 0; i < 3; i++) {
+    t[i] = grab(env, argv[1 + i], &dead);
+    if (!t[i]) {
+      for (int j = 0; j < i; j++) nxv_tensor_release(t[j]);
+      return bad_tensor(env, what[i], dead);
+    }
+  }
+  nxv_scatter_desc sd = {.dst = t[0], .updates = t[1], .indices = t[2], .count = count,
+                         .add = add, .rank = rank, .slice_shape = shape,
+                         .dst_strides = ds, .depth = depth, .axis_dims = ad,
+                         .axis_strides = as};
+  nxv_status st = nxv_scatter(nxv_tensor_device(t[0]), &sd);
+  for (int i = 0; i < 3; i++) nxv_tensor_release(t[i]);
+  if (st != NXV_OK) return raise_status(env, st, add ? "indexed_add" : "indexed_put");
+  return am_ok;
+}
+
 static ERL_NIF_TERM nif_fill(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   dev_res *r;
@@ -1060,6 +1137,8 @@ static ErlNifFunc funcs[] = {
     {"convert", 5, nif_convert, 0},
     {"reduce", 6, nif_reduce, 0},
     {"argreduce", 7, nif_argreduce, 0},
+    {"gather", 8, nif_gather, 0},
+    {"scatter", 9, nif_scatter, 0},
     {"transpose", 3, nif_transpose, 0},
     {"matmul", 10, nif_matmul, 0},
     {"fill", 4, nif_fill, 0},

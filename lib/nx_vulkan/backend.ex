@@ -1008,8 +1008,7 @@ if Code.ensure_loaded?(Nx.Backend) do
         axes = if axis = opts[:axis], do: [axis], else: Nx.axes(tensor)
         high = opts[:tie_break] == :high
 
-        ref =
-          alloc(index, fn -> NIF.argreduce(op, high, dims(tensor), a, 0, nil, axes) end)
+        ref = alloc(index, fn -> NIF.argreduce(op, high, dims(tensor), a, 0, nil, axes) end)
 
         ref =
           if out_nif == :s64,
@@ -1019,6 +1018,165 @@ if Code.ensure_loaded?(Nx.Backend) do
         wrap(out, ref, index)
       else
         _ -> host(op, [out, tensor, opts], no_kernel(op, tensor.type, index))
+      end
+    end
+
+    ## Indexed reads and writes
+
+    # gather, take and take_along_axis are one kernel: every output axis
+    # steps through the source, the index tensor (s64), or both; the index
+    # tuple picks the position along the indexed source axes (clamped to
+    # them, as XLA does; Nx.BinaryBackend raises on out-of-range indices).
+    impl_if_callback(:gather, 4)
+
+    def gather(%T{} = out, %T{} = tensor, %T{} = indices, opts) do
+      t_dims = dims(tensor)
+      i_dims = dims(indices)
+      axes = opts[:axes] || Enum.to_list(0..(length(i_dims) - 2)//1)
+      t_str = dense_strides(t_dims)
+      i_str = dense_strides(i_dims)
+      rest = Enum.reject(0..(length(t_dims) - 1)//1, &(&1 in axes))
+      batch = length(i_dims) - 1
+
+      spec = %{
+        src: Enum.map(1..batch//1, fn _ -> 0 end) ++ Enum.map(rest, &Enum.at(t_str, &1)),
+        idx: Enum.take(i_str, batch) ++ Enum.map(rest, fn _ -> 0 end),
+        axis_dims: Enum.map(axes, &Enum.at(t_dims, &1)),
+        axis_strides: Enum.map(axes, &Enum.at(t_str, &1))
+      }
+
+      indexed_read(:gather, out, tensor, indices, spec, [out, tensor, indices, opts])
+    end
+
+    impl_if_callback(:take, 4)
+
+    def take(%T{} = out, %T{} = tensor, %T{} = indices, axis) do
+      t_dims = dims(tensor)
+      t_str = dense_strides(t_dims)
+      {pre, [_ | post]} = Enum.split(t_str, axis)
+      i_str = dense_strides(dims(indices))
+
+      spec = %{
+        src: pre ++ Enum.map(i_str, fn _ -> 0 end) ++ post,
+        idx: Enum.map(pre, fn _ -> 0 end) ++ i_str ++ Enum.map(post, fn _ -> 0 end),
+        axis_dims: [Enum.at(t_dims, axis)],
+        axis_strides: [Enum.at(t_str, axis)]
+      }
+
+      indexed_read(:take, out, tensor, indices, spec, [out, tensor, indices, axis])
+    end
+
+    impl_if_callback(:take_along_axis, 4)
+
+    def take_along_axis(%T{} = out, %T{} = tensor, %T{} = indices, axis) do
+      t_dims = dims(tensor)
+      t_str = dense_strides(t_dims)
+
+      src =
+        Enum.zip_with([t_dims, t_str, Enum.to_list(0..(length(t_dims) - 1)//1)], fn
+          [_, _, ^axis] -> 0
+          [1, _, _] -> 0
+          [_, stride, _] -> stride
+        end)
+
+      spec = %{
+        src: src,
+        idx: dense_strides(dims(indices)),
+        axis_dims: [Enum.at(t_dims, axis)],
+        axis_strides: [Enum.at(t_str, axis)]
+      }
+
+      indexed_read(:take_along_axis, out, tensor, indices, spec, [out, tensor, indices, axis])
+    end
+
+    defp indexed_read(op, %T{type: type} = out, tensor, indices, spec, args) do
+      index = device_of_args([tensor, indices])
+      nif_type = nif_type!(type, op, index)
+
+      with true <- compute_type?(index, nif_type) and rank_ok?(out) and rank_ok?(tensor),
+           true <- integer_type?(indices.type) and convert_type?(index, :s64),
+           true <- length(spec.src) == tuple_size(out.shape),
+           {:ok, a} <- operand(tensor, nif_type, index),
+           {:ok, i} <- operand(indices, :s64, index) do
+        if Nx.size(out) == 0 do
+          empty(out, index)
+        else
+          ref =
+            alloc(index, fn ->
+              NIF.gather(
+                a,
+                0,
+                i,
+                dims(out),
+                spec.src,
+                spec.idx,
+                spec.axis_dims,
+                spec.axis_strides
+              )
+            end)
+
+          wrap(out, ref, index)
+        end
+      else
+        _ -> host(op, args, no_kernel(op, type, index))
+      end
+    end
+
+    # indexed_put/indexed_add: a copy of the target in the output type,
+    # written in place by one thread per slice position walking the updates
+    # in order (the last put wins, adds accumulate in order, as in
+    # Nx.BinaryBackend). Updates with an out-of-range index are skipped (as
+    # XLA does; Nx.BinaryBackend raises).
+    for {op, nif_op} <- [indexed_put: :put, indexed_add: :add] do
+      impl_if_callback(op, 5)
+
+      def unquote(op)(out, target, indices, updates, opts),
+        do: indexed_write(unquote(op), unquote(nif_op), out, target, indices, updates, opts)
+    end
+
+    defp indexed_write(op, nif_op, %T{type: type} = out, target, indices, updates, opts) do
+      index = device_of_args([target, indices, updates])
+      nif_type = nif_type!(type, op, index)
+      t_dims = dims(target)
+      t_str = dense_strides(t_dims)
+
+      {count, depth} =
+        {elem(indices.shape, 0), elem(indices.shape, tuple_size(indices.shape) - 1)}
+
+      axes = opts[:axes] || Enum.to_list(0..(depth - 1)//1)
+      rest = Enum.reject(0..(length(t_dims) - 1)//1, &(&1 in axes))
+      slice = Enum.map(rest, &Enum.at(t_dims, &1))
+
+      with true <- compute_type?(index, nif_type) and rank_ok?(out),
+           true <- integer_type?(indices.type) and convert_type?(index, :s64),
+           true <- tuple_size(indices.shape) == 2 and length(axes) == depth,
+           true <- Nx.size(updates) == count * Enum.product(slice),
+           {:ok, t} <- operand(target, nif_type, index),
+           {:ok, i} <- operand(indices, :s64, index),
+           {:ok, u} <- operand(updates, nif_type, index) do
+        if Nx.size(out) == 0 do
+          empty(out, index)
+        else
+          # A fresh copy: the kernel writes in place.
+          dst = alloc(index, fn -> NIF.convert(nif_type, t_dims, t, 0, nil) end)
+
+          :ok =
+            NIF.scatter(
+              nif_op,
+              dst,
+              u,
+              i,
+              count,
+              slice,
+              Enum.map(rest, &Enum.at(t_str, &1)),
+              Enum.map(axes, &Enum.at(t_dims, &1)),
+              Enum.map(axes, &Enum.at(t_str, &1))
+            )
+
+          wrap(out, dst, index)
+        end
+      else
+        _ -> host(op, [out, target, indices, updates, opts], no_kernel(op, type, index))
       end
     end
 
@@ -1183,9 +1341,6 @@ if Code.ensure_loaded?(Nx.Backend) do
     # The same callback on Nx.BinaryBackend.
     host_callbacks =
       [
-        take: 4,
-        take_along_axis: 4,
-        gather: 4,
         conv: 4,
         reduce: 5,
         window_reduce: 6,
@@ -1198,8 +1353,6 @@ if Code.ensure_loaded?(Nx.Backend) do
         argsort: 3,
         window_scatter_max: 6,
         window_scatter_min: 6,
-        indexed_add: 5,
-        indexed_put: 5,
         lu: 3,
         triangular_solve: 4,
         fft: 3,

@@ -155,6 +155,24 @@ defmodule Nx.Vulkan.NIF do
   def argreduce(_op, _tie_high, _in_shape, _a, _a_offset, _a_strides, _axes),
     do: nif_error()
 
+  @doc """
+  Indexed read into a dense tensor of `shape`: output coordinates `x` read
+  `src[offset + x . src_strides + sum_j clamp(idx[x . index_strides + j]) * axis_strides[j]]`
+  (`indices` is s64; out-of-range indices clamp to the axis).
+  """
+  def gather(_src, _offset, _indices, _shape, _src_strides, _index_strides, _axis_dims,
+             _axis_strides),
+      do: nif_error()
+
+  @doc """
+  Indexed write in place (`:put` or `:add`) of `count` update slices of
+  `slice_shape` into `dst`; updates apply in order, out-of-range ones are
+  skipped. Returns `:ok`.
+  """
+  def scatter(_op, _dst, _updates, _indices, _count, _slice_shape, _dst_strides,
+              _axis_dims, _axis_strides),
+      do: nif_error()
+
   @doc "N-D transpose of a dense tensor of `in_shape` by `perm`."
   def transpose(_in_shape, _a, _perm), do: nif_error()
 

@@ -1,0 +1,989 @@
+/*
+ * Type coverage tests: every op family on each of the 12 real Nx types
+ * (s8 s16 s32 s64 u8 u16 u32 u64 f16 bf16 f32 f64) against a CPU reference.
+ *
+ * Values travel as `val`: integers as 64-bit two's complement, sign- or
+ * zero-extended from the type's width (wrap()); floats as doubles holding a
+ * value of the type (canon()). Integer references run in 64-bit unsigned
+ * arithmetic and wrap to the width of the type; the device computes narrow
+ * integers in 32 bits, which only shows in shifts (amounts are clamped at
+ * the compute width, not the storage width). Float references run in
+ * double (long double for the transcendental ones) and are rounded to the
+ * type: f16 by a portable round-to-nearest-even encoder (no _Float16), bf16
+ * by rounding to f32 and truncating to the upper 16 bits, as the kernels
+ * store it (NaN as 0x7FC0).
+ *
+ * Float results pass when bit-identical (exact checks; any NaN matches a
+ * NaN except that bf16 NaNs must read 0x7FC0) or, for tolerant checks, when
+ * within a number of ulps of the type or an absolute tolerance; a value the
+ * reference puts below the smallest normal may read as zero on bf16, f32
+ * and f64, whose compute types a driver may run with denormals flushed.
+ *
+ * Outputs are poisoned with 0xFF bytes by the device, so a missed write
+ * fails. A type the device cannot hold is skipped with a note.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+#define NREAL 12    /* s8 .. f64, in nxv_dtype order */
+#define N 1031      /* elementwise length: 257 4-wide groups and a tail */
+#define MAX_REPORT 6
+#define EXACT (-1)  /* ulps argument of check_out: bit-exact */
+
+typedef union val {
+  uint64_t u;
+  int64_t s;
+  double f;
+} val;
+
+/* ------------------------------------------------------------------------ */
+/* Types                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static int tbits(nxv_dtype t) { return 8 * (int)nxv_dtype_size(t); }
+static bool is_fp(nxv_dtype t) { return t >= NXV_F16; }
+static bool is_sint(nxv_dtype t) { return t <= NXV_S64; }
+/* Width of integer arithmetic on the device. */
+static int cbits(nxv_dtype t) { return tbits(t) == 64 ? 64 : 32; }
+/* Significand bits of a float type, implicit bit included. */
+static int prec(nxv_dtype t) {
+  return t == NXV_F16 ? 11 : t == NXV_BF16 ? 8 : t == NXV_F32 ? 24 : 53;
+}
+/* frexp exponent of the smallest normal of a float type. */
+static int emin(nxv_dtype t) {
+  return t == NXV_F16 ? -13 : t == NXV_F64 ? -1021 : -125;
+}
+static double min_normal(nxv_dtype t) { return ldexp(1.0, emin(t) - 1); }
+static double max_finite(nxv_dtype t) {
+  return t == NXV_F16 ? 65504.0 : t == NXV_BF16 ? ldexp(255.0, 120)
+       : t == NXV_F32 ? FLT_MAX : DBL_MAX;
+}
+/* Epsilon of the type and of the type f16/bf16 accumulate in. */
+static double eps_of(nxv_dtype t) { return ldexp(1.0, 1 - prec(t)); }
+static double eps_acc(nxv_dtype t) { return t == NXV_F64 ? DBL_EPSILON : FLT_EPSILON; }
+/* One ulp of the type at magnitude v. */
+static double ulp_of(nxv_dtype t, double v) {
+  int e = emin(t);
+  if (v != 0 && isfinite(v)) {
+    frexp(v, &e);
+    if (e < emin(t)) e = emin(t);
+  }
+  return ldexp(1.0, e - prec(t));
+}
+
+/* Two's complement wrap of u to the width of integer type t. */
+static val wrap(nxv_dtype t, uint64_t u) {
+  int b = tbits(t);
+  if (b < 64) {
+    u &= (1ull << b) - 1;
+    if (is_sint(t) && ((u >> (b - 1)) & 1u)) u |= ~0ull << b;
+  }
+  return (val){.u = u};
+}
+static val imin(nxv_dtype t) { return is_sint(t) ? wrap(t, 1ull << (tbits(t) - 1)) : (val){.u = 0}; }
+static val imax(nxv_dtype t) {
+  return is_sint(t) ? wrap(t, (1ull << (tbits(t) - 1)) - 1) : wrap(t, ~0ull);
+}
+
+/* IEEE half, round to nearest even, from a double. */
+static uint16_t half_enc(double x) {
+  uint16_t sign = signbit(x) ? 0x8000u : 0u;
+  if (isnan(x)) return 0x7E00u;
+  x = fabs(x);
+  if (x >= 65520.0) return sign | 0x7C00u; /* past 65504 + half an ulp */
+  if (x < 0x1p-14) /* subnormal: units of 2^-24; 1024 is the smallest normal */
+    return sign | (uint16_t)nearbyint(x * 0x1p24);
+  int e;
+  double m = nearbyint(ldexp(frexp(x, &e), 11)); /* 1024 .. 2048 */
+  if (m == 2048.0) {
+    m = 1024.0;
+    e++;
+  }
+  return sign | (uint16_t)((e + 14) << 10) | (uint16_t)(m - 1024.0);
+}
+
+static double half_dec(uint16_t h) {
+  int e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  double v = e == 0 ? ldexp(m, -24)
+           : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
+  return (h & 0x8000u) ? -v : v;
+}
+
+/* bf16: the upper half of the f32, by truncation; NaN as 0x7FC0. */
+static uint16_t bf16_enc(double x) {
+  float f = (float)x;
+  uint32_t u;
+  if (isnan(f)) return 0x7FC0u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
+
+static double f32_dec(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* Storage bits of v as type t, and back. */
+static uint64_t enc(nxv_dtype t, val v) {
+  switch (t) {
+    case NXV_F16: return half_enc(v.f);
+    case NXV_BF16: return bf16_enc(v.f);
+    case NXV_F32: {
+      float f = (float)v.f;
+      uint32_t u;
+      memcpy(&u, &f, 4);
+      return u;
+    }
+    case NXV_F64: return v.u;
+    default: return tbits(t) == 64 ? v.u : v.u & ((1ull << tbits(t)) - 1);
+  }
+}
+
+static val dec(nxv_dtype t, uint64_t bits) {
+  switch (t) {
+    case NXV_F16: return (val){.f = half_dec((uint16_t)bits)};
+    case NXV_BF16: return (val){.f = f32_dec((uint32_t)bits << 16)};
+    case NXV_F32: return (val){.f = f32_dec((uint32_t)bits)};
+    case NXV_F64: return (val){.u = bits};
+    default: return wrap(t, bits);
+  }
+}
+
+/* v rounded (floats) or wrapped (integers) to type t. */
+static val canon(nxv_dtype t, val v) { return dec(t, enc(t, v)); }
+static val fval(nxv_dtype t, double f) { return canon(t, (val){.f = f}); }
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size);
+  if (!p) abort();
+  return p;
+}
+
+static uint64_t load_raw(nxv_dtype t, const void *p, size_t i) {
+  switch (nxv_dtype_size(t)) {
+    case 1: return ((const uint8_t *)p)[i];
+    case 2: return ((const uint16_t *)p)[i];
+    case 4: return ((const uint32_t *)p)[i];
+    default: return ((const uint64_t *)p)[i];
+  }
+}
+
+static void store_raw(nxv_dtype t, void *p, size_t i, uint64_t bits) {
+  switch (nxv_dtype_size(t)) {
+    case 1: ((uint8_t *)p)[i] = (uint8_t)bits; break;
+    case 2: ((uint16_t *)p)[i] = (uint16_t)bits; break;
+    case 4: ((uint32_t *)p)[i] = (uint32_t)bits; break;
+    default: ((uint64_t *)p)[i] = bits; break;
+  }
+}
+
+static const char *fmt(char *buf, size_t cap, nxv_dtype t, val v) {
+  if (is_fp(t))
+    snprintf(buf, cap, "%.9g", v.f);
+  else if (is_sint(t))
+    snprintf(buf, cap, "%lld", (long long)v.s);
+  else
+    snprintf(buf, cap, "%llu", (unsigned long long)v.u);
+  return buf;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Device helpers and checks                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Uploads n values as type t, in reverse order when reversed. */
+static nxv_tensor *upload(nxv_device *d, nxv_dtype t, size_t n, const val *v,
+                          bool reversed) {
+  void *h = xcalloc(n, nxv_dtype_size(t));
+  for (size_t i = 0; i < n; i++) store_raw(t, h, reversed ? n - 1 - i : i, enc(t, v[i]));
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_tensor_upload(d, t, n, h, &out);
+  free(h);
+  CHECK_OK(st);
+  return st == NXV_OK ? out : NULL;
+}
+
+/* Ordered key of float bits: adjacent floats differ by one. */
+static uint64_t fkey(nxv_dtype t, uint64_t bits) {
+  int w = tbits(t);
+  uint64_t sign = 1ull << (w - 1), mag = bits & (sign - 1);
+  return (bits & sign) ? (1ull << 63) - mag : (1ull << 63) + mag;
+}
+
+static bool close_enough(nxv_dtype t, uint64_t got, uint64_t exp, int ulps,
+                         double abs_tol) {
+  if (!is_fp(t)) return got == exp;
+  val g = dec(t, got), e = dec(t, exp);
+  if (isnan(e.f)) return isnan(g.f) && (t != NXV_BF16 || got == 0x7FC0u);
+  if (got == exp) return true;
+  if (ulps < 0 || isnan(g.f)) return false;
+  if (g.f == e.f) return true; /* +0 and -0 */
+  if (t != NXV_F16 && fabs(e.f) < min_normal(t) && g.f == 0) return true;
+  if (fabs(g.f - e.f) <= abs_tol) return true;
+  uint64_t kg = fkey(t, got), ke = fkey(t, exp);
+  return (kg > ke ? kg - ke : ke - kg) <= (uint64_t)ulps;
+}
+
+/* Downloads the n elements of out (type t; released here) and compares
+ * them with exp: bit-exact when ulps is EXACT, else within ulps or abs[i]
+ * (abs may be NULL). Mismatches print with the inputs x and y (of type
+ * in; either may be NULL). */
+static void check_out(const char *tag, nxv_dtype t, nxv_tensor *out, size_t n,
+                      const val *exp, int ulps, const double *abs,
+                      nxv_dtype in, const val *x, const val *y) {
+  if (!out) return;
+  void *h = xcalloc(n, nxv_dtype_size(t));
+  nxv_status st = nxv_tensor_download(out, 0, n, h);
+  CHECK_OK(st);
+  if (st == NXV_OK) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+      uint64_t got = load_raw(t, h, i), want = enc(t, exp[i]);
+      if (close_enough(t, got, want, ulps, abs ? abs[i] : 0)) continue;
+      if (++bad <= MAX_REPORT) {
+        char bx[40] = "", by[40] = "", be[40], bg[40];
+        if (x) fmt(bx, sizeof bx, in, x[i]);
+        if (y) fmt(by, sizeof by, in, y[i]);
+        fprintf(stderr,
+                "  %s [%zu] in (%s%s%s): expected %s (0x%llx), got %s (0x%llx)"
+                " (ulps %d, abs %.3g)\n",
+                tag, i, bx, y ? ", " : "", by, fmt(be, sizeof be, t, exp[i]),
+                (unsigned long long)want, fmt(bg, sizeof bg, t, dec(t, got)),
+                (unsigned long long)got, ulps, abs ? abs[i] : 0.0);
+      }
+    }
+    CHECK_MSG(bad == 0, "%s: %zu of %zu elements wrong", tag, bad, n);
+  }
+  free(h);
+  nxv_tensor_release(out);
+}
+
+/* The result of an op call, or NULL after a failed CHECK. */
+static nxv_tensor *result(nxv_status st, nxv_tensor *out, const char *tag) {
+  CHECK_MSG(st == NXV_OK, "%s: %s: %s", tag, nxv_status_name(st), nxv_last_error());
+  return st == NXV_OK ? out : NULL;
+}
+
+static bool usable(nxv_device *d, nxv_dtype t) {
+  if (nxv_convert_supported(d, t)) return true;
+  fprintf(stderr, "  note: %s is not supported on this device, skipped\n",
+          nxv_dtype_name(t));
+  return false;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Inputs                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static bool coin(uint64_t *r, uint64_t n) { return test_rand_u64(r) % n == 0; }
+static double uni(uint64_t *r, double lo, double hi) { return test_rand_uniform(r, lo, hi); }
+static double logu(uint64_t *r, double lo, double hi) { return exp(uni(r, log(lo), log(hi))); }
+static double sgn(uint64_t *r) { return coin(r, 2) ? -1.0 : 1.0; }
+
+/* The type's extremes and neighbours of zero. */
+static int specials(nxv_dtype t, val *v) {
+  if (!is_fp(t)) {
+    val mn = imin(t), mx = imax(t);
+    if (is_sint(t)) {
+      val s[7] = {mn, mx, wrap(t, ~0ull), wrap(t, 0), wrap(t, 1), wrap(t, 2),
+                  wrap(t, mn.u + 1)};
+      memcpy(v, s, sizeof s);
+    } else {
+      val s[7] = {mn, mx, wrap(t, 1), wrap(t, 2), wrap(t, mx.u - 1),
+                  wrap(t, mx.u >> 1), wrap(t, (mx.u >> 1) + 1)};
+      memcpy(v, s, sizeof s);
+    }
+    return 7;
+  }
+  double s[10] = {-max_finite(t), max_finite(t), -1, 0, 1, min_normal(t),
+                  -0.0, INFINITY, -INFINITY, NAN};
+  for (int i = 0; i < 10; i++) v[i] = fval(t, s[i]);
+  return 10;
+}
+
+/* Random integer of type t: full range, small of either sign, any
+ * magnitude, or a small count (shift amounts, exponents). */
+static val rnd_int(uint64_t *r, nxv_dtype t) {
+  uint64_t u = test_rand_u64(r);
+  switch (test_rand_u64(r) % 4) {
+    case 0: break;
+    case 1: u = u % 81 - 40; break;
+    case 2: u >>= u % 64; break;
+    default: u %= 70; break;
+  }
+  return wrap(t, u);
+}
+
+/* Random operand `which` (0: a, 1: b) of binary op on float type t, in a
+ * domain where the comparison means something. */
+static val rnd_binary_fp(uint64_t *r, nxv_dtype t, nxv_binary_op op, int which) {
+  double x;
+  switch (op) {
+    case NXV_DIV: x = which ? sgn(r) * logu(r, 0.1, 100) : uni(r, -100, 100); break;
+    case NXV_POW:
+      if (which == 0) x = (coin(r, 4) ? -1 : 1) * logu(r, 0.25, 4);
+      else x = coin(r, 2) ? (double)(int)(test_rand_u64(r) % 17) - 8 : uni(r, -4, 4);
+      break;
+    case NXV_REM: x = which ? sgn(r) * uni(r, 0.5, 20) : uni(r, -100, 100); break;
+    case NXV_ATAN2: x = sgn(r) * logu(r, 0.01, 10); break;
+    default: x = coin(r, 8) ? nearbyint(uni(r, -100, 100)) : uni(r, -100, 100); break;
+  }
+  return fval(t, x);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Binary ops                                                                */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t asr(int64_t v, int64_t s) {
+  return v < 0 ? ~(~(uint64_t)v >> s) : (uint64_t)v >> s;
+}
+
+static val ref_binary_int(nxv_binary_op op, nxv_dtype t, val a, val b) {
+  uint64_t x = a.u, y = b.u, r = 0;
+  int64_t cw = cbits(t);
+  bool sg = is_sint(t);
+  switch (op) {
+    case NXV_ADD: r = x + y; break;
+    case NXV_SUB: r = x - y; break;
+    case NXV_MUL: r = x * y; break;
+    case NXV_DIV:
+    case NXV_QUOTIENT:
+      if (y == 0) r = 0;
+      else if (sg) r = b.s == -1 ? 0 - x : (uint64_t)(a.s / b.s);
+      else r = x / y;
+      break;
+    case NXV_REM:
+      if (y == 0) r = 0;
+      else if (sg) r = b.s == -1 ? 0 : (uint64_t)(a.s % b.s);
+      else r = x % y;
+      break;
+    case NXV_MAX: r = (sg ? a.s > b.s : x > y) ? x : y; break;
+    case NXV_MIN: r = (sg ? a.s < b.s : x < y) ? x : y; break;
+    case NXV_POW:
+      if (sg && b.s < 0) {
+        r = a.s == 1 ? 1 : a.s == -1 ? ((y & 1) ? ~0ull : 1) : 0;
+      } else {
+        r = 1;
+        for (uint64_t base = x, e = y; e; e >>= 1, base *= base)
+          if (e & 1) r *= base;
+      }
+      break;
+    case NXV_BITWISE_AND: r = x & y; break;
+    case NXV_BITWISE_OR: r = x | y; break;
+    case NXV_BITWISE_XOR: r = x ^ y; break;
+    case NXV_LEFT_SHIFT:
+    case NXV_RIGHT_SHIFT:
+      if (sg) { /* a negative amount shifts the other way; clamped at cw */
+        int64_t s = b.s < -cw ? -cw : b.s > cw ? cw : b.s;
+        if (op == NXV_RIGHT_SHIFT) s = -s;
+        if (s >= 0) r = s >= cw ? 0 : x << s;
+        else r = -s >= cw ? (a.s < 0 ? ~0ull : 0) : asr(a.s, -s);
+      } else {
+        r = y >= (uint64_t)cw ? 0 : op == NXV_LEFT_SHIFT ? x << y : x >> y;
+      }
+      break;
+    default: break;
+  }
+  return wrap(t, r);
+}
+
+static val ref_binary(nxv_binary_op op, nxv_dtype t, val a, val b) {
+  if (!is_fp(t)) return ref_binary_int(op, t, a, b);
+  double x = a.f, y = b.f, r = 0;
+  switch (op) {
+    case NXV_ADD: r = x + y; break;
+    case NXV_SUB: r = x - y; break;
+    case NXV_MUL: r = x * y; break;
+    case NXV_DIV: r = x / y; break;
+    case NXV_MAX: r = isnan(x) || isnan(y) ? NAN : fmax(x, y); break;
+    case NXV_MIN: r = isnan(x) || isnan(y) ? NAN : fmin(x, y); break;
+    case NXV_POW: r = (double)powl(x, y); break;
+    case NXV_REM: r = fmod(x, y); break;
+    case NXV_ATAN2: r = (double)atan2l(x, y); break;
+    default: break;
+  }
+  return fval(t, r);
+}
+
+/* Allowed error of a float binary op: one ulp on f16/bf16; on f32/f64
+ * correctly rounded arithmetic but for division (one ulp), and for f32 pow
+ * and atan2, which use the driver's pow and atan (Vulkan allows atan 4096
+ * ulps; lavapipe shows up to 8 for pow and ~350 for atan). */
+static int binary_ulps(nxv_dtype t, nxv_binary_op op) {
+  if (!is_fp(t)) return EXACT;
+  if (t == NXV_F16 || t == NXV_BF16) return 1;
+  if (op == NXV_POW) return 32;
+  if (op == NXV_ATAN2) return 4096;
+  return op == NXV_DIV ? 1 : 0;
+}
+
+/* a op b over N elements: every pair of specials first, then random
+ * values; run contiguous, with b a broadcast scalar, and with a read
+ * backwards through a negative stride. */
+static void run_binary(nxv_device *d, nxv_dtype t, nxv_binary_op op, uint64_t *r) {
+  static val a[N], b[N], bsv[N], e[N], es[N];
+  static double abs_tol[N];
+  val sp[16];
+  int ns = specials(t, sp);
+  size_t k = 0;
+  for (int i = 0; i < ns; i++)
+    for (int j = 0; j < ns; j++) {
+      a[k] = sp[i];
+      b[k++] = sp[j];
+    }
+  for (; k < N; k++) {
+    a[k] = is_fp(t) ? rnd_binary_fp(r, t, op, 0) : rnd_int(r, t);
+    b[k] = is_fp(t) ? rnd_binary_fp(r, t, op, 1) : rnd_int(r, t);
+  }
+  /* Float remainder is x - y*trunc(x/y): accurate to a few ulps of x on
+   * the types computed in their own precision. */
+  bool rem_abs = op == NXV_REM && (t == NXV_F32 || t == NXV_F64);
+  for (size_t i = 0; i < N; i++) {
+    bsv[i] = b[ns * ns + 5]; /* the broadcast scalar: a random value */
+    e[i] = ref_binary(op, t, a[i], b[i]);
+    es[i] = ref_binary(op, t, a[i], bsv[i]);
+    abs_tol[i] = rem_abs ? 4 * eps_of(t) * fabs(a[i].f) : 0;
+  }
+  nxv_tensor *ta = upload(d, t, N, a, false), *tar = upload(d, t, N, a, true),
+             *tb = upload(d, t, N, b, false), *tbs = upload(d, t, 1, bsv, false);
+  if (ta && tar && tb && tbs) {
+    const int64_t shape[1] = {N}, zero[1] = {0}, back[1] = {-1};
+    nxv_view va = {ta, 0, NULL}, vb = {tb, 0, NULL}, vbs = {tbs, 0, zero},
+             var = {tar, N - 1, back};
+    int ulps = binary_ulps(t, op);
+    struct {
+      const char *name;
+      const nxv_view *x, *y;
+      const val *exp, *ya;
+    } runs[3] = {{"contiguous", &va, &vb, e, b},
+                 {"scalar b", &va, &vbs, es, bsv},
+                 {"reversed a", &var, &vb, e, b}};
+    for (int i = 0; i < 3; i++) {
+      char tag[96];
+      snprintf(tag, sizeof tag, "binary %s %s (%s)", nxv_binary_op_name(op),
+               nxv_dtype_name(t), runs[i].name);
+      nxv_tensor *out = NULL;
+      nxv_status st = nxv_binary(d, op, 1, shape, runs[i].x, runs[i].y, &out);
+      check_out(tag, t, result(st, out, tag), N, runs[i].exp, ulps, abs_tol, t,
+                a, runs[i].ya);
+    }
+  }
+  nxv_tensor_release(ta);
+  nxv_tensor_release(tar);
+  nxv_tensor_release(tb);
+  nxv_tensor_release(tbs);
+}
+
+NXV_TEST(types, binary) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t r = 0x7E57B1;
+  for (int ti = 0; ti < NREAL; ti++) {
+    nxv_dtype t = (nxv_dtype)ti;
+    if (!usable(d, t)) continue;
+    for (int op = 0; op < NXV_BINARY_OP_COUNT; op++)
+      if (nxv_binary_supported(d, (nxv_binary_op)op, t))
+        run_binary(d, t, (nxv_binary_op)op, &r);
+  }
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Unary ops                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static val ref_unary(nxv_unary_op op, nxv_dtype t, val a) {
+  if (!is_fp(t)) {
+    uint64_t x = a.u, r = 0;
+    bool sg = is_sint(t);
+    switch (op) {
+      case NXV_NEG: r = 0 - x; break;
+      case NXV_ABS: r = sg && a.s < 0 ? 0 - x : x; break;
+      case NXV_SIGN: r = sg ? (a.s > 0 ? 1 : a.s < 0 ? ~0ull : 0) : x != 0; break;
+      case NXV_SQUARE: r = x * x; break;
+      case NXV_BITWISE_NOT: r = ~x; break;
+      default: break;
+    }
+    return wrap(t, r);
+  }
+  double x = a.f, r = 0;
+  switch (op) {
+    case NXV_NEG: r = -x; break;
+    case NXV_ABS: r = fabs(x); break;
+    case NXV_SQRT: r = sqrt(x); break;
+    case NXV_EXP: r = (double)expl(x); break;
+    case NXV_FLOOR: r = floor(x); break;
+    case NXV_ROUND: r = round(x); break; /* half away from zero */
+    default: break;
+  }
+  return fval(t, r);
+}
+
+static val rnd_unary(uint64_t *r, nxv_dtype t, nxv_unary_op op) {
+  if (!is_fp(t)) return rnd_int(r, t);
+  switch (op) {
+    case NXV_SQRT: return fval(t, (coin(r, 8) ? -1 : 1) * logu(r, 1e-3, 1e4));
+    case NXV_EXP: return fval(t, uni(r, -20, 20));
+    default: /* a quarter on halves, for round */
+      return fval(t, coin(r, 4) ? nearbyint(uni(r, -200, 200)) / 2 : uni(r, -100, 100));
+  }
+}
+
+static void run_unary(nxv_device *d, nxv_dtype t, nxv_unary_op op, uint64_t *r) {
+  static val a[N], e[N];
+  size_t k = (size_t)specials(t, a);
+  if (is_fp(t)) {
+    static const double halves[] = {0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49, -0.51, 99.5};
+    for (size_t i = 0; i < sizeof halves / sizeof *halves; i++) a[k++] = fval(t, halves[i]);
+  }
+  for (; k < N; k++) a[k] = rnd_unary(r, t, op);
+  for (size_t i = 0; i < N; i++) e[i] = ref_unary(op, t, a[i]);
+  int ulps = EXACT;
+  if (op == NXV_SQRT || op == NXV_EXP) ulps = t == NXV_F64 && op == NXV_EXP ? 2 : 1;
+  nxv_tensor *ta = upload(d, t, N, a, false), *tar = upload(d, t, N, a, true);
+  if (ta && tar) {
+    const int64_t shape[1] = {N}, back[1] = {-1};
+    nxv_view views[2] = {{ta, 0, NULL}, {tar, N - 1, back}};
+    for (int i = 0; i < 2; i++) {
+      char tag[96];
+      snprintf(tag, sizeof tag, "unary %s %s (%s)", nxv_unary_op_name(op),
+               nxv_dtype_name(t), i ? "reversed" : "contiguous");
+      nxv_tensor *out = NULL;
+      nxv_status st = nxv_unary(d, op, 1, shape, &views[i], &out);
+      check_out(tag, t, result(st, out, tag), N, e, ulps, NULL, t, a, NULL);
+    }
+  }
+  nxv_tensor_release(ta);
+  nxv_tensor_release(tar);
+}
+
+NXV_TEST(types, unary) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  static const nxv_unary_op int_ops[] = {NXV_NEG, NXV_ABS, NXV_SIGN, NXV_SQUARE,
+                                         NXV_BITWISE_NOT};
+  static const nxv_unary_op fp_ops[] = {NXV_NEG, NXV_ABS, NXV_SQRT,
+                                        NXV_EXP, NXV_FLOOR, NXV_ROUND};
+  uint64_t r = 0x0A7A;
+  for (int ti = 0; ti < NREAL; ti++) {
+    nxv_dtype t = (nxv_dtype)ti;
+    if (!usable(d, t)) continue;
+    const nxv_unary_op *ops = is_fp(t) ? fp_ops : int_ops;
+    int nops = is_fp(t) ? 6 : 5;
+    for (int i = 0; i < nops; i++) {
+      CHECK_MSG(nxv_unary_supported(d, ops[i], t), "%s on %s unsupported",
+                nxv_unary_op_name(ops[i]), nxv_dtype_name(t));
+      run_unary(d, t, ops[i], &r);
+    }
+  }
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Conversions                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* a (of type from) as type to: integers wrap; floats to integers truncate,
+ * saturate and send NaN to 0; anything to f16/bf16 goes through f32 (their
+ * compute type), then rounds to nearest even (f16) or truncates (bf16). */
+static val ref_convert(nxv_dtype from, nxv_dtype to, val a) {
+  if (!is_fp(to)) {
+    if (!is_fp(from)) return wrap(to, a.u);
+    double x = trunc(a.f);
+    if (isnan(x)) return wrap(to, 0);
+    int b = tbits(to);
+    double lo = is_sint(to) ? -ldexp(1, b - 1) : 0;
+    double hi = is_sint(to) ? ldexp(1, b - 1) : ldexp(1, b); /* first out */
+    if (x <= lo) return imin(to);
+    if (x >= hi) return imax(to);
+    return x < 0 ? wrap(to, (uint64_t)(int64_t)x) : wrap(to, (uint64_t)x);
+  }
+  if (to == NXV_F64)
+    return (val){.f = is_fp(from) ? a.f : is_sint(from) ? (double)a.s : (double)a.u};
+  float f = is_fp(from) ? (float)a.f : is_sint(from) ? (float)a.s : (float)a.u;
+  return fval(to, f);
+}
+
+#define NCONV 91 /* not a multiple of 4: the 4-wide path and a tail */
+
+static int conv_inputs(nxv_dtype t, uint64_t *r, val *v) {
+  static const double fl[] = {
+      NAN, INFINITY, -INFINITY, 0.0, -0.0, 0.5, -0.5, 0.99, -0.99, 1, -1, 1.5,
+      -1.5, 2.5, -2.5, 3.14159, -7.75, 100.25, 127, 127.9, 128, 128.5, -128,
+      -128.9, -129, 255, 255.9, 256, 300.7, -300.7, 32767, 32767.9, 32768,
+      -32768, -32768.9, -32769, 65504, 65519, 65520, 65535.9, 65536, -65536,
+      70000.5, 1000000.5, 16777217, 2147483520.0, 2147483647.0, 2147483648.0,
+      -2147483648.0, -2147483904.0, 4294967295.0, 4294967296.0, 1e10, -1e10,
+      9.2e18, 0x1p63, -0x1p63, -9.3e18, 1.8e19, 0x1p64, 2e19, 3e38, -3e38,
+      1e300, -1e300, 1e-6, -1e-6, 1e-3};
+  static const int64_t in[] = {
+      0, 1, -1, 2, -2, 100, -100, 127, 128, -128, -129, 255, 256, 32767,
+      32768, -32768, -32769, 65504, 65519, 65520, 65535, 65536, -65520,
+      16777217, INT32_MAX, INT32_MIN, (int64_t)UINT32_MAX, INT64_C(1) << 32,
+      (INT64_C(1) << 53) + 1, INT64_C(12345678901), -INT64_C(12345678901),
+      INT64_MAX, INT64_MIN, INT64_MIN + 1, 0x7F7F7F7F7F7F7F7F, 0x00FFFF7FFFFF8001,
+      -0x0123456789ABCDEF, 2147483520, 2147483584, -2147483584};
+  int k = 0;
+  if (is_fp(t))
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++) v[k++] = fval(t, fl[i]);
+  else
+    for (size_t i = 0; i < sizeof in / sizeof *in; i++) v[k++] = wrap(t, (uint64_t)in[i]);
+  for (; k < NCONV; k++)
+    v[k] = is_fp(t) ? fval(t, coin(r, 2) ? uni(r, -300, 300) : sgn(r) * logu(r, 1e-3, 1e20))
+                    : wrap(t, test_rand_u64(r) >> (test_rand_u64(r) % 64));
+  return k;
+}
+
+NXV_TEST(types, convert) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t r = 0xC0417;
+  for (int fi = 0; fi < NREAL; fi++) {
+    nxv_dtype from = (nxv_dtype)fi;
+    if (!usable(d, from)) continue;
+    val a[NCONV], e[NCONV];
+    int n = conv_inputs(from, &r, a);
+    nxv_tensor *ta = upload(d, from, (size_t)n, a, false);
+    if (!ta) continue;
+    const int64_t shape[1] = {n};
+    nxv_view va = {ta, 0, NULL};
+    for (int ti = 0; ti < NREAL; ti++) {
+      nxv_dtype to = (nxv_dtype)ti;
+      if (!nxv_convert_supported(d, to)) continue;
+      for (int i = 0; i < n; i++) e[i] = ref_convert(from, to, a[i]);
+      char tag[64];
+      snprintf(tag, sizeof tag, "convert %s -> %s", nxv_dtype_name(from),
+               nxv_dtype_name(to));
+      nxv_tensor *out = NULL;
+      nxv_status st = nxv_convert(d, to, 1, shape, &va, &out);
+      check_out(tag, to, result(st, out, tag), (size_t)n, e, EXACT, NULL, from, a, NULL);
+    }
+    nxv_tensor_release(ta);
+  }
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Comparisons and select                                                    */
+/* ------------------------------------------------------------------------ */
+
+static bool ref_compare(nxv_compare_op op, nxv_dtype t, val a, val b) {
+  int c; /* -1, 0, 1; 2 unordered */
+  if (is_fp(t))
+    c = isnan(a.f) || isnan(b.f) ? 2 : a.f < b.f ? -1 : a.f > b.f;
+  else if (is_sint(t))
+    c = a.s < b.s ? -1 : a.s > b.s;
+  else
+    c = a.u < b.u ? -1 : a.u > b.u;
+  switch (op) {
+    case NXV_LESS: return c == -1;
+    case NXV_EQUAL: return c == 0;
+    case NXV_NOT_EQUAL: return c != 0;
+    case NXV_GREATER_EQUAL: return c == 0 || c == 1;
+    default: return false;
+  }
+}
+
+/* Random value of t for compare/select: specials, integers, halves. */
+static val rnd_any(uint64_t *r, nxv_dtype t) {
+  if (!is_fp(t)) return rnd_int(r, t);
+  val sp[16];
+  int ns = specials(t, sp);
+  if (coin(r, 6)) return sp[test_rand_u64(r) % (uint64_t)ns];
+  return fval(t, coin(r, 3) ? nearbyint(uni(r, -40, 40)) / 2 : uni(r, -1000, 1000));
+}
+
+static void run_compare_select(nxv_device *d, nxv_dtype t, uint64_t *r) {
+  static val a[N], b[N], p[N], e[N], sel[N], sel_s[N];
+  val sp[16];
+  int ns = specials(t, sp);
+  size_t k = 0;
+  for (int i = 0; i < ns; i++)
+    for (int j = 0; j < ns; j++) {
+      a[k] = sp[i];
+      b[k++] = sp[j];
+    }
+  for (; k < N; k++) {
+    a[k] = rnd_any(r, t);
+    b[k] = coin(r, 3) ? a[k] : rnd_any(r, t);
+  }
+  nxv_tensor *ta = upload(d, t, N, a, false), *tb = upload(d, t, N, b, false),
+             *tbr = upload(d, t, N, b, true);
+  const int64_t shape[1] = {N}, zero[1] = {0}, back[1] = {-1};
+  static const nxv_compare_op ops[4] = {NXV_LESS, NXV_EQUAL, NXV_NOT_EQUAL,
+                                        NXV_GREATER_EQUAL};
+  if (ta && tb && tbr) {
+    nxv_view va = {ta, 0, NULL}, vb = {tb, 0, NULL}, vbr = {tbr, N - 1, back};
+    for (int o = 0; o < 4; o++) {
+      for (size_t i = 0; i < N; i++) e[i].u = ref_compare(ops[o], t, a[i], b[i]);
+      for (int run = 0; run < 2; run++) {
+        char tag[96];
+        snprintf(tag, sizeof tag, "compare %s %s (%s)", nxv_compare_op_name(ops[o]),
+                 nxv_dtype_name(t), run ? "reversed b" : "contiguous");
+        nxv_tensor *out = NULL;
+        nxv_status st = nxv_compare(d, ops[o], 1, shape, &va, run ? &vbr : &vb, &out);
+        check_out(tag, NXV_U8, result(st, out, tag), N, e, EXACT, NULL, t, a, b);
+      }
+    }
+  }
+  /* select: pred any byte; on_false also as a broadcast scalar */
+  static const uint8_t preds[5] = {0, 1, 2, 255, 0};
+  for (size_t i = 0; i < N; i++) {
+    p[i].u = coin(r, 3) ? test_rand_u64(r) & 0xFF : preds[test_rand_u64(r) % 5];
+    sel[i] = p[i].u ? a[i] : b[i];
+    sel_s[i] = p[i].u ? a[i] : b[7];
+  }
+  nxv_tensor *tp = upload(d, NXV_U8, N, p, false), *tpr = upload(d, NXV_U8, N, p, true);
+  if (ta && tb && tp && tpr) {
+    nxv_view vp = {tp, 0, NULL}, vpr = {tpr, N - 1, back}, va = {ta, 0, NULL},
+             vb = {tb, 0, NULL}, vbs = {tb, 7, zero};
+    for (int run = 0; run < 2; run++) {
+      char tag[96];
+      snprintf(tag, sizeof tag, "select %s (%s)", nxv_dtype_name(t),
+               run ? "reversed pred, scalar on_false" : "contiguous");
+      nxv_tensor *out = NULL;
+      nxv_status st = nxv_select(d, 1, shape, run ? &vpr : &vp, &va,
+                                 run ? &vbs : &vb, &out);
+      check_out(tag, t, result(st, out, tag), N, run ? sel_s : sel, EXACT, NULL,
+                t, a, b);
+    }
+  }
+  nxv_tensor_release(ta);
+  nxv_tensor_release(tb);
+  nxv_tensor_release(tbr);
+  nxv_tensor_release(tp);
+  nxv_tensor_release(tpr);
+}
+
+NXV_TEST(types, compare_select) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t r = 0xC3E9;
+  for (int ti = 0; ti < NREAL; ti++) {
+    nxv_dtype t = (nxv_dtype)ti;
+    if (!usable(d, t)) continue;
+    CHECK_MSG(nxv_mask_type_supported(d, t), "compare/select on %s unsupported",
+              nxv_dtype_name(t));
+    run_compare_select(d, t, &r);
+  }
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reductions                                                                */
+/* ------------------------------------------------------------------------ */
+
+#define RR 6  /* rows */
+#define RC 67 /* columns: the row reduction (k >= 64) takes the tree path */
+
+static val rnd_reduce(uint64_t *r, nxv_dtype t, nxv_reduce_op op) {
+  if (!is_fp(t)) { /* odd factors keep a wrapped product nonzero */
+    val v = rnd_int(r, t);
+    return op == NXV_REDUCE_PRODUCT ? wrap(t, v.u | 1) : v;
+  }
+  switch (op) {
+    case NXV_REDUCE_SUM: return fval(t, uni(r, -10, 10));
+    case NXV_REDUCE_PRODUCT: return fval(t, sgn(r) * logu(r, 0.8, 1.25));
+    default: return fval(t, uni(r, -100, 100));
+  }
+}
+
+/* Reduces a (RR x RC of t) over axis: the expected values and tolerances
+ * of the outputs. Integers wrap in the type. Floats: the long double result
+ * rounded to the type, within two ulps of the type plus twice the error
+ * bound of k terms accumulated in any order in the compute type
+ * (k * eps * sum |terms|; f16/bf16 accumulate in f32). */
+static size_t ref_reduce(nxv_reduce_op op, nxv_dtype t, const val *a, int axis,
+                         val *e, double *tol) {
+  size_t nout = axis ? RR : RC, k = axis ? RC : RR;
+  for (size_t o = 0; o < nout; o++) {
+    uint64_t acc = op == NXV_REDUCE_PRODUCT ? 1 : 0;
+    long double f = op == NXV_REDUCE_PRODUCT ? 1 : 0, mag = 0;
+    bool nan = false, first = true;
+    for (size_t j = 0; j < k; j++) {
+      val v = a[axis ? o * RC + j : j * RC + o];
+      if (is_fp(t)) {
+        nan |= isnan(v.f);
+        if (op == NXV_REDUCE_SUM) f += v.f, mag += fabsl(v.f);
+        else if (op == NXV_REDUCE_PRODUCT) f *= v.f;
+        else if (first || (op == NXV_REDUCE_MAX ? v.f > f : v.f < f)) f = v.f;
+      } else if (op == NXV_REDUCE_SUM) {
+        acc += v.u;
+      } else if (op == NXV_REDUCE_PRODUCT) {
+        acc *= v.u;
+      } else {
+        bool less = is_sint(t) ? v.s < (int64_t)acc : v.u < acc;
+        if (first || (op == NXV_REDUCE_MAX ? !less && v.u != acc : less)) acc = v.u;
+      }
+      first = false;
+    }
+    if (!is_fp(t)) {
+      e[o] = wrap(t, acc);
+      tol[o] = 0;
+      continue;
+    }
+    e[o] = fval(t, nan ? NAN : (double)f);
+    if (op == NXV_REDUCE_PRODUCT) mag = fabsl(f);
+    tol[o] = op <= NXV_REDUCE_PRODUCT
+                 ? 2 * ulp_of(t, fabs(e[o].f)) + (double)(k * eps_acc(t) * 2 * mag)
+                 : 0;
+  }
+  return nout;
+}
+
+static void run_reduce(nxv_device *d, nxv_dtype t, nxv_reduce_op op, uint64_t *r) {
+  val a[RR * RC], e[RC];
+  double tol[RC];
+  for (size_t i = 0; i < RR * RC; i++) a[i] = rnd_reduce(r, t, op);
+  if (op >= NXV_REDUCE_MAX) { /* extremes; for floats NaN in row 2, -inf in row 4 */
+    val sp[16];
+    int ns = specials(t, sp);
+    for (int i = 0; i < ns; i++)
+      if (!is_fp(t) || i < 2) a[(size_t)i * 11 % (RR * RC)] = sp[i];
+    if (is_fp(t)) {
+      a[2 * RC + 30] = fval(t, NAN);
+      a[4 * RC + 3] = fval(t, -INFINITY);
+    }
+  } else if (!is_fp(t)) {
+    a[5] = imin(t);
+    a[RC + 9] = imax(t);
+  }
+  nxv_tensor *ta = upload(d, t, RR * RC, a, false);
+  if (!ta) return;
+  const int64_t shape[2] = {RR, RC};
+  nxv_view va = {ta, 0, NULL};
+  for (int axis = 0; axis < 2; axis++) {
+    size_t n = ref_reduce(op, t, a, axis, e, tol);
+    char tag[96];
+    snprintf(tag, sizeof tag, "reduce %s %s over axis %d of [%d,%d]",
+             nxv_reduce_op_name(op), nxv_dtype_name(t), axis, RR, RC);
+    nxv_tensor *out = NULL;
+    nxv_status st = nxv_reduce(d, op, 2, shape, &va, 1u << axis, &out);
+    check_out(tag, t, result(st, out, tag), n, e, is_fp(t) ? 0 : EXACT,
+              is_fp(t) ? tol : NULL, t, NULL, NULL);
+  }
+  nxv_tensor_release(ta);
+}
+
+NXV_TEST(types, reduce) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t r = 0x5E0CE;
+  for (int ti = 0; ti < NREAL; ti++) {
+    nxv_dtype t = (nxv_dtype)ti;
+    if (!usable(d, t)) continue;
+    for (int op = 0; op < NXV_REDUCE_OP_COUNT; op++)
+      run_reduce(d, t, (nxv_reduce_op)op, &r);
+  }
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matmul, iota, fill                                                        */
+/* ------------------------------------------------------------------------ */
+
+#define MM 5
+#define MK 7
+#define MN 3
+
+/* (MM x MK) * (MK x MN), B stored row-major and transposed. */
+static void run_matmul(nxv_device *d, nxv_dtype t, uint64_t *r) {
+  val a[MM * MK], b[MK * MN], bt[MN * MK], e[MM * MN];
+  double tol[MM * MN];
+  for (int i = 0; i < MM * MK; i++)
+    a[i] = is_fp(t) ? fval(t, uni(r, -4, 4)) : wrap(t, test_rand_u64(r));
+  for (int i = 0; i < MK * MN; i++)
+    b[i] = is_fp(t) ? fval(t, uni(r, -4, 4)) : wrap(t, test_rand_u64(r));
+  for (int p = 0; p < MK; p++)
+    for (int j = 0; j < MN; j++) bt[j * MK + p] = b[p * MN + j];
+  for (int i = 0; i < MM; i++)
+    for (int j = 0; j < MN; j++) {
+      uint64_t acc = 0;
+      long double f = 0, mag = 0;
+      for (int p = 0; p < MK; p++) {
+        val x = a[i * MK + p], y = b[p * MN + j];
+        if (!is_fp(t)) {
+          acc += x.u * y.u;
+          continue;
+        }
+        f += (long double)x.f * y.f;
+        mag += fabsl((long double)x.f * y.f);
+      }
+      e[i * MN + j] = is_fp(t) ? fval(t, (double)f) : wrap(t, acc);
+      tol[i * MN + j] = is_fp(t) ? 2 * ulp_of(t, (double)f) + (double)(MK * eps_acc(t) * mag) : 0;
+    }
+  nxv_tensor *ta = upload(d, t, MM * MK, a, false), *tb = upload(d, t, MK * MN, b, false),
+             *tbt = upload(d, t, MN * MK, bt, false);
+  if (ta && tb && tbt) {
+    for (int tr = 0; tr < 2; tr++) {
+      nxv_matmul_desc m = {1, MM, MN, MK, ta, 0, {0, MK, 1}, tb, 0, {0, MN, 1}};
+      if (tr) {
+        m.b = tbt;
+        m.b_strides[1] = 1;
+        m.b_strides[2] = MK;
+      }
+      char tag[96];
+      snprintf(tag, sizeof tag, "matmul %s %dx%d * %dx%d%s", nxv_dtype_name(t), MM,
+               MK, MK, MN, tr ? " (B transposed)" : "");
+      nxv_tensor *out = NULL;
+      nxv_status st = nxv_matmul(d, &m, &out);
+      check_out(tag, t, result(st, out, tag), MM * MN, e, is_fp(t) ? 0 : EXACT,
+                is_fp(t) ? tol : NULL, t, NULL, NULL);
+    }
+  }
+  nxv_tensor_release(ta);
+  nxv_tensor_release(tb);
+  nxv_tensor_release(tbt);
+}
+
+static void run_iota_fill(nxv_device *d, nxv_dtype t, uint64_t *r) {
+  static val e[N];
+  const int64_t shape[2] = {3, 70};
+  for (uint32_t axis = 0; axis < 2; axis++) {
+    for (size_t i = 0; i < 3 * 70; i++) {
+      uint64_t idx = axis ? i % 70 : i / 70;
+      e[i] = is_fp(t) ? fval(t, (double)idx) : wrap(t, idx);
+    }
+    char tag[64];
+    snprintf(tag, sizeof tag, "iota %s [3,70] axis %u", nxv_dtype_name(t), axis);
+    nxv_tensor *out = NULL;
+    nxv_status st = nxv_iota(d, t, 2, shape, axis, &out);
+    check_out(tag, t, result(st, out, tag), 3 * 70, e, EXACT, NULL, t, NULL, NULL);
+  }
+  val sp[16];
+  specials(t, sp);
+  val fills[3] = {sp[0], is_fp(t) ? fval(t, NAN) : sp[1], rnd_any(r, t)};
+  static const size_t counts[3] = {N, 3, 1};
+  for (int i = 0; i < 3; i++) {
+    uint64_t bits = enc(t, fills[i]);
+    uint8_t raw[8] = {0};
+    store_raw(t, raw, 0, bits);
+    for (size_t j = 0; j < counts[i]; j++) e[j] = fills[i];
+    char tag[64], buf[40];
+    snprintf(tag, sizeof tag, "fill %s %zu x %s", nxv_dtype_name(t), counts[i],
+             fmt(buf, sizeof buf, t, fills[i]));
+    nxv_tensor *out = NULL;
+    nxv_status st = nxv_fill(d, t, counts[i], raw, &out);
+    check_out(tag, t, result(st, out, tag), counts[i], e, EXACT, NULL, t, NULL, NULL);
+  }
+}
+
+NXV_TEST(types, matmul_iota_fill) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t r = 0x3A73;
+  for (int ti = 0; ti < NREAL; ti++) {
+    nxv_dtype t = (nxv_dtype)ti;
+    if (!usable(d, t)) continue;
+    run_matmul(d, t, &r);
+    run_iota_fill(d, t, &r);
+  }
+  nxv_device_release(d);
+}
