@@ -437,6 +437,16 @@ typedef struct nxv_scatter_desc {
 } nxv_scatter_desc;
 nxv_status nxv_scatter(nxv_device *device, const nxv_scatter_desc *desc);
 
+/* Stable sort of each row of a dense rows x len tensor a (any real dtype),
+ * ascending (-inf .. +inf, then NaN) or descending (NaN, +inf .. -inf),
+ * equal keys in their original order either way (Nx.BinaryBackend's
+ * order). out_values (a's dtype) and out_indices (s64, the source position
+ * of each sorted element) are dense rows x len; either may be NULL when not
+ * wanted, not both. A bitonic network: O(log^2 len) dispatches. */
+nxv_status nxv_sort(nxv_device *device, nxv_tensor *a, uint64_t rows, uint64_t len,
+                    bool descending, nxv_tensor **out_values,
+                    nxv_tensor **out_indices);
+
 /* Writes a strided view of src over shape, converted to dst's dtype, into
  * dst: element i of the view goes to dst[dst_offset + sum_k i_k *
  * dst_strides[k]]. This is the one op that modifies an existing tensor:

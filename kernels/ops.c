@@ -35,6 +35,10 @@ typedef struct pc_iota {          /* iota.comp */
   uint64_t c;
   uint32_t n, axis_size, inner, pad;
 } pc_iota;
+typedef struct pc_sort {          /* sort.comp */
+  uint64_t a, keys, idx, vals, inds;
+  uint32_t rows, len, p, k, j, flags;
+} pc_sort;
 typedef struct pc_gather {        /* gather.comp */
   uint64_t a, idx, c, args;
   uint32_t n, rank, depth, count;
@@ -112,6 +116,7 @@ _Static_assert(NXV_SPV_ARGREDUCE_F64 - NXV_SPV_ARGREDUCE_S8 == NXV_F64, "argredu
 _Static_assert(NXV_SPV_MATMUL_F64 - NXV_SPV_MATMUL_S8 == NXV_F64, "matmul family");
 _Static_assert(NXV_SPV_IOTA_F64 - NXV_SPV_IOTA_S8 == NXV_F64, "iota family");
 _Static_assert(NXV_SPV_GATHER_F64 - NXV_SPV_GATHER_S8 == NXV_F64, "gather family");
+_Static_assert(NXV_SPV_SORT_F64 - NXV_SPV_SORT_S8 == NXV_F64, "sort family");
 _Static_assert(NXV_SPV_UNARY_F64_F64 - NXV_SPV_UNARY_S8_S8 ==
                    REAL_TYPES * REAL_TYPES - 1, "unary block");
 _Static_assert(NXV_SPV_UNARY_S16_S8 - NXV_SPV_UNARY_S8_S8 == REAL_TYPES, "unary rows");
@@ -1128,4 +1133,85 @@ nxv_status nxv_scatter(nxv_device *d, const nxv_scatter_desc *s) {
   node_use(node, s->indices, false);
   node_use(node, s->dst, true);
   return push_dispatch(d, node, family(NXV_SPV_GATHER_S8, t), s->add ? 1 : 0, 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* Sort                                                                */
+/* ------------------------------------------------------------------ */
+
+/* Queues one sort.comp dispatch over threads work items. */
+static nxv_status sort_pass(nxv_device *d, nxv_dtype t, const pc_sort *pc,
+                            uint32_t variant, uint64_t threads, nxv_tensor *const *use,
+                            const bool *write, int nuse) {
+  nxv_node *node = nxv_node_new(0);
+  if (!node) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  memcpy(node->pc, pc, sizeof *pc);
+  node->pc_size = sizeof *pc;
+  node->groups[0] = groups_for(d, threads);
+  node->groups[1] = node->groups[2] = 1;
+  node->cost = threads;
+  for (int i = 0; i < nuse; i++)
+    if (use[i]) node_use(node, use[i], write[i]);
+  return push_dispatch(d, node, family(NXV_SPV_SORT_S8, t), 0, variant);
+}
+
+nxv_status nxv_sort(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t len,
+                    bool descending, nxv_tensor **out_values,
+                    nxv_tensor **out_indices) {
+  if (!d || !a || (!out_values && !out_indices))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "sort: NULL argument");
+  if (a->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "sort: tensor on another device");
+  nxv_dtype t = a->dtype;
+  NXV_TRY(check_type(d, t, "sort"));
+  if (out_indices) NXV_TRY(check_type(d, NXV_S64, "argsort"));
+  if (len && rows > UINT64_MAX / len)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "sort: rows x len overflows");
+  uint64_t n = rows * len;
+  if (n != a->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "sort: tensor has %llu elements, %llu rows of %llu need %llu",
+                    (unsigned long long)a->count, (unsigned long long)rows,
+                    (unsigned long long)len, (unsigned long long)n);
+  uint64_t p = 1;
+  while (p < len) p <<= 1;
+  if (len > INT32_MAX || rows * p > UINT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "sort: %llu rows of %llu exceed 2^32 slots",
+                    (unsigned long long)rows, (unsigned long long)len);
+  nxv_tensor *vals = NULL, *inds = NULL, *keys = NULL, *idx = NULL;
+  nxv_status st = NXV_OK;
+  if (out_values) st = nxv_tensor_new(d, t, n, &vals);
+  if (st == NXV_OK && out_indices) st = nxv_tensor_new(d, NXV_S64, n, &inds);
+  if (st == NXV_OK && n) st = nxv_tensor_new(d, t, rows * p, &keys);
+  if (st == NXV_OK && n) st = nxv_tensor_new(d, NXV_S32, rows * p, &idx);
+  if (st == NXV_OK && n) {
+    pc_sort pc = {.a = a->buf->addr, .keys = keys->buf->addr, .idx = idx->buf->addr,
+                  .vals = vals ? vals->buf->addr : 0, .inds = inds ? inds->buf->addr : 0,
+                  .rows = (uint32_t)rows, .len = (uint32_t)len, .p = (uint32_t)p,
+                  .flags = (descending ? 1u : 0u) | (vals ? 2u : 0u) | (inds ? 4u : 0u)};
+    nxv_tensor *load_use[3] = {a, keys, idx};
+    const bool load_w[3] = {false, true, true};
+    st = sort_pass(d, t, &pc, 0, rows * p, load_use, load_w, 3);
+    nxv_tensor *step_use[2] = {keys, idx};
+    const bool step_w[2] = {true, true};
+    for (uint64_t k = 2; st == NXV_OK && k <= p; k <<= 1)
+      for (uint64_t j = k / 2; st == NXV_OK && j > 0; j >>= 1) {
+        pc.k = (uint32_t)k;
+        pc.j = (uint32_t)j;
+        st = sort_pass(d, t, &pc, 1, rows * (p / 2), step_use, step_w, 2);
+      }
+    nxv_tensor *out_use[4] = {keys, idx, vals, inds};
+    const bool out_w[4] = {false, false, true, true};
+    if (st == NXV_OK) st = sort_pass(d, t, &pc, 2, n, out_use, out_w, 4);
+  }
+  if (keys) nxv_tensor_release(keys);
+  if (idx) nxv_tensor_release(idx);
+  if (st != NXV_OK) {
+    if (vals) nxv_tensor_release(vals);
+    if (inds) nxv_tensor_release(inds);
+    return st;
+  }
+  if (out_values) *out_values = vals;
+  if (out_indices) *out_indices = inds;
+  return NXV_OK;
 }

@@ -1014,6 +1014,34 @@ static ERL_NIF_TERM nif_scatter(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
   return am_ok;
 }
 
+/* sort(ref, rows, len, descending, :values | :indices | :both) */
+static ERL_NIF_TERM nif_sort(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  ErlNifUInt64 rows, len;
+  if (!enif_get_uint64(env, argv[1], &rows) || !enif_get_uint64(env, argv[2], &len))
+    return raise_argument(env, "sort: rows and len must be non-negative integers");
+  bool desc = enif_is_identical(argv[3], am_true);
+  if (!desc && !enif_is_identical(argv[3], am_false))
+    return raise_argument(env, "sort: descending must be a boolean");
+  bool want_v = enif_is_identical(argv[4], enif_make_atom(env, "values")) ||
+                enif_is_identical(argv[4], enif_make_atom(env, "both"));
+  bool want_i = enif_is_identical(argv[4], enif_make_atom(env, "indices")) ||
+                enif_is_identical(argv[4], enif_make_atom(env, "both"));
+  if (!want_v && !want_i)
+    return raise_argument(env, "sort: want :values, :indices or :both");
+  bool dead;
+  nxv_tensor *a = grab(env, argv[0], &dead);
+  if (!a) return bad_tensor(env, "sort operand", dead);
+  nxv_tensor *v = NULL, *i = NULL;
+  nxv_status st = nxv_sort(nxv_tensor_device(a), a, rows, len, desc,
+                           want_v ? &v : NULL, want_i ? &i : NULL);
+  nxv_tensor_release(a);
+  if (st != NXV_OK) return raise_status(env, st, want_v ? "sort" : "argsort");
+  if (want_v && want_i)
+    return enif_make_tuple2(env, wrap_tensor(env, v), wrap_tensor(env, i));
+  return wrap_tensor(env, want_v ? v : i);
+}
+
 static ERL_NIF_TERM nif_fill(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   dev_res *r;
@@ -1139,6 +1167,7 @@ static ErlNifFunc funcs[] = {
     {"argreduce", 7, nif_argreduce, 0},
     {"gather", 8, nif_gather, 0},
     {"scatter", 9, nif_scatter, 0},
+    {"sort", 5, nif_sort, 0},
     {"transpose", 3, nif_transpose, 0},
     {"matmul", 10, nif_matmul, 0},
     {"fill", 4, nif_fill, 0},

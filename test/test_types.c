@@ -85,7 +85,9 @@ static val wrap(nxv_dtype t, uint64_t u) {
   }
   return (val){.u = u};
 }
-static val imin(nxv_dtype t) { return is_sint(t) ? wrap(t, 1ull << (tbits(t) - 1)) : (val){.u = 0}; }
+static val imin(nxv_dtype t) {
+  return is_sint(t) ? wrap(t, 1ull << (tbits(t) - 1)) : (val){.u = 0};
+}
 static val imax(nxv_dtype t) {
   return is_sint(t) ? wrap(t, (1ull << (tbits(t) - 1)) - 1) : wrap(t, ~0ull);
 }
@@ -247,13 +249,16 @@ static void check_out(const char *tag, nxv_dtype t, nxv_tensor *out, size_t n,
       uint64_t got = load_raw(t, h, i), want = enc(t, exp[i]);
       if (close_enough(t, got, want, ulps, abs ? abs[i] : 0)) continue;
       if (++bad <= MAX_REPORT) {
-        char bx[40] = "", by[40] = "", be[40], bg[40];
-        if (x) fmt(bx, sizeof bx, in, x[i]);
-        if (y) fmt(by, sizeof by, in, y[i]);
+        char args[96] = "", bx[40], by[40], be[40], bg[40];
+        if (x && y)
+          snprintf(args, sizeof args, " (%s, %s)", fmt(bx, sizeof bx, in, x[i]),
+                   fmt(by, sizeof by, in, y[i]));
+        else if (x)
+          snprintf(args, sizeof args, " (%s)", fmt(bx, sizeof bx, in, x[i]));
         fprintf(stderr,
-                "  %s [%zu] in (%s%s%s): expected %s (0x%llx), got %s (0x%llx)"
+                "  %s [%zu]%s: expected %s (0x%llx), got %s (0x%llx)"
                 " (ulps %d, abs %.3g)\n",
-                tag, i, bx, y ? ", " : "", by, fmt(be, sizeof be, t, exp[i]),
+                tag, i, args, fmt(be, sizeof be, t, exp[i]),
                 (unsigned long long)want, fmt(bg, sizeof bg, t, dec(t, got)),
                 (unsigned long long)got, ulps, abs ? abs[i] : 0.0);
       }
@@ -282,8 +287,13 @@ static bool usable(nxv_device *d, nxv_dtype t) {
 /* ------------------------------------------------------------------------ */
 
 static bool coin(uint64_t *r, uint64_t n) { return test_rand_u64(r) % n == 0; }
-static double uni(uint64_t *r, double lo, double hi) { return test_rand_uniform(r, lo, hi); }
-static double logu(uint64_t *r, double lo, double hi) { return exp(uni(r, log(lo), log(hi))); }
+static double uni(uint64_t *r, double lo, double hi) {
+  return test_rand_uniform(r, lo, hi);
+}
+/* Log-uniform in [lo, hi], 0 < lo < hi. */
+static double logu(uint64_t *r, double lo, double hi) {
+  return exp(uni(r, log(lo), log(hi)));
+}
 static double sgn(uint64_t *r) { return coin(r, 2) ? -1.0 : 1.0; }
 
 /* The type's extremes and neighbours of zero. */
@@ -541,7 +551,8 @@ static void run_unary(nxv_device *d, nxv_dtype t, nxv_unary_op op, uint64_t *r) 
   size_t k = (size_t)specials(t, a);
   if (is_fp(t)) {
     static const double halves[] = {0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49, -0.51, 99.5};
-    for (size_t i = 0; i < sizeof halves / sizeof *halves; i++) a[k++] = fval(t, halves[i]);
+    for (size_t i = 0; i < sizeof halves / sizeof *halves; i++)
+      a[k++] = fval(t, halves[i]);
   }
   for (; k < N; k++) a[k] = rnd_unary(r, t, op);
   for (size_t i = 0; i < N; i++) e[i] = ref_unary(op, t, a[i]);
@@ -636,8 +647,8 @@ static int conv_inputs(nxv_dtype t, uint64_t *r, val *v) {
   else
     for (size_t i = 0; i < sizeof in / sizeof *in; i++) v[k++] = wrap(t, (uint64_t)in[i]);
   for (; k < NCONV; k++)
-    v[k] = is_fp(t) ? fval(t, coin(r, 2) ? uni(r, -300, 300) : sgn(r) * logu(r, 1e-3, 1e20))
-                    : wrap(t, test_rand_u64(r) >> (test_rand_u64(r) % 64));
+    v[k] = !is_fp(t) ? wrap(t, test_rand_u64(r) >> (test_rand_u64(r) % 64))
+           : fval(t, coin(r, 2) ? uni(r, -300, 300) : sgn(r) * logu(r, 1e-3, 1e20));
   return k;
 }
 
@@ -811,9 +822,14 @@ static size_t ref_reduce(nxv_reduce_op op, nxv_dtype t, const val *a, int axis,
       val v = a[axis ? o * RC + j : j * RC + o];
       if (is_fp(t)) {
         nan |= isnan(v.f);
-        if (op == NXV_REDUCE_SUM) f += v.f, mag += fabsl(v.f);
-        else if (op == NXV_REDUCE_PRODUCT) f *= v.f;
-        else if (first || (op == NXV_REDUCE_MAX ? v.f > f : v.f < f)) f = v.f;
+        if (op == NXV_REDUCE_SUM) {
+          f += v.f;
+          mag += fabsl(v.f);
+        } else if (op == NXV_REDUCE_PRODUCT) {
+          f *= v.f;
+        } else if (first || (op == NXV_REDUCE_MAX ? v.f > f : v.f < f)) {
+          f = v.f;
+        }
       } else if (op == NXV_REDUCE_SUM) {
         acc += v.u;
       } else if (op == NXV_REDUCE_PRODUCT) {
@@ -917,7 +933,8 @@ static void run_matmul(nxv_device *d, nxv_dtype t, uint64_t *r) {
         mag += fabsl((long double)x.f * y.f);
       }
       e[i * MN + j] = is_fp(t) ? fval(t, (double)f) : wrap(t, acc);
-      tol[i * MN + j] = is_fp(t) ? 2 * ulp_of(t, (double)f) + (double)(MK * eps_acc(t) * mag) : 0;
+      tol[i * MN + j] =
+          is_fp(t) ? 2 * ulp_of(t, (double)f) + (double)(MK * eps_acc(t) * mag) : 0;
     }
   nxv_tensor *ta = upload(d, t, MM * MK, a, false), *tb = upload(d, t, MK * MN, b, false),
              *tbt = upload(d, t, MN * MK, bt, false);
@@ -962,15 +979,14 @@ static void run_iota_fill(nxv_device *d, nxv_dtype t, uint64_t *r) {
   val fills[3] = {sp[0], is_fp(t) ? fval(t, NAN) : sp[1], rnd_any(r, t)};
   static const size_t counts[3] = {N, 3, 1};
   for (int i = 0; i < 3; i++) {
-    uint64_t bits = enc(t, fills[i]);
-    uint8_t raw[8] = {0};
-    store_raw(t, raw, 0, bits);
+    uint64_t raw = 0; /* one element of t in its first bytes */
+    store_raw(t, &raw, 0, enc(t, fills[i]));
     for (size_t j = 0; j < counts[i]; j++) e[j] = fills[i];
     char tag[64], buf[40];
     snprintf(tag, sizeof tag, "fill %s %zu x %s", nxv_dtype_name(t), counts[i],
              fmt(buf, sizeof buf, t, fills[i]));
     nxv_tensor *out = NULL;
-    nxv_status st = nxv_fill(d, t, counts[i], raw, &out);
+    nxv_status st = nxv_fill(d, t, counts[i], &raw, &out);
     check_out(tag, t, result(st, out, tag), counts[i], e, EXACT, NULL, t, NULL, NULL);
   }
 }

@@ -1021,6 +1021,67 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
+    ## Sorting
+
+    # A stable bitonic sort of rows (the axis moved last when it is not),
+    # in Nx.BinaryBackend's order (NaN last ascending, first descending).
+    impl_if_callback(:sort, 3)
+    def sort(out, tensor, opts), do: sort_op(:sort, out, tensor, opts)
+
+    impl_if_callback(:argsort, 3)
+    def argsort(out, tensor, opts), do: sort_op(:argsort, out, tensor, opts)
+
+    defp sort_op(op, %T{type: out_type} = out, %T{type: type} = tensor, opts) do
+      index = device_of(tensor)
+      nif_type = nif_type!(type, op, index)
+      out_nif = nif_type!(out_type, op, index)
+      t_dims = dims(tensor)
+      rank = length(t_dims)
+      axis = opts[:axis] || rank - 1
+
+      with true <- compute_type?(index, nif_type) and convert_type?(index, out_nif),
+           true <- rank_ok?(tensor),
+           {:ok, a} <- operand(tensor, nif_type, index) do
+        cond do
+          Nx.size(out) == 0 ->
+            empty(out, index)
+
+          rank == 0 and op == :sort ->
+            wrap(out, a, index)
+
+          true ->
+            perm =
+              if rank == 0, do: [], else: List.delete(Enum.to_list(0..(rank - 1)), axis) ++ [axis]
+
+            moved? = perm != Enum.to_list(0..(rank - 1)//1)
+            a = if moved?, do: alloc(index, fn -> NIF.transpose(t_dims, a, perm) end), else: a
+            len = if rank == 0, do: 1, else: Enum.at(t_dims, axis)
+            rows = div(Nx.size(tensor), len)
+            want = if op == :sort, do: :values, else: :indices
+            desc = opts[:direction] == :desc
+            ref = alloc(index, fn -> NIF.sort(a, rows, len, desc, want) end)
+
+            ref =
+              if moved? do
+                inverse = Enum.map(0..(rank - 1), fn i -> Enum.find_index(perm, &(&1 == i)) end)
+                moved_dims = Enum.map(perm, &Enum.at(t_dims, &1))
+                alloc(index, fn -> NIF.transpose(moved_dims, ref, inverse) end)
+              else
+                ref
+              end
+
+            ref =
+              if op == :argsort and out_nif != :s64,
+                do: alloc(index, fn -> NIF.convert(out_nif, [Nx.size(out)], ref, 0, nil) end),
+                else: ref
+
+            wrap(out, ref, index)
+        end
+      else
+        _ -> host(op, [out, tensor, opts], no_kernel(op, type, index))
+      end
+    end
+
     ## Indexed reads and writes
 
     # gather, take and take_along_axis are one kernel: every output axis
@@ -1349,8 +1410,6 @@ if Code.ensure_loaded?(Nx.Backend) do
         window_max: 4,
         window_min: 4,
         map: 4,
-        sort: 3,
-        argsort: 3,
         window_scatter_max: 6,
         window_scatter_min: 6,
         lu: 3,
@@ -1378,12 +1437,6 @@ if Code.ensure_loaded?(Nx.Backend) do
             determinant: 2,
             logical_not: 2,
             phase: 2,
-            cumulative_sum: 3,
-            cumulative_product: 3,
-            cumulative_min: 3,
-            cumulative_max: 3,
-            all_close: 4,
-            top_k: 3,
             fft2: 3,
             ifft2: 3
           ],
@@ -1411,9 +1464,15 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     impl_if_callback(:optional, 3)
 
-    # logical_not's default implementation is an equal/2 with zero, which
-    # runs on the device; the others run on the host in one piece.
-    def optional(:logical_not, args, fun), do: apply(fun, args)
+    # These default implementations are built from ops with kernels and
+    # run on the device (logical_not: equal with zero; the cumulative ops:
+    # an associative scan of slices and element-wise ops; all_close:
+    # element-wise ops and all; top_k: argsort and take_along_axis); the
+    # others run on the host in one piece.
+    @device_defaults [:logical_not, :cumulative_sum, :cumulative_product] ++
+                       [:cumulative_min, :cumulative_max, :all_close, :top_k]
+
+    def optional(name, args, fun) when name in @device_defaults, do: apply(fun, args)
 
     def optional(name, args, fun) do
       host_apply(name, args, "default implementation of an optional callback", fn host_args ->

@@ -165,6 +165,12 @@ defmodule Nx.Vulkan.NIF do
       do: nif_error()
 
   @doc """
+  Stable sort of each row of a dense `rows` x `len` tensor; `want` is
+  `:values`, `:indices` (s64) or `:both` (a tuple).
+  """
+  def sort(_a, _rows, _len, _descending, _want), do: nif_error()
+
+  @doc """
   Indexed write in place (`:put` or `:add`) of `count` update slices of
   `slice_shape` into `dst`; updates apply in order, out-of-range ones are
   skipped. Returns `:ok`.
