@@ -447,6 +447,24 @@ nxv_status nxv_sort(nxv_device *device, nxv_tensor *a, uint64_t rows, uint64_t l
                     bool descending, nxv_tensor **out_values,
                     nxv_tensor **out_indices);
 
+/* Window reduction (sum, product, max or min) of a dense tensor a of rank
+ * dims in_shape into a dense tensor of out_shape: output coordinate x
+ * reduces the input at x[d] * strides[d] + w[d] * dilations[d] - pad_lo[d]
+ * for 0 <= w[d] < window[d]; padding positions contribute the identity
+ * (0, 1, -inf/MIN, +inf/MAX). Any real dtype. */
+typedef struct nxv_window_desc {
+  nxv_tensor *a;             /* borrowed; dense */
+  uint32_t rank;
+  const int64_t *in_shape;   /* rank */
+  const int64_t *out_shape;  /* rank */
+  const int64_t *window;     /* rank, >= 1 */
+  const int64_t *strides;    /* rank, >= 1 */
+  const int64_t *dilations;  /* rank, >= 1 */
+  const int64_t *pad_lo;     /* rank */
+} nxv_window_desc;
+nxv_status nxv_window_reduce(nxv_device *device, nxv_reduce_op op,
+                             const nxv_window_desc *desc, nxv_tensor **out_tensor);
+
 /* Writes a strided view of src over shape, converted to dst's dtype, into
  * dst: element i of the view goes to dst[dst_offset + sum_k i_k *
  * dst_strides[k]]. This is the one op that modifies an existing tensor:

@@ -39,6 +39,10 @@ typedef struct pc_sort {          /* sort.comp */
   uint64_t a, keys, idx, vals, inds;
   uint32_t rows, len, p, k, j, flags;
 } pc_sort;
+typedef struct pc_window {        /* window.comp */
+  uint64_t a, c, args;
+  uint32_t n_out, win_count, rank, pad;
+} pc_window;
 typedef struct pc_gather {        /* gather.comp */
   uint64_t a, idx, c, args;
   uint32_t n, rank, depth, count;
@@ -117,6 +121,7 @@ _Static_assert(NXV_SPV_MATMUL_F64 - NXV_SPV_MATMUL_S8 == NXV_F64, "matmul family
 _Static_assert(NXV_SPV_IOTA_F64 - NXV_SPV_IOTA_S8 == NXV_F64, "iota family");
 _Static_assert(NXV_SPV_GATHER_F64 - NXV_SPV_GATHER_S8 == NXV_F64, "gather family");
 _Static_assert(NXV_SPV_SORT_F64 - NXV_SPV_SORT_S8 == NXV_F64, "sort family");
+_Static_assert(NXV_SPV_WINDOW_F64 - NXV_SPV_WINDOW_S8 == NXV_F64, "window family");
 _Static_assert(NXV_SPV_UNARY_F64_F64 - NXV_SPV_UNARY_S8_S8 ==
                    REAL_TYPES * REAL_TYPES - 1, "unary block");
 _Static_assert(NXV_SPV_UNARY_S16_S8 - NXV_SPV_UNARY_S8_S8 == REAL_TYPES, "unary rows");
@@ -1213,5 +1218,84 @@ nxv_status nxv_sort(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t len,
   }
   if (out_values) *out_values = vals;
   if (out_indices) *out_indices = inds;
+  return NXV_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Window reductions                                                   */
+/* ------------------------------------------------------------------ */
+
+nxv_status nxv_window_reduce(nxv_device *d, nxv_reduce_op op,
+                             const nxv_window_desc *w, nxv_tensor **out) {
+  if (!d || !w || !out || !w->a ||
+      (w->rank && (!w->in_shape || !w->out_shape || !w->window || !w->strides ||
+                   !w->dilations || !w->pad_lo)))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "window_reduce: NULL argument");
+  if ((unsigned)op >= NXV_REDUCE_OP_COUNT)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "window_reduce: invalid op %d", (int)op);
+  if (w->a->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "window_reduce: tensor on another device");
+  nxv_dtype t = w->a->dtype;
+  NXV_TRY(check_type(d, t, "window_reduce"));
+  uint64_t n_in, n_out;
+  NXV_TRY(check_shape(w->rank, w->in_shape, &n_in));
+  NXV_TRY(check_shape(w->rank, w->out_shape, &n_out));
+  if (n_in != w->a->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "window_reduce: tensor has %llu elements, shape needs %llu",
+                    (unsigned long long)w->a->count, (unsigned long long)n_in);
+  uint64_t wc = 1;
+  for (uint32_t i = 0; i < w->rank; i++) {
+    if (w->window[i] < 1 || w->strides[i] < 1 || w->dilations[i] < 1 ||
+        w->window[i] > INT32_MAX || w->strides[i] > INT32_MAX ||
+        w->dilations[i] > INT32_MAX || w->pad_lo[i] > INT32_MAX ||
+        w->pad_lo[i] < INT32_MIN || w->in_shape[i] > INT32_MAX)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "window_reduce: axis %u: window, strides and dilations must be "
+                      "positive and every value within 2^31", i);
+    wc *= (uint64_t)w->window[i];
+    if (wc > UINT32_MAX)
+      return nxv_fail(NXV_ERR_UNSUPPORTED, "window_reduce: window exceeds 2^32 elements");
+  }
+  nxv_tensor *tout;
+  NXV_TRY(nxv_tensor_new(d, t, n_out, &tout));
+  if (n_out == 0) {
+    *out = tout;
+    return NXV_OK;
+  }
+  uint32_t R = w->rank;
+  nxv_node *node = nxv_node_new(7 * R);
+  if (!node) {
+    nxv_tensor_release(tout);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  }
+  int64_t stride = 1;
+  for (int i = (int)R - 1; i >= 0; i--) {
+    uint32_t *a = node->args + 7 * i;
+    a[0] = (uint32_t)w->out_shape[i];
+    a[1] = (uint32_t)w->in_shape[i];
+    a[2] = (uint32_t)stride;
+    a[3] = (uint32_t)w->window[i];
+    a[4] = (uint32_t)w->strides[i];
+    a[5] = (uint32_t)w->dilations[i];
+    a[6] = (uint32_t)(int32_t)w->pad_lo[i];
+    stride *= w->in_shape[i];
+  }
+  pc_window pc = {.a = w->a->buf->addr, .c = tout->buf->addr, .n_out = (uint32_t)n_out,
+                  .win_count = (uint32_t)wc, .rank = R};
+  memcpy(node->pc, &pc, sizeof pc);
+  node->pc_size = sizeof pc;
+  node->args_pc_offset = offsetof(pc_window, args);
+  node->groups[0] = groups_for(d, n_out);
+  node->groups[1] = node->groups[2] = 1;
+  node->cost = n_out * wc;
+  node_use(node, w->a, false);
+  node_use(node, tout, true);
+  nxv_status st = push_dispatch(d, node, family(NXV_SPV_WINDOW_S8, t), op, 0);
+  if (st != NXV_OK) {
+    nxv_tensor_release(tout);
+    return st;
+  }
+  *out = tout;
   return NXV_OK;
 }

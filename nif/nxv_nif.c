@@ -1042,6 +1042,35 @@ static ERL_NIF_TERM nif_sort(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
   return wrap_tensor(env, want_v ? v : i);
 }
 
+/* window_reduce(op, ref, in_shape, out_shape, window, strides, dilations,
+ *               pad_lo) */
+static ERL_NIF_TERM nif_window_reduce(ErlNifEnv *env, int argc,
+                                      const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int op = find_atom(argv[0], am_redops, NXV_REDUCE_OP_COUNT);
+  if (op < 0) return raise_argument(env, "window_reduce: unknown op");
+  int64_t lists[6][NXV_MAX_RANK];
+  unsigned rank = 0;
+  for (int i = 0; i < 6; i++) {
+    unsigned n;
+    if (!get_int_list(env, argv[2 + i], lists[i], &n) || (i > 0 && n != rank))
+      return raise_argument(env, "window_reduce: shapes, window, strides, dilations "
+                                 "and padding must be lists of one length (at most %d)",
+                            NXV_MAX_RANK);
+    if (i == 0) rank = n;
+  }
+  bool dead;
+  nxv_tensor *a = grab(env, argv[1], &dead);
+  if (!a) return bad_tensor(env, "window_reduce operand", dead);
+  nxv_window_desc w = {.a = a, .rank = rank, .in_shape = lists[0], .out_shape = lists[1],
+                       .window = lists[2], .strides = lists[3], .dilations = lists[4],
+                       .pad_lo = lists[5]};
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_window_reduce(nxv_tensor_device(a), (nxv_reduce_op)op, &w, &out);
+  nxv_tensor_release(a);
+  return op_result(env, st, out, "window_reduce");
+}
+
 static ERL_NIF_TERM nif_fill(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   dev_res *r;
@@ -1168,6 +1197,7 @@ static ErlNifFunc funcs[] = {
     {"gather", 8, nif_gather, 0},
     {"scatter", 9, nif_scatter, 0},
     {"sort", 5, nif_sort, 0},
+    {"window_reduce", 8, nif_window_reduce, 0},
     {"transpose", 3, nif_transpose, 0},
     {"matmul", 10, nif_matmul, 0},
     {"fill", 4, nif_fill, 0},

@@ -31,7 +31,10 @@ TC nxv_nan() { return TC(0.0) / TC(0.0); }
 // approximate reciprocal.
 TC fdiv(TC x, TC y) {
   TC q = x / y;
-  if (!isinf(q) && !isnan(q) && q != TC(0) && !isinf(y)) {
+  // Skipped near the top of the range, where q * y can overflow when the
+  // driver's fma is not fused.
+  if (!isinf(q) && !isnan(q) && q != TC(0) && !isinf(y) &&
+      abs(x) < TC(TC_BITS == 64 ? 8.0e307 : 1.7e38)) {
     TC r = fma(-q, y, x);
     q = fma(r, TC(1) / y, q);
   }
@@ -42,15 +45,25 @@ TC fdiv(TC x, TC y) {
 // pow with the sign rules of C's pow: a negative base with an integer
 // exponent, zero bases, exact results for small integer exponents.
 TC fpow(TC x, TC y) {
-  if (y == TC(0)) return TC(1);
+  if (y == TC(0) || x == TC(1)) return TC(1);
   if (isnan(x) || isnan(y)) return nxv_nan();
+  TC inf = TC(1) / TC(0);
   bool yint = floor(y) == y;
   bool odd = yint && abs(y) < TC(16777216) && mod(abs(y), TC(2)) == TC(1);
   if (x == TC(0)) {
-    TC z = y > TC(0) ? TC(0) : TC(1) / TC(0);
+    TC z = y > TC(0) ? TC(0) : inf;
     return odd && (floatBitsToUint(x) >> 31) != 0u ? -z : z;  // -0 ** odd
   }
-  if (x < TC(0) && !yint && !isinf(y)) return nxv_nan();
+  if (isinf(y)) {  // |x| = 1 gives 1; otherwise 0 or inf by |x| > 1
+    TC ax = abs(x);
+    if (ax == TC(1)) return TC(1);
+    return (ax > TC(1)) == (y > TC(0)) ? inf : TC(0);
+  }
+  if (isinf(x)) {
+    TC z = y > TC(0) ? inf : TC(0);
+    return x < TC(0) && odd ? -z : z;
+  }
+  if (x < TC(0) && !yint) return nxv_nan();
   TC ax = abs(x), r;
   if (yint && abs(y) <= TC(64)) {  // exponentiation by squaring
     TC b = ax;
@@ -67,7 +80,69 @@ TC fpow(TC x, TC y) {
   }
   return x < TC(0) && odd ? -r : r;
 }
+
+// atan2 with C's special cases (GLSL leaves zeros, infinities and NaN
+// undefined).
+TC fatan2(TC y, TC x) {
+  if (isnan(x) || isnan(y)) return nxv_nan();
+  const TC PI = TC(3.14159265358979323846);
+  bool xneg = (floatBitsToUint(x) >> 31) != 0u;
+  TC r;
+  if (y == TC(0)) r = xneg ? PI : TC(0);
+  else if (isinf(x) && isinf(y)) r = xneg ? TC(0.75) * PI : TC(0.25) * PI;
+  else if (isinf(x)) r = xneg ? PI : TC(0);
+  else if (isinf(y) || x == TC(0)) r = TC(0.5) * PI;
+  else return atan(y, x);
+  return (floatBitsToUint(y) >> 31) != 0u ? -r : r;
+}
 #endif
+
+// floor(log2(|v|)) of a finite non-zero v, subnormals included, and 2^e
+// for e within the normal exponent range: from the bits (exact, where
+// frexp/ldexp/exp2 need not be).
+#if TC_BITS == 64
+int fexpo(TC v) {
+  uvec2 w = unpackDouble2x32(v);
+  int ef = int((w.y >> 20) & 0x7FFu);
+  if (ef != 0) return ef - 1023;
+  uint hi = w.y & 0xFFFFFu;
+  return hi != 0u ? findMSB(hi) + 32 - 1074 : findMSB(w.x) - 1074;
+}
+TC pow2(int e) { return packDouble2x32(uvec2(0u, uint(e + 1023) << 20)); }
+#else
+int fexpo(TC v) {
+  uint b = floatBitsToUint(v);
+  int ef = int((b >> 23) & 0xFFu);
+  return ef != 0 ? ef - 127 : findMSB(b & 0x7FFFFFu) - 149;
+}
+TC pow2(int e) { return uintBitsToFloat(uint(e + 127) << 23); }
+#endif
+
+// C's fmod: exact. The quotient is exact while it is small; beyond, the
+// remainder is reduced by y scaled to r's binade (r - t with
+// t <= r < 2t is exact).
+TC frem(TC x, TC y) {
+  if (isnan(x) || isnan(y) || isinf(x) || y == TC(0)) return nxv_nan();
+  TC ax = abs(x), ay = abs(y);
+  if (isinf(y) || ax < ay) return x;
+  TC r;
+  TC q = trunc(fdiv(ax, ay));
+  if (q < TC(TC_BITS == 64 ? 4503599627370496.0 : 8388608.0)) {
+    r = fma(-q, ay, ax);
+    if (r < TC(0)) r += ay;
+    else if (r >= ay) r -= ay;
+  } else {
+    r = ax;
+    int ey = fexpo(ay);
+    while (r >= ay) {
+      int d = fexpo(r) - ey;
+      TC t = ay * pow2(d / 2) * pow2(d - d / 2);
+      if (t > r) t *= TC(0.5);
+      r -= t;
+    }
+  }
+  return x < TC(0) ? -r : r;
+}
 #endif
 
 TC apply(TC x, TC y) {
@@ -81,12 +156,9 @@ TC apply(TC x, TC y) {
   case 5: return (isnan(x) || isnan(y)) ? nxv_nan() : min(x, y);
 #if TC_BITS == 32
   case 6: return fpow(x, y);
-  case 9: return atan(x, y);
+  case 9: return fatan2(x, y);
 #endif
-  case 7: {  // remainder, sign of the dividend (C fmod)
-    if (isinf(y) && !isinf(x)) return x;
-    return x - y * trunc(fdiv(x, y));
-  }
+  case 7: return frem(x, y);  // remainder, sign of the dividend
 #elif T_KIND == KIND_UINT
   case 3:  // unsigned division; x/0 = 0
   case 8:

@@ -675,6 +675,16 @@ static int32_t ref_unary_s32(nxv_unary_op op, int32_t x) {
     case NXV_SIGN: return (x > 0) - (x < 0);
     case NXV_SQUARE: return wrap32(a * a);
     case NXV_BITWISE_NOT: return ~x;
+    case NXV_CLZ: {
+      int n = 0;
+      for (uint32_t u = (uint32_t)x; n < 32 && !(u & 0x80000000u); u <<= 1) n++;
+      return n;
+    }
+    case NXV_POPCOUNT: {
+      int n = 0;
+      for (uint32_t u = (uint32_t)x; u; u &= u - 1) n++;
+      return n;
+    }
     default: return 0;
   }
 }
@@ -721,6 +731,13 @@ static long double ref_unary(nxv_unary_op op, nxv_dtype t, long double x,
     case NXV_TAN: r = tanl(x); transcendental = true; break;
     case NXV_SINH: r = sinhl(x); transcendental = true; break;
     case NXV_COSH: r = coshl(x); transcendental = true; break;
+    case NXV_CBRT: r = cbrtl(x); transcendental = true; break;
+    case NXV_ASIN: r = asinl(x); transcendental = true; break;
+    case NXV_ACOS: r = acosl(x); transcendental = true; break;
+    case NXV_ATAN: r = atanl(x); transcendental = true; break;
+    case NXV_ASINH: r = asinhl(x); transcendental = true; break;
+    case NXV_ACOSH: r = acoshl(x); transcendental = true; break;
+    case NXV_ATANH: r = atanhl(x); transcendental = true; break;
     case NXV_FLOOR: r = floorl(x); break;
     case NXV_CEIL: r = ceill(x); break;
     case NXV_ROUND: r = roundl(x); break; /* half away from zero */
@@ -767,6 +784,13 @@ static long double gen_unary(uint64_t *r, nxv_dtype t, int op, int which) {
     case NXV_TAN: return rnd_real(r, -1.5, 1.5);
     case NXV_SINH:
     case NXV_COSH: return rnd_real(r, -20, 20);
+    case NXV_CBRT: return rnd_sign(r) * rnd_log(r, 1e-30, 1e30);
+    case NXV_ASIN:
+    case NXV_ACOS:
+    case NXV_ATANH: return rnd_real(r, -0.9999, 0.9999);
+    case NXV_ATAN:
+    case NXV_ASINH: return rnd_sign(r) * rnd_log(r, 1e-6, 1e20);
+    case NXV_ACOSH: return 1 + rnd_log(r, 1e-6, 1e20);
     case NXV_FLOOR:
     case NXV_CEIL:
     case NXV_ROUND:

@@ -165,6 +165,13 @@ defmodule Nx.Vulkan.NIF do
       do: nif_error()
 
   @doc """
+  Window reduction (`:sum`, `:product`, `:max`, `:min`) of a dense tensor of
+  `in_shape` into `out_shape`; padding positions contribute the identity.
+  """
+  def window_reduce(_op, _a, _in_shape, _out_shape, _window, _strides, _dilations, _pad_lo),
+    do: nif_error()
+
+  @doc """
   Stable sort of each row of a dense `rows` x `len` tensor; `want` is
   `:values`, `:indices` (s64) or `:both` (a tuple).
   """

@@ -1,0 +1,84 @@
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#include "types.glsl"
+// window.comp - window reductions (OP 0 sum, 1 product, 2 max, 3 min) of a
+// dense input of type T (T_ID), accumulated in TC. For each output
+// coordinate x the window covers input coordinates
+//   x[d] * stride[d] + w[d] * dilation[d] - pad_lo[d],  0 <= w[d] < win[d]
+// and positions outside the input (padding) contribute the identity. The
+// arena holds, per axis d: out_dims, in_dims, in_strides, win, stride,
+// dilation, pad_lo (7 words each; pad_lo signed).
+#include "common.glsl"
+
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
+
+layout(push_constant, std430) uniform PC {
+  BufT a;
+  BufT c;
+  ArgsRef args;
+  uint n_out;
+  uint win_count;
+  uint rank;
+  uint pad;
+} pc;
+
+TC identity() {
+#if T_KIND == KIND_FLOAT
+  if (OP == 2u) return TC(-1.0) / TC(0.0);
+  if (OP == 3u) return TC(1.0) / TC(0.0);
+#else
+  if (OP == 2u) return TC(T_MIN);
+  if (OP == 3u) return TC(T_MAX);
+#endif
+  return OP == 1u ? TC(1) : TC(0);
+}
+
+TC combine(TC x, TC y) {
+  switch (OP) {
+  case 0: return x + y;
+  case 1: return x * y;
+#if T_KIND == KIND_FLOAT
+  case 2: return (isnan(x) || isnan(y)) ? x + y : max(x, y);
+  case 3: return (isnan(x) || isnan(y)) ? x + y : min(x, y);
+#else
+  case 2: return max(x, y);
+  case 3: return min(x, y);
+#endif
+  }
+  return x;
+}
+
+shared int s_args[7 * NXV_MAX_RANK];
+
+void main() {
+  uint R = pc.rank;
+  for (uint j = gl_LocalInvocationID.x; j < 7u * R; j += gl_WorkGroupSize.x)
+    s_args[j] = int(pc.args.d[j]);
+  barrier();
+  for (uint o = nxv_gid(); o < pc.n_out; o += nxv_nthreads()) {
+    int base[NXV_MAX_RANK];
+    uint rem = o;
+    for (int d = int(R) - 1; d >= 0; --d) {
+      uint dim = uint(s_args[7 * d]);
+      uint q = rem / dim;
+      base[d] = int(rem - q * dim) * s_args[7 * d + 4] - s_args[7 * d + 6];
+      rem = q;
+    }
+    TC acc = identity();
+    for (uint w = 0u; w < pc.win_count; ++w) {
+      uint wr = w;
+      int off = 0;
+      bool inside = true;
+      for (int d = int(R) - 1; d >= 0; --d) {
+        uint wd = uint(s_args[7 * d + 3]);
+        uint q = wr / wd;
+        int c = base[d] + int(wr - q * wd) * s_args[7 * d + 5];
+        wr = q;
+        inside = inside && c >= 0 && c < s_args[7 * d + 1];
+        off += c * s_args[7 * d + 2];
+      }
+      if (inside) acc = combine(acc, T_LD(pc.a.v[uint(off)]));
+    }
+    pc.c.v[o] = T_ST(acc);
+  }
+}
