@@ -1021,6 +1021,139 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
+    ## Window reductions
+
+    for {op, nif_op} <- [
+          window_sum: :sum,
+          window_product: :product,
+          window_max: :max,
+          window_min: :min
+        ] do
+      impl_if_callback(op, 4)
+
+      def unquote(op)(out, tensor, window, opts),
+        do: window_op(unquote(op), unquote(nif_op), out, tensor, window, opts)
+    end
+
+    defp window_op(op, nif_op, %T{type: type} = out, tensor, window, opts) do
+      index = device_of(tensor)
+      nif_type = nif_type!(type, op, index)
+      rank = tuple_size(tensor.shape)
+      strides = opts[:strides] || List.duplicate(1, rank)
+      dilations = opts[:window_dilations] || List.duplicate(1, rank)
+      padding = opts[:padding] || List.duplicate({0, 0}, rank)
+
+      with true <- compute_type?(index, nif_type) and rank_ok?(tensor),
+           true <- is_list(strides) and is_list(dilations) and is_list(padding),
+           {:ok, a} <- operand(tensor, nif_type, index) do
+        if Nx.size(out) == 0 do
+          empty(out, index)
+        else
+          ref =
+            alloc(index, fn ->
+              NIF.window_reduce(
+                nif_op,
+                a,
+                dims(tensor),
+                dims(out),
+                Tuple.to_list(window),
+                strides,
+                dilations,
+                Enum.map(padding, &elem(&1, 0))
+              )
+            end)
+
+          wrap(out, ref, index)
+        end
+      else
+        _ -> host(op, [out, tensor, window, opts], no_kernel(op, type, index))
+      end
+    end
+
+    # reduce and window_reduce whose function is one of add, multiply, max
+    # or min of its two arguments (recognized from its expression) run as
+    # the native reductions, then combine the accumulator once: for max and
+    # min any accumulator; for add and multiply of windows only their
+    # identity (padding contributes the accumulator to each window).
+    impl_if_callback(:reduce, 5)
+
+    def reduce(%T{} = out, %T{} = tensor, acc, opts, fun) do
+      case native_fun(fun, out, tensor) do
+        nil ->
+          host(:reduce, [out, tensor, acc, opts, fun], "a function without a kernel")
+
+        op ->
+          nif_op = %{add: :sum, multiply: :product, max: :max, min: :min}[op]
+          reduced = reduction(:reduce, nif_op, out, tensor, axes: opts[:axes] || Nx.axes(tensor))
+          apply(__MODULE__, op, [out, reduced, acc])
+      end
+    end
+
+    impl_if_callback(:window_reduce, 6)
+
+    def window_reduce(%T{} = out, %T{} = tensor, acc, window, opts, fun) do
+      op = native_fun(fun, out, tensor)
+      identity = %{add: 0, multiply: 1}[op]
+
+      cond do
+        op in [:max, :min] ->
+          w = window_op(:window_reduce, op, out, tensor, window, opts)
+          apply(__MODULE__, op, [out, w, acc])
+
+        op != nil and known_value(acc) == identity ->
+          window_op(
+            :window_reduce,
+            %{add: :sum, multiply: :product}[op],
+            out,
+            tensor,
+            window,
+            opts
+          )
+
+        true ->
+          host(
+            :window_reduce,
+            [out, tensor, acc, window, opts, fun],
+            "a function without a kernel"
+          )
+      end
+    end
+
+    defp native_fun(fun, %T{type: type} = out, tensor) do
+      index = device_of(tensor)
+
+      case Map.fetch(@nif_types, type) do
+        {:ok, nif_type} ->
+          if compute_type?(index, nif_type) and rank_ok?(out) and rank_ok?(tensor),
+            do: known_fun(fun, type)
+
+        :error ->
+          nil
+      end
+    end
+
+    defp known_fun(fun, type) when is_function(fun, 2) do
+      p = Nx.template({}, type)
+
+      case Nx.Defn.debug_expr(fun).(p, p) do
+        %T{data: %Nx.Defn.Expr{op: op, args: [%T{data: a}, %T{data: b}]}}
+        when op in [:add, :multiply, :max, :min] ->
+          if param_index(a) != nil and Enum.sort([param_index(a), param_index(b)]) == [0, 1],
+            do: op,
+            else: nil
+
+        _ ->
+          nil
+      end
+    rescue
+      _ -> nil
+    end
+
+    defp known_fun(_fun, _type), do: nil
+
+    defp param_index(%Nx.Defn.Expr{op: :parameter, args: [i]}), do: i
+    defp param_index(_), do: nil
+
     ## Sorting
 
     # A stable bitonic sort of rows (the axis moved last when it is not),
@@ -1403,12 +1536,6 @@ if Code.ensure_loaded?(Nx.Backend) do
     host_callbacks =
       [
         conv: 4,
-        reduce: 5,
-        window_reduce: 6,
-        window_sum: 4,
-        window_product: 4,
-        window_max: 4,
-        window_min: 4,
         map: 4,
         window_scatter_max: 6,
         window_scatter_min: 6,
