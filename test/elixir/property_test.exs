@@ -1,0 +1,161 @@
+# Needs Nx (NX_PATH or Hex); without it a placeholder reports the suite as
+# excluded (test_helper.exs excludes :nx).
+if Code.ensure_loaded?(Nx) do
+  defmodule Nx.Vulkan.PropertyTest do
+    # Every real type, random shapes (rank 0 to 6, sizes 1, primes and small
+    # composites; Nx 0.7.2 has no zero-sized axes, the C tests cover empty
+    # tensors), random axes: each op on the device must match
+    # Nx.BinaryBackend (integers exactly, floats within a tolerance by type),
+    # with host fallbacks disabled.
+    use ExUnit.Case, async: false
+    import Bitwise
+    @moduletag :nx
+
+    @types [s: 8, s: 16, s: 32, s: 64, u: 8, u: 16, u: 32, u: 64, f: 16, bf: 16, f: 32, f: 64]
+    @sizes [1, 1, 2, 3, 5, 7, 2, 3, 4, 13]
+    @rounds 6
+
+    setup do
+      :rand.seed(:exsss, {3, 14, 15})
+      :ok
+    end
+
+    defp vk(t), do: Nx.backend_copy(t, Nx.Vulkan.Backend)
+
+    defp random_shape do
+      rank = :rand.uniform(7) - 1
+      shape = for _ <- 1..rank//1, do: Enum.random(@sizes)
+      # Keep tensors small: shrink the largest axes until under 2000 elements.
+      shape |> shrink() |> List.to_tuple()
+    end
+
+    defp shrink(dims) do
+      if Enum.product(dims) > 2000 do
+        {max, i} = dims |> Enum.with_index() |> Enum.max()
+        dims |> List.replace_at(i, div(max, 2)) |> shrink()
+      else
+        dims
+      end
+    end
+
+    # Host tensors of random values over the whole range of integer types
+    # (wrapping is part of what is compared) and normal-ish floats.
+    defp random(shape, {kind, bits} = type) do
+      n = Tuple.product(shape)
+
+      values =
+        for _ <- 1..n//1 do
+          case kind do
+            :s -> :rand.uniform(1 <<< bits) - (1 <<< (bits - 1)) - 1
+            :u -> :rand.uniform(1 <<< bits) - 1
+            _ -> Float.round(:rand.normal() * 8, 3)
+          end
+        end
+
+      Nx.tensor(values, type: type, backend: Nx.BinaryBackend) |> Nx.reshape(shape)
+    end
+
+    defp tolerance({:f, 16}), do: 2.0e-3
+    defp tolerance({:bf, 16}), do: 1.6e-2
+    defp tolerance({:f, 32}), do: 2.0e-6
+    defp tolerance({:f, 64}), do: 1.0e-12
+    defp tolerance(_), do: 0
+
+    defp assert_match(got, want, tol, what) do
+      assert got.shape == want.shape, what
+      assert got.type == want.type, what
+      g = got |> Nx.backend_copy(Nx.BinaryBackend) |> Nx.to_flat_list()
+      w = Nx.to_flat_list(want)
+
+      Enum.zip(g, w)
+      |> Enum.with_index()
+      |> Enum.each(fn {{a, b}, i} ->
+        ok =
+          cond do
+            a == b -> true
+            is_number(a) and is_number(b) -> abs(a - b) <= tol * max(1.0, abs(b))
+            true -> false
+          end
+
+        assert ok, "#{what}: element #{i}: got #{inspect(a)}, expected #{inspect(b)}"
+      end)
+    end
+
+    defp check(what, tol, fun, args) do
+      want = apply(fun, args)
+      got = Nx.Vulkan.with_host_fallback(:raise, fn -> apply(fun, Enum.map(args, &vk/1)) end)
+      assert_match(got, want, tol, what)
+    end
+
+    test "element-wise, reductions, indexing and sorting match Nx.BinaryBackend" do
+      for type <- @types, _ <- 1..@rounds do
+        shape = random_shape()
+        a = random(shape, type)
+        b = random(shape, type)
+        tol = tolerance(type)
+        rank = tuple_size(shape)
+        what = "#{Nx.Type.to_string(type)} #{inspect(shape)}"
+        float? = elem(type, 0) in [:f, :bf]
+
+        for op <- [:add, :subtract, :multiply, :max, :min],
+            do: check("#{op} #{what}", tol, &apply(Nx, op, [&1, &2]), [a, b])
+
+        for op <- [:negate, :abs, :sign],
+            do: check("#{op} #{what}", tol, &apply(Nx, op, [&1]), [a])
+
+        for op <- [:equal, :less, :greater_equal],
+            do: check("#{op} #{what}", 0, &apply(Nx, op, [&1, &2]), [a, b])
+
+        check("select #{what}", 0, &Nx.select(Nx.greater(&1, &2), &1, &2), [a, b])
+
+        if float? do
+          check("exp #{what}", tol * 4, &Nx.exp(Nx.divide(&1, 8)), [a])
+          check("divide #{what}", tol * 2, &Nx.divide(&1, Nx.add(Nx.abs(&2), 1)), [a, b])
+        else
+          check("bitwise_xor #{what}", 0, &Nx.bitwise_xor/2, [a, b])
+          check("population_count #{what}", 0, &Nx.population_count/1, [a])
+        end
+
+        for target <- [{:s, 32}, {:f, 32}, {:u, 8}, {:f, 64}],
+            do:
+              check(
+                "as_type #{what} -> #{inspect(target)}",
+                tolerance(target),
+                &Nx.as_type(&1, target),
+                [Nx.clip(Nx.abs(a), 0, 100)]
+              )
+
+        if rank > 0 do
+          axes = Enum.filter(0..(rank - 1), fn _ -> :rand.uniform(2) == 1 end)
+          axis = :rand.uniform(rank) - 1
+          small = Nx.remainder(a, 4)
+          # Sums of small values: exact in every type.
+          check("sum #{what} #{inspect(axes)}", tol, &Nx.sum(&1, axes: axes), [small])
+          check("reduce_max #{what} #{inspect(axes)}", 0, &Nx.reduce_max(&1, axes: axes), [a])
+          check("argmax #{what} #{axis}", 0, &Nx.argmax(&1, axis: axis, tie_break: :high), [a])
+          check("argmin #{what} #{axis}", 0, &Nx.argmin(&1, axis: axis), [a])
+          check("sort #{what} #{axis}", 0, &Nx.sort(&1, axis: axis, direction: :desc), [a])
+          check("argsort #{what} #{axis}", 0, &Nx.argsort(&1, axis: axis), [a])
+
+          perm = Enum.shuffle(Nx.axes(a))
+          check("transpose #{what} #{inspect(perm)}", 0, &Nx.transpose(&1, axes: perm), [a])
+          check("reverse #{what}", 0, &Nx.reverse(&1, axes: axes), [a])
+
+          n = elem(shape, axis)
+
+          if n > 0 do
+            idx = Nx.tensor(for(_ <- 1..5, do: :rand.uniform(n) - 1), backend: Nx.BinaryBackend)
+            check("take #{what} #{axis}", 0, &Nx.take(&1, &2, axis: axis), [a, idx])
+          end
+        end
+      end
+    end
+  end
+else
+  defmodule Nx.Vulkan.PropertyTest do
+    use ExUnit.Case
+    @moduletag :nx
+
+    test "property tests need Nx"
+  end
+end
