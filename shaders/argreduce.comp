@@ -69,32 +69,11 @@ Acc ingest(Acc a, TC x, int k) {
   return combine(a, e);
 }
 
-shared uint s_args[4 * NXV_MAX_RANK + 1];
 shared TC s_v[gl_WorkGroupSize.x];
 shared int s_i[gl_WorkGroupSize.x];
 shared int s_n[gl_WorkGroupSize.x];
 
-uint kept_offset(uint o) {
-  uint rk = pc.rank_kept, off = s_args[2u * rk + 2u * pc.rank_red];
-  for (int d = int(rk) - 1; d >= 0; --d) {
-    uint dim = s_args[d];
-    uint q = o / dim;
-    off += (o - q * dim) * s_args[rk + uint(d)];
-    o = q;
-  }
-  return off;
-}
-
-uint red_offset(uint k) {
-  uint base = 2u * pc.rank_kept, rr = pc.rank_red, off = 0u;
-  for (int d = int(rr) - 1; d >= 0; --d) {
-    uint dim = s_args[base + uint(d)];
-    uint q = k / dim;
-    off += (k - q * dim) * s_args[base + rr + uint(d)];
-    k = q;
-  }
-  return off;
-}
+#include "reduce_axes.glsl"
 
 int64_t result(Acc a, uint base) {
   if (pc.k == 0u) return 0l;

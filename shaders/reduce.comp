@@ -22,56 +22,11 @@ layout(push_constant, std430) uniform PC {
   uint rank_red;
 } pc;
 
-TC identity() {
-#if T_KIND == KIND_FLOAT
-  if (OP == 2u) return TC(-1.0) / TC(0.0);
-  if (OP == 3u) return TC(1.0) / TC(0.0);
-#else
-  if (OP == 2u) return TC(T_MIN);
-  if (OP == 3u) return TC(T_MAX);
-#endif
-  return OP == 1u ? TC(1) : TC(0);
-}
+#include "reduce_ops.glsl"
 
-TC combine(TC x, TC y) {
-  switch (OP) {
-  case 0: return x + y;
-  case 1: return x * y;
-#if T_KIND == KIND_FLOAT
-  case 2: return (isnan(x) || isnan(y)) ? x + y : max(x, y);
-  case 3: return (isnan(x) || isnan(y)) ? x + y : min(x, y);
-#else
-  case 2: return max(x, y);
-  case 3: return min(x, y);
-#endif
-  }
-  return x;
-}
-
-shared uint s_args[4 * NXV_MAX_RANK + 1];
 shared TC s_acc[gl_WorkGroupSize.x];
 
-uint kept_offset(uint o) {
-  uint rk = pc.rank_kept, off = s_args[2u * rk + 2u * pc.rank_red];
-  for (int d = int(rk) - 1; d >= 0; --d) {
-    uint dim = s_args[d];
-    uint q = o / dim;
-    off += (o - q * dim) * s_args[rk + uint(d)];
-    o = q;
-  }
-  return off;
-}
-
-uint red_offset(uint k) {
-  uint base = 2u * pc.rank_kept, rr = pc.rank_red, off = 0u;
-  for (int d = int(rr) - 1; d >= 0; --d) {
-    uint dim = s_args[base + uint(d)];
-    uint q = k / dim;
-    off += (k - q * dim) * s_args[base + rr + uint(d)];
-    k = q;
-  }
-  return off;
-}
+#include "reduce_axes.glsl"
 
 void main() {
   uint nargs = 2u * pc.rank_kept + 2u * pc.rank_red + 1u;
