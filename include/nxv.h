@@ -316,6 +316,9 @@ typedef enum nxv_unary_op {
   NXV_EXPM1, NXV_LOG1P, NXV_ERF, NXV_ERFC, NXV_ERF_INV, NXV_TAN, NXV_SINH,
   NXV_COSH, NXV_CBRT, NXV_ASIN, NXV_ACOS, NXV_ATAN, NXV_ASINH, NXV_ACOSH,
   NXV_ATANH, NXV_CLZ, NXV_POPCOUNT,
+  /* Complex types only. abs, real, imag and phase of a complex tensor
+   * produce its component type (c64 -> f32, c128 -> f64). */
+  NXV_CONJ, NXV_REAL, NXV_IMAG, NXV_PHASE,
   NXV_UNARY_OP_COUNT
 } nxv_unary_op;
 
@@ -508,6 +511,17 @@ nxv_status nxv_iota(nxv_device *device, nxv_dtype dtype, uint32_t rank,
                     const int64_t *shape, uint32_t axis,
                     nxv_tensor **out_tensor);
 
+/* Discrete Fourier transform of each row of a, a dense rows x n tensor of
+ * c64 or c128 (rows * n elements): out[r][k] = sum_j a[r][j] w^(j k),
+ * w = exp(-2 pi i / n); the inverse uses exp(+2 pi i / n) and divides by
+ * n. Components of magnitude <= eps in the result are flushed to zero.
+ * Decimation in time as Nx.BinaryBackend's: direct transforms of length m
+ * for n = 2^p m (m odd), then p radix-2 stages, each one dispatch;
+ * evaluated in double where the device has it (c64 rounded on store).
+ * a is retained until the work completes; *out_tensor is new. */
+nxv_status nxv_fft(nxv_device *device, nxv_tensor *a, uint64_t rows, uint64_t n,
+                   bool inverse, double eps, nxv_tensor **out_tensor);
+
 /* True when the device has a kernel for op on dtype. */
 bool nxv_binary_supported(nxv_device *device, nxv_binary_op op,
                           nxv_dtype dtype);
@@ -516,6 +530,8 @@ bool nxv_unary_supported(nxv_device *device, nxv_unary_op op,
 /* True when nxv_compare (on operands of dtype) and nxv_select (choosing
  * between values of dtype) have kernels for dtype on the device. */
 bool nxv_mask_type_supported(nxv_device *device, nxv_dtype dtype);
+/* True when nxv_compare has a kernel for op on operands of dtype. */
+bool nxv_compare_supported(nxv_device *device, nxv_compare_op op, nxv_dtype dtype);
 /* True when nxv_convert to and from dtype, and strided copies of it, have
  * kernels on the device. */
 bool nxv_convert_supported(nxv_device *device, nxv_dtype dtype);

@@ -61,7 +61,8 @@ static const char *kUnaryNames[NXV_UNARY_OP_COUNT] = {
     "cos", "tanh", "sigmoid", "floor", "ceil", "round", "bitwise_not",
     "square", "expm1", "log1p", "erf", "erfc", "erf_inv", "tan", "sinh",
     "cosh", "cbrt", "asin", "acos", "atan", "asinh", "acosh", "atanh",
-    "count_leading_zeros", "population_count"};
+    "count_leading_zeros", "population_count", "conjugate", "real", "imag",
+    "phase"};
 static const char *kReduceNames[NXV_REDUCE_OP_COUNT] = {"sum", "product",
                                                         "max", "min"};
 static const char *kCompareNames[NXV_COMPARE_OP_COUNT] = {
@@ -85,67 +86,74 @@ const char *nxv_compare_op_name(nxv_compare_op op) {
 static bool is_float(nxv_dtype t) {
   return t == NXV_F16 || t == NXV_BF16 || t == NXV_F32 || t == NXV_F64;
 }
+static bool is_complex(nxv_dtype t) { return t == NXV_C64 || t == NXV_C128; }
+/* The component type of a complex type. */
+static nxv_dtype complex_part(nxv_dtype t) { return t == NXV_C128 ? NXV_F64 : NXV_F32; }
 
-/* Ops each type's kernels implement (every real type has kernels;
- * complex types have none). */
+/* Ops each type's kernels implement. */
 static uint64_t binary_ops(nxv_dtype t) {
   const uint64_t common = B(NXV_ADD) | B(NXV_SUB) | B(NXV_MUL) | B(NXV_DIV) |
                           B(NXV_MAX) | B(NXV_MIN) | B(NXV_REM);
-  if ((unsigned)t > NXV_F64) return 0;
-  if (t == NXV_F64) return common;
+  if ((unsigned)t >= NXV_DTYPE_COUNT) return 0;
+  if (is_complex(t)) return B(NXV_ADD) | B(NXV_SUB) | B(NXV_MUL) | B(NXV_DIV) | B(NXV_POW);
+  if (t == NXV_F64) return common | B(NXV_ATAN2);
   if (is_float(t)) return common | B(NXV_POW) | B(NXV_ATAN2);
   return common | B(NXV_POW) | B(NXV_QUOTIENT) | B(NXV_BITWISE_AND) |
          B(NXV_BITWISE_OR) | B(NXV_BITWISE_XOR) | B(NXV_LEFT_SHIFT) |
          B(NXV_RIGHT_SHIFT);
 }
 static uint64_t unary_ops(nxv_dtype t) {
-  if ((unsigned)t > NXV_F64) return 0;
+  if ((unsigned)t >= NXV_DTYPE_COUNT) return 0;
+  if (is_complex(t))
+    return B(NXV_COPY) | B(NXV_NEG) | B(NXV_ABS) | B(NXV_SQRT) | B(NXV_RSQRT) |
+           B(NXV_EXP) | B(NXV_LOG) | B(NXV_SIN) | B(NXV_COS) | B(NXV_TANH) |
+           B(NXV_SIGMOID) | B(NXV_SQUARE) | B(NXV_EXPM1) | B(NXV_LOG1P) |
+           B(NXV_TAN) | B(NXV_SINH) | B(NXV_COSH) | B(NXV_CONJ) | B(NXV_REAL) |
+           B(NXV_IMAG) | B(NXV_PHASE);
   if (is_float(t))
-    return ((1ull << NXV_UNARY_OP_COUNT) - 1) &
-           ~(B(NXV_BITWISE_NOT) | B(NXV_CLZ) | B(NXV_POPCOUNT));
+    return ((1ull << NXV_CLZ) - 1) & ~B(NXV_BITWISE_NOT);
   return B(NXV_COPY) | B(NXV_NEG) | B(NXV_ABS) | B(NXV_SIGN) | B(NXV_SQUARE) |
          B(NXV_BITWISE_NOT) | B(NXV_CLZ) | B(NXV_POPCOUNT);
 }
 #undef B
 
-/* Modules come in families of one module per real type, in nxv_dtype
- * order (tools/gen_variants.sh); conversions are a 12 x 12 block. */
+/* Modules come in families of one module per type, in nxv_dtype order
+ * (tools/gen_variants.sh): binary, compare, select, reduce, matmul, iota
+ * and gather for all 14 types, the others for the 12 real types;
+ * conversions (and the types' unary ops) are a 14 x 14 block. */
 #define REAL_TYPES 12
 _Static_assert(NXV_F64 == REAL_TYPES - 1, "real types precede complex ones");
-_Static_assert(NXV_SPV_BINARY_F64 - NXV_SPV_BINARY_S8 == NXV_F64, "binary family");
-_Static_assert(NXV_SPV_COMPARE_F64 - NXV_SPV_COMPARE_S8 == NXV_F64, "compare family");
-_Static_assert(NXV_SPV_SELECT_F64 - NXV_SPV_SELECT_S8 == NXV_F64, "select family");
-_Static_assert(NXV_SPV_REDUCE_F64 - NXV_SPV_REDUCE_S8 == NXV_F64, "reduce family");
+_Static_assert(NXV_C128 == NXV_DTYPE_COUNT - 1, "two complex types");
+_Static_assert(NXV_SPV_BINARY_C128 - NXV_SPV_BINARY_S8 == NXV_C128, "binary family");
+_Static_assert(NXV_SPV_COMPARE_C128 - NXV_SPV_COMPARE_S8 == NXV_C128, "compare family");
+_Static_assert(NXV_SPV_SELECT_C128 - NXV_SPV_SELECT_S8 == NXV_C128, "select family");
+_Static_assert(NXV_SPV_REDUCE_C128 - NXV_SPV_REDUCE_S8 == NXV_C128, "reduce family");
+_Static_assert(NXV_SPV_MATMUL_C128 - NXV_SPV_MATMUL_S8 == NXV_C128, "matmul family");
+_Static_assert(NXV_SPV_IOTA_C128 - NXV_SPV_IOTA_S8 == NXV_C128, "iota family");
+_Static_assert(NXV_SPV_GATHER_C128 - NXV_SPV_GATHER_S8 == NXV_C128, "gather family");
 _Static_assert(NXV_SPV_ARGREDUCE_F64 - NXV_SPV_ARGREDUCE_S8 == NXV_F64, "argreduce family");
-_Static_assert(NXV_SPV_MATMUL_F64 - NXV_SPV_MATMUL_S8 == NXV_F64, "matmul family");
-_Static_assert(NXV_SPV_IOTA_F64 - NXV_SPV_IOTA_S8 == NXV_F64, "iota family");
-_Static_assert(NXV_SPV_GATHER_F64 - NXV_SPV_GATHER_S8 == NXV_F64, "gather family");
 _Static_assert(NXV_SPV_SORT_F64 - NXV_SPV_SORT_S8 == NXV_F64, "sort family");
 _Static_assert(NXV_SPV_WINDOW_F64 - NXV_SPV_WINDOW_S8 == NXV_F64, "window family");
-_Static_assert(NXV_SPV_UNARY_F64_F64 - NXV_SPV_UNARY_S8_S8 ==
-                   REAL_TYPES * REAL_TYPES - 1, "unary block");
-_Static_assert(NXV_SPV_UNARY_S16_S8 - NXV_SPV_UNARY_S8_S8 == REAL_TYPES, "unary rows");
+_Static_assert(NXV_SPV_UNARY_C128_C128 - NXV_SPV_UNARY_S8_S8 ==
+                   NXV_DTYPE_COUNT * NXV_DTYPE_COUNT - 1, "unary block");
+_Static_assert(NXV_SPV_UNARY_S16_S8 - NXV_SPV_UNARY_S8_S8 == NXV_DTYPE_COUNT, "unary rows");
 
 static nxv_spv_module family(nxv_spv_module first, nxv_dtype t) {
   return (nxv_spv_module)(first + (int)t);
 }
 static nxv_spv_module unary_module(nxv_dtype from, nxv_dtype to) {
-  return (nxv_spv_module)(NXV_SPV_UNARY_S8_S8 + (int)from * REAL_TYPES + (int)to);
+  return (nxv_spv_module)(NXV_SPV_UNARY_S8_S8 + (int)from * NXV_DTYPE_COUNT + (int)to);
 }
 
-/* The device can hold and compute dtype: a real type whose storage width
- * the device supports. */
+/* The device can hold and compute dtype: a type whose storage width (and
+ * for f64 and c128, double arithmetic) the device supports. */
 static nxv_status check_type(nxv_device *d, nxv_dtype t, const char *op) {
   if ((unsigned)t >= NXV_DTYPE_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: invalid dtype %d", op, (int)t);
-  if ((unsigned)t > NXV_F64)
+  if ((t == NXV_F64 || t == NXV_C128) && !d->vk.info.float64)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
-                    "%s on %s: no kernel for complex types on device %s", op,
+                    "%s on %s: device %s has no shaderFloat64", op,
                     nxv_dtype_name(t), d->vk.info.name);
-  if (t == NXV_F64 && !d->vk.info.float64)
-    return nxv_fail(NXV_ERR_UNSUPPORTED,
-                    "%s on f64: device %s has no shaderFloat64", op,
-                    d->vk.info.name);
   size_t es = nxv_dtype_size(t);
   if (es == 1 && !d->vk.info.storage_8bit)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
@@ -158,17 +166,25 @@ static nxv_status check_type(nxv_device *d, nxv_dtype t, const char *op) {
   return NXV_OK;
 }
 
+/* check_type for the kernels that exist for real types only. */
+static nxv_status check_real_type(nxv_device *d, nxv_dtype t, const char *op) {
+  if (is_complex(t))
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not defined for complex type %s", op,
+                    nxv_dtype_name(t));
+  return check_type(d, t, op);
+}
+
 static bool type_ok(nxv_device *d, nxv_dtype t) {
-  if (!d || (unsigned)t > NXV_F64) return false;
-  if (t == NXV_F64 && !d->vk.info.float64) return false;
+  if (!d || (unsigned)t >= NXV_DTYPE_COUNT) return false;
+  if ((t == NXV_F64 || t == NXV_C128) && !d->vk.info.float64) return false;
   size_t es = nxv_dtype_size(t);
   if (es == 1 && !d->vk.info.storage_8bit) return false;
   if (es == 2 && !d->vk.info.storage_16bit) return false;
   return true;
 }
 
-/* 4-wide accesses apply to every type but bf16 (see types.glsl). */
-static bool vec_ok(nxv_dtype t) { return t != NXV_BF16; }
+/* 4-wide accesses apply to every real type but bf16 (see types.glsl). */
+static bool vec_ok(nxv_dtype t) { return t != NXV_BF16 && !is_complex(t); }
 
 /* Validates a shape; *out_n is its element count. An empty shape (a zero
  * dimension) is valid whatever its other dimensions. */
@@ -391,12 +407,18 @@ bool nxv_mask_type_supported(nxv_device *d, nxv_dtype t) {
   return type_ok(d, t) && type_ok(d, NXV_U8);
 }
 
+bool nxv_compare_supported(nxv_device *d, nxv_compare_op op, nxv_dtype t) {
+  if ((unsigned)op >= NXV_COMPARE_OP_COUNT || !nxv_mask_type_supported(d, t)) return false;
+  return !is_complex(t) || op < NXV_LESS || op > NXV_GREATER_EQUAL;
+}
+
 bool nxv_convert_supported(nxv_device *d, nxv_dtype t) { return type_ok(d, t); }
 
 bool nxv_unary_supported(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
   if ((unsigned)op >= NXV_UNARY_OP_COUNT || !type_ok(d, t)) return false;
-  /* The special functions are evaluated in double only. */
-  if (op >= NXV_EXPM1 && op <= NXV_COSH && (!d->vk.info.float64 || d->config.fast_math))
+  /* The real special functions are evaluated in double only. */
+  if (!is_complex(t) && op >= NXV_EXPM1 && op <= NXV_COSH &&
+      (!d->vk.info.float64 || d->config.fast_math))
     return false;
   return (unary_ops(t) >> op) & 1u;
 }
@@ -431,7 +453,14 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
   if (!nxv_unary_supported(d, op, t))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
                     nxv_unary_op_name(op), nxv_dtype_name(t), d->vk.info.name);
-  nxv_spv_module m = unary_module(t, t);
+  /* abs, real, imag and phase of a complex type are of its component
+   * type; c64's ops are evaluated in double where the device has it. */
+  nxv_dtype to = t;
+  if (is_complex(t) && (op == NXV_ABS || op == NXV_REAL || op == NXV_IMAG || op == NXV_PHASE))
+    to = complex_part(t);
+  nxv_spv_module m = unary_module(t, to);
+  if (t == NXV_C64 && d->vk.info.float64 && !d->config.fast_math)
+    m = to == NXV_C64 ? NXV_SPV_UNARY_C64_C64_PRECISE : NXV_SPV_UNARY_C64_F32_PRECISE;
   /* f32, f16 and bf16 transcendentals are evaluated in double where the
    * device has it (correctly rounded in practice), unless fast math was
    * asked for. */
@@ -444,7 +473,7 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_unary_op_name(op), m, op, 1, rank, shape, views,
-                     types, t, vec_ok(t), out);
+                     types, to, vec_ok(t) && vec_ok(to), out);
 }
 
 nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
@@ -472,6 +501,9 @@ nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
   const char *name = nxv_compare_op_name(op);
   NXV_TRY(check_type(d, t, name));
   NXV_TRY(check_type(d, NXV_U8, name)); /* the result */
+  if (is_complex(t) && op >= NXV_LESS && op <= NXV_GREATER_EQUAL)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not defined for complex type %s", name,
+                    nxv_dtype_name(t));
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, name, family(NXV_SPV_COMPARE_S8, t), op, 2, rank, shape,
@@ -699,6 +731,9 @@ nxv_status nxv_reduce(nxv_device *d, nxv_reduce_op op, uint32_t rank,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "reduce: invalid op %d", (int)op);
   nxv_dtype t = a->tensor->dtype;
   NXV_TRY(check_type(d, t, nxv_reduce_op_name(op)));
+  if (is_complex(t) && op != NXV_REDUCE_SUM && op != NXV_REDUCE_PRODUCT)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "reduce %s is not defined for complex type %s",
+                    nxv_reduce_op_name(op), nxv_dtype_name(t));
   return reduce_common(d, family(NXV_SPV_REDUCE_S8, t), op, t, rank, in_shape, a,
                        axes_mask, out);
 }
@@ -710,7 +745,7 @@ nxv_status nxv_argreduce(nxv_device *d, bool is_max, bool tie_high, uint32_t ran
   if (!d || !out || !a || !a->tensor)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL argument", name);
   nxv_dtype t = a->tensor->dtype;
-  NXV_TRY(check_type(d, t, name));
+  NXV_TRY(check_real_type(d, t, name));
   uint64_t n = 1, k = 1;
   for (uint32_t i = 0; i < rank && in_shape; i++) {
     if ((axes_mask >> i) & 1u) k *= (uint64_t)(in_shape[i] > 0 ? in_shape[i] : 0);
@@ -1168,7 +1203,7 @@ nxv_status nxv_sort(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t len,
   if (a->device != d)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "sort: tensor on another device");
   nxv_dtype t = a->dtype;
-  NXV_TRY(check_type(d, t, "sort"));
+  NXV_TRY(check_real_type(d, t, "sort"));
   if (out_indices) NXV_TRY(check_type(d, NXV_S64, "argsort"));
   if (len && rows > UINT64_MAX / len)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "sort: rows x len overflows");
@@ -1236,7 +1271,7 @@ nxv_status nxv_window_reduce(nxv_device *d, nxv_reduce_op op,
   if (w->a->device != d)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "window_reduce: tensor on another device");
   nxv_dtype t = w->a->dtype;
-  NXV_TRY(check_type(d, t, "window_reduce"));
+  NXV_TRY(check_real_type(d, t, "window_reduce"));
   uint64_t n_in, n_out;
   NXV_TRY(check_shape(w->rank, w->in_shape, &n_in));
   NXV_TRY(check_shape(w->rank, w->out_shape, &n_out));
@@ -1297,5 +1332,85 @@ nxv_status nxv_window_reduce(nxv_device *d, nxv_reduce_op op,
     return st;
   }
   *out = tout;
+  return NXV_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* FFT                                                                 */
+/* ------------------------------------------------------------------ */
+
+typedef struct pc_fft {           /* fft.comp */
+  uint64_t src, dst;
+  uint32_t eps_lo, eps_hi;
+  float eps_f;
+  uint32_t rows, n, m, len, flags;
+} pc_fft;
+_Static_assert(sizeof(pc_fft) == 48, "pc_fft layout");
+
+nxv_status nxv_fft(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t n,
+                   bool inverse, double eps, nxv_tensor **out) {
+  const char *name = inverse ? "ifft" : "fft";
+  if (!d || !a || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL argument", name);
+  if (a->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: tensor on another device", name);
+  nxv_dtype t = a->dtype;
+  if (!is_complex(t))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: expected a c64 or c128 tensor, got %s",
+                    name, nxv_dtype_name(t));
+  NXV_TRY(check_type(d, t, name));
+  if (n == 0) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: length must be positive", name);
+  if (rows > UINT64_MAX / n || rows * n != a->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "%s: tensor has %llu elements, %llu rows of %llu need %llu", name,
+                    (unsigned long long)a->count, (unsigned long long)rows,
+                    (unsigned long long)n, (unsigned long long)(rows * n));
+  if (rows * n > UINT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "%s: more than 2^32-1 elements", name);
+  if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
+  uint64_t total = rows * n, m = n;
+  uint32_t stages = 0;
+  while ((m & 1u) == 0) {
+    m >>= 1;
+    stages++;
+  }
+  nxv_tensor *res = NULL, *scratch = NULL;
+  nxv_status st = nxv_tensor_new(d, t, total, &res);
+  if (st == NXV_OK && stages && total) st = nxv_tensor_new(d, t, total, &scratch);
+  nxv_spv_module mod = t == NXV_C128 ? NXV_SPV_FFT_C128
+                       : (d->vk.info.float64 ? NXV_SPV_FFT_C64_WIDE : NXV_SPV_FFT_C64);
+  uint64_t bits;
+  memcpy(&bits, &eps, sizeof bits);
+  nxv_tensor *prev = a;
+  uint64_t len = m;
+  for (uint32_t s = 0; st == NXV_OK && total && s <= stages; s++) {
+    /* The last stage writes res; earlier ones alternate so that it does. */
+    nxv_tensor *dst = ((stages - s) % 2 == 0) ? res : scratch;
+    pc_fft pc = {.src = prev->buf->addr, .dst = dst->buf->addr,
+                 .eps_lo = (uint32_t)bits, .eps_hi = (uint32_t)(bits >> 32),
+                 .eps_f = (float)eps, .rows = (uint32_t)rows, .n = (uint32_t)n,
+                 .m = (uint32_t)m, .len = (uint32_t)(s ? len : 0),
+                 .flags = (s == 0 ? 1u : 0u) | (s == stages ? 2u : 0u) | (inverse ? 4u : 0u)};
+    if (s) len *= 2;
+    nxv_node *node = nxv_node_new(0);
+    if (!node) {
+      st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+      break;
+    }
+    memcpy(node->pc, &pc, sizeof pc);
+    node->pc_size = sizeof pc;
+    node->groups[0] = groups_for(d, total);
+    node->groups[1] = node->groups[2] = 1;
+    node->cost = s == 0 ? total * m : total;
+    node_use(node, prev, false);
+    node_use(node, dst, true);
+    st = push_dispatch(d, node, mod, 0, 0);
+    prev = dst;
+  }
+  if (scratch) nxv_tensor_release(scratch);
+  if (st != NXV_OK) {
+    if (res) nxv_tensor_release(res);
+    return st;
+  }
+  *out = res;
   return NXV_OK;
 }

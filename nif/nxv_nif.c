@@ -523,7 +523,7 @@ static ERL_NIF_TERM nif_supported(ErlNifEnv *env, int argc,
   }
   if (enif_is_identical(argv[1], am_compare)) {
     int op = find_atom(argv[2], am_cmpops, NXV_COMPARE_OP_COUNT);
-    return op >= 0 && nxv_mask_type_supported(r->dev, t) ? am_true : am_false;
+    return op >= 0 && nxv_compare_supported(r->dev, (nxv_compare_op)op, t) ? am_true : am_false;
   }
   if (enif_is_identical(argv[1], am_select))
     return nxv_mask_type_supported(r->dev, t) ? am_true : am_false;

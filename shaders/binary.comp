@@ -9,6 +9,11 @@
 //            shape[rank], a_strides[rank], b_strides[rank], a_off, b_off.
 // OP follows nxv_binary_op in include/nxv.h.
 #include "common.glsl"
+#if T_KIND == KIND_COMPLEX
+#include "complex.glsl"
+#elif T_KIND == KIND_FLOAT && TC_BITS == 64
+#include "math64.glsl"
+#endif
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT4 { T4 v[]; };
@@ -145,6 +150,18 @@ TC frem(TC x, TC y) {
 }
 #endif
 
+#if T_KIND == KIND_COMPLEX
+TC apply(TC x, TC y) {
+  switch (OP) {
+  case 0: return x + y;
+  case 1: return x - y;
+  case 2: return c_mul(x, y);
+  case 3: return c_div(x, y);
+  case 6: return c_pow(x, y);
+  }
+  return TC(0);
+}
+#else
 TC apply(TC x, TC y) {
   switch (OP) {
   case 0: return x + y;
@@ -157,6 +174,8 @@ TC apply(TC x, TC y) {
 #if TC_BITS == 32
   case 6: return fpow(x, y);
   case 9: return fatan2(x, y);
+#else
+  case 9: return atan2_64(x, y);
 #endif
   case 7: return frem(x, y);  // remainder, sign of the dividend
 #elif T_KIND == KIND_UINT
@@ -211,6 +230,7 @@ TC apply(TC x, TC y) {
   }
   return TC(0);
 }
+#endif
 
 shared uint s_args[3 * NXV_MAX_RANK + 2];
 

@@ -16,5 +16,5 @@ layout(push_constant, std430) uniform PC {
 
 void main() {
   for (uint i = nxv_gid(); i < pc.n; i += nxv_nthreads())
-    pc.c.v[i] = T_ST(TC((i / pc.inner) % pc.axis_size));
+    pc.c.v[i] = T_ST(T_FROM_REAL((i / pc.inner) % pc.axis_size));
 }

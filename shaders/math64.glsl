@@ -7,6 +7,8 @@
 // beyond). Rounded to float they give the correctly rounded f32 result in
 // practice, as a host libm does.
 
+#ifndef NXV_MATH64_GLSL
+#define NXV_MATH64_GLSL 1
 const double M64_LN2_HI = 6.93147180369123816490e-01LF;
 const double M64_LN2_LO = 1.90821492927058770002e-10LF;
 const double M64_LOG2E = 1.44269504088896338700e+00LF;
@@ -395,3 +397,31 @@ double cbrt64(double x) {
   }
   return x < 0.0LF ? -y : y;
 }
+
+// atan2(y, x) with the special cases of C's atan2 (signed zeros and
+// infinities); the quotient's quadrant is restored with pi in two parts.
+double atan2_64(double y, double x) {
+  if (isnan(x) || isnan(y)) return m64_nan();
+  const double PI_HI = 3.14159265358979311600e+00LF;
+  const double PI_LO = 1.22464679914735317720e-16LF;
+  bool xneg = (unpackDouble2x32(x).y >> 31) != 0u;
+  bool yneg = (unpackDouble2x32(y).y >> 31) != 0u;
+  double r;
+  if (y == 0.0LF) r = xneg ? PI_HI : 0.0LF;
+  else if (isinf(x) && isinf(y)) r = xneg ? 3.0LF * M64_PIO4 : M64_PIO4;
+  else if (isinf(x)) r = xneg ? PI_HI : 0.0LF;
+  else if (isinf(y) || x == 0.0LF) r = M64_PIO2;
+  else {
+    double ax = abs(x), ay = abs(y);
+    if (ay <= ax) {
+      r = atan64(m64_div(ay, ax));
+      if (xneg) r = (PI_HI - r) + PI_LO;
+    } else {
+      r = M64_PIO2 - atan64(m64_div(ax, ay));
+      if (xneg) r = M64_PIO2 + (M64_PIO2 - r);
+    }
+  }
+  return yneg ? -r : r;
+}
+
+#endif

@@ -24,7 +24,17 @@ layout(push_constant, std430) uniform PC {
 
 #define BM 64
 #define BN 64
+#if T_BITS >= 128
+#define BK 8  // c128: keeps the tiles within 16.6 KiB of shared memory, as f64's
+#else
 #define BK 16
+#endif
+#if T_KIND == KIND_COMPLEX
+#include "complex.glsl"
+#define MUL(x, y) c_mul(x, y)
+#else
+#define MUL(x, y) ((x) * (y))
+#endif
 
 shared TC As[BK][BM + 1];
 shared TC Bs[BK][BN + 1];
@@ -63,7 +73,7 @@ void main() {
       for (uint i = 0u; i < 4u; ++i) av[i] = As[p][ty + 16u * i];
       for (uint j = 0u; j < 4u; ++j) bv[j] = Bs[p][tx + 16u * j];
       for (uint i = 0u; i < 4u; ++i)
-        for (uint j = 0u; j < 4u; ++j) acc[i][j] += av[i] * bv[j];
+        for (uint j = 0u; j < 4u; ++j) acc[i][j] += MUL(av[i], bv[j]);
     }
     barrier();
   }

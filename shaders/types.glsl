@@ -11,14 +11,18 @@
 //   X_KIND     0 float, 1 signed integer, 2 unsigned integer
 //   X_BITS     storage width; XC_BITS compute width
 //   X_ALIGN    element alignment in bytes
+//   XR         complex types only: the component type (float, double)
 //   X_MIN/MAX  integer range, as XC literals
 //   X_LD(v)    storage -> compute;  X_ST(c) compute -> storage
+// Complex types (c64, c128) are float pairs (vec2, dvec2: re, im) computed
+// in their own precision; X_FROM_REAL(x) makes one from a real value.
 // bf16 is stored as its bits (uint16_t): the upper half of an f32, written
 // by truncation as Nx.BinaryBackend writes it (NaN stays NaN;
 // nxv_bf16_st in common.glsl).
 #define KIND_FLOAT 0
 #define KIND_SINT 1
 #define KIND_UINT 2
+#define KIND_COMPLEX 3
 
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
@@ -158,8 +162,32 @@
 #define T_BITS 64
 #define TC_BITS 64
 #define T_ALIGN 8
+#elif T_ID == 12
+#define T vec2
+#define T4 vec2
+#define TC vec2
+#define TC4 vec2
+#define TR float
+#define T_KIND 3
+#define T_BITS 64
+#define TC_BITS 32
+#define T_ALIGN 8
+#undef T_VEC
+#define T_VEC 0
+#elif T_ID == 13
+#define T dvec2
+#define T4 dvec2
+#define TC dvec2
+#define TC4 dvec2
+#define TR double
+#define T_KIND 3
+#define T_BITS 128
+#define TC_BITS 64
+#define T_ALIGN 16
+#undef T_VEC
+#define T_VEC 0
 #else
-#error "T_ID must name a real Nx type (0..11)"
+#error "T_ID must name an Nx type (0..13)"
 #endif
 
 #if defined(T_BF16)
@@ -168,6 +196,11 @@
 #else
 #define T_LD(v) TC(v)
 #define T_ST(c) T(c)
+#endif
+#if T_KIND == KIND_COMPLEX
+#define T_FROM_REAL(x) TC(TR(x), TR(0))
+#else
+#define T_FROM_REAL(x) TC(x)
 #endif
 
 #if defined(O_ID)
@@ -287,8 +320,30 @@
 #define O_KIND 0
 #define O_BITS 64
 #define O_ALIGN 8
+#elif O_ID == 12
+#define O vec2
+#define O4 vec2
+#define OC vec2
+#define OC4 vec2
+#define OR float
+#define O_KIND 3
+#define O_BITS 64
+#define O_ALIGN 8
+#undef O_VEC
+#define O_VEC 0
+#elif O_ID == 13
+#define O dvec2
+#define O4 dvec2
+#define OC dvec2
+#define OC4 dvec2
+#define OR double
+#define O_KIND 3
+#define O_BITS 128
+#define O_ALIGN 16
+#undef O_VEC
+#define O_VEC 0
 #else
-#error "O_ID must name a real Nx type (0..11)"
+#error "O_ID must name an Nx type (0..13)"
 #endif
 #if defined(O_BF16)
 #define O_ST(c) nxv_bf16_st(c)

@@ -14,6 +14,9 @@
 #if T_KIND == 0 && (TC_BITS == 64 || defined(PRECISE32)) && !defined(CONVERT_ONLY)
 #include "math64.glsl"
 #endif
+#if T_KIND == KIND_COMPLEX && !defined(CONVERT_ONLY)
+#include "complex.glsl"
+#endif
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = O_ALIGN) buffer BufO { O v[]; };
@@ -30,6 +33,40 @@ layout(push_constant, std430) uniform PC {
   uint flags;
 } pc;
 
+#if T_KIND == KIND_COMPLEX
+// Complex ops. abs, real, imag and phase have real results: they return
+// (result, 0) and are built with a real O (the component type), where cvt
+// keeps the real part.
+TC apply(TC z) {
+#if !defined(CONVERT_ONLY)
+  const TC one = TC(TR(1), TR(0));
+  switch (OP) {
+  case 0: return z;
+  case 1: return -z;
+  case 2: return TC(c_abs(z), TR(0));
+  case 4: return c_sqrt(z);
+  case 5: return c_div(one, c_sqrt(z));
+  case 6: return c_exp(z);
+  case 7: return c_log(z);
+  case 8: return c_sin(z);
+  case 9: return c_cos(z);
+  case 10: return c_div(c_sinh(z), c_cosh(z));
+  case 11: return c_div(one, one + c_exp(-z));
+  case 16: return c_mul(z, z);
+  case 17: return c_exp(z) - one;
+  case 18: return c_log(z + one);
+  case 22: return c_div(c_sin(z), c_cos(z));
+  case 23: return c_sinh(z);
+  case 24: return c_cosh(z);
+  case 34: return TC(z.x, -z.y);
+  case 35: return TC(z.x, TR(0));
+  case 36: return TC(z.y, TR(0));
+  case 37: return TC(c_phase(z), TR(0));
+  }
+#endif
+  return z;
+}
+#else
 TC apply(TC x) {
 #if !defined(CONVERT_ONLY)
   switch (OP) {
@@ -126,22 +163,42 @@ TC apply(TC x) {
 #endif
   return x;
 }
+#endif
 
 // Conversion TC -> O. Float to integer truncates toward zero, saturates and
-// maps NaN to 0.
-OC cvt(TC x) {
-#if T_KIND == KIND_FLOAT && O_KIND != KIND_FLOAT
+// maps NaN to 0. Complex to real keeps the real part; real to complex has
+// a zero imaginary part.
+#if T_KIND == KIND_COMPLEX
+#define S TR
+#define S_KIND KIND_FLOAT
+#define SRC(v) (v).x
+#else
+#define S TC
+#define S_KIND T_KIND
+#define SRC(v) (v)
+#endif
+OC cvt(TC xin) {
+#if O_KIND == KIND_COMPLEX
+#if T_KIND == KIND_COMPLEX
+  return OC(xin);
+#else
+  return OC(OR(xin), OR(0));
+#endif
+#else
+  S x = SRC(xin);
+#if S_KIND == KIND_FLOAT && O_KIND != KIND_FLOAT
   if (isnan(x)) return OC(0);
 #if O_KIND == KIND_SINT
-  if (x <= TC(O_MIN)) return OC(O_MIN);
-  if (x >= TC(O_MAX) + TC(1.0)) return OC(O_MAX);
+  if (x <= S(O_MIN)) return OC(O_MIN);
+  if (x >= S(O_MAX) + S(1.0)) return OC(O_MAX);
 #else
-  if (x <= TC(0)) return OC(0);
-  if (x >= TC(O_MAX) + TC(1.0)) return OC(O_MAX);
+  if (x <= S(0)) return OC(0);
+  if (x >= S(O_MAX) + S(1.0)) return OC(O_MAX);
 #endif
   return OC(trunc(x));
 #else
   return OC(x);  // integers wrap to the width of O on store
+#endif
 #endif
 }
 
