@@ -517,7 +517,8 @@ nxv_status nxv_iota(nxv_device *device, nxv_dtype dtype, uint32_t rank,
  * n. Components of magnitude <= eps in the result are flushed to zero.
  * Decimation in time as Nx.BinaryBackend's: direct transforms of length m
  * for n = 2^p m (m odd), then p radix-2 stages, each one dispatch;
- * evaluated in double where the device has it (c64 rounded on store).
+ * evaluated in double where the device has it (c64 intermediates kept in
+ * double, rounded once on the final store).
  * a is retained until the work completes; *out_tensor is new. */
 nxv_status nxv_fft(nxv_device *device, nxv_tensor *a, uint64_t rows, uint64_t n,
                    bool inverse, double eps, nxv_tensor **out_tensor);

@@ -1373,23 +1373,29 @@ nxv_status nxv_fft(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t n,
     m >>= 1;
     stages++;
   }
-  nxv_tensor *res = NULL, *scratch = NULL;
+  /* Stages before the last write scratch buffers (alternating), in
+   * double where the kernel computes in double. */
+  bool wide = t == NXV_C128 || d->vk.info.float64;
+  nxv_dtype st_type = wide ? NXV_C128 : NXV_C64;
+  nxv_tensor *res = NULL, *scratch[2] = {NULL, NULL};
   nxv_status st = nxv_tensor_new(d, t, total, &res);
-  if (st == NXV_OK && stages && total) st = nxv_tensor_new(d, t, total, &scratch);
+  for (uint32_t i = 0; i < 2 && i < stages && st == NXV_OK && total; i++)
+    st = nxv_tensor_new(d, st_type, total, &scratch[i]);
   nxv_spv_module mod = t == NXV_C128 ? NXV_SPV_FFT_C128
-                       : (d->vk.info.float64 ? NXV_SPV_FFT_C64_WIDE : NXV_SPV_FFT_C64);
+                       : (wide ? NXV_SPV_FFT_C64_WIDE : NXV_SPV_FFT_C64);
   uint64_t bits;
   memcpy(&bits, &eps, sizeof bits);
   nxv_tensor *prev = a;
   uint64_t len = m;
   for (uint32_t s = 0; st == NXV_OK && total && s <= stages; s++) {
-    /* The last stage writes res; earlier ones alternate so that it does. */
-    nxv_tensor *dst = ((stages - s) % 2 == 0) ? res : scratch;
+    nxv_tensor *dst = s == stages ? res : scratch[s % 2];
+    uint32_t flags = (s == 0 ? 1u : 0u) | (s == stages ? 2u : 0u) | (inverse ? 4u : 0u);
+    if (wide && prev != a) flags |= 8u;
+    if (wide && dst != res) flags |= 16u;
     pc_fft pc = {.src = prev->buf->addr, .dst = dst->buf->addr,
                  .eps_lo = (uint32_t)bits, .eps_hi = (uint32_t)(bits >> 32),
                  .eps_f = (float)eps, .rows = (uint32_t)rows, .n = (uint32_t)n,
-                 .m = (uint32_t)m, .len = (uint32_t)(s ? len : 0),
-                 .flags = (s == 0 ? 1u : 0u) | (s == stages ? 2u : 0u) | (inverse ? 4u : 0u)};
+                 .m = (uint32_t)m, .len = (uint32_t)(s ? len : 0), .flags = flags};
     if (s) len *= 2;
     nxv_node *node = nxv_node_new(0);
     if (!node) {
@@ -1406,7 +1412,8 @@ nxv_status nxv_fft(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t n,
     st = push_dispatch(d, node, mod, 0, 0);
     prev = dst;
   }
-  if (scratch) nxv_tensor_release(scratch);
+  for (int i = 0; i < 2; i++)
+    if (scratch[i]) nxv_tensor_release(scratch[i]);
   if (st != NXV_OK) {
     if (res) nxv_tensor_release(res);
     return st;

@@ -1042,6 +1042,29 @@ static ERL_NIF_TERM nif_sort(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
   return wrap_tensor(env, want_v ? v : i);
 }
 
+/* fft(ref, rows, n, inverse, eps): the DFT of each row of a dense complex
+ * rows x n tensor. */
+static ERL_NIF_TERM nif_fft(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  ErlNifUInt64 rows, n;
+  double eps;
+  if (!enif_get_uint64(env, argv[1], &rows) || !enif_get_uint64(env, argv[2], &n))
+    return raise_argument(env, "fft: rows and n must be non-negative integers");
+  bool inverse = enif_is_identical(argv[3], am_true);
+  if (!inverse && !enif_is_identical(argv[3], am_false))
+    return raise_argument(env, "fft: inverse must be a boolean");
+  if (!enif_get_double(env, argv[4], &eps))
+    return raise_argument(env, "fft: eps must be a float");
+  bool dead;
+  nxv_tensor *a = grab(env, argv[0], &dead);
+  if (!a) return bad_tensor(env, "fft operand", dead);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_fft(nxv_tensor_device(a), a, rows, n, inverse, eps, &out);
+  nxv_tensor_release(a);
+  if (st != NXV_OK) return raise_status(env, st, inverse ? "ifft" : "fft");
+  return wrap_tensor(env, out);
+}
+
 /* window_reduce(op, ref, in_shape, out_shape, window, strides, dilations,
  *               pad_lo) */
 static ERL_NIF_TERM nif_window_reduce(ErlNifEnv *env, int argc,
@@ -1178,6 +1201,7 @@ static ErlNifFunc funcs[] = {
     {"save_pipeline_cache", 1, nif_save_pipeline_cache, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"inject_fault", 2, nif_inject_fault, 0},
     {"supported", 4, nif_supported, 0},
+    {"fft", 5, nif_fft, 0},
     {"upload", 3, nif_upload, 0},
     {"upload_dirty", 3, nif_upload, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"download", 3, nif_download, ERL_NIF_DIRTY_JOB_IO_BOUND},

@@ -13,7 +13,9 @@
 // The inverse (flags bit2) conjugates the input of stage 0 and the output
 // of the last stage (flags bit1), which it divides by n. The last stage
 // flushes components of magnitude <= eps to zero (Nx's :eps).
-// Arithmetic is in double for c128 and, with WIDE, c64.
+// Arithmetic is in double for c128 and, with WIDE, c64; intermediate
+// stages then read and write dvec2 buffers (flags bit3: src is dvec2,
+// bit4: dst is dvec2), so that only the result is rounded to c64.
 #include "common.glsl"
 #if T_ID != 12 && T_ID != 13
 #error "fft.comp is built for complex types"
@@ -34,10 +36,13 @@ const R TWO_PI = 6.28318530717958647692;
 #endif
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
+#if T_ID == 13 || defined(WIDE)
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufW { dvec2 v[]; };
+#endif
 
 layout(push_constant, std430) uniform PC {
-  BufT src;
-  BufT dst;
+  uint64_t src;
+  uint64_t dst;
   uvec2 eps_bits;  // eps as a double's bits
   float eps_f;     // eps as a float (c64 without double arithmetic)
   uint rows;
@@ -59,6 +64,23 @@ CV twiddle(uint num, uint den) {
   return CV(r_cos(theta), r_sin(theta));
 }
 
+CV load(uint i) {
+#if T_ID == 13 || defined(WIDE)
+  if ((pc.flags & 8u) != 0u) return CV(BufW(pc.src).v[i]);
+#endif
+  return CV(BufT(pc.src).v[i]);
+}
+
+void store(uint i, CV v) {
+#if T_ID == 13 || defined(WIDE)
+  if ((pc.flags & 16u) != 0u) {
+    BufW(pc.dst).v[i] = dvec2(v);
+    return;
+  }
+#endif
+  BufT(pc.dst).v[i] = T(v);
+}
+
 void main() {
   bool first = (pc.flags & 1u) != 0u, last = (pc.flags & 2u) != 0u;
   bool inverse = (pc.flags & 4u) != 0u;
@@ -70,7 +92,7 @@ void main() {
       uint m = pc.m, L = n / m, j = q / m, k = q - j * m;
       v = CV(0);
       for (uint t = 0u; t < m; ++t) {
-        CV x = CV(pc.src.v[base + j + t * L]);
+        CV x = load(base + j + t * L);
         if (inverse) x.y = -x.y;
         uint e = uint((uint64_t(t) * uint64_t(k)) % uint64_t(m));
         v += e == 0u ? x : cmul(x, twiddle(e, m));
@@ -79,8 +101,8 @@ void main() {
       uint len = pc.len, half_count = n / (2u * len);
       uint j = q / (2u * len), k = q - j * 2u * len;
       uint kk = k < len ? k : k - len;
-      CV e = CV(pc.src.v[base + j * len + kk]);
-      CV o = CV(pc.src.v[base + (j + half_count) * len + kk]);
+      CV e = load(base + j * len + kk);
+      CV o = load(base + (j + half_count) * len + kk);
       CV t = kk == 0u ? o : cmul(twiddle(kk, 2u * len), o);
       v = k < len ? e + t : e - t;
     }
@@ -94,6 +116,6 @@ void main() {
       if (abs(v.x) <= eps) v.x = R(0);
       if (abs(v.y) <= eps) v.y = R(0);
     }
-    pc.dst.v[base + q] = T(v);
+    store(base + q, v);
   }
 }

@@ -797,8 +797,9 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     defp exact_in?(_value, _type, _index), do: false
 
-    # is_nan: x != x; is_infinity: |x| == inf. Integer inputs are never
-    # either, but Nx computes them the same way.
+    # is_nan: x != x; is_infinity: |x| == inf (complex: a NaN component; an
+    # infinite component). Integer inputs are never either, but Nx computes
+    # them the same way.
     impl_if_callback(:is_nan, 2)
     def is_nan(out, tensor), do: float_class(:is_nan, out, tensor)
 
@@ -815,7 +816,7 @@ if Code.ensure_loaded?(Nx.Backend) do
     end
 
     defp float_class(op, %T{type: {:u, 8}} = out, %T{type: {kind, _} = type} = tensor)
-         when kind in [:f, :bf] do
+         when kind in [:f, :bf, :c] do
       index = device_of(tensor)
       nif_type = nif_type!(type, op, index)
 
@@ -833,7 +834,9 @@ if Code.ensure_loaded?(Nx.Backend) do
 
               :is_infinity ->
                 a = alloc(index, fn -> NIF.unary(:abs, shape, t, 0, nil) end)
-                inf = fill(index, nif_type, 1, scalar_bytes(type, :infinity))
+                abs_type = Nx.Type.to_real(type)
+                abs_nif = nif_type!(abs_type, op, index)
+                inf = fill(index, abs_nif, 1, scalar_bytes(abs_type, :infinity))
                 zeros = List.duplicate(0, length(shape))
                 alloc(index, fn -> NIF.compare(:equal, shape, a, 0, nil, inf, 0, zeros) end)
             end
@@ -909,6 +912,10 @@ if Code.ensure_loaded?(Nx.Backend) do
       def unquote(op)(out, tensor), do: element_wise_unary(unquote(op), out, tensor)
     end
 
+    # abs of a complex tensor is of its component type.
+    defp element_wise_unary(:abs, out, %T{type: {:c, _}} = tensor),
+      do: complex_unary(:abs, out, tensor)
+
     defp element_wise_unary(op, %T{type: type} = out, tensor) do
       index = device_of(tensor)
       nif_type = nif_type!(type, op, index)
@@ -922,6 +929,120 @@ if Code.ensure_loaded?(Nx.Backend) do
       else
         true -> same_data(out, tensor)
         _ -> host(op, [out, tensor], no_kernel(op, type, index))
+      end
+    end
+
+    # conjugate, real, imag and phase: the tensor as a complex type (c128
+    # for f64, c64 otherwise), then the complex kernel; real, imag, phase
+    # and abs produce its component type, converted to out's type where it
+    # differs (phase of f16).
+    for op <- [:conjugate, :real, :imag, :phase] do
+      impl_if_callback(op, 2)
+      def unquote(op)(out, tensor), do: complex_unary(unquote(op), out, tensor)
+    end
+
+    defp complex_unary(op, %T{type: type} = out, %T{} = tensor) do
+      index = device_of(tensor)
+      ctype = complex_of(if(match?({:c, _}, tensor.type), do: tensor.type, else: type))
+      nif_op = if op == :conjugate, do: :conjugate, else: op
+      result_type = if op == :conjugate, do: ctype, else: Nx.Type.to_real(ctype)
+
+      with {:ok, c_nif} <- Map.fetch(@nif_types, ctype),
+           {:ok, out_nif} <- Map.fetch(@nif_types, type),
+           true <- supported?(index, :unary, nif_op, c_nif) and rank_ok?(out),
+           true <- result_type == type or convert_type?(index, out_nif),
+           {:ok, a} <- operand(tensor, c_nif, index) do
+        cond do
+          Nx.size(out) == 0 ->
+            empty(out, index)
+
+          result_type == type ->
+            wrap(out, alloc(index, fn -> NIF.unary(nif_op, dims(out), a, 0, nil) end), index)
+
+          true ->
+            r = alloc(index, fn -> NIF.unary(nif_op, dims(out), a, 0, nil) end)
+            wrap(out, alloc(index, fn -> NIF.convert(out_nif, dims(out), r, 0, nil) end), index)
+        end
+      else
+        _ -> host(op, [out, tensor], no_kernel(op, type, index))
+      end
+    end
+
+    defp complex_of({:c, _} = type), do: type
+    defp complex_of({:f, 64}), do: {:c, 128}
+    defp complex_of(_), do: {:c, 64}
+
+    ## FFT
+
+    for {op, inverse} <- [fft: false, ifft: true] do
+      impl_if_callback(op, 3)
+
+      def unquote(op)(out, tensor, opts),
+        do: fft_op(unquote(op), unquote(inverse), out, tensor, opts)
+    end
+
+    # The tensor converted to out's complex type, cut or zero-padded to
+    # :length along :axis, that axis moved last, the transform of each row
+    # (one kernel dispatch per stage), and the axis moved back.
+    defp fft_op(op, inverse, %T{type: type, shape: out_shape} = out, %T{} = tensor, opts) do
+      index = device_of(tensor)
+      axis = opts[:axis]
+      n = opts[:length]
+      eps = opts[:eps] * 1.0
+      rank = tuple_size(out_shape)
+
+      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
+           true <- convert_type?(index, nif_type) and rank_ok?(out) do
+        converted = as_type(%{tensor | type: type}, tensor)
+        len = elem(tensor.shape, axis)
+        sized_shape = put_elem(tensor.shape, axis, n)
+        sized = %{converted | shape: sized_shape}
+
+        sized =
+          cond do
+            len == n ->
+              converted
+
+            len > n ->
+              starts = List.duplicate(0, rank)
+              slice(sized, converted, starts, Tuple.to_list(sized_shape), List.duplicate(1, rank))
+
+            true ->
+              zero = Nx.tensor(0, type: type, backend: Nx.BinaryBackend)
+
+              config =
+                for i <- 0..(rank - 1), do: if(i == axis, do: {0, n - len, 0}, else: {0, 0, 0})
+
+              pad(sized, converted, zero, config)
+          end
+
+        last = rank - 1
+
+        perm =
+          Enum.map(0..last, fn i ->
+            if i == axis, do: last, else: if(i == last, do: axis, else: i)
+          end)
+
+        moved_shape = perm |> Enum.map(&elem(sized_shape, &1)) |> List.to_tuple()
+        moved = transpose(%{sized | shape: moved_shape}, sized, perm)
+        rows = div(Nx.size(moved_shape), n)
+
+        result =
+          if Nx.size(moved_shape) == 0 do
+            empty(%{moved | shape: moved_shape}, index)
+          else
+            ref = device_ref!(moved, index)
+
+            wrap(
+              %{moved | shape: moved_shape},
+              alloc(index, fn -> NIF.fft(ref, rows, n, inverse, eps) end),
+              index
+            )
+          end
+
+        transpose(out, result, perm)
+      else
+        _ -> host(op, [out, tensor, opts], no_kernel(op, type, index))
       end
     end
 
@@ -974,7 +1095,9 @@ if Code.ensure_loaded?(Nx.Backend) do
       index = device_of(tensor)
       nif_type = nif_type!(type, op, index)
 
-      with true <- compute_type?(index, nif_type) and rank_ok?(tensor),
+      with true <-
+             compute_type?(index, nif_type) and (nif_op in [:sum, :product] or real?(type)) and
+               rank_ok?(tensor),
            {:ok, a} <- operand(tensor, nif_type, index) do
         axes = opts[:axes] || Nx.axes(tensor)
 
@@ -1002,7 +1125,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       nif_type = nif_type!(tensor.type, op, index)
       out_nif = nif_type!(type, op, index)
 
-      with true <- compute_type?(index, nif_type) and convert_type?(index, out_nif),
+      with true <- real_compute_type?(index, nif_type) and convert_type?(index, out_nif),
            true <- rank_ok?(tensor),
            {:ok, a} <- operand(tensor, nif_type, index) do
         axes = if axis = opts[:axis], do: [axis], else: Nx.axes(tensor)
@@ -1043,7 +1166,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       dilations = opts[:window_dilations] || List.duplicate(1, rank)
       padding = opts[:padding] || List.duplicate({0, 0}, rank)
 
-      with true <- compute_type?(index, nif_type) and rank_ok?(tensor),
+      with true <- real_compute_type?(index, nif_type) and rank_ok?(tensor),
            true <- is_list(strides) and is_list(dilations) and is_list(padding),
            {:ok, a} <- operand(tensor, nif_type, index) do
         if Nx.size(out) == 0 do
@@ -1124,7 +1247,7 @@ if Code.ensure_loaded?(Nx.Backend) do
 
       case Map.fetch(@nif_types, type) do
         {:ok, nif_type} ->
-          if compute_type?(index, nif_type) and rank_ok?(out) and rank_ok?(tensor),
+          if real_compute_type?(index, nif_type) and rank_ok?(out) and rank_ok?(tensor),
             do: known_fun(fun, type)
 
         :error ->
@@ -1172,7 +1295,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       rank = length(t_dims)
       axis = opts[:axis] || rank - 1
 
-      with true <- compute_type?(index, nif_type) and convert_type?(index, out_nif),
+      with true <- real_compute_type?(index, nif_type) and convert_type?(index, out_nif),
            true <- rank_ok?(tensor),
            {:ok, a} <- operand(tensor, nif_type, index) do
         cond do
@@ -1533,22 +1656,14 @@ if Code.ensure_loaded?(Nx.Backend) do
     ## Callbacks computed on the host
 
     # The same callback on Nx.BinaryBackend.
-    host_callbacks =
-      [
-        conv: 4,
-        map: 4,
-        window_scatter_max: 6,
-        window_scatter_min: 6,
-        lu: 3,
-        triangular_solve: 4,
-        fft: 3,
-        ifft: 3
-      ] ++
-        for(
-          op <-
-            [:conjugate, :real, :imag],
-          do: {op, 2}
-        )
+    host_callbacks = [
+      conv: 4,
+      map: 4,
+      window_scatter_max: 6,
+      window_scatter_min: 6,
+      lu: 3,
+      triangular_solve: 4
+    ]
 
     # Optional callbacks: exported only where Nx.BinaryBackend implements
     # them; otherwise Nx calls optional/3 with the default implementation.
@@ -1563,7 +1678,6 @@ if Code.ensure_loaded?(Nx.Backend) do
             solve: 3,
             determinant: 2,
             logical_not: 2,
-            phase: 2,
             fft2: 3,
             ifft2: 3
           ],
@@ -1594,10 +1708,11 @@ if Code.ensure_loaded?(Nx.Backend) do
     # These default implementations are built from ops with kernels and
     # run on the device (logical_not: equal with zero; the cumulative ops:
     # an associative scan of slices and element-wise ops; all_close:
-    # element-wise ops and all; top_k: argsort and take_along_axis); the
-    # others run on the host in one piece.
+    # element-wise ops and all; top_k: argsort and take_along_axis;
+    # fft2/ifft2: fft/ifft along each axis); the others run on the host in
+    # one piece.
     @device_defaults [:logical_not, :cumulative_sum, :cumulative_product] ++
-                       [:cumulative_min, :cumulative_max, :all_close, :top_k]
+                       [:cumulative_min, :cumulative_max, :all_close, :top_k, :fft2, :ifft2]
 
     def optional(name, args, fun) when name in @device_defaults, do: apply(fun, args)
 
@@ -1883,6 +1998,14 @@ if Code.ensure_loaded?(Nx.Backend) do
     # the device can store (f64 needs shaderFloat64, 8- and 16-bit types
     # their storage features).
     defp compute_type?(index, nif_type), do: supported?(index, :convert, :copy, nif_type)
+
+    # compute_type? for the kernels of ordered (real) types only: sort,
+    # argmax/argmin, max/min reductions and windows.
+    defp real_compute_type?(index, nif_type),
+      do: nif_type not in [:c64, :c128] and compute_type?(index, nif_type)
+
+    defp real?({:c, _}), do: false
+    defp real?(_), do: true
 
     # Types the device converts between (as_type, operands).
     defp convert_type?(index, nif_type), do: supported?(index, :convert, :copy, nif_type)

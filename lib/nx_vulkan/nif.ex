@@ -160,8 +160,16 @@ defmodule Nx.Vulkan.NIF do
   `src[offset + x . src_strides + sum_j clamp(idx[x . index_strides + j]) * axis_strides[j]]`
   (`indices` is s64; out-of-range indices clamp to the axis).
   """
-  def gather(_src, _offset, _indices, _shape, _src_strides, _index_strides, _axis_dims,
-             _axis_strides),
+  def gather(
+        _src,
+        _offset,
+        _indices,
+        _shape,
+        _src_strides,
+        _index_strides,
+        _axis_dims,
+        _axis_strides
+      ),
       do: nif_error()
 
   @doc """
@@ -170,6 +178,13 @@ defmodule Nx.Vulkan.NIF do
   """
   def window_reduce(_op, _a, _in_shape, _out_shape, _window, _strides, _dilations, _pad_lo),
     do: nif_error()
+
+  @doc """
+  Discrete Fourier transform (`inverse`: the inverse, divided by `n`) of
+  each row of a dense `rows` x `n` c64 or c128 tensor; components of
+  magnitude at most `eps` are flushed to zero.
+  """
+  def fft(_a, _rows, _n, _inverse, _eps), do: nif_error()
 
   @doc """
   Stable sort of each row of a dense `rows` x `len` tensor; `want` is
@@ -182,8 +197,17 @@ defmodule Nx.Vulkan.NIF do
   `slice_shape` into `dst`; updates apply in order, out-of-range ones are
   skipped. Returns `:ok`.
   """
-  def scatter(_op, _dst, _updates, _indices, _count, _slice_shape, _dst_strides,
-              _axis_dims, _axis_strides),
+  def scatter(
+        _op,
+        _dst,
+        _updates,
+        _indices,
+        _count,
+        _slice_shape,
+        _dst_strides,
+        _axis_dims,
+        _axis_strides
+      ),
       do: nif_error()
 
   @doc "N-D transpose of a dense tensor of `in_shape` by `perm`."
