@@ -351,9 +351,19 @@ if Code.ensure_loaded?(Nx.Backend) do
         if remainder != 0 and opts[:leftover] == :repeat, do: 0..full, else: 0..(full - 1)//1
 
       Stream.map(range, fn
+        ^full when native? ->
+          # The last rows followed by the first ones: two copies into a
+          # fresh tensor.
+          before = full * per_batch
+          available = Nx.size(tensor) - before
+          dst = alloc(index, fn -> NIF.empty(Nx.Vulkan.device(index), nif_type, per_batch) end)
+          NIF.copy_into(dst, 0, [1], [available], ref, before, [1])
+          NIF.copy_into(dst, available, [1], [per_batch - available], ref, 0, [1])
+          wrap(out, dst, index)
+
         ^full ->
           # The last rows followed by the first ones, read through the host.
-          Fallback.record!(:to_batched, "a leftover batch that wraps around (leftover: :repeat)")
+          Fallback.record!(:to_batched, no_kernel(:copy, type, index))
           before = full * per_batch
           available = Nx.size(tensor) - before
           bin = download(ref, before, available) <> download(ref, 0, per_batch - available)

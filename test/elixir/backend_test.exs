@@ -658,6 +658,15 @@ if Code.ensure_loaded?(Nx) do
       end
 
       native(fn -> vk(t) |> Nx.to_batched(2, leftover: :discard) |> Enum.to_list() end)
+      native(fn -> vk(t) |> Nx.to_batched(2, leftover: :repeat) |> Enum.to_list() end)
+
+      # A wrap-around batch spanning several rows, every type.
+      for type <- [:u8, :s64, :f16, :c64, :c128] do
+        t = Nx.iota({5, 2}, type: type, backend: Nx.BinaryBackend)
+        got = vk(t) |> Nx.to_batched(4, leftover: :repeat) |> Enum.to_list()
+        expected = t |> Nx.to_batched(4, leftover: :repeat) |> Enum.to_list()
+        Enum.zip(got, expected) |> Enum.each(fn {g, e} -> assert_same(g, e) end)
+      end
     end
 
     ## Memory and transfer
