@@ -54,7 +54,7 @@ void main() {
     for (int j = 0; j < 4; ++j) acc[i][j] = TC(0);
 
   for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
-    for (uint t = 0u; t < 4u; ++t) {
+    for (uint t = 0u; t < BM * BK / 256u; ++t) {  // each thread loads BM*BK/256
       uint e = lid + 256u * t;
       uint r, p;
       if (a_kmajor) { r = e / BK; p = e % BK; } else { r = e % BM; p = e / BM; }

@@ -74,10 +74,22 @@ if Code.ensure_loaded?(Nx) do
           cond do
             a == b -> true
             is_number(a) and is_number(b) -> abs(a - b) <= tol * max(1.0, abs(b))
+            is_struct(a, Complex) and is_struct(b, Complex) -> complex_close?(a, b, tol)
             true -> false
           end
 
         assert ok, "#{what}: element #{i}: got #{inspect(a)}, expected #{inspect(b)}"
+      end)
+    end
+
+    # Components within tol of the magnitude (at least 1) of the expected
+    # value; non-finite components must be equal.
+    defp complex_close?(%Complex{re: ar, im: ai}, %Complex{re: br, im: bi} = b, tol) do
+      scale = max(1.0, Complex.abs(b))
+
+      Enum.all?([{ar, br}, {ai, bi}], fn
+        {x, y} when is_number(x) and is_number(y) -> abs(x - y) <= tol * scale
+        {x, y} -> x == y
       end)
     end
 
@@ -147,6 +159,92 @@ if Code.ensure_loaded?(Nx) do
             idx = Nx.tensor(for(_ <- 1..5, do: :rand.uniform(n) - 1), backend: Nx.BinaryBackend)
             check("take #{what} #{axis}", 0, &Nx.take(&1, &2, axis: axis), [a, idx])
           end
+        end
+      end
+    end
+
+    defp random_complex(shape, type) do
+      Nx.complex(random(shape, {:f, 64}), random(shape, {:f, 64})) |> Nx.as_type(type)
+    end
+
+    test "complex types match Nx.BinaryBackend" do
+      for type <- [c: 64, c: 128], _ <- 1..@rounds do
+        shape = random_shape()
+        a = random_complex(shape, type)
+        b = random_complex(shape, type)
+        tol = if type == {:c, 64}, do: 4.0e-6, else: 1.0e-12
+        rank = tuple_size(shape)
+        what = "#{Nx.Type.to_string(type)} #{inspect(shape)}"
+
+        for op <- [:add, :subtract, :multiply, :divide],
+            do: check("#{op} #{what}", tol, &apply(Nx, op, [&1, &2]), [a, b])
+
+        check("pow #{what}", tol * 8, &Nx.pow(Nx.divide(&1, 8), Nx.divide(&2, 8)), [a, b])
+
+        for op <- [:negate, :conjugate, :real, :imag, :abs, :phase, :sqrt, :sin, :cos, :tanh],
+            do: check("#{op} #{what}", tol * 4, &apply(Nx, op, [&1]), [a])
+
+        check("exp #{what}", tol * 8, &Nx.exp(Nx.divide(&1, 8)), [a])
+        check("log #{what}", tol * 4, &Nx.log/1, [a])
+
+        for op <- [:equal, :not_equal],
+            do:
+              check("#{op} #{what}", 0, &apply(Nx, op, [&1, &2]), [
+                a,
+                Nx.select(Nx.greater(Nx.real(b), 0), a, b)
+              ])
+
+        check("select #{what}", 0, &Nx.select(Nx.greater(Nx.real(&1), 0), &1, &2), [a, b])
+
+        for target <- [{:f, 32}, {:f, 64}, {:s, 32}, {:c, 64}, {:c, 128}],
+            do: check("as_type #{what} -> #{inspect(target)}", tol, &Nx.as_type(&1, target), [a])
+
+        check("from real #{what}", 0, &Nx.as_type(&1, type), [random(shape, {:s, 16})])
+
+        if rank > 0 do
+          axes = Enum.filter(0..(rank - 1), fn _ -> :rand.uniform(2) == 1 end)
+          axis = :rand.uniform(rank) - 1
+          n = elem(shape, axis)
+          check("sum #{what} #{inspect(axes)}", tol * 16, &Nx.sum(&1, axes: axes), [a])
+
+          check(
+            "product #{what} #{axis}",
+            tol * 16,
+            &Nx.product(Nx.divide(&1, 8), axes: [axis]),
+            [a]
+          )
+
+          perm = Enum.shuffle(Nx.axes(a))
+          check("transpose #{what} #{inspect(perm)}", 0, &Nx.transpose(&1, axes: perm), [a])
+          check("reverse #{what}", 0, &Nx.reverse(&1, axes: axes), [a])
+          check("concatenate #{what} #{axis}", 0, &Nx.concatenate([&1, &2], axis: axis), [a, b])
+          idx = Nx.tensor(for(_ <- 1..5, do: :rand.uniform(n) - 1), backend: Nx.BinaryBackend)
+          check("take #{what} #{axis}", 0, &Nx.take(&1, &2, axis: axis), [a, idx])
+          length = Enum.random([1, n, n + 3, max(n - 1, 1), 8])
+          fft_tol = tol * 16 * n
+
+          # The reference moves the axis last: Nx 0.7.2's BinaryBackend
+          # puts the axes of a rank >= 3 result back in the wrong order
+          # when the axis is not one of the last two.
+          moved = Enum.reject(Nx.axes(a), &(&1 == axis)) ++ [axis]
+          back = Enum.map(Nx.axes(a), fn i -> Enum.find_index(moved, &(&1 == i)) end)
+
+          for op <- [:fft, :ifft] do
+            want =
+              apply(Nx, op, [Nx.transpose(a, axes: moved), [length: length]])
+              |> Nx.transpose(axes: back)
+
+            got =
+              Nx.Vulkan.with_host_fallback(:raise, fn ->
+                apply(Nx, op, [vk(a), [axis: axis, length: length]])
+              end)
+
+            assert_match(got, want, fft_tol, "#{op} #{what} #{axis} #{length}")
+          end
+
+          k = elem(shape, rank - 1)
+          c = random_complex({k, 3}, type)
+          check("dot #{what}", tol * 16 * k, &Nx.dot/2, [a, c])
         end
       end
     end
