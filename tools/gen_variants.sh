@@ -30,3 +30,8 @@ for t in f16:8 bf16:9 f32:10; do
 done
 echo "fill_32 fill.comp -DW=32"
 echo "fill_64 fill.comp -DW=64"
+for fam in conv winscatter; do
+  for t in $types; do
+    echo "${fam}_${t%%:*} $fam.comp -DT_ID=${t#*:}"
+  done
+done
