@@ -481,7 +481,8 @@ nxv_status nxv_window_reduce(nxv_device *device, nxv_reduce_op op,
  * batch_groups equal blocks; block g reads input channels g * C/G ..
  * (feature groups) or input batch n + g * N / batch_groups (batch groups).
  * Products accumulate in the compute type (f16 and bf16 in f32, integers
- * wrapping). Any real dtype. Returns at once; thread-safe. */
+ * wrapping). Any real dtype, and c64 and c128 (complex products; c128
+ * needs shaderFloat64). Returns at once; thread-safe. */
 typedef struct nxv_conv_desc {
   nxv_tensor *input;              /* borrowed; dense [N, C, spatial...] */
   nxv_tensor *kernel;             /* borrowed; dense [O, C / feature_groups,

@@ -1320,7 +1320,16 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
   if (c->kernel->dtype != t)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "conv: input is %s, kernel is %s",
                     nxv_dtype_name(t), nxv_dtype_name(c->kernel->dtype));
-  NXV_TRY(check_type(d, t, "conv"));
+  nxv_spv_module module;
+  if (t == NXV_C64 || t == NXV_C128) {
+    if (t == NXV_C128 && !d->vk.info.float64)
+      return nxv_fail(NXV_ERR_UNSUPPORTED, "conv on c128: device %s has no shaderFloat64",
+                      d->vk.info.name);
+    module = t == NXV_C64 ? NXV_SPV_CONV_C64 : NXV_SPV_CONV_C128;
+  } else {
+    NXV_TRY(check_type(d, t, "conv"));
+    module = family(NXV_SPV_CONV_S8, t);
+  }
   uint64_t n_in, n_k, n_out;
   NXV_TRY(check_shape(c->rank, c->in_shape, &n_in));
   NXV_TRY(check_shape(c->rank, c->kernel_shape, &n_k));
@@ -1390,7 +1399,7 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
   node_use(node, c->input, false);
   node_use(node, c->kernel, false);
   node_use(node, tout, true);
-  nxv_status st = push_dispatch(d, node, family(NXV_SPV_CONV_S8, t), 0, 0);
+  nxv_status st = push_dispatch(d, node, module, 0, 0);
   if (st != NXV_OK) {
     nxv_tensor_release(tout);
     return st;

@@ -1,9 +1,27 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
+#if defined(CPLX)
+// Complex elements: CPLX 64 (c64, pairs of f32) or 128 (c128, pairs of
+// f64), multiplied as complex numbers and accumulated in their own type.
+#if CPLX == 64
+#define T vec2
+#define T_ALIGN 8
+#else
+#define T dvec2
+#define T_ALIGN 16
+#endif
+#define TC T
+#define T_LD(v) (v)
+#define T_ST(c) (c)
+#define MUL(p, q) TC((p).x * (q).x - (p).y * (q).y, (p).x * (q).y + (p).y * (q).x)
+#else
 #include "types.glsl"
-// conv.comp - direct convolution of element type T (T_ID), accumulated in
-// the compute type TC (f16 and bf16 in f32, narrow integers in 32 bits and
-// wrapped on store), one thread per output element.
+#define MUL(x, y) ((x) * (y))
+#endif
+// conv.comp - direct convolution of element type T (T_ID, or a complex
+// type with CPLX), accumulated in the compute type TC (f16 and bf16 in
+// f32, narrow integers in 32 bits and wrapped on store), one thread per
+// output element.
 //
 // Layouts are dense and canonical: input [N_in, C_in, in spatial...],
 // kernel [O, Ck, kernel spatial...], output [N_out, O, out spatial...].
@@ -86,7 +104,7 @@ void main() {
       if (!inside) continue;
       uint ai = in_base + off, ki = k_base + kk;
       for (uint c = 0u; c < Ck; ++c) {
-        acc += T_LD(pc.a.v[ai]) * T_LD(pc.k.v[ki]);
+        acc += MUL(T_LD(pc.a.v[ai]), T_LD(pc.k.v[ki]));
         ai += in_sp;
         ki += K;
       }

@@ -18,6 +18,9 @@
  * window order, starting from init. Sources are small multiples of 1/8, so
  * every sum is exact in every type and results compare bit for bit.
  *
+ * Complex convolutions (c64, c128) are checked against four real
+ * reference convolutions of the real and imaginary parts.
+ *
  * Outputs are poisoned by the test device, so unwritten elements fail.
  */
 #include <math.h>
@@ -459,6 +462,100 @@ NXV_TEST(conv, larger_f32_and_f16) {
   run_conv(d, big, NXV_F32, &rng);
   run_conv(d, strided, NXV_F32, &rng);
   if (device_has(d, NXV_F16)) run_conv(d, big, NXV_F16, &rng);
+  nxv_device_release(d);
+}
+
+/* Complex convolution: the reference is four real convolutions of the
+ * real and imaginary parts, in double. */
+static void run_conv_complex(nxv_device *d, conv_case c, nxv_dtype t, uint64_t *rng) {
+  conv_defaults(&c);
+  int64_t oshape[NXV_MAX_RANK];
+  conv_out_shape(&c, oshape);
+  uint64_t n_in = prod(c.rank, c.in), n_k = prod(c.rank, c.k), n_out = prod(c.rank, oshape);
+  bool c64 = t == NXV_C64;
+  double *part[4]; /* input re, input im, kernel re, kernel im */
+  uint64_t counts[4] = {n_in, n_in, n_k, n_k};
+  for (int p = 0; p < 4; p++) {
+    part[p] = xcalloc(counts[p], sizeof(double));
+    for (uint64_t i = 0; i < counts[p]; i++) {
+      double v = test_rand_uniform(rng, -1.0, 1.0);
+      part[p][i] = c64 ? (double)(float)v : v;
+    }
+  }
+  void *hin = xcalloc(2 * n_in, sizeof(double)), *hk = xcalloc(2 * n_k, sizeof(double));
+  for (int p = 0; p < 4; p++)
+    for (uint64_t i = 0; i < counts[p]; i++) {
+      void *h = p < 2 ? hin : hk;
+      uint64_t at = 2 * i + (uint64_t)(p % 2);
+      if (c64) ((float *)h)[at] = (float)part[p][i];
+      else ((double *)h)[at] = part[p][i];
+    }
+  nxv_tensor *tin = upload(d, t, n_in, hin), *tk = upload(d, t, n_k, hk), *out = NULL;
+  if (tin && tk) {
+    nxv_conv_desc desc = {.input = tin, .kernel = tk, .rank = c.rank, .in_shape = c.in,
+                          .kernel_shape = c.k, .out_shape = oshape, .strides = c.strides,
+                          .pad_lo = c.lo, .pad_hi = c.hi, .input_dilation = c.idil,
+                          .kernel_dilation = c.kdil, .feature_groups = c.fg,
+                          .batch_groups = c.bg};
+    nxv_status st = nxv_conv(d, &desc, &out);
+    CHECK_MSG(st == NXV_OK, "conv %s on %s: %s", c.name, nxv_dtype_name(t), nxv_last_error());
+  }
+  if (out) {
+    CHECK(nxv_tensor_dtype(out) == t && nxv_tensor_count(out) == n_out);
+    void *got = xcalloc(2 * n_out, sizeof(double));
+    CHECK_OK(nxv_tensor_download(out, 0, n_out, got));
+    /* rr = re * re, ii = im * im, ri = re * im, ir = im * re */
+    const int pairs[4][2] = {{0, 2}, {1, 3}, {0, 3}, {1, 2}};
+    conv_ref r[4];
+    for (int q = 0; q < 4; q++) {
+      r[q] = (conv_ref){xcalloc(n_out, sizeof(double)), xcalloc(n_out, sizeof(int64_t)),
+                        xcalloc(n_out, sizeof(double))};
+      conv_reference(&c, NXV_F64, part[pairs[q][0]], part[pairs[q][1]], oshape, &r[q]);
+    }
+    double eps = c64 ? 0x1p-23 : 0x1p-52;
+    uint64_t terms = n_k / (uint64_t)(c.k[0] ? c.k[0] : 1);
+    int bad = 0;
+    for (uint64_t i = 0; i < n_out; i++) {
+      double want[2] = {r[0].f[i] - r[1].f[i], r[2].f[i] + r[3].f[i]};
+      double mag[2] = {r[0].mag[i] + r[1].mag[i], r[2].mag[i] + r[3].mag[i]};
+      for (int part_i = 0; part_i < 2; part_i++) {
+        double g = c64 ? ((float *)got)[2 * i + (uint64_t)part_i]
+                       : ((double *)got)[2 * i + (uint64_t)part_i];
+        double tol = eps * (double)(2 * terms + 2) * mag[part_i] + eps * fabs(want[part_i]);
+        bool ok = fabs(g - want[part_i]) <= tol;
+        if (!ok && bad++ < MAX_REPORT)
+          CHECK_MSG(ok, "conv %s on %s: element %llu (%s) is %.9g, expected %.9g", c.name,
+                    nxv_dtype_name(t), (unsigned long long)i, part_i ? "imag" : "real", g,
+                    want[part_i]);
+        else if (!ok)
+          atomic_fetch_add(&nxv_test_failures, 1);
+      }
+    }
+    for (int q = 0; q < 4; q++) {
+      free(r[q].f);
+      free(r[q].i);
+      free(r[q].mag);
+    }
+    free(got);
+    nxv_tensor_release(out);
+  }
+  if (tin) nxv_tensor_release(tin);
+  if (tk) nxv_tensor_release(tk);
+  for (int p = 0; p < 4; p++) free(part[p]);
+  free(hin);
+  free(hk);
+}
+
+NXV_TEST(conv, complex_types) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0xC0419;
+  nxv_device_info info;
+  CHECK_OK(nxv_device_info_get(d, &info));
+  for (size_t ci = 0; ci < NCONV; ci++) {
+    run_conv_complex(d, kConvCases[ci], NXV_C64, &rng);
+    if (info.float64) run_conv_complex(d, kConvCases[ci], NXV_C128, &rng);
+  }
   nxv_device_release(d);
 }
 

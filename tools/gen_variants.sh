@@ -35,3 +35,5 @@ for fam in conv winscatter; do
     echo "${fam}_${t%%:*} $fam.comp -DT_ID=${t#*:}"
   done
 done
+echo "conv_c64 conv.comp -DCPLX=64"
+echo "conv_c128 conv.comp -DCPLX=128"

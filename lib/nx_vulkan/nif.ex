@@ -160,8 +160,16 @@ defmodule Nx.Vulkan.NIF do
   `src[offset + x . src_strides + sum_j clamp(idx[x . index_strides + j]) * axis_strides[j]]`
   (`indices` is s64; out-of-range indices clamp to the axis).
   """
-  def gather(_src, _offset, _indices, _shape, _src_strides, _index_strides, _axis_dims,
-             _axis_strides),
+  def gather(
+        _src,
+        _offset,
+        _indices,
+        _shape,
+        _src_strides,
+        _index_strides,
+        _axis_dims,
+        _axis_strides
+      ),
       do: nif_error()
 
   @doc """
@@ -169,6 +177,43 @@ defmodule Nx.Vulkan.NIF do
   `in_shape` into `out_shape`; padding positions contribute the identity.
   """
   def window_reduce(_op, _a, _in_shape, _out_shape, _window, _strides, _dilations, _pad_lo),
+    do: nif_error()
+
+  @doc """
+  Convolution in the canonical layouts: `input` dense `in_shape` `[n, c,
+  spatial...]`, `kernel` dense `kernel_shape` `[o, c / feature_groups,
+  spatial...]` of the input's type, result dense `out_shape` `[n /
+  batch_groups, o, spatial...]` (checked against the geometry). `strides`,
+  `pad_lo`, `pad_hi` (negative values crop), `input_dilation` and
+  `kernel_dilation` have one entry per spatial axis. Products accumulate in
+  the compute type (f16/bf16 in f32).
+  """
+  def conv(
+        _input,
+        _kernel,
+        _in_shape,
+        _kernel_shape,
+        _out_shape,
+        _strides,
+        _pad_lo,
+        _pad_hi,
+        _input_dilation,
+        _kernel_dilation,
+        _feature_groups,
+        _batch_groups
+      ),
+      do: nif_error()
+
+  @doc """
+  Window scatter (`:max` or `:min`): each window of `a` (dense `in_shape`,
+  windows `window` every `strides`, padded by `pad_lo`/`pad_hi`) selects its
+  largest (smallest) element inside `a`, the last one on ties; the result,
+  dense `in_shape` in `source`'s type, is `init` (one element of that type)
+  plus, at each selected element, the `source` values of the windows that
+  selected it (one source value per window, row-major), added in window
+  order.
+  """
+  def window_scatter(_op, _a, _source, _init, _in_shape, _window, _strides, _pad_lo, _pad_hi),
     do: nif_error()
 
   @doc """
@@ -182,8 +227,17 @@ defmodule Nx.Vulkan.NIF do
   `slice_shape` into `dst`; updates apply in order, out-of-range ones are
   skipped. Returns `:ok`.
   """
-  def scatter(_op, _dst, _updates, _indices, _count, _slice_shape, _dst_strides,
-              _axis_dims, _axis_strides),
+  def scatter(
+        _op,
+        _dst,
+        _updates,
+        _indices,
+        _count,
+        _slice_shape,
+        _dst_strides,
+        _axis_dims,
+        _axis_strides
+      ),
       do: nif_error()
 
   @doc "N-D transpose of a dense tensor of `in_shape` by `perm`."
