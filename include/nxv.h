@@ -468,6 +468,77 @@ typedef struct nxv_window_desc {
 nxv_status nxv_window_reduce(nxv_device *device, nxv_reduce_op op,
                              const nxv_window_desc *desc, nxv_tensor **out_tensor);
 
+/* Convolution (Nx conv) in the canonical layout: a dense input of shape
+ * [N, C, s_1 .. s_S], a dense kernel [O, C / feature_groups, k_1 .. k_S]
+ * of the input's dtype, and a dense result [N / batch_groups, O,
+ * o_1 .. o_S] of that dtype (permuted layouts are transposes for the
+ * caller). Along spatial axis d, result coordinate x and kernel tap j read
+ * the input zero-padded by pad_lo[d] / pad_hi[d] (negative values crop)
+ * after input dilation (input_dilation[d] - 1 zeros between elements), at
+ *   x * strides[d] + j * kernel_dilation[d]
+ * so o_d = floor((pad_lo + (s_d - 1) * input_dilation + 1 + pad_hi
+ *                 - ((k_d - 1) * kernel_dilation + 1)) / strides) + 1
+ * (0 when the dilated kernel is larger than the padded input). The result
+ * sums input x kernel over the kernel taps and its C / feature_groups
+ * channels. Groups split the output channels into G = feature_groups *
+ * batch_groups equal blocks; block g reads input channels g * C/G ..
+ * (feature groups) or input batch n + g * N / batch_groups (batch groups).
+ * Products accumulate in the compute type (f16 and bf16 in f32, integers
+ * wrapping). Any real dtype, and c64 and c128 (complex products; c128
+ * needs shaderFloat64). Returns at once; thread-safe. */
+typedef struct nxv_conv_desc {
+  nxv_tensor *input;              /* borrowed; dense [N, C, spatial...] */
+  nxv_tensor *kernel;             /* borrowed; dense [O, C / feature_groups,
+                                     spatial...], the input's dtype */
+  uint32_t rank;                  /* 2 + spatial rank, 2 .. NXV_MAX_RANK */
+  const int64_t *in_shape;        /* rank */
+  const int64_t *kernel_shape;    /* rank */
+  const int64_t *out_shape;       /* rank: must equal the shape the
+                                     geometry gives (checked) */
+  const int64_t *strides;         /* rank - 2, >= 1 */
+  const int64_t *pad_lo;          /* rank - 2, zeros before each spatial
+                                     axis (negative: elements dropped) */
+  const int64_t *pad_hi;          /* rank - 2, zeros after (likewise) */
+  const int64_t *input_dilation;  /* rank - 2, >= 1 */
+  const int64_t *kernel_dilation; /* rank - 2, >= 1 */
+  int64_t feature_groups;         /* >= 1; divides O, C = kernel C * it */
+  int64_t batch_groups;           /* >= 1; divides N and O; one of the
+                                     two group counts must be 1 */
+} nxv_conv_desc;
+nxv_status nxv_conv(nxv_device *device, const nxv_conv_desc *desc,
+                    nxv_tensor **out_tensor);
+
+/* Window scatter (Nx window_scatter_max / window_scatter_min, the
+ * gradient of window max/min). The windows of a (dense, in_shape) start at
+ * w[d] * strides[d] - pad_lo[d] and span window[d] positions; there are
+ * floor((in_shape[d] + pad_lo[d] + pad_hi[d] - window[d]) / strides[d]) + 1
+ * along axis d, and source holds one value per window (dense, row-major
+ * over the windows). Each window selects one element of a: scanning its
+ * positions in row-major order, positions inside a only (padding is never
+ * selected), the largest (smallest with is_min) by >= (<=), so ties go to
+ * the last position and a NaN is neither selected over nor displaces the
+ * current selection. The result, dense over in_shape in source's dtype,
+ * is at each element init plus the source values of the windows that
+ * selected it, added in window order. a may have any real dtype (compared
+ * in its compute type); source any real dtype; init one element of
+ * source's dtype. Deterministic (no atomics). Returns at once;
+ * thread-safe. */
+typedef struct nxv_window_scatter_desc {
+  nxv_tensor *a;             /* borrowed; dense in_shape; what is compared */
+  nxv_tensor *source;        /* borrowed; dense, one value per window */
+  nxv_tensor *init;          /* borrowed; one element of source's dtype */
+  bool is_min;               /* select the minimum (else the maximum) */
+  uint32_t rank;
+  const int64_t *in_shape;   /* rank */
+  const int64_t *window;     /* rank, >= 1 */
+  const int64_t *strides;    /* rank, >= 1 */
+  const int64_t *pad_lo;     /* rank, may be negative */
+  const int64_t *pad_hi;     /* rank, may be negative */
+} nxv_window_scatter_desc;
+nxv_status nxv_window_scatter(nxv_device *device,
+                              const nxv_window_scatter_desc *desc,
+                              nxv_tensor **out_tensor);
+
 /* Writes a strided view of src over shape, converted to dst's dtype, into
  * dst: element i of the view goes to dst[dst_offset + sum_k i_k *
  * dst_strides[k]]. This is the one op that modifies an existing tensor:

@@ -1257,6 +1257,309 @@ nxv_status nxv_sort(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t len,
 }
 
 /* ------------------------------------------------------------------ */
+/* Convolution                                                         */
+/* ------------------------------------------------------------------ */
+
+typedef struct pc_conv {          /* conv.comp */
+  uint64_t a, k, c, args;
+  uint32_t n_out, srank, k_count, pad;
+} pc_conv;
+_Static_assert(sizeof(pc_conv) == 48, "pc_conv layout");
+_Static_assert(NXV_SPV_CONV_C128 - NXV_SPV_CONV_S8 == NXV_C128, "conv family");
+
+/* Arena words of conv.comp: a header, then one block per spatial axis. */
+#define CONV_HDR 8u
+#define CONV_AXW 8u
+
+/* Positions of a dilated, padded axis: the zero-padded length of dim
+ * elements with dilation - 1 zeros between them. */
+static int64_t dilated_len(int64_t dim, int64_t dilation) {
+  return dim == 0 ? 0 : (dim - 1) * dilation + 1;
+}
+
+static bool within_i32(int64_t v) { return v >= -(int64_t)INT32_MAX && v <= INT32_MAX; }
+
+/* Checks the spatial geometry of a conv and the output shape it implies. */
+static nxv_status conv_geometry(const nxv_conv_desc *c) {
+  uint32_t S = c->rank - 2;
+  const int64_t *in = c->in_shape, *k = c->kernel_shape, *o = c->out_shape;
+  int64_t N = in[0], C = in[1], O = k[0], Ck = k[1];
+  int64_t fg = c->feature_groups, bg = c->batch_groups;
+  if (fg < 1 || bg < 1)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "conv: feature_groups (%lld) and batch_groups (%lld) must be >= 1",
+                    (long long)fg, (long long)bg);
+  if (fg > 1 && bg > 1)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "conv: feature_groups (%lld) or batch_groups (%lld) must be 1",
+                    (long long)fg, (long long)bg);
+  if (Ck > INT64_MAX / fg || C != Ck * fg)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "conv: the input has %lld channels, the kernel %lld per group "
+                    "with %lld feature groups",
+                    (long long)C, (long long)Ck, (long long)fg);
+  if (O % fg || O % bg || N % bg)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "conv: %lld output channels and a batch of %lld do not split into "
+                    "%lld feature / %lld batch groups",
+                    (long long)O, (long long)N, (long long)fg, (long long)bg);
+  if (o[0] != N / bg || o[1] != O)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "conv: output shape starts [%lld, %lld], the geometry gives [%lld, %lld]",
+                    (long long)o[0], (long long)o[1], (long long)(N / bg), (long long)O);
+  for (uint32_t d = 0; d < S; d++) {
+    int64_t s = c->strides[d], id = c->input_dilation[d], kd = c->kernel_dilation[d];
+    int64_t lo = c->pad_lo[d], hi = c->pad_hi[d];
+    if (s < 1 || id < 1 || kd < 1 || s > INT32_MAX || id > INT32_MAX || kd > INT32_MAX)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "conv: spatial axis %u: strides (%lld) and dilations (%lld, %lld) "
+                      "must be between 1 and 2^31-1",
+                      d, (long long)s, (long long)id, (long long)kd);
+    if (!within_i32(lo) || !within_i32(hi) || in[2 + d] > INT32_MAX || k[2 + d] > INT32_MAX)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "conv: spatial axis %u: sizes and padding must be within 2^31-1", d);
+    int64_t padded = lo + dilated_len(in[2 + d], id) + hi;
+    int64_t taps = dilated_len(k[2 + d], kd);
+    if (padded > INT32_MAX || taps > INT32_MAX || padded - lo > INT32_MAX)
+      return nxv_fail(NXV_ERR_UNSUPPORTED,
+                      "conv: spatial axis %u: the dilated, padded input exceeds 2^31-1 "
+                      "positions", d);
+    int64_t want = padded >= taps ? (padded - taps) / s + 1 : 0;
+    if (o[2 + d] != want)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "conv: output spatial axis %u has size %lld, the geometry gives %lld "
+                      "(input %lld, kernel %lld, stride %lld, padding %lld/%lld, "
+                      "dilations %lld/%lld)",
+                      d, (long long)o[2 + d], (long long)want, (long long)in[2 + d],
+                      (long long)k[2 + d], (long long)s, (long long)lo, (long long)hi,
+                      (long long)id, (long long)kd);
+  }
+  return NXV_OK;
+}
+
+nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
+  if (!d || !c || !out || !c->input || !c->kernel || !c->in_shape ||
+      !c->kernel_shape || !c->out_shape)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "conv: NULL argument");
+  if (c->rank < 2 || c->rank > NXV_MAX_RANK)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "conv: rank %u, expected 2 to %d (batch, channels, spatial axes)",
+                    c->rank, NXV_MAX_RANK);
+  uint32_t S = c->rank - 2;
+  if (S && (!c->strides || !c->pad_lo || !c->pad_hi || !c->input_dilation ||
+            !c->kernel_dilation))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "conv: NULL strides, padding or dilations");
+  if (c->input->device != d || c->kernel->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "conv: tensor on another device");
+  nxv_dtype t = c->input->dtype;
+  if (c->kernel->dtype != t)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "conv: input is %s, kernel is %s",
+                    nxv_dtype_name(t), nxv_dtype_name(c->kernel->dtype));
+  NXV_TRY(check_type(d, t, "conv"));
+  nxv_spv_module module = family(NXV_SPV_CONV_S8, t);
+  uint64_t n_in, n_k, n_out;
+  NXV_TRY(check_shape(c->rank, c->in_shape, &n_in));
+  NXV_TRY(check_shape(c->rank, c->kernel_shape, &n_k));
+  NXV_TRY(check_shape(c->rank, c->out_shape, &n_out));
+  if (n_in != c->input->count || n_k != c->kernel->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "conv: input and kernel hold %llu and %llu elements, their shapes "
+                    "need %llu and %llu",
+                    (unsigned long long)c->input->count,
+                    (unsigned long long)c->kernel->count, (unsigned long long)n_in,
+                    (unsigned long long)n_k);
+  NXV_TRY(conv_geometry(c));
+  /* Spatial block sizes; a product past 2^32 only with an empty tensor. */
+  uint64_t in_sp = 1, out_sp = 1, taps = 1;
+  for (uint32_t i = 2; i < c->rank; i++) {
+    in_sp *= (uint64_t)c->in_shape[i];
+    out_sp *= (uint64_t)c->out_shape[i];
+    taps *= (uint64_t)c->kernel_shape[i];
+    if (in_sp > UINT32_MAX || out_sp > UINT32_MAX || taps > UINT32_MAX)
+      return nxv_fail(NXV_ERR_UNSUPPORTED, "conv: a spatial block exceeds 2^32-1 elements");
+  }
+  nxv_tensor *tout;
+  NXV_TRY(nxv_tensor_new(d, t, n_out, &tout));
+  if (n_out == 0) {
+    *out = tout;
+    return NXV_OK;
+  }
+  nxv_node *node = nxv_node_new(CONV_HDR + CONV_AXW * S);
+  if (!node) {
+    nxv_tensor_release(tout);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  }
+  int64_t O = c->kernel_shape[0], Ck = c->kernel_shape[1];
+  int64_t groups = c->feature_groups * c->batch_groups;
+  uint32_t *w = node->args;
+  w[0] = (uint32_t)O;
+  w[1] = (uint32_t)Ck;
+  w[2] = (uint32_t)c->in_shape[1];
+  w[3] = (uint32_t)(O / groups);
+  w[4] = c->batch_groups > 1 ? (uint32_t)c->out_shape[0] : 0u;
+  w[5] = c->feature_groups > 1 ? (uint32_t)Ck : 0u;
+  w[6] = (uint32_t)in_sp;
+  w[7] = (uint32_t)out_sp;
+  int64_t stride = 1;
+  for (int i = (int)S - 1; i >= 0; i--) {
+    uint32_t *a = w + CONV_HDR + CONV_AXW * (uint32_t)i;
+    a[0] = (uint32_t)c->out_shape[2 + i];
+    a[1] = (uint32_t)c->in_shape[2 + i];
+    a[2] = (uint32_t)c->kernel_shape[2 + i];
+    a[3] = (uint32_t)c->strides[i];
+    a[4] = (uint32_t)(int32_t)c->pad_lo[i];
+    a[5] = (uint32_t)c->input_dilation[i];
+    a[6] = (uint32_t)c->kernel_dilation[i];
+    a[7] = (uint32_t)stride;
+    stride *= c->in_shape[2 + i];
+  }
+  pc_conv pc = {.a = c->input->buf->addr, .k = c->kernel->buf->addr,
+                .c = tout->buf->addr, .n_out = (uint32_t)n_out, .srank = S,
+                .k_count = (uint32_t)taps};
+  memcpy(node->pc, &pc, sizeof pc);
+  node->pc_size = sizeof pc;
+  node->args_pc_offset = offsetof(pc_conv, args);
+  node->groups[0] = groups_for(d, n_out);
+  node->groups[1] = node->groups[2] = 1;
+  uint64_t work = taps * (uint64_t)Ck;
+  node->cost = work && n_out > UINT64_MAX / work ? UINT64_MAX : n_out * (work + 1);
+  node_use(node, c->input, false);
+  node_use(node, c->kernel, false);
+  node_use(node, tout, true);
+  nxv_status st = push_dispatch(d, node, module, 0, 0);
+  if (st != NXV_OK) {
+    nxv_tensor_release(tout);
+    return st;
+  }
+  *out = tout;
+  return NXV_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* Window scatter                                                      */
+/* ------------------------------------------------------------------ */
+
+typedef struct pc_winscatter {    /* winscatter.comp */
+  uint64_t a, sel, c, init, args;
+  uint32_t n, rank, win_count, pad;
+} pc_winscatter;
+_Static_assert(sizeof(pc_winscatter) == 56, "pc_winscatter layout");
+_Static_assert(NXV_SPV_WINSCATTER_F64 - NXV_SPV_WINSCATTER_S8 == NXV_F64,
+               "winscatter family");
+
+#define WINSCATTER_AXW 7u
+
+/* Queues one winscatter.comp pass over threads work items, with the
+ * geometry words in args (rank * WINSCATTER_AXW). */
+static nxv_status winscatter_pass(nxv_device *d, nxv_dtype t, uint32_t op,
+                                  uint32_t variant, const pc_winscatter *pc,
+                                  const uint32_t *args, uint64_t cost,
+                                  nxv_tensor *const *use, const bool *write, int nuse) {
+  nxv_node *node = nxv_node_new(pc->rank * WINSCATTER_AXW);
+  if (!node) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  if (pc->rank) memcpy(node->args, args, pc->rank * WINSCATTER_AXW * sizeof *args);
+  memcpy(node->pc, pc, sizeof *pc);
+  node->pc_size = sizeof *pc;
+  node->args_pc_offset = offsetof(pc_winscatter, args);
+  node->groups[0] = groups_for(d, pc->n);
+  node->groups[1] = node->groups[2] = 1;
+  node->cost = cost;
+  for (int i = 0; i < nuse; i++) node_use(node, use[i], write[i]);
+  return push_dispatch(d, node, family(NXV_SPV_WINSCATTER_S8, t), op, variant);
+}
+
+nxv_status nxv_window_scatter(nxv_device *d, const nxv_window_scatter_desc *w,
+                              nxv_tensor **out) {
+  const char *op = w && w->is_min ? "window_scatter_min" : "window_scatter_max";
+  if (!d || !w || !out || !w->a || !w->source || !w->init ||
+      (w->rank && (!w->in_shape || !w->window || !w->strides || !w->pad_lo ||
+                   !w->pad_hi)))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
+  if (w->a->device != d || w->source->device != d || w->init->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: tensor on another device", op);
+  nxv_dtype ta = w->a->dtype, t = w->source->dtype;
+  NXV_TRY(check_real_type(d, ta, op));
+  NXV_TRY(check_real_type(d, t, op));
+  if (w->init->dtype != t || w->init->count != 1)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "%s: init must be one element of the source's type %s (got %llu of %s)",
+                    op, nxv_dtype_name(t), (unsigned long long)w->init->count,
+                    nxv_dtype_name(w->init->dtype));
+  uint64_t n_in;
+  NXV_TRY(check_shape(w->rank, w->in_shape, &n_in));
+  if (n_in != w->a->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: tensor has %llu elements, shape needs %llu",
+                    op, (unsigned long long)w->a->count, (unsigned long long)n_in);
+  uint32_t R = w->rank;
+  uint32_t args[WINSCATTER_AXW * NXV_MAX_RANK];
+  uint64_t n_src = 1, wc = 1;
+  int64_t in_stride = 1;
+  for (int i = (int)R - 1; i >= 0; i--) {
+    int64_t dim = w->in_shape[i], win = w->window[i], s = w->strides[i];
+    int64_t lo = w->pad_lo[i], hi = w->pad_hi[i];
+    if (win < 1 || s < 1 || win > INT32_MAX || s > INT32_MAX || dim > INT32_MAX ||
+        !within_i32(lo) || !within_i32(hi))
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "%s: axis %d: window (%lld) and strides (%lld) must be between 1 "
+                      "and 2^31-1, sizes and padding within 2^31-1",
+                      op, i, (long long)win, (long long)s);
+    int64_t padded = dim + lo + hi;
+    if (padded > INT32_MAX || dim + lo > INT32_MAX || padded - lo > INT32_MAX)
+      return nxv_fail(NXV_ERR_UNSUPPORTED, "%s: axis %d: the padded input exceeds 2^31-1",
+                      op, i);
+    int64_t windows = padded >= win ? (padded - win) / s + 1 : 0;
+    uint32_t *a = args + WINSCATTER_AXW * (uint32_t)i;
+    a[0] = (uint32_t)dim;
+    a[1] = (uint32_t)in_stride;
+    a[2] = (uint32_t)win;
+    a[3] = (uint32_t)s;
+    a[4] = (uint32_t)(int32_t)lo;
+    a[5] = (uint32_t)windows;
+    a[6] = (uint32_t)n_src; /* row-major stride of the windows */
+    in_stride *= dim;
+    n_src *= (uint64_t)windows;
+    wc *= (uint64_t)win;
+    if (n_src > UINT32_MAX || wc > UINT32_MAX)
+      return nxv_fail(NXV_ERR_UNSUPPORTED, "%s: more than 2^32-1 windows or window elements",
+                      op);
+  }
+  if (n_src != w->source->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "%s: source has %llu elements, the geometry gives %llu windows", op,
+                    (unsigned long long)w->source->count, (unsigned long long)n_src);
+  nxv_tensor *tout, *sel = NULL;
+  NXV_TRY(nxv_tensor_new(d, t, n_in, &tout));
+  if (n_in == 0) {
+    *out = tout;
+    return NXV_OK;
+  }
+  nxv_status st = nxv_tensor_new(d, NXV_U32, n_src ? n_src : 1, &sel);
+  uint32_t opc = w->is_min ? 1u : 0u;
+  if (st == NXV_OK && n_src) {
+    pc_winscatter pc = {.a = w->a->buf->addr, .sel = sel->buf->addr, .n = (uint32_t)n_src,
+                        .rank = R, .win_count = (uint32_t)wc};
+    nxv_tensor *use[2] = {w->a, sel};
+    const bool write[2] = {false, true};
+    st = winscatter_pass(d, ta, opc, 0, &pc, args, n_src * (wc + 1), use, write, 2);
+  }
+  if (st == NXV_OK) {
+    pc_winscatter pc = {.a = w->source->buf->addr, .sel = sel->buf->addr,
+                        .c = tout->buf->addr, .init = w->init->buf->addr,
+                        .n = (uint32_t)n_in, .rank = R, .win_count = (uint32_t)wc};
+    nxv_tensor *use[4] = {w->source, sel, w->init, tout};
+    const bool write[4] = {false, false, false, true};
+    st = winscatter_pass(d, t, opc, 1, &pc, args, 2 * n_in + n_src, use, write, 4);
+  }
+  if (sel) nxv_tensor_release(sel);
+  if (st != NXV_OK) {
+    nxv_tensor_release(tout);
+    return st;
+  }
+  *out = tout;
+  return NXV_OK;
+}
+
+/* ------------------------------------------------------------------ */
 /* Window reductions                                                   */
 /* ------------------------------------------------------------------ */
 

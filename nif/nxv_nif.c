@@ -1094,6 +1094,91 @@ static ERL_NIF_TERM nif_window_reduce(ErlNifEnv *env, int argc,
   return op_result(env, st, out, "window_reduce");
 }
 
+/* conv(input, kernel, in_shape, kernel_shape, out_shape, strides, pad_lo,
+ *      pad_hi, input_dilation, kernel_dilation, feature_groups,
+ *      batch_groups): canonical layouts (see nxv_conv). */
+static ERL_NIF_TERM nif_conv(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  int64_t shapes[3][NXV_MAX_RANK], spatial[5][NXV_MAX_RANK];
+  unsigned rank = 0;
+  for (int i = 0; i < 3; i++) {
+    unsigned n;
+    if (!get_int_list(env, argv[2 + i], shapes[i], &n) || (i > 0 && n != rank))
+      return raise_argument(env, "conv: input, kernel and output shapes must be lists of "
+                                 "one length (at most %d)", NXV_MAX_RANK);
+    if (i == 0) rank = n;
+  }
+  if (rank < 2)
+    return raise_argument(env, "conv: shapes need a batch and a channel axis, got rank %u",
+                          rank);
+  for (int i = 0; i < 5; i++) {
+    unsigned n;
+    if (!get_int_list(env, argv[5 + i], spatial[i], &n) || n != rank - 2)
+      return raise_argument(env, "conv: strides, padding and dilations must be lists of "
+                                 "%u integers (one per spatial axis)", rank - 2);
+  }
+  int64_t fg, bg;
+  if (!get_i64(env, argv[10], &fg) || !get_i64(env, argv[11], &bg))
+    return raise_argument(env, "conv: group sizes must be integers");
+  bool dead;
+  nxv_tensor *in = grab(env, argv[0], &dead);
+  if (!in) return bad_tensor(env, "conv input", dead);
+  nxv_tensor *k = grab(env, argv[1], &dead);
+  if (!k) {
+    nxv_tensor_release(in);
+    return bad_tensor(env, "conv kernel", dead);
+  }
+  nxv_conv_desc c = {.input = in, .kernel = k, .rank = rank, .in_shape = shapes[0],
+                     .kernel_shape = shapes[1], .out_shape = shapes[2],
+                     .strides = spatial[0], .pad_lo = spatial[1], .pad_hi = spatial[2],
+                     .input_dilation = spatial[3], .kernel_dilation = spatial[4],
+                     .feature_groups = fg, .batch_groups = bg};
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_conv(nxv_tensor_device(in), &c, &out);
+  nxv_tensor_release(in);
+  nxv_tensor_release(k);
+  return op_result(env, st, out, "conv");
+}
+
+/* window_scatter(:max | :min, a, source, init, in_shape, window, strides,
+ *                pad_lo, pad_hi) */
+static ERL_NIF_TERM nif_window_scatter(ErlNifEnv *env, int argc,
+                                       const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  bool is_min;
+  if (enif_is_identical(argv[0], enif_make_atom(env, "max"))) is_min = false;
+  else if (enif_is_identical(argv[0], enif_make_atom(env, "min"))) is_min = true;
+  else return raise_argument(env, "window_scatter: op must be :max or :min");
+  const char *name = is_min ? "window_scatter_min" : "window_scatter_max";
+  int64_t lists[5][NXV_MAX_RANK];
+  unsigned rank = 0;
+  for (int i = 0; i < 5; i++) {
+    unsigned n;
+    if (!get_int_list(env, argv[4 + i], lists[i], &n) || (i > 0 && n != rank))
+      return raise_argument(env, "%s: shape, window, strides and padding must be lists "
+                                 "of one length (at most %d)", name, NXV_MAX_RANK);
+    if (i == 0) rank = n;
+  }
+  static const char *const what[3] = {"window_scatter operand", "window_scatter source",
+                                      "window_scatter init"};
+  nxv_tensor *t[3] = {NULL, NULL, NULL};
+  for (int i = 0; i < 3; i++) {
+    bool dead;
+    t[i] = grab(env, argv[1 + i], &dead);
+    if (!t[i]) {
+      for (int j = 0; j < i; j++) nxv_tensor_release(t[j]);
+      return bad_tensor(env, what[i], dead);
+    }
+  }
+  nxv_window_scatter_desc w = {.a = t[0], .source = t[1], .init = t[2], .is_min = is_min,
+                               .rank = rank, .in_shape = lists[0], .window = lists[1],
+                               .strides = lists[2], .pad_lo = lists[3], .pad_hi = lists[4]};
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_window_scatter(nxv_tensor_device(t[0]), &w, &out);
+  for (int i = 0; i < 3; i++) nxv_tensor_release(t[i]);
+  return op_result(env, st, out, name);
+}
+
 static ERL_NIF_TERM nif_fill(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   dev_res *r;
@@ -1222,6 +1307,8 @@ static ErlNifFunc funcs[] = {
     {"scatter", 9, nif_scatter, 0},
     {"sort", 5, nif_sort, 0},
     {"window_reduce", 8, nif_window_reduce, 0},
+    {"conv", 12, nif_conv, 0},
+    {"window_scatter", 9, nif_window_scatter, 0},
     {"transpose", 3, nif_transpose, 0},
     {"matmul", 10, nif_matmul, 0},
     {"fill", 4, nif_fill, 0},

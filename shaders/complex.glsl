@@ -29,7 +29,13 @@ TR cr_exp(TR x) { return exp(x); }
 TR cr_log(TR x) { return log(x); }
 TR cr_sin(TR x) { return sin(x); }
 TR cr_cos(TR x) { return cos(x); }
-TR cr_sinh(TR x) { return sinh(x); }
+// GLSL's sinh may be (e^x - e^-x) / 2, which cancels near 0: a series there.
+TR cr_sinh(TR x) {
+  if (!(abs(x) < TR(0.5))) return sinh(x);
+  TR x2 = x * x;
+  return x + x * x2 * (TR(1.0 / 6.0) + x2 * (TR(1.0 / 120.0) + x2 * (TR(1.0 / 5040.0) +
+                                                                      x2 * TR(1.0 / 362880.0))));
+}
 TR cr_cosh(TR x) { return cosh(x); }
 TR cr_sqrt(TR x) { return sqrt(x); }
 TR cr_atan2(TR y, TR x) {

@@ -15,7 +15,25 @@
 #include "math64.glsl"
 #endif
 #if T_KIND == KIND_COMPLEX && !defined(CONVERT_ONLY)
+#if defined(PRECISE32)
+// c64 with PRECISE32 evaluates the complex formulas in double (complex.glsl
+// on dvec2): a result is rounded to c64 once, on store.
+#undef TC
+#undef TR
+#define TC dvec2
+#define TR double
 #include "complex.glsl"
+#undef TC
+#undef TR
+#define TC vec2
+#define TR float
+#define CW dvec2
+#define CWR double
+#else
+#include "complex.glsl"
+#define CW TC
+#define CWR TR
+#endif
 #endif
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
@@ -34,37 +52,38 @@ layout(push_constant, std430) uniform PC {
 } pc;
 
 #if T_KIND == KIND_COMPLEX
-// Complex ops. abs, real, imag and phase have real results: they return
-// (result, 0) and are built with a real O (the component type), where cvt
-// keeps the real part.
-TC apply(TC z) {
+// Complex ops, evaluated in CW (TC, or dvec2 for c64 with PRECISE32). abs,
+// real, imag and phase have real results: they return (result, 0) and are
+// built with a real O (the component type), where cvt keeps the real part.
+TC apply(TC x) {
 #if !defined(CONVERT_ONLY)
-  const TC one = TC(TR(1), TR(0));
+  CW z = CW(x);
+  const CW one = CW(CWR(1), CWR(0));
   switch (OP) {
-  case 0: return z;
-  case 1: return -z;
+  case 0: return x;
+  case 1: return -x;
   case 2: return TC(c_abs(z), TR(0));
-  case 4: return c_sqrt(z);
-  case 5: return c_div(one, c_sqrt(z));
-  case 6: return c_exp(z);
-  case 7: return c_log(z);
-  case 8: return c_sin(z);
-  case 9: return c_cos(z);
-  case 10: return c_div(c_sinh(z), c_cosh(z));
-  case 11: return c_div(one, one + c_exp(-z));
-  case 16: return c_mul(z, z);
-  case 17: return c_exp(z) - one;
-  case 18: return c_log(z + one);
-  case 22: return c_div(c_sin(z), c_cos(z));
-  case 23: return c_sinh(z);
-  case 24: return c_cosh(z);
-  case 34: return TC(z.x, -z.y);
-  case 35: return TC(z.x, TR(0));
-  case 36: return TC(z.y, TR(0));
+  case 4: return TC(c_sqrt(z));
+  case 5: return TC(c_div(one, c_sqrt(z)));
+  case 6: return TC(c_exp(z));
+  case 7: return TC(c_log(z));
+  case 8: return TC(c_sin(z));
+  case 9: return TC(c_cos(z));
+  case 10: return TC(c_div(c_sinh(z), c_cosh(z)));
+  case 11: return TC(c_div(one, one + c_exp(-z)));
+  case 16: return TC(c_mul(z, z));
+  case 17: return TC(c_exp(z) - one);
+  case 18: return TC(c_log(z + one));
+  case 22: return TC(c_div(c_sin(z), c_cos(z)));
+  case 23: return TC(c_sinh(z));
+  case 24: return TC(c_cosh(z));
+  case 34: return TC(x.x, -x.y);
+  case 35: return TC(x.x, TR(0));
+  case 36: return TC(x.y, TR(0));
   case 37: return TC(c_phase(z), TR(0));
   }
 #endif
-  return z;
+  return x;
 }
 #else
 TC apply(TC x) {

@@ -1287,6 +1287,144 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp param_index(%Nx.Defn.Expr{op: :parameter, args: [i]}), do: i
     defp param_index(_), do: nil
 
+    ## Window scatter
+
+    # The gradient of window_max/window_min: each window selects its
+    # largest (smallest) element, the last one on ties, among the
+    # tensor's own elements (padding is never selected); the source
+    # values of the windows add up at the selected elements, over
+    # init_value. The tensor is compared in its own type; source and
+    # init_value are converted to the output type.
+    for {op, nif_op} <- [window_scatter_max: :max, window_scatter_min: :min] do
+      impl_if_callback(op, 6)
+
+      def unquote(op)(out, tensor, source, init_value, window, opts) do
+        window_scatter(
+          unquote(op),
+          unquote(nif_op),
+          out,
+          [tensor, source, init_value],
+          window,
+          opts
+        )
+      end
+    end
+
+    defp window_scatter(op, nif_op, %T{type: type} = out, args, window, opts) do
+      [tensor, source, init_value] = args
+      index = device_of_args(args)
+      nif_type = nif_type!(type, op, index)
+      in_type = nif_type!(tensor.type, op, index)
+      rank = tuple_size(tensor.shape)
+      strides = opts[:strides] || List.duplicate(1, rank)
+      padding = opts[:padding] || List.duplicate({0, 0}, rank)
+
+      with true <- real_compute_type?(index, nif_type) and real_compute_type?(index, in_type),
+           true <- rank_ok?(tensor) and is_list(strides) and is_list(padding),
+           {:ok, a} <- operand(tensor, in_type, index),
+           {:ok, s} <- operand(source, nif_type, index),
+           {:ok, init} <- operand(init_value, nif_type, index) do
+        if Nx.size(out) == 0 do
+          empty(out, index)
+        else
+          ref =
+            alloc(index, fn ->
+              NIF.window_scatter(
+                nif_op,
+                a,
+                s,
+                init,
+                dims(tensor),
+                Tuple.to_list(window),
+                strides,
+                Enum.map(padding, &elem(&1, 0)),
+                Enum.map(padding, &elem(&1, 1))
+              )
+            end)
+
+          wrap(out, ref, index)
+        end
+      else
+        _ -> host(op, [out | args] ++ [window, opts], no_kernel(op, type, index))
+      end
+    end
+
+    ## Convolution
+
+    # A direct convolution on the device in the canonical layouts: input
+    # and kernel are converted to the output type and transposed to
+    # [batch, channels, spatial...] and [output, input, spatial...] where
+    # their permutations ask for it, and the result is transposed to the
+    # output permutation. Every option runs natively (strides, padding of
+    # any sign, input and kernel dilation, feature and batch groups), so
+    # conv's gradients, themselves convolutions, stay on the device.
+    impl_if_callback(:conv, 4)
+
+    def conv(%T{type: type} = out, %T{} = input, %T{} = kernel, opts) do
+      index = device_of_args([input, kernel])
+      nif_type = nif_type!(type, :conv, index)
+
+      with true <- compute_type?(index, nif_type),
+           true <- rank_ok?(input) and rank_ok?(kernel),
+           {:ok, a} <- operand(input, nif_type, index),
+           {:ok, k} <- operand(kernel, nif_type, index) do
+        if Nx.size(out) == 0 do
+          empty(out, index)
+        else
+          wrap(out, conv_canonical(out, {input, a}, {kernel, k}, opts, index), index)
+        end
+      else
+        _ -> host(:conv, [out, input, kernel, opts], no_kernel(:conv, type, index))
+      end
+    end
+
+    defp conv_canonical(out, {input, a}, {kernel, k}, opts, index) do
+      rank = tuple_size(out.shape)
+      identity = Enum.to_list(0..(rank - 1))
+      spatial = rank - 2
+      {a, in_dims} = permuted(a, dims(input), opts[:input_permutation] || identity, index)
+      {k, k_dims} = permuted(k, dims(kernel), opts[:kernel_permutation] || identity, index)
+      out_perm = opts[:output_permutation] || identity
+      out_dims = Enum.map(out_perm, &elem(out.shape, &1))
+      padding = opts[:padding] || List.duplicate({0, 0}, spatial)
+      ones = List.duplicate(1, spatial)
+
+      ref =
+        alloc(index, fn ->
+          NIF.conv(
+            a,
+            k,
+            in_dims,
+            k_dims,
+            out_dims,
+            opts[:strides] || ones,
+            Enum.map(padding, &elem(&1, 0)),
+            Enum.map(padding, &elem(&1, 1)),
+            opts[:input_dilation] || ones,
+            opts[:kernel_dilation] || ones,
+            opts[:feature_group_size] || 1,
+            opts[:batch_group_size] || 1
+          )
+        end)
+
+      if out_perm == identity do
+        ref
+      else
+        inverse = out_perm |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
+        alloc(index, fn -> NIF.transpose(out_dims, ref, inverse) end)
+      end
+    end
+
+    # A dense tensor ref of dims transposed by perm, with its new dims.
+    defp permuted(ref, dims, perm, index) do
+      if perm == Enum.to_list(0..(length(dims) - 1)) do
+        {ref, dims}
+      else
+        {alloc(index, fn -> NIF.transpose(dims, ref, perm) end),
+         Enum.map(perm, &Enum.at(dims, &1))}
+      end
+    end
+
     ## Sorting
 
     # A stable bitonic sort of rows (the axis moved last when it is not),
@@ -1666,14 +1804,7 @@ if Code.ensure_loaded?(Nx.Backend) do
     ## Callbacks computed on the host
 
     # The same callback on Nx.BinaryBackend.
-    host_callbacks = [
-      conv: 4,
-      map: 4,
-      window_scatter_max: 6,
-      window_scatter_min: 6,
-      lu: 3,
-      triangular_solve: 4
-    ]
+    host_callbacks = [map: 4, lu: 3, triangular_solve: 4]
 
     # Optional callbacks: exported only where Nx.BinaryBackend implements
     # them; otherwise Nx calls optional/3 with the default implementation.

@@ -187,6 +187,43 @@ defmodule Nx.Vulkan.NIF do
   def fft(_a, _rows, _n, _inverse, _eps), do: nif_error()
 
   @doc """
+  Convolution in the canonical layouts: `input` dense `in_shape` `[n, c,
+  spatial...]`, `kernel` dense `kernel_shape` `[o, c / feature_groups,
+  spatial...]` of the input's type, result dense `out_shape` `[n /
+  batch_groups, o, spatial...]` (checked against the geometry). `strides`,
+  `pad_lo`, `pad_hi` (negative values crop), `input_dilation` and
+  `kernel_dilation` have one entry per spatial axis. Products accumulate in
+  the compute type (f16/bf16 in f32).
+  """
+  def conv(
+        _input,
+        _kernel,
+        _in_shape,
+        _kernel_shape,
+        _out_shape,
+        _strides,
+        _pad_lo,
+        _pad_hi,
+        _input_dilation,
+        _kernel_dilation,
+        _feature_groups,
+        _batch_groups
+      ),
+      do: nif_error()
+
+  @doc """
+  Window scatter (`:max` or `:min`): each window of `a` (dense `in_shape`,
+  windows `window` every `strides`, padded by `pad_lo`/`pad_hi`) selects its
+  largest (smallest) element inside `a`, the last one on ties; the result,
+  dense `in_shape` in `source`'s type, is `init` (one element of that type)
+  plus, at each selected element, the `source` values of the windows that
+  selected it (one source value per window, row-major), added in window
+  order.
+  """
+  def window_scatter(_op, _a, _source, _init, _in_shape, _window, _strides, _pad_lo, _pad_hi),
+    do: nif_error()
+
+  @doc """
   Stable sort of each row of a dense `rows` x `len` tensor; `want` is
   `:values`, `:indices` (s64) or `:both` (a tuple).
   """

@@ -30,6 +30,31 @@ if Code.ensure_loaded?(Nx) do
       {loss, {w1 - 0.05 * g1, b1 - 0.05 * gb1, w2 - 0.05 * g2, b2 - 0.05 * gb2}}
     end
 
+    # A small CNN: 3x3 convolution to 4 channels, relu, 2x2 max pooling
+    # (whose gradient is window_scatter_max), a dense layer to 10 classes.
+    defn cnn_predict({k, kb, w, b}, x) do
+      x
+      |> Nx.conv(k)
+      |> Nx.add(Nx.reshape(kb, {1, :auto, 1, 1}))
+      |> Nx.max(0.0)
+      |> Nx.window_max({1, 1, 2, 2}, strides: [1, 1, 2, 2])
+      |> then(&Nx.reshape(&1, {Nx.axis_size(&1, 0), :auto}))
+      |> Nx.dot(w)
+      |> Nx.add(b)
+    end
+
+    defn cnn_loss(params, x, y) do
+      logits = cnn_predict(params, x)
+      shifted = logits - Nx.reduce_max(logits, axes: [1], keep_axes: true)
+      log_probs = shifted - Nx.log(Nx.sum(Nx.exp(shifted), axes: [1], keep_axes: true))
+      -Nx.sum(y * log_probs) / Nx.axis_size(x, 0)
+    end
+
+    defn cnn_step({k, kb, w, b} = params, x, y) do
+      {loss, {gk, gkb, gw, gb}} = value_and_grad(params, &cnn_loss(&1, x, y))
+      {loss, {k - 0.1 * gk, kb - 0.1 * gkb, w - 0.1 * gw, b - 0.1 * gb}}
+    end
+
     defp init_params(key, sizes) do
       {params, _key} =
         sizes
@@ -77,6 +102,39 @@ if Code.ensure_loaded?(Nx) do
 
       # It learned something.
       assert Nx.to_number(List.last(device_losses)) < Nx.to_number(hd(device_losses))
+    end
+
+    test "CNN training: conv, relu, max pooling, dense; 50 SGD steps match Nx.BinaryBackend" do
+      {k, key} = Nx.Random.normal(Nx.Random.key(3), 0.0, 1.0 / 3, shape: {4, 1, 3, 3})
+      {w, _} = Nx.Random.normal(key, 0.0, 0.1, shape: {100, 10})
+      params = {k, Nx.broadcast(0.0, {4}), w, Nx.broadcast(0.0, {10})}
+      {x, _} = Nx.Random.normal(Nx.Random.key(11), shape: {8, 1, 12, 12})
+      labels = Nx.iota({8}) |> Nx.remainder(10)
+      y = Nx.equal(Nx.new_axis(labels, 1), Nx.iota({1, 10})) |> Nx.as_type(:f32)
+
+      {host_losses, _} = Enum.map_reduce(1..50, params, fn _, p -> cnn_step(p, x, y) end)
+
+      Nx.Vulkan.reset_fallbacks()
+
+      {device_losses, _} =
+        Nx.Vulkan.with_host_fallback(:raise, fn ->
+          vk = Nx.Vulkan.Backend
+          p0 = to_backend(params, vk)
+          xv = Nx.backend_copy(x, vk)
+          yv = Nx.backend_copy(y, vk)
+
+          Nx.Defn.default_options(compiler: Nx.Defn.Evaluator)
+          Enum.map_reduce(1..50, p0, fn _, p -> cnn_step(p, xv, yv) end)
+        end)
+
+      assert Nx.Vulkan.fallbacks() == %{}
+
+      for {d, h} <- Enum.zip(device_losses, host_losses) do
+        assert %Nx.Vulkan.Backend{} = d.data
+        assert_in_delta Nx.to_number(d), Nx.to_number(h), 1.0e-4
+      end
+
+      assert Nx.to_number(List.last(device_losses)) < 0.5 * Nx.to_number(hd(device_losses))
     end
   end
 end

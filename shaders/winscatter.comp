@@ -1,0 +1,131 @@
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#include "types.glsl"
+// winscatter.comp - window scatter (the gradient of window max/min) in two
+// passes, deterministic and without atomics. OP 0 selects the maximum,
+// OP 1 the minimum.
+//
+// Window w covers input coordinates w[d] * stride[d] - pad_lo[d] + j[d],
+// 0 <= j[d] < win[d]; positions outside the input (padding) are never
+// selected.
+//
+// VARIANT 0 (select; T is the operand's type): one thread per window scans
+// its positions in row-major order: the first position inside the input
+// starts the selection, and each later one whose value is >= (max) or <=
+// (min) the selected value, compared in TC, takes it over. Ties therefore
+// go to the last position, and NaN neither displaces nor is displaced by
+// anything (a NaN first position stays selected). Writes the selected
+// position's flat input index to sel[w], or 0xFFFFFFFF when the window
+// lies wholly in the padding.
+//
+// VARIANT 1 (scatter; T is the result's type): one thread per input
+// element sums, starting from init, the source values of the windows that
+// selected it, in window order (row-major over the windows).
+//
+// The arena holds per axis d: in_dim, in_stride, win, stride, pad_lo
+// (signed), src_dim (windows along the axis), src_stride: 7 words each.
+#include "common.glsl"
+
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufU { uint v[]; };
+
+layout(push_constant, std430) uniform PC {
+  BufT a;        // select: the operand; scatter: the source (one per window)
+  BufU sel;      // selected flat input index per window
+  BufT c;        // scatter: the result, dense over the input's shape
+  BufT init;     // scatter: one element, the starting value
+  ArgsRef args;
+  uint n;        // threads: windows (select) or input elements (scatter)
+  uint rank;
+  uint win_count;
+  uint pad;
+} pc;
+
+#define AXW 7
+shared int s_args[AXW * NXV_MAX_RANK];
+
+#define NONE 0xFFFFFFFFu
+
+void select_window(uint w) {
+  uint R = pc.rank;
+  int base[NXV_MAX_RANK];
+  uint rem = w;
+  for (int d = int(R) - 1; d >= 0; --d) {
+    uint ax = AXW * uint(d);
+    uint dim = uint(s_args[ax + 5u]);
+    uint q = rem / dim;
+    base[d] = int(rem - q * dim) * s_args[ax + 3u] - s_args[ax + 4u];
+    rem = q;
+  }
+  uint best = NONE;
+  TC acc = TC(0);
+  for (uint j = 0u; j < pc.win_count; ++j) {
+    uint jr = j;
+    uint off = 0u;
+    bool inside = true;
+    for (int d = int(R) - 1; d >= 0; --d) {
+      uint ax = AXW * uint(d);
+      uint wd = uint(s_args[ax + 2u]);
+      uint q = jr / wd;
+      int p = base[d] + int(jr - q * wd);
+      jr = q;
+      inside = inside && p >= 0 && p < s_args[ax];
+      off += uint(p) * uint(s_args[ax + 1u]);
+    }
+    if (!inside) continue;
+    TC x = T_LD(pc.a.v[off]);
+    if (best == NONE || (OP == 0u ? x >= acc : x <= acc)) {
+      best = off;
+      acc = x;
+    }
+  }
+  pc.sel.v[w] = best;
+}
+
+void scatter_element(uint o) {
+  uint R = pc.rank;
+  // Per axis, the windows that contain coordinate y: those w with
+  // w * stride - pad_lo <= y < w * stride - pad_lo + win, within
+  // [0, src_dim).
+  int lo[NXV_MAX_RANK], cnt[NXV_MAX_RANK];
+  uint total = 1u;
+  uint rem = o;
+  for (int d = int(R) - 1; d >= 0; --d) {
+    uint ax = AXW * uint(d);
+    uint dim = uint(s_args[ax]);
+    uint q = rem / dim;
+    int y = int(rem - q * dim) + s_args[ax + 4u];
+    rem = q;
+    int s = s_args[ax + 3u];
+    int first = y - s_args[ax + 2u] + 1;
+    int l = first <= 0 ? 0 : (first - 1) / s + 1;
+    int h = y < 0 ? -1 : y / s;
+    h = min(h, s_args[ax + 5u] - 1);
+    lo[d] = l;
+    cnt[d] = max(h - l + 1, 0);
+    total *= uint(cnt[d]);
+  }
+  TC acc = T_LD(pc.init.v[0]);
+  for (uint t = 0u; t < total; ++t) {
+    uint tr = t;
+    uint w = 0u;
+    for (int d = int(R) - 1; d >= 0; --d) {
+      uint q = tr / uint(cnt[d]);
+      w += uint(lo[d] + int(tr - q * uint(cnt[d]))) * uint(s_args[AXW * uint(d) + 6u]);
+      tr = q;
+    }
+    if (pc.sel.v[w] == o) acc += T_LD(pc.a.v[w]);
+  }
+  pc.c.v[o] = T_ST(acc);
+}
+
+void main() {
+  uint R = pc.rank;
+  for (uint j = gl_LocalInvocationID.x; j < AXW * R; j += gl_WorkGroupSize.x)
+    s_args[j] = int(pc.args.d[j]);
+  barrier();
+  for (uint i = nxv_gid(); i < pc.n; i += nxv_nthreads()) {
+    if (VARIANT == 0u) select_window(i);
+    else scatter_element(i);
+  }
+}
