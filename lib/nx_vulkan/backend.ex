@@ -23,29 +23,27 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     ## What runs on the device
 
-    The runtime has kernels for `f32` and `s32`, and `f64` on devices with
-    `shaderFloat64` (see `docs/ops.md`). On those types these callbacks run
-    on the device:
+    The runtime has kernels for every Nx type (`s8` to `u64`, `f16`,
+    `bf16`, `f32`, `f64` and the complex `c64`, `c128`) where the device can
+    store it (8- and 16-bit storage, `shaderFloat64` for `f64` and `c128`).
+    `docs/ops.md` lists every callback and type; in short, on the device:
 
-      * element-wise `add subtract multiply divide max min pow remainder
-        quotient atan2 bitwise_and bitwise_or bitwise_xor left_shift
-        right_shift`, where the device has the kernel for the type, with Nx
-        type promotion (inputs are converted on the device) and broadcasting
-        through strides;
-      * element-wise `negate abs sign sqrt rsqrt exp log sin cos tanh
-        sigmoid floor ceil round bitwise_not`, where the device has the
-        kernel for the type;
-      * `as_type` between `f32`, `s32` and `f64`, and `clip`;
-      * `sum product reduce_max reduce_min` over any axes, with `:keep_axes`;
-      * `dot` with any contraction and batch axes: a batched matrix product
-        whose operands are read through strides when their axes allow it and
-        transposed on the device otherwise;
-      * `broadcast transpose slice reverse`, `pad` with non-positive
-        padding and `to_batched` (strided copies), `iota` and `eye`;
-      * `reshape` and `squeeze`, which are free (same buffer, new shape);
-      * `constant` (a device fill, for every type of up to 8 bytes),
-        `from_binary`, `to_binary` (reading only `limit` elements) and
-        `backend_copy` within a device (a device copy).
+      * every element-wise binary and unary op, comparisons, `select`,
+        `clip`, `is_nan`, `is_infinity`, `real imag conjugate phase`, with
+        Nx type promotion (inputs are converted on the device) and
+        broadcasting through strides; `as_type` and `bitcast`;
+      * reductions over any axes (`sum product reduce_max reduce_min all
+        any argmax argmin`, and `reduce`/`window_reduce` whose function is
+        add, multiply, max or min), window reductions and
+        `window_scatter_max`/`window_scatter_min`, cumulative ops;
+      * `dot` with any contraction and batch axes, `conv` with every option,
+        `fft`/`ifft` (and `fft2`/`ifft2`);
+      * `sort argsort top_k`, `gather take take_along_axis indexed_add
+        indexed_put`;
+      * `broadcast transpose slice reverse pad concatenate stack put_slice
+        to_batched`, `iota` and `eye`; `reshape` and `squeeze` are free;
+      * `constant`, `from_binary`, `to_binary` (reading only `limit`
+        elements) and `backend_copy` within a device.
 
     Tensors made by `constant/3` (such as the scalars Nx makes from numbers)
     and single-element uploads remember their value: converting them to
@@ -60,8 +58,8 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     ## Host fallback
 
-    Every other operation, and every type the device has no kernel for
-    (`s64`, `u8`, `f16`, complex, ...), is computed on the CPU: the tensor
+    Every other operation (`map`, the linear algebra of `Nx.LinAlg`, ...),
+    and every type the device cannot store, is computed on the CPU: the tensor
     arguments are downloaded, the same callback runs on `Nx.BinaryBackend`
     and the result is uploaded to the device of the inputs. Each fallback is
     counted per op (`Nx.Vulkan.fallbacks/0`) and subject to the policy of
