@@ -96,7 +96,7 @@ static uint64_t binary_ops(nxv_dtype t) {
                           B(NXV_MAX) | B(NXV_MIN) | B(NXV_REM);
   if ((unsigned)t >= NXV_DTYPE_COUNT) return 0;
   if (is_complex(t)) return B(NXV_ADD) | B(NXV_SUB) | B(NXV_MUL) | B(NXV_DIV) | B(NXV_POW);
-  if (t == NXV_F64) return common | B(NXV_ATAN2);
+  if (t == NXV_F64) return common | B(NXV_POW) | B(NXV_ATAN2);
   if (is_float(t)) return common | B(NXV_POW) | B(NXV_ATAN2);
   return common | B(NXV_POW) | B(NXV_QUOTIENT) | B(NXV_BITWISE_AND) |
          B(NXV_BITWISE_OR) | B(NXV_BITWISE_XOR) | B(NXV_LEFT_SHIFT) |

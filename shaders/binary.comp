@@ -175,6 +175,7 @@ TC apply(TC x, TC y) {
   case 6: return fpow(x, y);
   case 9: return fatan2(x, y);
 #else
+  case 6: return pow64(x, y);
   case 9: return atan2_64(x, y);
 #endif
   case 7: return frem(x, y);  // remainder, sign of the dividend

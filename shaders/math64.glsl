@@ -1,4 +1,5 @@
-// math64.glsl - double-precision exp, log, sin, cos, tanh and sigmoid.
+// math64.glsl - double-precision exp, log, trigonometric, hyperbolic and
+// special functions, atan2 and pow.
 //
 // GLSL has no double transcendental functions. These are built from
 // Cody-Waite range reduction and Taylor/atanh series evaluated in double,
@@ -422,6 +423,106 @@ double atan2_64(double y, double x) {
     }
   }
   return yneg ? -r : r;
+}
+
+// a * b = p + e exactly (Dekker's product with Veltkamp splitting: no
+// fused multiply-add needed, which drivers need not provide for double).
+void m64_two_prod(double a, double b, out double p, out double e) {
+  precise double pp = a * b;
+  precise double ca = 134217729.0LF * a;
+  precise double ah = ca - (ca - a);
+  precise double al = a - ah;
+  precise double cb = 134217729.0LF * b;
+  precise double bh = cb - (cb - b);
+  precise double bl = b - bh;
+  precise double ee = ((ah * bh - pp) + ah * bl + al * bh) + al * bl;
+  p = pp;
+  e = ee;
+}
+
+// log(x) of a finite x > 0 as a double-double hi + lo (about 100 bits):
+// the argument of log64's series kept to double-double, the series' tail in
+// double.
+void m64_log_dd(double x, out double hi, out double lo) {
+  int e;
+  double m = frexp(x, e);
+  if (m < 0.70710678118654752440LF) {
+    m *= 2.0LF;
+    e -= 1;
+  }
+  precise double f = m - 1.0LF;  // exact
+  precise double d = 1.0LF + m;  // d + dl = 1 + m exactly (TwoSum)
+  precise double dv = d - 1.0LF;
+  precise double dl = (1.0LF - (d - dv)) + (m - dv);
+  precise double s = f / d;      // s + sl = f / (d + dl)
+  double sd, sde;
+  m64_two_prod(s, d, sd, sde);
+  precise double sl = (((f - sd) - sde) - s * dl) / d;
+  double s2 = s * s, p = M64_ODD_INV[13];  // M64_ODD_INV[k] = 1 / (2k + 3)
+  for (int k = 12; k >= 0; --k) p = fma(p, s2, M64_ODD_INV[k]);
+  precise double tail = 2.0LF * s * s2 * p;  // 2 s^3 (1/3 + s^2/5 + ...)
+  double de = double(e);
+  precise double a = de * M64_LN2_HI;        // exact: LN2_HI ends in zeros
+  precise double b = 2.0LF * s;
+  precise double h = a + b;                  // TwoSum(a, b)
+  precise double bv = h - a;
+  precise double err = (a - (h - bv)) + (b - bv);
+  precise double l = err + ((de * M64_LN2_LO + 2.0LF * sl) + tail);
+  precise double sh = h + l;  // normalized (Fast2Sum); the out parameters
+  precise double sl2 = l - (sh - h);  // themselves are not precise
+  hi = sh;
+  lo = sl2;
+}
+
+// x^y with the special cases of C's pow. Integer exponents up to 64 by
+// squaring (exact where the result is representable); otherwise
+// exp(y log|x|) with the product in double-double: a few ulp.
+double pow64(double x, double y) {
+  if (y == 0.0LF || x == 1.0LF) return 1.0LF;
+  if (isnan(x) || isnan(y)) return m64_nan();
+  bool yint = floor(y) == y;
+  bool odd = yint && abs(y) < 9007199254740992.0LF && floor(y * 0.5LF) * 2.0LF != y;
+  bool xneg = (unpackDouble2x32(x).y >> 31) != 0u;
+  if (x == 0.0LF) {
+    double z = y > 0.0LF ? 0.0LF : m64_inf();
+    return odd && xneg ? -z : z;
+  }
+  if (isinf(y)) {
+    double ax = abs(x);
+    if (ax == 1.0LF) return 1.0LF;
+    return (ax > 1.0LF) == (y > 0.0LF) ? m64_inf() : 0.0LF;
+  }
+  if (isinf(x)) {
+    double z = y > 0.0LF ? m64_inf() : 0.0LF;
+    return xneg && odd ? -z : z;
+  }
+  if (xneg && !yint) return m64_nan();
+  double ax = abs(x), r;
+  if (ax == 1.0LF) return odd ? x : 1.0LF;  // -1 to an even or huge power
+  if (yint && abs(y) <= 64.0LF) {
+    double b = ax;
+    uint e = uint(abs(y));
+    r = 1.0LF;
+    while (e != 0u) {
+      if ((e & 1u) != 0u) r *= b;
+      b *= b;
+      e >>= 1;
+    }
+    if (y < 0.0LF) r = m64_div(1.0LF, r);
+  } else {
+    double lh, ll;
+    m64_log_dd(ax, lh, ll);
+    double ph, pe;
+    m64_two_prod(y, lh, ph, pe);
+    precise double pl = pe + y * ll;
+    if (ph > 710.0LF) r = m64_inf();
+    else if (ph < -746.0LF) r = 0.0LF;
+    else {
+      r = exp64(ph);
+      r = r + r * pl;
+    }
+  }
+  return xneg && odd ? -r : r;
 }
 
 #endif

@@ -123,6 +123,7 @@ if Code.ensure_loaded?(Nx) do
         if float? do
           check("exp #{what}", tol * 4, &Nx.exp(Nx.divide(&1, 8)), [a])
           check("divide #{what}", tol * 2, &Nx.divide(&1, Nx.add(Nx.abs(&2), 1)), [a, b])
+          check("pow #{what}", tol * 4, &Nx.pow(Nx.abs(&1), Nx.divide(&2, 4)), [a, b])
         else
           check("bitwise_xor #{what}", 0, &Nx.bitwise_xor/2, [a, b])
           check("population_count #{what}", 0, &Nx.population_count/1, [a])
