@@ -1263,7 +1263,29 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
+    # Recognizing a function builds its expression (milliseconds): the
+    # answer is cached per process by the function (equal code and
+    # captured values) and type, up to @fun_cache_limit entries.
+    @fun_cache_limit 256
+
     defp known_fun(fun, type) when is_function(fun, 2) do
+      cache = Process.get({__MODULE__, :known_funs}, %{})
+
+      case Map.fetch(cache, {fun, type}) do
+        {:ok, op} ->
+          op
+
+        :error ->
+          op = recognize_fun(fun, type)
+          cache = if map_size(cache) >= @fun_cache_limit, do: %{}, else: cache
+          Process.put({__MODULE__, :known_funs}, Map.put(cache, {fun, type}, op))
+          op
+      end
+    end
+
+    defp known_fun(_fun, _type), do: nil
+
+    defp recognize_fun(fun, type) do
       p = Nx.template({}, type)
 
       case Nx.Defn.debug_expr(fun).(p, p) do
@@ -1279,8 +1301,6 @@ if Code.ensure_loaded?(Nx.Backend) do
     rescue
       _ -> nil
     end
-
-    defp known_fun(_fun, _type), do: nil
 
     defp param_index(%Nx.Defn.Expr{op: :parameter, args: [i]}), do: i
     defp param_index(_), do: nil
