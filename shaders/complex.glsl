@@ -95,6 +95,7 @@ TC c_log(TC z) { return TC(cr_log(c_abs(z)), c_phase(z)); }
 
 TC c_sqrt(TC z) {
   if (isnan(z.x) || isnan(z.y)) return TC(TR(0) / TR(0));
+  if (isinf(z.y)) return TC(TR(1) / TR(0), z.y);  // (inf, +-inf), as Complex.sqrt
   if (z.x == TR(0) && z.y == TR(0)) return z;
   TR x = abs(z.x), y = abs(z.y), w;
   if (x >= y) {

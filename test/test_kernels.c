@@ -955,40 +955,185 @@ NXV_TEST(kernels, unary_f32) { test_unary_type(NXV_F32, 0x2001); }
 NXV_TEST(kernels, unary_f64) { test_unary_type(NXV_F64, 0x2002); }
 NXV_TEST(kernels, unary_s32) { test_unary_type(NXV_S32, 0x2003); }
 
-/* Ops on dtypes without kernels (complex): not supported, refused. */
+/* Element i of a host buffer of c64 or c128. */
+static void cx_put(nxv_dtype t, void *p, size_t i, double re, double im) {
+  if (t == NXV_C64) {
+    ((float *)p)[2 * i] = (float)re;
+    ((float *)p)[2 * i + 1] = (float)im;
+  } else {
+    ((double *)p)[2 * i] = re;
+    ((double *)p)[2 * i + 1] = im;
+  }
+}
+
+static void cx_get(nxv_dtype t, const void *p, size_t i, double *re, double *im) {
+  *re = t == NXV_C64 ? ((const float *)p)[2 * i] : ((const double *)p)[2 * i];
+  *im = t == NXV_C64 ? ((const float *)p)[2 * i + 1] : ((const double *)p)[2 * i + 1];
+}
+
+/* Checks a result of n elements of type t (complex, or real against the
+ * real parts) against (re, im) within a few ulps of max(1, |value|), and
+ * releases it. */
+static void check_cx(nxv_status st, nxv_tensor *out, nxv_dtype t, size_t n,
+                     const double *re, const double *im, const char *tag) {
+  bool cx = t == NXV_C64 || t == NXV_C128;
+  if (!check_result(st, out, t, n, tag)) {
+    if (st == NXV_OK) nxv_tensor_release(out);
+    return;
+  }
+  void *p = download_all(out, n, tag);
+  double eps = (t == NXV_C64 || t == NXV_F32) ? FLT_EPSILON : DBL_EPSILON;
+  for (size_t i = 0; p && i < n; i++) {
+    double gr, gi = 0;
+    if (cx) cx_get(t, p, i, &gr, &gi);
+    else gr = (double)hget(t, p, i);
+    double tol = 4 * eps * fmax(1, hypot(re[i], im[i]));
+    CHECK_MSG(fabs(gr - re[i]) <= tol && (!cx || fabs(gi - im[i]) <= tol),
+              "%s [%zu]: expected (%.9g, %.9g), got (%.9g, %.9g)", tag, i, re[i], im[i],
+              gr, gi);
+  }
+  free(p);
+  nxv_tensor_release(out);
+}
+
+/* EXPECT_FAIL, naming the op and type when it fails. */
+#define EXPECT_FAIL_OP(want, out, name, t, expr)                           \
+  do {                                                                     \
+    int before_ = atomic_load(&nxv_test_failures);                         \
+    EXPECT_FAIL(want, out, expr);                                          \
+    if (atomic_load(&nxv_test_failures) != before_)                        \
+      fprintf(stderr, "    (%s on %s)\n", (name), nxv_dtype_name(t));      \
+  } while (0)
+
+/* Complex types: the ops with complex kernels run and report support;
+ * those not defined for complex numbers (ordering, rounding, bitwise, the
+ * special functions without complex formulas) report no support and are
+ * refused with UNSUPPORTED and a message, outputs untouched. */
 NXV_TEST(kernels, unsupported_types) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
-  static const nxv_dtype others[] = {NXV_C64, NXV_C128};
-  uint8_t zeros[64] = {0};
+  static const nxv_dtype cxs[] = {NXV_C64, NXV_C128};
+  const uint64_t bin_ok = 1ull << NXV_ADD | 1ull << NXV_SUB | 1ull << NXV_MUL |
+                          1ull << NXV_DIV | 1ull << NXV_POW;
+  static const nxv_unary_op un_list[] = {
+      NXV_COPY, NXV_NEG, NXV_ABS, NXV_SQRT, NXV_RSQRT, NXV_EXP, NXV_LOG, NXV_SIN,
+      NXV_COS, NXV_TANH, NXV_SIGMOID, NXV_SQUARE, NXV_EXPM1, NXV_LOG1P, NXV_TAN,
+      NXV_SINH, NXV_COSH, NXV_CONJ, NXV_REAL, NXV_IMAG, NXV_PHASE};
+  uint64_t un_ok = 0;
+  for (size_t i = 0; i < sizeof un_list / sizeof un_list[0]; i++) un_ok |= 1ull << un_list[i];
+  const double re[4] = {1, -2, 0.5, 3}, im[4] = {0, 1, -4, 2};
   int64_t shape[1] = {4};
-  for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
-    nxv_dtype t = others[i];
+  for (size_t i = 0; i < sizeof cxs / sizeof cxs[0]; i++) {
+    nxv_dtype t = cxs[i], rt = t == NXV_C64 ? NXV_F32 : NXV_F64;
+    if (!nxv_convert_supported(d, t)) {
+      fprintf(stderr, "  note: %s is not supported on this device, skipped\n",
+              nxv_dtype_name(t));
+      continue;
+    }
+    CHECK(nxv_mask_type_supported(d, t));
     for (int o = 0; o < NXV_BINARY_OP_COUNT; o++)
-      CHECK_MSG(!nxv_binary_supported(d, (nxv_binary_op)o, t), "%s %s",
+      CHECK_MSG(nxv_binary_supported(d, (nxv_binary_op)o, t) == ((bin_ok >> o) & 1u), "%s %s",
                 nxv_binary_op_name((nxv_binary_op)o), nxv_dtype_name(t));
     for (int o = 0; o < NXV_UNARY_OP_COUNT; o++)
-      CHECK_MSG(!nxv_unary_supported(d, (nxv_unary_op)o, t), "%s %s",
+      CHECK_MSG(nxv_unary_supported(d, (nxv_unary_op)o, t) == ((un_ok >> o) & 1u), "%s %s",
                 nxv_unary_op_name((nxv_unary_op)o), nxv_dtype_name(t));
+    for (int o = 0; o < NXV_COMPARE_OP_COUNT; o++)
+      CHECK_MSG(nxv_compare_supported(d, (nxv_compare_op)o, t) ==
+                    (o < NXV_LESS || o > NXV_GREATER_EQUAL),
+                "%s %s", nxv_compare_op_name((nxv_compare_op)o), nxv_dtype_name(t));
+    uint8_t host[64];
+    for (size_t k = 0; k < 4; k++) cx_put(t, host, k, re[k], im[k]);
     nxv_tensor *a = NULL, *out;
-    CHECK_OK(nxv_tensor_upload(d, t, 4, zeros, &a));
+    CHECK_OK(nxv_tensor_upload(d, t, 4, host, &a));
     if (!a) continue;
     nxv_view v = {a, 0, NULL};
-    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
-                nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &out));
-    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
-                nxv_unary(d, NXV_NEG, 1, shape, &v, &out));
-    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
-                nxv_convert(d, NXV_F32, 1, shape, &v, &out));
-    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
-                nxv_reduce(d, NXV_REDUCE_SUM, 1, shape, &v, 1, &out));
-    uint32_t perm[1] = {0};
-    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
-                nxv_transpose(d, 1, shape, a, perm, &out));
-    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
-                nxv_iota(d, t, 1, shape, 0, &out));
-    nxv_matmul_desc m = {1, 2, 2, 1, a, 0, {0, 1, 1}, a, 0, {0, 2, 1}};
-    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_matmul(d, &m, &out));
+    /* What runs, with its results. */
+    nxv_status st;
+    double er[4], ei[4], zero[4] = {0, 0, 0, 0};
+    for (size_t k = 0; k < 4; k++) {
+      er[k] = 2 * re[k];
+      ei[k] = 2 * im[k];
+    }
+    out = NULL;
+    st = nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &out);
+    check_cx(st, out, t, 4, er, ei, "add");
+    for (size_t k = 0; k < 4; k++) {
+      er[k] = re[k] * re[k] - im[k] * im[k];
+      ei[k] = 2 * re[k] * im[k];
+    }
+    out = NULL;
+    st = nxv_binary(d, NXV_MUL, 1, shape, &v, &v, &out);
+    check_cx(st, out, t, 4, er, ei, "multiply");
+    for (size_t k = 0; k < 4; k++) {
+      er[k] = -re[k];
+      ei[k] = -im[k];
+    }
+    out = NULL;
+    st = nxv_unary(d, NXV_NEG, 1, shape, &v, &out);
+    check_cx(st, out, t, 4, er, ei, "negate");
+    for (size_t k = 0; k < 4; k++) er[k] = hypot(re[k], im[k]);
+    out = NULL;
+    st = nxv_unary(d, NXV_ABS, 1, shape, &v, &out);
+    check_cx(st, out, rt, 4, er, zero, "abs");
+    out = NULL;
+    st = nxv_convert(d, NXV_F32, 1, shape, &v, &out);
+    check_cx(st, out, NXV_F32, 4, re, zero, "as_type f32");
+    double sr[1] = {2.5}, si[1] = {-1};
+    out = NULL;
+    st = nxv_reduce(d, NXV_REDUCE_SUM, 1, shape, &v, 1, &out);
+    check_cx(st, out, t, 1, sr, si, "sum");
+    double io[4] = {0, 1, 2, 3};
+    out = NULL;
+    st = nxv_iota(d, t, 1, shape, 0, &out);
+    check_cx(st, out, t, 4, io, zero, "iota");
+    int64_t sq[2] = {2, 2};
+    uint32_t perm[2] = {1, 0};
+    double tr[4] = {re[0], re[2], re[1], re[3]}, ti[4] = {im[0], im[2], im[1], im[3]};
+    out = NULL;
+    st = nxv_transpose(d, 2, sq, a, perm, &out);
+    check_cx(st, out, t, 4, tr, ti, "transpose");
+    /* [x0; x1] (2x1) * [x2 x3] (1x2) */
+    nxv_matmul_desc m = {1, 2, 2, 1, a, 0, {0, 1, 1}, a, 2, {0, 1, 1}};
+    for (size_t p = 0; p < 2; p++)
+      for (size_t q = 0; q < 2; q++) {
+        er[p * 2 + q] = re[p] * re[2 + q] - im[p] * im[2 + q];
+        ei[p * 2 + q] = re[p] * im[2 + q] + im[p] * re[2 + q];
+      }
+    out = NULL;
+    st = nxv_matmul(d, &m, &out);
+    check_cx(st, out, t, 4, er, ei, "matmul");
+    /* What is refused. */
+    for (int o = 0; o < NXV_BINARY_OP_COUNT; o++)
+      if (!((bin_ok >> o) & 1u))
+        EXPECT_FAIL_OP(NXV_ERR_UNSUPPORTED, out, nxv_binary_op_name((nxv_binary_op)o), t,
+                       nxv_binary(d, (nxv_binary_op)o, 1, shape, &v, &v, &out));
+    for (int o = 0; o < NXV_UNARY_OP_COUNT; o++)
+      if (!((un_ok >> o) & 1u))
+        EXPECT_FAIL_OP(NXV_ERR_UNSUPPORTED, out, nxv_unary_op_name((nxv_unary_op)o), t,
+                       nxv_unary(d, (nxv_unary_op)o, 1, shape, &v, &out));
+    for (int o = NXV_LESS; o <= NXV_GREATER_EQUAL; o++)
+      EXPECT_FAIL_OP(NXV_ERR_UNSUPPORTED, out, nxv_compare_op_name((nxv_compare_op)o), t,
+                     nxv_compare(d, (nxv_compare_op)o, 1, shape, &v, &v, &out));
+    for (int o = NXV_REDUCE_MAX; o <= NXV_REDUCE_MIN; o++)
+      EXPECT_FAIL_OP(NXV_ERR_UNSUPPORTED, out, nxv_reduce_op_name((nxv_reduce_op)o), t,
+                     nxv_reduce(d, (nxv_reduce_op)o, 1, shape, &v, 1, &out));
+    for (int o = 0; o < 4; o++)
+      EXPECT_FAIL_OP(NXV_ERR_UNSUPPORTED, out, o & 1 ? "argmin" : "argmax", t,
+                     nxv_argreduce(d, !(o & 1), o >= 2, 1, shape, &v, 1, &out));
+    int64_t wout[1] = {2}, win[1] = {2}, wstr[1] = {2}, wdil[1] = {1}, wpad[1] = {0};
+    nxv_window_desc w = {a, 1, shape, wout, win, wstr, wdil, wpad};
+    for (int o = 0; o < NXV_REDUCE_OP_COUNT; o++)
+      EXPECT_FAIL_OP(NXV_ERR_UNSUPPORTED, out, "window_reduce", t,
+                     nxv_window_reduce(d, (nxv_reduce_op)o, &w, &out));
+    for (int which = 0; which < 3; which++) {
+      char primed[512];
+      prime_error(primed, sizeof primed);
+      nxv_tensor *vals = SENTINEL, *inds = SENTINEL;
+      st = nxv_sort(d, a, 1, 4, which == 1, which == 2 ? NULL : &vals,
+                    which == 0 ? NULL : &inds);
+      expect_fail_check(st, NXV_ERR_UNSUPPORTED, vals == SENTINEL && inds == SENTINEL, primed,
+                        "nxv_sort", __LINE__);
+    }
     nxv_tensor_release(a);
   }
   /* Invalid op enums are never supported. */
@@ -1040,16 +1185,41 @@ NXV_TEST(kernels, convert) {
        * reads them back from the host copy. */
       run_unary_values(d, true, NXV_COPY, from, to, n, xs, "special values");
     }
-    /* Targets without kernels. */
-    long double vals[4] = {1, 2, 3, 4};
+    /* To the complex types: (x, 0), x rounded to the component type; and
+     * back: the real part converted. */
+    long double vals[4] = {kTypes[i] == NXV_S32 ? -7 : 1.5L, -2, 16777217, -2147483520};
     operand a;
     int64_t shape[1] = {4};
-    if (operand_values(d, kTypes[i], 4, vals, &a)) {
-      nxv_tensor *out;
-      EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
-                  nxv_convert(d, NXV_C128, 1, shape, &a.view, &out));
-      EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
-                  nxv_convert(d, NXV_C64, 1, shape, &a.view, &out));
+    static const nxv_dtype cxs[2] = {NXV_C64, NXV_C128};
+    bool have = operand_values(d, kTypes[i], 4, vals, &a);
+    for (int c = 0; c < 2 && have; c++) {
+      nxv_dtype ct = cxs[c];
+      if (nxv_convert_supported(d, ct)) {
+        double er[4], ei[4] = {0, 0, 0, 0};
+        long double back[4];
+        for (int k = 0; k < 4; k++) {
+          long double x = hget(kTypes[i], a.host, (uint64_t)k);
+          er[k] = ct == NXV_C64 ? (double)(float)x : (double)x;
+          back[k] = ref_convert(kTypes[i], er[k]);
+        }
+        char tag[64];
+        snprintf(tag, sizeof tag, "convert %s -> %s", nxv_dtype_name(kTypes[i]),
+                 nxv_dtype_name(ct));
+        nxv_tensor *cv = NULL, *out = NULL;
+        nxv_status st = nxv_convert(d, ct, 1, shape, &a.view, &cv);
+        if (st == NXV_OK) nxv_tensor_retain(cv);
+        check_cx(st, cv, ct, 4, er, ei, tag);
+        if (st == NXV_OK) {
+          nxv_view cview = {cv, 0, NULL};
+          snprintf(tag, sizeof tag, "convert %s -> %s", nxv_dtype_name(ct),
+                   nxv_dtype_name(kTypes[i]));
+          st = nxv_convert(d, kTypes[i], 1, shape, &cview, &out);
+          if (check_result(st, out, kTypes[i], 4, tag))
+            check_values(out, kTypes[i], 4, back, NULL, tag);
+          if (st == NXV_OK) nxv_tensor_release(out);
+          nxv_tensor_release(cv);
+        }
+      }
     }
     operand_free(&a);
   }
@@ -2678,12 +2848,28 @@ NXV_TEST(kernels, copy_into_assembles_regions) {
   CHECK(nxv_copy_into(d, padded, 0, zero, 1, three, &vs) == NXV_ERR_INVALID_ARGUMENT);
   CHECK(nxv_copy_into(d, padded, -1, one, 1, three, &vs) == NXV_ERR_INVALID_ARGUMENT);
   CHECK(nxv_copy_into(d, NULL, 0, one, 1, three, &vs) == NXV_ERR_INVALID_ARGUMENT);
-  nxv_tensor *c64;
-  REQUIRE_OK(nxv_tensor_empty(d, NXV_C64, 3, &c64));
-  CHECK(nxv_copy_into(d, c64, 0, one, 1, three, &vs) == NXV_ERR_UNSUPPORTED);
   REQUIRE_OK(nxv_tensor_download(padded, 0, 7, pg));
   CHECK(memcmp(pg, pw, sizeof pw) == 0); /* the refusals wrote nothing */
-  nxv_tensor *all[] = {t0, t1, t2, out, padded, src, c64};
+  /* Into c64: [1, 2, 3] at the even positions, [3, 2, 1] (read backwards)
+   * at the odd ones, imaginary parts 0; then the real parts back into
+   * f32. */
+  nxv_tensor *c64, *re;
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_C64, 6, &c64));
+  int64_t back[1] = {-1}, six[1] = {6};
+  nxv_view vr = {src, 2, back}, vc = {c64, 0, NULL};
+  REQUIRE_OK(nxv_copy_into(d, c64, 0, two, 1, three, &vs));
+  REQUIRE_OK(nxv_copy_into(d, c64, 1, two, 1, three, &vr));
+  float cg[12];
+  REQUIRE_OK(nxv_tensor_download(c64, 0, 6, cg));
+  const float cw[12] = {1, 0, 3, 0, 2, 0, 2, 0, 3, 0, 1, 0};
+  for (int i = 0; i < 12; i++) CHECK_MSG(cg[i] == cw[i], "c64 [%d] %g != %g", i, cg[i], cw[i]);
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_F32, 6, &re));
+  REQUIRE_OK(nxv_copy_into(d, re, 0, one, 1, six, &vc));
+  float rg[6];
+  REQUIRE_OK(nxv_tensor_download(re, 0, 6, rg));
+  const float rw[6] = {1, 3, 2, 2, 3, 1};
+  CHECK(memcmp(rg, rw, sizeof rw) == 0);
+  nxv_tensor *all[] = {t0, t1, t2, out, padded, src, c64, re};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) nxv_tensor_release(all[i]);
   nxv_device_release(d);
 }
