@@ -35,6 +35,14 @@ TC nxv_nan() { return TC(0.0) / TC(0.0); }
 // correctly rounded in practice even where the driver divides through an
 // approximate reciprocal.
 TC fdiv(TC x, TC y) {
+  // Operands near the top of the range are scaled by 2^-4 first (exact for
+  // the values concerned): a divisor above 2^126 has a subnormal
+  // reciprocal, which drivers that divide through one flush to zero.
+  const TC big = TC(TC_BITS == 64 ? 2.2e307 : 4.2e37);
+  if ((abs(x) > big || abs(y) > big) && !isinf(x) && !isinf(y)) {
+    x *= TC(0.0625);
+    y *= TC(0.0625);
+  }
   TC q = x / y;
   // Skipped near the top of the range, where q * y can overflow when the
   // driver's fma is not fused.
