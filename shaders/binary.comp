@@ -39,7 +39,7 @@ TC fdiv(TC x, TC y) {
   // the values concerned): a divisor above 2^126 has a subnormal
   // reciprocal, which drivers that divide through one flush to zero.
   const TC big = TC(TC_BITS == 64 ? 2.2e307 : 4.2e37);
-  if ((abs(x) > big || abs(y) > big) && !isinf(x) && !isinf(y)) {
+  if ((abs(x) > big && !isinf(x)) || (abs(y) > big && !isinf(y))) {  // inf stays inf
     x *= TC(0.0625);
     y *= TC(0.0625);
   }
