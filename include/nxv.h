@@ -339,35 +339,40 @@ const char *nxv_unary_op_name(nxv_unary_op op);
 const char *nxv_reduce_op_name(nxv_reduce_op op);
 const char *nxv_compare_op_name(nxv_compare_op op);
 
-/* out[i] = a[i] op b[i] over shape (rank dims), a and b of the same dtype.
+/* out[i] = a[i] op b[i] over shape (rank dims), a and b of the same dtype
+ * (every dtype; which ops each supports: nxv_binary_supported, docs/ops.md).
  * Broadcasting is expressed through the views' strides. The result is a new
  * dense tensor of that shape. */
 nxv_status nxv_binary(nxv_device *device, nxv_binary_op op, uint32_t rank,
                       const int64_t *shape, const nxv_view *a,
                       const nxv_view *b, nxv_tensor **out_tensor);
 
-/* out[i] = op(a[i]) over shape; out has a's dtype. */
+/* out[i] = op(a[i]) over shape; out has a's dtype, except abs, real, imag
+ * and phase of a complex dtype, which have its component type. */
 nxv_status nxv_unary(nxv_device *device, nxv_unary_op op, uint32_t rank,
                      const int64_t *shape, const nxv_view *a,
                      nxv_tensor **out_tensor);
 
 /* out[i] = (a[i] op b[i]) ? 1 : 0 as u8, over shape; a and b share a dtype
- * (f32, f64, s32 or u8). Comparisons follow IEEE 754 (false with NaN except
- * not_equal); logical ops treat any non-zero value, NaN included, as true.
+ * (any; complex: equal, not_equal and the logical ops). Comparisons follow
+ * IEEE 754 (false with NaN except not_equal; complex values are equal when
+ * both parts are); logical ops treat any non-zero value, NaN included, as
+ * true.
  * Needs 8-bit storage (nxv_device_info.storage_8bit). */
 nxv_status nxv_compare(nxv_device *device, nxv_compare_op op, uint32_t rank,
                        const int64_t *shape, const nxv_view *a,
                        const nxv_view *b, nxv_tensor **out_tensor);
 
 /* out[i] = pred[i] != 0 ? on_true[i] : on_false[i] over shape; pred is u8,
- * on_true and on_false share the result's dtype (f32, f64, s32 or u8). */
+ * on_true and on_false share the result's dtype (any). */
 nxv_status nxv_select(nxv_device *device, uint32_t rank, const int64_t *shape,
                       const nxv_view *pred, const nxv_view *on_true,
                       const nxv_view *on_false, nxv_tensor **out_tensor);
 
 /* Element type conversion of a strided view into a dense tensor of dtype
- * (any two real types; f16 and bf16 round through f32, bf16 by truncation
- * as Nx.BinaryBackend). Float to integer truncates toward zero,
+ * (any two types; f16 and bf16 round through f32, bf16 by truncation as
+ * Nx.BinaryBackend; complex to real keeps the real part, real to complex
+ * has a zero imaginary part). Float to integer truncates toward zero,
  * saturates at the integer range, and maps NaN to 0; integer to integer
  * wraps modulo the target width. */
 nxv_status nxv_convert(nxv_device *device, nxv_dtype dtype, uint32_t rank,
@@ -377,7 +382,8 @@ nxv_status nxv_convert(nxv_device *device, nxv_dtype dtype, uint32_t rank,
 /* Reduces a (a view over in_shape) over the axes whose bit is set in
  * axes_mask (bit k = axis k). The result is dense, with the kept axes in
  * order (keep_axes is a reshape for the caller). Reducing no axes copies.
- * Identity for empty reductions: 0, 1, -inf/INT_MIN, +inf/INT_MAX. */
+ * Identity for empty reductions: 0, 1, -inf/INT_MIN, +inf/INT_MAX. Any
+ * dtype for sum and product; real dtypes for max and min. */
 nxv_status nxv_reduce(nxv_device *device, nxv_reduce_op op, uint32_t rank,
                       const int64_t *in_shape, const nxv_view *a,
                       uint32_t axes_mask, nxv_tensor **out_tensor);
@@ -400,7 +406,7 @@ nxv_status nxv_argreduce(nxv_device *device, bool is_max, bool tie_high,
  * with p = sum_d x[d] * index_strides[d] (the position of x's index tuple
  * of depth entries in indices, an s64 tensor). Out-of-range indices are
  * clamped. Every reachable element must lie within its tensor and offsets
- * within 2^31. src any real dtype. */
+ * within 2^31. src any dtype. */
 typedef struct nxv_gather_desc {
   nxv_tensor *src;              /* borrowed */
   int64_t src_offset;
