@@ -14,6 +14,8 @@
 #define NXV_TEST_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -92,5 +94,41 @@ nxv_device *test_open_device(void);
 /* Deterministic xorshift random numbers. */
 uint64_t test_rand_u64(uint64_t *state);
 double test_rand_uniform(uint64_t *state, double lo, double hi);
+
+/* Expected failures. EXPECT_FAIL(want, out, expr): expr must return status
+ * want, record an error message of its own (nxv_last_error changes) and
+ * leave the tensor out parameter out untouched (it is set to
+ * NXV_TEST_SENTINEL first); a tensor wrongly returned is released.
+ * EXPECT_FAIL_TAG names the case with tag instead of expr's text;
+ * EXPECT_FAIL_PLAIN is for calls without a tensor output. Single-threaded. */
+extern char nxv_test_sentinel_storage;
+#define NXV_TEST_SENTINEL ((nxv_tensor *)(void *)&nxv_test_sentinel_storage)
+/* Expected-failure checks run so far (for per-test reports). */
+extern uint64_t nxv_test_expect_calls;
+/* Sets the thread's last error to a known message (a failing pure call),
+ * copied into buf, so a later check can tell a call recorded its own. */
+void nxv_test_prime_error(char *buf, size_t cap);
+void nxv_test_expect_fail_check(nxv_status got, nxv_status want, bool untouched,
+                                const char *primed, const char *what, int line);
+
+#define EXPECT_FAIL_TAG(want, out, tag, expr)                                  \
+  do {                                                                         \
+    char primed_[512];                                                         \
+    nxv_test_prime_error(primed_, sizeof primed_);                             \
+    (out) = NXV_TEST_SENTINEL;                                                 \
+    nxv_status st_ = (expr);                                                   \
+    nxv_test_expect_fail_check(st_, (want), (out) == NXV_TEST_SENTINEL,        \
+                               primed_, (tag), __LINE__);                      \
+    if (st_ == NXV_OK && (out) != NXV_TEST_SENTINEL && (out) != NULL)          \
+      nxv_tensor_release(out);                                                 \
+  } while (0)
+#define EXPECT_FAIL(want, out, expr) EXPECT_FAIL_TAG(want, out, #expr, expr)
+#define EXPECT_FAIL_PLAIN(want, expr)                                          \
+  do {                                                                         \
+    char primed_[512];                                                         \
+    nxv_test_prime_error(primed_, sizeof primed_);                             \
+    nxv_status st_ = (expr);                                                   \
+    nxv_test_expect_fail_check(st_, (want), true, primed_, #expr, __LINE__);   \
+  } while (0)
 
 #endif /* NXV_TEST_H */

@@ -399,45 +399,6 @@ static int64_t shape_count(uint32_t rank, const int64_t *shape) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Expected failures                                                         */
-/* ------------------------------------------------------------------------ */
-
-static char sentinel_storage;
-#define SENTINEL ((nxv_tensor *)(void *)&sentinel_storage)
-
-/* Sets the thread's last error to a known message (a failing pure call),
- * so a later check can tell that a call recorded one of its own. */
-static void prime_error(char *buf, size_t cap) {
-  int64_t shape[2] = {1, 1}, strides[2];
-  (void)nxv_broadcast_strides(2, shape, 1, shape, strides);
-  snprintf(buf, cap, "%s", nxv_last_error());
-}
-
-static void expect_fail_check(nxv_status got, nxv_status want, bool untouched,
-                              const char *primed, const char *what, int line) {
-  const char *msg = nxv_last_error();
-  CHECK_MSG(got == want, "line %d: %s returned %s, expected %s", line, what,
-            nxv_status_name(got), nxv_status_name(want));
-  CHECK_MSG(untouched, "line %d: %s changed its output parameter", line, what);
-  CHECK_MSG(msg[0] != '\0' && strcmp(msg, primed) != 0,
-            "line %d: %s recorded no error message", line, what);
-}
-
-/* expr must fail with status want, record a message and leave the tensor
- * out parameter out untouched; tag names the case in messages. */
-#define EXPECT_FAIL(want, out, tag, expr)                                  \
-  do {                                                                     \
-    char primed_[512];                                                     \
-    prime_error(primed_, sizeof primed_);                                  \
-    (out) = SENTINEL;                                                      \
-    nxv_status st_ = (expr);                                               \
-    expect_fail_check(st_, (want), (out) == SENTINEL, primed_, (tag),      \
-                      __LINE__);                                           \
-    if (st_ == NXV_OK && (out) != SENTINEL && (out) != NULL)               \
-      nxv_tensor_release(out);                                             \
-  } while (0)
-
-/* ------------------------------------------------------------------------ */
 /* Binary ops                                                                */
 /* ------------------------------------------------------------------------ */
 
@@ -1096,7 +1057,7 @@ NXV_TEST(complex, compare) {
         snprintf(tag, sizeof tag, "%s %s", nxv_compare_op_name(ordered[o]), nxv_dtype_name(t));
         CHECK_MSG(!nxv_compare_supported(d, ordered[o], t), "%s is reported supported", tag);
         nxv_tensor *out;
-        EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, tag,
+        EXPECT_FAIL_TAG(NXV_ERR_UNSUPPORTED, out, tag,
                     nxv_compare(d, ordered[o], 1, shape, &va, &vb, &out));
       }
     }
@@ -1260,7 +1221,7 @@ NXV_TEST(complex, reduce) {
         snprintf(tag, sizeof tag, "reduce %s %s", nxv_reduce_op_name((nxv_reduce_op)op),
                  nxv_dtype_name(t));
         nxv_tensor *out;
-        EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, tag,
+        EXPECT_FAIL_TAG(NXV_ERR_UNSUPPORTED, out, tag,
                     nxv_reduce(d, (nxv_reduce_op)op, 1, shape1, &v4, 1, &out));
         release(t4);
       }
@@ -1630,8 +1591,8 @@ NXV_TEST(complex, fft_bad_arguments) {
   float f[12] = {0};
   nxv_tensor *real = NULL, *out;
   REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 12, f, &real));
-  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, "fft of f32", nxv_fft(d, real, 3, 4, false, 0, &out));
-  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, "ifft of f32", nxv_fft(d, real, 3, 4, true, 0, &out));
+  EXPECT_FAIL_TAG(NXV_ERR_INVALID_ARGUMENT, out, "fft of f32", nxv_fft(d, real, 3, 4, false, 0, &out));
+  EXPECT_FAIL_TAG(NXV_ERR_INVALID_ARGUMENT, out, "ifft of f32", nxv_fft(d, real, 3, 4, true, 0, &out));
   release(real);
   for (int ti = 0; ti < NCX; ti++) {
     nxv_dtype t = kCx[ti];
@@ -1639,17 +1600,17 @@ NXV_TEST(complex, fft_bad_arguments) {
     lcx z[12] = {0};
     nxv_tensor *a = up(d, t, 12, z);
     if (!a) continue;
-    EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, "rows * n != count",
+    EXPECT_FAIL_TAG(NXV_ERR_INVALID_ARGUMENT, out, "rows * n != count",
                 nxv_fft(d, a, 2, 5, false, 0, &out));
-    EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, "rows * n > count",
+    EXPECT_FAIL_TAG(NXV_ERR_INVALID_ARGUMENT, out, "rows * n > count",
                 nxv_fft(d, a, 4, 4, true, 0, &out));
-    EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, "n = 0", nxv_fft(d, a, 12, 0, false, 0, &out));
-    EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, "n = 0, rows = 0",
+    EXPECT_FAIL_TAG(NXV_ERR_INVALID_ARGUMENT, out, "n = 0", nxv_fft(d, a, 12, 0, false, 0, &out));
+    EXPECT_FAIL_TAG(NXV_ERR_INVALID_ARGUMENT, out, "n = 0, rows = 0",
                 nxv_fft(d, a, 0, 0, false, 0, &out));
-    EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, "NULL device",
+    EXPECT_FAIL_TAG(NXV_ERR_INVALID_ARGUMENT, out, "NULL device",
                 nxv_fft(NULL, a, 3, 4, false, 0, &out));
     char primed[512];
-    prime_error(primed, sizeof primed);
+    nxv_test_prime_error(primed, sizeof primed);
     CHECK(nxv_fft(d, a, 3, 4, false, 0, NULL) == NXV_ERR_INVALID_ARGUMENT);
     CHECK(strcmp(nxv_last_error(), primed) != 0);
     /* a NaN or negative eps flushes nothing: an impulse of 1e-3 at the
@@ -1707,7 +1668,7 @@ NXV_TEST(complex, supported_queries_match_ops) {
           nxv_tensor_release(out);
         }
       } else {
-        EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, tag, nxv_binary(d, op, 1, shape, &v, &v, &out));
+        EXPECT_FAIL_TAG(NXV_ERR_UNSUPPORTED, out, tag, nxv_binary(d, op, 1, shape, &v, &v, &out));
       }
     }
     for (int o = 0; o < NXV_UNARY_OP_COUNT; o++) {
@@ -1719,7 +1680,7 @@ NXV_TEST(complex, supported_queries_match_ops) {
       /* complex.unary runs and checks each supported op */
       nxv_tensor *out;
       if (!want)
-        EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, tag, nxv_unary(d, op, 1, shape, &v, &out));
+        EXPECT_FAIL_TAG(NXV_ERR_UNSUPPORTED, out, tag, nxv_unary(d, op, 1, shape, &v, &out));
     }
     for (int o = 0; o < NXV_COMPARE_OP_COUNT; o++) {
       nxv_compare_op op = (nxv_compare_op)o;
@@ -1733,7 +1694,7 @@ NXV_TEST(complex, supported_queries_match_ops) {
         CHECK_MSG(st == NXV_OK, "%s: %s", tag, nxv_last_error());
         release(st == NXV_OK ? out : NULL);
       } else {
-        EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, tag, nxv_compare(d, op, 1, shape, &v, &v, &out));
+        EXPECT_FAIL_TAG(NXV_ERR_UNSUPPORTED, out, tag, nxv_compare(d, op, 1, shape, &v, &v, &out));
       }
     }
     release(a);
@@ -1753,7 +1714,7 @@ NXV_TEST(complex, supported_queries_match_ops) {
       snprintf(tag, sizeof tag, "%s %s", nxv_unary_op_name(cx_only[o]), nxv_dtype_name(reals[i]));
       CHECK_MSG(!nxv_unary_supported(d, cx_only[o], reals[i]), "%s: supported query", tag);
       nxv_tensor *out;
-      EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, tag, nxv_unary(d, cx_only[o], 1, shape, &v, &out));
+      EXPECT_FAIL_TAG(NXV_ERR_UNSUPPORTED, out, tag, nxv_unary(d, cx_only[o], 1, shape, &v, &out));
     }
     release(a);
   }

@@ -51,8 +51,10 @@ static uint64_t g_elems, g_calls;
 
 static void report_counts(const char *what) {
   fprintf(stderr, "  %s: %llu results verified, %llu elements compared\n", what,
-          (unsigned long long)g_calls, (unsigned long long)g_elems);
+          (unsigned long long)(g_calls + nxv_test_expect_calls),
+          (unsigned long long)g_elems);
   g_elems = g_calls = 0;
+  nxv_test_expect_calls = 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -356,56 +358,6 @@ static int64_t rnd_index(uint64_t *r, int64_t dim) {
     default: return irange(r, 0, dim - 1);
   }
 }
-
-/* ------------------------------------------------------------------------ */
-/* Expected failures                                                         */
-/* ------------------------------------------------------------------------ */
-
-/* A distinct pointer no call returns. */
-static char sentinel_storage;
-#define SENTINEL ((nxv_tensor *)(void *)&sentinel_storage)
-
-/* Sets the thread's last error to a known message (a failing pure call),
- * so a later check can tell that a call recorded one of its own. */
-static void prime_error(char *buf, size_t cap) {
-  int64_t shape[2] = {1, 1}, strides[2];
-  (void)nxv_broadcast_strides(2, shape, 1, shape, strides);
-  snprintf(buf, cap, "%s", nxv_last_error());
-}
-
-static void expect_fail_check(nxv_status got, nxv_status want, bool untouched,
-                              const char *primed, const char *expr, int line) {
-  const char *msg = nxv_last_error();
-  g_calls++;
-  CHECK_MSG(got == want, "line %d: %s returned %s, expected %s", line, expr,
-            nxv_status_name(got), nxv_status_name(want));
-  CHECK_MSG(untouched, "line %d: %s changed its output parameter", line, expr);
-  CHECK_MSG(msg[0] != '\0' && strcmp(msg, primed) != 0,
-            "line %d: %s recorded no error message", line, expr);
-}
-
-/* expr must fail with status want, record a message and leave the tensor
- * out parameter out untouched. */
-#define EXPECT_FAIL(want, out, expr)                                       \
-  do {                                                                     \
-    char primed_[512];                                                     \
-    prime_error(primed_, sizeof primed_);                                  \
-    (out) = SENTINEL;                                                      \
-    nxv_status st_ = (expr);                                               \
-    expect_fail_check(st_, (want), (out) == SENTINEL, primed_, #expr,      \
-                      __LINE__);                                           \
-    if (st_ == NXV_OK && (out) != SENTINEL && (out) != NULL)               \
-      nxv_tensor_release(out);                                             \
-  } while (0)
-
-/* As EXPECT_FAIL for calls without a tensor output. */
-#define EXPECT_FAIL_PLAIN(want, expr)                                      \
-  do {                                                                     \
-    char primed_[512];                                                     \
-    prime_error(primed_, sizeof primed_);                                  \
-    nxv_status st_ = (expr);                                               \
-    expect_fail_check(st_, (want), true, primed_, #expr, __LINE__);        \
-  } while (0)
 
 /* ------------------------------------------------------------------------ */
 /* Argmax, argmin                                                            */
@@ -1581,11 +1533,11 @@ NXV_TEST(indexing, complex_rejected) {
                   nxv_window_reduce(d, (nxv_reduce_op)op, &w, &out));
     for (int which = 0; which < 3; which++) {
       char primed[512];
-      prime_error(primed, sizeof primed);
-      nxv_tensor *vals = SENTINEL, *inds = SENTINEL;
+      nxv_test_prime_error(primed, sizeof primed);
+      nxv_tensor *vals = NXV_TEST_SENTINEL, *inds = NXV_TEST_SENTINEL;
       nxv_status st = nxv_sort(d, a, 1, 4, which == 1, which == 2 ? NULL : &vals,
                                which == 1 ? NULL : &inds);
-      expect_fail_check(st, NXV_ERR_UNSUPPORTED, vals == SENTINEL && inds == SENTINEL,
+      nxv_test_expect_fail_check(st, NXV_ERR_UNSUPPORTED, vals == NXV_TEST_SENTINEL && inds == NXV_TEST_SENTINEL,
                         primed, "nxv_sort of a complex tensor", __LINE__);
     }
     release(a);
@@ -1643,15 +1595,15 @@ NXV_TEST(indexing, argreduce_bad_arguments) {
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     for (int m = 0; m < 4; m++) {
       char primed[512], what[96];
-      prime_error(primed, sizeof primed);
-      out = SENTINEL;
+      nxv_test_prime_error(primed, sizeof primed);
+      out = NXV_TEST_SENTINEL;
       nxv_status st = nxv_argreduce(bad[i].dev, !(m & 1), m >= 2, bad[i].rank,
                                     bad[i].shape, bad[i].view, bad[i].mask,
                                     bad[i].no_out ? NULL : &out);
       snprintf(what, sizeof what, "nxv_argreduce (%s, mode %d)", bad[i].what, m);
-      expect_fail_check(st, NXV_ERR_INVALID_ARGUMENT, out == SENTINEL, primed, what,
+      nxv_test_expect_fail_check(st, NXV_ERR_INVALID_ARGUMENT, out == NXV_TEST_SENTINEL, primed, what,
                         __LINE__);
-      if (st == NXV_OK && out != SENTINEL && out) nxv_tensor_release(out);
+      if (st == NXV_OK && out != NXV_TEST_SENTINEL && out) nxv_tensor_release(out);
     }
   release(a);
   release(a2);
@@ -1841,14 +1793,14 @@ NXV_TEST(indexing, sort_bad_arguments) {
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
     for (int desc = 0; desc < 2; desc++) {
       char primed[512], what[64];
-      prime_error(primed, sizeof primed);
-      nxv_tensor *vals = SENTINEL, *inds = SENTINEL;
+      nxv_test_prime_error(primed, sizeof primed);
+      nxv_tensor *vals = NXV_TEST_SENTINEL, *inds = NXV_TEST_SENTINEL;
       nxv_status st = nxv_sort(bad[i].dev, bad[i].t, bad[i].rows, bad[i].len, desc,
                                bad[i].outs & 1 ? &vals : NULL,
                                bad[i].outs & 2 ? &inds : NULL);
       snprintf(what, sizeof what, "nxv_sort bad case %zu", i);
-      expect_fail_check(st, NXV_ERR_INVALID_ARGUMENT,
-                        vals == SENTINEL && inds == SENTINEL, primed, what, __LINE__);
+      nxv_test_expect_fail_check(st, NXV_ERR_INVALID_ARGUMENT,
+                        vals == NXV_TEST_SENTINEL && inds == NXV_TEST_SENTINEL, primed, what, __LINE__);
     }
   /* the tensor is unchanged */
   check_elems("sort input after failed sorts", NXV_F32, a, 12, v, NULL, NULL);

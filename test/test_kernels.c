@@ -347,55 +347,6 @@ static void check_values(nxv_tensor *out, nxv_dtype t, uint64_t n,
 }
 
 /* ------------------------------------------------------------------------ */
-/* Expected failures                                                         */
-/* ------------------------------------------------------------------------ */
-
-/* A distinct pointer no call returns. */
-static char sentinel_storage;
-#define SENTINEL ((nxv_tensor *)(void *)&sentinel_storage)
-
-/* Sets the thread's last error to a known message (a failing pure call),
- * so a later check can tell that a call recorded one of its own. */
-static void prime_error(char *buf, size_t cap) {
-  int64_t shape[2] = {1, 1}, strides[2];
-  (void)nxv_broadcast_strides(2, shape, 1, shape, strides);
-  snprintf(buf, cap, "%s", nxv_last_error());
-}
-
-static void expect_fail_check(nxv_status got, nxv_status want, bool untouched,
-                              const char *primed, const char *expr, int line) {
-  const char *msg = nxv_last_error();
-  CHECK_MSG(got == want, "line %d: %s returned %s, expected %s", line, expr,
-            nxv_status_name(got), nxv_status_name(want));
-  CHECK_MSG(untouched, "line %d: %s changed its output parameter", line, expr);
-  CHECK_MSG(msg[0] != '\0' && strcmp(msg, primed) != 0,
-            "line %d: %s recorded no error message", line, expr);
-}
-
-/* expr must fail with status want, record a message and leave the tensor
- * out parameter out untouched. */
-#define EXPECT_FAIL(want, out, expr)                                       \
-  do {                                                                     \
-    char primed_[512];                                                     \
-    prime_error(primed_, sizeof primed_);                                  \
-    (out) = SENTINEL;                                                      \
-    nxv_status st_ = (expr);                                               \
-    expect_fail_check(st_, (want), (out) == SENTINEL, primed_, #expr,      \
-                      __LINE__);                                           \
-    if (st_ == NXV_OK && (out) != SENTINEL && (out) != NULL)               \
-      nxv_tensor_release(out);                                             \
-  } while (0)
-
-/* As EXPECT_FAIL for calls without a tensor output. */
-#define EXPECT_FAIL_PLAIN(want, expr)                                      \
-  do {                                                                     \
-    char primed_[512];                                                     \
-    prime_error(primed_, sizeof primed_);                                  \
-    nxv_status st_ = (expr);                                               \
-    expect_fail_check(st_, (want), true, primed_, #expr, __LINE__);        \
-  } while (0)
-
-/* ------------------------------------------------------------------------ */
 /* Binary references                                                         */
 /* ------------------------------------------------------------------------ */
 
@@ -1127,11 +1078,11 @@ NXV_TEST(kernels, unsupported_types) {
                      nxv_window_reduce(d, (nxv_reduce_op)o, &w, &out));
     for (int which = 0; which < 3; which++) {
       char primed[512];
-      prime_error(primed, sizeof primed);
-      nxv_tensor *vals = SENTINEL, *inds = SENTINEL;
+      nxv_test_prime_error(primed, sizeof primed);
+      nxv_tensor *vals = NXV_TEST_SENTINEL, *inds = NXV_TEST_SENTINEL;
       st = nxv_sort(d, a, 1, 4, which == 1, which == 2 ? NULL : &vals,
                     which == 0 ? NULL : &inds);
-      expect_fail_check(st, NXV_ERR_UNSUPPORTED, vals == SENTINEL && inds == SENTINEL, primed,
+      nxv_test_expect_fail_check(st, NXV_ERR_UNSUPPORTED, vals == NXV_TEST_SENTINEL && inds == NXV_TEST_SENTINEL, primed,
                         "nxv_sort", __LINE__);
     }
     nxv_tensor_release(a);

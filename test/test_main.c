@@ -15,6 +15,26 @@ atomic_int nxv_test_failures;
 static nxv_test_case *test_head;
 static nxv_test_case **test_tail = &test_head;
 
+char nxv_test_sentinel_storage;
+uint64_t nxv_test_expect_calls;
+
+void nxv_test_prime_error(char *buf, size_t cap) {
+  int64_t shape[2] = {1, 1}, strides[2];
+  (void)nxv_broadcast_strides(2, shape, 1, shape, strides);
+  snprintf(buf, cap, "%s", nxv_last_error());
+}
+
+void nxv_test_expect_fail_check(nxv_status got, nxv_status want, bool untouched,
+                                const char *primed, const char *what, int line) {
+  const char *msg = nxv_last_error();
+  nxv_test_expect_calls++;
+  CHECK_MSG(got == want, "line %d: %s returned %s, expected %s", line, what,
+            nxv_status_name(got), nxv_status_name(want));
+  CHECK_MSG(untouched, "line %d: %s changed its output parameter", line, what);
+  CHECK_MSG(msg[0] != '\0' && strcmp(msg, primed) != 0,
+            "line %d: %s recorded no error message", line, what);
+}
+
 void nxv_test_register(nxv_test_case *test_case) {
   /* Constructors run in link order; keep registration order. */
   *test_tail = test_case;
