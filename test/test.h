@@ -95,6 +95,13 @@ nxv_device *test_open_device(void);
 uint64_t test_rand_u64(uint64_t *state);
 double test_rand_uniform(uint64_t *state, double lo, double hi);
 
+/* IEEE half bits of x, rounded to nearest even, and back; bf16 bits of x
+ * (the upper half of the f32, by truncation; NaN as 0x7FC0), and back. */
+uint16_t nxv_test_f16_bits(double x);
+double nxv_test_f16_value(uint16_t h);
+uint16_t nxv_test_bf16_bits(double x);
+double nxv_test_bf16_value(uint16_t b);
+
 /* Expected failures. EXPECT_FAIL(want, out, expr): expr must return status
  * want, record an error message of its own (nxv_last_error changes) and
  * leave the tensor out parameter out untouched (it is set to

@@ -82,43 +82,6 @@ static long double radd(nxv_dtype t, long double x, long double y) {
   return (double)x + (double)y;
 }
 
-/* IEEE half, round to nearest even. */
-static uint16_t half_enc(double x) {
-  uint16_t sign = signbit(x) ? 0x8000u : 0u;
-  if (isnan(x)) return 0x7E00u;
-  x = fabs(x);
-  if (x >= 65520.0) return sign | 0x7C00u;
-  if (x < 0x1p-14) return sign | (uint16_t)nearbyint(x * 0x1p24);
-  int e;
-  double m = nearbyint(ldexp(frexp(x, &e), 11));
-  if (m == 2048.0) {
-    m = 1024.0;
-    e++;
-  }
-  return sign | (uint16_t)((e + 14) << 10) | (uint16_t)(m - 1024.0);
-}
-
-static long double half_dec(uint16_t h) {
-  int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-  return (h & 0x8000u) ? -v : v;
-}
-
-/* bf16: the upper half of the f32, by truncation; NaN as 0x7FC0. */
-static uint16_t bf16_enc(float f) {
-  uint32_t u;
-  if (isnan(f)) return 0x7FC0u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)(u >> 16);
-}
-
-static long double bf16_dec(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 /* Element i of a host buffer of real type t, exactly (long double holds
  * every 64-bit integer). */
 static long double rget(nxv_dtype t, const void *p, size_t i) {
@@ -131,8 +94,8 @@ static long double rget(nxv_dtype t, const void *p, size_t i) {
     case NXV_U16: return ((const uint16_t *)p)[i];
     case NXV_U32: return ((const uint32_t *)p)[i];
     case NXV_U64: return ((const uint64_t *)p)[i];
-    case NXV_F16: return half_dec(((const uint16_t *)p)[i]);
-    case NXV_BF16: return bf16_dec(((const uint16_t *)p)[i]);
+    case NXV_F16: return nxv_test_f16_value(((const uint16_t *)p)[i]);
+    case NXV_BF16: return nxv_test_bf16_value(((const uint16_t *)p)[i]);
     case NXV_F32: return ((const float *)p)[i];
     case NXV_F64: return ((const double *)p)[i];
     default: return NAN;
@@ -151,8 +114,8 @@ static void rset(nxv_dtype t, void *p, size_t i, long double v) {
     case NXV_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
     case NXV_U32: ((uint32_t *)p)[i] = (uint32_t)v; break;
     case NXV_U64: ((uint64_t *)p)[i] = (uint64_t)v; break;
-    case NXV_F16: ((uint16_t *)p)[i] = half_enc((double)v); break;
-    case NXV_BF16: ((uint16_t *)p)[i] = bf16_enc((float)v); break;
+    case NXV_F16: ((uint16_t *)p)[i] = nxv_test_f16_bits((double)v); break;
+    case NXV_BF16: ((uint16_t *)p)[i] = nxv_test_bf16_bits((float)v); break;
     case NXV_F32: ((float *)p)[i] = (float)v; break;
     case NXV_F64: ((double *)p)[i] = (double)v; break;
     default: break;
@@ -831,8 +794,8 @@ static long double conv_ref(nxv_dtype to, long double x) {
     return x;
   }
   switch (to) {
-    case NXV_F16: return half_dec(half_enc((float)x));
-    case NXV_BF16: return bf16_dec(bf16_enc((float)x));
+    case NXV_F16: return nxv_test_f16_value(nxv_test_f16_bits((float)x));
+    case NXV_BF16: return nxv_test_bf16_value(nxv_test_bf16_bits((float)x));
     case NXV_F32: return (float)x;
     default: return (double)x;
   }

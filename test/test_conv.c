@@ -51,28 +51,6 @@ static void *xcalloc(size_t n, size_t size) {
   return p;
 }
 
-/* IEEE half from a double, round to nearest even. */
-static uint16_t half_from(double x) {
-  uint16_t sign = signbit(x) ? 0x8000u : 0u;
-  if (isnan(x)) return 0x7E00u;
-  x = fabs(x);
-  if (x >= 65520.0) return sign | 0x7C00u;
-  if (x < 0x1p-14) return sign | (uint16_t)nearbyint(x * 0x1p24);
-  int e;
-  double m = nearbyint(ldexp(frexp(x, &e), 11));
-  if (m == 2048.0) {
-    m = 1024.0;
-    e++;
-  }
-  return sign | (uint16_t)((e + 14) << 10) | (uint16_t)(m - 1024.0);
-}
-
-static double half_to(uint16_t h) {
-  int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-  double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-  return (h & 0x8000u) ? -v : v;
-}
-
 static double f32_bits_to(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
@@ -83,7 +61,7 @@ static double f32_bits_to(uint32_t u) {
  * two's complement (integers, sign- or zero-extended). */
 static double get_f(nxv_dtype t, const void *p, uint64_t i) {
   switch (t) {
-    case NXV_F16: return half_to(((const uint16_t *)p)[i]);
+    case NXV_F16: return nxv_test_f16_value(((const uint16_t *)p)[i]);
     case NXV_BF16: return f32_bits_to((uint32_t)((const uint16_t *)p)[i] << 16);
     case NXV_F32: return ((const float *)p)[i];
     case NXV_F64: return ((const double *)p)[i];
@@ -109,7 +87,7 @@ static int64_t get_i(nxv_dtype t, const void *p, uint64_t i) {
  * as the kernels store it; an integer wrapped to the type's width). */
 static void set_f(nxv_dtype t, void *p, uint64_t i, double v) {
   switch (t) {
-    case NXV_F16: ((uint16_t *)p)[i] = half_from(v); break;
+    case NXV_F16: ((uint16_t *)p)[i] = nxv_test_f16_bits(v); break;
     case NXV_BF16: {
       float f = (float)v;
       uint32_t u;

@@ -92,39 +92,6 @@ static val imax(nxv_dtype t) {
   return is_sint(t) ? wrap(t, (1ull << (tbits(t) - 1)) - 1) : wrap(t, ~0ull);
 }
 
-/* IEEE half, round to nearest even, from a double. */
-static uint16_t half_enc(double x) {
-  uint16_t sign = signbit(x) ? 0x8000u : 0u;
-  if (isnan(x)) return 0x7E00u;
-  x = fabs(x);
-  if (x >= 65520.0) return sign | 0x7C00u; /* past 65504 + half an ulp */
-  if (x < 0x1p-14) /* subnormal: units of 2^-24; 1024 is the smallest normal */
-    return sign | (uint16_t)nearbyint(x * 0x1p24);
-  int e;
-  double m = nearbyint(ldexp(frexp(x, &e), 11)); /* 1024 .. 2048 */
-  if (m == 2048.0) {
-    m = 1024.0;
-    e++;
-  }
-  return sign | (uint16_t)((e + 14) << 10) | (uint16_t)(m - 1024.0);
-}
-
-static double half_dec(uint16_t h) {
-  int e = (h >> 10) & 0x1F, m = h & 0x3FF;
-  double v = e == 0 ? ldexp(m, -24)
-           : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024, e - 25);
-  return (h & 0x8000u) ? -v : v;
-}
-
-/* bf16: the upper half of the f32, by truncation; NaN as 0x7FC0. */
-static uint16_t bf16_enc(double x) {
-  float f = (float)x;
-  uint32_t u;
-  if (isnan(f)) return 0x7FC0u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)(u >> 16);
-}
-
 static double f32_dec(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
@@ -134,8 +101,8 @@ static double f32_dec(uint32_t u) {
 /* Storage bits of v as type t, and back. */
 static uint64_t enc(nxv_dtype t, val v) {
   switch (t) {
-    case NXV_F16: return half_enc(v.f);
-    case NXV_BF16: return bf16_enc(v.f);
+    case NXV_F16: return nxv_test_f16_bits(v.f);
+    case NXV_BF16: return nxv_test_bf16_bits(v.f);
     case NXV_F32: {
       float f = (float)v.f;
       uint32_t u;
@@ -149,7 +116,7 @@ static uint64_t enc(nxv_dtype t, val v) {
 
 static val dec(nxv_dtype t, uint64_t bits) {
   switch (t) {
-    case NXV_F16: return (val){.f = half_dec((uint16_t)bits)};
+    case NXV_F16: return (val){.f = nxv_test_f16_value((uint16_t)bits)};
     case NXV_BF16: return (val){.f = f32_dec((uint32_t)bits << 16)};
     case NXV_F32: return (val){.f = f32_dec((uint32_t)bits)};
     case NXV_F64: return (val){.u = bits};
