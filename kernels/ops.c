@@ -808,7 +808,19 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
   uint64_t adims[3] = {m->batch, m->m, m->k}, bdims[3] = {m->batch, m->k, m->n};
   NXV_TRY(check_operand("a", m->a, m->a_offset, m->a_strides, adims));
   NXV_TRY(check_operand("b", m->b, m->b_offset, m->b_strides, bdims));
-  uint32_t gx = (uint32_t)((m->n + 63) / 64), gy = (uint32_t)((m->m + 63) / 64);
+  /* f16, bf16 and f32 take the register-blocked kernel (gemm.comp): 128x128
+   * tiles when there are enough of them to fill a large GPU, 64x64 tiles
+   * otherwise. Other types take matmul.comp (64x64 tiles). */
+  nxv_spv_module module = family(NXV_SPV_MATMUL_S8, t);
+  uint32_t variant = 0, tile = 64;
+  if ((t == NXV_F16 || t == NXV_BF16 || t == NXV_F32) &&
+      d->vk.info.max_workgroup_invocations >= 256) {
+    module = t == NXV_F32 ? NXV_SPV_GEMM_F32 : t == NXV_F16 ? NXV_SPV_GEMM_F16 : NXV_SPV_GEMM_BF16;
+    uint64_t tiles128 = ((m->m + 127) / 128) * ((m->n + 127) / 128) * m->batch;
+    if (tiles128 >= 96) tile = 128;
+    else variant = 1;
+  }
+  uint32_t gx = (uint32_t)((m->n + tile - 1) / tile), gy = (uint32_t)((m->m + tile - 1) / tile);
   if (gx > d->vk.info.max_workgroup_count[0] || gy > d->vk.info.max_workgroup_count[1])
     return nxv_fail(NXV_ERR_UNSUPPORTED, "matmul: %llux%llu result is too large",
                     (unsigned long long)m->m, (unsigned long long)m->n);
@@ -843,7 +855,7 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
     node_use(node, m->a, false);
     node_use(node, m->b, false);
     node_use(node, tout, true);
-    nxv_status st = push_dispatch(d, node, family(NXV_SPV_MATMUL_S8, t), 0, 0);
+    nxv_status st = push_dispatch(d, node, module, 0, variant);
     if (st != NXV_OK) {
       nxv_tensor_release(tout);
       return st;

@@ -20,14 +20,11 @@ struct nxv_registry {
   atomic_uint_fast64_t hits, misses, disk_hits, created;
 };
 
-/* Modules whose kernels assume a fixed workgroup size. */
-static uint32_t fixed_wg(nxv_spv_module m) {
-  switch (m) {
-    case NXV_SPV_MATMUL_F32:
-    case NXV_SPV_MATMUL_F64:
-    case NXV_SPV_MATMUL_S32: return 256;
-    default: return 0;
-  }
+/* Modules whose kernels assume a fixed workgroup size (0: none). */
+static uint32_t fixed_wg(nxv_spv_module m, uint32_t variant) {
+  if (m >= NXV_SPV_MATMUL_S8 && m <= NXV_SPV_MATMUL_C128) return 256;
+  if (m >= NXV_SPV_GEMM_F16 && m <= NXV_SPV_GEMM_F32) return variant == 0 ? 256 : 64;
+  return 0;
 }
 
 nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache,
@@ -89,7 +86,7 @@ static nxv_status create_locked(nxv_registry *r, nxv_spv_module m, uint32_t op,
                       "vkCreateShaderModule(%s) failed: %s", nxv_spv_name[m],
                       nxv_vk_result_name(res));
   }
-  uint32_t wg = fixed_wg(m) ? fixed_wg(m) : r->wg_size;
+  uint32_t wg = fixed_wg(m, variant) ? fixed_wg(m, variant) : r->wg_size;
   uint32_t data[3] = {wg, op, variant};
   VkSpecializationMapEntry entries[3] = {
       {0, 0, 4}, {1, 4, 4}, {2, 8, 4}};

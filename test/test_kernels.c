@@ -1899,6 +1899,7 @@ NXV_TEST(kernels, matmul) {
     unsigned opts;
   } cases[] = {
       {1, 1, 1, 1, 0},
+      {1, 8, 40, 16, 0}, /* two k slices */
       {1, 3, 5, 7, 0},
       {1, 3, 5, 7, MM_TA},
       {2, 3, 5, 7, MM_TB | MM_OFF},
@@ -1916,10 +1917,19 @@ NXV_TEST(kernels, matmul) {
       {0, 4, 4, 4, 0},   /* empty results */
       {2, 0, 5, 3, 0},
       {2, 5, 0, 3, 0},
+      /* f16/bf16/f32 take 128x128 tiles from 96 tiles on: edges in m, n
+       * and k, every operand layout */
+      {1, 1290, 1030, 9, 0},
+      {1, 1283, 1029, 13, MM_TA | MM_OFF},
+      {1, 1025, 1283, 11, MM_TB | MM_REV},
+      {96, 5, 7, 3, MM_TA | MM_TB},
+      {100, 33, 17, 21, MM_BA | MM_OFF},
   };
-  for (int ti = 0; ti < NTYPES; ti++)
+  /* f16 and bf16 share the f32 kernels' code paths (f32 accumulation). */
+  static const nxv_dtype types[] = {NXV_F32, NXV_F64, NXV_S32, NXV_F16, NXV_BF16};
+  for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-      run_matmul(d, kTypes[ti], cases[i].batch, cases[i].m, cases[i].n,
+      run_matmul(d, types[ti], cases[i].batch, cases[i].m, cases[i].n,
                  cases[i].k, cases[i].opts, &rng);
   nxv_device_release(d);
 }

@@ -43,5 +43,9 @@ echo "fft_c64_wide fft.comp -DT_ID=12 -DWIDE=1"
 echo "fft_c128 fft.comp -DT_ID=13"
 echo "unary_c64_c64_precise unary.comp -DT_ID=12 -DO_ID=12 -DPRECISE32=1"
 echo "unary_c64_f32_precise unary.comp -DT_ID=12 -DO_ID=10 -DPRECISE32=1"
+# Register-blocked matmul for the float types that accumulate in f32.
+for t in f16:8 bf16:9 f32:10; do
+  echo "gemm_${t%%:*} gemm.comp -DT_ID=${t#*:}"
+done
 echo "fill_32 fill.comp -DW=32"
 echo "fill_64 fill.comp -DW=64"

@@ -1,0 +1,156 @@
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#include "types.glsl"
+// gemm.comp - batched C[b] = A[b] (m x k) * B[b] (k x n) for f16, bf16 and
+// f32 (T_ID), accumulated in f32: the register-blocked kernel for large
+// products. Same push constants and operand addressing as matmul.comp
+// (arbitrary element strides; C dense).
+//
+// VARIANT 0: 128x128 tile of C per workgroup, 256 threads.
+// VARIANT 1: 64x64 tile, 64 threads (more workgroups for mid sizes).
+// Each thread accumulates an 8x8 block: rows {ty*4 + i, BM/2 + ty*4 + i},
+// columns {tx*4 + j, BN/2 + tx*4 + j}, i, j < 4, so its shared-memory reads
+// are 4-wide and conflict-free. A and B advance through k in slices of 8,
+// staged in shared memory (double-buffered: the next slice is read from
+// memory into registers while the current one is multiplied). Each operand
+// is read along its contiguous axis, whichever it is (k for a row-major A,
+// m for a transposed one), so global reads stay coalesced.
+// Dispatch: (ceil(n/BN), ceil(m/BM), batch); spec constant 0 must be
+// 256 (VARIANT 0) or 64 (VARIANT 1).
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
+
+layout(push_constant, std430) uniform PC {
+  BufT a;
+  BufT b;
+  BufT c;
+  uint m, n, k, batch_base;
+  int a_sb, a_sm, a_sk;
+  int b_sb, b_sk, b_sn;
+  uint a_off, b_off;
+} pc;
+
+const uint BM = VARIANT == 0u ? 128u : 64u;
+const uint BN = BM;
+const uint NT = (BM / 8u) * (BN / 8u);  // threads
+const uint BK = 8u;
+const uint PAD = 4u;                     // keeps transposed stores conflict-free
+const uint QT = BM * BK / 4u / NT;       // 4-element groups per thread and operand
+// [buffer][k][m] and [buffer][k][n], row length BM + PAD.
+shared vec4 As[2 * BK * (128u + PAD) / 4u];
+shared vec4 Bs[2 * BK * (128u + PAD) / 4u];
+const uint ROW4 = (BM + PAD) / 4u;       // vec4s per shared row
+
+// Element (r, p) of A and (p, s) of B, 0 outside the matrices; sk is the k
+// stride (1 when the caller walks a k-contiguous operand).
+float load_a(uint base, uint r, uint p, uint sk) {
+  return (r < pc.m && p < pc.k) ? float(T_LD(pc.a.v[base + r * uint(pc.a_sm) + p * sk])) : 0.0;
+}
+float load_b(uint base, uint p, uint s, uint sk) {
+  return (s < pc.n && p < pc.k) ? float(T_LD(pc.b.v[base + p * sk + s * uint(pc.b_sn)])) : 0.0;
+}
+
+void main() {
+  uint lid = gl_LocalInvocationID.x;
+  uint tx = lid % (BN / 8u), ty = lid / (BN / 8u);
+  uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
+  uint bat = gl_WorkGroupID.z + pc.batch_base;
+  uint abase = pc.a_off + bat * uint(pc.a_sb);
+  uint bbase = pc.b_off + bat * uint(pc.b_sb);
+  // Which axis consecutive threads walk when loading: k for a row-major A
+  // (k contiguous), m otherwise; n for a row-major B, k otherwise.
+  bool a_walk_k = pc.a_sk == 1 && pc.a_sm != 1;
+  bool b_walk_k = pc.b_sk == 1 && pc.b_sn != 1;
+
+  vec4 ra[QT], rb[QT];  // the next slice, in registers
+
+  // Loads slice k0 into ra/rb: group q of thread lid covers 4 consecutive
+  // elements along the walked axis.
+#define LOAD_SLICE(k0)                                                        \
+  [[unroll]] for (uint q = 0u; q < QT; ++q) {                                 \
+    uint g = lid + NT * q;                                                    \
+    if (a_walk_k) {                                                           \
+      uint r = g / 2u, gp = (k0) + (g % 2u) * 4u;                             \
+      ra[q] = vec4(load_a(abase, row0 + r, gp, 1u), load_a(abase, row0 + r, gp + 1u, 1u), \
+                   load_a(abase, row0 + r, gp + 2u, 1u), load_a(abase, row0 + r, gp + 3u, 1u)); \
+    } else {                                                                  \
+      uint gp = (k0) + g / (BM / 4u), gr = row0 + (g % (BM / 4u)) * 4u;       \
+      uint sk = uint(pc.a_sk);                                                \
+      ra[q] = vec4(load_a(abase, gr, gp, sk), load_a(abase, gr + 1u, gp, sk), \
+                   load_a(abase, gr + 2u, gp, sk), load_a(abase, gr + 3u, gp, sk)); \
+    }                                                                         \
+    if (b_walk_k) {                                                           \
+      uint gs = col0 + g / 2u, gp = (k0) + (g % 2u) * 4u;                     \
+      rb[q] = vec4(load_b(bbase, gp, gs, 1u), load_b(bbase, gp + 1u, gs, 1u), \
+                   load_b(bbase, gp + 2u, gs, 1u), load_b(bbase, gp + 3u, gs, 1u)); \
+    } else {                                                                  \
+      uint gp = (k0) + g / (BN / 4u), gs = col0 + (g % (BN / 4u)) * 4u;       \
+      uint sk = uint(pc.b_sk);                                                \
+      rb[q] = vec4(load_b(bbase, gp, gs, sk), load_b(bbase, gp, gs + 1u, sk), \
+                   load_b(bbase, gp, gs + 2u, sk), load_b(bbase, gp, gs + 3u, sk)); \
+    }                                                                         \
+  }
+
+  // Stores ra/rb into shared buffer buf ([k][m] and [k][n] layouts).
+#define STORE_SLICE(buf)                                                      \
+  [[unroll]] for (uint q = 0u; q < QT; ++q) {                                 \
+    uint g = lid + NT * q, base = (buf) * BK * ROW4;                          \
+    if (a_walk_k) {                                                           \
+      uint r = g / 2u, p = (g % 2u) * 4u;                                     \
+      for (uint e = 0u; e < 4u; ++e)                                          \
+        As[base + (p + e) * ROW4 + r / 4u][r % 4u] = ra[q][e];                \
+    } else {                                                                  \
+      uint p = g / (BM / 4u), r4 = g % (BM / 4u);                             \
+      As[base + p * ROW4 + r4] = ra[q];                                       \
+    }                                                                         \
+    if (b_walk_k) {                                                           \
+      uint s = g / 2u, p = (g % 2u) * 4u;                                     \
+      for (uint e = 0u; e < 4u; ++e)                                          \
+        Bs[base + (p + e) * ROW4 + s / 4u][s % 4u] = rb[q][e];                \
+    } else {                                                                  \
+      uint p = g / (BN / 4u), s4 = g % (BN / 4u);                             \
+      Bs[base + p * ROW4 + s4] = rb[q];                                       \
+    }                                                                         \
+  }
+
+  vec4 acc[8][2];
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) acc[i][0] = acc[i][1] = vec4(0.0);
+
+  LOAD_SLICE(0u)
+  STORE_SLICE(0u)
+  barrier();
+  uint nslices = (pc.k + BK - 1u) / BK;
+  for (uint slice = 0u; slice < nslices; ++slice) {
+    uint cur = slice & 1u;
+    bool more = slice + 1u < nslices;
+    if (more) { LOAD_SLICE((slice + 1u) * BK) }
+    uint base = cur * BK * ROW4;
+    [[unroll]] for (uint p = 0u; p < BK; ++p) {
+      vec4 a0 = As[base + p * ROW4 + ty];
+      vec4 a1 = As[base + p * ROW4 + BM / 8u + ty];
+      vec4 b0 = Bs[base + p * ROW4 + tx];
+      vec4 b1 = Bs[base + p * ROW4 + BN / 8u + tx];
+      [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+        acc[i][0] += a0[i] * b0;
+        acc[i][1] += a0[i] * b1;
+        acc[4u + i][0] += a1[i] * b0;
+        acc[4u + i][1] += a1[i] * b1;
+      }
+    }
+    if (more) { STORE_SLICE(cur ^ 1u) }
+    barrier();
+  }
+
+  uint cbase = bat * pc.m * pc.n;
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    uint gr = row0 + (i < 4u ? ty * 4u + i : BM / 2u + ty * 4u + (i - 4u));
+    if (gr >= pc.m) continue;
+    [[unroll]] for (uint h = 0u; h < 2u; ++h) {
+      uint gc = col0 + h * (BN / 2u) + tx * 4u;
+      for (uint j = 0u; j < 4u; ++j)
+        if (gc + j < pc.n) pc.c.v[cbase + gr * pc.n + gc + j] = T_ST(acc[i][h][j]);
+    }
+  }
+}
