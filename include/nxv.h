@@ -114,6 +114,9 @@ typedef struct nxv_device_info {
   bool push_descriptor;
   bool memory_budget;
   bool cooperative_matrix;    /* VK_KHR_ or VK_NV_cooperative_matrix */
+  bool coopmat_f16;           /* f16 matmul runs on tensor cores: 16x16x16
+                                 f16 x f16 + f32 subgroup products through
+                                 VK_NV_cooperative_matrix, subgroups of 32 */
   bool pipeline_creation_feedback;
   uint32_t subgroup_size, subgroup_min_size, subgroup_max_size;
   uint32_t subgroup_operations; /* VkSubgroupFeatureFlags */

@@ -785,6 +785,31 @@ static nxv_status check_operand(const char *what, nxv_tensor *t, int64_t off,
   return NXV_OK;
 }
 
+/* Whether coopmat.comp can run m (f16 operands) on device d, and its
+ * variant: each operand contiguous along one of its axes, 8-element (16
+ * byte) aligned groups along it (offsets, the other strides and the
+ * contiguous extent multiples of 8). */
+static bool coopmat_layout(nxv_device *d, const nxv_matmul_desc *m,
+                           uint32_t *out_variant) {
+  if (!d->vk.info.coopmat_f16 || d->vk.info.max_workgroup_invocations < 256)
+    return false;
+  const int64_t *sa = m->a_strides, *sb = m->b_strides;
+  bool batched = m->batch > 1;
+  if (m->a_offset % 8 || m->b_offset % 8 || (batched && (sa[0] % 8 || sb[0] % 8)))
+    return false;
+  uint32_t v = 0;
+  if (sa[2] == 1 && sa[1] % 8 == 0 && m->k % 8 == 0) v |= 0;      /* A k-contiguous */
+  else if (sa[1] == 1 && sa[2] % 8 == 0 && m->m % 8 == 0) v |= 1; /* A transposed */
+  else return false;
+  if (sb[2] == 1 && sb[1] % 8 == 0 && m->n % 8 == 0) v |= 0;      /* B n-contiguous */
+  else if (sb[1] == 1 && sb[2] % 8 == 0 && m->k % 8 == 0) v |= 2; /* B transposed */
+  else return false;
+  if (sa[0] < 0 || sa[1] < 0 || sa[2] < 0 || sb[0] < 0 || sb[1] < 0 || sb[2] < 0)
+    return false;
+  *out_variant = v;
+  return true;
+}
+
 nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
                       nxv_tensor **out) {
   if (!d || !m || !out || !m->a || !m->b)
@@ -813,7 +838,10 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
    * otherwise. Other types take matmul.comp (64x64 tiles). */
   nxv_spv_module module = family(NXV_SPV_MATMUL_S8, t);
   uint32_t variant = 0, tile = 64;
-  if ((t == NXV_F16 || t == NXV_BF16 || t == NXV_F32) &&
+  if (t == NXV_F16 && coopmat_layout(d, m, &variant)) {
+    module = NXV_SPV_COOPMAT_F16;
+    tile = 128;
+  } else if ((t == NXV_F16 || t == NXV_BF16 || t == NXV_F32) &&
       d->vk.info.max_workgroup_invocations >= 256) {
     module = t == NXV_F32 ? NXV_SPV_GEMM_F32 : t == NXV_F16 ? NXV_SPV_GEMM_F16 : NXV_SPV_GEMM_BF16;
     uint64_t tiles128 = ((m->m + 127) / 128) * ((m->n + 127) / 128) * m->batch;

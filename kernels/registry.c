@@ -24,6 +24,7 @@ struct nxv_registry {
 static uint32_t fixed_wg(nxv_spv_module m, uint32_t variant) {
   if (m >= NXV_SPV_MATMUL_S8 && m <= NXV_SPV_MATMUL_C128) return 256;
   if (m >= NXV_SPV_GEMM_F16 && m <= NXV_SPV_GEMM_F32) return variant == 0 ? 256 : 64;
+  if (m == NXV_SPV_COOPMAT_F16) return 256;
   return 0;
 }
 

@@ -155,6 +155,39 @@ static uint32_t pick_queue_family(VkPhysicalDevice phys, bool *out_compute_only,
   return best == UINT32_MAX ? 0 : best;
 }
 
+/* Whether VK_NV_cooperative_matrix offers the shape coopmat.comp uses:
+ * 16x16x16, f16 A and B, f32 C and D, subgroup scope. */
+static bool coopmat_f16_supported(VkPhysicalDevice phys) {
+  VkInstance inst;
+  if (nxv_vk_instance(&inst) != NXV_OK) return false;
+  PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV props =
+      (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+          inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+  if (!props) return false;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cf = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                  .pNext = &cf};
+  vkGetPhysicalDeviceFeatures2(phys, &f2);
+  if (!cf.cooperativeMatrix) return false;
+  uint32_t n = 0;
+  if (props(phys, &n, NULL) != VK_SUCCESS || n == 0) return false;
+  VkCooperativeMatrixPropertiesNV *p = calloc(n, sizeof *p);
+  if (!p) return false;
+  for (uint32_t i = 0; i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  bool ok = false;
+  if (props(phys, &n, p) == VK_SUCCESS)
+    for (uint32_t i = 0; i < n && !ok; i++)
+      ok = p[i].MSize == 16 && p[i].NSize == 16 && p[i].KSize == 16 &&
+           p[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+           p[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+           p[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+           p[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+           p[i].scope == VK_SCOPE_SUBGROUP_NV;
+  free(p);
+  return ok;
+}
+
 nxv_status nxv_vk_describe(VkPhysicalDevice phys, uint32_t index,
                            nxv_device_info *out) {
   memset(out, 0, sizeof *out);
@@ -256,6 +289,10 @@ nxv_status nxv_vk_describe(VkPhysicalDevice phys, uint32_t index,
   out->pipeline_creation_feedback = v13 || ext.feedback;
   out->usable = found && out->timeline_semaphore &&
                 out->buffer_device_address && out->int64;
+  /* coopmat.comp needs the Vulkan memory model (its scopes). */
+  out->coopmat_f16 = ext.coop_nv && out->float16 && out->storage_16bit &&
+                     f12.vulkanMemoryModel && out->subgroup_size == 32 &&
+                     coopmat_f16_supported(phys);
   return NXV_OK;
 }
 
@@ -283,17 +320,23 @@ nxv_status nxv_vk_open(uint32_t index, nxv_vk *out) {
 
   dev_exts ext;
   NXV_TRY(device_extensions(out->phys, &ext));
-  const char *exts[4];
+  const char *exts[5];
   uint32_t nexts = 0;
   if (ext.budget) exts[nexts++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
   if (ext.feedback && info->api_version < VK_API_VERSION_1_3)
     exts[nexts++] = "VK_EXT_pipeline_creation_feedback";
   if (ext.portability) exts[nexts++] = "VK_KHR_portability_subset";
+  if (info->coopmat_f16) exts[nexts++] = "VK_NV_cooperative_matrix";
   out->has_budget = ext.budget;
   out->has_feedback = info->pipeline_creation_feedback;
 
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+      .cooperativeMatrix = VK_TRUE};
   VkPhysicalDeviceVulkan12Features f12 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+      .pNext = info->coopmat_f16 ? &coop : NULL,
+      .vulkanMemoryModel = info->coopmat_f16,
       .timelineSemaphore = VK_TRUE,
       .bufferDeviceAddress = VK_TRUE,
       .shaderInt8 = info->int8,

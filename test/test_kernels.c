@@ -1924,6 +1924,13 @@ NXV_TEST(kernels, matmul) {
       {1, 1025, 1283, 11, MM_TB | MM_REV},
       {96, 5, 7, 3, MM_TA | MM_TB},
       {100, 33, 17, 21, MM_BA | MM_OFF},
+      /* 8-aligned layouts: f16 takes tensor cores where the device has
+       * them (edges in m and n, several k slices, every layout) */
+      {1, 1288, 1032, 24, 0},
+      {1, 136, 264, 72, MM_TA},
+      {2, 128, 128, 64, MM_TB},
+      {3, 72, 40, 48, MM_TA | MM_TB},
+      {4, 16, 24, 8, MM_BB},
   };
   /* f16 and bf16 share the f32 kernels' code paths (f32 accumulation). */
   static const nxv_dtype types[] = {NXV_F32, NXV_F64, NXV_S32, NXV_F16, NXV_BF16};

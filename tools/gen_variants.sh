@@ -47,5 +47,7 @@ echo "unary_c64_f32_precise unary.comp -DT_ID=12 -DO_ID=10 -DPRECISE32=1"
 for t in f16:8 bf16:9 f32:10; do
   echo "gemm_${t%%:*} gemm.comp -DT_ID=${t#*:}"
 done
+# f16 matmul on tensor cores (devices with VK_NV_cooperative_matrix).
+echo "coopmat_f16 coopmat.comp -DT_ID=8"
 echo "fill_32 fill.comp -DW=32"
 echo "fill_64 fill.comp -DW=64"
