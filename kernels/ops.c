@@ -17,9 +17,11 @@ typedef struct pc_ew {  /* binary, unary, compare, select (.comp) */
   uint32_t n, rank, flags, pad;
   uint64_t in2;         /* third operand (select's on_false) */
 } pc_ew;
-typedef struct pc_reduce {        /* reduce.comp */
+typedef struct pc_reduce {        /* reduce.comp (argreduce.comp: up to rank_red) */
   uint64_t a, c, args;
   uint32_t n_out, k, rank_kept, rank_red;
+  uint64_t part;                  /* split reductions: partial results */
+  uint32_t kchunk, nsplit;
 } pc_reduce;
 typedef struct pc_matmul {        /* matmul.comp */
   uint64_t a, b, c;
@@ -49,7 +51,7 @@ typedef struct pc_gather {        /* gather.comp */
 } pc_gather;
 
 _Static_assert(sizeof(pc_ew) == 56, "pc_ew layout");
-_Static_assert(sizeof(pc_reduce) == 40, "pc_reduce layout");
+_Static_assert(sizeof(pc_reduce) == 56, "pc_reduce layout");
 _Static_assert(sizeof(pc_matmul) == 72, "pc_matmul layout");
 
 static const char *kBinaryNames[NXV_BINARY_OP_COUNT] = {
@@ -635,10 +637,51 @@ nxv_status nxv_broadcast_strides(uint32_t in_rank, const int64_t *in_shape,
 /* Reduction                                                           */
 /* ------------------------------------------------------------------ */
 
+/* The reduce.comp variant for n_out results of k elements each, and for
+ * split reductions the chunking: *nsplit chunks of *kchunk elements.
+ * rows: the reduced elements of one result are contiguous (a workgroup per
+ * result reads them coalesced); cols: the results are (neighbouring
+ * threads read neighbouring elements). Too few results to fill a large
+ * GPU split their reduced elements (deterministically: partials are
+ * combined in chunk order). */
+static uint32_t reduce_plan(uint64_t n_out, uint64_t k, bool rows, bool cols,
+                            bool splittable, uint32_t *nsplit, uint32_t *kchunk) {
+  *nsplit = 1;
+  *kchunk = (uint32_t)k;
+  bool per_group = rows || (!cols && k >= 64);
+  if (!splittable) return per_group ? 1 : 0;
+  uint64_t chunks = 0, min_chunk;
+  if (per_group) {                /* aim for ~1024 workgroups */
+    min_chunk = 2048;
+    if (n_out < 512 && k >= 2 * min_chunk) chunks = (1024 + n_out - 1) / n_out;
+  } else {                        /* aim for ~64K threads */
+    min_chunk = 64;
+    if (n_out < 32768 && k >= 2 * min_chunk) chunks = (65536 + n_out - 1) / n_out;
+  }
+  if (chunks > k / min_chunk) chunks = k / min_chunk;
+  if (chunks > MAX_GROUPS) chunks = MAX_GROUPS;
+  if (chunks < 2) return per_group ? 1 : 0;
+  uint64_t kc = (k + chunks - 1) / chunks;
+  *kchunk = (uint32_t)kc;
+  *nsplit = (uint32_t)((k + kc - 1) / kc);
+  return per_group ? 3 : 2;
+}
+
+/* A dtype as wide as type t's compute type (reduce.comp's TC), for the
+ * partial results of split reductions. */
+static nxv_dtype compute_width_type(nxv_dtype t) {
+  switch (t) {
+    case NXV_S64: case NXV_U64: case NXV_F64: case NXV_C64: return NXV_U64;
+    case NXV_C128: return NXV_C128;
+    default: return NXV_U32;
+  }
+}
+
 /* Shared by reductions and arg-reductions: splits the axes into kept and
- * reduced groups and queues module with op; the result has out_type. */
+ * reduced groups and queues module with op; the result has out_type.
+ * splittable: module is a reduce.comp module (split variants 2-4). */
 static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t op,
-                                nxv_dtype out_type, uint32_t rank,
+                                bool splittable, nxv_dtype out_type, uint32_t rank,
                                 const int64_t *in_shape, const nxv_view *a,
                                 uint32_t axes_mask, nxv_tensor **out) {
   uint64_t n;
@@ -701,19 +744,54 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
   memcpy(node->pc, &pc, sizeof pc);
   node->pc_size = sizeof pc;
   node->args_pc_offset = offsetof(pc_reduce, args);
-  uint32_t variant = k >= 64 ? 1 : 0;
-  if (variant == 1) {
+  bool rows = rr > 0 && rst[0][rr - 1] == 1;
+  bool cols = rk > 0 && kst[0][rk - 1] == 1;
+  uint32_t nsplit, kchunk;
+  uint32_t variant = reduce_plan(n_out, k, rows, cols, splittable, &nsplit, &kchunk);
+  nxv_tensor *part = NULL;
+  if (nsplit > 1) {
+    nxv_status st = nxv_tensor_new(d, compute_width_type(a->tensor->dtype),
+                                   (uint64_t)nsplit * n_out, &part);
+    if (st != NXV_OK) {
+      nxv_node_discard(node);
+      nxv_tensor_release(tout);
+      return st;
+    }
+    pc.part = part->buf->addr;
+    pc.kchunk = kchunk;
+    pc.nsplit = nsplit;
+    memcpy(node->pc, &pc, sizeof pc);
+  }
+  if (variant == 1 || variant == 3) {
     uint32_t cap = d->vk.info.max_workgroup_count[0] < MAX_GROUPS
                        ? d->vk.info.max_workgroup_count[0] : MAX_GROUPS;
     node->groups[0] = n_out > cap ? cap : (uint32_t)n_out;
   } else {
     node->groups[0] = groups_for(d, n_out);
   }
-  node->groups[1] = node->groups[2] = 1;
+  node->groups[1] = nsplit;
+  node->groups[2] = 1;
   node->cost = n + n_out;
   node_use(node, a->tensor, false);
-  node_use(node, tout, true);
+  node_use(node, part ? part : tout, true);
   nxv_status st = push_dispatch(d, node, module, op, variant);
+  if (st == NXV_OK && part) {
+    /* Second pass: combine the partials of each result in chunk order. */
+    nxv_node *fin = nxv_node_new(0);
+    if (!fin) {
+      st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+    } else {
+      memcpy(fin->pc, &pc, sizeof pc);
+      fin->pc_size = sizeof pc;
+      fin->groups[0] = groups_for(d, n_out);
+      fin->groups[1] = fin->groups[2] = 1;
+      fin->cost = (uint64_t)nsplit * n_out + n_out;
+      node_use(fin, part, false);
+      node_use(fin, tout, true);
+      st = push_dispatch(d, fin, module, op, 4);
+    }
+  }
+  nxv_tensor_release(part); /* the queued nodes hold its buffer */
   if (st != NXV_OK) {
     nxv_tensor_release(tout);
     return st;
@@ -734,7 +812,7 @@ nxv_status nxv_reduce(nxv_device *d, nxv_reduce_op op, uint32_t rank,
   if (is_complex(t) && op != NXV_REDUCE_SUM && op != NXV_REDUCE_PRODUCT)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "reduce %s is not defined for complex type %s",
                     nxv_reduce_op_name(op), nxv_dtype_name(t));
-  return reduce_common(d, family(NXV_SPV_REDUCE_S8, t), op, t, rank, in_shape, a,
+  return reduce_common(d, family(NXV_SPV_REDUCE_S8, t), op, true, t, rank, in_shape, a,
                        axes_mask, out);
 }
 
@@ -755,7 +833,7 @@ nxv_status nxv_argreduce(nxv_device *d, bool is_max, bool tie_high, uint32_t ran
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s: more than 2^31-1 elements per result",
                     name);
   uint32_t op = (is_max ? 0u : 1u) + (tie_high ? 2u : 0u);
-  return reduce_common(d, family(NXV_SPV_ARGREDUCE_S8, t), op, NXV_S64, rank,
+  return reduce_common(d, family(NXV_SPV_ARGREDUCE_S8, t), op, false, NXV_S64, rank,
                        in_shape, a, axes_mask, out);
 }
 

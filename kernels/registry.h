@@ -23,7 +23,7 @@
 #include "spirv.h"
 
 #define NXV_REGISTRY_OPS 64
-#define NXV_REGISTRY_VARIANTS 4
+#define NXV_REGISTRY_VARIANTS 5
 
 typedef struct nxv_registry nxv_registry;
 

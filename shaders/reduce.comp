@@ -5,12 +5,22 @@
 // accumulated in its compute type TC.
 // The arena holds kept_shape[rk], kept_strides[rk], red_shape[rr],
 // red_strides[rr], in_off (elements). OP: 0 sum, 1 product, 2 max, 3 min.
-// VARIANT 0: one thread per output (short reductions).
+// VARIANT 0: one thread per output (short reductions, or reductions whose
+//            outputs are contiguous: neighbouring threads read neighbouring
+//            elements).
 // VARIANT 1: one workgroup per output, tree reduction in shared memory
 //            (the workgroup size must be a power of two).
+// Split reductions, for too few outputs to fill the device: the reduced
+// elements are cut into nsplit chunks of kchunk; partial results (TC)
+// go to part[s * n_out + o], then a second dispatch combines them in
+// chunk order (so results do not depend on scheduling):
+// VARIANT 2: as 0, chunk s = gl_WorkGroupID.y.
+// VARIANT 3: as 1, chunk s = gl_WorkGroupID.y.
+// VARIANT 4: one thread per output combines its nsplit partials.
 #include "common.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufTC { TC v[]; };
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -20,6 +30,9 @@ layout(push_constant, std430) uniform PC {
   uint k;
   uint rank_kept;
   uint rank_red;
+  BufTC part;
+  uint kchunk;
+  uint nsplit;
 } pc;
 
 #include "reduce_ops.glsl"
@@ -29,32 +42,59 @@ shared TC s_acc[gl_WorkGroupSize.x];
 #include "reduce_axes.glsl"
 
 void main() {
-  uint nargs = 2u * pc.rank_kept + 2u * pc.rank_red + 1u;
+  uint nargs = VARIANT == 4u ? 0u : 2u * pc.rank_kept + 2u * pc.rank_red + 1u;
   for (uint j = gl_LocalInvocationID.x; j < nargs; j += gl_WorkGroupSize.x)
-    s_args[j] = pc.args.d[j];
+    s_args[j] = pc.args.d[j];  // (the combining pass has no arguments)
   barrier();
-  if (VARIANT == 0) {
+  uint split = (VARIANT == 2u || VARIANT == 3u) ? gl_WorkGroupID.y : 0u;
+  uint k0 = 0u, k1 = pc.k;
+  if (VARIANT == 2u || VARIANT == 3u) {
+    k0 = split * pc.kchunk;
+    k1 = min(pc.k, k0 + pc.kchunk);
+  }
+  if (VARIANT == 0u || VARIANT == 2u) {
     for (uint o = nxv_gid(); o < pc.n_out; o += nxv_nthreads()) {
       uint base = kept_offset(o);
       TC acc = identity();
-      for (uint k = 0u; k < pc.k; ++k) acc = combine(acc, T_LD(pc.a.v[base + red_offset(k)]));
-      pc.c.v[o] = T_ST(acc);
+      if (pc.rank_red == 1u) {  // one reduced axis: no index arithmetic
+        uint st = s_args[2u * pc.rank_kept + 1u];
+        for (uint k = k0; k < k1; ++k) acc = combine(acc, T_LD(pc.a.v[base + k * st]));
+      } else {
+        for (uint k = k0; k < k1; ++k) acc = combine(acc, T_LD(pc.a.v[base + red_offset(k)]));
+      }
+      if (VARIANT == 0u) pc.c.v[o] = T_ST(acc);
+      else pc.part.v[split * pc.n_out + o] = acc;
     }
-  } else {
+  } else if (VARIANT == 1u || VARIANT == 3u) {
     uint lid = gl_LocalInvocationID.x;
     for (uint o = gl_WorkGroupID.x; o < pc.n_out; o += gl_NumWorkGroups.x) {
       uint base = kept_offset(o);
       TC acc = identity();
-      for (uint k = lid; k < pc.k; k += gl_WorkGroupSize.x)
-        acc = combine(acc, T_LD(pc.a.v[base + red_offset(k)]));
+      if (pc.rank_red == 1u) {
+        uint st = s_args[2u * pc.rank_kept + 1u];
+        for (uint k = k0 + lid; k < k1; k += gl_WorkGroupSize.x)
+          acc = combine(acc, T_LD(pc.a.v[base + k * st]));
+      } else {
+        for (uint k = k0 + lid; k < k1; k += gl_WorkGroupSize.x)
+          acc = combine(acc, T_LD(pc.a.v[base + red_offset(k)]));
+      }
       s_acc[lid] = acc;
       barrier();
       for (uint s = gl_WorkGroupSize.x / 2u; s > 0u; s >>= 1) {
         if (lid < s) s_acc[lid] = combine(s_acc[lid], s_acc[lid + s]);
         barrier();
       }
-      if (lid == 0u) pc.c.v[o] = T_ST(s_acc[0]);
+      if (lid == 0u) {
+        if (VARIANT == 1u) pc.c.v[o] = T_ST(s_acc[0]);
+        else pc.part.v[split * pc.n_out + o] = s_acc[0];
+      }
       barrier();
+    }
+  } else {
+    for (uint o = nxv_gid(); o < pc.n_out; o += nxv_nthreads()) {
+      TC acc = identity();
+      for (uint s = 0u; s < pc.nsplit; ++s) acc = combine(acc, pc.part.v[s * pc.n_out + o]);
+      pc.c.v[o] = T_ST(acc);
     }
   }
 }

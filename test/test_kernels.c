@@ -1670,6 +1670,12 @@ static void test_reduce_type(nxv_dtype t, uint64_t seed) {
       {3, {2, 3, 4}, 0},    /* no axes: a copy */
       {3, {2, 3, 4}, 7},    /* every axis */
       {0, {0}, 0},          /* rank 0 */
+      /* too few results to fill a GPU: the reduced elements are split in
+       * chunks whose partials are combined in a second pass */
+      {2, {5000, 3}, 1},    /* columns, thread per result */
+      {2, {3, 9000}, 2},    /* rows, workgroup per result */
+      {1, {20000}, 1},      /* everything to a scalar */
+      {4, {40, 5, 60, 2}, 5}, /* two reduced axes that do not collapse */
   };
   for (int o = 0; o < NXV_REDUCE_OP_COUNT; o++) {
     nxv_reduce_op op = (nxv_reduce_op)o;
@@ -1695,7 +1701,7 @@ static void test_reduce_type(nxv_dtype t, uint64_t seed) {
   /* NaN reaches max and min through both kernel variants. */
   if (is_float(t))
     for (int o = NXV_REDUCE_MAX; o <= NXV_REDUCE_MIN; o++)
-      for (int64_t k = 10; k <= 100; k += 90) {
+      for (int64_t k = 10; k <= 10000; k += k < 100 ? 90 : 9900) {
         int64_t shape[2] = {3, k};
         layout l;
         make_layout(&rng, LAY_NULL, 2, shape, 2, shape, &l);
