@@ -18,9 +18,9 @@
  *
  * Inputs are small integers (a in [-5, 5], b in [-6, 6], row in [-2, 2])
  * laid out so that every row, column and whole-tensor sum is small: every
- * result is an integer exactly representable in each dtype, and the
- * accumulations reproduce it in any float accumulator with at least 11
- * significand bits. Elementwise results are checked exactly on 64 elements
+ * result is an integer exactly representable in each dtype, and the usual
+ * summation orders (sequential, strided, tree) keep their partial sums
+ * small enough that an f32 (or wider) accumulator reproduces it exactly. Elementwise results are checked exactly on 64 elements
  * (both ends and random ones), sums on every result against a CPU sum in
  * integer arithmetic, within 4 units of roundoff of the dtype.
  */

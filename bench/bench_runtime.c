@@ -531,10 +531,12 @@ static void print_header(const options *o, const nxv_device_info *info,
          "submit per op), otherwise the same; both: disk pipeline cache "
          "off\n");
   printf("suites   %s%s\n", suites, o->quick ? " (--quick)" : "");
-  printf("run      ops %" PRIu64 " (tiny tensors of %d f32), reps %u, "
-         "large tensors %.2f MiB f32 (%s), %u ops per timed large run\n\n",
-         o->ops, TINY_ELEMS, o->reps, (double)lp->bytes / MIB, lp->note,
-         lp->inner);
+  printf("run      ops %" PRIu64 " (tiny tensors of %d f32), reps %u",
+         o->ops, TINY_ELEMS, o->reps);
+  if (o->suites & SUITE_BANDWIDTH)
+    printf(", large tensors %.2f MiB f32 (%s), %u ops per timed large run",
+           (double)lp->bytes / MIB, lp->note, lp->inner);
+  printf("\n\n");
   fflush(stdout);
 }
 
