@@ -103,7 +103,7 @@ void suite_pool(const options *o, nxv_device *dev) {
   NXV_CHECK(nxv_device_synchronize(dev));
   (void)time_pool(pool, POOL_BATCH); /* warm-up: the class's slab carved */
   (void)time_tensor_empty(dev, POOL_BATCH);
-  (void)time_upload(dev, o->ops < 1000 ? o->ops : 1000);
+  (void)time_upload(dev, o->ops);
   nxv_stats s0 = stats_of(dev);
   double *pa = xcalloc(o->reps, sizeof *pa), *pr = xcalloc(o->reps, sizeof *pr);
   double *ea = xcalloc(o->reps, sizeof *ea), *er = xcalloc(o->reps, sizeof *er);
@@ -129,10 +129,11 @@ void suite_pool(const options *o, nxv_device *dev) {
         s1.pool_misses - s0.pool_misses,
         s1.pool_allocations - s0.pool_allocations, expect);
   for (uint32_t r = 0; r < o->reps; r++) up[r] = time_upload(dev, o->ops);
-  nxv_stats s2 = stats_of(dev);
-  if (s2.pool_allocations != s1.pool_allocations)
-    die("pool: %" PRIu64 " device allocations during the timed uploads",
-        s2.pool_allocations - s1.pool_allocations);
+  /* Uploads released at once stay live until their transfer retires, so
+   * how many are live at a time (and whether the pool must grow) depends
+   * on how far the producer runs ahead of the device: reported, not
+   * checked. */
+  const uint64_t upload_allocs = stats_of(dev).pool_allocations - s1.pool_allocations;
   { /* the uploads deliver their data */
     float v[16], back[16];
     for (int i = 0; i < 16; i++) v[i] = (float)i * 0.5f;
@@ -167,8 +168,9 @@ void suite_pool(const options *o, nxv_device *dev) {
   printf("%-40s %10s %10s %10.1f\n", "tensor_new: nxv_tensor_upload 16 f32",
          "-", "-", upload * 1e9);
   printf("ratio tensor_new (empty + release) / pool alloc + release: "
-         "%.2fx; device allocations during the timed loops: 0\n\n",
-         new_pair / (pool_alloc + pool_rel));
+         "%.2fx\ndevice allocations during the timed loops: pool and "
+         "tensor_empty 0 (checked), uploads %" PRIu64 "\n\n",
+         new_pair / (pool_alloc + pool_rel), upload_allocs);
   fflush(stdout);
 }
 

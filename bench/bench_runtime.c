@@ -215,6 +215,17 @@ static options parse_options(int argc, char **argv) {
     if (!o.mb_set) o.mb = 1;
     if (!o.reps_set) o.reps = 2;
   }
+  if (o.csv_out) { /* fail now rather than after the run */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", o.csv_out);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    if (access(dir, W_OK | X_OK) != 0 ||
+        (access(o.csv_out, F_OK) == 0 && access(o.csv_out, W_OK) != 0))
+      die("--csv-out: cannot write '%s'", o.csv_out);
+  }
   /* The children of the pipeline suite are this very executable. */
   ssize_t n = readlink("/proc/self/exe", o.self, sizeof o.self - 1);
   if (n > 0) {
