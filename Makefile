@@ -78,7 +78,9 @@ $(B)/test/nxv_tests: $(TEST_OBJ) $(B)/libnxv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TEST_OBJ) $(B)/libnxv.a $(LDFLAGS) $(LDLIBS) -o $@
 
-$(B)/bench/nxv_bench: $(B)/obj/bench/bench_runtime.o $(B)/libnxv.a
+BENCH_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(wildcard bench/*.c))
+
+$(B)/bench/nxv_bench: $(BENCH_OBJ) $(B)/libnxv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 

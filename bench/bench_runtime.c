@@ -1,9 +1,13 @@
 /*
- * bench_runtime.c - end-to-end benchmark of the nx_vulkan runtime.
+ * bench_runtime.c - end-to-end benchmark of the nx_vulkan runtime: options,
+ * the latency suite, the legacy large add/copy test, and main. The other
+ * suites live in bench_bandwidth.c, bench_matmul.c and bench_internals.c;
+ * bench.h has what they share. bench/README.md describes every figure.
  *
  * Runs on any Vulkan device the runtime accepts (lavapipe included) and
- * measures, in one run:
+ * measures, in one run (--suite picks a subset):
  *
+ * latency
  * 1. chain: N dependent tiny ops. x = x + 1 on a 16-element f32 tensor,
  *    each op consuming the previous result (intermediates are released as
  *    soon as the next op is enqueued). Timed from the first enqueue to the
@@ -16,15 +20,25 @@
  *    tensor, each result released right after its enqueue (the first and
  *    last are kept and checked), timed up to a final
  *    nxv_device_synchronize returning. Same two devices.
- * 3. bandwidth: a large f32 elementwise add c = a + b (two inputs of --mb
- *    MiB, one output) against a device copy of one --mb MiB tensor, both
- *    nxv_tensor_copy and a copy kernel (nxv_unary NXV_COPY), on
+ * 3. submit_wait: the chain with an nxv_device_synchronize after every op
+ *    (one submission and one host wait per op), batched device.
+ * 4. to_number: y = x + 1 on a 1-element f32 tensor, then y downloaded to
+ *    the host; each round trip timed alone, median of 1000.
+ *
+ * bandwidth
+ * 5. legacy large add vs copy: a large f32 elementwise add c = a + b (two
+ *    inputs of --mb MiB, one output) against a device copy of one --mb MiB
+ *    tensor, both nxv_tensor_copy and a copy kernel (nxv_unary NXV_COPY), on
  *    the batched device. One timed run enqueues the op R times (8, fewer
  *    when memory is short), then synchronizes, so per-op host overhead is
  *    amortised; bytes counted are read + written (add: 3x the size, copy:
  *    2x). Best and median over --reps runs. --mb defaults to 256, 16 on CPU
  *    devices (lavapipe), and is reduced to the device's buffer limits and
  *    heap.
+ * 6. the schema's bandwidth tests on --side x --side operands of f32, f16
+ *    and f64 (bench_bandwidth.c).
+ *
+ * matmul, pool, pipeline: bench_matmul.c and bench_internals.c.
  *
  * Reading the ratios
  * - "1/op / batched" (chain, independent) is the reference e2e time divided
@@ -41,123 +55,68 @@
  * nxv call's status too, so a broken runtime fails loudly (exit status 1)
  * instead of reporting fast garbage.
  *
- * Usage: nxv_bench [--device N] [--ops N] [--mb N] [--reps N] [--csv]
+ * Usage: nxv_bench [--device N] [--ops N] [--mb N] [--reps N] [--side N]
+ *                  [--mm-max N] [--suite LIST] [--csv] [--csv-out FILE]
  *                  [--quick]
- * --csv prints rows test,mode,metric,value,unit; --quick is a smoke run for
- * CI (ops 200, mb 1, reps 2 unless given explicitly). See bench/README.md.
+ * --csv prints rows test,mode,metric,value,unit; --csv-out FILE writes the
+ * shared schema (impl,test,dtype,shape,metric,value); --quick is a smoke
+ * run for CI (every suite, tiny sizes). See bench/README.md.
  */
-#define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
 
-#include "nxv.h"
+#include "bench/bench.h"
 
 #define TINY_ELEMS 16        /* elements of the tiny-op tensors */
 #define INNER_MAX 8          /* large ops enqueued per timed run (R) */
 #define INNER_MIN 2
 #define SPOT_CHECKS 64       /* elements checked in a large result */
-#define MIB (1024.0 * 1024.0)
 /* Keeps every chain value (x0[i] + N, x0[i] < 16) an exact f32 integer. */
 #define MAX_OPS ((1u << 24) - TINY_ELEMS)
 
-/* ------------------------------------------------------------------ */
-/* Failure handling                                                    */
-/* ------------------------------------------------------------------ */
-
-static void die_status(const char *expr, int line, nxv_status st) {
-  fprintf(stderr, "nxv_bench: line %d: %s returned %s: %s\n", line, expr,
-          nxv_status_name(st), nxv_last_error());
-  exit(EXIT_FAILURE);
-}
-
-/* Every nxv call goes through this: abort with nxv_last_error() on failure. */
-#define NXV_CHECK(expr)                                   \
-  do {                                                    \
-    nxv_status nxv_check_st_ = (expr);                    \
-    if (nxv_check_st_ != NXV_OK)                          \
-      die_status(#expr, __LINE__, nxv_check_st_);         \
-  } while (0)
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void die(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("nxv_bench: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  exit(EXIT_FAILURE);
-}
-
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) die("out of host memory");
-  return p;
-}
-
-/* ------------------------------------------------------------------ */
-/* Timing and statistics                                               */
-/* ------------------------------------------------------------------ */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median_of(const double *v, uint32_t n) {
-  double *s = xcalloc(n, sizeof *s);
-  memcpy(s, v, n * sizeof *s);
-  qsort(s, n, sizeof *s, cmp_double);
-  double m = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-  free(s);
-  return m;
-}
-
-static double min_of(const double *v, uint32_t n) {
-  double m = v[0];
-  for (uint32_t i = 1; i < n; i++)
-    if (v[i] < m) m = v[i];
-  return m;
+static const char *type_name(nxv_device_type t) {
+  switch (t) {
+    case NXV_DEVICE_INTEGRATED_GPU: return "integrated GPU";
+    case NXV_DEVICE_DISCRETE_GPU: return "discrete GPU";
+    case NXV_DEVICE_VIRTUAL_GPU: return "virtual GPU";
+    case NXV_DEVICE_CPU: return "CPU";
+    default: return "other";
+  }
 }
 
 /* ------------------------------------------------------------------ */
 /* Options                                                             */
 /* ------------------------------------------------------------------ */
 
-typedef struct options {
-  int32_t device;      /* -1: the runtime's default choice */
-  uint64_t ops;        /* N of the tiny-op tests */
-  uint64_t mb;         /* requested size of a large tensor, MiB */
-  uint32_t reps;       /* timed runs per measurement */
-  bool ops_set, mb_set, reps_set;
-  bool csv, quick;
-} options;
-
 static void usage(FILE *f) {
   fputs(
       "usage: nxv_bench [options]\n"
-      "  --device N  Vulkan device index (default: the runtime's choice,\n"
-      "              NX_VULKAN_DEVICE or the first usable GPU)\n"
-      "  --ops N     tiny ops per chain / independent run (default 10000)\n"
-      "  --mb N      MiB per large tensor (default 256, 16 on CPU devices\n"
-      "              such as lavapipe; capped by the device's limits)\n"
-      "  --reps N    timed runs per measurement (default 5)\n"
-      "  --csv       machine-readable output: test,mode,metric,value,unit\n"
-      "  --quick     fast smoke run (ops 200, mb 1, reps 2 unless given)\n"
-      "  --help      this text\n",
+      "  --device N      Vulkan device index (default: the runtime's choice,\n"
+      "                  NX_VULKAN_DEVICE or the first usable GPU)\n"
+      "  --suite LIST    comma-separated suites among latency, bandwidth,\n"
+      "                  matmul, pool, pipeline (default: all)\n"
+      "  --ops N         tiny ops per chain / independent / submit_wait run\n"
+      "                  (default 10000)\n"
+      "  --mb N          MiB per legacy large tensor (default 256, 16 on CPU\n"
+      "                  devices such as lavapipe; capped by the device)\n"
+      "  --side N        side of the bandwidth suite's square operands\n"
+      "                  (default 8192, 1024 on CPU devices, from --mb when\n"
+      "                  only --mb is given; capped by the device)\n"
+      "  --mm-max N      largest matmul dimension (default 8192; on CPU\n"
+      "                  devices 1024 and at most 2^31 FLOPs per product)\n"
+      "  --reps N        timed runs per measurement (default 5)\n"
+      "  --csv           machine-readable stdout: test,mode,metric,value,unit\n"
+      "  --csv-out FILE  also write every figure to FILE in the shared schema\n"
+      "                  impl,test,dtype,shape,metric,value\n"
+      "  --quick         fast smoke run of every suite (ops 200, mb 1,\n"
+      "                  reps 2, side 256, small matmuls) unless given\n"
+      "  --help          this text\n",
       f);
 }
 
@@ -172,8 +131,36 @@ static uint64_t parse_u64(const char *opt, const char *s, uint64_t lo,
   return (uint64_t)v;
 }
 
+static uint32_t parse_suites(const char *s) {
+  static const struct {
+    const char *name;
+    uint32_t bit;
+  } kSuites[] = {{"latency", SUITE_LATENCY},   {"bandwidth", SUITE_BANDWIDTH},
+                 {"matmul", SUITE_MATMUL},     {"pool", SUITE_POOL},
+                 {"pipeline", SUITE_PIPELINE}, {"all", SUITE_ALL}};
+  if (!s) die("--suite needs a value");
+  uint32_t bits = 0;
+  const char *p = s;
+  for (;;) {
+    size_t len = strcspn(p, ",");
+    bool found = false;
+    for (size_t i = 0; i < sizeof kSuites / sizeof kSuites[0]; i++)
+      if (strlen(kSuites[i].name) == len && !strncmp(p, kSuites[i].name, len)) {
+        bits |= kSuites[i].bit;
+        found = true;
+      }
+    if (!found)
+      die("--suite: unknown suite '%.*s' in '%s' (latency, bandwidth, "
+          "matmul, pool, pipeline, all)", (int)len, p, s);
+    if (!p[len]) break;
+    p += len + 1;
+  }
+  return bits;
+}
+
 static options parse_options(int argc, char **argv) {
-  options o = {.device = -1, .ops = 10000, .mb = 256, .reps = 5};
+  options o = {.device = -1, .ops = 10000, .mb = 256, .reps = 5,
+               .side = 8192, .mm_max = 8192, .suites = SUITE_ALL};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -192,6 +179,25 @@ static options parse_options(int argc, char **argv) {
       o.reps = (uint32_t)parse_u64(a, v, 1, 1000);
       o.reps_set = true;
       i++;
+    } else if (!strcmp(a, "--side")) {
+      o.side = parse_u64(a, v, 2, 65535);
+      o.side_set = true;
+      i++;
+    } else if (!strcmp(a, "--mm-max")) {
+      o.mm_max = parse_u64(a, v, 1, 65536);
+      o.mm_max_set = true;
+      i++;
+    } else if (!strcmp(a, "--suite")) {
+      o.suites = parse_suites(v);
+      i++;
+    } else if (!strcmp(a, "--csv-out")) {
+      if (!v || !v[0]) die("--csv-out needs a file name");
+      o.csv_out = v;
+      i++;
+    } else if (!strcmp(a, "--pipeline-child")) { /* hidden: see suite_pipeline */
+      if (!v || !v[0]) die("--pipeline-child needs a directory");
+      o.child_dir = v;
+      i++;
     } else if (!strcmp(a, "--csv")) {
       o.csv = true;
     } else if (!strcmp(a, "--quick")) {
@@ -209,81 +215,27 @@ static options parse_options(int argc, char **argv) {
     if (!o.mb_set) o.mb = 1;
     if (!o.reps_set) o.reps = 2;
   }
+  if (o.csv_out) { /* fail now rather than after the run */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", o.csv_out);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    if (access(dir, W_OK | X_OK) != 0 ||
+        (access(o.csv_out, F_OK) == 0 && access(o.csv_out, W_OK) != 0))
+      die("--csv-out: cannot write '%s'", o.csv_out);
+  }
+  /* The children of the pipeline suite are this very executable. */
+  ssize_t n = readlink("/proc/self/exe", o.self, sizeof o.self - 1);
+  if (n > 0) {
+    o.self[n] = 0;
+  } else if (argc > 0 && strlen(argv[0]) < sizeof o.self) {
+    memcpy(o.self, argv[0], strlen(argv[0]) + 1);
+  } else {
+    o.self[0] = 0;
+  }
   return o;
-}
-
-/* ------------------------------------------------------------------ */
-/* Output                                                              */
-/* ------------------------------------------------------------------ */
-
-static void csv_field(const char *s) {
-  if (!strpbrk(s, ",\"\n")) {
-    fputs(s, stdout);
-    return;
-  }
-  putchar('"');
-  for (; *s; s++) {
-    if (*s == '"') putchar('"');
-    putchar(*s);
-  }
-  putchar('"');
-}
-
-static void csv_row(const char *test, const char *mode, const char *metric,
-                    const char *value, const char *unit) {
-  csv_field(test);
-  putchar(',');
-  csv_field(mode);
-  putchar(',');
-  csv_field(metric);
-  putchar(',');
-  csv_field(value);
-  putchar(',');
-  csv_field(unit);
-  putchar('\n');
-}
-
-static void csv_num(const char *test, const char *mode, const char *metric,
-                    double value, const char *unit) {
-  char buf[64];
-  if (value == floor(value) && fabs(value) < 9007199254740992.0)
-    snprintf(buf, sizeof buf, "%.0f", value); /* counts, bytes */
-  else
-    snprintf(buf, sizeof buf, "%.6g", value);
-  csv_row(test, mode, metric, buf, unit);
-}
-
-static const char *type_name(nxv_device_type t) {
-  switch (t) {
-    case NXV_DEVICE_INTEGRATED_GPU: return "integrated GPU";
-    case NXV_DEVICE_DISCRETE_GPU: return "discrete GPU";
-    case NXV_DEVICE_VIRTUAL_GPU: return "virtual GPU";
-    case NXV_DEVICE_CPU: return "CPU";
-    default: return "other";
-  }
-}
-
-/* ------------------------------------------------------------------ */
-/* Devices                                                             */
-/* ------------------------------------------------------------------ */
-
-/* Opens device index with the default config, except max_batch_nodes
- * (0: the default) and the on-disk pipeline cache (off, so the bench
- * writes no files; pipelines are created during warm-up anyway). */
-static nxv_device *open_device(int32_t index, uint32_t max_batch_nodes) {
-  nxv_device_config config;
-  memset(&config, 0, sizeof config);
-  config.max_batch_nodes = max_batch_nodes;
-  config.disable_disk_cache = true;
-  nxv_device *d = NULL;
-  NXV_CHECK(nxv_device_open(index, &config, &d));
-  return d;
-}
-
-static nxv_stats stats_of(nxv_device *d) {
-  nxv_stats s;
-  NXV_CHECK(nxv_device_stats(d, &s));
-  return s;
 }
 
 /* ------------------------------------------------------------------ */
@@ -467,13 +419,6 @@ static double run_big(const big_ctx *b, big_mode mode, nxv_tensor **out_last) {
   return t1 - t0;
 }
 
-static uint64_t splitmix64(uint64_t *state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 /* Checks SPOT_CHECKS elements (both ends and random ones) of an add result
  * (c[i] = i + 0.5) or a copy result (bitwise equal to a[i]). */
 static void big_verify(const big_ctx *b, bool add, nxv_tensor *c) {
@@ -518,13 +463,7 @@ static large_plan plan_large(const options *o, const nxv_device_info *info) {
   const bool cpu_default = !o->mb_set && !o->quick && cpu;
   large_plan p = {.inner = INNER_MAX};
   p.req_bytes = (cpu_default ? 16 : o->mb) << 20;
-  uint64_t lim = info->max_storage_buffer_range;
-  if (info->max_memory_allocation_size &&
-      info->max_memory_allocation_size < lim)
-    lim = info->max_memory_allocation_size;
-  if (info->max_buffer_size && info->max_buffer_size < lim)
-    lim = info->max_buffer_size;
-  if ((uint64_t)UINT32_MAX * 4 < lim) lim = (uint64_t)UINT32_MAX * 4;
+  uint64_t lim = buffer_limit(info);
   uint64_t bytes = p.req_bytes;
   if (bytes > lim) bytes = lim >= (1u << 20) ? lim & ~((1ull << 20) - 1) : lim;
   uint64_t heap = info->device_local_heap_size / 2;
@@ -547,6 +486,14 @@ static large_plan plan_large(const options *o, const nxv_device_info *info) {
 
 static void print_header(const options *o, const nxv_device_info *info,
                          const large_plan *lp) {
+  char suites[64] = "";
+  static const char *const kNames[] = {"latency", "bandwidth", "matmul",
+                                       "pool", "pipeline"};
+  for (unsigned i = 0; i < 5; i++)
+    if (o->suites & (1u << i)) {
+      if (suites[0]) strcat(suites, " ");
+      strcat(suites, kNames[i]);
+    }
   unsigned api_major = (info->api_version >> 22) & 0x7Fu,
            api_minor = (info->api_version >> 12) & 0x3FFu,
            api_patch = info->api_version & 0xFFFu;
@@ -574,6 +521,7 @@ static void print_header(const options *o, const nxv_device_info *info,
     csv_num("config", "", "large_requested_bytes", (double)lp->req_bytes,
             "B");
     csv_num("config", "", "large_ops_per_run", lp->inner, "");
+    csv_row("config", "", "suites", suites, "");
     return;
   }
   printf("nx_vulkan runtime benchmark\n");
@@ -593,15 +541,19 @@ static void print_header(const options *o, const nxv_device_info *info,
          "defaults, see include/nxv.h); 1/op: max_batch_nodes = 1 (one "
          "submit per op), otherwise the same; both: disk pipeline cache "
          "off\n");
-  printf("run      ops %" PRIu64 " (tiny tensors of %d f32), reps %u, "
-         "large tensors %.2f MiB f32 (%s), %u ops per timed large run\n\n",
-         o->ops, TINY_ELEMS, o->reps, (double)lp->bytes / MIB, lp->note,
-         lp->inner);
+  printf("suites   %s%s\n", suites, o->quick ? " (--quick)" : "");
+  printf("run      ops %" PRIu64 " (tiny tensors of %d f32), reps %u",
+         o->ops, TINY_ELEMS, o->reps);
+  if (o->suites & SUITE_BANDWIDTH)
+    printf(", large tensors %.2f MiB f32 (%s), %u ops per timed large run",
+           (double)lp->bytes / MIB, lp->note, lp->inner);
+  printf("\n\n");
   fflush(stdout);
 }
 
-/* Benchmarks 1 and 2 on dev (default config) and ref (one submit per op). */
-static void bench_tiny(const options *o, nxv_device *dev, nxv_device *ref) {
+/* Benchmarks 1 and 2 on dev (default config) and ref (one submit per op).
+ * Returns the batched chain's median e2e time per op (s). */
+static double bench_tiny(const options *o, nxv_device *dev, nxv_device *ref) {
   tiny_ctx tiny[2];
   tiny_setup(&tiny[0], "batched", dev);
   tiny_setup(&tiny[1], "1/op", ref);
@@ -634,6 +586,9 @@ static void bench_tiny(const options *o, nxv_device *dev, nxv_device *ref) {
   const double n = (double)o->ops;
   double ratio[2];
   for (int t = 0; t < 2; t++) ratio[t] = sum[t][1].total_s / sum[t][0].total_s;
+  /* The schema's figures: the default (batched) context, median e2e. */
+  for (int t = 0; t < 2; t++)
+    record(tests[t], "f32", "16", "us_per_op", sum[t][0].total_s / n * 1e6);
   if (o->csv) {
     for (int t = 0; t < 2; t++) {
       for (int m = 0; m < 2; m++) {
@@ -653,7 +608,7 @@ static void bench_tiny(const options *o, nxv_device *dev, nxv_device *ref) {
     for (int m = 0; m < 2; m++)
       csv_num("stats", tiny[m].mode, "ring_full_waits", (double)ring_full[m],
               "");
-    return;
+    return sum[0][0].total_s / n;
   }
   printf("Tiny ops, %" PRIu64 " per run, median of %u runs "
          "(enqueue = producer side, e2e = to result on host)\n",
@@ -672,6 +627,88 @@ static void bench_tiny(const options *o, nxv_device *dev, nxv_device *ref) {
   printf("ring-full waits (producer outran the scheduler, all runs): "
          "batched %" PRIu64 ", 1/op %" PRIu64 "\n\n", ring_full[0],
          ring_full[1]);
+  fflush(stdout);
+  return sum[0][0].total_s / n;
+}
+
+/* submit_wait: x = x + 1, n times, with a synchronize (one submission and
+ * one host wait) after every op; returns the seconds from the first enqueue
+ * to the last synchronize returning. The final x is checked. */
+static double run_submit_wait(const tiny_ctx *t, uint64_t n) {
+  const int64_t shape[1] = {TINY_ELEMS};
+  nxv_tensor *x = t->x0;
+  double t0 = now_s();
+  for (uint64_t i = 0; i < n; i++) {
+    nxv_view vx = {x, 0, NULL}, vone = {t->one, 0, NULL};
+    nxv_tensor *y;
+    NXV_CHECK(nxv_binary(t->dev, NXV_ADD, 1, shape, &vx, &vone, &y));
+    if (x != t->x0) nxv_tensor_release(x);
+    x = y;
+    NXV_CHECK(nxv_device_synchronize(t->dev));
+  }
+  double t1 = now_s();
+  tiny_verify(t, "submit_wait", x, n);
+  if (x != t->x0) nxv_tensor_release(x);
+  return t1 - t0;
+}
+
+/* to_number: y = x + 1 on one f32 element, then y read on the host; each
+ * round trip timed alone. Fills secs[0..n). */
+static void run_to_number(nxv_device *dev, uint32_t n, double *secs) {
+  const int64_t shape[1] = {1};
+  float x0 = 41.0f, one = 1.0f;
+  nxv_tensor *x, *c1;
+  NXV_CHECK(nxv_tensor_upload(dev, NXV_F32, 1, &x0, &x));
+  NXV_CHECK(nxv_fill(dev, NXV_F32, 1, &one, &c1));
+  NXV_CHECK(nxv_device_synchronize(dev));
+  nxv_view vx = {x, 0, NULL}, vone = {c1, 0, NULL};
+  for (uint32_t i = 0; i < n; i++) {
+    double t0 = now_s();
+    nxv_tensor *y;
+    float got;
+    NXV_CHECK(nxv_binary(dev, NXV_ADD, 1, shape, &vx, &vone, &y));
+    NXV_CHECK(nxv_tensor_download(y, 0, 1, &got));
+    secs[i] = now_s() - t0;
+    nxv_tensor_release(y);
+    if (got != 42.0f)
+      die("to_number: round %u read %.9g, expected 42", i, (double)got);
+  }
+  nxv_tensor_release(x);
+  nxv_tensor_release(c1);
+}
+
+/* Benchmarks 3 and 4 on dev (default config). chain_s: the batched chain's
+ * median e2e time per op, for the ratio (0 when not measured). */
+static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
+  tiny_ctx t;
+  tiny_setup(&t, "batched", dev);
+  const uint32_t tn_count = o->quick ? 100 : 1000;
+  double *sw = xcalloc(o->reps, sizeof *sw);
+  double *tn = xcalloc(tn_count, sizeof *tn);
+  (void)run_submit_wait(&t, o->ops < 100 ? o->ops : 100); /* warm-up */
+  run_to_number(dev, o->quick ? 10 : 100, tn);            /* warm-up */
+  for (uint32_t r = 0; r < o->reps; r++) sw[r] = run_submit_wait(&t, o->ops);
+  run_to_number(dev, tn_count, tn);
+  tiny_teardown(&t);
+  const double n = (double)o->ops;
+  double sw_med = median_of(sw, o->reps) / n, sw_best = min_of(sw, o->reps) / n;
+  double tn_med = median_of(tn, tn_count), tn_best = min_of(tn, tn_count);
+  free(sw);
+  free(tn);
+  emit("submit_wait", "f32", "16", "us_per_op", sw_med * 1e6);
+  emit("to_number", "f32", "1", "us", tn_med * 1e6);
+  if (o->csv) return;
+  printf("Round trips (batched context): submit_wait = x = x + 1 then "
+         "nxv_device_synchronize, %" PRIu64 " per run, median of %u runs; "
+         "to_number = y = x + 1 on 1 f32 then download, each timed, median "
+         "of %u\n", o->ops, o->reps, tn_count);
+  printf("%-12s %12s %12s\n", "test", "median us", "best us");
+  printf("%-12s %12.3f %12.3f\n", "submit_wait", sw_med * 1e6, sw_best * 1e6);
+  printf("%-12s %12.3f %12.3f\n", "to_number", tn_med * 1e6, tn_best * 1e6);
+  if (chain_s > 0)
+    printf("ratio submit_wait / batched chain (per op): %.2fx\n",
+           sw_med / chain_s);
+  printf("\n");
   fflush(stdout);
 }
 
@@ -741,22 +778,45 @@ static void bench_large(const options *o, nxv_device *dev,
     printf("%-12s %12.2f %12.3f %12.3f %12.3f\n", names[k],
            moved[k] * size / MIB, best[k], med[k], ms[k]);
   printf("ratio add / device copy (%s) bandwidth: %.1f%% (best), %.1f%% "
-         "(median)\n", names[ref], 100.0 * best[BIG_ADD] / best[ref],
+         "(median)\n\n", names[ref], 100.0 * best[BIG_ADD] / best[ref],
          100.0 * med[BIG_ADD] / med[ref]);
+  fflush(stdout);
 }
 
 int main(int argc, char **argv) {
   options o = parse_options(argc, argv);
+  if (o.child_dir) return pipeline_child_main(&o);
+  set_legacy_csv(o.csv);
   nxv_device *dev = open_device(o.device, 0);
   nxv_device_info info;
   NXV_CHECK(nxv_device_info_get(dev, &info));
-  /* The reference context runs on the very device the first one got. */
-  nxv_device *ref = open_device((int32_t)info.index, 1);
   large_plan lp = plan_large(&o, &info);
   print_header(&o, &info, &lp);
-  bench_tiny(&o, dev, ref);
-  nxv_device_release(ref); /* frees its memory before the large tests */
-  bench_large(&o, dev, &lp);
+  if (o.suites & SUITE_LATENCY) {
+    /* The reference context runs on the very device the first one got. */
+    nxv_device *ref = open_device((int32_t)info.index, 1);
+    double chain_s = bench_tiny(&o, dev, ref);
+    nxv_device_release(ref);
+    bench_roundtrip(&o, dev, chain_s);
+  }
+  if (o.suites & SUITE_BANDWIDTH) {
+    bench_large(&o, dev, &lp);
+    NXV_CHECK(nxv_device_trim(dev));
+    suite_bandwidth(&o, dev, &info);
+    NXV_CHECK(nxv_device_trim(dev));
+  }
+  if (o.suites & SUITE_MATMUL) {
+    suite_matmul(&o, dev, &info);
+    NXV_CHECK(nxv_device_trim(dev));
+  }
+  if (o.suites & SUITE_POOL) suite_pool(&o, dev);
   nxv_device_release(dev);
+  /* Last, with no device of this process open: fresh child processes. */
+  if (o.suites & SUITE_PIPELINE) suite_pipeline(&o, &info);
+  if (o.csv_out) {
+    results_write(o.csv_out, info.name);
+    if (!o.csv) printf("wrote %s\n", o.csv_out);
+  }
+  results_free();
   return EXIT_SUCCESS;
 }

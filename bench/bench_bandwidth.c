@@ -1,0 +1,419 @@
+/*
+ * bench_bandwidth.c - the bandwidth suite of the shared benchmark schema:
+ * copy, add, add_bcast, add_strided, sum_all, sum_rows and sum_cols on
+ * S x S operands (S = --side, 8192 by default) of f32, f16 and f64.
+ *
+ * - copy: the faster of nxv_tensor_copy and nxv_unary(NXV_COPY).
+ * - add: c = a + b, all S x S (nxv_binary, dense views).
+ * - add_bcast: c = a + row, row a 1 x S tensor broadcast through a stride
+ *   of 0 (nxv_broadcast_strides).
+ * - add_strided: c = transpose(a) + b, a read through strides {1, S}.
+ * - sum_all, sum_rows, sum_cols: nxv_reduce sum with axes masks 0x3, 0x2
+ *   (the last axis: S results) and 0x1 (the first axis: S results).
+ *
+ * One timed run enqueues the op R times (each result released as soon as
+ * the next is enqueued), then synchronizes; GB/s = R * logical bytes (each
+ * operand read once, the result written once) / time, best (and median) of
+ * --reps runs after one checked warm-up run.
+ *
+ * Inputs are small integers (a in [-5, 5], b in [-6, 6], row in [-2, 2])
+ * laid out so that every row, column and whole-tensor sum is small: every
+ * result is an integer exactly representable in each dtype, and the usual
+ * summation orders (sequential, strided, tree) keep their partial sums
+ * small enough that an f32 (or wider) accumulator reproduces it exactly. Elementwise results are checked exactly on 64 elements
+ * (both ends and random ones), sums on every result against a CPU sum in
+ * integer arithmetic, within 4 units of roundoff of the dtype.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+
+#define BW_INNER_GPU 8
+#define BW_INNER_CPU 2
+#define BW_SPOT 64
+
+typedef enum bw_kind {
+  BW_COPY_TENSOR,
+  BW_COPY_KERNEL,
+  BW_ADD,
+  BW_ADD_BCAST,
+  BW_ADD_STRIDED,
+  BW_SUM_ALL,
+  BW_SUM_ROWS,
+  BW_SUM_COLS,
+  BW_KINDS
+} bw_kind;
+
+static const char *const kLabel[BW_KINDS] = {
+    "copy (tensor_copy)", "copy (unary copy)", "add", "add_bcast",
+    "add_strided", "sum_all", "sum_rows", "sum_cols"};
+static const char *const kTest[BW_KINDS] = {
+    "copy", "copy", "add", "add_bcast", "add_strided", "sum_all",
+    "sum_rows", "sum_cols"};
+
+/* The input patterns. */
+static int a_val(uint64_t r, uint64_t c) { return (int)((3 * r + 5 * c) % 11) - 5; }
+static int b_val(uint64_t r, uint64_t c) { return (int)((7 * r + 2 * c) % 13) - 6; }
+static int row_val(uint64_t c) { return (int)(c % 5) - 2; }
+
+typedef struct bw_ref {
+  uint64_t side;
+  int64_t *row_sums;  /* side: sum over c of a(r, c) */
+  int64_t *col_sums;  /* side: sum over r of a(r, c) */
+  int64_t total;
+} bw_ref;
+
+typedef struct bw_ctx {
+  nxv_device *dev;
+  nxv_dtype t;
+  uint64_t side;
+  uint32_t inner;
+  nxv_tensor *a, *b, *row;
+  const bw_ref *ref;
+} bw_ctx;
+
+/* ------------------------------------------------------------------ */
+/* Sizes                                                               */
+/* ------------------------------------------------------------------ */
+
+typedef struct bw_plan {
+  uint64_t req;       /* side asked for */
+  uint64_t side;      /* side used */
+  uint32_t inner;     /* ops per timed run (R) */
+  const char *note;
+} bw_plan;
+
+static uint64_t isqrt_u64(uint64_t v) {
+  uint64_t s = (uint64_t)sqrt((double)v);
+  while (s * s > v) s--;
+  while ((s + 1) * (s + 1) <= v) s++;
+  return s;
+}
+
+/* Rounds a side computed from a byte budget down to a multiple of 64. */
+static uint64_t round_side(uint64_t s) { return s >= 128 ? s & ~63ull : s; }
+
+/* max_es: the largest element size among the dtypes to run. The operands,
+ * the broadcast row and R results in flight must fit in half the
+ * device-local heap; every tensor within the device's buffer limits. */
+static bw_plan plan_bandwidth(const options *o, const nxv_device_info *info,
+                              size_t max_es) {
+  const bool cpu = info->type == NXV_DEVICE_CPU;
+  bw_plan p = {.inner = cpu || o->quick ? BW_INNER_CPU : BW_INNER_GPU};
+  if (o->side_set) {
+    p.req = o->side;
+    p.note = "as requested";
+  } else if (o->quick) {
+    p.req = 256;
+    p.note = "--quick";
+  } else if (o->mb_set) {
+    p.req = round_side(isqrt_u64((o->mb << 20) / 4));
+    p.note = "from --mb (f32)";
+  } else if (cpu) {
+    p.req = 1024;
+    p.note = "CPU-device default";
+  } else {
+    p.req = 8192;
+    p.note = "default";
+  }
+  if (p.req < 2) p.req = 2;
+  uint64_t s = p.req;
+  uint64_t smax = isqrt_u64(buffer_limit(info) / max_es);
+  if (smax > 65535) smax = 65535; /* S*S elements < 2^32 */
+  if (s > smax) s = round_side(smax);
+  uint64_t budget = info->device_local_heap_size / 2;
+  if (budget) {
+    while (p.inner > 1 && (2 + (uint64_t)p.inner) * s * s * max_es > budget)
+      p.inner--;
+    if ((2 + (uint64_t)p.inner) * s * s * max_es > budget)
+      s = round_side(isqrt_u64(budget / ((2 + p.inner) * max_es)));
+  }
+  if (s < 2) die("bandwidth: device limits leave no room for the operands");
+  p.side = s;
+  if (s < p.req) p.note = "reduced to the device's limits";
+  return p;
+}
+
+/* ------------------------------------------------------------------ */
+/* Inputs and references                                               */
+/* ------------------------------------------------------------------ */
+
+static bw_ref make_ref(uint64_t side) {
+  bw_ref r = {.side = side};
+  r.row_sums = xcalloc(side, sizeof *r.row_sums);
+  r.col_sums = xcalloc(side, sizeof *r.col_sums);
+  for (uint64_t i = 0; i < side; i++)
+    for (uint64_t j = 0; j < side; j++) {
+      int v = a_val(i, j);
+      r.row_sums[i] += v;
+      r.col_sums[j] += v;
+      r.total += v;
+    }
+  return r;
+}
+
+static void free_ref(bw_ref *r) {
+  free(r->row_sums);
+  free(r->col_sums);
+  r->row_sums = r->col_sums = NULL;
+}
+
+/* Uploads rows x cols elements of dtype t with values f(r, c) (or g(c)). */
+static nxv_tensor *upload_pattern(nxv_device *dev, nxv_dtype t, uint64_t rows,
+                                  uint64_t cols, int (*f)(uint64_t, uint64_t),
+                                  int (*g)(uint64_t)) {
+  uint64_t n = rows * cols;
+  void *h = xmalloc_bytes(n * nxv_dtype_size(t));
+  for (uint64_t r = 0; r < rows; r++)
+    for (uint64_t c = 0; c < cols; c++)
+      store_elem(t, h, r * cols + c, f ? f(r, c) : g(c));
+  nxv_tensor *x;
+  NXV_CHECK(nxv_tensor_upload(dev, t, n, h, &x));
+  free(h);
+  return x;
+}
+
+/* ------------------------------------------------------------------ */
+/* Running and checking                                                */
+/* ------------------------------------------------------------------ */
+
+static nxv_tensor *bw_enqueue(const bw_ctx *c, bw_kind k) {
+  const int64_t s = (int64_t)c->side;
+  const int64_t shape[2] = {s, s};
+  nxv_view va = {c->a, 0, NULL}, vb = {c->b, 0, NULL};
+  nxv_tensor *y = NULL;
+  switch (k) {
+    case BW_COPY_TENSOR:
+      NXV_CHECK(nxv_tensor_copy(c->a, &y));
+      break;
+    case BW_COPY_KERNEL:
+      NXV_CHECK(nxv_unary(c->dev, NXV_COPY, 2, shape, &va, &y));
+      break;
+    case BW_ADD:
+      NXV_CHECK(nxv_binary(c->dev, NXV_ADD, 2, shape, &va, &vb, &y));
+      break;
+    case BW_ADD_BCAST: {
+      const int64_t row_shape[2] = {1, s};
+      int64_t st[2];
+      NXV_CHECK(nxv_broadcast_strides(2, row_shape, 2, shape, st));
+      nxv_view vr = {c->row, 0, st};
+      NXV_CHECK(nxv_binary(c->dev, NXV_ADD, 2, shape, &va, &vr, &y));
+      break;
+    }
+    case BW_ADD_STRIDED: {
+      const int64_t st[2] = {1, s}; /* element (i, j) reads a[j][i] */
+      nxv_view vt = {c->a, 0, st};
+      NXV_CHECK(nxv_binary(c->dev, NXV_ADD, 2, shape, &vt, &vb, &y));
+      break;
+    }
+    case BW_SUM_ALL:
+      NXV_CHECK(nxv_reduce(c->dev, NXV_REDUCE_SUM, 2, shape, &va, 0x3u, &y));
+      break;
+    case BW_SUM_ROWS:
+      NXV_CHECK(nxv_reduce(c->dev, NXV_REDUCE_SUM, 2, shape, &va, 0x2u, &y));
+      break;
+    case BW_SUM_COLS:
+      NXV_CHECK(nxv_reduce(c->dev, NXV_REDUCE_SUM, 2, shape, &va, 0x1u, &y));
+      break;
+    default:
+      die("bandwidth: bad kind %d", (int)k);
+  }
+  return y;
+}
+
+/* Enqueues the op inner times, then synchronizes; returns the seconds from
+ * the first enqueue to the synchronize returning; the last result goes to
+ * *out_last. */
+static double bw_run(const bw_ctx *c, bw_kind k, nxv_tensor **out_last) {
+  nxv_tensor *last = NULL;
+  NXV_CHECK(nxv_device_synchronize(c->dev));
+  double t0 = now_s();
+  for (uint32_t r = 0; r < c->inner; r++) {
+    nxv_tensor *y = bw_enqueue(c, k);
+    if (last) nxv_tensor_release(last);
+    last = y;
+  }
+  NXV_CHECK(nxv_device_synchronize(c->dev));
+  double t1 = now_s();
+  *out_last = last;
+  return t1 - t0;
+}
+
+/* Logical bytes read + written by one op. */
+static double bw_bytes(bw_kind k, uint64_t side, size_t es) {
+  double n = (double)side * (double)side * (double)es, row = (double)side * es;
+  switch (k) {
+    case BW_COPY_TENSOR:
+    case BW_COPY_KERNEL: return 2 * n;
+    case BW_ADD: return 3 * n;
+    case BW_ADD_BCAST: return 2 * n + row;
+    case BW_ADD_STRIDED: return 3 * n;
+    case BW_SUM_ALL: return n + (double)es;
+    case BW_SUM_ROWS:
+    case BW_SUM_COLS: return n + row;
+    default: return 0;
+  }
+}
+
+static void bw_verify(const bw_ctx *c, bw_kind k, nxv_tensor *y) {
+  const uint64_t s = c->side;
+  const char *dt = nxv_dtype_name(c->t);
+  if (nxv_tensor_dtype(y) != c->t)
+    die("bandwidth %s %s: result is %s", kLabel[k], dt,
+        nxv_dtype_name(nxv_tensor_dtype(y)));
+  if (k >= BW_SUM_ALL) {
+    uint64_t n = k == BW_SUM_ALL ? 1 : s;
+    if (nxv_tensor_count(y) != n)
+      die("bandwidth %s %s: %" PRIu64 " results, expected %" PRIu64,
+          kLabel[k], dt, nxv_tensor_count(y), n);
+    void *h = xmalloc_bytes(n * nxv_dtype_size(c->t));
+    NXV_CHECK(nxv_tensor_download(y, 0, n, h));
+    for (uint64_t i = 0; i < n; i++) {
+      double want = k == BW_SUM_ALL ? (double)c->ref->total
+                    : k == BW_SUM_ROWS ? (double)c->ref->row_sums[i]
+                                       : (double)c->ref->col_sums[i];
+      double got = load_elem(c->t, h, i);
+      double tol = 4 * unit_roundoff(c->t) * fmax(1.0, fabs(want));
+      if (!(fabs(got - want) <= tol))
+        die("bandwidth %s %s (%" PRIu64 "x%" PRIu64 "): result %" PRIu64
+            " is %.17g, expected %.17g (tolerance %.3g)", kLabel[k], dt, s, s,
+            i, got, want, tol);
+    }
+    free(h);
+    return;
+  }
+  if (nxv_tensor_count(y) != s * s)
+    die("bandwidth %s %s: %" PRIu64 " elements, expected %" PRIu64, kLabel[k],
+        dt, nxv_tensor_count(y), s * s);
+  uint64_t seed = 777 + (uint64_t)k;
+  for (uint32_t q = 0; q < BW_SPOT; q++) {
+    uint64_t idx = q == 0 ? 0 : q == 1 ? s * s - 1 : splitmix64(&seed) % (s * s);
+    uint64_t i = idx / s, j = idx % s;
+    double want;
+    switch (k) {
+      case BW_COPY_TENSOR:
+      case BW_COPY_KERNEL: want = a_val(i, j); break;
+      case BW_ADD: want = a_val(i, j) + b_val(i, j); break;
+      case BW_ADD_BCAST: want = a_val(i, j) + row_val(j); break;
+      case BW_ADD_STRIDED: want = a_val(j, i) + b_val(i, j); break;
+      default: want = NAN;
+    }
+    double got = download_elem(y, idx);
+    if (got != want)
+      die("bandwidth %s %s (%" PRIu64 "x%" PRIu64 "): element [%" PRIu64
+          "][%" PRIu64 "] is %.17g, expected %.17g", kLabel[k], dt, s, s, i,
+          j, got, want);
+  }
+}
+
+/* ------------------------------------------------------------------ */
+/* The suite                                                           */
+/* ------------------------------------------------------------------ */
+
+typedef struct bw_result {
+  bool ran;
+  const char *skip;            /* why not, when !ran */
+  double best[BW_KINDS], med[BW_KINDS]; /* GB/s */
+  double ms[BW_KINDS];         /* best ms per op */
+  int copy;                    /* the faster copy */
+} bw_result;
+
+static void bw_dtype(const options *o, nxv_device *dev, nxv_dtype t,
+                     const bw_plan *p, const bw_ref *ref, bw_result *res) {
+  bw_ctx c = {.dev = dev, .t = t, .side = p->side, .inner = p->inner,
+              .ref = ref};
+  const uint64_t s = p->side;
+  c.a = upload_pattern(dev, t, s, s, a_val, NULL);
+  c.b = upload_pattern(dev, t, s, s, b_val, NULL);
+  c.row = upload_pattern(dev, t, 1, s, NULL, row_val);
+  NXV_CHECK(nxv_device_synchronize(dev));
+  nxv_tensor *y;
+  for (int k = 0; k < BW_KINDS; k++) { /* warm-up, checked */
+    (void)bw_run(&c, (bw_kind)k, &y);
+    bw_verify(&c, (bw_kind)k, y);
+    nxv_tensor_release(y);
+  }
+  double *secs[BW_KINDS];
+  for (int k = 0; k < BW_KINDS; k++) secs[k] = xcalloc(o->reps, sizeof(double));
+  for (uint32_t r = 0; r < o->reps; r++) /* interleaved against drift */
+    for (int k = 0; k < BW_KINDS; k++) {
+      secs[k][r] = bw_run(&c, (bw_kind)k, &y);
+      if (r + 1 == o->reps) bw_verify(&c, (bw_kind)k, y);
+      nxv_tensor_release(y);
+    }
+  nxv_tensor_release(c.a);
+  nxv_tensor_release(c.b);
+  nxv_tensor_release(c.row);
+  const size_t es = nxv_dtype_size(t);
+  for (int k = 0; k < BW_KINDS; k++) {
+    double bytes = bw_bytes((bw_kind)k, s, es) * p->inner;
+    double tbest = min_of(secs[k], o->reps), tmed = median_of(secs[k], o->reps);
+    res->best[k] = bytes / tbest / 1e9;
+    res->med[k] = bytes / tmed / 1e9;
+    res->ms[k] = tbest / p->inner * 1e3;
+    free(secs[k]);
+  }
+  res->copy = res->best[BW_COPY_KERNEL] > res->best[BW_COPY_TENSOR]
+                  ? BW_COPY_KERNEL : BW_COPY_TENSOR;
+  res->ran = true;
+  char shape[48];
+  snprintf(shape, sizeof shape, "%" PRIu64 "x%" PRIu64, s, s);
+  const char *dt = nxv_dtype_name(t);
+  emit("copy", dt, shape, "GB_s", res->best[res->copy]);
+  for (int k = BW_ADD; k < BW_KINDS; k++)
+    emit(kTest[k], dt, shape, "GB_s", res->best[k]);
+}
+
+void suite_bandwidth(const options *o, nxv_device *dev,
+                     const nxv_device_info *info) {
+  static const nxv_dtype kTypes[3] = {NXV_F32, NXV_F16, NXV_F64};
+  bw_result res[3];
+  memset(res, 0, sizeof res);
+  size_t max_es = 0;
+  for (int i = 0; i < 3; i++) {
+    nxv_dtype t = kTypes[i];
+    if (!nxv_binary_supported(dev, NXV_ADD, t) ||
+        !nxv_unary_supported(dev, NXV_COPY, t))
+      res[i].skip = t == NXV_F64 ? "no shaderFloat64 on this device"
+                                 : "no 16-bit storage on this device";
+    else if (nxv_dtype_size(t) > max_es)
+      max_es = nxv_dtype_size(t);
+  }
+  if (!max_es) die("bandwidth: the device supports none of f32, f16, f64");
+  bw_plan p = plan_bandwidth(o, info, max_es);
+  bw_ref ref = make_ref(p.side);
+  for (int i = 0; i < 3; i++)
+    if (!res[i].skip) bw_dtype(o, dev, kTypes[i], &p, &ref, &res[i]);
+  free_ref(&ref);
+  if (o->csv) return;
+
+  printf("Bandwidth, %" PRIu64 "x%" PRIu64 " operands (%s), %u ops per "
+         "timed run (enqueue all, then synchronize), best of %u runs; GB/s "
+         "= 1e9 logical bytes read + written per second; %% of copy = best "
+         "GB/s over the same dtype's copy (the faster copy, marked *)\n",
+         p.side, p.side, p.note, p.inner, o->reps);
+  printf("%-5s %-19s %10s %11s %12s %11s %10s\n", "dtype", "test",
+         "MiB/op", "best GB/s", "median GB/s", "best ms/op", "% of copy");
+  for (int i = 0; i < 3; i++) {
+    const char *dt = nxv_dtype_name(kTypes[i]);
+    if (!res[i].ran) {
+      printf("%-5s skipped: %s\n", dt, res[i].skip);
+      continue;
+    }
+    const double copy = res[i].best[res[i].copy];
+    for (int k = 0; k < BW_KINDS; k++) {
+      char label[32];
+      snprintf(label, sizeof label, "%s%s", kLabel[k],
+               k == res[i].copy ? " *" : "");
+      printf("%-5s %-19s %10.2f %11.3f %12.3f %11.3f %9.1f%%\n", dt, label,
+             bw_bytes((bw_kind)k, p.side, nxv_dtype_size(kTypes[i])) / MIB,
+             res[i].best[k], res[i].med[k], res[i].ms[k],
+             100.0 * res[i].best[k] / copy);
+    }
+  }
+  printf("\n");
+  fflush(stdout);
+}
