@@ -44,7 +44,7 @@ TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(TEST_SRC))
 SHADERS  := $(wildcard shaders/*.comp shaders/*.glsl) shaders/variants.txt
 
-.PHONY: all lib nif test test-c test-c-asan test-c-tsan test-elixir bench demo deps clean
+.PHONY: all lib nif test test-c test-c-asan test-c-tsan test-elixir bench demo deps clean bench-all
 
 all: lib
 lib: $(B)/libnxv.a
@@ -85,6 +85,10 @@ $(B)/bench/nxv_bench: $(BENCH_OBJ) $(B)/libnxv.a
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 
 bench: $(B)/bench/nxv_bench
+
+# Every benchmark, the PyTorch/JAX side where installed, report and charts.
+bench-all:
+	sh bench/run_all.sh
 
 # The Erlang NIF: nif/*.c linked with the runtime into priv/.
 ERL_INCLUDE ?= $(shell erl -noshell -eval 'io:format("~s/erts-~s/include", [code:root_dir(), erlang:system_info(version)]), halt().' 2>/dev/null)

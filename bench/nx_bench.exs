@@ -36,8 +36,10 @@
 #     2x2 max pool, dense to 10; batch 128 of 1x28x28), written in plain
 #     defn with value_and_grad and called as a user calls a defn function
 #     (so each call includes tracing the expression). Data and weights come
-#     from a fixed :rand seed. 5 warm-up steps, then 30 timed steps, each
-#     feeding its parameters to the next, each timed until its loss is on
+#     from a fixed :rand seed. 20 warm-up steps (the pool grows until
+#     process garbage collection, which returns dropped tensors, has run a
+#     few times), then 30 timed steps, each feeding its parameters to the
+#     next, each timed until its loss is on
 #     the host (Nx.to_number); median.
 #   * pool_steady_device_allocs (count; shape column: the model): device
 #     memory allocations made by the pool (`Nx.Vulkan.stats/1` key
@@ -440,7 +442,7 @@ end
 quick = Keyword.get(opts, :quick, false)
 ops = Keyword.get(opts, :ops, if(quick, do: 200, else: 10_000))
 steps = Keyword.get(opts, :steps, if(quick, do: 3, else: 30))
-warmup_steps = if quick, do: 1, else: 5
+warmup_steps = if quick, do: 1, else: 20
 reps = if quick, do: 2, else: 5
 to_number_iters = if quick, do: 100, else: 1000
 

@@ -160,6 +160,10 @@ typedef struct nxv_device_config {
                                  been empty this long; 20 */
   uint32_t wait_spin_us;      /* downloads busy-poll this long before
                                  sleeping; 50 */
+  uint32_t idle_spin_us;      /* the scheduler thread polls an empty ring
+                                 this long before sleeping, so an op that
+                                 follows soon (a download after its
+                                 result) needs no thread wake-up; 200 */
   uint64_t staging_bytes;     /* staging ring size; 64 MiB */
   uint64_t arena_bytes;       /* kernel-argument arena size; 4 MiB */
   uint64_t pool_limit_bytes;  /* cap on reserved device memory; 0 = 90% of

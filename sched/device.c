@@ -60,6 +60,7 @@ static void resolve_config(nxv_device *d, const nxv_device_config *in) {
   if (!c.max_batch_cost) c.max_batch_cost = 1ull << 28;
   if (!c.idle_flush_us) c.idle_flush_us = 20;
   if (!c.wait_spin_us) c.wait_spin_us = 50;
+  if (!c.idle_spin_us) c.idle_spin_us = 200;
   if (!c.staging_bytes) c.staging_bytes = 64ull << 20;
   if (!c.arena_bytes) c.arena_bytes = 4ull << 20;
   if (c.cache_dir) {
@@ -112,6 +113,7 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
         .max_batch_cost = d->config.max_batch_cost,
         .idle_flush_us = d->config.idle_flush_us,
         .wait_spin_us = d->config.wait_spin_us,
+        .idle_spin_us = d->config.idle_spin_us,
         .arena_bytes = d->config.arena_bytes};
     st = nxv_sched_create(&d->vk, &sc, d->staging,
                           nxv_registry_layout(d->kernels), &d->sched);

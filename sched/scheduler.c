@@ -416,6 +416,12 @@ static void *sched_main(void *arg) {
       continue;
     }
     if (atomic_load(&s->stop)) break;
+    /* Idle: poll a while before sleeping; producers signal only a
+     * sleeping scheduler, so a node pushed meanwhile costs no wake-up. */
+    uint64_t until = now_ns() + (uint64_t)s->cfg.idle_spin_us * 1000u;
+    while (nxv_ring_size(s->ring) == 0 && now_ns() < until && !atomic_load(&s->stop))
+      cpu_relax();
+    if (nxv_ring_size(s->ring) != 0) continue;
     pthread_mutex_lock(&s->mu);
     atomic_store(&s->sleeping, true);
     atomic_thread_fence(memory_order_seq_cst);

@@ -95,6 +95,7 @@ typedef struct nxv_sched_config {
   uint64_t max_batch_cost;
   uint32_t idle_flush_us;
   uint32_t wait_spin_us;
+  uint32_t idle_spin_us;
   uint64_t arena_bytes;
 } nxv_sched_config;
 
