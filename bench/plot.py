@@ -43,7 +43,6 @@ Needs matplotlib (Debian: `apt-get install python3-matplotlib`; else
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 
@@ -76,7 +75,6 @@ MLP_SHAPES = (
     ("matmul_tn", "784x128x512", "dW (tn) 784x128x512"),
     ("matmul_nt", "128x512x784", "dX (nt) 128x512x784"),
 )
-HEADER = ["impl", "test", "dtype", "shape", "metric", "value"]
 
 
 def load_matplotlib():
@@ -98,46 +96,13 @@ def load_matplotlib():
 
 def read_csvs(paths):
     """Returns (data, devices): data maps (impl, test, dtype, shape, metric)
-    to the best value given; devices lists the `hw,device` names."""
-    data: dict[tuple, float] = {}
-    devices: list[str] = []
-    for path in paths:
-        try:
-            f = open(path, newline="")
-        except OSError as e:
-            sys.exit(f"plot.py: cannot read {path}: {e.strerror}")
-        with f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            if header is None:
-                continue
-            if [h.strip() for h in header] != HEADER:
-                sys.exit(f"plot.py: {path}: header is {header}, expected "
-                         f"{','.join(HEADER)}")
-            for lineno, row in enumerate(reader, start=2):
-                if not row or all(not c.strip() for c in row):
-                    continue
-                if len(row) != 6:
-                    print(f"plot.py: {path}:{lineno}: skipped (expected 6 "
-                          f"fields, got {len(row)})", file=sys.stderr)
-                    continue
-                impl, test, dtype, shape, metric, value = \
-                    (c.strip() for c in row)
-                if impl == "hw" and test == "device":
-                    if shape not in devices:
-                        devices.append(shape)
-                    continue
-                try:
-                    v = float(value)
-                except ValueError:
-                    print(f"plot.py: {path}:{lineno}: skipped (value "
-                          f"{value!r})", file=sys.stderr)
-                    continue
-                key = (impl, test, dtype, shape, metric)
-                if key in data:
-                    lower = metric not in ("GB_s", "TFLOP_s")
-                    v = min(v, data[key]) if lower else max(v, data[key])
-                data[key] = v
+    to the best value given; devices lists the `hw,device` names. The
+    files are read by report.py's reader (same checks, same "best")."""
+    import report  # bench/report.py, beside this script
+
+    cells, devices = report.read_csvs(paths)
+    data = {(impl,) + key: v for key, cell in cells.items()
+            for impl, v in cell.items()}
     return data, devices
 
 
