@@ -280,6 +280,25 @@ def median_run(fn, runs: int) -> float:
 # PyTorch
 # ---------------------------------------------------------------------------
 
+def round_trip_us(fn, expected: float, iters: int) -> float:
+    """Median µs of `fn()` (an op plus reading its scalar result to the
+    host) over iters calls, the garbage collector off; every result must
+    equal expected."""
+    times = []
+    gc.disable()
+    try:
+        for _ in range(iters):
+            t0 = time.perf_counter_ns()
+            v = fn()
+            t1 = time.perf_counter_ns()
+            times.append((t1 - t0) * 1e-3)
+            if v != expected:
+                raise RuntimeError(f"to_number result {v}")
+    finally:
+        gc.enable()
+    return statistics.median(times)
+
+
 class TorchSuite:
     impl = "torch"
 
@@ -385,20 +404,9 @@ class TorchSuite:
         x = torch.full((1,), 2.0, dtype=torch.float32, device=self.dev)
         for _ in range(100):
             (x + 1).item()
-        times = []
-        gc.disable()
-        try:
-            for _ in range(self.cfg.to_number_iters):
-                t0 = time.perf_counter_ns()
-                v = (x + 1).item()
-                t1 = time.perf_counter_ns()
-                times.append((t1 - t0) * 1e-3)
-                if v != 3.0:
-                    raise RuntimeError(f"to_number result {v}")
-        finally:
-            gc.enable()
         self.out.add(self.impl, "to_number", "f32", "-", "us",
-                     statistics.median(times))
+                     round_trip_us(lambda: (x + 1).item(), 3.0,
+                                   self.cfg.to_number_iters))
 
     # -- bandwidth ---------------------------------------------------------
 
@@ -688,20 +696,9 @@ class JaxSuite:
         x = jnp.full((), 2.0, dtype=jnp.float32).block_until_ready()
         for _ in range(100):
             float(x + 1)
-        times = []
-        gc.disable()
-        try:
-            for _ in range(self.cfg.to_number_iters):
-                t0 = time.perf_counter_ns()
-                v = float(x + 1)
-                t1 = time.perf_counter_ns()
-                times.append((t1 - t0) * 1e-3)
-                if v != 3.0:
-                    raise RuntimeError(f"to_number result {v}")
-        finally:
-            gc.enable()
         self.out.add(self.impl, "to_number", "f32", "-", "us",
-                     statistics.median(times))
+                     round_trip_us(lambda: float(x + 1), 3.0,
+                                   self.cfg.to_number_iters))
 
     # -- bandwidth ---------------------------------------------------------
 
