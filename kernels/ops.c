@@ -648,7 +648,9 @@ static uint32_t reduce_plan(uint64_t n_out, uint64_t k, bool rows, bool cols,
                             bool splittable, uint32_t *nsplit, uint32_t *kchunk) {
   *nsplit = 1;
   *kchunk = (uint32_t)k;
-  bool per_group = rows || (!cols && k >= 64);
+  /* Fewer than 64 elements per result: one thread sums them in order (as
+   * a host loop would), whatever the layout. */
+  bool per_group = k >= 64 && (rows || !cols);
   if (!splittable) return per_group ? 1 : 0;
   uint64_t chunks = 0, min_chunk;
   if (per_group) {                /* aim for ~1024 workgroups */

@@ -5,6 +5,7 @@ defmodule Nx.Vulkan.Application do
   @impl true
   def start(_type, _args) do
     :ok = Nx.Vulkan.Fallback.init()
+    :ok = Nx.Vulkan.Scalars.init()
     Supervisor.start_link([], strategy: :one_for_one, name: Nx.Vulkan.Supervisor)
   end
 end

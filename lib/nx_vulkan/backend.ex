@@ -97,7 +97,8 @@ if Code.ensure_loaded?(Nx.Backend) do
           }
 
     alias Nx.Tensor, as: T
-    alias Nx.Vulkan.NIF
+    # Every NIF call goes through Nx.Vulkan.Capture (see Nx.Vulkan.Compiler).
+    alias Nx.Vulkan.Capture, as: NIF
     alias Nx.Vulkan.Fallback
 
     require Nx.Vulkan.Backend.Compat
@@ -2245,7 +2246,15 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp download(ref, offset, count), do: NIF.download(ref, offset, count)
 
     # count elements equal to one element's bytes: a device fill, or an
-    # upload for elements of more than 8 bytes (c128).
+    # upload for elements of more than 8 bytes (c128). A single element is
+    # a new handle on a cached scalar buffer (see Nx.Vulkan.Scalars): the
+    # scalars Nx makes from numbers cost no device work once cached.
+    defp fill(index, nif_type, 1, bytes) when byte_size(bytes) <= 8 do
+      Nx.Vulkan.Scalars.fetch(index, nif_type, bytes, fn ->
+        alloc(index, fn -> NIF.fill(Nx.Vulkan.device(index), nif_type, 1, bytes) end)
+      end)
+    end
+
     defp fill(index, nif_type, count, bytes) when byte_size(bytes) <= 8,
       do: alloc(index, fn -> NIF.fill(Nx.Vulkan.device(index), nif_type, count, bytes) end)
 
@@ -2260,6 +2269,10 @@ if Code.ensure_loaded?(Nx.Backend) do
     # (the runtime has already waited for queued work to return buffers),
     # collects garbage, dropping unreachable tensors that still hold
     # buffers, and tries again before raising.
+    @doc false
+    # alloc/2 for Nx.Vulkan.Compiler's replays.
+    def __alloc__(index, fun), do: alloc(index || Nx.Vulkan.default_device_index(), fun)
+
     defp alloc(index, fun) do
       fun.()
     rescue

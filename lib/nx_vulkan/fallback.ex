@@ -53,7 +53,8 @@ defmodule Nx.Vulkan.Fallback do
     end
 
     :ets.update_counter(@table, op, {2, 1}, {op, 0})
-    :ok
+    # A replay of captured device calls would not count this fallback.
+    Nx.Vulkan.Capture.abort()
   end
 
   @doc "Fallback counts as `%{op => count}`."

@@ -1,0 +1,59 @@
+defmodule Nx.Vulkan.Capture do
+  @moduledoc false
+  # The functions of Nx.Vulkan.NIF, as the backend calls them. Each calls
+  # the NIF; while the calling process captures (capture/1), it also logs
+  # {name, args, result}, newest first, so that Nx.Vulkan.Compiler can
+  # replay the device calls of an evaluation without evaluating it again.
+  # Outside a capture the cost is one process-dictionary read per call.
+
+  require Nx.Vulkan.NIF
+
+  @key :nx_vulkan_capture
+
+  for {name, arity} <- Nx.Vulkan.NIF.__info__(:functions), name != :load_nif do
+    args = Macro.generate_arguments(arity, __MODULE__)
+
+    def unquote(name)(unquote_splicing(args)) do
+      result = Nx.Vulkan.NIF.unquote(name)(unquote_splicing(args))
+
+      case Process.get(unquote(@key)) do
+        nil ->
+          result
+
+        log when is_list(log) ->
+          Process.put(unquote(@key), [{unquote(name), unquote(args), result} | log])
+          result
+
+        :aborted ->
+          result
+      end
+    end
+  end
+
+  @doc """
+  Runs `fun` logging this process's NIF calls: `{result, {:ok, calls}}`
+  with the calls oldest first, or `{result, :aborted}` when `abort/0` ran
+  meanwhile. Not reentrant: a nested capture raises.
+  """
+  def capture(fun) do
+    if Process.get(@key) != nil, do: raise(ArgumentError, "nested device call capture")
+    Process.put(@key, [])
+
+    try do
+      result = fun.()
+
+      case Process.get(@key) do
+        :aborted -> {result, :aborted}
+        log -> {result, {:ok, Enum.reverse(log)}}
+      end
+    after
+      Process.delete(@key)
+    end
+  end
+
+  @doc "Marks the capture in progress, if any, as not replayable."
+  def abort do
+    if Process.get(@key) != nil, do: Process.put(@key, :aborted)
+    :ok
+  end
+end

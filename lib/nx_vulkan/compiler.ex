@@ -1,0 +1,422 @@
+if Code.ensure_loaded?(Nx.Defn.Evaluator) do
+  defmodule Nx.Vulkan.Compiler do
+    @moduledoc """
+    A `defn` compiler for `Nx.Vulkan.Backend`: it traces each function
+    once per argument shape and then replays the device calls of its
+    evaluation.
+
+        Nx.default_backend(Nx.Vulkan.Backend)
+        Nx.Defn.global_default_options(compiler: Nx.Vulkan.Compiler)
+
+        # or for one function
+        step = Nx.Defn.jit(&MyModel.step/3, compiler: Nx.Vulkan.Compiler)
+
+    `Nx.Defn.Evaluator` traces the Elixir code of a `defn` into an
+    expression, differentiates it where `grad`/`value_and_grad` ask, and
+    evaluates the expression node by node through the backend's
+    callbacks, on every call. For a training step of a small model the
+    host time of all that is several times the device time. This compiler:
+
+      1. keeps the traced expression (with the evaluator's use counts)
+         keyed by the function, the type, shape and names of each argument
+         and the options, as `EXLA` keeps its executables;
+      2. evaluates it the first time with `Nx.Defn.Evaluator` while
+         logging the device calls the backend makes (`Nx.Vulkan.NIF`), and
+         turns the log into a plan: calls that depend on no argument
+         (constants, iotas, their conversions) are done once and their
+         results kept; the rest become a list of calls whose tensor
+         arguments are the call's arguments or earlier results;
+      3. on later calls with arguments of the same kind (all tensors of
+         `Nx.Vulkan.Backend`, on the same devices, the same known constant
+         values, the same default backend) replays the plan: one NIF call
+         per device op, with no tracing, no expression walk and no
+         backend bookkeeping.
+
+    The replay makes exactly the device calls the evaluation made, so its
+    results are the Evaluator's. An evaluation that reads device data back
+    (`while`, `cond`, host fallbacks, hooks and tokens) is not replayable:
+    such functions are evaluated by `Nx.Defn.Evaluator` on every call, with
+    the expression still cached. Arguments of other backends are evaluated
+    the same way.
+
+    Options are the Evaluator's (`:garbage_collect`, `:max_concurrency`,
+    `:hooks`). Expressions and plans are kept in `:persistent_term` (read
+    without copying), up to #{512} entries per VM; beyond that the cache is
+    emptied and refilled. Any process may call a compiled function
+    concurrently.
+    """
+
+    @behaviour Nx.Defn.Compiler
+
+    alias Nx.Defn.Evaluator
+    alias Nx.Vulkan.Capture
+
+    @max_entries 512
+    @count_key {__MODULE__, :count}
+
+    # NIF calls that read data back, wait or change device state: an
+    # evaluation making one is not replayable.
+    @abort [:download, :synchronize, :trim, :save_pipeline_cache, :inject_fault, :open_device]
+
+    # NIF calls whose results only steer the backend's choices, which the
+    # plan has already taken.
+    @query [
+      :device_count,
+      :default_device_index,
+      :device_info,
+      :device_stats,
+      :device_status,
+      :supported,
+      :tensor_info
+    ]
+
+    # NIF calls that write into their first argument.
+    @mutating [:copy_into, :deallocate]
+
+    # NIF calls whose result is written later (by copy_into): never done
+    # once for all calls.
+    @fresh [:empty]
+
+    # Expression ops whose evaluation runs Elixir code between device calls.
+    @unplannable_ops [:while, :cond, :token, :attach_token]
+
+    @impl true
+    def __partitions_options__(opts), do: Evaluator.__partitions_options__(opts)
+
+    @impl true
+    def __to_backend__(opts), do: Evaluator.__to_backend__(opts)
+
+    @impl true
+    def __stream__(key, input, acc, vars, fun, args_list, opts),
+      do: Evaluator.__stream__(key, input, acc, vars, fun, args_list, opts)
+
+    @impl true
+    def __jit__(key, vars, fun, args_list, opts) do
+      __compile__(key, vars, fun, opts).(args_list)
+    end
+
+    @impl true
+    def __compile__(key, vars, fun, opts) do
+      cache_key = {__MODULE__, key, templates(vars), opts}
+
+      case :persistent_term.get(cache_key, nil) do
+        nil ->
+          compiled = compile(cache_key, vars, fun, opts)
+          store(cache_key, compiled)
+          compiled
+
+        compiled ->
+          compiled
+      end
+    end
+
+    @doc "The number of cached expressions and plans."
+    @spec cache_size() :: non_neg_integer
+    def cache_size, do: :persistent_term.get(@count_key, 0)
+
+    @doc "Empties the cache of expressions and plans."
+    @spec clear_cache() :: :ok
+    def clear_cache do
+      for {k, _} <- :persistent_term.get(), cache_entry?(k), do: :persistent_term.erase(k)
+      :persistent_term.put(@count_key, 0)
+      :ok
+    end
+
+    # Expressions are {__MODULE__, key, templates, opts}, plans
+    # {__MODULE__, :plan, expression key, signature}.
+    defp cache_entry?({__MODULE__, _, _, _}), do: true
+    defp cache_entry?(_), do: false
+
+    defp compile(cache_key, vars, fun, opts) do
+      this = self()
+
+      # Tracing runs in this process: note whether the expression has
+      # control flow or hooks that make it unplannable.
+      traced = fn vars ->
+        expr = fun.(vars)
+        Process.put({__MODULE__, :plannable}, plannable?(expr))
+        expr
+      end
+
+      evaluate = Evaluator.__compile__(elem(cache_key, 1), vars, traced, opts)
+      plannable? = Process.delete({__MODULE__, :plannable}) != false
+      ^this = self()
+
+      if plannable? do
+        fn [params] -> run(cache_key, evaluate, params) end
+      else
+        evaluate
+      end
+    end
+
+    # Evaluates with the plan for these arguments, making it on the first
+    # call.
+    defp run(cache_key, evaluate, params) do
+      tensors = Enum.map(params, & &1.())
+      thunks = Enum.map(tensors, &fn -> &1 end)
+
+      case signature(tensors) do
+        :error ->
+          evaluate.([thunks])
+
+        {:ok, signature} ->
+          plan_key = {__MODULE__, :plan, cache_key, signature}
+
+          case :persistent_term.get(plan_key, nil) do
+            nil ->
+              {[result], captured} = Capture.capture(fn -> evaluate.([thunks]) end)
+
+              plan =
+                case captured do
+                  {:ok, calls} -> make_plan(calls, tensors, result)
+                  :aborted -> :none
+                end
+
+              if plan != :retry, do: store(plan_key, plan)
+              [result]
+
+            :none ->
+              evaluate.([thunks])
+
+            plan ->
+              [replay(plan, tensors)]
+          end
+      end
+    end
+
+    # What the backend's choices may depend on beyond the templates: the
+    # device and known value of each argument, and the default backend
+    # (where constants are made). :error for arguments of other backends.
+    defp signature(tensors) do
+      Enum.reduce_while(tensors, {:ok, [Nx.default_backend()]}, fn
+        %Nx.Tensor{data: %Nx.Vulkan.Backend{device: d, value: v}}, {:ok, acc} ->
+          {:cont, {:ok, [{d, v} | acc]}}
+
+        _, _ ->
+          {:halt, :error}
+      end)
+    end
+
+    ## Plans
+
+    # A plan is {ops, outputs, device}: ops a list of {name, arg_spec,
+    # result_slots}; outputs the evaluation's result with each tensor's
+    # data replaced at replay by the ref its spec names. Specs:
+    # {:p, i} the i-th argument's ref, {:s, i} slot i, {:c, term} a
+    # constant, {:l, specs} a list.
+    defp make_plan(calls, tensors, result) do
+      refs = Enum.map(tensors, & &1.data.ref)
+
+      if length(Enum.uniq(refs)) != length(refs) do
+        # One tensor passed as two arguments: which argument a call used
+        # is ambiguous. Not stored; a later call makes the plan.
+        :retry
+      else
+        prov = refs |> Enum.with_index() |> Map.new(fn {r, i} -> {r, {:p, i}} end)
+
+        try do
+          {ops, prov, _next} = Enum.reduce(calls, {[], prov, 0}, &plan_call/2)
+          {result, specs} = output_specs(result, prov)
+          {ops, specs} = own_output_constants(Enum.reverse(ops), specs)
+          {ops, {result, specs}, device_of(tensors)}
+        catch
+          :unplannable -> :none
+        end
+      end
+    end
+
+    defp plan_call({name, _args, _result}, _acc) when name in @abort,
+      do: throw(:unplannable)
+
+    defp plan_call({name, _args, _result}, acc) when name in @query, do: acc
+
+    defp plan_call({name, args, result}, {ops, prov, next}) do
+      specs = Enum.map(args, &arg_spec(&1, prov))
+
+      if name in @mutating and match?([{:c, _} | _], specs), do: throw(:unplannable)
+
+      if name not in @mutating and name not in @fresh and not Enum.any?(specs, &depends?/1) do
+        # Depends on no argument: done once, now; its results are constants.
+        {ops, mark_constants(result, prov), next}
+      else
+        {slots, prov, next} = result_slots(result, prov, next)
+        {[{name, specs, slots} | ops], prov, next}
+      end
+    end
+
+    defp arg_spec(ref, prov) when is_reference(ref), do: Map.get(prov, ref, {:c, ref})
+    defp arg_spec(list, prov) when is_list(list), do: {:l, Enum.map(list, &arg_spec(&1, prov))}
+
+    defp arg_spec(tuple, _prov) when is_tuple(tuple) and tuple_size(tuple) > 0,
+      do: if(has_ref?(tuple), do: throw(:unplannable), else: {:c, tuple})
+
+    defp arg_spec(term, _prov), do: {:c, term}
+
+    defp has_ref?(term) when is_reference(term), do: true
+    defp has_ref?(term) when is_list(term), do: Enum.any?(term, &has_ref?/1)
+    defp has_ref?(term) when is_tuple(term), do: has_ref?(Tuple.to_list(term))
+    defp has_ref?(_), do: false
+
+    defp depends?({:p, _}), do: true
+    defp depends?({:s, _}), do: true
+    defp depends?({:l, specs}), do: Enum.any?(specs, &depends?/1)
+    defp depends?({:c, _}), do: false
+
+    defp mark_constants(result, prov) do
+      result |> refs_in() |> Enum.reduce(prov, &Map.put(&2, &1, {:c, &1}))
+    end
+
+    defp result_slots(result, prov, next) do
+      result
+      |> refs_in()
+      |> Enum.reduce({[], prov, next}, fn ref, {slots, prov, n} ->
+        {[n | slots], Map.put(prov, ref, {:s, n}), n + 1}
+      end)
+      |> then(fn {slots, prov, n} -> {Enum.reverse(slots), prov, n} end)
+    end
+
+    # The refs in a NIF result, in a fixed order.
+    defp refs_in(ref) when is_reference(ref), do: [ref]
+    defp refs_in(list) when is_list(list), do: Enum.flat_map(list, &refs_in/1)
+    defp refs_in(tuple) when is_tuple(tuple), do: refs_in(Tuple.to_list(tuple))
+    defp refs_in(_), do: []
+
+    defp output_specs(result, prov) do
+      {_, specs} =
+        Nx.Defn.Composite.traverse(result, [], fn
+          # The plan keeps templates, not this call's buffers.
+          %Nx.Tensor{data: %Nx.Vulkan.Backend{ref: ref} = data} = t, acc ->
+            {%{t | data: %{data | ref: nil}}, [Map.get(prov, ref, {:c, ref}) | acc]}
+
+          _, _ ->
+            throw(:unplannable)
+        end)
+
+      {result, Enum.reverse(specs)}
+    end
+
+    # A constant the evaluation returned is the caller's: they may
+    # deallocate it. The plan uses a handle of its own on the same buffer
+    # instead, and each replay returns a new handle ({:k, ref}).
+    defp own_output_constants(ops, specs) do
+      owned =
+        for {:c, ref} <- specs, into: %{} do
+          {type, _count} = Nx.Vulkan.NIF.tensor_info(ref)
+          {ref, Nx.Vulkan.NIF.reinterpret(ref, type)}
+        end
+
+      swap = fn
+        {:c, ref} = spec -> if(k = owned[ref], do: {:c, k}, else: spec)
+        spec -> spec
+      end
+
+      ops =
+        Enum.map(ops, fn {name, specs, slots} ->
+          {name, Enum.map(specs, &swap_spec(&1, swap)), slots}
+        end)
+
+      specs =
+        Enum.map(specs, fn
+          {:c, ref} -> {:k, owned[ref]}
+          spec -> spec
+        end)
+
+      {ops, specs}
+    end
+
+    defp swap_spec({:l, specs}, swap), do: {:l, Enum.map(specs, &swap_spec(&1, swap))}
+    defp swap_spec(spec, swap), do: swap.(spec)
+
+    defp device_of([%Nx.Tensor{data: %Nx.Vulkan.Backend{device: d}} | _]), do: d
+
+    defp device_of([]) do
+      case Nx.default_backend() do
+        {Nx.Vulkan.Backend, opts} -> Keyword.get(opts, :device)
+        _ -> nil
+      end
+    end
+
+    ## Replay
+
+    defp replay({ops, {result, specs}, device}, tensors) do
+      params = tensors |> Enum.map(& &1.data.ref) |> List.to_tuple()
+
+      slots =
+        Enum.reduce(ops, %{}, fn {name, specs, out}, slots ->
+          args = Enum.map(specs, &resolve(&1, params, slots))
+          value = call(device, name, args)
+          assign(out, refs_in(value), slots)
+        end)
+
+      {result, []} =
+        Nx.Defn.Composite.traverse(result, specs, fn t, [spec | rest] ->
+          {%{t | data: %{t.data | ref: resolve(spec, params, slots)}}, rest}
+        end)
+
+      result
+    end
+
+    defp resolve({:s, i}, _params, slots), do: Map.fetch!(slots, i)
+    defp resolve({:p, i}, params, _slots), do: elem(params, i)
+    defp resolve({:c, term}, _params, _slots), do: term
+    defp resolve({:l, specs}, params, slots), do: Enum.map(specs, &resolve(&1, params, slots))
+
+    defp resolve({:k, ref}, _params, _slots) do
+      {type, _count} = Nx.Vulkan.NIF.tensor_info(ref)
+      Nx.Vulkan.NIF.reinterpret(ref, type)
+    end
+
+    defp assign([], [], slots), do: slots
+    defp assign([i | is], [r | rs], slots), do: assign(is, rs, Map.put(slots, i, r))
+
+    # A NIF call, retried like the backend's allocations when the device
+    # pool is full.
+    defp call(device, name, args) do
+      Nx.Vulkan.Backend.__alloc__(device, fn -> apply(Nx.Vulkan.NIF, name, args) end)
+    end
+
+    ## Expressions
+
+    defp plannable?(expr) do
+      {_, {_, ok}} = Nx.Defn.Composite.traverse(expr, {%{}, true}, &walk/2)
+
+      ok
+    end
+
+    defp walk(%Nx.Tensor{data: %Nx.Defn.Expr{id: id, op: op}} = t, {seen, ok}) do
+      cond do
+        not ok or Map.has_key?(seen, id) ->
+          {t, {seen, ok}}
+
+        op in @unplannable_ops ->
+          {t, {seen, false}}
+
+        true ->
+          {_, acc} = Nx.Defn.Tree.apply_args(t, :all, {Map.put(seen, id, true), ok}, &walk/2)
+          {t, acc}
+      end
+    end
+
+    defp walk(other, acc), do: {other, acc}
+
+    # What the expression depends on: the structure of the arguments and
+    # the type, shape and names of each tensor in it.
+    defp templates(vars) do
+      Enum.map(vars, fn var ->
+        {template, :ok} =
+          Nx.Defn.Composite.traverse(var, :ok, fn
+            %Nx.Tensor{} = t, :ok -> {{t.type, t.shape, t.names, t.vectorized_axes}, :ok}
+            other, :ok -> {other, :ok}
+          end)
+
+        template
+      end)
+    end
+
+    defp store(key, value) do
+      if cache_size() >= @max_entries, do: clear_cache()
+      :persistent_term.put(key, value)
+      :persistent_term.put(@count_key, cache_size() + 1)
+    end
+  end
+end

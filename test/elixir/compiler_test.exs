@@ -1,0 +1,233 @@
+if Code.ensure_loaded?(Nx) do
+  defmodule Nx.Vulkan.CompilerTest do
+    # Nx.Vulkan.Compiler must give the Evaluator's results bit for bit on
+    # the first call (evaluated and captured) and on every replay, for
+    # plannable functions and for those it must leave to the Evaluator.
+    use ExUnit.Case, async: false
+    @moduletag :nx
+
+    import Nx.Defn
+
+    alias Nx.Vulkan.Compiler
+
+    @vk Nx.Vulkan.Backend
+
+    defn loss(w, b, x, y) do
+      logits = Nx.dot(x, w) + b
+      shifted = logits - Nx.reduce_max(logits, axes: [1], keep_axes: true)
+      log_probs = shifted - Nx.log(Nx.sum(Nx.exp(shifted), axes: [1], keep_axes: true))
+      Nx.mean(-Nx.sum(y * log_probs, axes: [1]))
+    end
+
+    defn step(w, b, x, y) do
+      {l, {gw, gb}} = value_and_grad({w, b}, fn {w, b} -> loss(w, b, x, y) end)
+      {w - 0.1 * gw, b - 0.1 * gb, l}
+    end
+
+    defn with_constants(x) do
+      {x * 2 + Nx.iota({3}) - 0.5, Nx.iota({2, 2}) + 1, x}
+    end
+
+    defn glue(a, b) do
+      Nx.concatenate([a, Nx.reverse(b), a]) |> Nx.put_slice([1], Nx.tensor([9.0]))
+    end
+
+    defn counted_loop(x) do
+      {x, _i} = while({x, i = 0}, i < 3, do: {x * 2, i + 1})
+      x
+    end
+
+    defn branch(x) do
+      if Nx.sum(x) > 0, do: x + 1, else: x - 1
+    end
+
+    defn hooked(x) do
+      hook(x * 3, :seen) + 1
+    end
+
+    defn two(a, b) do
+      a * b + a
+    end
+
+    defn custom_reduce(x) do
+      Nx.reduce(x, 1.0, fn a, b -> a * b + 1 end)
+    end
+
+    setup do
+      Nx.default_backend(@vk)
+      Nx.Defn.default_options(compiler: Compiler)
+      Compiler.clear_cache()
+
+      on_exit(fn ->
+        Nx.Defn.default_options([])
+        Nx.default_backend(Nx.BinaryBackend)
+      end)
+    end
+
+    defp uniform(seed, shape) do
+      {t, _} = Nx.Random.uniform(Nx.Random.key(seed), -1.0, 1.0, shape: shape)
+      Nx.backend_copy(t, @vk)
+    end
+
+    defp bits(container) do
+      [container] |> Nx.Defn.Composite.flatten_list() |> Enum.map(&{&1.shape, Nx.to_binary(&1)})
+    end
+
+    defp evaluator(fun, args), do: apply(Nx.Defn.jit(fun, compiler: Nx.Defn.Evaluator), args)
+
+    test "training steps: the first call and every replay equal the Evaluator's, bit for bit" do
+      w0 = uniform(1, {12, 5})
+      b0 = Nx.broadcast(Nx.tensor(0.0, backend: @vk), {5})
+      x = uniform(2, {16, 12})
+      y = Nx.equal(Nx.new_axis(Nx.remainder(Nx.iota({16}), 5), 1), Nx.iota({1, 5}))
+      y = Nx.as_type(y, :f32)
+
+      Enum.reduce(1..6, {w0, b0, w0, b0}, fn _, {w, b, we, be} ->
+        {w2, b2, l} = step(w, b, x, y)
+        {we2, be2, le} = evaluator(&step/4, [we, be, x, y])
+        assert bits({w2, b2, l}) == bits({we2, be2, le})
+        assert %Nx.Vulkan.Backend{} = l.data
+        {w2, b2, we2, be2}
+      end)
+
+      # One expression, one plan for b of known value (zeros), one for
+      # computed b.
+      n0 = Compiler.cache_size()
+      {w, b, _} = step(w0, b0, x, y)
+      {_, _, _} = step(w, b, x, y)
+      assert Compiler.cache_size() == n0
+      Compiler.clear_cache()
+      {w, b, _} = step(w0, b0, x, y)
+      {_, _, _} = step(w, b, x, y)
+      assert Compiler.cache_size() == 3
+    end
+
+    test "replays make no more device ops than the evaluation, and constants only once" do
+      x = uniform(3, {3})
+      _ = with_constants(x)
+      Nx.Vulkan.synchronize()
+      s0 = Nx.Vulkan.stats()
+      {a, c, same} = with_constants(x)
+      s1 = Nx.Vulkan.stats()
+      # x * 2, + iota, - 0.5: the iota {2, 2} + 1 was computed once.
+      assert s1.ops_enqueued - s0.ops_enqueued <= 3
+
+      assert Nx.to_flat_list(a) ==
+               Nx.to_flat_list(Nx.subtract(Nx.add(Nx.multiply(x, 2), Nx.iota({3})), 0.5))
+
+      assert Nx.to_flat_list(c) == [1, 2, 3, 4]
+      assert same.data.ref == x.data.ref
+    end
+
+    test "results deallocated by the caller do not affect later replays" do
+      x = uniform(4, {3})
+
+      for _ <- 1..3 do
+        {a, c, _} = with_constants(x)
+        assert Nx.to_flat_list(c) == [1, 2, 3, 4]
+        expected = Nx.to_flat_list(evaluator(&with_constants/1, [x]) |> elem(0))
+        assert Nx.to_flat_list(a) == expected
+        Nx.backend_deallocate(a)
+        Nx.backend_deallocate(c)
+      end
+    end
+
+    test "copies into fresh buffers (concatenate, put_slice) are replayed into new buffers" do
+      a = uniform(5, {2})
+      b = uniform(6, {3})
+      first = glue(a, b)
+      second = glue(a, b)
+      refute first.data.ref == second.data.ref
+      expected = evaluator(&glue/2, [a, b])
+      assert Nx.to_binary(first) == Nx.to_binary(expected)
+      assert Nx.to_binary(second) == Nx.to_binary(expected)
+      a2 = uniform(7, {2})
+      assert Nx.to_binary(glue(a2, b)) == Nx.to_binary(evaluator(&glue/2, [a2, b]))
+    end
+
+    test "loops, branches and hooks run through the Evaluator on every call" do
+      x = uniform(8, {4})
+      neg = Nx.negate(x)
+
+      for _ <- 1..3 do
+        assert Nx.to_binary(counted_loop(x)) == Nx.to_binary(Nx.multiply(x, 8))
+        assert Nx.to_binary(branch(x)) == Nx.to_binary(evaluator(&branch/1, [x]))
+        assert Nx.to_binary(branch(neg)) == Nx.to_binary(evaluator(&branch/1, [neg]))
+      end
+
+      parent = self()
+      hooked = Nx.Defn.jit(&hooked/1, hooks: %{seen: &send(parent, {:seen, Nx.to_flat_list(&1)})})
+
+      for _ <- 1..3 do
+        out = hooked.(x)
+        assert_received {:seen, seen}
+        assert seen == Nx.to_flat_list(Nx.multiply(x, 3))
+        assert Nx.to_flat_list(out) == Nx.to_flat_list(Nx.add(Nx.multiply(x, 3), 1))
+      end
+    end
+
+    test "the same tensor twice, host tensors and new shapes give correct results" do
+      a = uniform(9, {5})
+      b = uniform(10, {5})
+
+      for _ <- 1..2 do
+        assert Nx.to_binary(two(a, a)) == Nx.to_binary(evaluator(&two/2, [a, a]))
+        assert Nx.to_binary(two(a, b)) == Nx.to_binary(evaluator(&two/2, [a, b]))
+        assert Nx.to_binary(two(b, a)) == Nx.to_binary(evaluator(&two/2, [b, a]))
+      end
+
+      host = Nx.backend_copy(a, Nx.BinaryBackend)
+      assert Nx.to_binary(two(host, b)) == Nx.to_binary(evaluator(&two/2, [a, b]))
+
+      c = uniform(11, {2, 7})
+      assert Nx.to_binary(two(c, c)) == Nx.to_binary(evaluator(&two/2, [c, c]))
+      assert_raise ArgumentError, fn -> two(uniform(12, {3}), uniform(13, {4})) end
+    end
+
+    test "host fallbacks are evaluated and counted on every call" do
+      x = Nx.backend_copy(Nx.tensor([[2.0, 1.0], [1.0, 3.0]]), @vk)
+      det = &custom_reduce/1
+      Nx.Vulkan.reset_fallbacks()
+      first = det.(x)
+      n1 = Nx.Vulkan.fallbacks() |> Map.values() |> Enum.sum()
+      assert n1 > 0
+      second = det.(x)
+      assert Nx.Vulkan.fallbacks() |> Map.values() |> Enum.sum() == 2 * n1
+      expected = Nx.to_number(evaluator(&custom_reduce/1, [x]))
+      assert Nx.to_number(first) == expected
+      assert Nx.to_number(second) == expected
+    end
+
+    test "concurrent callers get their own results" do
+      w = uniform(14, {6, 3})
+      fun = fn x, w -> Nx.dot(x, w) |> Nx.exp() |> Nx.sum(axes: [1]) end
+      f = Nx.Defn.jit(fun)
+
+      inputs = for i <- 1..16, do: uniform(100 + i, {4, 6})
+
+      expected =
+        Enum.map(
+          inputs,
+          &Nx.to_binary(evaluator(fun, [&1, w]))
+        )
+
+      got =
+        inputs
+        |> Task.async_stream(fn x -> for(_ <- 1..20, do: Nx.to_binary(f.(x, w))) end,
+          max_concurrency: 16
+        )
+        |> Enum.map(fn {:ok, list} -> list end)
+
+      for {runs, want} <- Enum.zip(got, expected), r <- runs, do: assert(r == want)
+    end
+
+    test "clear_cache empties the cache and later calls compile again" do
+      x = uniform(15, {3})
+      _ = two(x, x)
+      assert Compiler.cache_size() > 0
+      assert Compiler.clear_cache() == :ok
+      assert Compiler.cache_size() == 0
+      assert Nx.to_binary(two(x, x)) == Nx.to_binary(evaluator(&two/2, [x, x]))
+    end
+  end
+end
