@@ -41,6 +41,9 @@
 #     few times), then 30 timed steps, each feeding its parameters to the
 #     next, each timed until its loss is on
 #     the host (Nx.to_number); median.
+#   * mlp_step_compiled, cnn_step_compiled (ms): the same steps with
+#     Nx.Vulkan.Compiler as the defn compiler (the expression is traced
+#     once; later steps replay its device calls).
 #   * pool_steady_device_allocs (count; shape column: the model): device
 #     memory allocations made by the pool (`Nx.Vulkan.stats/1` key
 #     pool_allocations) during the timed steps of the model; 0 means every
@@ -505,14 +508,24 @@ models = [
   {"cnn_step", "28x28x16/128", &NxBench.Models.cnn_step/3, &B.cnn_data/0}
 ]
 
+# Each model through Nx.Defn.Evaluator (test mlp_step, cnn_step) and
+# through Nx.Vulkan.Compiler (mlp_step_compiled, cnn_step_compiled).
+compilers = [{Nx.Defn.Evaluator, ""}, {Nx.Vulkan.Compiler, "_compiled"}]
+
 train =
-  for {name, shape, step_fun, data_fun} <- models do
+  for {compiler, suffix} <- compilers, {name, shape, step_fun, data_fun} <- models do
+    Nx.Defn.default_options(compiler: compiler)
     data = data_fun.()
-    r = B.train_checked(index, name, step_fun, data, warmup_steps, steps)
-    {name, shape, r}
+    r = B.train_checked(index, name <> suffix, step_fun, data, warmup_steps, steps)
+    {name <> suffix, shape, r}
   end
 
-IO.puts("\ntraining steps (f32, Nx.Defn.Evaluator), #{warmup_steps} warm-up + #{steps} timed")
+Nx.Defn.default_options(compiler: Nx.Defn.Evaluator)
+
+IO.puts(
+  "\ntraining steps (f32; *_compiled: Nx.Vulkan.Compiler, others Nx.Defn.Evaluator), " <>
+    "#{warmup_steps} warm-up + #{steps} timed"
+)
 
 B.table(
   [

@@ -65,6 +65,7 @@ BANDWIDTH_OPS = ("add", "add_bcast", "add_strided", "sum_all", "sum_rows",
 MATMUL_TESTS = ("matmul", "matmul_tn", "matmul_nt", "matmul_batched")
 TEST_ORDER = ("chain", "independent", "to_number", "submit_wait", "copy",
               *BANDWIDTH_OPS, *MATMUL_TESTS, "mlp_step", "cnn_step",
+              "mlp_step_compiled", "cnn_step_compiled",
               "pool_alloc", "pool_steady_device_allocs", "pipeline_cold",
               "pipeline_warm")
 DTYPE_ORDER = ("f32", "f16", "bf16", "f64", "-")
@@ -390,9 +391,12 @@ def targets(data) -> str:
                          "<= 0.1", r is not None and r <= 0.1, "ms"))
 
     # Training steps against jax.
-    for test in ("mlp_step", "cnn_step"):
+    # The *_compiled rows are the same steps through Nx.Vulkan.Compiler.
+    for test in ("mlp_step", "cnn_step", "mlp_step_compiled",
+                 "cnn_step_compiled"):
         impl, v, shape = lookup(data, nx_only, test, "f32")
-        _, jv, _ = lookup(data, ("jax",), test, "f32", shape)
+        peer = test.removesuffix("_compiled")
+        _, jv, _ = lookup(data, ("jax",), peer, "f32", shape)
         r = v / jv if (v is not None and jv) else None
         rows.append(relative(f"{test} <= 2x jax", impl, v,
                              None if jv is None else f"{fmt(jv)} ms (jax)",

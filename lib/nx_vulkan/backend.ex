@@ -202,8 +202,17 @@ if Code.ensure_loaded?(Nx.Backend) do
       index = opts_device(backend_options)
       nif_type = nif_type!(type, :constant, index)
       bytes = scalar_bytes(type, number)
-      # The value as stored (rounded to the type), for later conversions.
-      wrap(out, fill(index, nif_type, Nx.size(out), bytes), index, single_value(type, bytes))
+
+      # The value as stored (rounded to the type), for later conversions;
+      # a scalar's comes with its cached buffer.
+      case Nx.size(out) do
+        1 when byte_size(bytes) <= 8 ->
+          {ref, value} = scalar(index, nif_type, bytes)
+          wrap(out, ref, index, value)
+
+        count ->
+          wrap(out, fill(index, nif_type, count, bytes), index, single_value(type, bytes))
+      end
     end
 
     impl_if_callback(:from_binary, 3)
@@ -2245,15 +2254,20 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     defp download(ref, offset, count), do: NIF.download(ref, offset, count)
 
+    # {a new handle on the cached one-element buffer, its value}.
+    defp scalar(index, nif_type, bytes) do
+      Nx.Vulkan.Scalars.fetch(index, nif_type, bytes, fn ->
+        ref = alloc(index, fn -> NIF.fill(Nx.Vulkan.device(index), nif_type, 1, bytes) end)
+        {ref, single_value(nif_type_to_nx(nif_type), bytes)}
+      end)
+    end
+
     # count elements equal to one element's bytes: a device fill, or an
     # upload for elements of more than 8 bytes (c128). A single element is
     # a new handle on a cached scalar buffer (see Nx.Vulkan.Scalars): the
     # scalars Nx makes from numbers cost no device work once cached.
-    defp fill(index, nif_type, 1, bytes) when byte_size(bytes) <= 8 do
-      Nx.Vulkan.Scalars.fetch(index, nif_type, bytes, fn ->
-        alloc(index, fn -> NIF.fill(Nx.Vulkan.device(index), nif_type, 1, bytes) end)
-      end)
-    end
+    defp fill(index, nif_type, 1, bytes) when byte_size(bytes) <= 8,
+      do: index |> scalar(nif_type, bytes) |> elem(0)
 
     defp fill(index, nif_type, count, bytes) when byte_size(bytes) <= 8,
       do: alloc(index, fn -> NIF.fill(Nx.Vulkan.device(index), nif_type, count, bytes) end)

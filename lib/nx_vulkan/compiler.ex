@@ -218,7 +218,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
           {ops, prov, _next} = Enum.reduce(calls, {[], prov, 0}, &plan_call/2)
           {result, specs} = output_specs(result, prov)
           {ops, specs} = own_output_constants(Enum.reverse(ops), specs)
-          {ops, {result, specs}, device_of(tensors)}
+          {with_frees(ops, specs), {result, specs}, device_of(tensors)}
         catch
           :unplannable -> :none
         end
@@ -295,6 +295,29 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
       {result, Enum.reverse(specs)}
     end
 
+    # Adds to each op the slots to deallocate after it: those no later op
+    # and no output uses. A replay makes little garbage, so its
+    # intermediates would otherwise hold their buffers until the process
+    # next collects garbage, and the pool would grow to cover them.
+    defp with_frees(ops, out_specs) do
+      kept = out_specs |> Enum.flat_map(&slots_of/1) |> MapSet.new()
+
+      {ops, _seen} =
+        ops
+        |> Enum.reverse()
+        |> Enum.map_reduce(kept, fn {name, specs, out}, seen ->
+          used = Enum.flat_map(specs, &slots_of/1) ++ out
+          free = used |> Enum.uniq() |> Enum.reject(&MapSet.member?(seen, &1))
+          {{name, specs, out, free}, MapSet.union(seen, MapSet.new(used))}
+        end)
+
+      Enum.reverse(ops)
+    end
+
+    defp slots_of({:s, i}), do: [i]
+    defp slots_of({:l, specs}), do: Enum.flat_map(specs, &slots_of/1)
+    defp slots_of(_), do: []
+
     # A constant the evaluation returned is the caller's: they may
     # deallocate it. The plan uses a handle of its own on the same buffer
     # instead, and each replay returns a new handle ({:k, ref}).
@@ -342,10 +365,11 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
       params = tensors |> Enum.map(& &1.data.ref) |> List.to_tuple()
 
       slots =
-        Enum.reduce(ops, %{}, fn {name, specs, out}, slots ->
+        Enum.reduce(ops, %{}, fn {name, specs, out, free}, slots ->
           args = Enum.map(specs, &resolve(&1, params, slots))
           value = call(device, name, args)
-          assign(out, refs_in(value), slots)
+          slots = assign(out, refs_in(value), slots)
+          release(free, slots)
         end)
 
       {result, []} =
@@ -364,6 +388,16 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     defp resolve({:k, ref}, _params, _slots) do
       {type, _count} = Nx.Vulkan.NIF.tensor_info(ref)
       Nx.Vulkan.NIF.reinterpret(ref, type)
+    end
+
+    # Deallocating a handle returns its buffer to the pool once the queued
+    # work that reads it has finished.
+    defp release([], slots), do: slots
+
+    defp release([i | is], slots) do
+      {ref, slots} = Map.pop!(slots, i)
+      Nx.Vulkan.NIF.deallocate(ref)
+      release(is, slots)
     end
 
     defp assign([], [], slots), do: slots

@@ -33,23 +33,24 @@ defmodule Nx.Vulkan.Scalars do
   end
 
   @doc """
-  A new handle on the cached buffer of one `nif_type` element whose bytes
-  are `bytes` on device `index`; on a miss, `make.()` fills the buffer (a
-  tensor reference) and it is cached. Without the cache table (the
-  application not started) every call runs `make.()`.
+  `{handle, value}`: a new handle on the cached buffer of one `nif_type`
+  element whose bytes are `bytes` on device `index`, and the value stored
+  with it. On a miss `make.()` fills the buffer and returns `{ref, value}`,
+  which is cached. Without the cache table (the application not started)
+  every call runs `make.()`.
   """
-  @spec fetch(non_neg_integer, atom, binary, (() -> reference)) :: reference
+  @spec fetch(non_neg_integer, atom, binary, (() -> {reference, term})) :: {reference, term}
   def fetch(index, nif_type, bytes, make) do
     key = {index, nif_type, bytes}
 
     case lookup(key) do
-      {:ok, ref} ->
-        Nx.Vulkan.NIF.reinterpret(ref, nif_type)
+      {:ok, ref, value} ->
+        {Nx.Vulkan.NIF.reinterpret(ref, nif_type), value}
 
       :miss ->
-        ref = make.()
-        insert(key, ref)
-        Nx.Vulkan.NIF.reinterpret(ref, nif_type)
+        {ref, value} = make.()
+        insert(key, ref, value)
+        {Nx.Vulkan.NIF.reinterpret(ref, nif_type), value}
 
       :no_table ->
         make.()
@@ -62,7 +63,7 @@ defmodule Nx.Vulkan.Scalars do
     if :ets.whereis(@table) != :undefined do
       case index do
         :all -> :ets.delete_all_objects(@table)
-        index -> :ets.match_delete(@table, {{index, :_, :_}, :_})
+        index -> :ets.match_delete(@table, {{index, :_, :_}, :_, :_})
       end
     end
 
@@ -80,16 +81,16 @@ defmodule Nx.Vulkan.Scalars do
 
   defp lookup(key) do
     case :ets.lookup(@table, key) do
-      [{_, ref}] -> {:ok, ref}
+      [{_, ref, value}] -> {:ok, ref, value}
       [] -> :miss
     end
   rescue
     ArgumentError -> :no_table
   end
 
-  defp insert(key, ref) do
+  defp insert(key, ref, value) do
     if :ets.info(@table, :size) >= @max_entries, do: :ets.delete_all_objects(@table)
-    :ets.insert_new(@table, {key, ref})
+    :ets.insert_new(@table, {key, ref, value})
     :ok
   end
 end
