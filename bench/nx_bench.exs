@@ -43,7 +43,8 @@
 #     the host (Nx.to_number); median.
 #   * mlp_step_compiled, cnn_step_compiled (ms): the same steps with
 #     Nx.Vulkan.Compiler as the defn compiler (the expression is traced
-#     once; later steps replay its device calls).
+#     once; later steps replay its device calls); *_compiled_gc with the
+#     option garbage_collect: true (the process collects after each step).
 #   * pool_steady_device_allocs (count; shape column: the model): device
 #     memory allocations made by the pool (`Nx.Vulkan.stats/1` key
 #     pool_allocations) during the timed steps of the model; 0 means every
@@ -510,11 +511,16 @@ models = [
 
 # Each model through Nx.Defn.Evaluator (test mlp_step, cnn_step) and
 # through Nx.Vulkan.Compiler (mlp_step_compiled, cnn_step_compiled).
-compilers = [{Nx.Defn.Evaluator, ""}, {Nx.Vulkan.Compiler, "_compiled"}]
+# mlp_step_compiled_gc, cnn_step_compiled_gc: with garbage_collect: true.
+compilers = [
+  {[compiler: Nx.Defn.Evaluator], ""},
+  {[compiler: Nx.Vulkan.Compiler], "_compiled"},
+  {[compiler: Nx.Vulkan.Compiler, garbage_collect: true], "_compiled_gc"}
+]
 
 train =
   for {compiler, suffix} <- compilers, {name, shape, step_fun, data_fun} <- models do
-    Nx.Defn.default_options(compiler: compiler)
+    Nx.Defn.default_options(compiler)
     data = data_fun.()
     r = B.train_checked(index, name <> suffix, step_fun, data, warmup_steps, steps)
     {name <> suffix, shape, r}

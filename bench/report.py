@@ -66,6 +66,7 @@ MATMUL_TESTS = ("matmul", "matmul_tn", "matmul_nt", "matmul_batched")
 TEST_ORDER = ("chain", "independent", "to_number", "submit_wait", "copy",
               *BANDWIDTH_OPS, *MATMUL_TESTS, "mlp_step", "cnn_step",
               "mlp_step_compiled", "cnn_step_compiled",
+              "mlp_step_compiled_gc", "cnn_step_compiled_gc",
               "pool_alloc", "pool_steady_device_allocs", "pipeline_cold",
               "pipeline_warm")
 DTYPE_ORDER = ("f32", "f16", "bf16", "f64", "-")

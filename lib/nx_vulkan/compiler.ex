@@ -39,11 +39,17 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     the expression still cached. Arguments of other backends are evaluated
     the same way.
 
-    Options are the Evaluator's (`:garbage_collect`, `:max_concurrency`,
-    `:hooks`). Expressions and plans are kept in `:persistent_term` (read
-    without copying), up to #{512} entries per VM; beyond that the cache is
-    emptied and refilled. Any process may call a compiled function
-    concurrently.
+    Options are the Evaluator's (`:max_concurrency`, `:hooks`,
+    `:garbage_collect`). A replay deallocates its intermediate tensors as
+    soon as no later call reads them, but the tensors it returns (a
+    training step's new parameters) are freed only when the process that
+    dropped them collects garbage, and a replay makes little garbage: with
+    `garbage_collect: true` the calling process collects after each
+    replay, so a training loop's buffers return to the pool every step.
+
+    Expressions and plans are kept in `:persistent_term` (read without
+    copying), up to #{512} entries per VM; beyond that the cache is emptied
+    and refilled. Any process may call a compiled function concurrently.
     """
 
     @behaviour Nx.Defn.Compiler
@@ -143,7 +149,8 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
       ^this = self()
 
       if plannable? do
-        fn [params] -> run(cache_key, evaluate, params) end
+        gc? = Keyword.get(opts, :garbage_collect, false)
+        fn [params] -> run(cache_key, evaluate, params, gc?) end
       else
         evaluate
       end
@@ -151,7 +158,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
     # Evaluates with the plan for these arguments, making it on the first
     # call.
-    defp run(cache_key, evaluate, params) do
+    defp run(cache_key, evaluate, params, gc?) do
       tensors = Enum.map(params, & &1.())
       thunks = Enum.map(tensors, &fn -> &1 end)
 
@@ -179,7 +186,9 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
               evaluate.([thunks])
 
             plan ->
-              [replay(plan, tensors)]
+              result = replay(plan, tensors)
+              if gc?, do: :erlang.garbage_collect(self())
+              [result]
           end
       end
     end

@@ -86,6 +86,8 @@ if Code.ensure_loaded?(Nx) do
         {w2, b2, l} = step(w, b, x, y)
         {we2, be2, le} = evaluator(&step/4, [we, be, x, y])
         assert bits({w2, b2, l}) == bits({we2, be2, le})
+        collecting = Nx.Defn.jit(&step/4, garbage_collect: true)
+        assert bits(collecting.(w, b, x, y)) == bits({we2, be2, le})
         assert %Nx.Vulkan.Backend{} = l.data
         {w2, b2, we2, be2}
       end)
