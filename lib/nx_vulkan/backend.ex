@@ -49,7 +49,9 @@ if Code.ensure_loaded?(Nx.Backend) do
     and single-element uploads remember their value: converting them to
     another type, broadcasting, slicing or transposing them is a device fill
     whatever their type, so `Nx.add(t, 1)` stays on the device for every
-    `t` the device computes on. Scalars of other backends are converted on
+    `t` the device computes on. One-element constants are handles on
+    buffers cached per device, type and value (`Nx.Vulkan.Scalars`): a
+    number costs no device op once seen. Scalars of other backends are converted on
     the host before their upload.
 
     When the device's memory pool is full, an allocating operation collects
