@@ -51,6 +51,9 @@ defmodule Nx.Vulkan.Capture do
     end
   end
 
+  @doc "Whether this process is capturing."
+  def capturing?, do: Process.get(@key) != nil
+
   @doc "Marks the capture in progress, if any, as not replayable."
   def abort do
     if Process.get(@key) != nil, do: Process.put(@key, :aborted)

@@ -134,8 +134,6 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     defp cache_entry?(_), do: false
 
     defp compile(cache_key, vars, fun, opts) do
-      this = self()
-
       # Tracing runs in this process: note whether the expression has
       # control flow or hooks that make it unplannable.
       traced = fn vars ->
@@ -146,7 +144,6 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
       evaluate = Evaluator.__compile__(elem(cache_key, 1), vars, traced, opts)
       plannable? = Process.delete({__MODULE__, :plannable}) != false
-      ^this = self()
 
       if plannable? do
         gc? = Keyword.get(opts, :garbage_collect, false)
@@ -161,8 +158,16 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     defp run(cache_key, evaluate, params, gc?) do
       tensors = Enum.map(params, & &1.())
       thunks = Enum.map(tensors, &fn -> &1 end)
+      capturing = Capture.capturing?()
 
       case signature(tensors) do
+        _ when capturing ->
+          # Called while another compiled function is being captured (from
+          # a backend callback): this call's device work would be missing
+          # from, or replayed outside, the outer log.
+          Capture.abort()
+          evaluate.([thunks])
+
         :error ->
           evaluate.([thunks])
 
