@@ -51,8 +51,8 @@ if Code.ensure_loaded?(Nx.Backend) do
     whatever their type, so `Nx.add(t, 1)` stays on the device for every
     `t` the device computes on. One-element constants are handles on
     buffers cached per device, type and value (`Nx.Vulkan.Scalars`): a
-    number costs no device op once seen. Scalars of other backends are converted on
-    the host before their upload.
+    number costs no device op once seen. Scalars of other backends are
+    converted on the host before their upload.
 
     When the device's memory pool is full, an allocating operation collects
     garbage (unreferenced tensors), waits for the queued work and tries
@@ -2281,14 +2281,14 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp strided_read(index, shape, ref, offset, strides),
       do: alloc(index, fn -> NIF.unary(:copy, shape, ref, offset, strides) end)
 
+    # alloc/2 for Nx.Vulkan.Compiler's replays.
+    @doc false
+    def __alloc__(index, fun), do: alloc(index || Nx.Vulkan.default_device_index(), fun)
+
     # Runs an allocating NIF call. When the device's memory pool is full
     # (the runtime has already waited for queued work to return buffers),
     # collects garbage, dropping unreachable tensors that still hold
     # buffers, and tries again before raising.
-    @doc false
-    # alloc/2 for Nx.Vulkan.Compiler's replays.
-    def __alloc__(index, fun), do: alloc(index || Nx.Vulkan.default_device_index(), fun)
-
     defp alloc(index, fun) do
       fun.()
     rescue
