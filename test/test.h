@@ -102,6 +102,22 @@ double nxv_test_f16_value(uint16_t h);
 uint16_t nxv_test_bf16_bits(double x);
 double nxv_test_bf16_value(uint16_t b);
 
+/* A scalar of a real dtype: an integer as two's complement bits (u, or s
+ * signed), a float as a double (f). */
+typedef union nxv_test_val {
+  uint64_t u;
+  int64_t s;
+  double f;
+} nxv_test_val;
+/* u wrapped to the width of integer type t (sign-extended for signed t). */
+nxv_test_val nxv_test_wrap(nxv_dtype t, uint64_t u);
+/* The smallest and the largest value of integer type t. */
+nxv_test_val nxv_test_int_min(nxv_dtype t);
+nxv_test_val nxv_test_int_max(nxv_dtype t);
+/* Storage bits of v as real type t (floats rounded to t), and back. */
+uint64_t nxv_test_encode(nxv_dtype t, nxv_test_val v);
+nxv_test_val nxv_test_decode(nxv_dtype t, uint64_t bits);
+
 /* Expected failures. EXPECT_FAIL(want, out, expr): expr must return status
  * want, record an error message of its own (nxv_last_error changes) and
  * leave the tensor out parameter out untouched (it is set to

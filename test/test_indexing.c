@@ -30,11 +30,7 @@
 
 #define MAX_REPORT 6
 
-typedef union val {
-  uint64_t u;
-  int64_t s;
-  double f;
-} val;
+typedef nxv_test_val val;
 
 static const nxv_dtype kReal[] = {NXV_S8,  NXV_S16, NXV_S32, NXV_S64,
                                   NXV_U8,  NXV_U16, NXV_U32, NXV_U64,
@@ -69,57 +65,9 @@ static size_t lanes(nxv_dtype t) { return is_cx(t) ? 2 : 1; }
 static nxv_dtype lane_type(nxv_dtype t) {
   return t == NXV_C64 ? NXV_F32 : t == NXV_C128 ? NXV_F64 : t;
 }
-static int tbits(nxv_dtype t) { return 8 * (int)nxv_dtype_size(t); }
 
-/* Two's complement wrap of u to the width of integer type t. */
-static val wrap(nxv_dtype t, uint64_t u) {
-  int b = tbits(t);
-  if (b < 64) {
-    u &= (1ull << b) - 1;
-    if (is_sint(t) && ((u >> (b - 1)) & 1u)) u |= ~0ull << b;
-  }
-  return (val){.u = u};
-}
-static val imin(nxv_dtype t) {
-  return is_sint(t) ? wrap(t, 1ull << (tbits(t) - 1)) : (val){.u = 0};
-}
-static val imax(nxv_dtype t) {
-  return is_sint(t) ? wrap(t, (1ull << (tbits(t) - 1)) - 1) : wrap(t, ~0ull);
-}
 
-static double f32_dec(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-/* Storage bits of v as (lane) type t, and back. */
-static uint64_t enc(nxv_dtype t, val v) {
-  switch (t) {
-    case NXV_F16: return nxv_test_f16_bits(v.f);
-    case NXV_BF16: return nxv_test_bf16_bits(v.f);
-    case NXV_F32: {
-      float f = (float)v.f;
-      uint32_t u;
-      memcpy(&u, &f, 4);
-      return u;
-    }
-    case NXV_F64: return v.u;
-    default: return tbits(t) == 64 ? v.u : v.u & ((1ull << tbits(t)) - 1);
-  }
-}
-
-static val dec(nxv_dtype t, uint64_t bits) {
-  switch (t) {
-    case NXV_F16: return (val){.f = nxv_test_f16_value((uint16_t)bits)};
-    case NXV_BF16: return (val){.f = f32_dec((uint32_t)bits << 16)};
-    case NXV_F32: return (val){.f = f32_dec((uint32_t)bits)};
-    case NXV_F64: return (val){.u = bits};
-    default: return wrap(t, bits);
-  }
-}
-
-static val fval(nxv_dtype t, double f) { return dec(t, enc(t, (val){.f = f})); }
+static val fval(nxv_dtype t, double f) { return nxv_test_decode(t, nxv_test_encode(t, (val){.f = f})); }
 static val ival(int64_t v) { return (val){.s = v}; }
 
 static void *xcalloc(size_t n, size_t size) {
@@ -181,7 +129,7 @@ static nxv_tensor *upload(nxv_device *d, nxv_dtype t, size_t n, const val *v) {
   nxv_dtype lt = lane_type(t);
   size_t m = n * lanes(t);
   void *h = xcalloc(m, nxv_dtype_size(lt));
-  for (size_t i = 0; i < m; i++) store_raw(lt, h, i, enc(lt, v[i]));
+  for (size_t i = 0; i < m; i++) store_raw(lt, h, i, nxv_test_encode(lt, v[i]));
   nxv_tensor *out = NULL;
   nxv_status st = nxv_tensor_upload(d, t, n, n ? h : NULL, &out);
   free(h);
@@ -205,8 +153,8 @@ static void release(nxv_tensor *t) {
 /* Expected lane e matches the stored bits got: bit for bit, but any NaN
  * matches an expected NaN. */
 static bool same(nxv_dtype lt, uint64_t got, val e) {
-  if (is_nan_val(lt, e)) return isnan(dec(lt, got).f);
-  return got == enc(lt, e);
+  if (is_nan_val(lt, e)) return isnan(nxv_test_decode(lt, got).f);
+  return got == nxv_test_encode(lt, e);
 }
 
 /* Appends a description of element i of a failing result to buf. */
@@ -247,7 +195,7 @@ static size_t check_elems(const char *tag, nxv_dtype t, nxv_tensor *x, size_t n,
     char be[2][48], bg[2][48], more[512] = "";
     for (size_t l = 0; l < L; l++) {
       fmt(be[l], sizeof be[l], lt, exp[i * L + l]);
-      fmt(bg[l], sizeof bg[l], lt, dec(lt, load_raw(lt, h, i * L + l)));
+      fmt(bg[l], sizeof bg[l], lt, nxv_test_decode(lt, load_raw(lt, h, i * L + l)));
     }
     if (describe) describe(ctx, i, more, sizeof more);
     if (L == 1)
@@ -294,7 +242,7 @@ static val rnd_int(uint64_t *r, nxv_dtype t) {
     case 1: u = u % 81 - 40; break;
     default: u >>= u % 64; break;
   }
-  return wrap(t, u);
+  return nxv_test_wrap(t, u);
 }
 
 /* Random lane of (lane) type lt, any bits a copy must preserve: for floats
@@ -430,10 +378,10 @@ static const char *kPatternNames[P_COUNT] = {"pool", "wide", "all equal",
  * infinities and both zeros, which compare equal). */
 static void make_pool(uint64_t *r, nxv_dtype t, val *pool) {
   if (!is_fp(t)) {
-    pool[0] = imin(t);
-    pool[1] = imax(t);
-    pool[2] = wrap(t, 0);
-    pool[3] = wrap(t, 1);
+    pool[0] = nxv_test_int_min(t);
+    pool[1] = nxv_test_int_max(t);
+    pool[2] = nxv_test_wrap(t, 0);
+    pool[3] = nxv_test_wrap(t, 1);
     for (int i = 4; i < 8; i++) pool[i] = rnd_int(r, t);
     return;
   }
@@ -473,7 +421,7 @@ static void run_argreduce(nxv_device *d, nxv_dtype t, const arg_case *c, int pat
   val *a = xcalloc(n, sizeof *a), *g = xcalloc(n, sizeof *g);
   val *phys = xcalloc(n + 5, sizeof *phys), *back = xcalloc(n + 5, sizeof *back);
   val e[4][1024];
-  val nan = is_fp(t) ? fval(t, NAN) : wrap(t, 0);
+  val nan = is_fp(t) ? fval(t, NAN) : nxv_test_wrap(t, 0);
   val same_v = pool[rnd(r, 8)];
   for (size_t i = 0; i < n; i++) {
     size_t o, j;
@@ -497,7 +445,7 @@ static void run_argreduce(nxv_device *d, nxv_dtype t, const arg_case *c, int pat
   }
   for (int i = 0; i < 5; i++)
     phys[i] = is_fp(t) ? fval(t, i == 0 ? NAN : i & 1 ? INFINITY : -INFINITY)
-                       : (i & 1 ? imax(t) : imin(t));
+                       : (i & 1 ? nxv_test_int_max(t) : nxv_test_int_min(t));
   for (size_t i = 0; i < n; i++) {
     size_t rem = i, p = 0;
     for (int dd = (int)c->rank - 1; dd >= 0; dd--) {
@@ -843,7 +791,7 @@ static const scatter_case kScatterCases[] = {
 /* a + b in lane type lt as the kernel computes it: integers wrap, f16/bf16
  * add in f32 and round to the type, f32 in f32, f64 in f64. */
 static val add_lane(nxv_dtype lt, val a, val b) {
-  if (!is_fp(lt)) return wrap(lt, a.u + b.u);
+  if (!is_fp(lt)) return nxv_test_wrap(lt, a.u + b.u);
   if (lt == NXV_F64) return (val){.f = a.f + b.f};
   float s = (float)a.f + (float)b.f;
   return fval(lt, (double)s);
@@ -1091,7 +1039,7 @@ static void run_sort(nxv_device *d, nxv_dtype t, const sort_case *c, bool dup,
       pool[i] = coin(r, 2) ? fval(t, f[i]) : fval(t, uni(r, -9, 9));
   } else {
     for (int i = 0; i < 4; i++)
-      pool[i] = coin(r, 3) ? (i & 1 ? imax(t) : imin(t)) : rnd_int(r, t);
+      pool[i] = coin(r, 3) ? (i & 1 ? nxv_test_int_max(t) : nxv_test_int_min(t)) : rnd_int(r, t);
   }
   val *a = xcalloc(n, sizeof *a), *ev[2], *ei[2];
   size_t *perm = xcalloc(len, sizeof *perm), *tmp = xcalloc(len, sizeof *tmp);
@@ -1262,7 +1210,7 @@ static int64_t win_out_dim(const win_case *c, uint32_t dd) {
 static val rnd_window(uint64_t *r, nxv_dtype t, nxv_reduce_op op, size_t win_count) {
   if (!is_fp(t)) {
     val v = rnd_int(r, t);
-    return op == NXV_REDUCE_PRODUCT ? wrap(t, v.u | 1) : v;
+    return op == NXV_REDUCE_PRODUCT ? nxv_test_wrap(t, v.u | 1) : v;
   }
   switch (op) {
     case NXV_REDUCE_SUM: /* integers (f16, bf16) or quarters: exact sums */
@@ -1289,18 +1237,18 @@ static val rnd_window(uint64_t *r, nxv_dtype t, nxv_reduce_op op, size_t win_cou
 
 static val win_identity(nxv_dtype t, nxv_reduce_op op) {
   switch (op) {
-    case NXV_REDUCE_SUM: return is_fp(t) ? (val){.f = 0} : wrap(t, 0);
-    case NXV_REDUCE_PRODUCT: return is_fp(t) ? (val){.f = 1} : wrap(t, 1);
-    case NXV_REDUCE_MAX: return is_fp(t) ? (val){.f = -INFINITY} : imin(t);
-    default: return is_fp(t) ? (val){.f = INFINITY} : imax(t);
+    case NXV_REDUCE_SUM: return is_fp(t) ? (val){.f = 0} : nxv_test_wrap(t, 0);
+    case NXV_REDUCE_PRODUCT: return is_fp(t) ? (val){.f = 1} : nxv_test_wrap(t, 1);
+    case NXV_REDUCE_MAX: return is_fp(t) ? (val){.f = -INFINITY} : nxv_test_int_min(t);
+    default: return is_fp(t) ? (val){.f = INFINITY} : nxv_test_int_max(t);
   }
 }
 
 static val win_combine(nxv_dtype t, nxv_reduce_op op, val acc, val x) {
   if (!is_fp(t)) {
     switch (op) {
-      case NXV_REDUCE_SUM: return wrap(t, acc.u + x.u);
-      case NXV_REDUCE_PRODUCT: return wrap(t, acc.u * x.u);
+      case NXV_REDUCE_SUM: return nxv_test_wrap(t, acc.u + x.u);
+      case NXV_REDUCE_PRODUCT: return nxv_test_wrap(t, acc.u * x.u);
       case NXV_REDUCE_MAX: return cmp_val(t, x, acc) > 0 ? x : acc;
       default: return cmp_val(t, x, acc) < 0 ? x : acc;
     }
@@ -1433,7 +1381,7 @@ NXV_TEST(indexing, window_reduce_known) {
       val e[3];
       for (int i = 0; i < 3; i++)
         e[i] = is_fp(t) ? (val){.f = want[op][i]}
-               : isinf(want[op][i]) ? (want[op][i] < 0 ? imin(t) : imax(t))
+               : isinf(want[op][i]) ? (want[op][i] < 0 ? nxv_test_int_min(t) : nxv_test_int_max(t))
                                     : ival((int64_t)want[op][i]);
       nxv_window_desc w = {ta, 1, in, out, win, str, dil, lo};
       nxv_tensor *res = NULL;

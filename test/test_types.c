@@ -3,7 +3,7 @@
  * (s8 s16 s32 s64 u8 u16 u32 u64 f16 bf16 f32 f64) against a CPU reference.
  *
  * Values travel as `val`: integers as 64-bit two's complement, sign- or
- * zero-extended from the type's width (wrap()); floats as doubles holding a
+ * zero-extended from the type's width (nxv_test_wrap()); floats as doubles holding a
  * value of the type (canon()). Integer references run in 64-bit unsigned
  * arithmetic and wrap to the width of the type; the device computes narrow
  * integers in 32 bits, which only shows in shifts (amounts are clamped at
@@ -35,11 +35,7 @@
 #define MAX_REPORT 6
 #define EXACT (-1)  /* ulps argument of check_out: bit-exact */
 
-typedef union val {
-  uint64_t u;
-  int64_t s;
-  double f;
-} val;
+typedef nxv_test_val val;
 
 /* ------------------------------------------------------------------------ */
 /* Types                                                                     */
@@ -76,56 +72,9 @@ static double ulp_of(nxv_dtype t, double v) {
   return ldexp(1.0, e - prec(t));
 }
 
-/* Two's complement wrap of u to the width of integer type t. */
-static val wrap(nxv_dtype t, uint64_t u) {
-  int b = tbits(t);
-  if (b < 64) {
-    u &= (1ull << b) - 1;
-    if (is_sint(t) && ((u >> (b - 1)) & 1u)) u |= ~0ull << b;
-  }
-  return (val){.u = u};
-}
-static val imin(nxv_dtype t) {
-  return is_sint(t) ? wrap(t, 1ull << (tbits(t) - 1)) : (val){.u = 0};
-}
-static val imax(nxv_dtype t) {
-  return is_sint(t) ? wrap(t, (1ull << (tbits(t) - 1)) - 1) : wrap(t, ~0ull);
-}
-
-static double f32_dec(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-/* Storage bits of v as type t, and back. */
-static uint64_t enc(nxv_dtype t, val v) {
-  switch (t) {
-    case NXV_F16: return nxv_test_f16_bits(v.f);
-    case NXV_BF16: return nxv_test_bf16_bits(v.f);
-    case NXV_F32: {
-      float f = (float)v.f;
-      uint32_t u;
-      memcpy(&u, &f, 4);
-      return u;
-    }
-    case NXV_F64: return v.u;
-    default: return tbits(t) == 64 ? v.u : v.u & ((1ull << tbits(t)) - 1);
-  }
-}
-
-static val dec(nxv_dtype t, uint64_t bits) {
-  switch (t) {
-    case NXV_F16: return (val){.f = nxv_test_f16_value((uint16_t)bits)};
-    case NXV_BF16: return (val){.f = f32_dec((uint32_t)bits << 16)};
-    case NXV_F32: return (val){.f = f32_dec((uint32_t)bits)};
-    case NXV_F64: return (val){.u = bits};
-    default: return wrap(t, bits);
-  }
-}
 
 /* v rounded (floats) or wrapped (integers) to type t. */
-static val canon(nxv_dtype t, val v) { return dec(t, enc(t, v)); }
+static val canon(nxv_dtype t, val v) { return nxv_test_decode(t, nxv_test_encode(t, v)); }
 static val fval(nxv_dtype t, double f) { return canon(t, (val){.f = f}); }
 
 static void *xcalloc(size_t n, size_t size) {
@@ -170,7 +119,7 @@ static const char *fmt(char *buf, size_t cap, nxv_dtype t, val v) {
 static nxv_tensor *upload(nxv_device *d, nxv_dtype t, size_t n, const val *v,
                           bool reversed) {
   void *h = xcalloc(n, nxv_dtype_size(t));
-  for (size_t i = 0; i < n; i++) store_raw(t, h, reversed ? n - 1 - i : i, enc(t, v[i]));
+  for (size_t i = 0; i < n; i++) store_raw(t, h, reversed ? n - 1 - i : i, nxv_test_encode(t, v[i]));
   nxv_tensor *out = NULL;
   nxv_status st = nxv_tensor_upload(d, t, n, h, &out);
   free(h);
@@ -188,7 +137,7 @@ static uint64_t fkey(nxv_dtype t, uint64_t bits) {
 static bool close_enough(nxv_dtype t, uint64_t got, uint64_t exp, int ulps,
                          double abs_tol) {
   if (!is_fp(t)) return got == exp;
-  val g = dec(t, got), e = dec(t, exp);
+  val g = nxv_test_decode(t, got), e = nxv_test_decode(t, exp);
   if (isnan(e.f)) return isnan(g.f) && (t != NXV_BF16 || got == 0x7FC0u);
   if (got == exp) return true;
   if (ulps < 0 || isnan(g.f)) return false;
@@ -213,7 +162,7 @@ static void check_out(const char *tag, nxv_dtype t, nxv_tensor *out, size_t n,
   if (st == NXV_OK) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
-      uint64_t got = load_raw(t, h, i), want = enc(t, exp[i]);
+      uint64_t got = load_raw(t, h, i), want = nxv_test_encode(t, exp[i]);
       if (close_enough(t, got, want, ulps, abs ? abs[i] : 0)) continue;
       if (++bad <= MAX_REPORT) {
         char args[96] = "", bx[40], by[40], be[40], bg[40];
@@ -226,7 +175,7 @@ static void check_out(const char *tag, nxv_dtype t, nxv_tensor *out, size_t n,
                 "  %s [%zu]%s: expected %s (0x%llx), got %s (0x%llx)"
                 " (ulps %d, abs %.3g)\n",
                 tag, i, args, fmt(be, sizeof be, t, exp[i]),
-                (unsigned long long)want, fmt(bg, sizeof bg, t, dec(t, got)),
+                (unsigned long long)want, fmt(bg, sizeof bg, t, nxv_test_decode(t, got)),
                 (unsigned long long)got, ulps, abs ? abs[i] : 0.0);
       }
     }
@@ -266,14 +215,14 @@ static double sgn(uint64_t *r) { return coin(r, 2) ? -1.0 : 1.0; }
 /* The type's extremes and neighbours of zero. */
 static int specials(nxv_dtype t, val *v) {
   if (!is_fp(t)) {
-    val mn = imin(t), mx = imax(t);
+    val mn = nxv_test_int_min(t), mx = nxv_test_int_max(t);
     if (is_sint(t)) {
-      val s[7] = {mn, mx, wrap(t, ~0ull), wrap(t, 0), wrap(t, 1), wrap(t, 2),
-                  wrap(t, mn.u + 1)};
+      val s[7] = {mn, mx, nxv_test_wrap(t, ~0ull), nxv_test_wrap(t, 0), nxv_test_wrap(t, 1), nxv_test_wrap(t, 2),
+                  nxv_test_wrap(t, mn.u + 1)};
       memcpy(v, s, sizeof s);
     } else {
-      val s[7] = {mn, mx, wrap(t, 1), wrap(t, 2), wrap(t, mx.u - 1),
-                  wrap(t, mx.u >> 1), wrap(t, (mx.u >> 1) + 1)};
+      val s[7] = {mn, mx, nxv_test_wrap(t, 1), nxv_test_wrap(t, 2), nxv_test_wrap(t, mx.u - 1),
+                  nxv_test_wrap(t, mx.u >> 1), nxv_test_wrap(t, (mx.u >> 1) + 1)};
       memcpy(v, s, sizeof s);
     }
     return 7;
@@ -294,7 +243,7 @@ static val rnd_int(uint64_t *r, nxv_dtype t) {
     case 2: u >>= u % 64; break;
     default: u %= 70; break;
   }
-  return wrap(t, u);
+  return nxv_test_wrap(t, u);
 }
 
 /* Random operand `which` (0: a, 1: b) of binary op on float type t, in a
@@ -368,7 +317,7 @@ static val ref_binary_int(nxv_binary_op op, nxv_dtype t, val a, val b) {
       break;
     default: break;
   }
-  return wrap(t, r);
+  return nxv_test_wrap(t, r);
 }
 
 static val ref_binary(nxv_binary_op op, nxv_dtype t, val a, val b) {
@@ -488,7 +437,7 @@ static val ref_unary(nxv_unary_op op, nxv_dtype t, val a) {
       case NXV_BITWISE_NOT: r = ~x; break;
       default: break;
     }
-    return wrap(t, r);
+    return nxv_test_wrap(t, r);
   }
   double x = a.f, r = 0;
   switch (op) {
@@ -573,15 +522,15 @@ NXV_TEST(types, unary) {
  * compute type), then rounds to nearest even (f16) or truncates (bf16). */
 static val ref_convert(nxv_dtype from, nxv_dtype to, val a) {
   if (!is_fp(to)) {
-    if (!is_fp(from)) return wrap(to, a.u);
+    if (!is_fp(from)) return nxv_test_wrap(to, a.u);
     double x = trunc(a.f);
-    if (isnan(x)) return wrap(to, 0);
+    if (isnan(x)) return nxv_test_wrap(to, 0);
     int b = tbits(to);
     double lo = is_sint(to) ? -ldexp(1, b - 1) : 0;
     double hi = is_sint(to) ? ldexp(1, b - 1) : ldexp(1, b); /* first out */
-    if (x <= lo) return imin(to);
-    if (x >= hi) return imax(to);
-    return x < 0 ? wrap(to, (uint64_t)(int64_t)x) : wrap(to, (uint64_t)x);
+    if (x <= lo) return nxv_test_int_min(to);
+    if (x >= hi) return nxv_test_int_max(to);
+    return x < 0 ? nxv_test_wrap(to, (uint64_t)(int64_t)x) : nxv_test_wrap(to, (uint64_t)x);
   }
   if (to == NXV_F64)
     return (val){.f = is_fp(from) ? a.f : is_sint(from) ? (double)a.s : (double)a.u};
@@ -612,9 +561,9 @@ static int conv_inputs(nxv_dtype t, uint64_t *r, val *v) {
   if (is_fp(t))
     for (size_t i = 0; i < sizeof fl / sizeof *fl; i++) v[k++] = fval(t, fl[i]);
   else
-    for (size_t i = 0; i < sizeof in / sizeof *in; i++) v[k++] = wrap(t, (uint64_t)in[i]);
+    for (size_t i = 0; i < sizeof in / sizeof *in; i++) v[k++] = nxv_test_wrap(t, (uint64_t)in[i]);
   for (; k < NCONV; k++)
-    v[k] = !is_fp(t) ? wrap(t, test_rand_u64(r) >> (test_rand_u64(r) % 64))
+    v[k] = !is_fp(t) ? nxv_test_wrap(t, test_rand_u64(r) >> (test_rand_u64(r) % 64))
            : fval(t, coin(r, 2) ? uni(r, -300, 300) : sgn(r) * logu(r, 1e-3, 1e20));
   return k;
 }
@@ -764,7 +713,7 @@ NXV_TEST(types, compare_select) {
 static val rnd_reduce(uint64_t *r, nxv_dtype t, nxv_reduce_op op) {
   if (!is_fp(t)) { /* odd factors keep a wrapped product nonzero */
     val v = rnd_int(r, t);
-    return op == NXV_REDUCE_PRODUCT ? wrap(t, v.u | 1) : v;
+    return op == NXV_REDUCE_PRODUCT ? nxv_test_wrap(t, v.u | 1) : v;
   }
   switch (op) {
     case NXV_REDUCE_SUM: return fval(t, uni(r, -10, 10));
@@ -808,7 +757,7 @@ static size_t ref_reduce(nxv_reduce_op op, nxv_dtype t, const val *a, int axis,
       first = false;
     }
     if (!is_fp(t)) {
-      e[o] = wrap(t, acc);
+      e[o] = nxv_test_wrap(t, acc);
       tol[o] = 0;
       continue;
     }
@@ -835,8 +784,8 @@ static void run_reduce(nxv_device *d, nxv_dtype t, nxv_reduce_op op, uint64_t *r
       a[4 * RC + 3] = fval(t, -INFINITY);
     }
   } else if (!is_fp(t)) {
-    a[5] = imin(t);
-    a[RC + 9] = imax(t);
+    a[5] = nxv_test_int_min(t);
+    a[RC + 9] = nxv_test_int_max(t);
   }
   nxv_tensor *ta = upload(d, t, RR * RC, a, false);
   if (!ta) return;
@@ -881,9 +830,9 @@ static void run_matmul(nxv_device *d, nxv_dtype t, uint64_t *r) {
   val a[MM * MK], b[MK * MN], bt[MN * MK], e[MM * MN];
   double tol[MM * MN];
   for (int i = 0; i < MM * MK; i++)
-    a[i] = is_fp(t) ? fval(t, uni(r, -4, 4)) : wrap(t, test_rand_u64(r));
+    a[i] = is_fp(t) ? fval(t, uni(r, -4, 4)) : nxv_test_wrap(t, test_rand_u64(r));
   for (int i = 0; i < MK * MN; i++)
-    b[i] = is_fp(t) ? fval(t, uni(r, -4, 4)) : wrap(t, test_rand_u64(r));
+    b[i] = is_fp(t) ? fval(t, uni(r, -4, 4)) : nxv_test_wrap(t, test_rand_u64(r));
   for (int p = 0; p < MK; p++)
     for (int j = 0; j < MN; j++) bt[j * MK + p] = b[p * MN + j];
   for (int i = 0; i < MM; i++)
@@ -899,7 +848,7 @@ static void run_matmul(nxv_device *d, nxv_dtype t, uint64_t *r) {
         f += (long double)x.f * y.f;
         mag += fabsl((long double)x.f * y.f);
       }
-      e[i * MN + j] = is_fp(t) ? fval(t, (double)f) : wrap(t, acc);
+      e[i * MN + j] = is_fp(t) ? fval(t, (double)f) : nxv_test_wrap(t, acc);
       tol[i * MN + j] =
           is_fp(t) ? 2 * ulp_of(t, (double)f) + (double)(MK * eps_acc(t) * mag) : 0;
     }
@@ -933,7 +882,7 @@ static void run_iota_fill(nxv_device *d, nxv_dtype t, uint64_t *r) {
   for (uint32_t axis = 0; axis < 2; axis++) {
     for (size_t i = 0; i < 3 * 70; i++) {
       uint64_t idx = axis ? i % 70 : i / 70;
-      e[i] = is_fp(t) ? fval(t, (double)idx) : wrap(t, idx);
+      e[i] = is_fp(t) ? fval(t, (double)idx) : nxv_test_wrap(t, idx);
     }
     char tag[64];
     snprintf(tag, sizeof tag, "iota %s [3,70] axis %u", nxv_dtype_name(t), axis);
@@ -947,7 +896,7 @@ static void run_iota_fill(nxv_device *d, nxv_dtype t, uint64_t *r) {
   static const size_t counts[3] = {N, 3, 1};
   for (int i = 0; i < 3; i++) {
     uint64_t raw = 0; /* one element of t in its first bytes */
-    store_raw(t, &raw, 0, enc(t, fills[i]));
+    store_raw(t, &raw, 0, nxv_test_encode(t, fills[i]));
     for (size_t j = 0; j < counts[i]; j++) e[j] = fills[i];
     char tag[64], buf[40];
     snprintf(tag, sizeof tag, "fill %s %zu x %s", nxv_dtype_name(t), counts[i],

@@ -1,6 +1,6 @@
 /*
- * test_values.c - bit encodings of the 16-bit float types for the C tests'
- * references (declared in test.h).
+ * test_values.c - bit encodings of the float types and integer wrapping for
+ * the C tests' references (declared in test.h).
  */
 #include <math.h>
 #include <string.h>
@@ -42,4 +42,55 @@ double nxv_test_bf16_value(uint16_t b) {
   float f;
   memcpy(&f, &u, 4);
   return f;
+}
+
+static int tbits(nxv_dtype t) { return 8 * (int)nxv_dtype_size(t); }
+static bool is_sint(nxv_dtype t) { return t <= NXV_S64; }
+
+nxv_test_val nxv_test_wrap(nxv_dtype t, uint64_t u) {
+  int b = tbits(t);
+  if (b < 64) {
+    u &= (1ull << b) - 1;
+    if (is_sint(t) && ((u >> (b - 1)) & 1u)) u |= ~0ull << b;
+  }
+  return (nxv_test_val){.u = u};
+}
+
+nxv_test_val nxv_test_int_min(nxv_dtype t) {
+  return is_sint(t) ? nxv_test_wrap(t, 1ull << (tbits(t) - 1)) : (nxv_test_val){.u = 0};
+}
+
+nxv_test_val nxv_test_int_max(nxv_dtype t) {
+  return is_sint(t) ? nxv_test_wrap(t, (1ull << (tbits(t) - 1)) - 1) : nxv_test_wrap(t, ~0ull);
+}
+
+static double f32_value(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+uint64_t nxv_test_encode(nxv_dtype t, nxv_test_val v) {
+  switch (t) {
+    case NXV_F16: return nxv_test_f16_bits(v.f);
+    case NXV_BF16: return nxv_test_bf16_bits(v.f);
+    case NXV_F32: {
+      float f = (float)v.f;
+      uint32_t u;
+      memcpy(&u, &f, 4);
+      return u;
+    }
+    case NXV_F64: return v.u;
+    default: return tbits(t) == 64 ? v.u : v.u & ((1ull << tbits(t)) - 1);
+  }
+}
+
+nxv_test_val nxv_test_decode(nxv_dtype t, uint64_t bits) {
+  switch (t) {
+    case NXV_F16: return (nxv_test_val){.f = nxv_test_f16_value((uint16_t)bits)};
+    case NXV_BF16: return (nxv_test_val){.f = f32_value((uint32_t)bits << 16)};
+    case NXV_F32: return (nxv_test_val){.f = f32_value((uint32_t)bits)};
+    case NXV_F64: return (nxv_test_val){.u = bits};
+    default: return nxv_test_wrap(t, bits);
+  }
 }
