@@ -28,6 +28,8 @@ typedef struct pc_matmul {        /* matmul.comp */
   uint32_t m, n, k, batch_base;
   int32_t a_sb, a_sm, a_sk, b_sb, b_sk, b_sn;
   uint32_t a_off, b_off;
+  uint64_t part;                  /* gemm.comp split k: partial tiles */
+  uint32_t kchunk, nsplit, nbatch, pad;
 } pc_matmul;
 typedef struct pc_fill {          /* fill.comp */
   uint64_t c;
@@ -52,7 +54,7 @@ typedef struct pc_gather {        /* gather.comp */
 
 _Static_assert(sizeof(pc_ew) == 56, "pc_ew layout");
 _Static_assert(sizeof(pc_reduce) == 56, "pc_reduce layout");
-_Static_assert(sizeof(pc_matmul) == 72, "pc_matmul layout");
+_Static_assert(sizeof(pc_matmul) == 96, "pc_matmul layout");
 
 static const char *kBinaryNames[NXV_BINARY_OP_COUNT] = {
     "add", "subtract", "multiply", "divide", "max", "min", "pow",
@@ -915,14 +917,34 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
   NXV_TRY(check_operand("b", m->b, m->b_offset, m->b_strides, bdims));
   /* f16, bf16 and f32 take the register-blocked kernel (gemm.comp): 128x128
    * tiles when there are enough of them to fill a large GPU, 64x64 tiles
-   * otherwise. Other types take matmul.comp (64x64 tiles). */
+   * otherwise, and 64x64 tiles over chunks of k when even those are too
+   * few for a long k (skinny products: a dense layer's forward pass with
+   * few outputs, the weight gradient). Other types take matmul.comp (64x64
+   * tiles). */
   nxv_spv_module module = family(NXV_SPV_MATMUL_S8, t);
-  uint32_t variant = 0, tile = 64;
-  if (t == NXV_F16 && coopmat_layout(d, m, &variant)) {
+  uint32_t variant = 0, tile = 64, nsplit = 1, kchunk = (uint32_t)m->k;
+  bool gemm_type = (t == NXV_F16 || t == NXV_BF16 || t == NXV_F32) &&
+                   d->vk.info.max_workgroup_invocations >= 256;
+  uint64_t tiles64 = ((m->m + 63) / 64) * ((m->n + 63) / 64) * m->batch;
+  if (gemm_type && tiles64 && tiles64 < 128 && m->k >= 1024) {
+    /* Aim for ~256 workgroups with at least 256 of k each. */
+    uint64_t ns = (256 + tiles64 - 1) / tiles64;
+    if (ns > m->k / 256) ns = m->k / 256;
+    if (ns * m->batch > d->vk.info.max_workgroup_count[2]) ns = 1;
+    if (ns >= 2) {
+      uint64_t kc = (m->k + ns - 1) / ns;
+      kc = (kc + 7) / 8 * 8;
+      kchunk = (uint32_t)kc;
+      nsplit = (uint32_t)((m->k + kc - 1) / kc);
+    }
+  }
+  if (nsplit > 1) {
+    module = t == NXV_F32 ? NXV_SPV_GEMM_F32 : t == NXV_F16 ? NXV_SPV_GEMM_F16 : NXV_SPV_GEMM_BF16;
+    variant = 1;
+  } else if (t == NXV_F16 && coopmat_layout(d, m, &variant)) {
     module = NXV_SPV_COOPMAT_F16;
     tile = 128;
-  } else if ((t == NXV_F16 || t == NXV_BF16 || t == NXV_F32) &&
-      d->vk.info.max_workgroup_invocations >= 256) {
+  } else if (gemm_type) {
     module = t == NXV_F32 ? NXV_SPV_GEMM_F32 : t == NXV_F16 ? NXV_SPV_GEMM_F16 : NXV_SPV_GEMM_BF16;
     uint64_t tiles128 = ((m->m + 127) / 128) * ((m->n + 127) / 128) * m->batch;
     if (tiles128 >= 96) tile = 128;
@@ -938,13 +960,22 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
     *out = tout;
     return NXV_OK;
   }
+  nxv_tensor *part = NULL;
+  if (nsplit > 1) {
+    nxv_status st = nxv_tensor_new(d, NXV_F32, (uint64_t)nsplit * outn, &part);
+    if (st != NXV_OK) {
+      nxv_tensor_release(tout);
+      return st;
+    }
+  }
   uint32_t zmax = d->vk.info.max_workgroup_count[2];
-  for (uint64_t b0 = 0; b0 < m->batch; b0 += zmax) {
+  nxv_status st = NXV_OK;
+  for (uint64_t b0 = 0; b0 < m->batch && st == NXV_OK; b0 += zmax) {
     uint64_t nb = m->batch - b0 < zmax ? m->batch - b0 : zmax;
     nxv_node *node = nxv_node_new(0);
     if (!node) {
-      nxv_tensor_release(tout);
-      return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+      st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+      break;
     }
     pc_matmul pc = {
         .a = m->a->buf->addr, .b = m->b->buf->addr, .c = tout->buf->addr,
@@ -953,21 +984,43 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
         .a_sb = (int32_t)m->a_strides[0], .a_sm = (int32_t)m->a_strides[1],
         .a_sk = (int32_t)m->a_strides[2], .b_sb = (int32_t)m->b_strides[0],
         .b_sk = (int32_t)m->b_strides[1], .b_sn = (int32_t)m->b_strides[2],
-        .a_off = (uint32_t)m->a_offset, .b_off = (uint32_t)m->b_offset};
+        .a_off = (uint32_t)m->a_offset, .b_off = (uint32_t)m->b_offset,
+        .part = part ? part->buf->addr : 0, .kchunk = kchunk, .nsplit = nsplit,
+        .nbatch = (uint32_t)nb};
     memcpy(node->pc, &pc, sizeof pc);
     node->pc_size = sizeof pc;
     node->groups[0] = gx;
     node->groups[1] = gy;
-    node->groups[2] = (uint32_t)nb;
+    node->groups[2] = (uint32_t)(nb * nsplit);
     node->cost = nb * m->m * m->n * (m->k ? m->k : 1) / 16 + 1;
     node_use(node, m->a, false);
     node_use(node, m->b, false);
-    node_use(node, tout, true);
-    nxv_status st = push_dispatch(d, node, module, 0, variant);
-    if (st != NXV_OK) {
-      nxv_tensor_release(tout);
-      return st;
+    node_use(node, part ? part : tout, true);
+    st = push_dispatch(d, node, module, 0, variant);
+    if (st == NXV_OK && part) {
+      /* Second pass: each result adds its chunks' partials in order. */
+      nxv_node *fin = nxv_node_new(0);
+      if (!fin) {
+        st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+        break;
+      }
+      memcpy(fin->pc, &pc, sizeof pc);
+      fin->pc_size = sizeof pc;
+      uint64_t outs = nb * m->m * m->n, g = (outs + 63) / 64;
+      uint32_t cap = d->vk.info.max_workgroup_count[0] < MAX_GROUPS
+                         ? d->vk.info.max_workgroup_count[0] : MAX_GROUPS;
+      fin->groups[0] = g > cap ? cap : (uint32_t)g;
+      fin->groups[1] = fin->groups[2] = 1;
+      fin->cost = (uint64_t)nsplit * outs + outs;
+      node_use(fin, part, false);
+      node_use(fin, tout, true);
+      st = push_dispatch(d, fin, module, 0, 2);
     }
+  }
+  nxv_tensor_release(part); /* the queued nodes hold its buffer */
+  if (st != NXV_OK) {
+    nxv_tensor_release(tout);
+    return st;
   }
   *out = tout;
   return NXV_OK;
@@ -1382,7 +1435,7 @@ nxv_status nxv_sort(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t len,
 
 typedef struct pc_conv {          /* conv.comp */
   uint64_t a, k, c, args;
-  uint32_t n_out, srank, k_count, pad;
+  uint32_t n_out, srank, k_count, k_dc;
 } pc_conv;
 _Static_assert(sizeof(pc_conv) == 48, "pc_conv layout");
 _Static_assert(NXV_SPV_CONV_C128 - NXV_SPV_CONV_S8 == NXV_C128, "conv family");
@@ -1533,20 +1586,32 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
     a[7] = (uint32_t)stride;
     stride *= c->in_shape[2 + i];
   }
+  /* Few outputs with long sums (a kernel gradient reduces over the batch
+   * and the output's spatial block) take a workgroup each (variant 1):
+   * one thread per output would leave most of the device idle. */
+  uint64_t work = taps * (uint64_t)Ck;
+  uint32_t wg = nxv_registry_workgroup_size(d->kernels);
+  bool per_group = (wg & (wg - 1)) == 0 &&
+                   ((n_out < 65536 && work >= 2048) || (n_out < 2048 && work >= 256));
   pc_conv pc = {.a = c->input->buf->addr, .k = c->kernel->buf->addr,
                 .c = tout->buf->addr, .n_out = (uint32_t)n_out, .srank = S,
-                .k_count = (uint32_t)taps};
+                .k_count = (uint32_t)taps, .k_dc = (uint32_t)(wg / taps)};
   memcpy(node->pc, &pc, sizeof pc);
   node->pc_size = sizeof pc;
   node->args_pc_offset = offsetof(pc_conv, args);
-  node->groups[0] = groups_for(d, n_out);
+  if (per_group) {
+    uint32_t cap = d->vk.info.max_workgroup_count[0] < MAX_GROUPS
+                       ? d->vk.info.max_workgroup_count[0] : MAX_GROUPS;
+    node->groups[0] = n_out > cap ? cap : (uint32_t)n_out;
+  } else {
+    node->groups[0] = groups_for(d, n_out);
+  }
   node->groups[1] = node->groups[2] = 1;
-  uint64_t work = taps * (uint64_t)Ck;
   node->cost = work && n_out > UINT64_MAX / work ? UINT64_MAX : n_out * (work + 1);
   node_use(node, c->input, false);
   node_use(node, c->kernel, false);
   node_use(node, tout, true);
-  nxv_status st = push_dispatch(d, node, module, 0, 0);
+  nxv_status st = push_dispatch(d, node, module, 0, per_group ? 1 : 0);
   if (st != NXV_OK) {
     nxv_tensor_release(tout);
     return st;

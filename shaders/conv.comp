@@ -3,8 +3,12 @@
 #include "types.glsl"
 // conv.comp - direct convolution of element type T (T_ID), accumulated in
 // the compute type TC (f16 and bf16 in f32, narrow integers in 32 bits and
-// wrapped on store, complex types as complex products), one thread per
-// output element.
+// wrapped on store, complex types as complex products).
+// VARIANT 0: one thread per output element, channels and taps in order.
+// VARIANT 1: one workgroup per output element (few outputs, long sums, as
+//            in a kernel gradient): its threads take the (channel, tap)
+//            products in turn, then a tree reduction in shared memory
+//            (the workgroup size must be a power of two).
 //
 // Layouts are dense and canonical: input [N_in, C_in, in spatial...],
 // kernel [O, Ck, kernel spatial...], output [N_out, O, out spatial...].
@@ -41,12 +45,34 @@ layout(push_constant, std430) uniform PC {
   uint n_out;    // output elements
   uint srank;    // spatial rank
   uint k_count;  // kernel spatial elements (taps per channel)
-  uint pad;
+  uint k_dc;     // VARIANT 1: workgroup size / k_count
 } pc;
 
 #define HDR 8
 #define AXW 8
 shared int s_args[HDR + AXW * NXV_MAX_RANK];
+shared TC s_acc[gl_WorkGroupSize.x];
+
+// Offset within the input's spatial block of kernel tap kk for the output
+// whose tap-0 positions are base; false when the tap reads padding or a
+// hole of the input dilation.
+bool tap_offset(uint S, int base[NXV_MAX_RANK], uint kk, out uint off) {
+  uint kr = kk;
+  off = 0u;
+  bool inside = true;
+  for (int d = int(S) - 1; d >= 0; --d) {
+    uint ax = HDR + AXW * uint(d);
+    uint kd = uint(s_args[ax + 2u]);
+    uint q = kr / kd;
+    int p = base[d] + int(kr - q * kd) * s_args[ax + 6u];
+    kr = q;
+    int dil = s_args[ax + 5u];
+    int i = p / dil;
+    inside = inside && p >= 0 && i * dil == p && i < s_args[ax + 1u];
+    off += uint(i) * uint(s_args[ax + 7u]);
+  }
+  return inside;
+}
 
 void main() {
   uint S = pc.srank;
@@ -57,7 +83,11 @@ void main() {
   uint group_out = uint(s_args[3]), batch_step = uint(s_args[4]);
   uint chan_step = uint(s_args[5]), in_sp = uint(s_args[6]), out_sp = uint(s_args[7]);
   uint K = pc.k_count;
-  for (uint o = nxv_gid(); o < pc.n_out; o += nxv_nthreads()) {
+  bool per_group = VARIANT == 1u;
+  uint lid = gl_LocalInvocationID.x;
+  uint o0 = per_group ? gl_WorkGroupID.x : nxv_gid();
+  uint ostep = per_group ? gl_NumWorkGroups.x : nxv_nthreads();
+  for (uint o = o0; o < pc.n_out; o += ostep) {
     uint rest = o / out_sp;
     uint sp = o - rest * out_sp;
     uint n = rest / O;
@@ -75,29 +105,42 @@ void main() {
       rem = q;
     }
     TC acc = TC(0);
-    for (uint kk = 0u; kk < K; ++kk) {
-      uint kr = kk;
-      uint off = 0u;
-      bool inside = true;
-      for (int d = int(S) - 1; d >= 0; --d) {
-        uint ax = HDR + AXW * uint(d);
-        uint kd = uint(s_args[ax + 2u]);
-        uint q = kr / kd;
-        int p = base[d] + int(kr - q * kd) * s_args[ax + 6u];
-        kr = q;
-        int dil = s_args[ax + 5u];
-        int i = p / dil;
-        inside = inside && p >= 0 && i * dil == p && i < s_args[ax + 1u];
-        off += uint(i) * uint(s_args[ax + 7u]);
+    if (!per_group) {
+      for (uint kk = 0u; kk < K; ++kk) {
+        uint off;
+        if (!tap_offset(S, base, kk, off)) continue;
+        uint ai = in_base + off, ki = k_base + kk;
+        for (uint c = 0u; c < Ck; ++c) {
+          acc += MUL(T_LD(pc.a.v[ai]), T_LD(pc.k.v[ki]));
+          ai += in_sp;
+          ki += K;
+        }
       }
-      if (!inside) continue;
-      uint ai = in_base + off, ki = k_base + kk;
-      for (uint c = 0u; c < Ck; ++c) {
-        acc += MUL(T_LD(pc.a.v[ai]), T_LD(pc.k.v[ki]));
-        ai += in_sp;
-        ki += K;
+      pc.c.v[o] = T_ST(acc);
+      continue;
+    }
+    // Product r = c * K + kk; thread lid takes r = lid, lid + wg, ...
+    // stepping (channel, tap) by (k_dc, wg - k_dc * K).
+    uint dk = gl_WorkGroupSize.x - pc.k_dc * K;
+    uint c = lid / K, kk = lid - c * K;
+    while (c < Ck) {
+      uint off;
+      if (tap_offset(S, base, kk, off))
+        acc += MUL(T_LD(pc.a.v[in_base + off + c * in_sp]), T_LD(pc.k.v[k_base + c * K + kk]));
+      kk += dk;
+      c += pc.k_dc;
+      if (kk >= K) {
+        kk -= K;
+        c += 1u;
       }
     }
-    pc.c.v[o] = T_ST(acc);
+    s_acc[lid] = acc;
+    barrier();
+    for (uint s = gl_WorkGroupSize.x / 2u; s > 0u; s >>= 1) {
+      if (lid < s) s_acc[lid] = s_acc[lid] + s_acc[lid + s];
+      barrier();
+    }
+    if (lid == 0u) pc.c.v[o] = T_ST(s_acc[0]);
+    barrier();
   }
 }

@@ -8,6 +8,12 @@
 //
 // VARIANT 0: 128x128 tile of C per workgroup, 256 threads.
 // VARIANT 1: 64x64 tile, 64 threads (more workgroups for mid sizes).
+// Split k (few tiles, long sums): with nsplit > 1 the k axis is cut into
+// chunks of kchunk; workgroup z = batch * nsplit + chunk writes its f32
+// partial tile to part[chunk * outs + b * m * n + ...] (outs = nbatch * m
+// * n), and VARIANT 2 (64 threads, one per result) adds the partials of
+// each result in chunk order and stores it (results do not depend on
+// scheduling).
 // Each thread accumulates an 8x8 block: rows {ty*4 + i, BM/2 + ty*4 + i},
 // columns {tx*4 + j, BN/2 + tx*4 + j}, i, j < 4, so its shared-memory reads
 // are 4-wide and conflict-free. A and B advance through k in slices of 8,
@@ -15,12 +21,13 @@
 // memory into registers while the current one is multiplied). Each operand
 // is read along its contiguous axis, whichever it is (k for a row-major A,
 // m for a transposed one), so global reads stay coalesced.
-// Dispatch: (ceil(n/BN), ceil(m/BM), batch); spec constant 0 must be
-// 256 (VARIANT 0) or 64 (VARIANT 1).
+// Dispatch: (ceil(n/BN), ceil(m/BM), batch * nsplit); spec constant 0
+// must be 256 (VARIANT 0) or 64 (VARIANTS 1 and 2).
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufF { float v[]; };
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -30,6 +37,11 @@ layout(push_constant, std430) uniform PC {
   int a_sb, a_sm, a_sk;
   int b_sb, b_sk, b_sn;
   uint a_off, b_off;
+  BufF part;     // split k: partial tiles (nsplit * outs floats)
+  uint kchunk;   // split k: k elements per chunk
+  uint nsplit;   // chunks of k (0 or 1: no split)
+  uint nbatch;   // split k: batches in this dispatch
+  uint pad;
 } pc;
 
 const uint BM = VARIANT == 0u ? 128u : 64u;
@@ -43,20 +55,37 @@ shared vec4 As[2 * BK * (128u + PAD) / 4u];
 shared vec4 Bs[2 * BK * (128u + PAD) / 4u];
 const uint ROW4 = (BM + PAD) / 4u;       // vec4s per shared row
 
-// Element (r, p) of A and (p, s) of B, 0 outside the matrices; sk is the k
-// stride (1 when the caller walks a k-contiguous operand).
+uint k_end;  // end of this workgroup's k range
+
+// Element (r, p) of A and (p, s) of B, 0 outside the matrices and the k
+// range; sk is the k stride (1 when the caller walks a k-contiguous
+// operand).
 float load_a(uint base, uint r, uint p, uint sk) {
-  return (r < pc.m && p < pc.k) ? float(T_LD(pc.a.v[base + r * uint(pc.a_sm) + p * sk])) : 0.0;
+  return (r < pc.m && p < k_end) ? float(T_LD(pc.a.v[base + r * uint(pc.a_sm) + p * sk])) : 0.0;
 }
 float load_b(uint base, uint p, uint s, uint sk) {
-  return (s < pc.n && p < pc.k) ? float(T_LD(pc.b.v[base + p * sk + s * uint(pc.b_sn)])) : 0.0;
+  return (s < pc.n && p < k_end) ? float(T_LD(pc.b.v[base + p * sk + s * uint(pc.b_sn)])) : 0.0;
 }
 
 void main() {
+  uint nsplit = max(pc.nsplit, 1u);
+  if (VARIANT == 2u) {  // combine the partials of split k, in chunk order
+    uint outs = pc.nbatch * pc.m * pc.n;
+    uint cbase0 = pc.batch_base * pc.m * pc.n;
+    for (uint o = nxv_gid(); o < outs; o += nxv_nthreads()) {
+      float acc = 0.0;
+      for (uint s = 0u; s < nsplit; ++s) acc += pc.part.v[s * outs + o];
+      pc.c.v[cbase0 + o] = T_ST(acc);
+    }
+    return;
+  }
   uint lid = gl_LocalInvocationID.x;
   uint tx = lid % (BN / 8u), ty = lid / (BN / 8u);
   uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
-  uint bat = gl_WorkGroupID.z + pc.batch_base;
+  uint chunk = gl_WorkGroupID.z % nsplit;
+  uint bat = gl_WorkGroupID.z / nsplit + pc.batch_base;
+  uint k0 = nsplit > 1u ? chunk * pc.kchunk : 0u;
+  k_end = nsplit > 1u ? min(pc.k, k0 + pc.kchunk) : pc.k;
   uint abase = pc.a_off + bat * uint(pc.a_sb);
   uint bbase = pc.b_off + bat * uint(pc.b_sb);
   // Which axis consecutive threads walk when loading: k for a row-major A
@@ -118,14 +147,14 @@ void main() {
   vec4 acc[8][2];
   [[unroll]] for (uint i = 0u; i < 8u; ++i) acc[i][0] = acc[i][1] = vec4(0.0);
 
-  LOAD_SLICE(0u)
+  LOAD_SLICE(k0)
   STORE_SLICE(0u)
   barrier();
-  uint nslices = (pc.k + BK - 1u) / BK;
+  uint nslices = (k_end - k0 + BK - 1u) / BK;
   for (uint slice = 0u; slice < nslices; ++slice) {
     uint cur = slice & 1u;
     bool more = slice + 1u < nslices;
-    if (more) { LOAD_SLICE((slice + 1u) * BK) }
+    if (more) { LOAD_SLICE(k0 + (slice + 1u) * BK) }
     uint base = cur * BK * ROW4;
     [[unroll]] for (uint p = 0u; p < BK; ++p) {
       vec4 a0 = As[base + p * ROW4 + ty];
@@ -143,14 +172,19 @@ void main() {
     barrier();
   }
 
-  uint cbase = bat * pc.m * pc.n;
+  bool split = nsplit > 1u;
+  uint cbase = split ? (chunk * pc.nbatch + bat - pc.batch_base) * pc.m * pc.n
+                     : bat * pc.m * pc.n;
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint gr = row0 + (i < 4u ? ty * 4u + i : BM / 2u + ty * 4u + (i - 4u));
     if (gr >= pc.m) continue;
     [[unroll]] for (uint h = 0u; h < 2u; ++h) {
       uint gc = col0 + h * (BN / 2u) + tx * 4u;
-      for (uint j = 0u; j < 4u; ++j)
-        if (gc + j < pc.n) pc.c.v[cbase + gr * pc.n + gc + j] = T_ST(acc[i][h][j]);
+      for (uint j = 0u; j < 4u; ++j) {
+        if (gc + j >= pc.n) continue;
+        if (split) pc.part.v[cbase + gr * pc.n + gc + j] = acc[i][h][j];
+        else pc.c.v[cbase + gr * pc.n + gc + j] = T_ST(acc[i][h][j]);
+      }
     }
   }
 }

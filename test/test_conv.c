@@ -410,6 +410,12 @@ static const conv_case kConvCases[] = {
     {.name = "no spatial axes (a matrix product)", .rank = 2, .in = {3, 5}, .k = {4, 5}},
     {.name = "kernel larger than the input", .rank = 3, .in = {1, 1, 3}, .k = {1, 1, 5},
      .lo = {2}, .hi = {2}},
+    /* Few outputs with long sums, as in kernel gradients (a workgroup per
+     * output): fewer taps than a workgroup, then more, with batch groups. */
+    {.name = "kernel-gradient geometry", .rank = 4, .in = {1, 12, 14, 15},
+     .k = {4, 12, 12, 13}},
+    {.name = "kernel-gradient geometry, batch groups, padding, 992 taps", .rank = 4,
+     .in = {3, 2, 33, 34}, .k = {6, 2, 31, 32}, .lo = {1, 0}, .hi = {0, 1}, .bg = 3},
 };
 #define NCONV (sizeof kConvCases / sizeof kConvCases[0])
 

@@ -35,11 +35,17 @@ static void *xcalloc(size_t n, size_t size) {
   return p;
 }
 
-static bool is_float(nxv_dtype t) { return t == NXV_F32 || t == NXV_F64; }
+static bool is_float(nxv_dtype t) { return t >= NXV_F16 && t <= NXV_F64; }
 
 /* Machine epsilon of a float type (0 for integers). */
 static long double eps_of(nxv_dtype t) {
-  return t == NXV_F32 ? FLT_EPSILON : t == NXV_F64 ? DBL_EPSILON : 0;
+  switch (t) {
+    case NXV_F16: return 0x1p-10L;
+    case NXV_BF16: return 0x1p-7L;
+    case NXV_F32: return FLT_EPSILON;
+    case NXV_F64: return DBL_EPSILON;
+    default: return 0;
+  }
 }
 
 /* Smallest normal value: an absolute floor under relative tolerances. */
@@ -49,6 +55,8 @@ static long double tiny_of(nxv_dtype t) {
 
 static long double hget(nxv_dtype t, const void *p, uint64_t i) {
   switch (t) {
+    case NXV_F16: return nxv_test_f16_value(((const uint16_t *)p)[i]);
+    case NXV_BF16: return nxv_test_bf16_value(((const uint16_t *)p)[i]);
     case NXV_F32: return ((const float *)p)[i];
     case NXV_F64: return ((const double *)p)[i];
     case NXV_S32: return ((const int32_t *)p)[i];
@@ -56,9 +64,12 @@ static long double hget(nxv_dtype t, const void *p, uint64_t i) {
   }
 }
 
-/* Stores v as element i; for s32, v must be an integer in range. */
+/* Stores v as element i (f16 rounded to nearest even, bf16 truncated);
+ * for s32, v must be an integer in range. */
 static void hset(nxv_dtype t, void *p, uint64_t i, long double v) {
   switch (t) {
+    case NXV_F16: ((uint16_t *)p)[i] = nxv_test_f16_bits((double)v); break;
+    case NXV_BF16: ((uint16_t *)p)[i] = nxv_test_bf16_bits((double)v); break;
     case NXV_F32: ((float *)p)[i] = (float)v; break;
     case NXV_F64: ((double *)p)[i] = (double)v; break;
     case NXV_S32: ((int32_t *)p)[i] = (int32_t)v; break;
@@ -1884,7 +1895,11 @@ static void run_matmul(nxv_device *d, nxv_dtype t, uint64_t batch, uint64_t m,
             }
             uint64_t o = (bi * m + i) * n + j;
             exp[o] = t == NXV_S32 ? (long double)(int32_t)iacc : acc;
-            tol[o] = 2 * (long double)(k + 2) * eps_of(t) * mag;
+            if (t == NXV_F16 || t == NXV_BF16) /* f32 sums, one rounding */
+              tol[o] = 2 * (long double)(k + 2) * FLT_EPSILON * mag +
+                       eps_of(t) * fabsl(acc) + 0x1p-24L;
+            else
+              tol[o] = 2 * (long double)(k + 2) * eps_of(t) * mag;
           }
       check_values(out, t, n_out, exp, tol, tag);
       free(exp);
@@ -1937,6 +1952,12 @@ NXV_TEST(kernels, matmul) {
       {2, 128, 128, 64, MM_TB},
       {3, 72, 40, 48, MM_TA | MM_TB},
       {4, 16, 24, 8, MM_BB},
+      /* few tiles, long k: f16/bf16/f32 split k into chunks (partial
+       * tiles, then a combining pass) */
+      {1, 5, 3, 1500, 0},
+      {3, 70, 9, 1100, MM_TA | MM_OFF},
+      {2, 128, 10, 2704, MM_TB | MM_REV},
+      {1, 1, 130, 1031, MM_BA | MM_BB},
   };
   /* f16 and bf16 share the f32 kernels' code paths (f32 accumulation). */
   static const nxv_dtype types[] = {NXV_F32, NXV_F64, NXV_S32, NXV_F16, NXV_BF16};
