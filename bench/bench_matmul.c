@@ -62,6 +62,8 @@ static const mm_case kCases[] = {
     {"matmul", 1, 128, 784, 512, MM_NN, false, false},
     {"matmul", 1, 128, 512, 512, MM_NN, false, false},
     {"matmul", 1, 128, 512, 10, MM_NN, false, false},
+    {"matmul", 1, 128, 2704, 10, MM_NN, false, false},
+    {"matmul_tn", 1, 2704, 128, 10, MM_TN, false, false},
     {"matmul_tn", 1, 784, 128, 512, MM_TN, false, false},
     {"matmul_tn", 1, 4096, 4096, 4096, MM_TN, false, false},
     {"matmul_nt", 1, 128, 512, 784, MM_NT, false, false},

@@ -134,8 +134,8 @@ class Config:
         # (test, batch, M, K, N)
         cases = [("matmul", 1, n, n, n) for n in squares]
         cases += [("matmul", 1, 128, 784, 512), ("matmul", 1, 128, 512, 512),
-                  ("matmul", 1, 128, 512, 10)]
-        cases += [("matmul_tn", 1, 784, 128, 512)]
+                  ("matmul", 1, 128, 512, 10), ("matmul", 1, 128, 2704, 10)]
+        cases += [("matmul_tn", 1, 784, 128, 512), ("matmul_tn", 1, 2704, 128, 10)]
         if not quick:
             cases += [("matmul_tn", 1, 4096, 4096, 4096)]
         cases += [("matmul_nt", 1, 128, 512, 784)]

@@ -45,7 +45,7 @@ typedef struct pc_sort {          /* sort.comp */
 } pc_sort;
 typedef struct pc_window {        /* window.comp */
   uint64_t a, c, args;
-  uint32_t n_out, win_count, rank, pad;
+  uint32_t n_out, win_count, rank, planes;
 } pc_window;
 typedef struct pc_gather {        /* gather.comp */
   uint64_t a, idx, c, args;
@@ -926,10 +926,10 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
   bool gemm_type = (t == NXV_F16 || t == NXV_BF16 || t == NXV_F32) &&
                    d->vk.info.max_workgroup_invocations >= 256;
   uint64_t tiles64 = ((m->m + 63) / 64) * ((m->n + 63) / 64) * m->batch;
-  if (gemm_type && tiles64 && tiles64 < 128 && m->k >= 1024) {
-    /* Aim for ~256 workgroups with at least 256 of k each. */
+  if (gemm_type && tiles64 && tiles64 < 128 && m->k >= 512) {
+    /* Aim for ~256 workgroups with at least 128 of k each. */
     uint64_t ns = (256 + tiles64 - 1) / tiles64;
-    if (ns > m->k / 256) ns = m->k / 256;
+    if (ns > m->k / 128) ns = m->k / 128;
     if (ns * m->batch > d->vk.info.max_workgroup_count[2]) ns = 1;
     if (ns >= 2) {
       uint64_t kc = (m->k + ns - 1) / ns;
@@ -1435,7 +1435,7 @@ nxv_status nxv_sort(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t len,
 
 typedef struct pc_conv {          /* conv.comp */
   uint64_t a, k, c, args;
-  uint32_t n_out, srank, k_count, k_dc;
+  uint32_t n_out, srank, k_count, pad;
 } pc_conv;
 _Static_assert(sizeof(pc_conv) == 48, "pc_conv layout");
 _Static_assert(NXV_SPV_CONV_C128 - NXV_SPV_CONV_S8 == NXV_C128, "conv family");
@@ -1595,7 +1595,7 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
                    ((n_out < 65536 && work >= 2048) || (n_out < 2048 && work >= 256));
   pc_conv pc = {.a = c->input->buf->addr, .k = c->kernel->buf->addr,
                 .c = tout->buf->addr, .n_out = (uint32_t)n_out, .srank = S,
-                .k_count = (uint32_t)taps, .k_dc = (uint32_t)(wg / taps)};
+                .k_count = (uint32_t)taps};
   memcpy(node->pc, &pc, sizeof pc);
   node->pc_size = sizeof pc;
   node->args_pc_offset = offsetof(pc_conv, args);
@@ -1626,7 +1626,7 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
 
 typedef struct pc_winscatter {    /* winscatter.comp */
   uint64_t a, sel, c, init, args;
-  uint32_t n, rank, win_count, pad;
+  uint32_t n, rank, win_count, planes;
 } pc_winscatter;
 _Static_assert(sizeof(pc_winscatter) == 56, "pc_winscatter layout");
 _Static_assert(NXV_SPV_WINSCATTER_F64 - NXV_SPV_WINSCATTER_S8 == NXV_F64,
@@ -1720,9 +1720,16 @@ nxv_status nxv_window_scatter(nxv_device *d, const nxv_window_scatter_desc *w,
   }
   nxv_status st = nxv_tensor_new(d, NXV_U32, n_src ? n_src : 1, &sel);
   uint32_t opc = w->is_min ? 1u : 0u;
+  /* Every axis but the last two a plain batch axis (as many windows as
+   * elements): the kernel's two-axis walks. */
+  bool planes = R >= 2;
+  for (uint32_t i = 0; i + 2 < R && planes; i++) {
+    const uint32_t *a = args + WINSCATTER_AXW * i;
+    planes = a[2] == 1 && a[3] == 1 && a[4] == 0 && a[5] == a[0];
+  }
   if (st == NXV_OK && n_src) {
     pc_winscatter pc = {.a = w->a->buf->addr, .sel = sel->buf->addr, .n = (uint32_t)n_src,
-                        .rank = R, .win_count = (uint32_t)wc};
+                        .rank = R, .win_count = (uint32_t)wc, .planes = planes};
     nxv_tensor *use[2] = {w->a, sel};
     const bool write[2] = {false, true};
     st = winscatter_pass(d, ta, opc, 0, &pc, args, n_src * (wc + 1), use, write, 2);
@@ -1730,7 +1737,8 @@ nxv_status nxv_window_scatter(nxv_device *d, const nxv_window_scatter_desc *w,
   if (st == NXV_OK) {
     pc_winscatter pc = {.a = w->source->buf->addr, .sel = sel->buf->addr,
                         .c = tout->buf->addr, .init = w->init->buf->addr,
-                        .n = (uint32_t)n_in, .rank = R, .win_count = (uint32_t)wc};
+                        .n = (uint32_t)n_in, .rank = R, .win_count = (uint32_t)wc,
+                        .planes = planes};
     nxv_tensor *use[4] = {w->source, sel, w->init, tout};
     const bool write[4] = {false, false, false, true};
     st = winscatter_pass(d, t, opc, 1, &pc, args, 2 * n_in + n_src, use, write, 4);
@@ -1804,8 +1812,14 @@ nxv_status nxv_window_reduce(nxv_device *d, nxv_reduce_op op,
     a[6] = (uint32_t)(int32_t)w->pad_lo[i];
     stride *= w->in_shape[i];
   }
+  /* Every axis but the last two a plain batch axis: the kernel's
+   * two-axis walk. */
+  bool planes = R >= 2;
+  for (uint32_t i = 0; i + 2 < R && planes; i++)
+    planes = w->window[i] == 1 && w->strides[i] == 1 && w->pad_lo[i] == 0 &&
+             w->out_shape[i] == w->in_shape[i];
   pc_window pc = {.a = w->a->buf->addr, .c = tout->buf->addr, .n_out = (uint32_t)n_out,
-                  .win_count = (uint32_t)wc, .rank = R};
+                  .win_count = (uint32_t)wc, .rank = R, .planes = planes};
   memcpy(node->pc, &pc, sizeof pc);
   node->pc_size = sizeof pc;
   node->args_pc_offset = offsetof(pc_window, args);

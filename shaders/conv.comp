@@ -6,9 +6,10 @@
 // wrapped on store, complex types as complex products).
 // VARIANT 0: one thread per output element, channels and taps in order.
 // VARIANT 1: one workgroup per output element (few outputs, long sums, as
-//            in a kernel gradient): its threads take the (channel, tap)
-//            products in turn, then a tree reduction in shared memory
-//            (the workgroup size must be a power of two).
+//            in a kernel gradient): its threads split the taps and, when
+//            there are fewer taps than threads, the channels; then a tree
+//            reduction in shared memory (the workgroup size must be a power
+//            of two).
 //
 // Layouts are dense and canonical: input [N_in, C_in, in spatial...],
 // kernel [O, Ck, kernel spatial...], output [N_out, O, out spatial...].
@@ -45,7 +46,7 @@ layout(push_constant, std430) uniform PC {
   uint n_out;    // output elements
   uint srank;    // spatial rank
   uint k_count;  // kernel spatial elements (taps per channel)
-  uint k_dc;     // VARIANT 1: workgroup size / k_count
+  uint pad;
 } pc;
 
 #define HDR 8
@@ -53,22 +54,27 @@ layout(push_constant, std430) uniform PC {
 shared int s_args[HDR + AXW * NXV_MAX_RANK];
 shared TC s_acc[gl_WorkGroupSize.x];
 
-// Offset within the input's spatial block of kernel tap kk for the output
-// whose tap-0 positions are base; false when the tap reads padding or a
-// hole of the input dilation.
-bool tap_offset(uint S, int base[NXV_MAX_RANK], uint kk, out uint off) {
-  uint kr = kk;
+// Input index i along spatial axis ax (its arena block) of padded, dilated
+// position p; false for padding and the holes of input dilation.
+bool axis_pos(uint ax, int p, out int i) {
+  int dil = s_args[ax + 5u];
+  i = dil == 1 ? p : p / dil;
+  return p >= 0 && i * dil == p && i < s_args[ax + 1u];
+}
+
+// Offset within the input's spatial block of the taps kr (a flat index
+// over the spatial axes below S) for the output whose tap-0 positions are
+// base; false when one reads padding or a hole of the input dilation.
+bool taps_offset(uint S, int base[NXV_MAX_RANK], uint kr, out uint off) {
   off = 0u;
   bool inside = true;
   for (int d = int(S) - 1; d >= 0; --d) {
     uint ax = HDR + AXW * uint(d);
     uint kd = uint(s_args[ax + 2u]);
     uint q = kr / kd;
-    int p = base[d] + int(kr - q * kd) * s_args[ax + 6u];
+    int i;
+    inside = axis_pos(ax, base[d] + int(kr - q * kd) * s_args[ax + 6u], i) && inside;
     kr = q;
-    int dil = s_args[ax + 5u];
-    int i = p / dil;
-    inside = inside && p >= 0 && i * dil == p && i < s_args[ax + 1u];
     off += uint(i) * uint(s_args[ax + 7u]);
   }
   return inside;
@@ -83,8 +89,16 @@ void main() {
   uint group_out = uint(s_args[3]), batch_step = uint(s_args[4]);
   uint chan_step = uint(s_args[5]), in_sp = uint(s_args[6]), out_sp = uint(s_args[7]);
   uint K = pc.k_count;
+  // The innermost spatial axis (none: a single tap): its taps, kernel
+  // dilation and arena block.
+  uint axl = HDR + AXW * (S > 0u ? S - 1u : 0u);
+  uint kw = S > 0u ? uint(s_args[axl + 2u]) : 1u;
+  int kdil = S > 0u ? s_args[axl + 6u] : 0;
   bool per_group = VARIANT == 1u;
   uint lid = gl_LocalInvocationID.x;
+  // VARIANT 1 lanes: n_tl taps side by side, n_cl channel lanes each.
+  uint n_tl = clamp(K, 1u, gl_WorkGroupSize.x), n_cl = gl_WorkGroupSize.x / n_tl;
+  uint tl = lid % n_tl, cl = lid / n_tl;
   uint o0 = per_group ? gl_WorkGroupID.x : nxv_gid();
   uint ostep = per_group ? gl_NumWorkGroups.x : nxv_nthreads();
   for (uint o = o0; o < pc.n_out; o += ostep) {
@@ -95,6 +109,34 @@ void main() {
     uint g = oc / group_out;
     uint in_base = ((n + g * batch_step) * Cin + g * chan_step) * in_sp;
     uint k_base = oc * Ck * K;
+    if (!per_group && S == 2u) {
+      // Two spatial axes (images): the same walk without index arrays.
+      uint ax1 = HDR + AXW;
+      uint ow = uint(s_args[ax1]), kh = uint(s_args[HDR + 2u]);
+      uint row_st = uint(s_args[HDR + 7u]);
+      uint y = sp / ow, x = sp - y * ow;
+      int p0 = int(y) * s_args[HDR + 3u] - s_args[HDR + 4u];
+      int p1 = int(x) * s_args[ax1 + 3u] - s_args[ax1 + 4u];
+      int kdil0 = s_args[HDR + 6u];
+      TC acc2 = TC(0);
+      for (uint a = 0u; a < kh; ++a, p0 += kdil0) {
+        int i0;
+        if (!axis_pos(HDR, p0, i0)) continue;
+        int q1 = p1;
+        for (uint b = 0u; b < kw; ++b, q1 += kdil) {
+          int i1;
+          if (!axis_pos(ax1, q1, i1)) continue;
+          uint ai = in_base + uint(i0) * row_st + uint(i1), ki = k_base + a * kw + b;
+          for (uint c = 0u; c < Ck; ++c) {
+            acc2 += MUL(T_LD(pc.a.v[ai]), T_LD(pc.k.v[ki]));
+            ai += in_sp;
+            ki += K;
+          }
+        }
+      }
+      pc.c.v[o] = T_ST(acc2);
+      continue;
+    }
     int base[NXV_MAX_RANK];
     uint rem = sp;
     for (int d = int(S) - 1; d >= 0; --d) {
@@ -106,32 +148,40 @@ void main() {
     }
     TC acc = TC(0);
     if (!per_group) {
-      for (uint kk = 0u; kk < K; ++kk) {
+      // Rows of taps along the outer axes, then the innermost axis's taps
+      // one after another (no division per tap).
+      uint outer = S > 0u ? S - 1u : 0u;
+      uint rows = kw == 0u ? 0u : K / kw;
+      for (uint kr = 0u; kr < rows; ++kr) {
         uint off;
-        if (!tap_offset(S, base, kk, off)) continue;
-        uint ai = in_base + off, ki = k_base + kk;
-        for (uint c = 0u; c < Ck; ++c) {
-          acc += MUL(T_LD(pc.a.v[ai]), T_LD(pc.k.v[ki]));
-          ai += in_sp;
-          ki += K;
+        if (!taps_offset(outer, base, kr, off)) continue;
+        int p = S > 0u ? base[S - 1u] : 0;
+        for (uint b = 0u; b < kw; ++b, p += kdil) {
+          int i = 0;
+          if (S > 0u && !axis_pos(axl, p, i)) continue;
+          uint ai = in_base + off + uint(i), ki = k_base + kr * kw + b;
+          for (uint c = 0u; c < Ck; ++c) {
+            acc += MUL(T_LD(pc.a.v[ai]), T_LD(pc.k.v[ki]));
+            ai += in_sp;
+            ki += K;
+          }
         }
       }
       pc.c.v[o] = T_ST(acc);
       continue;
     }
-    // Product r = c * K + kk; thread lid takes r = lid, lid + wg, ...
-    // stepping (channel, tap) by (k_dc, wg - k_dc * K).
-    uint dk = gl_WorkGroupSize.x - pc.k_dc * K;
-    uint c = lid / K, kk = lid - c * K;
-    while (c < Ck) {
-      uint off;
-      if (tap_offset(S, base, kk, off))
-        acc += MUL(T_LD(pc.a.v[in_base + off + c * in_sp]), T_LD(pc.k.v[k_base + c * K + kk]));
-      kk += dk;
-      c += pc.k_dc;
-      if (kk >= K) {
-        kk -= K;
-        c += 1u;
+    // Thread (tl, cl) takes taps tl, tl + n_tl, ... and for each the
+    // channels cl, cl + n_cl, ...; then a tree reduction.
+    if (cl < n_cl) {
+      for (uint kk = tl; kk < K; kk += n_tl) {
+        uint off;
+        if (!taps_offset(S, base, kk, off)) continue;
+        uint ai = in_base + off + cl * in_sp, ki = k_base + cl * K + kk;
+        for (uint c = cl; c < Ck; c += n_cl) {
+          acc += MUL(T_LD(pc.a.v[ai]), T_LD(pc.k.v[ki]));
+          ai += n_cl * in_sp;
+          ki += n_cl * K;
+        }
       }
     }
     s_acc[lid] = acc;

@@ -19,7 +19,8 @@ layout(push_constant, std430) uniform PC {
   uint n_out;
   uint win_count;
   uint rank;
-  uint pad;
+  uint planes;   // nonzero: every axis but the last two is a plain batch
+                 // axis (window 1, stride 1, no padding): the two-axis walk
 } pc;
 
 #include "reduce_ops.glsl"
@@ -31,6 +32,31 @@ void main() {
   for (uint j = gl_LocalInvocationID.x; j < 7u * R; j += gl_WorkGroupSize.x)
     s_args[j] = int(pc.args.d[j]);
   barrier();
+  if (pc.planes != 0u) {
+    // Images: plane index, then rows and columns of the window in the
+    // same row-major order as the general walk below.
+    uint A = 7u * (R - 2u), B = 7u * (R - 1u);
+    uint oh = uint(s_args[A]), ow = uint(s_args[B]);
+    uint ih = uint(s_args[A + 1u]), iw = uint(s_args[B + 1u]);
+    uint wh = uint(s_args[A + 3u]), ww = uint(s_args[B + 3u]);
+    int dil0 = s_args[A + 5u], dil1 = s_args[B + 5u];
+    for (uint o = nxv_gid(); o < pc.n_out; o += nxv_nthreads()) {
+      uint plane = o / (oh * ow), r = o - plane * (oh * ow);
+      uint y = r / ow, x = r - y * ow;
+      int c0 = int(y) * s_args[A + 4u] - s_args[A + 6u];
+      int c1 = int(x) * s_args[B + 4u] - s_args[B + 6u];
+      uint base = plane * ih * iw;
+      TC acc = identity();
+      for (uint i = 0u; i < wh; ++i, c0 += dil0) {
+        if (c0 < 0 || c0 >= int(ih)) continue;
+        int cc = c1;
+        for (uint j = 0u; j < ww; ++j, cc += dil1)
+          if (cc >= 0 && cc < int(iw)) acc = combine(acc, T_LD(pc.a.v[base + uint(c0) * iw + uint(cc)]));
+      }
+      pc.c.v[o] = T_ST(acc);
+    }
+    return;
+  }
   for (uint o = nxv_gid(); o < pc.n_out; o += nxv_nthreads()) {
     int base[NXV_MAX_RANK];
     uint rem = o;

@@ -38,7 +38,8 @@ layout(push_constant, std430) uniform PC {
   uint n;        // threads: windows (select) or input elements (scatter)
   uint rank;
   uint win_count;
-  uint pad;
+  uint planes;   // nonzero: every axis but the last two is a plain batch
+                 // axis (window 1, stride 1, no padding): two-axis walks
 } pc;
 
 #define AXW 7
@@ -119,11 +120,76 @@ void scatter_element(uint o) {
   pc.c.v[o] = T_ST(acc);
 }
 
+// select_window and scatter_element for images (pc.planes): the same
+// orders, walking the last two axes without index arrays.
+void select_window2(uint w, uint A, uint B) {
+  uint nh = uint(s_args[A + 5u]), nw = uint(s_args[B + 5u]);
+  uint ih = uint(s_args[A]), iw = uint(s_args[B]);
+  uint plane = w / (nh * nw), r = w - plane * (nh * nw);
+  uint y = r / nw, x = r - y * nw;
+  int c0 = int(y) * s_args[A + 3u] - s_args[A + 4u];
+  int c1 = int(x) * s_args[B + 3u] - s_args[B + 4u];
+  uint wh = uint(s_args[A + 2u]), ww = uint(s_args[B + 2u]);
+  uint base = plane * ih * iw;
+  uint best = NONE;
+  TC acc = TC(0);
+  for (uint i = 0u; i < wh; ++i, ++c0) {
+    if (c0 < 0 || c0 >= int(ih)) continue;
+    for (uint j = 0u; j < ww; ++j) {
+      int cc = c1 + int(j);
+      if (cc < 0 || cc >= int(iw)) continue;
+      uint off = base + uint(c0) * iw + uint(cc);
+      TC v = T_LD(pc.a.v[off]);
+      if (best == NONE || (OP == 0u ? v >= acc : v <= acc)) {
+        best = off;
+        acc = v;
+      }
+    }
+  }
+  pc.sel.v[w] = best;
+}
+
+// The windows along one axis that contain coordinate y (after padding):
+// [lo, lo + count).
+void axis_windows(uint ax, int y, out int lo, out int count) {
+  int s = s_args[ax + 3u];
+  int first = y - s_args[ax + 2u] + 1;
+  lo = first <= 0 ? 0 : (first - 1) / s + 1;
+  int h = min(y < 0 ? -1 : y / s, s_args[ax + 5u] - 1);
+  count = max(h - lo + 1, 0);
+}
+
+void scatter_element2(uint o, uint A, uint B) {
+  uint ih = uint(s_args[A]), iw = uint(s_args[B]);
+  uint nh = uint(s_args[A + 5u]), nw = uint(s_args[B + 5u]);
+  uint plane = o / (ih * iw), r = o - plane * (ih * iw);
+  uint y = r / iw, x = r - y * iw;
+  int l0, n0, l1, n1;
+  axis_windows(A, int(y) + s_args[A + 4u], l0, n0);
+  axis_windows(B, int(x) + s_args[B + 4u], l1, n1);
+  TC acc = T_LD(pc.init.v[0]);
+  uint wbase = plane * nh * nw;
+  for (int i = 0; i < n0; ++i)
+    for (int j = 0; j < n1; ++j) {
+      uint w = wbase + uint(l0 + i) * nw + uint(l1 + j);
+      if (pc.sel.v[w] == o) acc += T_LD(pc.a.v[w]);
+    }
+  pc.c.v[o] = T_ST(acc);
+}
+
 void main() {
   uint R = pc.rank;
   for (uint j = gl_LocalInvocationID.x; j < AXW * R; j += gl_WorkGroupSize.x)
     s_args[j] = int(pc.args.d[j]);
   barrier();
+  if (pc.planes != 0u) {
+    uint A = AXW * (R - 2u), B = AXW * (R - 1u);
+    for (uint i = nxv_gid(); i < pc.n; i += nxv_nthreads()) {
+      if (VARIANT == 0u) select_window2(i, A, B);
+      else scatter_element2(i, A, B);
+    }
+    return;
+  }
   for (uint i = nxv_gid(); i < pc.n; i += nxv_nthreads()) {
     if (VARIANT == 0u) select_window(i);
     else scatter_element(i);

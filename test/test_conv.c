@@ -416,6 +416,10 @@ static const conv_case kConvCases[] = {
      .k = {4, 12, 12, 13}},
     {.name = "kernel-gradient geometry, batch groups, padding, 992 taps", .rank = 4,
      .in = {3, 2, 33, 34}, .k = {6, 2, 31, 32}, .lo = {1, 0}, .hi = {0, 1}, .bg = 3},
+    {.name = "few outputs, 9 taps, 300 channels (threads split channels)", .rank = 4,
+     .in = {2, 300, 5, 5}, .k = {3, 300, 3, 3}, .kdil = {1, 2}, .lo = {0, 1}, .hi = {0, 1}},
+    {.name = "few outputs, long sums, no spatial axes", .rank = 2, .in = {2, 600},
+     .k = {3, 600}},
 };
 #define NCONV (sizeof kConvCases / sizeof kConvCases[0])
 
