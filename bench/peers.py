@@ -4,6 +4,7 @@
 Usage:
 
     python3 bench/peers.py [--csv-out FILE] [--quick] [--only torch|jax]
+                           [--groups latency,bandwidth,matmul,steps]
 
 Runs the canonical tests of the shared benchmark schema that apply to the
 peers (PyTorch eager and JAX on an NVIDIA GPU), prints a table as it goes
@@ -15,7 +16,8 @@ with impl `torch`, `jax` or `hw`. The file gets its header at once and each
 row as soon as it is measured, so an interrupted run keeps what it had.
 `--quick` is a smoke run (small sizes, few iterations, shapes in the shape
 column are the ones actually used); `--only` restricts the run to one
-framework. Either framework may be missing: its tests are then skipped with
+framework and `--groups` to some of the test groups (tiny-op latency,
+bandwidth, matmul, training steps). Either framework may be missing: its tests are then skipped with
 a warning and the script still exits 0 (a CSV with the header only if
 neither is there). Every test is wrapped: a failure (out of memory, an API
 missing in this version, a wrong result) prints a warning and the run goes
@@ -114,11 +116,17 @@ BATCH = 128
 # Configuration
 # ---------------------------------------------------------------------------
 
-class Config:
-    """Sizes and iteration counts; --quick shrinks all of them."""
+# Test groups, selectable with --groups.
+GROUPS = ("latency", "bandwidth", "matmul", "steps")
 
-    def __init__(self, quick: bool):
+
+class Config:
+    """Sizes and iteration counts; --quick shrinks all of them. groups:
+    the test groups to run."""
+
+    def __init__(self, quick: bool, groups=GROUPS):
         self.quick = quick
+        self.groups = set(groups)
         self.ops = 200 if quick else 10000          # chain / independent
         self.latency_runs = 3 if quick else 5        # median over runs
         self.to_number_iters = 100 if quick else 1000
@@ -326,17 +334,22 @@ class TorchSuite:
         return attempt(f"torch {label}", fn, *args, torch_mod=self.torch)
 
     def run(self) -> None:
-        self.attempt("chain", self.chain)
-        self.attempt("independent", self.independent)
-        self.attempt("to_number", self.to_number)
-        for dt in BANDWIDTH_DTYPES:
-            self.attempt(f"bandwidth {dt}", self.bandwidth, dt)
-        for dt in MATMUL_DTYPES:
-            for case in self.cfg.matmul_cases:
-                self.attempt(f"{case[0]} {dt} {case[1:]}", self.matmul, dt,
-                             *case)
-        self.attempt("mlp_step", self.mlp_step)
-        self.attempt("cnn_step", self.cnn_step)
+        groups = self.cfg.groups
+        if "latency" in groups:
+            self.attempt("chain", self.chain)
+            self.attempt("independent", self.independent)
+            self.attempt("to_number", self.to_number)
+        if "bandwidth" in groups:
+            for dt in BANDWIDTH_DTYPES:
+                self.attempt(f"bandwidth {dt}", self.bandwidth, dt)
+        if "matmul" in groups:
+            for dt in MATMUL_DTYPES:
+                for case in self.cfg.matmul_cases:
+                    self.attempt(f"{case[0]} {dt} {case[1:]}", self.matmul,
+                                 dt, *case)
+        if "steps" in groups:
+            self.attempt("mlp_step", self.mlp_step)
+            self.attempt("cnn_step", self.cnn_step)
 
     # -- timing ------------------------------------------------------------
 
@@ -615,17 +628,22 @@ class JaxSuite:
 
     def run(self, hw_copy: bool) -> None:
         self.emit_hw_copy = hw_copy
-        self.attempt("chain", self.chain)
-        self.attempt("independent", self.independent)
-        self.attempt("to_number", self.to_number)
-        for dt in BANDWIDTH_DTYPES:
-            self.attempt(f"bandwidth {dt}", self.bandwidth, dt)
-        for dt in MATMUL_DTYPES:
-            for case in self.cfg.matmul_cases:
-                self.attempt(f"{case[0]} {dt} {case[1:]}", self.matmul, dt,
-                             *case)
-        self.attempt("mlp_step", self.mlp_step)
-        self.attempt("cnn_step", self.cnn_step)
+        groups = self.cfg.groups
+        if "latency" in groups:
+            self.attempt("chain", self.chain)
+            self.attempt("independent", self.independent)
+            self.attempt("to_number", self.to_number)
+        if "bandwidth" in groups:
+            for dt in BANDWIDTH_DTYPES:
+                self.attempt(f"bandwidth {dt}", self.bandwidth, dt)
+        if "matmul" in groups:
+            for dt in MATMUL_DTYPES:
+                for case in self.cfg.matmul_cases:
+                    self.attempt(f"{case[0]} {dt} {case[1:]}", self.matmul,
+                                 dt, *case)
+        if "steps" in groups:
+            self.attempt("mlp_step", self.mlp_step)
+            self.attempt("cnn_step", self.cnn_step)
 
     # -- timing ------------------------------------------------------------
 
@@ -896,8 +914,14 @@ def main(argv=None) -> int:
                     help="smoke run: small sizes, few iterations")
     ap.add_argument("--only", choices=("torch", "jax"),
                     help="run one framework only")
+    ap.add_argument("--groups", default=",".join(GROUPS),
+                    help="comma-separated test groups among "
+                         f"{', '.join(GROUPS)} (default: all)")
     args = ap.parse_args(argv)
-    cfg = Config(args.quick)
+    groups = set(args.groups.split(","))
+    if not groups <= set(GROUPS):
+        ap.error(f"--groups: unknown group in {args.groups!r}")
+    cfg = Config(args.quick, groups)
     out = Results(args.csv_out)
     t_start = time.perf_counter()
     ran = []
