@@ -43,9 +43,11 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     `:garbage_collect`). A replay deallocates its intermediate tensors as
     soon as no later call reads them, but the tensors it returns (a
     training step's new parameters) are freed only when the process that
-    dropped them collects garbage, and a replay makes little garbage: with
-    `garbage_collect: true` the calling process collects after each
-    replay, so a training loop's buffers return to the pool every step.
+    dropped them collects garbage, and a replay makes little garbage. So
+    the calling process collects once the results returned since its last
+    collection reach `config :nx_vulkan, compiler_gc_bytes: bytes` (64 MiB
+    by default; `:infinity` never), and after every replay with
+    `garbage_collect: true`.
 
     Expressions and plans are kept in `:persistent_term` (read without
     copying), up to #{512} entries per VM; beyond that the cache is emptied
@@ -58,6 +60,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     alias Nx.Vulkan.Capture
 
     @max_entries 512
+    @gc_bytes 64 * 1024 * 1024
     @count_key {__MODULE__, :count}
 
     # NIF calls that read data back, wait or change device state: an
@@ -192,10 +195,31 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
             plan ->
               result = replay(plan, tensors)
-              if gc?, do: :erlang.garbage_collect(self())
+              collect(gc?, result)
               [result]
           end
       end
+    end
+
+    # After a replay: collects garbage always with garbage_collect: true,
+    # otherwise once the results returned since the last collection reach
+    # :compiler_gc_bytes (the dropped results of earlier calls, such as
+    # old parameters, hold device buffers until the process collects).
+    defp collect(true, _result), do: :erlang.garbage_collect(self())
+
+    defp collect(false, result) do
+      limit = Application.get_env(:nx_vulkan, :compiler_gc_bytes, @gc_bytes)
+      bytes = Nx.Defn.Composite.reduce(result, 0, fn t, acc -> acc + Nx.byte_size(t) end)
+      total = (Process.get({__MODULE__, :returned_bytes}) || 0) + bytes
+
+      if is_integer(limit) and total >= limit do
+        :erlang.garbage_collect(self())
+        Process.put({__MODULE__, :returned_bytes}, 0)
+      else
+        Process.put({__MODULE__, :returned_bytes}, total)
+      end
+
+      :ok
     end
 
     # What the backend's choices may depend on beyond the templates: the

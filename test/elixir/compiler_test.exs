@@ -104,6 +104,48 @@ if Code.ensure_loaded?(Nx) do
       assert Compiler.cache_size() == 3
     end
 
+    test "dropped results return to the pool after :compiler_gc_bytes of results" do
+      w0 = uniform(5, {256, 256})
+      b0 = Nx.broadcast(Nx.tensor(0.0, backend: @vk), {256})
+      x = uniform(6, {8, 256})
+      y = Nx.as_type(Nx.equal(Nx.iota({8, 256}, axis: 1), Nx.iota({8, 1})), :f32)
+      live = fn -> Nx.Vulkan.synchronize() && Nx.Vulkan.stats().pool_live_buffers end
+
+      run = fn steps ->
+        Enum.reduce(1..steps, {w0, b0}, fn _, {w, b} ->
+          {w, b, _} = step(w, b, x, y)
+          {w, b}
+        end)
+      end
+
+      previous = Application.get_env(:nx_vulkan, :compiler_gc_bytes)
+
+      try do
+        # Each step returns 264 KiB: without collections the dropped
+        # parameters of 40 steps stay alive; with a 1 MiB limit at most 4.
+        Application.put_env(:nx_vulkan, :compiler_gc_bytes, :infinity)
+        _ = run.(2)
+        :erlang.garbage_collect()
+        l0 = live.()
+        kept = run.(40)
+        grown = live.() - l0
+        assert grown > 60, "expected dropped results to stay alive, #{grown} buffers"
+        _ = kept
+
+        Application.put_env(:nx_vulkan, :compiler_gc_bytes, 1024 * 1024)
+        :erlang.garbage_collect()
+        l0 = live.()
+        kept = run.(40)
+        grown = live.() - l0
+        assert grown < 30, "#{grown} buffers still alive"
+        _ = kept
+      after
+        if previous,
+          do: Application.put_env(:nx_vulkan, :compiler_gc_bytes, previous),
+          else: Application.delete_env(:nx_vulkan, :compiler_gc_bytes)
+      end
+    end
+
     test "replays make no more device ops than the evaluation, and constants only once" do
       x = uniform(3, {3})
       _ = with_constants(x)
