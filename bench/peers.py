@@ -184,6 +184,27 @@ def warn(msg: str) -> None:
     print(f"warning: {msg}", file=sys.stderr, flush=True)
 
 
+def run_groups(suite) -> None:
+    """Runs suite's tests (TorchSuite or JaxSuite) of the groups in its
+    configuration, each through suite.attempt."""
+    groups = suite.cfg.groups
+    if "latency" in groups:
+        suite.attempt("chain", suite.chain)
+        suite.attempt("independent", suite.independent)
+        suite.attempt("to_number", suite.to_number)
+    if "bandwidth" in groups:
+        for dt in BANDWIDTH_DTYPES:
+            suite.attempt(f"bandwidth {dt}", suite.bandwidth, dt)
+    if "matmul" in groups:
+        for dt in MATMUL_DTYPES:
+            for case in suite.cfg.matmul_cases:
+                suite.attempt(f"{case[0]} {dt} {case[1:]}", suite.matmul, dt,
+                              *case)
+    if "steps" in groups:
+        suite.attempt("mlp_step", suite.mlp_step)
+        suite.attempt("cnn_step", suite.cnn_step)
+
+
 class Results:
     """Prints each figure as a table row and appends it to the CSV."""
 
@@ -334,22 +355,7 @@ class TorchSuite:
         return attempt(f"torch {label}", fn, *args, torch_mod=self.torch)
 
     def run(self) -> None:
-        groups = self.cfg.groups
-        if "latency" in groups:
-            self.attempt("chain", self.chain)
-            self.attempt("independent", self.independent)
-            self.attempt("to_number", self.to_number)
-        if "bandwidth" in groups:
-            for dt in BANDWIDTH_DTYPES:
-                self.attempt(f"bandwidth {dt}", self.bandwidth, dt)
-        if "matmul" in groups:
-            for dt in MATMUL_DTYPES:
-                for case in self.cfg.matmul_cases:
-                    self.attempt(f"{case[0]} {dt} {case[1:]}", self.matmul,
-                                 dt, *case)
-        if "steps" in groups:
-            self.attempt("mlp_step", self.mlp_step)
-            self.attempt("cnn_step", self.cnn_step)
+        run_groups(self)
 
     # -- timing ------------------------------------------------------------
 
@@ -628,22 +634,7 @@ class JaxSuite:
 
     def run(self, hw_copy: bool) -> None:
         self.emit_hw_copy = hw_copy
-        groups = self.cfg.groups
-        if "latency" in groups:
-            self.attempt("chain", self.chain)
-            self.attempt("independent", self.independent)
-            self.attempt("to_number", self.to_number)
-        if "bandwidth" in groups:
-            for dt in BANDWIDTH_DTYPES:
-                self.attempt(f"bandwidth {dt}", self.bandwidth, dt)
-        if "matmul" in groups:
-            for dt in MATMUL_DTYPES:
-                for case in self.cfg.matmul_cases:
-                    self.attempt(f"{case[0]} {dt} {case[1:]}", self.matmul,
-                                 dt, *case)
-        if "steps" in groups:
-            self.attempt("mlp_step", self.mlp_step)
-            self.attempt("cnn_step", self.cnn_step)
+        run_groups(self)
 
     # -- timing ------------------------------------------------------------
 

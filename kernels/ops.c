@@ -282,13 +282,19 @@ static uint32_t collapse(uint32_t rank, int64_t *shape, int nops,
   return r;
 }
 
-static uint32_t groups_for(nxv_device *d, uint64_t threads) {
-  uint32_t wg = nxv_registry_workgroup_size(d->kernels);
-  uint64_t g = (threads + wg - 1) / wg;
+/* groups workgroups along x, capped at the device's limit and MAX_GROUPS
+ * (kernels loop over what a capped grid does not cover). */
+static uint32_t groups_capped(nxv_device *d, uint64_t groups) {
   uint32_t cap = d->vk.info.max_workgroup_count[0] < MAX_GROUPS
                      ? d->vk.info.max_workgroup_count[0]
                      : MAX_GROUPS;
-  return g > cap ? cap : (uint32_t)g;
+  return groups > cap ? cap : (uint32_t)groups;
+}
+
+/* Workgroups of the registry's size for threads grid-stride threads. */
+static uint32_t groups_for(nxv_device *d, uint64_t threads) {
+  uint32_t wg = nxv_registry_workgroup_size(d->kernels);
+  return groups_capped(d, (threads + wg - 1) / wg);
 }
 
 /* Queues a dispatch. Takes ownership of node in every case. */
@@ -767,9 +773,7 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
     memcpy(node->pc, &pc, sizeof pc);
   }
   if (variant == 1 || variant == 3) {
-    uint32_t cap = d->vk.info.max_workgroup_count[0] < MAX_GROUPS
-                       ? d->vk.info.max_workgroup_count[0] : MAX_GROUPS;
-    node->groups[0] = n_out > cap ? cap : (uint32_t)n_out;
+    node->groups[0] = groups_capped(d, n_out);
   } else {
     node->groups[0] = groups_for(d, n_out);
   }
@@ -1006,10 +1010,8 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
       }
       memcpy(fin->pc, &pc, sizeof pc);
       fin->pc_size = sizeof pc;
-      uint64_t outs = nb * m->m * m->n, g = (outs + 63) / 64;
-      uint32_t cap = d->vk.info.max_workgroup_count[0] < MAX_GROUPS
-                         ? d->vk.info.max_workgroup_count[0] : MAX_GROUPS;
-      fin->groups[0] = g > cap ? cap : (uint32_t)g;
+      uint64_t outs = nb * m->m * m->n;
+      fin->groups[0] = groups_capped(d, (outs + 63) / 64); /* 64 threads */
       fin->groups[1] = fin->groups[2] = 1;
       fin->cost = (uint64_t)nsplit * outs + outs;
       node_use(fin, part, false);
@@ -1600,9 +1602,7 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
   node->pc_size = sizeof pc;
   node->args_pc_offset = offsetof(pc_conv, args);
   if (per_group) {
-    uint32_t cap = d->vk.info.max_workgroup_count[0] < MAX_GROUPS
-                       ? d->vk.info.max_workgroup_count[0] : MAX_GROUPS;
-    node->groups[0] = n_out > cap ? cap : (uint32_t)n_out;
+    node->groups[0] = groups_capped(d, n_out);
   } else {
     node->groups[0] = groups_for(d, n_out);
   }
