@@ -276,6 +276,40 @@ nxv_status nxv_tensor_upload(nxv_device *device, nxv_dtype dtype,
 nxv_status nxv_tensor_download(nxv_tensor *tensor, uint64_t offset,
                                uint64_t count, void *dst);
 
+/* A download in flight: nxv_tensor_download in steps, so that a caller
+ * that must not block long (an Erlang scheduler) can queue the copy, poll
+ * briefly and hand the wait to another thread. Owned by its creator; not
+ * thread-safe (one thread at a time may use it); holds a device
+ * reference. */
+typedef struct nxv_download nxv_download;
+
+/* Queues the copy of elements [offset, offset+count) of tensor to host
+ * memory, after the ops enqueued before the call, and returns at once.
+ * The tensor may be released right after. */
+nxv_status nxv_download_start(nxv_tensor *tensor, uint64_t offset,
+                              uint64_t count, nxv_download **out_download);
+
+/* Busy-polls for up to spin_us microseconds (at least one check) for the
+ * copy; *out_done says whether it has completed. Never sleeps. Returns the
+ * device's sticky error if it failed. */
+nxv_status nxv_download_poll(nxv_download *download, uint32_t spin_us,
+                             bool *out_done);
+
+/* Blocks until the copy has completed (busy-polling the device's
+ * wait_spin_us first), or returns the device's sticky error. */
+nxv_status nxv_download_wait(nxv_download *download);
+
+/* Bytes the download copies (count times the element size). */
+uint64_t nxv_download_bytes(const nxv_download *download);
+
+/* Copies the downloaded bytes to dst (nxv_download_bytes of them). Only
+ * after a poll reported done or a wait succeeded. */
+nxv_status nxv_download_read(const nxv_download *download, void *dst);
+
+/* Frees the download. Safe at any time: a copy still in flight keeps its
+ * staging memory until it retires. NULL is ignored. */
+void nxv_download_release(nxv_download *download);
+
 /* New handle on the same buffer with the elements read as dtype, which must
  * have the element size of tensor's dtype (a bitcast: no copy, no GPU
  * work). */

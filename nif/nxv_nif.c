@@ -9,7 +9,9 @@
  *           blocking (the buffer returns to the pool when the GPU is done).
  *
  * Scheduling: op NIFs only queue work and return (normal schedulers).
- * download/3, synchronize/1, open_device/2, save_pipeline_cache/1 and
+ * download/3 starts on a normal scheduler when small, busy-polls there
+ * briefly, and continues on a dirty I/O scheduler when the copy is large or
+ * still running; synchronize/1, open_device/2, save_pipeline_cache/1 and
  * upload_dirty/3 run on dirty schedulers.
  *
  * Errors: invalid arguments raise ArgumentError; unsupported op/type
@@ -38,8 +40,15 @@ typedef struct tensor_res {
   atomic_uint users;       /* calls between reading t and retaining it */
 } tensor_res;
 
+/* A small download still in flight after the normal-scheduler spin, handed
+ * to its dirty continuation. */
+typedef struct download_res {
+  _Atomic(nxv_download *) dl; /* owned; NULL once the continuation took it */
+} download_res;
+
 static ErlNifResourceType *DEV_RES;
 static ErlNifResourceType *TENSOR_RES;
+static ErlNifResourceType *DOWNLOAD_RES;
 
 /* ------------------------------------------------------------------ */
 /* Atoms                                                               */
@@ -557,38 +566,129 @@ static ERL_NIF_TERM nif_upload(ErlNifEnv *env, int argc,
   return op_result(env, st, out, "upload");
 }
 
-static ERL_NIF_TERM nif_download(ErlNifEnv *env, int argc,
-                                 const ERL_NIF_TERM argv[]) {
-  (void)argc;
+/* Downloads of at most this many bytes start on the calling (normal)
+ * scheduler and busy-poll there for up to DOWNLOAD_SPIN_US: a scalar's
+ * round trip then costs no switch to a dirty scheduler. Larger ones, and
+ * small ones still running after the spin, wait on a dirty I/O scheduler.
+ * The spin stays far below the millisecond a NIF may hold a scheduler. */
+#define DOWNLOAD_FAST_BYTES 65536u
+#define DOWNLOAD_SPIN_US 40u
+
+/* Checks download/3's arguments; on success *out_t holds a retained tensor
+ * and *out_off, *out_count the range; otherwise returns the exception. */
+static bool download_args(ErlNifEnv *env, const ERL_NIF_TERM argv[], nxv_tensor **out_t,
+                          ErlNifUInt64 *out_off, ErlNifUInt64 *out_count,
+                          ERL_NIF_TERM *out_error) {
   bool dead;
   nxv_tensor *t = grab(env, argv[0], &dead);
-  if (!t) return bad_tensor(env, "download", dead);
-  ErlNifUInt64 off, count;
-  if (!enif_get_uint64(env, argv[1], &off) || !enif_get_uint64(env, argv[2], &count)) {
+  if (!t) {
+    *out_error = bad_tensor(env, "download", dead);
+    return false;
+  }
+  if (!enif_get_uint64(env, argv[1], out_off) || !enif_get_uint64(env, argv[2], out_count)) {
     nxv_tensor_release(t);
-    return raise_argument(env, "download: offset and count must be non-negative integers");
+    *out_error = raise_argument(env, "download: offset and count must be non-negative integers");
+    return false;
   }
   uint64_t n = nxv_tensor_count(t);
-  if (off > n || count > n - off) {
+  if (*out_off > n || *out_count > n - *out_off) {
     nxv_tensor_release(t);
-    return raise_argument(env, "download: elements [%llu, %llu) of a tensor of %llu",
-                          (unsigned long long)off, (unsigned long long)(off + count),
-                          (unsigned long long)n);
+    *out_error = raise_argument(env, "download: elements [%llu, %llu) of a tensor of %llu",
+                                (unsigned long long)*out_off,
+                                (unsigned long long)(*out_off + *out_count),
+                                (unsigned long long)n);
+    return false;
   }
-  size_t es = nxv_dtype_size(nxv_tensor_dtype(t));
+  *out_t = t;
+  return true;
+}
+
+/* The bytes of a completed download as a binary; releases dl. */
+static ERL_NIF_TERM download_result(ErlNifEnv *env, nxv_download *dl) {
+  uint64_t bytes = nxv_download_bytes(dl);
   ErlNifBinary bin;
-  if (!enif_alloc_binary(count * es, &bin)) {
-    nxv_tensor_release(t);
+  if (!enif_alloc_binary(bytes, &bin)) {
+    nxv_download_release(dl);
     return raise_argument(env, "download: cannot allocate %llu bytes",
-                          (unsigned long long)(count * es));
+                          (unsigned long long)bytes);
   }
-  nxv_status st = nxv_tensor_download(t, off, count, bin.data);
-  nxv_tensor_release(t);
+  nxv_status st = nxv_download_read(dl, bin.data);
+  nxv_download_release(dl);
   if (st != NXV_OK) {
     enif_release_binary(&bin);
     return raise_status(env, st, "download");
   }
   return enif_make_binary(env, &bin);
+}
+
+/* Dirty continuation of a small download that outlasted the spin:
+ * argv[0] is its download resource, used by this call only. */
+static ERL_NIF_TERM nif_download_wait(ErlNifEnv *env, int argc,
+                                      const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  download_res *r;
+  if (!enif_get_resource(env, argv[0], DOWNLOAD_RES, (void **)&r))
+    return raise_argument(env, "download: lost its pending download");
+  nxv_download *dl = atomic_exchange(&r->dl, NULL);
+  if (!dl) return raise_argument(env, "download: pending download already taken");
+  nxv_status st = nxv_download_wait(dl);
+  if (st != NXV_OK) {
+    nxv_download_release(dl);
+    return raise_status(env, st, "download");
+  }
+  return download_result(env, dl);
+}
+
+/* Dirty path of large downloads: the staging allocation and the wait. */
+static ERL_NIF_TERM nif_download_dirty(ErlNifEnv *env, int argc,
+                                       const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  nxv_tensor *t;
+  ErlNifUInt64 off, count;
+  ERL_NIF_TERM err;
+  if (!download_args(env, argv, &t, &off, &count, &err)) return err;
+  nxv_download *dl;
+  nxv_status st = nxv_download_start(t, off, count, &dl);
+  nxv_tensor_release(t);
+  if (st == NXV_OK) {
+    st = nxv_download_wait(dl);
+    if (st != NXV_OK) nxv_download_release(dl);
+  }
+  if (st != NXV_OK) return raise_status(env, st, "download");
+  return download_result(env, dl);
+}
+
+static ERL_NIF_TERM nif_download(ErlNifEnv *env, int argc,
+                                 const ERL_NIF_TERM argv[]) {
+  nxv_tensor *t;
+  ErlNifUInt64 off, count;
+  ERL_NIF_TERM err;
+  if (!download_args(env, argv, &t, &off, &count, &err)) return err;
+  if (count * nxv_dtype_size(nxv_tensor_dtype(t)) > DOWNLOAD_FAST_BYTES) {
+    nxv_tensor_release(t);
+    return enif_schedule_nif(env, "download", ERL_NIF_DIRTY_JOB_IO_BOUND,
+                             nif_download_dirty, argc, argv);
+  }
+  nxv_download *dl;
+  nxv_status st = nxv_download_start(t, off, count, &dl);
+  nxv_tensor_release(t);
+  bool done = false;
+  if (st == NXV_OK) {
+    st = nxv_download_poll(dl, DOWNLOAD_SPIN_US, &done);
+    if (st != NXV_OK) nxv_download_release(dl);
+  }
+  if (st != NXV_OK) return raise_status(env, st, "download");
+  if (done) return download_result(env, dl);
+  download_res *r = enif_alloc_resource(DOWNLOAD_RES, sizeof *r);
+  if (!r) {
+    nxv_download_release(dl);
+    return raise_argument(env, "download: cannot allocate its pending state");
+  }
+  atomic_init(&r->dl, dl);
+  ERL_NIF_TERM term = enif_make_resource(env, r);
+  enif_release_resource(r);
+  return enif_schedule_nif(env, "download", ERL_NIF_DIRTY_JOB_IO_BOUND,
+                           nif_download_wait, 1, &term);
 }
 
 static ERL_NIF_TERM nif_deallocate(ErlNifEnv *env, int argc,
@@ -1233,13 +1333,21 @@ static void tensor_dtor(ErlNifEnv *env, void *obj) {
   if (t) nxv_tensor_release(t);
 }
 
+static void download_dtor(ErlNifEnv *env, void *obj) {
+  (void)env;
+  download_res *r = obj;
+  nxv_download_release(atomic_exchange(&r->dl, NULL));
+}
+
 static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   (void)priv;
   (void)info;
   ErlNifResourceFlags flags = ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER;
   DEV_RES = enif_open_resource_type(env, NULL, "nx_vulkan_device", dev_dtor, flags, NULL);
   TENSOR_RES = enif_open_resource_type(env, NULL, "nx_vulkan_tensor", tensor_dtor, flags, NULL);
-  if (!DEV_RES || !TENSOR_RES) return 1;
+  DOWNLOAD_RES = enif_open_resource_type(env, NULL, "nx_vulkan_download", download_dtor,
+                                         flags, NULL);
+  if (!DEV_RES || !TENSOR_RES || !DOWNLOAD_RES) return 1;
   am_ok = enif_make_atom(env, "ok");
   am_nil = enif_make_atom(env, "nil");
   am_true = enif_make_atom(env, "true");
@@ -1290,7 +1398,7 @@ static ErlNifFunc funcs[] = {
     {"fft", 5, nif_fft, 0},
     {"upload", 3, nif_upload, 0},
     {"upload_dirty", 3, nif_upload, ERL_NIF_DIRTY_JOB_CPU_BOUND},
-    {"download", 3, nif_download, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"download", 3, nif_download, 0},
     {"deallocate", 1, nif_deallocate, 0},
     {"tensor_info", 1, nif_tensor_info, 0},
     {"copy", 1, nif_copy, 0},

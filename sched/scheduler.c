@@ -458,6 +458,15 @@ static void *completion_main(void *arg) {
     uint64_t target = oldest->epoch;
     pthread_mutex_unlock(&s->mu);
 
+    /* Poll briefly first: a blocking wait wakes tens of microseconds
+     * after the signal on some drivers, and retirement (which the pool and
+     * synchronize wait for) would pay that on every short batch. */
+    uint64_t spin_until = now_ns() + (uint64_t)s->cfg.wait_spin_us * 1000u;
+    uint64_t seen = 0;
+    while (vkGetSemaphoreCounterValue(s->vk->device, s->timeline, &seen) ==
+               VK_SUCCESS &&
+           seen < target && now_ns() < spin_until && !atomic_load(&s->failed))
+      cpu_relax();
     VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                               .semaphoreCount = 1,
                               .pSemaphores = &s->timeline,
@@ -549,21 +558,38 @@ nxv_status nxv_sched_push(nxv_sched *s, nxv_node *n) {
   return NXV_OK;
 }
 
-nxv_status nxv_sched_wait(nxv_sched *s, nxv_ticket *t, bool retired) {
-  uint64_t spin_until = now_ns() + (uint64_t)s->cfg.wait_spin_us * 1000u;
+/* Busy-polls until ns_deadline (now_ns() clock): 1 when the ticket's node
+ * has completed (retired: and its batch retired), -1 when the queue has
+ * failed, 0 at the deadline. Checks at least once. */
+static int spin_ticket(nxv_sched *s, nxv_ticket *t, bool retired,
+                       uint64_t ns_deadline) {
   for (;;) {
     uint64_t e = atomic_load(&t->epoch);
-    if (e && atomic_load(&s->completed_epoch) >= e) return NXV_OK;
+    if (e && atomic_load(&s->completed_epoch) >= e) return 1;
     if (!retired && e && atomic_load(&s->submitted_epoch) >= e) {
       uint64_t v = 0;
       if (vkGetSemaphoreCounterValue(s->vk->device, s->timeline, &v) ==
               VK_SUCCESS && v >= e)
-        return NXV_OK;
+        return 1;
     }
-    if (atomic_load(&s->failed)) return sticky(s);
-    if (now_ns() >= spin_until) break;
+    if (atomic_load(&s->failed)) return -1;
+    if (now_ns() >= ns_deadline) return 0;
     cpu_relax();
   }
+}
+
+nxv_status nxv_sched_poll(nxv_sched *s, nxv_ticket *t, uint32_t spin_us,
+                          bool *out_done) {
+  int r = spin_ticket(s, t, false, now_ns() + (uint64_t)spin_us * 1000u);
+  *out_done = r == 1;
+  return r < 0 ? sticky(s) : NXV_OK;
+}
+
+nxv_status nxv_sched_wait(nxv_sched *s, nxv_ticket *t, bool retired) {
+  int r = spin_ticket(s, t, retired,
+                      now_ns() + (uint64_t)s->cfg.wait_spin_us * 1000u);
+  if (r == 1) return NXV_OK;
+  if (r < 0) return sticky(s);
   pthread_mutex_lock(&s->mu);
   for (;;) {
     uint64_t e = atomic_load(&t->epoch);

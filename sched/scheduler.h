@@ -133,6 +133,13 @@ void nxv_ticket_release(nxv_ticket *ticket);
  * fails first. Thread-safe. */
 nxv_status nxv_sched_wait(nxv_sched *sched, nxv_ticket *ticket, bool retired);
 
+/* Busy-polls for up to spin_us microseconds (at least one check) for the
+ * node holding ticket to complete on the GPU; *out_done says whether it
+ * did. Never sleeps. Returns the sticky error if the queue has failed.
+ * Thread-safe. */
+nxv_status nxv_sched_poll(nxv_sched *sched, nxv_ticket *ticket, uint32_t spin_us,
+                          bool *out_done);
+
 /* Queues a flushing marker and waits for its retirement: everything queued
  * before has completed and been retired. */
 nxv_status nxv_sched_synchronize(nxv_sched *sched);

@@ -155,48 +155,11 @@ nxv_status nxv_tensor_download(nxv_tensor *t, uint64_t offset, uint64_t count,
                                void *dst) {
   if (!t) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL tensor");
   if (!dst && count) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL destination");
-  if (offset > t->count || count > t->count - offset)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
-                    "download of elements [%llu, %llu) from a tensor of %llu",
-                    (unsigned long long)offset,
-                    (unsigned long long)(offset + count),
-                    (unsigned long long)t->count);
-  nxv_device *d = t->device;
-  NXV_TRY(nxv_device_check(d));
-  if (count == 0) return NXV_OK;
-  size_t es = nxv_dtype_size(t->dtype);
-  uint64_t bytes = count * es;
-  nxv_ticket *tk = nxv_ticket_new();
-  nxv_node *n = nxv_node_new(0);
-  if (!tk || !n) {
-    free(tk);
-    free(n);
-    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "download node");
-  }
-  nxv_status st = nxv_hostring_alloc(d->staging, bytes, 16, true, &tk->staging);
-  if (st != NXV_OK) {
-    free(tk);
-    free(n);
-    return st;
-  }
-  tk->has_staging = true;
-  tk->ring = d->staging;
-  n->kind = NXV_NODE_COPY;
-  n->flags = NXV_NODE_FLUSH | NXV_NODE_HOST_READ;
-  n->nbufs = 1;
-  n->bufs[0] = t->buf;
-  nxv_buffer_retain(t->buf);
-  n->src = t->buf->vk;
-  n->src_offset = t->buf->offset + offset * es;
-  n->dst = tk->staging.buf;
-  n->dst_offset = tk->staging.offset;
-  n->bytes = bytes;
-  n->cost = count;
-  n->ticket = tk;
-  st = nxv_sched_push(d->sched, n);
-  if (st == NXV_OK) st = nxv_sched_wait(d->sched, tk, false);
-  if (st == NXV_OK) memcpy(dst, tk->staging.ptr, bytes);
-  nxv_ticket_release(tk);
+  nxv_download *dl;
+  NXV_TRY(nxv_download_start(t, offset, count, &dl));
+  nxv_status st = nxv_download_wait(dl);
+  if (st == NXV_OK) st = nxv_download_read(dl, dst);
+  nxv_download_release(dl);
   return st;
 }
 

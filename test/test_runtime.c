@@ -842,6 +842,75 @@ NXV_TEST(sched, device_copy_every_dtype_and_odd_sizes) {
   nxv_device_release(d);
 }
 
+NXV_TEST(sched, download_in_steps) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  enum { N = 1 << 16, STEPS = 200 };
+  float one = 1.0f;
+  nxv_tensor *x;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, N, &one, &x));
+  int64_t shape[1] = {N};
+  for (int i = 0; i < STEPS; i++) {
+    nxv_view v = {x, 0, NULL};
+    nxv_tensor *y;
+    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &y));
+    nxv_tensor_release(x);
+    x = y;
+  }
+  /* 2^200 overflows to inf; read a slice of the chain through 20 steps
+   * instead, while the long chain may still run. */
+  nxv_tensor *z;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, N, &one, &z));
+  for (int i = 0; i < 20; i++) {
+    nxv_view v = {z, 0, NULL};
+    nxv_tensor *y;
+    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &y));
+    nxv_tensor_release(z);
+    z = y;
+  }
+  /* Released while in flight: nothing leaks, the ring space returns. */
+  nxv_download *gone;
+  REQUIRE_OK(nxv_download_start(x, 0, N, &gone));
+  nxv_download_release(gone);
+  nxv_download *dl = NULL;
+  REQUIRE_OK(nxv_download_start(z, N - 5, 5, &dl));
+  nxv_tensor_release(z); /* the queued copy keeps the buffer */
+  CHECK(nxv_download_bytes(dl) == 5 * sizeof(float));
+  bool done = false;
+  CHECK_OK(nxv_download_poll(dl, 0, &done));
+  float got[5] = {-1, -1, -1, -1, -1};
+  if (!done) CHECK(nxv_download_read(dl, got) == NXV_ERR_INVALID_ARGUMENT);
+  while (!done) CHECK_OK(nxv_download_poll(dl, 100, &done));
+  CHECK_OK(nxv_download_wait(dl)); /* idempotent once done */
+  CHECK_OK(nxv_download_read(dl, got));
+  for (int i = 0; i < 5; i++) CHECK_MSG(got[i] == 1048576.0f, "got[%d] = %g", i, (double)got[i]);
+  nxv_download_release(dl);
+  /* Empty and out-of-range requests. */
+  REQUIRE_OK(nxv_download_start(x, N, 0, &dl));
+  CHECK_OK(nxv_download_poll(dl, 0, &done));
+  CHECK(done && nxv_download_bytes(dl) == 0);
+  CHECK_OK(nxv_download_read(dl, NULL));
+  nxv_download_release(dl);
+  dl = (nxv_download *)0x1;
+  CHECK(nxv_download_start(x, N - 1, 2, &dl) == NXV_ERR_INVALID_ARGUMENT);
+  CHECK(dl == NULL);
+  CHECK(strstr(nxv_last_error(), "from a tensor of") != NULL);
+  nxv_download_release(NULL);
+  /* After a device failure: the pending download reports it. */
+  REQUIRE_OK(nxv_download_start(x, 0, 1, &dl));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_device_inject_fault(d, NXV_ERR_DEVICE_LOST);
+  nxv_download *late = NULL;
+  nxv_status st = nxv_download_start(x, 0, 1, &late);
+  if (st == NXV_OK) st = nxv_download_wait(late);
+  CHECK_MSG(st == NXV_ERR_DEVICE_LOST, "got %s", nxv_status_name(st));
+  nxv_download_release(late);
+  CHECK_OK(nxv_download_wait(dl)); /* completed before the fault */
+  nxv_download_release(dl);
+  nxv_tensor_release(x);
+  nxv_device_release(d);
+}
+
 NXV_TEST(pool, exhaustion_waits_for_queued_work_before_failing) {
   /* Each step releases its input while the op reading it is still queued;
    * with a pool limit of a few tensors, allocation must wait for that work

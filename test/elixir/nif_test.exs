@@ -3,6 +3,7 @@ defmodule Nx.Vulkan.NIFTest do
   use ExUnit.Case, async: false
 
   alias Nx.Vulkan.NIF
+  import Bitwise
 
   setup_all do
     %{dev: Nx.Vulkan.device()}
@@ -175,6 +176,55 @@ defmodule Nx.Vulkan.NIFTest do
     assert NIF.synchronize(dev) == :ok
     done = NIF.device_stats(dev)
     assert done.ops_completed - before.ops_completed >= 40
+  end
+
+  # x doubled `steps` times on n elements: every element 2^steps.
+  defp doubled(dev, n, steps) do
+    x = NIF.upload_dirty(dev, :f32, f32(List.duplicate(1.0, n)))
+    Enum.reduce(1..steps, x, fn _, acc -> NIF.binary(:add, [n], acc, 0, nil, acc, 0, nil) end)
+  end
+
+  test "downloads: fast, continued on a dirty scheduler, large; a killed waiter leaks nothing",
+       %{dev: dev} do
+    n = 1 <<< 18
+    assert NIF.synchronize(dev) == :ok
+    base = NIF.device_stats(dev).pool_bytes_in_use
+
+    # Small, after a long queue: the spin runs out and the wait continues.
+    x = doubled(dev, n, 30)
+    assert to_f32(NIF.download(x, n - 3, 3)) == List.duplicate(1_073_741_824.0, 3)
+    # Small and ready: the spin sees it complete.
+    assert to_f32(NIF.download(x, 7, 1)) == [1_073_741_824.0]
+    # Large (1 MiB): the dirty path.
+    assert NIF.download(x, 0, n) == f32(List.duplicate(1_073_741_824.0, n))
+
+    # A process killed while its download is queued behind long work.
+    parent = self()
+
+    pid =
+      spawn(fn ->
+        y = doubled(dev, n, 60)
+        send(parent, :queued)
+        NIF.download(y, 0, 1)
+        send(parent, :downloaded)
+      end)
+
+    ref = Process.monitor(pid)
+    assert_receive :queued, 10_000
+    Process.exit(pid, :kill)
+    assert_receive {:DOWN, ^ref, :process, ^pid, :killed}, 10_000
+    refute_received :downloaded
+    x = nil
+    _ = x
+    :erlang.garbage_collect()
+    # A dead process's resources are freed shortly after its exit.
+    assert Enum.any?(1..500, fn _ ->
+             :ok = NIF.synchronize(dev)
+             NIF.device_stats(dev).pool_bytes_in_use <= base or (Process.sleep(10) && false)
+           end),
+           "#{NIF.device_stats(dev).pool_bytes_in_use} bytes in use, #{base} before"
+
+    assert to_f32(NIF.download(doubled(dev, 4, 3), 0, 4)) == [8.0, 8.0, 8.0, 8.0]
   end
 
   test "64 processes run their own chains on one device exactly", %{dev: dev} do

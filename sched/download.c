@@ -1,0 +1,118 @@
+/* Downloads in two steps: queue the copy, then poll or wait for it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/device.h"
+#include "sched/status.h"
+
+struct nxv_download {
+  nxv_device *device;  /* one device reference, owned */
+  nxv_ticket *ticket;  /* the copy node's ticket, one reference owned; holds
+                          the staging bytes until both references drop */
+  uint64_t bytes;      /* bytes copied */
+  bool done;           /* the copy was seen complete */
+};
+
+nxv_status nxv_download_start(nxv_tensor *t, uint64_t offset, uint64_t count,
+                              nxv_download **out) {
+  if (!t || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL tensor or out_download");
+  *out = NULL;
+  if (offset > t->count || count > t->count - offset)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "download of elements [%llu, %llu) from a tensor of %llu",
+                    (unsigned long long)offset,
+                    (unsigned long long)(offset + count),
+                    (unsigned long long)t->count);
+  nxv_device *d = t->device;
+  NXV_TRY(nxv_device_check(d));
+  size_t es = nxv_dtype_size(t->dtype);
+  uint64_t bytes = count * es;
+  nxv_download *dl = calloc(1, sizeof *dl);
+  if (!dl) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "download handle");
+  dl->bytes = bytes;
+  if (bytes == 0) {
+    dl->done = true;
+    nxv_device_retain(d);
+    dl->device = d;
+    *out = dl;
+    return NXV_OK;
+  }
+  nxv_ticket *tk = nxv_ticket_new();
+  nxv_node *n = nxv_node_new(0);
+  if (!tk || !n) {
+    free(tk);
+    free(n);
+    free(dl);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "download node");
+  }
+  nxv_status st = nxv_hostring_alloc(d->staging, bytes, 16, true, &tk->staging);
+  if (st != NXV_OK) {
+    free(tk);
+    free(n);
+    free(dl);
+    return st;
+  }
+  tk->has_staging = true;
+  tk->ring = d->staging;
+  n->kind = NXV_NODE_COPY;
+  n->flags = NXV_NODE_FLUSH | NXV_NODE_HOST_READ;
+  n->nbufs = 1;
+  n->bufs[0] = t->buf;
+  nxv_buffer_retain(t->buf);
+  n->src = t->buf->vk;
+  n->src_offset = t->buf->offset + offset * es;
+  n->dst = tk->staging.buf;
+  n->dst_offset = tk->staging.offset;
+  n->bytes = bytes;
+  n->cost = count;
+  n->ticket = tk;
+  /* The node owns one ticket reference from here, even when push fails. */
+  st = nxv_sched_push(d->sched, n);
+  if (st != NXV_OK) {
+    nxv_ticket_release(tk);
+    free(dl);
+    return st;
+  }
+  nxv_device_retain(d);
+  dl->device = d;
+  dl->ticket = tk;
+  *out = dl;
+  return NXV_OK;
+}
+
+nxv_status nxv_download_poll(nxv_download *dl, uint32_t spin_us, bool *out_done) {
+  if (!dl || !out_done) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL download or out_done");
+  if (!dl->done) {
+    NXV_TRY(nxv_sched_poll(dl->device->sched, dl->ticket, spin_us, &dl->done));
+  }
+  *out_done = dl->done;
+  return NXV_OK;
+}
+
+nxv_status nxv_download_wait(nxv_download *dl) {
+  if (!dl) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL download");
+  if (!dl->done) {
+    NXV_TRY(nxv_sched_wait(dl->device->sched, dl->ticket, false));
+    dl->done = true;
+  }
+  return NXV_OK;
+}
+
+uint64_t nxv_download_bytes(const nxv_download *dl) { return dl ? dl->bytes : 0; }
+
+nxv_status nxv_download_read(const nxv_download *dl, void *dst) {
+  if (!dl) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL download");
+  if (!dl->done)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "download read before it completed");
+  if (dl->bytes == 0) return NXV_OK;
+  if (!dst) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL destination");
+  memcpy(dst, dl->ticket->staging.ptr, dl->bytes);
+  return NXV_OK;
+}
+
+void nxv_download_release(nxv_download *dl) {
+  if (!dl) return;
+  if (dl->ticket) nxv_ticket_release(dl->ticket);
+  nxv_device_release(dl->device);
+  free(dl);
+}
