@@ -176,6 +176,10 @@ typedef struct nxv_device_config {
   bool fast_math;             /* f32 exp/log/sin/cos/tanh/sigmoid with the
                                  driver's builtins (a few ulp) instead of
                                  double-precision evaluation */
+  int32_t download_kernel;    /* downloads of at most 64 KiB copy with a
+                                 compute kernel instead of a transfer
+                                 command: 0 = on GPUs (where it completes
+                                 sooner), 1 = always, -1 = never */
 } nxv_device_config;
 
 /* Opens the device at index (index < 0: the default choice) with config

@@ -388,6 +388,13 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   opt_bool(env, argv[1], "disable_disk_cache", &cfg.disable_disk_cache, &bad);
   opt_bool(env, argv[1], "poison_outputs", &cfg.poison_outputs, &bad);
   opt_bool(env, argv[1], "fast_math", &cfg.fast_math, &bad);
+  ERL_NIF_TERM dk;
+  if (enif_get_map_value(env, argv[1], mk_atom(env, "download_kernel"), &dk)) {
+    if (enif_is_identical(dk, mk_atom(env, "auto"))) cfg.download_kernel = 0;
+    else if (enif_is_identical(dk, mk_atom(env, "always"))) cfg.download_kernel = 1;
+    else if (enif_is_identical(dk, mk_atom(env, "never"))) cfg.download_kernel = -1;
+    else bad = true;
+  }
   ERL_NIF_TERM dir;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "cache_dir"), &dir)) {
     ErlNifBinary b;
@@ -669,12 +676,18 @@ static ERL_NIF_TERM nif_download(ErlNifEnv *env, int argc,
     return enif_schedule_nif(env, "download", ERL_NIF_DIRTY_JOB_IO_BOUND,
                              nif_download_dirty, argc, argv);
   }
+  /* On CPU devices the copy needs the cores a spin would take: one check. */
+  nxv_device_info info;
+  uint32_t spin_us = nxv_device_info_get(nxv_tensor_device(t), &info) == NXV_OK &&
+                             info.type != NXV_DEVICE_CPU
+                         ? DOWNLOAD_SPIN_US
+                         : 0;
   nxv_download *dl;
   nxv_status st = nxv_download_start(t, off, count, &dl);
   nxv_tensor_release(t);
   bool done = false;
   if (st == NXV_OK) {
-    st = nxv_download_poll(dl, DOWNLOAD_SPIN_US, &done);
+    st = nxv_download_poll(dl, spin_us, &done);
     if (st != NXV_OK) nxv_download_release(dl);
   }
   if (st != NXV_OK) return raise_status(env, st, "download");

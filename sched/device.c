@@ -98,6 +98,8 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
   atomic_init(&d->refs, 1);
   resolve_config(d, config);
   nxv_status st = nxv_vk_open(idx, &d->vk);
+  if (st == NXV_OK && d->config.download_kernel == 0)
+    d->config.download_kernel = d->vk.info.type == NXV_DEVICE_CPU ? -1 : 1;
   if (st == NXV_OK) st = nxv_pool_create(&d->vk, d->config.pool_limit_bytes, &d->pool);
   if (st == NXV_OK)
     st = nxv_hostring_create(&d->vk, d->config.staging_bytes, false, &d->staging);
@@ -114,6 +116,8 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
         .idle_flush_us = d->config.idle_flush_us,
         .wait_spin_us = d->config.wait_spin_us,
         .idle_spin_us = d->config.idle_spin_us,
+        .completion_spin_us =
+            d->vk.info.type == NXV_DEVICE_CPU ? 0 : d->config.wait_spin_us,
         .arena_bytes = d->config.arena_bytes};
     st = nxv_sched_create(&d->vk, &sc, d->staging,
                           nxv_registry_layout(d->kernels), &d->sched);

@@ -24,8 +24,9 @@
 struct nxv_device {
   atomic_uint refs;             /* caller references + one per tensor */
   nxv_vk vk;                    /* owned */
-  nxv_device_config config;     /* resolved (no zero fields); cache_dir
-                                   points into cache_dir_buf */
+  nxv_device_config config;     /* resolved (no zero fields; download_kernel
+                                   1 or -1); cache_dir points into
+                                   cache_dir_buf */
   char cache_dir_buf[512];
   nxv_pool *pool;               /* owned */
   nxv_hostring *staging;        /* owned: upload/download staging */

@@ -459,9 +459,10 @@ static void *completion_main(void *arg) {
     pthread_mutex_unlock(&s->mu);
 
     /* Poll briefly first: a blocking wait wakes tens of microseconds
-     * after the signal on some drivers, and retirement (which the pool and
-     * synchronize wait for) would pay that on every short batch. */
-    uint64_t spin_until = now_ns() + (uint64_t)s->cfg.wait_spin_us * 1000u;
+     * after the signal on some drivers (25 us on an H100), and retirement
+     * (which the pool and synchronize wait for) would pay that on every
+     * short batch. Off on CPU devices, whose work needs the cores. */
+    uint64_t spin_until = now_ns() + (uint64_t)s->cfg.completion_spin_us * 1000u;
     uint64_t seen = 0;
     while (vkGetSemaphoreCounterValue(s->vk->device, s->timeline, &seen) ==
                VK_SUCCESS &&

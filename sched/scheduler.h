@@ -96,6 +96,8 @@ typedef struct nxv_sched_config {
   uint32_t idle_flush_us;
   uint32_t wait_spin_us;
   uint32_t idle_spin_us;
+  uint32_t completion_spin_us; /* the completion thread polls the timeline
+                                  this long before blocking; 0 = never */
   uint64_t arena_bytes;
 } nxv_sched_config;
 

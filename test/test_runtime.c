@@ -911,6 +911,46 @@ NXV_TEST(sched, download_in_steps) {
   nxv_device_release(d);
 }
 
+NXV_TEST(sched, downloads_by_kernel_and_by_transfer) {
+  /* Both copy paths, whatever the device would choose: every dtype,
+   * offsets that do and do not start on a word, partial last words, and
+   * sizes on both sides of the kernel's 64 KiB limit. */
+  enum { MAXB = 70000 * 16 };
+  unsigned char *src = malloc(MAXB), *got = malloc(MAXB);
+  REQUIRE(src && got);
+  uint64_t seed = 11;
+  for (size_t i = 0; i < MAXB; i++) src[i] = (unsigned char)test_rand_u64(&seed);
+  const int32_t modes[2] = {1, -1};
+  for (int m = 0; m < 2; m++) {
+    nxv_device_config cfg = {.disable_disk_cache = true, .download_kernel = modes[m]};
+    nxv_device *d = open_with(&cfg);
+    REQUIRE(d);
+    for (int t = 0; t < NXV_DTYPE_COUNT; t++) {
+      size_t es = nxv_dtype_size((nxv_dtype)t);
+      const uint64_t total = MAXB / es;
+      nxv_tensor *a;
+      REQUIRE_OK(nxv_tensor_upload(d, (nxv_dtype)t, total, src, &a));
+      const uint64_t ranges[][2] = {{0, 1}, {1, 1}, {3, 5}, {5, 7}, {0, 37},
+                                    {7, 65536 / es}, {2, 65536 / es + 1},
+                                    {0, total}, {total - 3, 3}};
+      for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+        uint64_t off = ranges[r][0], cnt = ranges[r][1];
+        memset(got, 0xAB, cnt * es + 8);
+        CHECK_OK(nxv_tensor_download(a, off, cnt, got));
+        CHECK_MSG(memcmp(got, src + off * es, cnt * es) == 0, "mode %d %s [%llu, +%llu)",
+                  (int)modes[m], nxv_dtype_name((nxv_dtype)t), (unsigned long long)off,
+                  (unsigned long long)cnt);
+        CHECK_MSG(got[cnt * es] == 0xAB, "mode %d %s: wrote past the end",
+                  (int)modes[m], nxv_dtype_name((nxv_dtype)t));
+      }
+      nxv_tensor_release(a);
+    }
+    nxv_device_release(d);
+  }
+  free(src);
+  free(got);
+}
+
 NXV_TEST(pool, exhaustion_waits_for_queued_work_before_failing) {
   /* Each step releases its input while the op reading it is still queued;
    * with a pool limit of a few tensors, allocation must wait for that work
