@@ -8,7 +8,8 @@
 #   make test         all of the above
 #   make nif          build the Erlang NIF into priv/ (mix compile does it)
 #   make demo         build and run the demo on the default device
-#   make bench        build the C benchmark (build/bench/nxv_bench)
+#   make bench        build the C benchmarks (build/bench/nxv_bench, vk_floor)
+#   make vk-floor     build build/bench/vk_floor (raw Vulkan round trips)
 #   make deps         install the Debian packages the build needs, if missing
 #
 # Variables: SAN=asan|tsan selects a sanitizer build (into build/SAN/),
@@ -44,7 +45,7 @@ TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(TEST_SRC))
 SHADERS  := $(wildcard shaders/*.comp shaders/*.glsl) shaders/variants.txt
 
-.PHONY: all lib nif test test-c test-c-asan test-c-tsan test-elixir bench demo deps clean bench-all
+.PHONY: all lib nif test test-c test-c-asan test-c-tsan test-elixir bench vk-floor demo deps clean bench-all
 
 all: lib
 lib: $(B)/libnxv.a
@@ -84,7 +85,18 @@ $(B)/bench/nxv_bench: $(BENCH_OBJ) $(B)/libnxv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 
-bench: $(B)/bench/nxv_bench
+bench: $(B)/bench/nxv_bench $(B)/bench/vk_floor
+
+# Raw Vulkan round-trip floors, without the runtime (bench/floor/).
+$(GEN)/add_one.h: bench/floor/add_one.comp
+	@mkdir -p $(GEN)
+	$(GLSLANG) -V --target-env vulkan1.3 --vn add_one_spv $< -o $@ >/dev/null
+
+$(B)/bench/vk_floor: bench/floor/vk_floor.c $(GEN)/add_one.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LDFLAGS) -lvulkan -o $@
+
+vk-floor: $(B)/bench/vk_floor
 
 # Every benchmark, the PyTorch/JAX side where installed, report and charts.
 bench-all:
