@@ -842,32 +842,34 @@ NXV_TEST(sched, device_copy_every_dtype_and_odd_sizes) {
   nxv_device_release(d);
 }
 
+/* n f32 ones doubled `steps` times by queued adds (each element 2^steps),
+ * or NULL on failure. */
+static nxv_tensor *doubled(nxv_device *d, uint64_t n, int steps) {
+  float one = 1.0f;
+  nxv_tensor *x;
+  if (nxv_fill(d, NXV_F32, n, &one, &x) != NXV_OK) return NULL;
+  int64_t shape[1] = {(int64_t)n};
+  for (int i = 0; i < steps; i++) {
+    nxv_view v = {x, 0, NULL};
+    nxv_tensor *y;
+    nxv_status st = nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &y);
+    nxv_tensor_release(x);
+    if (st != NXV_OK) return NULL;
+    x = y;
+  }
+  return x;
+}
+
 NXV_TEST(sched, download_in_steps) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
   enum { N = 1 << 16, STEPS = 200 };
-  float one = 1.0f;
-  nxv_tensor *x;
-  REQUIRE_OK(nxv_fill(d, NXV_F32, N, &one, &x));
-  int64_t shape[1] = {N};
-  for (int i = 0; i < STEPS; i++) {
-    nxv_view v = {x, 0, NULL};
-    nxv_tensor *y;
-    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &y));
-    nxv_tensor_release(x);
-    x = y;
-  }
-  /* 2^200 overflows to inf; read a slice of the chain through 20 steps
-   * instead, while the long chain may still run. */
-  nxv_tensor *z;
-  REQUIRE_OK(nxv_fill(d, NXV_F32, N, &one, &z));
-  for (int i = 0; i < 20; i++) {
-    nxv_view v = {z, 0, NULL};
-    nxv_tensor *y;
-    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &y));
-    nxv_tensor_release(z);
-    z = y;
-  }
+  nxv_tensor *x = doubled(d, N, STEPS);
+  REQUIRE(x);
+  /* 2^200 overflows to inf; read a chain of 20 steps instead, queued
+   * behind the long one. */
+  nxv_tensor *z = doubled(d, N, 20);
+  REQUIRE(z);
   /* Released while in flight: nothing leaks, the ring space returns. */
   nxv_download *gone;
   REQUIRE_OK(nxv_download_start(x, 0, N, &gone));
