@@ -918,7 +918,7 @@ NXV_TEST(sched, downloads_by_kernel_and_by_transfer) {
    * offsets that do and do not start on a word, partial last words, and
    * sizes on both sides of the kernel's 64 KiB limit. */
   enum { MAXB = 70000 * 16 };
-  unsigned char *src = malloc(MAXB), *got = malloc(MAXB);
+  unsigned char *src = malloc(MAXB), *got = malloc(MAXB + 16); /* + sentinel bytes */
   REQUIRE(src && got);
   uint64_t seed = 11;
   for (size_t i = 0; i < MAXB; i++) src[i] = (unsigned char)test_rand_u64(&seed);
