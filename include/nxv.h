@@ -293,8 +293,9 @@ typedef struct nxv_download nxv_download;
 nxv_status nxv_download_start(nxv_tensor *tensor, uint64_t offset,
                               uint64_t count, nxv_download **out_download);
 
-/* Busy-polls for up to spin_us microseconds (at least one check) for the
- * copy; *out_done says whether it has completed. Never sleeps. Returns the
+/* Busy-polls for up to spin_us microseconds (at least one check; on CPU
+ * devices, whose copy needs the cores, only that check) for the copy;
+ * *out_done says whether it has completed. Never sleeps. Returns the
  * device's sticky error if it failed. */
 nxv_status nxv_download_poll(nxv_download *download, uint32_t spin_us,
                              bool *out_done);

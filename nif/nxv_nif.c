@@ -676,18 +676,12 @@ static ERL_NIF_TERM nif_download(ErlNifEnv *env, int argc,
     return enif_schedule_nif(env, "download", ERL_NIF_DIRTY_JOB_IO_BOUND,
                              nif_download_dirty, argc, argv);
   }
-  /* On CPU devices the copy needs the cores a spin would take: one check. */
-  nxv_device_info info;
-  uint32_t spin_us = nxv_device_info_get(nxv_tensor_device(t), &info) == NXV_OK &&
-                             info.type != NXV_DEVICE_CPU
-                         ? DOWNLOAD_SPIN_US
-                         : 0;
   nxv_download *dl;
   nxv_status st = nxv_download_start(t, off, count, &dl);
   nxv_tensor_release(t);
   bool done = false;
   if (st == NXV_OK) {
-    st = nxv_download_poll(dl, spin_us, &done);
+    st = nxv_download_poll(dl, DOWNLOAD_SPIN_US, &done);
     if (st != NXV_OK) nxv_download_release(dl);
   }
   if (st != NXV_OK) return raise_status(env, st, "download");

@@ -105,6 +105,8 @@ nxv_status nxv_download_start(nxv_tensor *t, uint64_t offset, uint64_t count,
 nxv_status nxv_download_poll(nxv_download *dl, uint32_t spin_us, bool *out_done) {
   if (!dl || !out_done) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL download or out_done");
   if (!dl->done) {
+    /* On CPU devices the copy needs the cores a spin would take. */
+    if (dl->device->vk.info.type == NXV_DEVICE_CPU) spin_us = 0;
     NXV_TRY(nxv_sched_poll(dl->device->sched, dl->ticket, spin_us, &dl->done));
   }
   *out_done = dl->done;
