@@ -320,17 +320,37 @@ static void node_use(nxv_node *n, nxv_tensor *t, bool write) {
 /* Elementwise                                                         */
 /* ------------------------------------------------------------------ */
 
+/* Whether the tiled kernel (tile2d.glsl) suits a strided op collapsed to
+ * r axes of shape: two or three axes, rows and columns of at least 16 (a
+ * 32x32 tile keeps most of its threads busy), a grid within the device's
+ * limits, a device that runs 256 threads per workgroup, and a compute type
+ * whose tile fits the shared memory every device has (c128 does not). */
+static bool tiled_fits(nxv_device *d, uint32_t r, const int64_t *shape,
+                       nxv_dtype t) {
+  if (r < 2 || r > 3 || t == NXV_C128 || d->vk.info.max_workgroup_invocations < 256 ||
+      d->vk.info.max_workgroup_size[0] < 256)
+    return false;
+  int64_t depth = r == 3 ? shape[0] : 1, rows = shape[r - 2], cols = shape[r - 1];
+  if (rows < 16 || cols < 16) return false;
+  return (cols + 31) / 32 <= d->vk.info.max_workgroup_count[0] &&
+         (rows + 31) / 32 <= d->vk.info.max_workgroup_count[1] &&
+         depth <= d->vk.info.max_workgroup_count[2];
+}
+
 /* Shared by the elementwise ops: nops inputs (1 to 3) of types in_types
  * through views, output dense of out_type. Operand o goes to push-constant
  * slot a, b, in2 in turn; in the contiguous variant, flag bit o marks a
  * broadcast scalar operand and, where allow_vec, bit 2 enables 4-wide
- * accesses (unary and binary kernels). */
+ * accesses (unary and binary kernels). Strided operands take the kernel's
+ * tiled variant tiled_variant where it has one (not 0) and the collapsed
+ * shape suits it (tiled_fits), else variant 1. */
 static nxv_status elementwise(nxv_device *d, const char *opname,
                               nxv_spv_module module, uint32_t op, int nops,
                               uint32_t rank, const int64_t *shape_in,
                               const nxv_view *const views[3],
                               const nxv_dtype in_types[3], nxv_dtype out_type,
-                              bool allow_vec, nxv_tensor **out) {
+                              bool allow_vec, uint32_t tiled_variant,
+                              nxv_tensor **out) {
   uint64_t n;
   NXV_TRY(check_shape(rank, shape_in, &n));
   int64_t shape[NXV_MAX_RANK], strides[3][NXV_MAX_RANK];
@@ -353,7 +373,10 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
   bool contiguous = r <= 1;
   for (int o = 0; o < nops && contiguous; o++)
     if (r == 1 && strides[o][0] != 1 && strides[o][0] != 0) contiguous = false;
-  uint32_t args_words = contiguous ? 0 : (uint32_t)(nops + 1) * r + (uint32_t)nops;
+  bool tiled = !contiguous && tiled_variant && tiled_fits(d, r, shape, in_types[0]);
+  uint32_t args_words = contiguous ? 0
+                        : tiled    ? 2 + 4 * (uint32_t)nops
+                                   : (uint32_t)(nops + 1) * r + (uint32_t)nops;
   nxv_node *node = nxv_node_new(args_words);
   if (!node) {
     nxv_tensor_release(t);
@@ -380,6 +403,39 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
       pc.flags |= 4u;
       threads = n / 4;
     }
+  } else if (tiled) {
+    /* Arena: rows, columns, then per operand its strides along depth,
+     * rows and columns and its offset (tile2d.glsl). */
+    variant = tiled_variant;
+    int64_t rows = shape[r - 2], cols = shape[r - 1];
+    uint32_t *a = node->args;
+    a[0] = (uint32_t)rows;
+    a[1] = (uint32_t)cols;
+    bool vec_out = allow_vec && cols % 4 == 0;
+    for (int o = 0; o < nops; o++) {
+      const nxv_view *v = views[o];
+      int64_t sb = r == 3 ? strides[o][0] : 0, sr = strides[o][r - 2], sc = strides[o][r - 1];
+      uint64_t addr = v->tensor->buf->addr;
+      size_t es = nxv_dtype_size(in_types[o]);
+      uint32_t mode = 0;
+      if (sc == 1 && vec_out && (addr + (uint64_t)v->offset * es) % (4 * es) == 0 &&
+          sr % 4 == 0 && sb % 4 == 0)
+        mode = 1;
+      else if (sr == 1 && sc != 0 && sc != 1)
+        mode = 2;
+      pc.flags |= mode << (2 * o);
+      *slots[o] = addr;
+      uint32_t *w = a + 2 + 4 * o;
+      w[0] = (uint32_t)sb;
+      w[1] = (uint32_t)sr;
+      w[2] = (uint32_t)sc;
+      w[3] = (uint32_t)v->offset;
+    }
+    if (vec_out) pc.flags |= 64u;
+    node->args_pc_offset = offsetof(pc_ew, args);
+    node->groups[0] = (uint32_t)((cols + 31) / 32);
+    node->groups[1] = (uint32_t)((rows + 31) / 32);
+    node->groups[2] = r == 3 ? (uint32_t)shape[0] : 1;
   } else {
     variant = 1;
     for (int o = 0; o < nops; o++) *slots[o] = views[o]->tensor->buf->addr;
@@ -395,8 +451,10 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
   }
   memcpy(node->pc, &pc, sizeof pc);
   node->pc_size = sizeof pc;
-  node->groups[0] = groups_for(d, threads);
-  node->groups[1] = node->groups[2] = 1;
+  if (!tiled) {
+    node->groups[0] = groups_for(d, threads);
+    node->groups[1] = node->groups[2] = 1;
+  }
   node->cost = n * (uint64_t)(nops + 1);
   for (int o = 0; o < nops; o++) node_use(node, views[o]->tensor, false);
   node_use(node, t, true);
@@ -449,7 +507,7 @@ nxv_status nxv_binary(nxv_device *d, nxv_binary_op op, uint32_t rank,
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_binary_op_name(op), family(NXV_SPV_BINARY_S8, t), op,
-                     2, rank, shape, views, types, t, vec_ok(t), out);
+                     2, rank, shape, views, types, t, vec_ok(t), 2, out);
 }
 
 nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
@@ -484,7 +542,7 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_unary_op_name(op), m, op, 1, rank, shape, views,
-                     types, to, vec_ok(t) && vec_ok(to), out);
+                     types, to, vec_ok(t) && vec_ok(to), 3, out);
 }
 
 nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
@@ -498,7 +556,7 @@ nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {from, from, from};
   return elementwise(d, "as_type", unary_module(from, dtype), NXV_COPY, 1, rank,
-                     shape, views, types, dtype, vec_ok(from) && vec_ok(dtype), out);
+                     shape, views, types, dtype, vec_ok(from) && vec_ok(dtype), 3, out);
 }
 
 nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
@@ -518,7 +576,7 @@ nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, name, family(NXV_SPV_COMPARE_S8, t), op, 2, rank, shape,
-                     views, types, NXV_U8, false, out);
+                     views, types, NXV_U8, false, 0, out);
 }
 
 nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
@@ -532,7 +590,7 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
   const nxv_view *const views[3] = {pred, on_true, on_false};
   const nxv_dtype types[3] = {NXV_U8, t, t};
   return elementwise(d, "select", family(NXV_SPV_SELECT_S8, t), 0, 3, rank, shape,
-                     views, types, t, false, out);
+                     views, types, t, false, 0, out);
 }
 
 nxv_status nxv_copy_into(nxv_device *d, nxv_tensor *dst, int64_t dst_offset,

@@ -7,6 +7,8 @@
 //            scalar; bit2: 4-wide vector loads allowed).
 // VARIANT 1: strided operands; the argument arena holds
 //            shape[rank], a_strides[rank], b_strides[rank], a_off, b_off.
+// VARIANT 2: strided operands, output collapsed to at most three axes:
+//            32x32 tiles (tile2d.glsl); 256 threads. Not in c128 modules.
 // OP follows nxv_binary_op in include/nxv.h.
 #include "common.glsl"
 #if T_KIND == KIND_COMPLEX
@@ -243,6 +245,30 @@ TC apply(TC x, TC y) {
 
 shared uint s_args[3 * NXV_MAX_RANK + 2];
 
+// c128 would need 17 KiB of shared memory for the tile: it keeps VARIANT 1.
+#define TILED !(T_KIND == KIND_COMPLEX && TC_BITS == 64)
+#if TILED
+#include "tile2d.glsl"
+
+void tiled() {
+  TC x[4], y[4];
+  t2_load(pc.a, 0u, x);
+  t2_load(pc.b, 1u, y);
+  uint R = t2_rows(), C = t2_cols(), r = t2_row(), c = t2_col();
+  if (r >= R || c >= C) return;
+  uint i = (gl_WorkGroupID.z * R + r) * C + c;
+#if T_VEC
+  if ((pc.flags & T2_FLAG_VEC_OUT) != 0u) {
+    BufT4(pc.c).v[i / 4u] = T4(TC4(apply(x[0], y[0]), apply(x[1], y[1]),
+                                   apply(x[2], y[2]), apply(x[3], y[3])));
+    return;
+  }
+#endif
+  [[unroll]] for (uint j = 0u; j < 4u; ++j)
+    if (c + j < C) pc.c.v[i + j] = T_ST(apply(x[j], y[j]));
+}
+#endif
+
 void main() {
   uint gid = nxv_gid();
   uint stride = nxv_nthreads();
@@ -269,6 +295,10 @@ void main() {
       TC y = b_scalar ? sb : T_LD(pc.b.v[i]);
       pc.c.v[i] = T_ST(apply(x, y));
     }
+  } else if (VARIANT == 2u) {
+#if TILED
+    tiled();
+#endif
   } else {
     uint rank = pc.rank;
     uint nargs = 3u * rank + 2u;

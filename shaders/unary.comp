@@ -9,6 +9,8 @@
 // transpose. VARIANT 0: contiguous (flags bit2: 4-wide loads allowed);
 // VARIANT 1: strided, the arena holds shape[rank], a_strides[rank], a_off;
 // VARIANT 2: strided output too (see main).
+// VARIANT 3: strided input, output collapsed to at most three axes: 32x32
+// tiles (tile2d.glsl); 256 threads. Not for c128 inputs.
 // OP follows nxv_unary_op in include/nxv.h.
 #include "common.glsl"
 #if T_KIND == 0 && (TC_BITS == 64 || defined(PRECISE32)) && !defined(CONVERT_ONLY)
@@ -223,6 +225,29 @@ OC cvt(TC xin) {
 
 shared uint s_args[NXV_MAX_RANK * 3 + 2];
 
+// c128 would need 17 KiB of shared memory for the tile: it keeps VARIANT 1.
+#define TILED !(T_KIND == KIND_COMPLEX && TC_BITS == 64)
+#if TILED
+#include "tile2d.glsl"
+
+void tiled() {
+  TC x[4];
+  t2_load(pc.a, 0u, x);
+  uint R = t2_rows(), C = t2_cols(), r = t2_row(), c = t2_col();
+  if (r >= R || c >= C) return;
+  uint i = (gl_WorkGroupID.z * R + r) * C + c;
+#if T_VEC && O_VEC
+  if ((pc.flags & T2_FLAG_VEC_OUT) != 0u) {
+    BufO4(pc.c).v[i / 4u] = O4(OC4(cvt(apply(x[0])), cvt(apply(x[1])),
+                                   cvt(apply(x[2])), cvt(apply(x[3]))));
+    return;
+  }
+#endif
+  [[unroll]] for (uint j = 0u; j < 4u; ++j)
+    if (c + j < C) pc.c.v[i + j] = O_ST(cvt(apply(x[j])));
+}
+#endif
+
 void main() {
   uint gid = nxv_gid();
   uint stride = nxv_nthreads();
@@ -248,6 +273,10 @@ void main() {
 #endif
     for (uint i = start + gid; i < pc.n; i += stride)
       pc.c.v[i] = O_ST(scalar ? sv : cvt(apply(T_LD(pc.a.v[i]))));
+  } else if (VARIANT == 3u) {
+#if TILED
+    tiled();
+#endif
   } else {
     // VARIANT 1: dense output; VARIANT 2: the output is strided too (a
     // region of a larger tensor): the arena holds shape[rank],

@@ -416,6 +416,10 @@ static const struct bcase {
     {"scalar a", 1, {N}, {1, 0, {0}, false}, {N, 0, {0}, true}},
     {"strided", 3, {7, 5, 9}, {315, 0, {1, 7, 35}, false}, {320, 39, {45, -9, 1}, false}},
     {"row and column broadcast", 2, {6, 40}, {6, 0, {1, 0}, false}, {43, 3, {0, 1}, false}},
+    /* Tiles of 32x32 (tile2d.glsl): a transposed through shared memory. */
+    {"transposed, row broadcast", 2, {20, 36}, {720, 0, {1, 20}, false}, {37, 1, {0, 1}, false}},
+    {"batched transposed, batch broadcast", 3, {2, 17, 18},
+     {612, 0, {306, 1, 17}, false}, {306, 0, {0, 18, 1}, false}},
 };
 
 NXV_TEST(complex, binary) {

@@ -514,6 +514,136 @@ NXV_TEST(types, unary) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Strided operands over two and three axes (the tiled kernels)              */
+/* ------------------------------------------------------------------------ */
+
+/* An operand of a [D, R, C] op: a flat tensor of count elements read
+ * through offset and strides (one per axis of the op). */
+typedef struct tiled_arg {
+  const char *name;
+  int64_t offset, strides[3];
+  size_t count;
+} tiled_arg;
+
+enum { TA_DENSE, TA_DENSE_OFF1, TA_TRANSPOSED, TA_ROWS, TA_COLUMNS,
+       TA_REV_COLUMNS, TA_EVERY_OTHER, TA_BATCH_BCAST_T, TA_COUNT };
+
+static tiled_arg tiled_layout(int kind, int64_t D, int64_t R, int64_t C) {
+  size_t n = (size_t)(D * R * C);
+  switch (kind) {
+    case TA_DENSE: return (tiled_arg){"dense", 0, {R * C, C, 1}, n};
+    case TA_DENSE_OFF1: return (tiled_arg){"dense at offset 1", 1, {R * C, C, 1}, n + 1};
+    case TA_TRANSPOSED: return (tiled_arg){"transposed", 0, {R * C, 1, R}, n};
+    case TA_ROWS: return (tiled_arg){"a row broadcast", 0, {0, 0, 1}, (size_t)C};
+    case TA_COLUMNS: return (tiled_arg){"a column broadcast", 0, {0, 1, 0}, (size_t)R};
+    case TA_REV_COLUMNS:
+      return (tiled_arg){"columns reversed", C - 1, {R * C, C, -1}, n};
+    case TA_EVERY_OTHER:
+      return (tiled_arg){"every other column", 1, {2 * R * C, 2 * C, 2}, 2 * n + 1};
+    default:
+      return (tiled_arg){"transposed, batch broadcast", 0, {0, 1, R}, (size_t)(R * C)};
+  }
+}
+
+static size_t tiled_at(const tiled_arg *g, int64_t z, int64_t r, int64_t c) {
+  return (size_t)(g->offset + z * g->strides[0] + r * g->strides[1] + c * g->strides[2]);
+}
+
+static val ref_convert(nxv_dtype from, nxv_dtype to, val a);
+
+/* Random values of type t for operand which of add. */
+static void tiled_fill(uint64_t *r, nxv_dtype t, int which, size_t n, val *v) {
+  for (size_t i = 0; i < n; i++)
+    v[i] = is_fp(t) ? rnd_binary_fp(r, t, NXV_ADD, which) : rnd_int(r, t);
+}
+
+/* Calls op on views of rank 2 ([R, C], when D is 1) or 3. */
+static nxv_view tiled_view(nxv_tensor *t, const tiled_arg *g, int64_t D) {
+  return (nxv_view){t, g->offset, D == 1 ? g->strides + 1 : g->strides};
+}
+
+/* add of two operands, negate and a conversion of the first, over pairs of
+ * layouts chosen to hit each of the tiled kernel's load modes (4-wide,
+ * direct, transposed through shared memory) and its edges (partial tiles,
+ * rows not a multiple of 4 wide, a batch axis). */
+static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
+  static const int64_t shapes[][3] = {{1, 37, 44}, {3, 19, 33}, {2, 64, 16}};
+  static const int pairs[][2] = {
+      {TA_TRANSPOSED, TA_DENSE},         {TA_DENSE, TA_ROWS},
+      {TA_COLUMNS, TA_TRANSPOSED},       {TA_TRANSPOSED, TA_TRANSPOSED},
+      {TA_DENSE_OFF1, TA_REV_COLUMNS},   {TA_EVERY_OTHER, TA_BATCH_BCAST_T},
+      {TA_BATCH_BCAST_T, TA_COLUMNS},    {TA_ROWS, TA_EVERY_OTHER}};
+  nxv_dtype to = (nxv_dtype)((t + 5) % NREAL);
+  bool conv = nxv_convert_supported(d, to);
+  for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+    int64_t D = shapes[si][0], R = shapes[si][1], C = shapes[si][2];
+    size_t n = (size_t)(D * R * C);
+    uint32_t rank = D == 1 ? 2 : 3;
+    const int64_t *shape = D == 1 ? shapes[si] + 1 : shapes[si];
+    for (size_t pi = 0; pi < sizeof pairs / sizeof *pairs; pi++) {
+      tiled_arg ga = tiled_layout(pairs[pi][0], D, R, C);
+      tiled_arg gb = tiled_layout(pairs[pi][1], D, R, C);
+      val *a = xcalloc(ga.count, sizeof *a), *b = xcalloc(gb.count, sizeof *b);
+      val *x = xcalloc(n, sizeof *x), *y = xcalloc(n, sizeof *y);
+      val *e_add = xcalloc(n, sizeof *e_add), *e_neg = xcalloc(n, sizeof *e_neg);
+      val *e_cvt = xcalloc(n, sizeof *e_cvt);
+      tiled_fill(r, t, 0, ga.count, a);
+      tiled_fill(r, t, 1, gb.count, b);
+      size_t i = 0;
+      for (int64_t z = 0; z < D; z++)
+        for (int64_t rr = 0; rr < R; rr++)
+          for (int64_t c = 0; c < C; c++, i++) {
+            x[i] = a[tiled_at(&ga, z, rr, c)];
+            y[i] = b[tiled_at(&gb, z, rr, c)];
+            e_add[i] = ref_binary(NXV_ADD, t, x[i], y[i]);
+            e_neg[i] = ref_unary(NXV_NEG, t, x[i]);
+            e_cvt[i] = ref_convert(t, to, x[i]);
+          }
+      nxv_tensor *ta = upload(d, t, ga.count, a, false), *tb = upload(d, t, gb.count, b, false);
+      if (ta && tb) {
+        nxv_view va = tiled_view(ta, &ga, D), vb = tiled_view(tb, &gb, D);
+        char tag[160];
+        nxv_tensor *out = NULL;
+        snprintf(tag, sizeof tag, "add %s %lldx%lldx%lld (%s, %s)", nxv_dtype_name(t),
+                 (long long)D, (long long)R, (long long)C, ga.name, gb.name);
+        nxv_status st = nxv_binary(d, NXV_ADD, rank, shape, &va, &vb, &out);
+        check_out(tag, t, result(st, out, tag), n, e_add, binary_ulps(t, NXV_ADD),
+                  NULL, t, x, y);
+        snprintf(tag, sizeof tag, "negate %s %lldx%lldx%lld (%s)", nxv_dtype_name(t),
+                 (long long)D, (long long)R, (long long)C, ga.name);
+        st = nxv_unary(d, NXV_NEG, rank, shape, &va, &out);
+        check_out(tag, t, result(st, out, tag), n, e_neg, EXACT, NULL, t, x, NULL);
+        if (conv) {
+          snprintf(tag, sizeof tag, "as_type %s -> %s %lldx%lldx%lld (%s)",
+                   nxv_dtype_name(t), nxv_dtype_name(to), (long long)D, (long long)R,
+                   (long long)C, ga.name);
+          st = nxv_convert(d, to, rank, shape, &va, &out);
+          check_out(tag, to, result(st, out, tag), n, e_cvt, EXACT, NULL, t, x, NULL);
+        }
+      }
+      nxv_tensor_release(ta);
+      nxv_tensor_release(tb);
+      free(a);
+      free(b);
+      free(x);
+      free(y);
+      free(e_add);
+      free(e_neg);
+      free(e_cvt);
+    }
+  }
+}
+
+NXV_TEST(types, tiled_layouts) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t r = 0x711ED;
+  for (int ti = 0; ti < NREAL; ti++)
+    if (usable(d, (nxv_dtype)ti)) run_tiled(d, (nxv_dtype)ti, &r);
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Conversions                                                               */
 /* ------------------------------------------------------------------------ */
 

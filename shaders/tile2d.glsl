@@ -1,0 +1,78 @@
+// tile2d.glsl - the tiled path of the elementwise kernels (binary.comp
+// VARIANT 2, unary.comp VARIANT 3), for operands that are broadcast,
+// transposed or otherwise strided.
+//
+// The dense output, its axes collapsed to [D, R, C] (D batches of R x C),
+// is covered by 32x32 tiles: workgroup (x, y, z) of 256 threads takes
+// columns 32x.., rows 32y.. of batch z; thread t the 4 consecutive columns
+// 4 (t % 8).. of tile row t / 8. Indices need no division, and the output
+// is written row by row, 4 wide where rows allow it.
+//
+// Argument arena: R, C, then for operand o at word 2 + 4o its strides
+// along D, R and C and its offset, in elements (two's complement: negative
+// strides wrap). Operand o's mode is in bits 2o..2o+1 of pc.flags:
+//   0  direct loads, any strides (stride 0 along C loads once per row)
+//   1  4-wide loads: stride 1 along C and every row start 4-aligned
+//   2  transposed (stride 1 along R): the workgroup first reads the tile
+//      along R into shared memory, so that reads stay coalesced
+// Bit 6 of pc.flags: the output may be written 4 wide (C % 4 == 0).
+//
+// The includer defines T, TC, T_LD, BufT, T_VEC (and BufT4, TC4 where
+// T_VEC) and a push-constant block pc with members args and flags.
+#extension GL_EXT_control_flow_attributes : enable
+#define T2_TILE 32u
+#define T2_FLAG_VEC_OUT 64u
+
+shared TC t2_s[T2_TILE * (T2_TILE + 1u)];
+
+uint t2_rows() { return pc.args.d[0]; }
+uint t2_cols() { return pc.args.d[1]; }
+uint t2_row() { return gl_WorkGroupID.y * T2_TILE + gl_LocalInvocationID.x / 8u; }
+uint t2_col() { return gl_WorkGroupID.x * T2_TILE + (gl_LocalInvocationID.x % 8u) * 4u; }
+
+// The four elements of operand o (buffer p) at this thread's row and
+// columns. Elements outside the output are left unspecified. Call from
+// uniform control flow: mode 2 synchronizes the workgroup.
+void t2_load(BufT p, uint o, out TC v[4]) {
+  uint mode = (pc.flags >> (2u * o)) & 3u;
+  uint R = t2_rows(), C = t2_cols();
+  uint w = 2u + 4u * o;
+  uint sb = pc.args.d[w], sr = pc.args.d[w + 1u], sc = pc.args.d[w + 2u];
+  uint base = pc.args.d[w + 3u] + gl_WorkGroupID.z * sb;
+  uint lid = gl_LocalInvocationID.x;
+  [[unroll]] for (uint j = 0u; j < 4u; ++j) v[j] = TC(0);
+  if (mode == 2u) {
+    uint r0 = gl_WorkGroupID.y * T2_TILE, c0 = gl_WorkGroupID.x * T2_TILE;
+    uint rr = lid % T2_TILE, cc = lid / T2_TILE;
+    barrier();  // an earlier operand's readers are done with t2_s
+    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+      uint c = cc + 8u * k;
+      if (r0 + rr < R && c0 + c < C)
+        t2_s[c * (T2_TILE + 1u) + rr] = T_LD(p.v[base + (r0 + rr) * sr + (c0 + c) * sc]);
+    }
+    barrier();
+    uint rl = lid / 8u, cl = (lid % 8u) * 4u;
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) v[j] = t2_s[(cl + j) * (T2_TILE + 1u) + rl];
+    return;
+  }
+  uint r = t2_row(), c = t2_col();
+  if (r >= R || c >= C) return;
+  uint i = base + r * sr + c * sc;
+#if T_VEC
+  if (mode == 1u) {
+    TC4 x = TC4(BufT4(p).v[i / 4u]);
+    v[0] = x.x;
+    v[1] = x.y;
+    v[2] = x.z;
+    v[3] = x.w;
+    return;
+  }
+#endif
+  if (sc == 0u) {
+    TC x = T_LD(p.v[i]);
+    [[unroll]] for (uint j = 0u; j < 4u; ++j) v[j] = x;
+    return;
+  }
+  [[unroll]] for (uint j = 0u; j < 4u; ++j)
+    if (c + j < C) v[j] = T_LD(p.v[i + j * sc]);
+}
