@@ -320,11 +320,16 @@ static void node_use(nxv_node *n, nxv_tensor *t, bool write) {
 /* Elementwise                                                         */
 /* ------------------------------------------------------------------ */
 
+/* Columns of a tile of the tiled elementwise kernels (tile2d.glsl) whose
+ * input type is t: 64 for types of 2 bytes or less, else 32. */
+static int64_t tile_cols(nxv_dtype t) { return nxv_dtype_size(t) <= 2 ? 64 : 32; }
+
 /* Whether the tiled kernel (tile2d.glsl) suits a strided op collapsed to
  * r axes of shape: two or three axes, rows and columns of at least 16 (a
- * 32x32 tile keeps most of its threads busy), a grid within the device's
- * limits, a device that runs 256 threads per workgroup, and a compute type
- * whose tile fits the shared memory every device has (c128 does not). */
+ * tile of 32 rows keeps most of its threads busy), a grid within the
+ * device's limits, a device that runs 256 threads per workgroup, and a
+ * compute type whose tile fits the shared memory every device has (c128
+ * does not). */
 static bool tiled_fits(nxv_device *d, uint32_t r, const int64_t *shape,
                        nxv_dtype t) {
   if (r < 2 || r > 3 || t == NXV_C128 || d->vk.info.max_workgroup_invocations < 256 ||
@@ -332,7 +337,7 @@ static bool tiled_fits(nxv_device *d, uint32_t r, const int64_t *shape,
     return false;
   int64_t depth = r == 3 ? shape[0] : 1, rows = shape[r - 2], cols = shape[r - 1];
   if (rows < 16 || cols < 16) return false;
-  return (cols + 31) / 32 <= d->vk.info.max_workgroup_count[0] &&
+  return (cols + tile_cols(t) - 1) / tile_cols(t) <= d->vk.info.max_workgroup_count[0] &&
          (rows + 31) / 32 <= d->vk.info.max_workgroup_count[1] &&
          depth <= d->vk.info.max_workgroup_count[2];
 }
@@ -433,7 +438,7 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
     }
     if (vec_out) pc.flags |= 64u;
     node->args_pc_offset = offsetof(pc_ew, args);
-    node->groups[0] = (uint32_t)((cols + 31) / 32);
+    node->groups[0] = (uint32_t)((cols + tile_cols(in_types[0]) - 1) / tile_cols(in_types[0]));
     node->groups[1] = (uint32_t)((rows + 31) / 32);
     node->groups[2] = r == 3 ? (uint32_t)shape[0] : 1;
   } else {
@@ -723,9 +728,9 @@ static uint32_t reduce_plan(uint64_t n_out, uint64_t k, bool rows, bool cols,
   if (per_group) {                /* aim for ~1024 workgroups */
     min_chunk = 2048;
     if (n_out < 512 && k >= 2 * min_chunk) chunks = (1024 + n_out - 1) / n_out;
-  } else {                        /* aim for ~64K threads */
+  } else {                        /* aim for ~256K threads */
     min_chunk = 64;
-    if (n_out < 32768 && k >= 2 * min_chunk) chunks = (65536 + n_out - 1) / n_out;
+    if (n_out < 131072 && k >= 2 * min_chunk) chunks = (262144 + n_out - 1) / n_out;
   }
   if (chunks > k / min_chunk) chunks = k / min_chunk;
   if (chunks > MAX_GROUPS) chunks = MAX_GROUPS;
@@ -936,7 +941,7 @@ static nxv_status check_operand(const char *what, nxv_tensor *t, int64_t off,
  * contiguous extent multiples of 8). */
 static bool coopmat_layout(nxv_device *d, const nxv_matmul_desc *m,
                            uint32_t *out_variant) {
-  if (!d->vk.info.coopmat_f16 || d->vk.info.max_workgroup_invocations < 256)
+  if (!d->vk.info.coopmat_f16 || d->vk.info.max_workgroup_invocations < NXV_COOPMAT_THREADS)
     return false;
   const int64_t *sa = m->a_strides, *sb = m->b_strides;
   bool batched = m->batch > 1;
@@ -985,7 +990,7 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
    * few outputs, the weight gradient). Other types take matmul.comp (64x64
    * tiles). */
   nxv_spv_module module = family(NXV_SPV_MATMUL_S8, t);
-  uint32_t variant = 0, tile = 64, nsplit = 1, kchunk = (uint32_t)m->k;
+  uint32_t variant = 0, tile_m = 64, tile_n = 64, nsplit = 1, kchunk = (uint32_t)m->k;
   bool gemm_type = (t == NXV_F16 || t == NXV_BF16 || t == NXV_F32) &&
                    d->vk.info.max_workgroup_invocations >= 256;
   uint64_t tiles64 = ((m->m + 63) / 64) * ((m->n + 63) / 64) * m->batch;
@@ -1006,14 +1011,16 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
     variant = 1;
   } else if (t == NXV_F16 && coopmat_layout(d, m, &variant)) {
     module = NXV_SPV_COOPMAT_F16;
-    tile = 128;
+    tile_m = NXV_COOPMAT_BM;
+    tile_n = NXV_COOPMAT_BN;
   } else if (gemm_type) {
     module = t == NXV_F32 ? NXV_SPV_GEMM_F32 : t == NXV_F16 ? NXV_SPV_GEMM_F16 : NXV_SPV_GEMM_BF16;
     uint64_t tiles128 = ((m->m + 127) / 128) * ((m->n + 127) / 128) * m->batch;
-    if (tiles128 >= 96) tile = 128;
+    if (tiles128 >= 96) tile_m = tile_n = 128;
     else variant = 1;
   }
-  uint32_t gx = (uint32_t)((m->n + tile - 1) / tile), gy = (uint32_t)((m->m + tile - 1) / tile);
+  uint32_t gx = (uint32_t)((m->n + tile_n - 1) / tile_n),
+           gy = (uint32_t)((m->m + tile_m - 1) / tile_m);
   if (gx > d->vk.info.max_workgroup_count[0] || gy > d->vk.info.max_workgroup_count[1])
     return nxv_fail(NXV_ERR_UNSUPPORTED, "matmul: %llux%llu result is too large",
                     (unsigned long long)m->m, (unsigned long long)m->n);

@@ -25,6 +25,12 @@
 #define NXV_REGISTRY_OPS 64
 #define NXV_REGISTRY_VARIANTS 5
 
+/* coopmat.comp's tile of C per workgroup and its threads (CM_BM, CM_BN,
+ * 32 CM_WGM CM_WGN there). */
+#define NXV_COOPMAT_BM 128u
+#define NXV_COOPMAT_BN 128u
+#define NXV_COOPMAT_THREADS 256u
+
 typedef struct nxv_registry nxv_registry;
 
 /* cache: the VkPipelineCache to create pipelines through (not owned). */

@@ -8,7 +8,8 @@
 // VARIANT 1: strided operands; the argument arena holds
 //            shape[rank], a_strides[rank], b_strides[rank], a_off, b_off.
 // VARIANT 2: strided operands, output collapsed to at most three axes:
-//            32x32 tiles (tile2d.glsl); 256 threads. Not in c128 modules.
+//            tiles of 32 rows (tile2d.glsl); 256 threads. Not in c128
+//            modules.
 // OP follows nxv_binary_op in include/nxv.h.
 #include "common.glsl"
 #if T_KIND == KIND_COMPLEX
@@ -18,7 +19,7 @@
 #endif
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
-layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT4 { T4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) buffer BufT4 { T4 v[]; };
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -251,20 +252,24 @@ shared uint s_args[3 * NXV_MAX_RANK + 2];
 #include "tile2d.glsl"
 
 void tiled() {
-  TC x[4], y[4];
+  TC x[T2_PER], y[T2_PER];
   t2_load(pc.a, 0u, x);
   t2_load(pc.b, 1u, y);
   uint R = t2_rows(), C = t2_cols(), r = t2_row(), c = t2_col();
   if (r >= R || c >= C) return;
   uint i = (gl_WorkGroupID.z * R + r) * C + c;
 #if T_VEC
-  if ((pc.flags & T2_FLAG_VEC_OUT) != 0u) {
-    BufT4(pc.c).v[i / 4u] = T4(TC4(apply(x[0], y[0]), apply(x[1], y[1]),
-                                   apply(x[2], y[2]), apply(x[3], y[3])));
+  if ((pc.flags & T2_FLAG_VEC_OUT) != 0u) {  // C % 4 == 0
+    [[unroll]] for (uint q = 0u; q < T2_PER; q += 4u) {
+      if (c + q >= C) break;
+      BufT4(pc.c).v[i / 4u + q / 4u] =
+          T4(TC4(apply(x[q], y[q]), apply(x[q + 1u], y[q + 1u]),
+                 apply(x[q + 2u], y[q + 2u]), apply(x[q + 3u], y[q + 3u])));
+    }
     return;
   }
 #endif
-  [[unroll]] for (uint j = 0u; j < 4u; ++j)
+  [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
     if (c + j < C) pc.c.v[i + j] = T_ST(apply(x[j], y[j]));
 }
 #endif

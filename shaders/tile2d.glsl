@@ -3,10 +3,12 @@
 // transposed or otherwise strided.
 //
 // The dense output, its axes collapsed to [D, R, C] (D batches of R x C),
-// is covered by 32x32 tiles: workgroup (x, y, z) of 256 threads takes
-// columns 32x.., rows 32y.. of batch z; thread t the 4 consecutive columns
-// 4 (t % 8).. of tile row t / 8. Indices need no division, and the output
-// is written row by row, 4 wide where rows allow it.
+// is covered by tiles of 32 rows and T2_COLS columns (32, or 64 for types
+// of 16 bits or less, whose rows would otherwise be read 64 bytes at a
+// time): workgroup (x, y, z) of 256 threads takes columns T2_COLS x..,
+// rows 32y.. of batch z; thread t the T2_PER consecutive columns
+// T2_PER (t % 8).. of tile row t / 8. Indices need no division, and the
+// output is written row by row, 4 wide where rows allow it.
 //
 // Argument arena: R, C, then for operand o at word 2 + 4o its strides
 // along D, R and C and its offset, in elements (two's complement: negative
@@ -21,58 +23,67 @@
 // T_VEC) and a push-constant block pc with members args and flags.
 #extension GL_EXT_control_flow_attributes : enable
 #define T2_TILE 32u
+#if T_BITS <= 16
+#define T2_PER 8u
+#else
+#define T2_PER 4u
+#endif
+#define T2_COLS (8u * T2_PER)
 #define T2_FLAG_VEC_OUT 64u
 
-shared TC t2_s[T2_TILE * (T2_TILE + 1u)];
+shared TC t2_s[T2_COLS * (T2_TILE + 1u)];
 
 uint t2_rows() { return pc.args.d[0]; }
 uint t2_cols() { return pc.args.d[1]; }
 uint t2_row() { return gl_WorkGroupID.y * T2_TILE + gl_LocalInvocationID.x / 8u; }
-uint t2_col() { return gl_WorkGroupID.x * T2_TILE + (gl_LocalInvocationID.x % 8u) * 4u; }
+uint t2_col() { return gl_WorkGroupID.x * T2_COLS + (gl_LocalInvocationID.x % 8u) * T2_PER; }
 
-// The four elements of operand o (buffer p) at this thread's row and
+// The T2_PER elements of operand o (buffer p) at this thread's row and
 // columns. Elements outside the output are left unspecified. Call from
 // uniform control flow: mode 2 synchronizes the workgroup.
-void t2_load(BufT p, uint o, out TC v[4]) {
+void t2_load(BufT p, uint o, out TC v[T2_PER]) {
   uint mode = (pc.flags >> (2u * o)) & 3u;
   uint R = t2_rows(), C = t2_cols();
   uint w = 2u + 4u * o;
   uint sb = pc.args.d[w], sr = pc.args.d[w + 1u], sc = pc.args.d[w + 2u];
   uint base = pc.args.d[w + 3u] + gl_WorkGroupID.z * sb;
   uint lid = gl_LocalInvocationID.x;
-  [[unroll]] for (uint j = 0u; j < 4u; ++j) v[j] = TC(0);
+  [[unroll]] for (uint j = 0u; j < T2_PER; ++j) v[j] = TC(0);
   if (mode == 2u) {
-    uint r0 = gl_WorkGroupID.y * T2_TILE, c0 = gl_WorkGroupID.x * T2_TILE;
+    uint r0 = gl_WorkGroupID.y * T2_TILE, c0 = gl_WorkGroupID.x * T2_COLS;
     uint rr = lid % T2_TILE, cc = lid / T2_TILE;
     barrier();  // an earlier operand's readers are done with t2_s
-    [[unroll]] for (uint k = 0u; k < 4u; ++k) {
+    [[unroll]] for (uint k = 0u; k < T2_PER; ++k) {
       uint c = cc + 8u * k;
       if (r0 + rr < R && c0 + c < C)
         t2_s[c * (T2_TILE + 1u) + rr] = T_LD(p.v[base + (r0 + rr) * sr + (c0 + c) * sc]);
     }
     barrier();
-    uint rl = lid / 8u, cl = (lid % 8u) * 4u;
-    [[unroll]] for (uint j = 0u; j < 4u; ++j) v[j] = t2_s[(cl + j) * (T2_TILE + 1u) + rl];
+    uint rl = lid / 8u, cl = (lid % 8u) * T2_PER;
+    [[unroll]] for (uint j = 0u; j < T2_PER; ++j) v[j] = t2_s[(cl + j) * (T2_TILE + 1u) + rl];
     return;
   }
   uint r = t2_row(), c = t2_col();
   if (r >= R || c >= C) return;
   uint i = base + r * sr + c * sc;
 #if T_VEC
-  if (mode == 1u) {
-    TC4 x = TC4(BufT4(p).v[i / 4u]);
-    v[0] = x.x;
-    v[1] = x.y;
-    v[2] = x.z;
-    v[3] = x.w;
+  if (mode == 1u) {  // C % 4 == 0: a 4-vector is in the row or wholly past it
+    [[unroll]] for (uint q = 0u; q < T2_PER; q += 4u) {
+      if (c + q >= C) break;
+      TC4 x = TC4(BufT4(p).v[i / 4u + q / 4u]);
+      v[q] = x.x;
+      v[q + 1u] = x.y;
+      v[q + 2u] = x.z;
+      v[q + 3u] = x.w;
+    }
     return;
   }
 #endif
   if (sc == 0u) {
     TC x = T_LD(p.v[i]);
-    [[unroll]] for (uint j = 0u; j < 4u; ++j) v[j] = x;
+    [[unroll]] for (uint j = 0u; j < T2_PER; ++j) v[j] = x;
     return;
   }
-  [[unroll]] for (uint j = 0u; j < 4u; ++j)
+  [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
     if (c + j < C) v[j] = T_LD(p.v[i + j * sc]);
 }

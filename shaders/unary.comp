@@ -9,8 +9,8 @@
 // transpose. VARIANT 0: contiguous (flags bit2: 4-wide loads allowed);
 // VARIANT 1: strided, the arena holds shape[rank], a_strides[rank], a_off;
 // VARIANT 2: strided output too (see main).
-// VARIANT 3: strided input, output collapsed to at most three axes: 32x32
-// tiles (tile2d.glsl); 256 threads. Not for c128 inputs.
+// VARIANT 3: strided input, output collapsed to at most three axes: tiles
+// of 32 rows (tile2d.glsl); 256 threads. Not for c128 inputs.
 // OP follows nxv_unary_op in include/nxv.h.
 #include "common.glsl"
 #if T_KIND == 0 && (TC_BITS == 64 || defined(PRECISE32)) && !defined(CONVERT_ONLY)
@@ -40,8 +40,8 @@
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = O_ALIGN) buffer BufO { O v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufT4 { T4 v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufO4 { O4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) buffer BufT4 { T4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4 * O_ALIGN) buffer BufO4 { O4 v[]; };
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -231,19 +231,23 @@ shared uint s_args[NXV_MAX_RANK * 3 + 2];
 #include "tile2d.glsl"
 
 void tiled() {
-  TC x[4];
+  TC x[T2_PER];
   t2_load(pc.a, 0u, x);
   uint R = t2_rows(), C = t2_cols(), r = t2_row(), c = t2_col();
   if (r >= R || c >= C) return;
   uint i = (gl_WorkGroupID.z * R + r) * C + c;
 #if T_VEC && O_VEC
-  if ((pc.flags & T2_FLAG_VEC_OUT) != 0u) {
-    BufO4(pc.c).v[i / 4u] = O4(OC4(cvt(apply(x[0])), cvt(apply(x[1])),
-                                   cvt(apply(x[2])), cvt(apply(x[3]))));
+  if ((pc.flags & T2_FLAG_VEC_OUT) != 0u) {  // C % 4 == 0
+    [[unroll]] for (uint q = 0u; q < T2_PER; q += 4u) {
+      if (c + q >= C) break;
+      BufO4(pc.c).v[i / 4u + q / 4u] =
+          O4(OC4(cvt(apply(x[q])), cvt(apply(x[q + 1u])), cvt(apply(x[q + 2u])),
+                 cvt(apply(x[q + 3u]))));
+    }
     return;
   }
 #endif
-  [[unroll]] for (uint j = 0u; j < 4u; ++j)
+  [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
     if (c + j < C) pc.c.v[i + j] = O_ST(cvt(apply(x[j])));
 }
 #endif

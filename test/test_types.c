@@ -567,7 +567,7 @@ static nxv_view tiled_view(nxv_tensor *t, const tiled_arg *g, int64_t D) {
  * direct, transposed through shared memory) and its edges (partial tiles,
  * rows not a multiple of 4 wide, a batch axis). */
 static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
-  static const int64_t shapes[][3] = {{1, 37, 44}, {3, 19, 33}, {2, 64, 16}};
+  static const int64_t shapes[][3] = {{1, 37, 44}, {3, 19, 33}, {2, 64, 16}, {1, 20, 130}};
   static const int pairs[][2] = {
       {TA_TRANSPOSED, TA_DENSE},         {TA_DENSE, TA_ROWS},
       {TA_COLUMNS, TA_TRANSPOSED},       {TA_TRANSPOSED, TA_TRANSPOSED},
