@@ -23,6 +23,7 @@ typedef struct pc_reduce {        /* reduce.comp (argreduce.comp: up to rank_red
   uint32_t n_out, k, rank_kept, rank_red;
   uint64_t part;                  /* split reductions: partial results */
   uint32_t kchunk, nsplit;
+  uint32_t flags, pad;            /* bit 0: 4-wide loads (reduce.comp) */
 } pc_reduce;
 typedef struct pc_matmul {        /* matmul.comp */
   uint64_t a, b, c;
@@ -54,7 +55,7 @@ typedef struct pc_gather {        /* gather.comp */
 } pc_gather;
 
 _Static_assert(sizeof(pc_ew) == 56, "pc_ew layout");
-_Static_assert(sizeof(pc_reduce) == 56, "pc_reduce layout");
+_Static_assert(sizeof(pc_reduce) == 64, "pc_reduce layout");
 _Static_assert(sizeof(pc_matmul) == 96, "pc_matmul layout");
 
 static const char *kBinaryNames[NXV_BINARY_OP_COUNT] = {
@@ -736,6 +737,7 @@ static uint32_t reduce_plan(uint64_t n_out, uint64_t k, bool rows, bool cols,
   if (chunks > MAX_GROUPS) chunks = MAX_GROUPS;
   if (chunks < 2) return per_group ? 1 : 0;
   uint64_t kc = (k + chunks - 1) / chunks;
+  if (per_group) kc = (kc + 3) / 4 * 4; /* chunks start 4-aligned */
   *kchunk = (uint32_t)kc;
   *nsplit = (uint32_t)((k + kc - 1) / kc);
   return per_group ? 3 : 2;
@@ -822,6 +824,17 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
   bool cols = rk > 0 && kst[0][rk - 1] == 1;
   uint32_t nsplit, kchunk;
   uint32_t variant = reduce_plan(n_out, k, rows, cols, splittable, &nsplit, &kchunk);
+  /* A workgroup per result reading one contiguous run: 4-wide loads when
+   * every run (and chunk) starts 4-aligned. */
+  if (splittable && (variant == 1 || variant == 3) && rr == 1 && rst[0][0] == 1 &&
+      vec_ok(a->tensor->dtype) && a->offset % 4 == 0 &&
+      (a->tensor->buf->addr % (4 * nxv_dtype_size(a->tensor->dtype))) == 0 &&
+      (nsplit == 1 || kchunk % 4 == 0)) {
+    bool aligned = true;
+    for (uint32_t i = 0; i < rk; i++) aligned = aligned && kst[0][i] % 4 == 0;
+    if (aligned) pc.flags |= 1u;
+  }
+  memcpy(node->pc, &pc, sizeof pc);
   nxv_tensor *part = NULL;
   if (nsplit > 1) {
     nxv_status st = nxv_tensor_new(d, compute_width_type(a->tensor->dtype),

@@ -17,10 +17,14 @@
 // VARIANT 2: as 0, chunk s = gl_WorkGroupID.y.
 // VARIANT 3: as 1, chunk s = gl_WorkGroupID.y.
 // VARIANT 4: one thread per output combines its nsplit partials.
+// flags bit 0 (VARIANT 1 and 3, one reduced axis of stride 1): every
+// output's run and chunk starts 4-aligned; threads read 4 elements at a
+// time.
 #include "common.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufTC { TC v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) readonly buffer BufT4 { T4 v[]; };
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -33,6 +37,7 @@ layout(push_constant, std430) uniform PC {
   BufTC part;
   uint kchunk;
   uint nsplit;
+  uint flags;
 } pc;
 
 #include "reduce_ops.glsl"
@@ -72,7 +77,18 @@ void main() {
       TC acc = identity();
       if (pc.rank_red == 1u) {
         uint st = s_args[2u * pc.rank_kept + 1u];
-        for (uint k = k0 + lid; k < k1; k += gl_WorkGroupSize.x)
+        uint kv = k0;
+#if T_VEC
+        if ((pc.flags & 1u) != 0u) {  // st == 1, base + k0 4-aligned
+          kv = k0 + ((k1 - k0) & ~3u);
+          BufT4 a4 = BufT4(pc.a);
+          for (uint k = k0 + 4u * lid; k < kv; k += 4u * gl_WorkGroupSize.x) {
+            TC4 x = TC4(a4.v[(base + k) / 4u]);
+            acc = combine(combine(combine(combine(acc, x.x), x.y), x.z), x.w);
+          }
+        }
+#endif
+        for (uint k = kv + lid; k < k1; k += gl_WorkGroupSize.x)
           acc = combine(acc, T_LD(pc.a.v[base + k * st]));
       } else {
         for (uint k = k0 + lid; k < k1; k += gl_WorkGroupSize.x)
