@@ -737,7 +737,6 @@ static uint32_t reduce_plan(uint64_t n_out, uint64_t k, bool rows, bool cols,
   if (chunks > MAX_GROUPS) chunks = MAX_GROUPS;
   if (chunks < 2) return per_group ? 1 : 0;
   uint64_t kc = (k + chunks - 1) / chunks;
-  if (per_group) kc = (kc + 3) / 4 * 4; /* chunks start 4-aligned */
   *kchunk = (uint32_t)kc;
   *nsplit = (uint32_t)((k + kc - 1) / kc);
   return per_group ? 3 : 2;
@@ -824,12 +823,13 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
   bool cols = rk > 0 && kst[0][rk - 1] == 1;
   uint32_t nsplit, kchunk;
   uint32_t variant = reduce_plan(n_out, k, rows, cols, splittable, &nsplit, &kchunk);
-  /* A workgroup per result reading one contiguous run: 4-wide loads when
-   * every run (and chunk) starts 4-aligned. */
-  if (splittable && (variant == 1 || variant == 3) && rr == 1 && rst[0][0] == 1 &&
+  /* A workgroup per result reading one whole contiguous run: 4-wide loads
+   * when every run starts 4-aligned. (Not for chunks of split runs: the
+   * whole-tensor f32 sum measured 87% -> 77% of copy with them on an
+   * H100.) */
+  if (splittable && variant == 1 && rr == 1 && rst[0][0] == 1 &&
       vec_ok(a->tensor->dtype) && a->offset % 4 == 0 &&
-      (a->tensor->buf->addr % (4 * nxv_dtype_size(a->tensor->dtype))) == 0 &&
-      (nsplit == 1 || kchunk % 4 == 0)) {
+      (a->tensor->buf->addr % (4 * nxv_dtype_size(a->tensor->dtype))) == 0) {
     bool aligned = true;
     for (uint32_t i = 0; i < rk; i++) aligned = aligned && kst[0][i] % 4 == 0;
     if (aligned) pc.flags |= 1u;
