@@ -726,9 +726,9 @@ static uint32_t reduce_plan(uint64_t n_out, uint64_t k, bool rows, bool cols,
   bool per_group = k >= 64 && (rows || !cols);
   if (!splittable) return per_group ? 1 : 0;
   uint64_t chunks = 0, min_chunk;
-  if (per_group) {                /* aim for ~1024 workgroups */
+  if (per_group) {                /* aim for ~4096 workgroups */
     min_chunk = 2048;
-    if (n_out < 512 && k >= 2 * min_chunk) chunks = (1024 + n_out - 1) / n_out;
+    if (n_out < 2048 && k >= 2 * min_chunk) chunks = (4096 + n_out - 1) / n_out;
   } else {                        /* aim for ~256K threads */
     min_chunk = 64;
     if (n_out < 131072 && k >= 2 * min_chunk) chunks = (262144 + n_out - 1) / n_out;
@@ -754,7 +754,7 @@ static nxv_dtype compute_width_type(nxv_dtype t) {
 
 /* Shared by reductions and arg-reductions: splits the axes into kept and
  * reduced groups and queues module with op; the result has out_type.
- * splittable: module is a reduce.comp module (split variants 2-4). */
+ * splittable: module is a reduce.comp module (split variants 2-5). */
 static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t op,
                                 bool splittable, nxv_dtype out_type, uint32_t rank,
                                 const int64_t *in_shape, const nxv_view *a,
@@ -868,12 +868,14 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
     } else {
       memcpy(fin->pc, &pc, sizeof pc);
       fin->pc_size = sizeof pc;
-      fin->groups[0] = groups_for(d, n_out);
+      /* Few results with many chunks each: a workgroup per result. */
+      bool wide = nsplit >= 64 && n_out <= 1024;
+      fin->groups[0] = wide ? groups_capped(d, n_out) : groups_for(d, n_out);
       fin->groups[1] = fin->groups[2] = 1;
       fin->cost = (uint64_t)nsplit * n_out + n_out;
       node_use(fin, part, false);
       node_use(fin, tout, true);
-      st = push_dispatch(d, fin, module, op, 4);
+      st = push_dispatch(d, fin, module, op, wide ? 5 : 4);
     }
   }
   nxv_tensor_release(part); /* the queued nodes hold its buffer */

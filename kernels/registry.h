@@ -23,7 +23,7 @@
 #include "spirv.h"
 
 #define NXV_REGISTRY_OPS 64
-#define NXV_REGISTRY_VARIANTS 5
+#define NXV_REGISTRY_VARIANTS 6
 
 /* coopmat.comp's tile of C per workgroup and its threads (CM_BM, CM_BN,
  * 32 CM_WGM CM_WGN there). */

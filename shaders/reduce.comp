@@ -17,6 +17,8 @@
 // VARIANT 2: as 0, chunk s = gl_WorkGroupID.y.
 // VARIANT 3: as 1, chunk s = gl_WorkGroupID.y.
 // VARIANT 4: one thread per output combines its nsplit partials.
+// VARIANT 5: one workgroup per output combines its nsplit partials (tree
+//            order; for few outputs with many chunks).
 // flags bit 0 (VARIANT 1, one reduced axis of stride 1): every output's
 // run starts 4-aligned; threads read 4 elements at a time.
 #include "common.glsl"
@@ -46,7 +48,7 @@ shared TC s_acc[gl_WorkGroupSize.x];
 #include "reduce_axes.glsl"
 
 void main() {
-  uint nargs = VARIANT == 4u ? 0u : 2u * pc.rank_kept + 2u * pc.rank_red + 1u;
+  uint nargs = VARIANT >= 4u ? 0u : 2u * pc.rank_kept + 2u * pc.rank_red + 1u;
   for (uint j = gl_LocalInvocationID.x; j < nargs; j += gl_WorkGroupSize.x)
     s_args[j] = pc.args.d[j];  // (the combining pass has no arguments)
   barrier();
@@ -69,12 +71,15 @@ void main() {
       if (VARIANT == 0u) pc.c.v[o] = T_ST(acc);
       else pc.part.v[split * pc.n_out + o] = acc;
     }
-  } else if (VARIANT == 1u || VARIANT == 3u) {
+  } else if (VARIANT == 1u || VARIANT == 3u || VARIANT == 5u) {
     uint lid = gl_LocalInvocationID.x;
     for (uint o = gl_WorkGroupID.x; o < pc.n_out; o += gl_NumWorkGroups.x) {
-      uint base = kept_offset(o);
+      uint base = VARIANT == 5u ? 0u : kept_offset(o);
       TC acc = identity();
-      if (pc.rank_red == 1u) {
+      if (VARIANT == 5u) {
+        for (uint s = lid; s < pc.nsplit; s += gl_WorkGroupSize.x)
+          acc = combine(acc, pc.part.v[s * pc.n_out + o]);
+      } else if (pc.rank_red == 1u) {
         uint st = s_args[2u * pc.rank_kept + 1u];
         uint kv = k0;
 #if T_VEC
@@ -100,7 +105,7 @@ void main() {
         barrier();
       }
       if (lid == 0u) {
-        if (VARIANT == 1u) pc.c.v[o] = T_ST(s_acc[0]);
+        if (VARIANT != 3u) pc.c.v[o] = T_ST(s_acc[0]);
         else pc.part.v[split * pc.n_out + o] = s_acc[0];
       }
       barrier();
