@@ -261,8 +261,8 @@ void tiled() {
 #if T_VEC
   if ((pc.flags & T2_FLAG_VEC_OUT) != 0u) {  // C % 4 == 0
     [[unroll]] for (uint q = 0u; q < T2_PER; q += 4u) {
-      if (c + q >= C) break;
-      BufT4(pc.c).v[i / 4u + q / 4u] =
+      if (c + t2_dc(q) >= C) break;
+      BufT4(pc.c).v[(i + t2_dc(q)) / 4u] =
           T4(TC4(apply(x[q], y[q]), apply(x[q + 1u], y[q + 1u]),
                  apply(x[q + 2u], y[q + 2u]), apply(x[q + 3u], y[q + 3u])));
     }
@@ -270,7 +270,7 @@ void tiled() {
   }
 #endif
   [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
-    if (c + j < C) pc.c.v[i + j] = T_ST(apply(x[j], y[j]));
+    if (c + t2_dc(j) < C) pc.c.v[i + t2_dc(j)] = T_ST(apply(x[j], y[j]));
 }
 #endif
 

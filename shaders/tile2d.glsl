@@ -6,9 +6,10 @@
 // is covered by tiles of 32 rows and T2_COLS columns (32, or 64 for types
 // of 16 bits or less, whose rows would otherwise be read 64 bytes at a
 // time): workgroup (x, y, z) of 256 threads takes columns T2_COLS x..,
-// rows 32y.. of batch z; thread t the T2_PER consecutive columns
-// T2_PER (t % 8).. of tile row t / 8. Indices need no division, and the
-// output is written row by row, 4 wide where rows allow it.
+// rows 32y.. of batch z; thread t, in tile row t / 8, the T2_PER / 4
+// groups of 4 consecutive columns 4 (t % 8) + 32 q, so that the 8 threads
+// of a row access one contiguous run per load. Indices need no division,
+// and the output is written row by row, 4 wide where rows allow it.
 //
 // Argument arena: R, C, then for operand o at word 2 + 4o its strides
 // along D, R and C and its offset, in elements (two's complement: negative
@@ -36,7 +37,9 @@ shared TC t2_s[T2_COLS * (T2_TILE + 1u)];
 uint t2_rows() { return pc.args.d[0]; }
 uint t2_cols() { return pc.args.d[1]; }
 uint t2_row() { return gl_WorkGroupID.y * T2_TILE + gl_LocalInvocationID.x / 8u; }
-uint t2_col() { return gl_WorkGroupID.x * T2_COLS + (gl_LocalInvocationID.x % 8u) * T2_PER; }
+// This thread's first column, and the offset of its element j from it.
+uint t2_col() { return gl_WorkGroupID.x * T2_COLS + (gl_LocalInvocationID.x % 8u) * 4u; }
+uint t2_dc(uint j) { return (j / 4u) * 32u + j % 4u; }
 
 // The T2_PER elements of operand o (buffer p) at this thread's row and
 // columns. Elements outside the output are left unspecified. Call from
@@ -59,8 +62,9 @@ void t2_load(BufT p, uint o, out TC v[T2_PER]) {
         t2_s[c * (T2_TILE + 1u) + rr] = T_LD(p.v[base + (r0 + rr) * sr + (c0 + c) * sc]);
     }
     barrier();
-    uint rl = lid / 8u, cl = (lid % 8u) * T2_PER;
-    [[unroll]] for (uint j = 0u; j < T2_PER; ++j) v[j] = t2_s[(cl + j) * (T2_TILE + 1u) + rl];
+    uint rl = lid / 8u, cl = (lid % 8u) * 4u;
+    [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
+      v[j] = t2_s[(cl + t2_dc(j)) * (T2_TILE + 1u) + rl];
     return;
   }
   uint r = t2_row(), c = t2_col();
@@ -69,8 +73,8 @@ void t2_load(BufT p, uint o, out TC v[T2_PER]) {
 #if T_VEC
   if (mode == 1u) {  // C % 4 == 0: a 4-vector is in the row or wholly past it
     [[unroll]] for (uint q = 0u; q < T2_PER; q += 4u) {
-      if (c + q >= C) break;
-      TC4 x = TC4(BufT4(p).v[i / 4u + q / 4u]);
+      if (c + t2_dc(q) >= C) break;
+      TC4 x = TC4(BufT4(p).v[(i + t2_dc(q)) / 4u]);
       v[q] = x.x;
       v[q + 1u] = x.y;
       v[q + 2u] = x.z;
@@ -85,5 +89,5 @@ void t2_load(BufT p, uint o, out TC v[T2_PER]) {
     return;
   }
   [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
-    if (c + j < C) v[j] = T_LD(p.v[i + j * sc]);
+    if (c + t2_dc(j) < C) v[j] = T_LD(p.v[i + t2_dc(j) * sc]);
 }

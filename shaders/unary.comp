@@ -239,8 +239,8 @@ void tiled() {
 #if T_VEC && O_VEC
   if ((pc.flags & T2_FLAG_VEC_OUT) != 0u) {  // C % 4 == 0
     [[unroll]] for (uint q = 0u; q < T2_PER; q += 4u) {
-      if (c + q >= C) break;
-      BufO4(pc.c).v[i / 4u + q / 4u] =
+      if (c + t2_dc(q) >= C) break;
+      BufO4(pc.c).v[(i + t2_dc(q)) / 4u] =
           O4(OC4(cvt(apply(x[q])), cvt(apply(x[q + 1u])), cvt(apply(x[q + 2u])),
                  cvt(apply(x[q + 3u]))));
     }
@@ -248,7 +248,7 @@ void tiled() {
   }
 #endif
   [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
-    if (c + j < C) pc.c.v[i + j] = O_ST(cvt(apply(x[j])));
+    if (c + t2_dc(j) < C) pc.c.v[i + t2_dc(j)] = O_ST(cvt(apply(x[j])));
 }
 #endif
 
