@@ -646,6 +646,21 @@ static ERL_NIF_TERM nif_download_wait(ErlNifEnv *env, int argc,
   return download_result(env, dl);
 }
 
+/* Starts downloading count elements of t from off and releases t; then
+ * waits for the copy (wait) or polls it for DOWNLOAD_SPIN_US (*out_done
+ * tells whether it completed). On failure nothing is left to release. */
+static nxv_status download_begin(nxv_tensor *t, uint64_t off, uint64_t count,
+                                 bool wait, nxv_download **out_dl, bool *out_done) {
+  nxv_status st = nxv_download_start(t, off, count, out_dl);
+  nxv_tensor_release(t);
+  if (st != NXV_OK) return st;
+  *out_done = wait;
+  st = wait ? nxv_download_wait(*out_dl)
+            : nxv_download_poll(*out_dl, DOWNLOAD_SPIN_US, out_done);
+  if (st != NXV_OK) nxv_download_release(*out_dl);
+  return st;
+}
+
 /* Dirty path of large downloads: the staging allocation and the wait. */
 static ERL_NIF_TERM nif_download_dirty(ErlNifEnv *env, int argc,
                                        const ERL_NIF_TERM argv[]) {
@@ -655,12 +670,8 @@ static ERL_NIF_TERM nif_download_dirty(ErlNifEnv *env, int argc,
   ERL_NIF_TERM err;
   if (!download_args(env, argv, &t, &off, &count, &err)) return err;
   nxv_download *dl;
-  nxv_status st = nxv_download_start(t, off, count, &dl);
-  nxv_tensor_release(t);
-  if (st == NXV_OK) {
-    st = nxv_download_wait(dl);
-    if (st != NXV_OK) nxv_download_release(dl);
-  }
+  bool done;
+  nxv_status st = download_begin(t, off, count, true, &dl, &done);
   if (st != NXV_OK) return raise_status(env, st, "download");
   return download_result(env, dl);
 }
@@ -677,13 +688,8 @@ static ERL_NIF_TERM nif_download(ErlNifEnv *env, int argc,
                              nif_download_dirty, argc, argv);
   }
   nxv_download *dl;
-  nxv_status st = nxv_download_start(t, off, count, &dl);
-  nxv_tensor_release(t);
-  bool done = false;
-  if (st == NXV_OK) {
-    st = nxv_download_poll(dl, DOWNLOAD_SPIN_US, &done);
-    if (st != NXV_OK) nxv_download_release(dl);
-  }
+  bool done;
+  nxv_status st = download_begin(t, off, count, false, &dl, &done);
   if (st != NXV_OK) return raise_status(env, st, "download");
   if (done) return download_result(env, dl);
   download_res *r = enif_alloc_resource(DOWNLOAD_RES, sizeof *r);
