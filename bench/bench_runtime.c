@@ -23,7 +23,9 @@
  * 3. submit_wait: the chain with an nxv_device_synchronize after every op
  *    (one submission and one host wait per op), batched device.
  * 4. to_number: y = x + 1 on a 1-element f32 tensor, then y downloaded to
- *    the host; each round trip timed alone, median of 1000.
+ *    the host; each round trip timed alone, median of 1000, in blocks of
+ *    100 alternating with to_number_staged: the same on a second context
+ *    with unmapped_small, whose downloads copy through staging.
  *
  * bandwidth
  * 5. legacy large add vs copy: a large f32 elementwise add c = a + b (two
@@ -678,33 +680,62 @@ static void run_to_number(nxv_device *dev, uint32_t n, double *secs) {
 }
 
 /* Benchmarks 3 and 4 on dev (default config). chain_s: the batched chain's
- * median e2e time per op, for the ratio (0 when not measured). */
+ * median e2e time per op, for the ratio (0 when not measured). to_number
+ * runs in blocks alternating between dev and a second context on the same
+ * device with unmapped_small (every download staged through a copy), so
+ * both see the same machine state. */
 static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   tiny_ctx t;
   tiny_setup(&t, "batched", dev);
-  const uint32_t tn_count = o->quick ? 100 : 1000;
+  nxv_device_info info;
+  NXV_CHECK(nxv_device_info_get(dev, &info));
+  nxv_device_config sc = {.disable_disk_cache = true, .unmapped_small = true};
+  nxv_device *staged;
+  NXV_CHECK(nxv_device_open((int32_t)info.index, &sc, &staged));
+  const uint32_t blocks = 10, per = o->quick ? 10 : 100;
+  const uint32_t tn_count = blocks * per;
   double *sw = xcalloc(o->reps, sizeof *sw);
   double *tn = xcalloc(tn_count, sizeof *tn);
+  double *ts = xcalloc(tn_count, sizeof *ts);
   (void)run_submit_wait(&t, o->ops < 100 ? o->ops : 100); /* warm-up */
-  run_to_number(dev, o->quick ? 10 : 100, tn);            /* warm-up */
+  run_to_number(dev, per, tn);                            /* warm-up */
+  run_to_number(staged, per, ts);
   for (uint32_t r = 0; r < o->reps; r++) sw[r] = run_submit_wait(&t, o->ops);
-  run_to_number(dev, tn_count, tn);
+  nxv_stats st0, st1;
+  NXV_CHECK(nxv_device_stats(dev, &st0));
+  for (uint32_t b = 0; b < blocks; b++) {
+    run_to_number(dev, per, tn + b * per);
+    run_to_number(staged, per, ts + b * per);
+  }
+  NXV_CHECK(nxv_device_stats(dev, &st1));
+  nxv_device_release(staged);
   tiny_teardown(&t);
   const double n = (double)o->ops;
   double sw_med = median_of(sw, o->reps) / n, sw_best = min_of(sw, o->reps) / n;
   double tn_med = median_of(tn, tn_count), tn_best = min_of(tn, tn_count);
+  double ts_med = median_of(ts, tn_count), ts_best = min_of(ts, tn_count);
   free(sw);
   free(tn);
+  free(ts);
   emit("submit_wait", "f32", "16", "us_per_op", sw_med * 1e6);
   emit("to_number", "f32", "1", "us", tn_med * 1e6);
+  emit("to_number_staged", "f32", "1", "us", ts_med * 1e6);
   if (o->csv) return;
   printf("Round trips (batched context): submit_wait = x = x + 1 then "
          "nxv_device_synchronize, %" PRIu64 " per run, median of %u runs; "
          "to_number = y = x + 1 on 1 f32 then download, each timed, median "
-         "of %u\n", o->ops, o->reps, tn_count);
-  printf("%-12s %12s %12s\n", "test", "median us", "best us");
-  printf("%-12s %12.3f %12.3f\n", "submit_wait", sw_med * 1e6, sw_best * 1e6);
-  printf("%-12s %12.3f %12.3f\n", "to_number", tn_med * 1e6, tn_best * 1e6);
+         "of %u in %u blocks alternating with to_number_staged (a context "
+         "with unmapped_small: the download copies)\n",
+         o->ops, o->reps, tn_count, blocks);
+  printf("%-16s %12s %12s\n", "test", "median us", "best us");
+  printf("%-16s %12.3f %12.3f\n", "submit_wait", sw_med * 1e6, sw_best * 1e6);
+  printf("%-16s %12.3f %12.3f\n", "to_number", tn_med * 1e6, tn_best * 1e6);
+  printf("%-16s %12.3f %12.3f\n", "to_number_staged", ts_med * 1e6,
+         ts_best * 1e6);
+  printf("to_number reads in place (mapped memory, no copy): %" PRIu64
+         " of %u; %" PRIu64 " submits\n",
+         st1.reads_in_place - st0.reads_in_place, tn_count,
+         st1.submits - st0.submits);
   if (chain_s > 0)
     printf("ratio submit_wait / batched chain (per op): %.2fx\n",
            sw_med / chain_s);

@@ -180,6 +180,14 @@ typedef struct nxv_device_config {
                                  compute kernel instead of a transfer
                                  command: 0 = on GPUs (where it completes
                                  sooner), 1 = always, -1 = never */
+  bool unmapped_small;        /* keep buffers of at most 256 bytes out of
+                                 host-visible device memory. By default
+                                 they live there when the device has such
+                                 memory, and a download of at most 64
+                                 bytes (256 on CPU devices) reads them in
+                                 place once their writer's batch has
+                                 completed: no copy is queued, no further
+                                 submission is needed */
 } nxv_device_config;
 
 /* Opens the device at index (index < 0: the default choice) with config
@@ -209,12 +217,17 @@ typedef struct nxv_stats {
   uint64_t pool_allocations, pool_frees; /* vkAllocateMemory / vkFreeMemory */
   uint64_t pool_trims;
   uint64_t pool_live_buffers;
+  uint64_t pool_bytes_mapped;    /* part of reserved that is host-visible
+                                    (small buffers read in place) */
   /* staging */
   uint64_t staging_bytes, staging_dedicated; /* ring size, one-off buffers */
   /* queue */
   uint64_t ops_enqueued, ops_completed, submits, barriers;
   uint64_t epoch_submitted, epoch_completed;
   uint64_t ring_full_waits;      /* times a producer found the ring full */
+  uint64_t reads_in_place;       /* downloads read from a mapped buffer
+                                    whose writer was already submitted:
+                                    no copy, no submission of their own */
   /* pipelines */
   uint64_t pipeline_hits, pipeline_misses; /* in-memory lookups */
   uint64_t pipeline_disk_hits;   /* creations served by the disk cache, when

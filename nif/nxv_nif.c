@@ -388,6 +388,7 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   opt_bool(env, argv[1], "disable_disk_cache", &cfg.disable_disk_cache, &bad);
   opt_bool(env, argv[1], "poison_outputs", &cfg.poison_outputs, &bad);
   opt_bool(env, argv[1], "fast_math", &cfg.fast_math, &bad);
+  opt_bool(env, argv[1], "unmapped_small", &cfg.unmapped_small, &bad);
   ERL_NIF_TERM dk;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "download_kernel"), &dk)) {
     if (enif_is_identical(dk, mk_atom(env, "auto"))) cfg.download_kernel = 0;
@@ -446,6 +447,7 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "pool_frees", s.pool_frees);
   PUT_U64(m, "pool_trims", s.pool_trims);
   PUT_U64(m, "pool_live_buffers", s.pool_live_buffers);
+  PUT_U64(m, "pool_bytes_mapped", s.pool_bytes_mapped);
   PUT_U64(m, "staging_bytes", s.staging_bytes);
   PUT_U64(m, "staging_dedicated", s.staging_dedicated);
   PUT_U64(m, "ops_enqueued", s.ops_enqueued);
@@ -455,6 +457,7 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "epoch_submitted", s.epoch_submitted);
   PUT_U64(m, "epoch_completed", s.epoch_completed);
   PUT_U64(m, "ring_full_waits", s.ring_full_waits);
+  PUT_U64(m, "reads_in_place", s.reads_in_place);
   PUT_U64(m, "pipeline_hits", s.pipeline_hits);
   PUT_U64(m, "pipeline_misses", s.pipeline_misses);
   PUT_U64(m, "pipeline_disk_hits", s.pipeline_disk_hits);

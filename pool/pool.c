@@ -15,6 +15,7 @@ struct nxv_block {
   VkBuffer buf;              /* owned */
   VkDeviceAddress addr;      /* device address of buf */
   VkDeviceSize size;         /* bytes */
+  void *host;                /* persistent mapping of mem, or NULL */
   uint32_t class_idx;
   uint32_t slots;            /* buffers the block can hold (1 if dedicated) */
   uint32_t carved;           /* slots handed out at least once */
@@ -27,6 +28,9 @@ struct nxv_pool {
   pthread_mutex_t mutex;     /* guards everything below */
   uint32_t memory_type;
   uint32_t heap;
+  int32_t mapped_type;       /* host-visible device-local type, -1: none */
+  uint32_t mapped_heap;
+  uint64_t mapped;           /* bytes reserved in mapped blocks */
   uint64_t limit_config;     /* 0 = derive from the budget */
   uint64_t max_buffer;       /* largest single buffer */
   nxv_buffer *free_lists[NXV_POOL_CLASSES];
@@ -56,7 +60,7 @@ static const VkBufferUsageFlags kUsage =
     VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
 
 nxv_status nxv_pool_create(const nxv_vk *vk, uint64_t limit_bytes,
-                           nxv_pool **out_pool) {
+                           bool map_small, nxv_pool **out_pool) {
   /* Learn which memory types a storage buffer may use. */
   VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                             .size = 256,
@@ -80,6 +84,20 @@ nxv_status nxv_pool_create(const nxv_vk *vk, uint64_t limit_bytes,
   p->vk = vk;
   p->memory_type = (uint32_t)type;
   p->heap = vk->mem.memoryTypes[type].heapIndex;
+  const VkMemoryPropertyFlags mapped_flags =
+      VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+      VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  p->mapped_type = -1;
+  if (map_small) {
+    /* Prefer the pool's own type when it qualifies (unified memory). */
+    if ((vk->mem.memoryTypes[type].propertyFlags & mapped_flags) == mapped_flags)
+      p->mapped_type = type;
+    else
+      p->mapped_type = nxv_vk_find_memory(vk, req.memoryTypeBits, mapped_flags,
+                                          0, 0);
+    if (p->mapped_type >= 0)
+      p->mapped_heap = vk->mem.memoryTypes[p->mapped_type].heapIndex;
+  }
   p->limit_config = limit_bytes;
   uint64_t m = vk->info.max_memory_allocation_size;
   if (vk->info.max_storage_buffer_range < m) m = vk->info.max_storage_buffer_range;
@@ -93,8 +111,9 @@ nxv_status nxv_pool_create(const nxv_vk *vk, uint64_t limit_bytes,
 
 static void block_free(nxv_pool *p, nxv_block *b) {
   vkDestroyBuffer(p->vk->device, b->buf, NULL);
-  vkFreeMemory(p->vk->device, b->mem, NULL);
+  vkFreeMemory(p->vk->device, b->mem, NULL); /* also unmaps */
   p->reserved -= b->size;
+  if (b->host) p->mapped -= b->size;
   p->frees++;
   free(b);
 }
@@ -155,13 +174,23 @@ static uint64_t limit_locked(nxv_pool *p) {
   return nxv_vk_heap_budget(p->vk, p->heap) / 10 * 9;
 }
 
-/* New block of size bytes for class c; pool mutex held. */
+/* Cap on mapped bytes: NXV_POOL_MAPPED_CAP or a quarter of the mapped
+ * heap's budget (a small BAR window must stay available to others). */
+static uint64_t mapped_limit_locked(nxv_pool *p) {
+  uint64_t quarter = nxv_vk_heap_budget(p->vk, p->mapped_heap) / 4;
+  return quarter < NXV_POOL_MAPPED_CAP ? quarter : NXV_POOL_MAPPED_CAP;
+}
+
+/* New block of size bytes for class c; pool mutex held. mapped: in the
+ * mapped memory type, persistently mapped (a failure there is returned
+ * without trimming: the caller falls back to ordinary memory). */
 static nxv_status block_new(nxv_pool *p, uint32_t c, uint64_t size,
-                            uint32_t slots, nxv_block **out) {
+                            uint32_t slots, bool mapped, nxv_block **out) {
+  uint32_t memory_type = mapped ? (uint32_t)p->mapped_type : p->memory_type;
   for (int attempt = 0;; attempt++) {
     uint64_t limit = limit_locked(p);
     if (p->reserved + size > limit) {
-      if (attempt == 0 && trim_locked(p) > 0) continue;
+      if (!mapped && attempt == 0 && trim_locked(p) > 0) continue;
       return nxv_fail(NXV_ERR_OUT_OF_DEVICE_MEMORY,
                       "device memory pool: %llu bytes requested, %llu "
                       "reserved, limit %llu (heap budget)",
@@ -189,19 +218,35 @@ static nxv_status block_new(nxv_pool *p, uint32_t c, uint64_t size,
     VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
                                 .pNext = &flags,
                                 .allocationSize = req.size,
-                                .memoryTypeIndex = p->memory_type};
+                                .memoryTypeIndex = memory_type};
     VkDeviceMemory mem;
+    void *host = NULL;
+    const char *what = "vkAllocateMemory (pool block)";
+    if (!((req.memoryTypeBits >> memory_type) & 1u)) {
+      vkDestroyBuffer(dev, buf, NULL);
+      return nxv_fail(NXV_ERR_UNSUPPORTED,
+                      "pool block: memory type %u cannot back this buffer",
+                      memory_type);
+    }
     r = vkAllocateMemory(dev, &mai, NULL, &mem);
-    if (r == VK_SUCCESS) r = vkBindBufferMemory(dev, buf, mem, 0);
-    else mem = VK_NULL_HANDLE;
+    if (r == VK_SUCCESS) {
+      what = "vkBindBufferMemory (pool block)";
+      r = vkBindBufferMemory(dev, buf, mem, 0);
+      if (r == VK_SUCCESS && mapped) {
+        what = "vkMapMemory (pool block)";
+        r = vkMapMemory(dev, mem, 0, VK_WHOLE_SIZE, 0, &host);
+      }
+    } else {
+      mem = VK_NULL_HANDLE;
+    }
     if (r != VK_SUCCESS) {
       vkDestroyBuffer(dev, buf, NULL);
       if (mem) vkFreeMemory(dev, mem, NULL);
       if ((r == VK_ERROR_OUT_OF_DEVICE_MEMORY ||
            r == VK_ERROR_OUT_OF_HOST_MEMORY) &&
-          attempt == 0 && trim_locked(p) > 0)
+          !mapped && attempt == 0 && trim_locked(p) > 0)
         continue;
-      return nxv_fail_vk(r, "vkAllocateMemory (pool block)");
+      return nxv_fail_vk(r, what);
     }
     nxv_block *b = calloc(1, sizeof *b);
     if (!b) {
@@ -215,11 +260,13 @@ static nxv_status block_new(nxv_pool *p, uint32_t c, uint64_t size,
     b->buf = buf;
     b->addr = vkGetBufferDeviceAddress(dev, &ai);
     b->size = req.size;
+    b->host = host;
     b->class_idx = c;
     b->slots = slots;
     b->next = p->blocks;
     p->blocks = b;
     p->reserved += req.size;
+    if (host) p->mapped += req.size;
     p->allocations++;
     *out = b;
     return NXV_OK;
@@ -254,11 +301,16 @@ nxv_status nxv_pool_alloc(nxv_pool *p, uint64_t bytes,
         uint64_t slab = csize * 16;
         if (slab < NXV_SLAB_MIN_BYTES) slab = NXV_SLAB_MIN_BYTES;
         if (slab > NXV_SLAB_MAX_BYTES) slab = NXV_SLAB_MAX_BYTES;
-        s = block_new(p, c, slab, (uint32_t)(slab / csize), &b);
+        s = NXV_ERR_UNSUPPORTED;
+        if (csize <= NXV_POOL_MAPPED_MAX && p->mapped_type >= 0 &&
+            p->mapped + slab <= mapped_limit_locked(p))
+          s = block_new(p, c, slab, (uint32_t)(slab / csize), true, &b);
+        if (s != NXV_OK) /* no mapped memory left: ordinary memory */
+          s = block_new(p, c, slab, (uint32_t)(slab / csize), false, &b);
         if (s == NXV_OK) p->slab_open[c] = b;
       }
     } else {
-      s = block_new(p, c, csize, 1, &b);
+      s = block_new(p, c, csize, 1, false, &b);
     }
     if (s == NXV_OK && !(buf = calloc(1, sizeof *buf))) {
       s = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "pool buffer");
@@ -278,6 +330,7 @@ nxv_status nxv_pool_alloc(nxv_pool *p, uint64_t bytes,
     buf->offset = (VkDeviceSize)b->carved * csize;
     buf->size = csize;
     buf->addr = b->addr + buf->offset;
+    buf->host = b->host ? (uint8_t *)b->host + buf->offset : NULL;
     b->carved++;
   }
   p->in_use += buf->size;
@@ -314,6 +367,7 @@ void nxv_pool_stats(nxv_pool *p, nxv_stats *st) {
   st->pool_frees = p->frees;
   st->pool_trims = p->trims;
   st->pool_live_buffers = p->live;
+  st->pool_bytes_mapped = p->mapped;
   pthread_mutex_unlock(&p->mutex);
 }
 

@@ -12,6 +12,14 @@
  * buffers it touches and drops it only when its epoch has retired, so a
  * buffer reaches the free list only after the last epoch that used it.
  *
+ * Mapped small buffers: when created with map_small and the device has
+ * device-local, host-visible, host-coherent memory, the slabs of the
+ * smallest class (NXV_POOL_MAPPED_MAX bytes) are allocated there and stay
+ * mapped, so the host can read a small result in place (buffer->host).
+ * At most NXV_POOL_MAPPED_CAP bytes (or a quarter of that heap's budget)
+ * are used that way; past it, or when such an allocation fails, small
+ * buffers come from ordinary memory (host == NULL).
+ *
  * Limits: one buffer may not exceed maxMemoryAllocationSize,
  * maxStorageBufferRange or maxBufferSize; the pool's reserved bytes may not
  * exceed its limit (default 90% of the heap budget). When a request would
@@ -26,12 +34,15 @@
 #define NXV_POOL_POOL_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "nxv.h"
 #include "sched/vk.h"
 
 #define NXV_POOL_SLAB_MAX (256u * 1024u)
+#define NXV_POOL_MAPPED_MAX 256u           /* largest mapped class */
+#define NXV_POOL_MAPPED_CAP (32ull << 20)  /* mapped bytes per pool */
 
 typedef struct nxv_pool nxv_pool;
 typedef struct nxv_block nxv_block;
@@ -47,16 +58,22 @@ typedef struct nxv_buffer {
   VkDeviceSize offset;       /* byte offset of this buffer in vk */
   VkDeviceSize size;         /* class size in bytes, >= the request */
   VkDeviceAddress addr;      /* device address of byte 0 of this buffer */
+  void *host;                /* host address of byte 0 in a persistent,
+                                coherent mapping, or NULL (immutable;
+                                valid while the buffer is referenced) */
   uint64_t sched_read_gen;   /* barrier bookkeeping: scheduler thread only */
   uint64_t sched_write_gen;
+  uint64_t sched_write_epoch; /* epoch of the batch that last wrote it
+                                 (0: none yet): scheduler thread only */
   struct nxv_buffer *next;   /* free-list link, under the pool mutex */
 } nxv_buffer;
 
 /* Creates a pool on vk's device-local memory. limit_bytes caps reserved
  * memory (0: 90% of the heap budget, re-read on every new allocation).
- * vk must outlive the pool. */
+ * map_small: place the smallest class in mapped memory where possible (see
+ * above). vk must outlive the pool. */
 nxv_status nxv_pool_create(const nxv_vk *vk, uint64_t limit_bytes,
-                           nxv_pool **out_pool);
+                           bool map_small, nxv_pool **out_pool);
 
 /* Frees every block. Buffers still referenced are reported through
  * *out_leaked (may be NULL) and their memory is freed anyway; the GPU must

@@ -59,6 +59,7 @@ struct nxv_sched {
   atomic_int inject;              /* fault for the next submission */
   atomic_uint_fast64_t submitted_epoch, completed_epoch;
   atomic_uint_fast64_t enqueued, completed_ops, submits, barriers, ring_full;
+  atomic_uint_fast64_t reads_in_place;
 
   pthread_t sched_thread, completion_thread;
   bool sched_started, completion_started;
@@ -298,24 +299,45 @@ static nxv_status place_args(nxv_sched *s, nxv_node *n) {
   return NXV_OK;
 }
 
-static void record(nxv_sched *s, nxv_node *n) {
+/* Records n into the open batch (opening one if needed). Returns false
+ * when n was not added to a batch: it failed (and was freed), or it was a
+ * mapped read whose buffer's writer is already submitted (its ticket took
+ * that epoch and it was freed). */
+static bool record(nxv_sched *s, nxv_node *n) {
+  if (n->flags & NXV_NODE_MAPPED_READ) {
+    uint64_t e = n->bufs[0]->sched_write_epoch;
+    if (e && !(s->open && s->open->epoch == e)) {
+      /* The epoch may have retired already, with no wake-up to come:
+       * publish it under the mutex a sleeping waiter checks it under. */
+      pthread_mutex_lock(&s->mu);
+      atomic_store(&n->ticket->epoch, e);
+      pthread_cond_broadcast(&s->done_cv);
+      pthread_mutex_unlock(&s->mu);
+      node_free(s, n);
+      atomic_fetch_add(&s->reads_in_place, 1);
+      atomic_fetch_add(&s->completed_ops, 1);
+      return false;
+    }
+  }
   if (n->kind == NXV_NODE_DISPATCH && n->args_words > 0) {
     nxv_status st = place_args(s, n);
     if (st != NXV_OK) {
       if (atomic_load(&s->failed) == 0) set_error(s, st, nxv_last_error());
       node_free(s, n);
-      return;
+      return false;
     }
   }
   if (!s->open && open_batch(s) != NXV_OK) {
     node_free(s, n);
-    return;
+    return false;
   }
   batch *b = s->open;
   /* One global barrier when this node touches what the current barrier
-   * interval already wrote, or writes what it read. */
+   * interval already wrote, or writes what it read. Markers record no
+   * command and need none. */
   bool need = false;
-  for (uint32_t i = 0; i < n->nbufs && !need; i++) {
+  for (uint32_t i = 0; i < n->nbufs && !need && n->kind != NXV_NODE_MARKER;
+       i++) {
     nxv_buffer *buf = n->bufs[i];
     if (buf->sched_write_gen == s->gen) need = true;
     if ((n->write_mask >> i) & 1u && buf->sched_read_gen == s->gen) need = true;
@@ -332,9 +354,15 @@ static void record(nxv_sched *s, nxv_node *n) {
     s->gen++;
     atomic_fetch_add_explicit(&s->barriers, 1, memory_order_relaxed);
   }
-  for (uint32_t i = 0; i < n->nbufs; i++) {
-    if ((n->write_mask >> i) & 1u) n->bufs[i]->sched_write_gen = s->gen;
-    else n->bufs[i]->sched_read_gen = s->gen;
+  for (uint32_t i = 0; i < n->nbufs && n->kind != NXV_NODE_MARKER; i++) {
+    nxv_buffer *buf = n->bufs[i];
+    if ((n->write_mask >> i) & 1u) {
+      buf->sched_write_gen = s->gen;
+      buf->sched_write_epoch = b->epoch;
+      if (buf->host) b->host_read = true;
+    } else {
+      buf->sched_read_gen = s->gen;
+    }
   }
   switch (n->kind) {
     case NXV_NODE_DISPATCH:
@@ -369,6 +397,7 @@ static void record(nxv_sched *s, nxv_node *n) {
   b->tail = n;
   b->nnodes++;
   b->cost += n->cost;
+  return true;
 }
 
 static void *sched_main(void *arg) {
@@ -385,10 +414,9 @@ static void *sched_main(void *arg) {
         node_free(s, n);
         continue;
       }
-      uint8_t flags = n->flags; /* n may be freed by record on error */
-      record(s, n);
+      uint8_t flags = n->flags; /* n may be freed by record */
+      if (!record(s, n)) continue;
       batch *b = s->open;
-      if (!b) continue;
       bool flush = (flags & NXV_NODE_FLUSH) ||
                    b->nnodes >= s->cfg.max_batch_nodes ||
                    b->cost >= s->cfg.max_batch_cost;
@@ -743,4 +771,5 @@ void nxv_sched_stats(nxv_sched *s, nxv_stats *st) {
   st->epoch_submitted = atomic_load(&s->submitted_epoch);
   st->epoch_completed = atomic_load(&s->completed_epoch);
   st->ring_full_waits = atomic_load(&s->ring_full);
+  st->reads_in_place = atomic_load(&s->reads_in_place);
 }

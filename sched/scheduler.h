@@ -10,7 +10,9 @@
  * node asks for a flush (downloads, synchronize), when the batch reaches its
  * node or work budget, when the GPU is idle and a few nodes are ready, or
  * when the ring has been empty for idle_flush_us. Each submit signals the
- * timeline semaphore with the batch's epoch (1, 2, ...).
+ * timeline semaphore with the batch's epoch (1, 2, ...). A batch that
+ * writes a mapped buffer (nxv_buffer.host) or a host-read staging buffer
+ * ends with a barrier making its writes visible to the host.
  *
  * A completion thread waits on the timeline and retires batches in order:
  * it drops the nodes' buffer references (so buffers return to the pool only
@@ -46,6 +48,12 @@ typedef enum nxv_node_kind {
 enum {
   NXV_NODE_FLUSH = 1u << 0,     /* submit right after recording this node */
   NXV_NODE_HOST_READ = 1u << 1, /* the host reads what this node writes */
+  NXV_NODE_MAPPED_READ = 1u << 2, /* marker for a host read of bufs[0]
+                                     through its mapping: its ticket takes
+                                     the epoch of the batch that last wrote
+                                     the buffer; it joins (and flushes) the
+                                     open batch only when that writer is
+                                     there or unknown */
 };
 
 /* Shared between a waiting thread and the node it waits for. Reference

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sched/ring.h"
@@ -357,7 +358,8 @@ NXV_TEST(concurrency, one_submit_per_op_mode) {
   nxv_stats s;
   REQUIRE_OK(nxv_device_synchronize(d));
   REQUIRE_OK(nxv_device_stats(d, &s));
-  CHECK(s.submits >= s.ops_enqueued - 1);
+  /* Downloads of small results read in place submit nothing. */
+  CHECK(s.submits >= s.ops_enqueued - 1 - s.reads_in_place);
   nxv_device_release(d);
 }
 
@@ -909,6 +911,83 @@ NXV_TEST(sched, download_in_steps) {
   nxv_download_release(late);
   CHECK_OK(nxv_download_wait(dl)); /* completed before the fault */
   nxv_download_release(dl);
+  nxv_tensor_release(x);
+  nxv_device_release(d);
+}
+
+NXV_TEST(sched, download_in_place) {
+  /* Small results in mapped memory are read in place: no copy and no
+   * further submission once their batch is on the GPU; with
+   * unmapped_small the copy path serves the same reads. */
+  for (int m = 0; m < 2; m++) {
+    nxv_device_config cfg = {.disable_disk_cache = true,
+                             .max_batch_nodes = 4,
+                             .unmapped_small = m == 1};
+    nxv_device *d = open_with(&cfg);
+    REQUIRE(d);
+    nxv_device_info info;
+    REQUIRE_OK(nxv_device_info_get(d, &info));
+    int32_t v[16];
+    for (int i = 0; i < 16; i++) v[i] = 3 * i - 7;
+    nxv_tensor *x = upload_s32(d, v, 16), *y = NULL;
+    REQUIRE(x);
+    REQUIRE_OK(add_s32(d, x, x, 16, &y));
+    REQUIRE_OK(nxv_device_synchronize(d));
+    nxv_stats st0, st1;
+    REQUIRE_OK(nxv_device_stats(d, &st0));
+    bool mapped = st0.pool_bytes_mapped > 0;
+    if (m == 1) CHECK(!mapped);
+    /* lavapipe's memory is host-visible: small buffers must be mapped. */
+    if (m == 0 && info.type == NXV_DEVICE_CPU) CHECK(mapped);
+    int32_t got[16];
+    memset(got, 0x5a, sizeof got);
+    REQUIRE_OK(nxv_tensor_download(y, 0, 16, got));
+    for (int i = 0; i < 16; i++) CHECK_MSG(got[i] == 2 * v[i], "got[%d] = %d", i, got[i]);
+    memset(got, 0x5a, sizeof got);
+    REQUIRE_OK(nxv_tensor_download(y, 5, 3, got));
+    for (int i = 0; i < 3; i++) CHECK(got[i] == 2 * v[5 + i]);
+    CHECK(got[3] == 0x5a5a5a5a);
+    REQUIRE_OK(nxv_device_stats(d, &st1));
+    CHECK_MSG(st1.submits == st0.submits + (mapped ? 0 : 2),
+              "mode %d: %llu submits for two downloads", m,
+              (unsigned long long)(st1.submits - st0.submits));
+    CHECK(st1.reads_in_place == st0.reads_in_place + (mapped ? 2 : 0));
+    if (mapped) CHECK(st1.ops_completed == st1.ops_enqueued);
+    /* A result read at once, behind a chain spanning many batches, and
+     * one downloaded while its batch is still open. */
+    nxv_tensor *z = doubled(d, 16, 40);
+    REQUIRE(z);
+    float f[16];
+    memset(f, 0, sizeof f);
+    REQUIRE_OK(nxv_tensor_download(z, 0, 16, f));
+    for (int i = 0; i < 16; i++) CHECK_MSG(f[i] == 0x1p40f, "f[%d] = %g", i, (double)f[i]);
+    nxv_tensor *w = NULL;
+    REQUIRE_OK(add_s32(d, y, x, 16, &w));
+    memset(got, 0x5a, sizeof got);
+    REQUIRE_OK(nxv_tensor_download(w, 0, 16, got));
+    for (int i = 0; i < 16; i++) CHECK(got[i] == 3 * v[i]);
+    nxv_tensor_release(w);
+    nxv_tensor_release(z);
+    nxv_tensor_release(y);
+    nxv_tensor_release(x);
+    nxv_device_release(d);
+  }
+  /* Open batches wait for idle_flush_us: the in-place read must flush the
+   * batch holding its writer rather than wait for it. */
+  nxv_device_config slow = {.disable_disk_cache = true, .idle_flush_us = 30000000};
+  nxv_device *d = open_with(&slow);
+  REQUIRE(d);
+  int32_t v[4] = {1, 2, 3, 4}, got[4] = {0};
+  nxv_tensor *x = upload_s32(d, v, 4), *y = NULL;
+  REQUIRE(x);
+  REQUIRE_OK(add_s32(d, x, x, 4, &y));
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  REQUIRE_OK(nxv_tensor_download(y, 0, 4, got));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  for (int i = 0; i < 4; i++) CHECK(got[i] == 2 * v[i]);
+  CHECK_MSG(t1.tv_sec - t0.tv_sec < 10, "the download waited for the idle flush");
+  nxv_tensor_release(y);
   nxv_tensor_release(x);
   nxv_device_release(d);
 }

@@ -44,7 +44,8 @@ defmodule Nx.Vulkan.NIF do
   Opens device `index` (-1 for the default). `opts` is a map with optional
   keys `:max_batch_nodes, :idle_flush_us, :wait_spin_us, :idle_spin_us, :ring_capacity,
   :staging_bytes, :pool_limit_bytes, :cache_dir (binary),
-  :disable_disk_cache, :poison_outputs, :fast_math`, `:download_kernel` (`:auto`,
+  :disable_disk_cache, :poison_outputs, :fast_math, :unmapped_small`,
+  `:download_kernel` (`:auto`,
   `:always` or `:never`). Each call opens a new
   context.
   """
