@@ -730,8 +730,8 @@ if Code.ensure_loaded?(Nx.Backend) do
     # broadcast to out's shape: {:ok, out tensor}, or :error when an operand
     # cannot be converted on the device.
     defp broadcast_pair(out, left, right, nif_type, index, kernel) do
-      with {:ok, a} <- operand(left, nif_type, index),
-           {:ok, b} <- operand(right, nif_type, index) do
+      with {:ok, a} <- kernel_operand(left, nif_type, index),
+           {:ok, b} <- kernel_operand(right, nif_type, index) do
         if Nx.size(out) == 0 do
           {:ok, empty(out, index)}
         else
@@ -2054,6 +2054,28 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
+    # operand/3 for an input that only a kernel reads and that never becomes
+    # part of a result: a host scalar (the tensor Nx makes of a number, as
+    # in Nx.add(x, 1)) shares the cached buffer's handle, with no NIF call.
+    defp kernel_operand(
+           %T{data: %Nx.BinaryBackend{state: bytes}, type: type, shape: {}} = t,
+           nif_type,
+           index
+         ) do
+      target = nif_type_to_nx(nif_type)
+
+      bytes =
+        if type == target and byte_size(bytes) <= 8,
+          do: bytes,
+          else: convert_value(Nx.to_number(t), type, target)
+
+      if byte_size(bytes) <= 8,
+        do: {:ok, shared_scalar(index, nif_type, bytes)},
+        else: operand(t, nif_type, index)
+    end
+
+    defp kernel_operand(t, nif_type, index), do: operand(t, nif_type, index)
+
     # The value every element of t is known to equal, or nil. Host scalars
     # are read (they are on the host already).
     defp known_value(%T{data: %__MODULE__{value: value}}), do: value
@@ -2264,6 +2286,14 @@ if Code.ensure_loaded?(Nx.Backend) do
       end)
     end
 
+    # The cached one-element buffer's own handle (see kernel_operand/3).
+    defp shared_scalar(index, nif_type, bytes) do
+      Nx.Vulkan.Scalars.fetch_shared(index, nif_type, bytes, fn ->
+        ref = alloc(index, fn -> NIF.fill(Nx.Vulkan.device(index), nif_type, 1, bytes) end)
+        {ref, single_value(nif_type_to_nx(nif_type), bytes)}
+      end)
+    end
+
     # count elements equal to one element's bytes: a device fill, or an
     # upload for elements of more than 8 bytes (c128). A single element is
     # a new handle on a cached scalar buffer (see Nx.Vulkan.Scalars): the
@@ -2331,6 +2361,7 @@ if Code.ensure_loaded?(Nx.Backend) do
     # Strides reading a dense tensor of in_shape broadcast to out_shape
     # (trailing axes aligned); nil when the shapes are equal.
     defp broadcast_strides(shape, shape), do: nil
+    defp broadcast_strides({}, out_shape), do: List.duplicate(0, tuple_size(out_shape))
 
     defp broadcast_strides(in_shape, out_shape) do
       in_dims = Tuple.to_list(in_shape)

@@ -57,6 +57,30 @@ defmodule Nx.Vulkan.Scalars do
     end
   end
 
+  @doc """
+  The cached buffer's own handle (no new handle), filling it on a miss
+  like `fetch/4`. Only for inputs a kernel reads and that are never handed
+  out as (part of) a result: deallocating it would empty the cached buffer
+  for everyone.
+  """
+  @spec fetch_shared(non_neg_integer, atom, binary, (() -> {reference, term})) :: reference
+  def fetch_shared(index, nif_type, bytes, make) do
+    key = {index, nif_type, bytes}
+
+    case lookup(key) do
+      {:ok, ref, _value} ->
+        ref
+
+      :miss ->
+        {ref, value} = make.()
+        insert(key, ref, value)
+        ref
+
+      :no_table ->
+        make.() |> elem(0)
+    end
+  end
+
   @doc "Empties the cache (all devices, or one device index)."
   @spec clear(non_neg_integer | :all) :: :ok
   def clear(index \\ :all) do

@@ -278,6 +278,26 @@ if Code.ensure_loaded?(Nx) do
       end)
     end
 
+    test "numbers read by kernels share one cached buffer; results stay independent" do
+      x = random({5}, :f32)
+      s = random({5}, :s32)
+      before = Nx.Vulkan.Scalars.size()
+
+      for _ <- 1..3 do
+        r = native(fn -> Nx.add(vk(x), 2.75) end)
+        assert_same(r, Nx.add(x, 2.75))
+        assert Nx.backend_deallocate(r) == :ok
+        # an integer literal (s64) converted to f32, and to s32
+        assert_same(native(fn -> Nx.multiply(vk(x), 3) end), Nx.multiply(x, 3))
+        assert_same(native(fn -> Nx.subtract(vk(s), 7) end), Nx.subtract(s, 7))
+        assert_same(native(fn -> Nx.greater(vk(x), 0.5) end), Nx.greater(x, 0.5))
+      end
+
+      # one cached buffer per distinct {type, value}, however often used
+      assert Nx.Vulkan.Scalars.size() - before <= 4
+      assert_same(native(fn -> Nx.add(vk(x), 2.75) end), Nx.add(x, 2.75))
+    end
+
     test "constants convert with the value of their type" do
       for {value, from, to} <- [
             {0.1, :f32, :f64},
