@@ -307,15 +307,17 @@ static bool record(nxv_sched *s, nxv_node *n) {
   if (n->flags & NXV_NODE_MAPPED_READ) {
     uint64_t e = n->bufs[0]->sched_write_epoch;
     if (e && !(s->open && s->open->epoch == e)) {
-      /* The epoch may have retired already, with no wake-up to come:
-       * publish it under the mutex a sleeping waiter checks it under. */
+      /* Counted before the waiter can see its epoch, so that its stats
+       * include it. The epoch may have retired already, with no wake-up
+       * to come: publish it under the mutex a sleeping waiter checks it
+       * under. */
+      atomic_fetch_add(&s->reads_in_place, 1);
+      atomic_fetch_add(&s->completed_ops, 1);
       pthread_mutex_lock(&s->mu);
       atomic_store(&n->ticket->epoch, e);
       pthread_cond_broadcast(&s->done_cv);
       pthread_mutex_unlock(&s->mu);
       node_free(s, n);
-      atomic_fetch_add(&s->reads_in_place, 1);
-      atomic_fetch_add(&s->completed_ops, 1);
       return false;
     }
   }

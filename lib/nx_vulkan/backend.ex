@@ -2279,19 +2279,21 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp download(ref, offset, count), do: NIF.download(ref, offset, count)
 
     # {a new handle on the cached one-element buffer, its value}.
-    defp scalar(index, nif_type, bytes) do
-      Nx.Vulkan.Scalars.fetch(index, nif_type, bytes, fn ->
-        ref = alloc(index, fn -> NIF.fill(Nx.Vulkan.device(index), nif_type, 1, bytes) end)
-        {ref, single_value(nif_type_to_nx(nif_type), bytes)}
-      end)
-    end
+    defp scalar(index, nif_type, bytes),
+      do: Nx.Vulkan.Scalars.fetch(index, nif_type, bytes, scalar_fill(index, nif_type, bytes))
 
     # The cached one-element buffer's own handle (see kernel_operand/3).
     defp shared_scalar(index, nif_type, bytes) do
-      Nx.Vulkan.Scalars.fetch_shared(index, nif_type, bytes, fn ->
+      make = scalar_fill(index, nif_type, bytes)
+      Nx.Vulkan.Scalars.fetch_shared(index, nif_type, bytes, make)
+    end
+
+    # Fills a cache miss: {ref, value} of a new one-element buffer.
+    defp scalar_fill(index, nif_type, bytes) do
+      fn ->
         ref = alloc(index, fn -> NIF.fill(Nx.Vulkan.device(index), nif_type, 1, bytes) end)
         {ref, single_value(nif_type_to_nx(nif_type), bytes)}
-      end)
+      end
     end
 
     # count elements equal to one element's bytes: a device fill, or an
