@@ -74,43 +74,22 @@ nxv_status nxv_download_start(nxv_tensor *t, uint64_t offset, uint64_t count,
                   bytes <= (d->vk.info.type == NXV_DEVICE_CPU
                                 ? NXV_DOWNLOAD_MAPPED_BYTES_CPU
                                 : NXV_DOWNLOAD_MAPPED_BYTES);
-  if (in_place) {
-    n->kind = NXV_NODE_MARKER;
-    n->flags = NXV_NODE_FLUSH | NXV_NODE_MAPPED_READ;
-    n->nbufs = 1;
-    n->bufs[0] = t->buf;
-    nxv_buffer_retain(t->buf);
-    n->ticket = tk; /* the node owns one ticket reference from here */
-    nxv_status st = nxv_sched_push(d->sched, n);
+  uint64_t src_addr = t->buf->addr + offset * es;
+  bool kernel = !in_place && d->config.download_kernel > 0 &&
+                bytes <= NXV_DOWNLOAD_KERNEL_BYTES && src_addr % 4 == 0;
+  if (!in_place) {
+    nxv_status st = nxv_hostring_alloc(d->staging, kernel ? (bytes + 3) & ~3ull : bytes,
+                                       16, true, &tk->staging);
     if (st != NXV_OK) {
-      nxv_ticket_release(tk);
+      free(tk);
+      free(n);
       free(dl);
       return st;
     }
-    nxv_buffer_retain(t->buf);
-    dl->buf = t->buf;
-    dl->src = (const uint8_t *)t->buf->host + offset * es;
-    nxv_device_retain(d);
-    dl->device = d;
-    dl->ticket = tk;
-    *out = dl;
-    return NXV_OK;
+    tk->has_staging = true;
+    tk->ring = d->staging;
   }
-  uint64_t src_offset = t->buf->offset + offset * es;
-  uint64_t src_addr = t->buf->addr + offset * es;
-  bool kernel = d->config.download_kernel > 0 && bytes <= NXV_DOWNLOAD_KERNEL_BYTES &&
-                src_addr % 4 == 0;
-  nxv_status st = nxv_hostring_alloc(d->staging, kernel ? (bytes + 3) & ~3ull : bytes,
-                                     16, true, &tk->staging);
-  if (st != NXV_OK) {
-    free(tk);
-    free(n);
-    free(dl);
-    return st;
-  }
-  tk->has_staging = true;
-  tk->ring = d->staging;
-  n->flags = NXV_NODE_FLUSH | NXV_NODE_HOST_READ;
+  n->flags = NXV_NODE_FLUSH | (in_place ? NXV_NODE_MAPPED_READ : NXV_NODE_HOST_READ);
   n->nbufs = 1;
   n->bufs[0] = t->buf;
   nxv_buffer_retain(t->buf);
@@ -119,22 +98,32 @@ nxv_status nxv_download_start(nxv_tensor *t, uint64_t offset, uint64_t count,
   /* The node owns one ticket reference from here, even when pushing
    * fails. The kernel reads whole words: pool buffers are class-sized,
    * multiples of 256 bytes, so the last partial word is inside. */
+  nxv_status st;
   if (kernel) {
     st = nxv_ops_push_word_copy(d, n, src_addr, tk->staging.addr,
                                 (bytes + 3) / 4);
   } else {
-    n->kind = NXV_NODE_COPY;
-    n->src = t->buf->vk;
-    n->src_offset = src_offset;
-    n->dst = tk->staging.buf;
-    n->dst_offset = tk->staging.offset;
-    n->bytes = bytes;
+    if (in_place) {
+      n->kind = NXV_NODE_MARKER;
+    } else {
+      n->kind = NXV_NODE_COPY;
+      n->src = t->buf->vk;
+      n->src_offset = t->buf->offset + offset * es;
+      n->dst = tk->staging.buf;
+      n->dst_offset = tk->staging.offset;
+      n->bytes = bytes;
+    }
     st = nxv_sched_push(d->sched, n);
   }
   if (st != NXV_OK) {
     nxv_ticket_release(tk);
     free(dl);
     return st;
+  }
+  if (in_place) { /* the caller's tensor still holds the buffer here */
+    nxv_buffer_retain(t->buf);
+    dl->buf = t->buf;
+    dl->src = (const uint8_t *)t->buf->host + offset * es;
   }
   nxv_device_retain(d);
   dl->device = d;

@@ -320,6 +320,10 @@ static bool record(nxv_sched *s, nxv_node *n) {
       node_free(s, n);
       return false;
     }
+    /* It joins the open batch, which its flush submits. The download
+     * holds the buffer; the marker records nothing and needs no barrier. */
+    nxv_buffer_release(n->bufs[0]);
+    n->nbufs = 0;
   }
   if (n->kind == NXV_NODE_DISPATCH && n->args_words > 0) {
     nxv_status st = place_args(s, n);
@@ -335,11 +339,9 @@ static bool record(nxv_sched *s, nxv_node *n) {
   }
   batch *b = s->open;
   /* One global barrier when this node touches what the current barrier
-   * interval already wrote, or writes what it read. Markers record no
-   * command and need none. */
+   * interval already wrote, or writes what it read. */
   bool need = false;
-  for (uint32_t i = 0; i < n->nbufs && !need && n->kind != NXV_NODE_MARKER;
-       i++) {
+  for (uint32_t i = 0; i < n->nbufs && !need; i++) {
     nxv_buffer *buf = n->bufs[i];
     if (buf->sched_write_gen == s->gen) need = true;
     if ((n->write_mask >> i) & 1u && buf->sched_read_gen == s->gen) need = true;
@@ -356,7 +358,7 @@ static bool record(nxv_sched *s, nxv_node *n) {
     s->gen++;
     atomic_fetch_add_explicit(&s->barriers, 1, memory_order_relaxed);
   }
-  for (uint32_t i = 0; i < n->nbufs && n->kind != NXV_NODE_MARKER; i++) {
+  for (uint32_t i = 0; i < n->nbufs; i++) {
     nxv_buffer *buf = n->bufs[i];
     if ((n->write_mask >> i) & 1u) {
       buf->sched_write_gen = s->gen;

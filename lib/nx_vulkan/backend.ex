@@ -2063,11 +2063,7 @@ if Code.ensure_loaded?(Nx.Backend) do
            index
          ) do
       target = nif_type_to_nx(nif_type)
-
-      bytes =
-        if type == target and byte_size(bytes) <= 8,
-          do: bytes,
-          else: convert_value(Nx.to_number(t), type, target)
+      bytes = if type == target, do: bytes, else: convert_value(Nx.to_number(t), type, target)
 
       if byte_size(bytes) <= 8,
         do: {:ok, shared_scalar(index, nif_type, bytes)},

@@ -41,19 +41,9 @@ defmodule Nx.Vulkan.Scalars do
   """
   @spec fetch(non_neg_integer, atom, binary, (() -> {reference, term})) :: {reference, term}
   def fetch(index, nif_type, bytes, make) do
-    key = {index, nif_type, bytes}
-
-    case lookup(key) do
-      {:ok, ref, value} ->
-        {Nx.Vulkan.NIF.reinterpret(ref, nif_type), value}
-
-      :miss ->
-        {ref, value} = make.()
-        insert(key, ref, value)
-        {Nx.Vulkan.NIF.reinterpret(ref, nif_type), value}
-
-      :no_table ->
-        make.()
+    case cached(index, nif_type, bytes, make) do
+      {:cached, ref, value} -> {Nx.Vulkan.NIF.reinterpret(ref, nif_type), value}
+      {:uncached, ref, value} -> {ref, value}
     end
   end
 
@@ -65,19 +55,27 @@ defmodule Nx.Vulkan.Scalars do
   """
   @spec fetch_shared(non_neg_integer, atom, binary, (() -> {reference, term})) :: reference
   def fetch_shared(index, nif_type, bytes, make) do
+    {_, ref, _value} = cached(index, nif_type, bytes, make)
+    ref
+  end
+
+  # {:cached, ref, value} of the cache entry (filled by make.() on a miss),
+  # or {:uncached, ref, value} from make.() when there is no cache table.
+  defp cached(index, nif_type, bytes, make) do
     key = {index, nif_type, bytes}
 
     case lookup(key) do
-      {:ok, ref, _value} ->
-        ref
+      {:ok, ref, value} ->
+        {:cached, ref, value}
 
       :miss ->
         {ref, value} = make.()
         insert(key, ref, value)
-        ref
+        {:cached, ref, value}
 
       :no_table ->
-        make.() |> elem(0)
+        {ref, value} = make.()
+        {:uncached, ref, value}
     end
   end
 
