@@ -428,6 +428,46 @@ nxv_status nxv_select(nxv_device *device, uint32_t rank, const int64_t *shape,
                       const nxv_view *pred, const nxv_view *on_true,
                       const nxv_view *on_false, nxv_tensor **out_tensor);
 
+/* Fused elementwise programs: one kernel computing what a chain of
+ * elementwise ops would, without writing the intermediate results.
+ * Registers 0 .. ninputs-1 hold the inputs' elements at each index of the
+ * shape; instruction k writes register ninputs + k; the result is the last
+ * register. An instruction word is NXV_FUSED_INSTR(class, op, a, b, c):
+ *   NXV_FUSED_UNARY    op(a)           nxv_unary_op
+ *   NXV_FUSED_BINARY   a op b          nxv_binary_op
+ *   NXV_FUSED_COMPARE  (a op b) ? 1 : 0  nxv_compare_op
+ *   NXV_FUSED_SELECT   a != 0 ? b : c  (op 0)
+ * Each op computes exactly what its own kernel would (nxv_unary,
+ * nxv_binary, nxv_compare, nxv_select on the same dtype, intermediate
+ * results rounded to it; the unary op's f32/f16/bf16 transcendentals in
+ * double under the same rule), so a program's result is bitwise the
+ * result of its ops run one by one. */
+#define NXV_FUSED_MAX_INPUTS 12
+#define NXV_FUSED_MAX_INSTRS 16
+typedef enum nxv_fused_class {
+  NXV_FUSED_UNARY = 0,
+  NXV_FUSED_BINARY = 1,
+  NXV_FUSED_COMPARE = 2,
+  NXV_FUSED_SELECT = 3
+} nxv_fused_class;
+#define NXV_FUSED_INSTR(cls, op, a, b, c)                                  \
+  ((uint32_t)(cls) | ((uint32_t)(op) << 2) | ((uint32_t)(a) << 8) |        \
+   ((uint32_t)(b) << 13) | ((uint32_t)(c) << 18))
+
+/* Runs a fused program of ninstrs (1 .. NXV_FUSED_MAX_INSTRS) words over
+ * ninputs (1 .. NXV_FUSED_MAX_INPUTS) views of dtype (f16, bf16, f32 or
+ * f64) over shape; out is a new dense tensor of dtype and shape. Operands
+ * must name registers written before; every op must be supported for
+ * dtype (NXV_ERR_UNSUPPORTED otherwise), unused operand fields must be 0.
+ * Each distinct program (its words, input count and which inputs are
+ * scalars or strided) is a pipeline of its own, created on first use and
+ * kept with the device, at most 1024 per device
+ * (NXV_ERR_UNSUPPORTED beyond). Thread-safe. */
+nxv_status nxv_fused(nxv_device *device, nxv_dtype dtype, uint32_t rank,
+                     const int64_t *shape, uint32_t ninputs,
+                     const nxv_view *inputs, uint32_t ninstrs,
+                     const uint32_t *program, nxv_tensor **out_tensor);
+
 /* Element type conversion of a strided view into a dense tensor of dtype
  * (any two types; f16 and bf16 round through f32, bf16 by truncation as
  * Nx.BinaryBackend; complex to real keeps the real part, real to complex

@@ -2,6 +2,7 @@
  * ops.c - the op API of nxv.h: validates arguments, picks the kernel,
  * encodes push constants and arguments, queues the node. Never waits.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,7 +55,14 @@ typedef struct pc_gather {        /* gather.comp */
   uint32_t n, rank, depth, count;
 } pc_gather;
 
+typedef struct pc_fused {         /* fused.comp */
+  uint64_t c, args;
+  uint32_t n, rank;
+  uint64_t in[NXV_FUSED_MAX_INPUTS];
+} pc_fused;
+
 _Static_assert(sizeof(pc_ew) == 56, "pc_ew layout");
+_Static_assert(sizeof(pc_fused) == 120, "pc_fused layout");
 _Static_assert(sizeof(pc_reduce) == 64, "pc_reduce layout");
 _Static_assert(sizeof(pc_matmul) == 96, "pc_matmul layout");
 
@@ -313,7 +321,7 @@ static nxv_status push_dispatch(nxv_device *d, nxv_node *n, nxv_spv_module m,
 
 static void node_use(nxv_node *n, nxv_tensor *t, bool write) {
   nxv_buffer_retain(t->buf);
-  if (write) n->write_mask |= (uint8_t)(1u << n->nbufs);
+  if (write) n->write_mask |= (uint16_t)(1u << n->nbufs);
   n->bufs[n->nbufs++] = t->buf;
 }
 
@@ -489,6 +497,15 @@ bool nxv_compare_supported(nxv_device *d, nxv_compare_op op, nxv_dtype t) {
 
 bool nxv_convert_supported(nxv_device *d, nxv_dtype t) { return type_ok(d, t); }
 
+/* f32, f16 and bf16 transcendentals are evaluated in double where the
+ * device has it (correctly rounded in practice), unless fast math was
+ * asked for: the *_precise modules. */
+static bool unary_in_double(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
+  return (t == NXV_F32 || t == NXV_F16 || t == NXV_BF16) &&
+         ((op >= NXV_EXP && op <= NXV_SIGMOID) || (op >= NXV_EXPM1 && op <= NXV_ATANH)) &&
+         d->vk.info.float64 && !d->config.fast_math;
+}
+
 bool nxv_unary_supported(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
   if ((unsigned)op >= NXV_UNARY_OP_COUNT || !type_ok(d, t)) return false;
   /* The real special functions are evaluated in double only. */
@@ -536,12 +553,7 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
   nxv_spv_module m = unary_module(t, to);
   if (t == NXV_C64 && d->vk.info.float64 && !d->config.fast_math)
     m = to == NXV_C64 ? NXV_SPV_UNARY_C64_C64_PRECISE : NXV_SPV_UNARY_C64_F32_PRECISE;
-  /* f32, f16 and bf16 transcendentals are evaluated in double where the
-   * device has it (correctly rounded in practice), unless fast math was
-   * asked for. */
-  if ((t == NXV_F32 || t == NXV_F16 || t == NXV_BF16) &&
-      ((op >= NXV_EXP && op <= NXV_SIGMOID) || (op >= NXV_EXPM1 && op <= NXV_ATANH)) &&
-      d->vk.info.float64 && !d->config.fast_math)
+  if (unary_in_double(d, op, t))
     m = t == NXV_F32 ? NXV_SPV_UNARY_F32_F32_PRECISE
         : t == NXV_F16 ? NXV_SPV_UNARY_F16_F16_PRECISE
                        : NXV_SPV_UNARY_BF16_BF16_PRECISE;
@@ -597,6 +609,165 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
   const nxv_dtype types[3] = {NXV_U8, t, t};
   return elementwise(d, "select", family(NXV_SPV_SELECT_S8, t), 0, 3, rank, shape,
                      views, types, t, false, 0, out);
+}
+
+/* Checks instruction k of a fused program over ninputs inputs of type t;
+ * sets *in_double when its op is a transcendental evaluated in double. */
+static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs,
+                                    uint32_t k, uint32_t w, bool *in_double) {
+  uint32_t cls = w & 3u, op = (w >> 2) & 63u, regs = ninputs + k;
+  uint32_t a = (w >> 8) & 31u, b = (w >> 13) & 31u, c = (w >> 18) & 31u;
+  int nops = cls == NXV_FUSED_UNARY ? 1 : cls == NXV_FUSED_SELECT ? 3 : 2;
+  uint32_t operand[3] = {a, b, c};
+  if (w >> 23)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "fused: instruction %u (0x%08x) sets bits above 22", k, w);
+  for (int o = 0; o < 3; o++) {
+    if (o < nops && operand[o] >= regs)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "fused: instruction %u reads register %u, only %u are written "
+                      "before it", k, operand[o], regs);
+    if (o >= nops && operand[o] != 0)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "fused: instruction %u sets unused operand %d", k, o);
+  }
+  bool ok;
+  const char *name;
+  switch (cls) {
+  case NXV_FUSED_UNARY:
+    ok = nxv_unary_supported(d, (nxv_unary_op)op, t) && op < NXV_CONJ;
+    name = nxv_unary_op_name((nxv_unary_op)op);
+    if (ok && unary_in_double(d, (nxv_unary_op)op, t)) *in_double = true;
+    break;
+  case NXV_FUSED_BINARY:
+    ok = nxv_binary_supported(d, (nxv_binary_op)op, t);
+    name = nxv_binary_op_name((nxv_binary_op)op);
+    break;
+  case NXV_FUSED_COMPARE:
+    ok = op < NXV_COMPARE_OP_COUNT;
+    name = nxv_compare_op_name((nxv_compare_op)op);
+    break;
+  default:
+    ok = op == 0;
+    name = "select";
+    break;
+  }
+  if (!ok)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: instruction %u: %s (op %u) is not "
+                    "supported for %s on device %s", k, name, op, nxv_dtype_name(t),
+                    d->vk.info.name);
+  return NXV_OK;
+}
+
+nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
+                     const int64_t *shape_in, uint32_t ninputs,
+                     const nxv_view *inputs, uint32_t ninstrs,
+                     const uint32_t *program, nxv_tensor **out) {
+  if (!d || !out || !inputs || !program)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
+  if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of f16, bf16, f32 or "
+                    "f64, not %s", nxv_dtype_name(t));
+  NXV_TRY(check_type(d, t, "fused"));
+  if (ninputs < 1 || ninputs > NXV_FUSED_MAX_INPUTS)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: %u inputs, expected 1 to %d",
+                    ninputs, NXV_FUSED_MAX_INPUTS);
+  if (ninstrs < 1 || ninstrs > NXV_FUSED_MAX_INSTRS)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "fused: %u instructions, expected 1 to %d", ninstrs,
+                    NXV_FUSED_MAX_INSTRS);
+  bool in_double = false;
+  for (uint32_t k = 0; k < ninstrs; k++)
+    NXV_TRY(check_fused_instr(d, t, ninputs, k, program[k], &in_double));
+  uint64_t n;
+  NXV_TRY(check_shape(rank, shape_in, &n));
+  int64_t shape[NXV_MAX_RANK], strides[NXV_FUSED_MAX_INPUTS][NXV_MAX_RANK];
+  if (rank) memcpy(shape, shape_in, rank * sizeof *shape);
+  for (uint32_t k = 0; k < ninputs; k++) {
+    char what[32];
+    snprintf(what, sizeof what, "fused input %u", k);
+    NXV_TRY(resolve_view(d, what, &inputs[k], rank, shape, n, strides[k]));
+    if (inputs[k].tensor->dtype != t)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: input %u is %s, expected %s", k,
+                      nxv_dtype_name(inputs[k].tensor->dtype), nxv_dtype_name(t));
+  }
+  nxv_tensor *res;
+  NXV_TRY(nxv_tensor_new(d, t, n, &res));
+  if (n == 0) {
+    *out = res;
+    return NXV_OK;
+  }
+  uint32_t r = collapse(rank, shape, (int)ninputs, strides);
+  /* Each input is a broadcast scalar, contiguous (row-major over the
+   * collapsed shape) or strided (through the arena). */
+  int64_t dense[NXV_MAX_RANK];
+  for (int64_t s = 1, i = (int64_t)r - 1; i >= 0; i--) {
+    dense[i] = s;
+    s *= shape[i];
+  }
+  uint32_t scalar = 0, strided = 0;
+  for (uint32_t k = 0; k < ninputs; k++) {
+    bool zero = true, contiguous = true;
+    for (uint32_t i = 0; i < r; i++) {
+      if (strides[k][i] != 0) zero = false;
+      if (strides[k][i] != dense[i]) contiguous = false;
+    }
+    if (zero) scalar |= 1u << k;
+    else if (!contiguous) strided |= 1u << k;
+  }
+  size_t es = nxv_dtype_size(t);
+  nxv_node *node = nxv_node_new(strided ? r + ninputs * (r + 1) : 0);
+  if (!node) {
+    nxv_tensor_release(res);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  }
+  pc_fused pc = {.c = res->buf->addr, .n = (uint32_t)n, .rank = r};
+  for (uint32_t k = 0; k < ninputs; k++) {
+    const nxv_view *v = &inputs[k];
+    bool through_arena = (strided >> k) & 1u;
+    pc.in[k] = v->tensor->buf->addr + (through_arena ? 0 : (uint64_t)v->offset * es);
+  }
+  if (strided) {
+    uint32_t *a = node->args;
+    for (uint32_t i = 0; i < r; i++) a[i] = (uint32_t)shape[i];
+    for (uint32_t k = 0; k < ninputs; k++) {
+      uint32_t *w = a + r + k * (r + 1);
+      w[0] = (uint32_t)inputs[k].offset;
+      for (uint32_t i = 0; i < r; i++) w[1 + i] = (uint32_t)strides[k][i];
+    }
+    node->args_pc_offset = offsetof(pc_fused, args);
+  }
+  memcpy(node->pc, &pc, sizeof pc);
+  node->pc_size = sizeof pc;
+  node->groups[0] = groups_for(d, n);
+  node->groups[1] = node->groups[2] = 1;
+  node->cost = n * (uint64_t)(ninputs + 1);
+  for (uint32_t k = 0; k < ninputs; k++) node_use(node, inputs[k].tensor, false);
+  node_use(node, res, true);
+  /* Specialization constants 3 .. 22 (fused.comp). */
+  uint32_t words[4 + NXV_FUSED_MAX_INSTRS] = {ninputs, ninstrs, scalar, strided};
+  memcpy(words + 4, program, ninstrs * sizeof *program);
+  static const nxv_spv_module plain[] = {NXV_SPV_FUSED_F16, NXV_SPV_FUSED_BF16,
+                                         NXV_SPV_FUSED_F32, NXV_SPV_FUSED_F64};
+  static const nxv_spv_module in_dbl[] = {NXV_SPV_FUSED_F16_PRECISE,
+                                          NXV_SPV_FUSED_BF16_PRECISE,
+                                          NXV_SPV_FUSED_F32_PRECISE, NXV_SPV_FUSED_F64};
+  int ti = t == NXV_F16 ? 0 : t == NXV_BF16 ? 1 : t == NXV_F32 ? 2 : 3;
+  nxv_spv_module m = in_double ? in_dbl[ti] : plain[ti];
+  nxv_status st = nxv_registry_program(d->kernels, m, words, 4 + NXV_FUSED_MAX_INSTRS,
+                                       &node->pipeline);
+  if (st == NXV_OK) {
+    node->kind = NXV_NODE_DISPATCH;
+    st = nxv_sched_push(d->sched, node);
+  } else {
+    nxv_node_discard(node);
+  }
+  if (st != NXV_OK) {
+    nxv_tensor_release(res);
+    return st;
+  }
+  *out = res;
+  return NXV_OK;
 }
 
 nxv_status nxv_copy_into(nxv_device *d, nxv_tensor *dst, int64_t dst_offset,

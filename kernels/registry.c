@@ -3,11 +3,22 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "sched/scheduler.h"
 #include "sched/status.h"
 
 #define SLOTS (NXV_REGISTRY_OPS * NXV_REGISTRY_VARIANTS)
+/* Open-addressing table of program pipelines: twice the cap, a power of
+ * two. */
+#define PROGRAM_TABLE (2 * NXV_REGISTRY_PROGRAMS)
+
+typedef struct program_entry {
+  VkPipeline pipeline;              /* owned; VK_NULL_HANDLE: free slot */
+  uint32_t module;                  /* nxv_spv_module */
+  uint32_t nwords;
+  uint32_t words[NXV_REGISTRY_PROGRAM_WORDS];
+} program_entry;
 
 struct nxv_registry {
   const nxv_vk *vk;                 /* not owned */
@@ -17,6 +28,8 @@ struct nxv_registry {
   pthread_mutex_t mu;               /* serializes creation */
   VkShaderModule modules[NXV_SPV_COUNT];          /* owned, lazily */
   _Atomic(VkPipeline) pipelines[NXV_SPV_COUNT][SLOTS]; /* owned, lazily */
+  program_entry *programs;          /* owned, PROGRAM_TABLE entries; under mu */
+  uint32_t nprograms;               /* entries in use; under mu */
   atomic_uint_fast64_t hits, misses, disk_hits, created;
 };
 
@@ -53,6 +66,12 @@ nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache,
     free(r);
     return nxv_fail_vk(res, "vkCreatePipelineLayout");
   }
+  r->programs = calloc(PROGRAM_TABLE, sizeof *r->programs);
+  if (!r->programs) {
+    vkDestroyPipelineLayout(vk->device, r->layout, NULL);
+    free(r);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "kernel registry programs");
+  }
   pthread_mutex_init(&r->mu, NULL);
   *out = r;
   return NXV_OK;
@@ -68,6 +87,9 @@ void nxv_registry_destroy(nxv_registry *r) {
     }
     if (r->modules[m]) vkDestroyShaderModule(dev, r->modules[m], NULL);
   }
+  for (int i = 0; i < PROGRAM_TABLE; i++)
+    if (r->programs[i].pipeline) vkDestroyPipeline(dev, r->programs[i].pipeline, NULL);
+  free(r->programs);
   vkDestroyPipelineLayout(dev, r->layout, NULL);
   pthread_mutex_destroy(&r->mu);
   free(r);
@@ -76,8 +98,11 @@ void nxv_registry_destroy(nxv_registry *r) {
 VkPipelineLayout nxv_registry_layout(nxv_registry *r) { return r->layout; }
 uint32_t nxv_registry_workgroup_size(nxv_registry *r) { return r->wg_size; }
 
+/* Creates the pipeline of module m with specialization constants 0 (the
+ * workgroup size), 1 op, 2 variant and 3 .. 2 + nextra the words extra. */
 static nxv_status create_locked(nxv_registry *r, nxv_spv_module m, uint32_t op,
-                                uint32_t variant, VkPipeline *out) {
+                                uint32_t variant, const uint32_t *extra,
+                                uint32_t nextra, VkPipeline *out) {
   VkDevice dev = r->vk->device;
   if (!r->modules[m]) {
     VkShaderModuleCreateInfo mi = {
@@ -91,10 +116,13 @@ static nxv_status create_locked(nxv_registry *r, nxv_spv_module m, uint32_t op,
                       nxv_vk_result_name(res));
   }
   uint32_t wg = fixed_wg(m, variant) ? fixed_wg(m, variant) : r->wg_size;
-  uint32_t data[3] = {wg, op, variant};
-  VkSpecializationMapEntry entries[3] = {
-      {0, 0, 4}, {1, 4, 4}, {2, 8, 4}};
-  VkSpecializationInfo spec = {3, entries, sizeof data, data};
+  uint32_t data[3 + NXV_REGISTRY_PROGRAM_WORDS] = {wg, op, variant};
+  VkSpecializationMapEntry entries[3 + NXV_REGISTRY_PROGRAM_WORDS];
+  uint32_t count = 3 + nextra;
+  for (uint32_t i = 0; i < nextra; i++) data[3 + i] = extra[i];
+  for (uint32_t i = 0; i < count; i++)
+    entries[i] = (VkSpecializationMapEntry){i, 4 * i, 4};
+  VkSpecializationInfo spec = {count, entries, 4 * count, data};
   VkPipelineCreationFeedback fb = {0}, stage_fb = {0};
   VkPipelineCreationFeedbackCreateInfo fbi = {
       .sType = VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
@@ -145,13 +173,67 @@ nxv_status nxv_registry_pipeline(nxv_registry *r, nxv_spv_module m,
   nxv_status st = NXV_OK;
   if (!p) {
     atomic_fetch_add(&r->misses, 1);
-    st = create_locked(r, m, op, variant, &p);
+    st = create_locked(r, m, op, variant, NULL, 0, &p);
     if (st == NXV_OK) atomic_store_explicit(slot, p, memory_order_release);
   } else {
     atomic_fetch_add_explicit(&r->hits, 1, memory_order_relaxed);
   }
   pthread_mutex_unlock(&r->mu);
   if (st == NXV_OK) *out = p;
+  return st;
+}
+
+/* FNV-1a over the module and the words. */
+static uint32_t program_hash(nxv_spv_module m, const uint32_t *words, uint32_t n) {
+  uint32_t h = 2166136261u ^ (uint32_t)m;
+  h *= 16777619u;
+  for (uint32_t i = 0; i < n; i++) {
+    h ^= words[i];
+    h *= 16777619u;
+  }
+  return h;
+}
+
+nxv_status nxv_registry_program(nxv_registry *r, nxv_spv_module m,
+                                const uint32_t *words, uint32_t nwords,
+                                VkPipeline *out) {
+  if ((unsigned)m >= NXV_SPV_COUNT || nwords > NXV_REGISTRY_PROGRAM_WORDS ||
+      (nwords && !words))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "no program pipeline for module %d with %u words", (int)m, nwords);
+  uint32_t i = program_hash(m, words, nwords) & (PROGRAM_TABLE - 1);
+  nxv_status st = NXV_OK;
+  pthread_mutex_lock(&r->mu);
+  for (;; i = (i + 1) & (PROGRAM_TABLE - 1)) {
+    program_entry *e = &r->programs[i];
+    if (!e->pipeline) break;
+    if (e->module == (uint32_t)m && e->nwords == nwords &&
+        memcmp(e->words, words, nwords * sizeof *words) == 0) {
+      atomic_fetch_add_explicit(&r->hits, 1, memory_order_relaxed);
+      *out = e->pipeline;
+      pthread_mutex_unlock(&r->mu);
+      return NXV_OK;
+    }
+  }
+  if (r->nprograms >= NXV_REGISTRY_PROGRAMS) {
+    st = nxv_fail(NXV_ERR_UNSUPPORTED,
+                  "%s: more than %d distinct programs on one device",
+                  nxv_spv_name[m], NXV_REGISTRY_PROGRAMS);
+  } else {
+    atomic_fetch_add(&r->misses, 1);
+    VkPipeline p;
+    st = create_locked(r, m, 0, 0, words, nwords, &p);
+    if (st == NXV_OK) {
+      program_entry *e = &r->programs[i];
+      e->module = (uint32_t)m;
+      e->nwords = nwords;
+      if (nwords) memcpy(e->words, words, nwords * sizeof *words);
+      e->pipeline = p;
+      r->nprograms++;
+      *out = p;
+    }
+  }
+  pthread_mutex_unlock(&r->mu);
   return st;
 }
 

@@ -24,6 +24,10 @@
 
 #define NXV_REGISTRY_OPS 64
 #define NXV_REGISTRY_VARIANTS 6
+/* Pipelines specialized by a program (nxv_registry_program): at most this
+ * many per registry, of at most NXV_REGISTRY_PROGRAM_WORDS words each. */
+#define NXV_REGISTRY_PROGRAMS 1024
+#define NXV_REGISTRY_PROGRAM_WORDS 24
 
 /* coopmat.comp's tile of C per workgroup and its threads (CM_BM, CM_BN,
  * 32 CM_WGM CM_WGN there). */
@@ -47,6 +51,16 @@ uint32_t nxv_registry_workgroup_size(nxv_registry *registry);
 nxv_status nxv_registry_pipeline(nxv_registry *registry, nxv_spv_module module,
                                  uint32_t op, uint32_t variant,
                                  VkPipeline *out_pipeline);
+
+/* The pipeline of module specialized by a program: nwords (at most
+ * NXV_REGISTRY_PROGRAM_WORDS) words as specialization constants 3,
+ * 4, ... (0 is the workgroup size, 1 and 2 are 0). Created on first use of
+ * the same (module, words) and kept until the registry is destroyed;
+ * NXV_ERR_UNSUPPORTED once NXV_REGISTRY_PROGRAMS exist. Counted in the
+ * same statistics as nxv_registry_pipeline. */
+nxv_status nxv_registry_program(nxv_registry *registry, nxv_spv_module module,
+                                const uint32_t *words, uint32_t nwords,
+                                VkPipeline *out_pipeline);
 
 /* Fills pipeline_hits, pipeline_misses, pipeline_disk_hits, pipelines. */
 void nxv_registry_stats(nxv_registry *registry, nxv_stats *stats);

@@ -902,6 +902,58 @@ static ERL_NIF_TERM nif_unary(ErlNifEnv *env, int argc,
   return op_result(env, st, out, nxv_unary_op_name((nxv_unary_op)op));
 }
 
+/* fused(type, shape, program, inputs): program a list of instruction
+ * words (nxv_fused), inputs a list of {tensor, offset, strides | nil}. */
+static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  nxv_dtype t;
+  if (!get_dtype(env, argv[0], &t)) return raise_argument(env, "fused: unknown type");
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank, ninstrs, ninputs;
+  if (!get_int_list(env, argv[1], shape, &rank))
+    return raise_argument(env, "fused: shape must be a list of at most %d integers",
+                          NXV_MAX_RANK);
+  uint32_t program[NXV_FUSED_MAX_INSTRS];
+  ERL_NIF_TERM head, tail = argv[2];
+  if (!enif_get_list_length(env, argv[2], &ninstrs) || ninstrs > NXV_FUSED_MAX_INSTRS)
+    return raise_argument(env, "fused: program must be a list of at most %d words",
+                          NXV_FUSED_MAX_INSTRS);
+  for (unsigned i = 0; i < ninstrs; i++) {
+    enif_get_list_cell(env, tail, &head, &tail);
+    unsigned w;
+    if (!enif_get_uint(env, head, &w))
+      return raise_argument(env, "fused: program word %u is not a 32-bit integer", i);
+    program[i] = w;
+  }
+  if (!enif_get_list_length(env, argv[3], &ninputs) || ninputs > NXV_FUSED_MAX_INPUTS)
+    return raise_argument(env, "fused: inputs must be a list of at most %d views",
+                          NXV_FUSED_MAX_INPUTS);
+  view_arg v[NXV_FUSED_MAX_INPUTS];
+  nxv_view views[NXV_FUSED_MAX_INPUTS];
+  tail = argv[3];
+  for (unsigned i = 0; i < ninputs; i++) {
+    enif_get_list_cell(env, tail, &head, &tail);
+    const ERL_NIF_TERM *elems;
+    int arity;
+    char label[48];
+    snprintf(label, sizeof label, "fused input %u", i);
+    ERL_NIF_TERM e = enif_get_tuple(env, head, &arity, &elems) && arity == 3
+                         ? get_view(env, label, elems, rank, &v[i])
+                         : raise_argument(env, "%s must be {tensor, offset, strides}", label);
+    if (!enif_is_identical(e, am_ok)) {
+      release_views(v, (int)i);
+      return e;
+    }
+    views[i] = to_view(&v[i]);
+  }
+  if (ninputs == 0) return raise_argument(env, "fused: no inputs");
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_fused(nxv_tensor_device(v[0].t), t, rank, shape, ninputs, views,
+                            ninstrs, program, &out);
+  release_views(v, (int)ninputs);
+  return op_result(env, st, out, "fused");
+}
+
 static ERL_NIF_TERM nif_convert(ErlNifEnv *env, int argc,
                                 const ERL_NIF_TERM argv[]) {
   (void)argc;
@@ -1422,6 +1474,7 @@ static ErlNifFunc funcs[] = {
     {"reinterpret", 2, nif_reinterpret, 0},
     {"copy_into", 7, nif_copy_into, 0},
     {"binary", 8, nif_binary, 0},
+    {"fused", 4, nif_fused, 0},
     {"unary", 5, nif_unary, 0},
     {"compare", 8, nif_compare, 0},
     {"select", 10, nif_select, 0},

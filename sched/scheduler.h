@@ -35,7 +35,7 @@
 #include "pool/pool.h"
 #include "sched/vk.h"
 
-#define NXV_NODE_MAX_BUFS 4
+#define NXV_NODE_MAX_BUFS 16
 #define NXV_PUSH_CONSTANTS_MAX 128
 
 typedef enum nxv_node_kind {
@@ -73,7 +73,7 @@ typedef struct nxv_node {
   uint8_t kind;                 /* nxv_node_kind */
   uint8_t flags;                /* NXV_NODE_* */
   uint8_t nbufs;                /* entries used in bufs */
-  uint8_t write_mask;           /* bit i: bufs[i] is written */
+  uint16_t write_mask;          /* bit i: bufs[i] is written */
   uint32_t pc_size;             /* bytes of push constants */
   uint32_t args_words;          /* uint32 words in args[] */
   uint32_t args_pc_offset;      /* byte offset in pc of the arena address */

@@ -24,22 +24,9 @@ layout(push_constant, std430) uniform PC {
   uint flags;
 } pc;
 
-bool apply(TC x, TC y) {
-  switch (OP) {
-  case 0: return x == y;
-  case 1: return x != y;
-#if T_KIND != KIND_COMPLEX  // complex types are not ordered
-  case 2: return x < y;
-  case 3: return x <= y;
-  case 4: return x > y;
-  case 5: return x >= y;
-#endif
-  case 6: return (x != TC(0)) && (y != TC(0));
-  case 7: return (x != TC(0)) || (y != TC(0));
-  case 8: return (x != TC(0)) != (y != TC(0));
-  }
-  return false;
-}
+#include "compare_ops.glsl"
+
+bool apply(TC x, TC y) { return compare_apply(OP, x, y); }
 
 shared uint s_args[3 * NXV_MAX_RANK + 2];
 

@@ -2,9 +2,11 @@ defmodule Nx.Vulkan.Capture do
   @moduledoc false
   # The functions of Nx.Vulkan.NIF, as the backend calls them. Each calls
   # the NIF; while the calling process captures (capture/1), it also logs
-  # {name, args, result}, newest first, so that Nx.Vulkan.Compiler can
+  # {name, args, result, info}, newest first, so that Nx.Vulkan.Compiler can
   # replay the device calls of an evaluation without evaluating it again.
-  # Outside a capture the cost is one process-dictionary read per call.
+  # Each entry also holds the result's `{type, count}` when the result is
+  # one tensor (nil otherwise), read while it is certainly alive. Outside a
+  # capture the cost is one process-dictionary read per call.
 
   require Nx.Vulkan.NIF
 
@@ -21,7 +23,8 @@ defmodule Nx.Vulkan.Capture do
           result
 
         log when is_list(log) ->
-          Process.put(unquote(@key), [{unquote(name), unquote(args), result} | log])
+          info = if is_reference(result), do: Nx.Vulkan.Capture.result_info(result)
+          Process.put(unquote(@key), [{unquote(name), unquote(args), result, info} | log])
           result
 
         :aborted ->
@@ -49,6 +52,14 @@ defmodule Nx.Vulkan.Capture do
     after
       Process.delete(@key)
     end
+  end
+
+  @doc false
+  # {type, count} of a tensor result; nil for other references (devices).
+  def result_info(ref) do
+    Nx.Vulkan.NIF.tensor_info(ref)
+  rescue
+    ArgumentError -> nil
   end
 
   @doc "Whether this process is capturing."

@@ -241,7 +241,8 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     # result_slots}; outputs the evaluation's result with each tensor's
     # data replaced at replay by the ref its spec names. Specs:
     # {:p, i} the i-th argument's ref, {:s, i} slot i, {:c, term} a
-    # constant, {:l, specs} a list.
+    # constant, {:l, specs} a list, {:t, specs} a tuple. Elementwise ops
+    # are then fused (Nx.Vulkan.Fusion).
     defp make_plan(calls, tensors, result) do
       refs = Enum.map(tensors, & &1.data.ref)
 
@@ -253,34 +254,43 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
         prov = refs |> Enum.with_index() |> Map.new(fn {r, i} -> {r, {:p, i}} end)
 
         try do
-          {ops, prov, _next} = Enum.reduce(calls, {[], prov, 0}, &plan_call/2)
+          {ops, prov, _next, infos} = Enum.reduce(calls, {[], prov, 0, %{}}, &plan_call/2)
           {result, specs} = output_specs(result, prov)
           {ops, specs} = own_output_constants(Enum.reverse(ops), specs)
-          {with_frees(ops, specs), {result, specs}, device_of(tensors)}
+          device = device_of(tensors)
+          ops = Nx.Vulkan.Fusion.fuse(ops, specs, &info_of(&1, infos, refs), device)
+          {with_frees(ops, specs), {result, specs}, device}
         catch
           :unplannable -> :none
         end
       end
     end
 
-    defp plan_call({name, _args, _result}, _acc) when name in @abort,
+    defp plan_call({name, _args, _result, _info}, _acc) when name in @abort,
       do: throw(:unplannable)
 
-    defp plan_call({name, _args, _result}, acc) when name in @query, do: acc
+    defp plan_call({name, _args, _result, _info}, acc) when name in @query, do: acc
 
-    defp plan_call({name, args, result}, {ops, prov, next}) do
+    defp plan_call({name, args, result, info}, {ops, prov, next, infos}) do
       specs = Enum.map(args, &arg_spec(&1, prov))
 
       if name in @mutating and match?([{:c, _} | _], specs), do: throw(:unplannable)
 
       if name not in @mutating and name not in @fresh and not Enum.any?(specs, &depends?/1) do
         # Depends on no argument: done once, now; its results are constants.
-        {ops, mark_constants(result, prov), next}
+        {ops, mark_constants(result, prov), next, infos}
       else
         {slots, prov, next} = result_slots(result, prov, next)
-        {[{name, specs, slots} | ops], prov, next}
+        infos = if info, do: Map.put(infos, hd(slots), info), else: infos
+        {[{name, specs, slots} | ops], prov, next, infos}
       end
     end
+
+    # {type, count} of the tensor a spec names, or nil when unknown.
+    defp info_of({:s, i}, infos, _refs), do: Map.get(infos, i)
+    defp info_of({:p, i}, _infos, refs), do: Capture.result_info(Enum.at(refs, i))
+    defp info_of({:c, ref}, _infos, _refs) when is_reference(ref), do: Capture.result_info(ref)
+    defp info_of(_spec, _infos, _refs), do: nil
 
     defp arg_spec(ref, prov) when is_reference(ref), do: Map.get(prov, ref, {:c, ref})
     defp arg_spec(list, prov) when is_list(list), do: {:l, Enum.map(list, &arg_spec(&1, prov))}
@@ -354,6 +364,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
     defp slots_of({:s, i}), do: [i]
     defp slots_of({:l, specs}), do: Enum.flat_map(specs, &slots_of/1)
+    defp slots_of({:t, specs}), do: Enum.flat_map(specs, &slots_of/1)
     defp slots_of(_), do: []
 
     # A constant the evaluation returned is the caller's: they may
@@ -422,6 +433,9 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     defp resolve({:p, i}, params, _slots), do: elem(params, i)
     defp resolve({:c, term}, _params, _slots), do: term
     defp resolve({:l, specs}, params, slots), do: Enum.map(specs, &resolve(&1, params, slots))
+
+    defp resolve({:t, specs}, params, slots),
+      do: specs |> Enum.map(&resolve(&1, params, slots)) |> List.to_tuple()
 
     defp resolve({:k, ref}, _params, _slots) do
       {type, _count} = Nx.Vulkan.NIF.tensor_info(ref)

@@ -110,6 +110,15 @@ defmodule Nx.Vulkan.NIF do
     do: nif_error()
 
   @doc """
+  A fused elementwise program of `type` (`:f16 :bf16 :f32 :f64`) over
+  `shape`: `program` is a list of instruction words (`nxv_fused` in
+  `nxv.h`), `inputs` a list of `{tensor, offset, strides | nil}` views of
+  that type. The result is the program's last register, bitwise what its
+  ops compute one kernel each.
+  """
+  def fused(_type, _shape, _program, _inputs), do: nif_error()
+
+  @doc """
   `out[i] = op(a[i])` over `shape`; `op` in `:copy :negate :abs :sign :sqrt
   :rsqrt :exp :log :sin :cos :tanh :sigmoid :floor :ceil :round
   :bitwise_not :square`. `:copy` with strides is a strided gather (slice,

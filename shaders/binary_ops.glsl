@@ -1,0 +1,226 @@
+// binary_ops.glsl - the binary ops of binary.comp on the compute type TC
+// of T: binary_apply(op, x, y) with op following nxv_binary_op in
+// include/nxv.h. Shared by binary.comp (op a specialization constant) and
+// fused.comp (op from a fused program). Needs types.glsl first, and
+// complex.glsl for complex T or math64.glsl for f64.
+
+#if T_KIND == KIND_FLOAT
+TC nxv_nan() { return TC(0.0) / TC(0.0); }
+
+// x / y refined by one fma-based correction step, so the quotient is
+// correctly rounded in practice even where the driver divides through an
+// approximate reciprocal.
+TC fdiv(TC x, TC y) {
+  // Operands near the top of the range are scaled by 2^-4 first (exact for
+  // the values concerned): a divisor above 2^126 has a subnormal
+  // reciprocal, which drivers that divide through one flush to zero.
+  const TC big = TC(TC_BITS == 64 ? 2.2e307 : 4.2e37);
+  if ((abs(x) > big && !isinf(x)) || (abs(y) > big && !isinf(y))) {  // inf stays inf
+    x *= TC(0.0625);
+    y *= TC(0.0625);
+  }
+  TC q = x / y;
+  // Skipped near the top of the range, where q * y can overflow when the
+  // driver's fma is not fused.
+  if (!isinf(q) && !isnan(q) && q != TC(0) && !isinf(y) &&
+      abs(x) < TC(TC_BITS == 64 ? 8.0e307 : 1.7e38)) {
+    TC r = fma(-q, y, x);
+    q = fma(r, TC(1) / y, q);
+  }
+  return q;
+}
+
+#if TC_BITS == 32
+// pow with the sign rules of C's pow: a negative base with an integer
+// exponent, zero bases, exact results for small integer exponents.
+TC fpow(TC x, TC y) {
+  if (y == TC(0) || x == TC(1)) return TC(1);
+  if (isnan(x) || isnan(y)) return nxv_nan();
+  TC inf = TC(1) / TC(0);
+  bool yint = floor(y) == y;
+  bool odd = yint && abs(y) < TC(16777216) && mod(abs(y), TC(2)) == TC(1);
+  if (x == TC(0)) {
+    TC z = y > TC(0) ? TC(0) : inf;
+    return odd && (floatBitsToUint(x) >> 31) != 0u ? -z : z;  // -0 ** odd
+  }
+  if (isinf(y)) {  // |x| = 1 gives 1; otherwise 0 or inf by |x| > 1
+    TC ax = abs(x);
+    if (ax == TC(1)) return TC(1);
+    return (ax > TC(1)) == (y > TC(0)) ? inf : TC(0);
+  }
+  if (isinf(x)) {
+    TC z = y > TC(0) ? inf : TC(0);
+    return x < TC(0) && odd ? -z : z;
+  }
+  if (x < TC(0) && !yint) return nxv_nan();
+  TC ax = abs(x), r;
+  if (yint && abs(y) <= TC(64)) {  // exponentiation by squaring
+    TC b = ax;
+    uint e = uint(abs(y));
+    r = TC(1);
+    while (e != 0u) {
+      if ((e & 1u) != 0u) r *= b;
+      b *= b;
+      e >>= 1;
+    }
+    if (y < TC(0)) r = TC(1) / r;
+  } else {
+    r = pow(ax, y);
+  }
+  return x < TC(0) && odd ? -r : r;
+}
+
+// atan2 with C's special cases (GLSL leaves zeros, infinities and NaN
+// undefined).
+TC fatan2(TC y, TC x) {
+  if (isnan(x) || isnan(y)) return nxv_nan();
+  const TC PI = TC(3.14159265358979323846);
+  bool xneg = (floatBitsToUint(x) >> 31) != 0u;
+  TC r;
+  if (y == TC(0)) r = xneg ? PI : TC(0);
+  else if (isinf(x) && isinf(y)) r = xneg ? TC(0.75) * PI : TC(0.25) * PI;
+  else if (isinf(x)) r = xneg ? PI : TC(0);
+  else if (isinf(y) || x == TC(0)) r = TC(0.5) * PI;
+  else return atan(y, x);
+  return (floatBitsToUint(y) >> 31) != 0u ? -r : r;
+}
+#endif
+
+// floor(log2(|v|)) of a finite non-zero v, subnormals included, and 2^e
+// for e within the normal exponent range: from the bits (exact, where
+// frexp/ldexp/exp2 need not be).
+#if TC_BITS == 64
+int fexpo(TC v) {
+  uvec2 w = unpackDouble2x32(v);
+  int ef = int((w.y >> 20) & 0x7FFu);
+  if (ef != 0) return ef - 1023;
+  uint hi = w.y & 0xFFFFFu;
+  return hi != 0u ? findMSB(hi) + 32 - 1074 : findMSB(w.x) - 1074;
+}
+TC pow2(int e) { return packDouble2x32(uvec2(0u, uint(e + 1023) << 20)); }
+#else
+int fexpo(TC v) {
+  uint b = floatBitsToUint(v);
+  int ef = int((b >> 23) & 0xFFu);
+  return ef != 0 ? ef - 127 : findMSB(b & 0x7FFFFFu) - 149;
+}
+TC pow2(int e) { return uintBitsToFloat(uint(e + 127) << 23); }
+#endif
+
+// C's fmod: exact. The quotient is exact while it is small; beyond, the
+// remainder is reduced by y scaled to r's binade (r - t with
+// t <= r < 2t is exact).
+TC frem(TC x, TC y) {
+  if (isnan(x) || isnan(y) || isinf(x) || y == TC(0)) return nxv_nan();
+  TC ax = abs(x), ay = abs(y);
+  if (isinf(y) || ax < ay) return x;
+  TC r;
+  TC q = trunc(fdiv(ax, ay));
+  if (q < TC(TC_BITS == 64 ? 4503599627370496.0 : 8388608.0)) {
+    r = fma(-q, ay, ax);
+    if (r < TC(0)) r += ay;
+    else if (r >= ay) r -= ay;
+  } else {
+    r = ax;
+    int ey = fexpo(ay);
+    while (r >= ay) {
+      int d = fexpo(r) - ey;
+      TC t = ay * pow2(d / 2) * pow2(d - d / 2);
+      if (t > r) t *= TC(0.5);
+      r -= t;
+    }
+  }
+  return x < TC(0) ? -r : r;
+}
+#endif
+
+#if T_KIND == KIND_COMPLEX
+TC binary_apply(uint op, TC x, TC y) {
+  switch (op) {
+  case 0: return x + y;
+  case 1: return x - y;
+  case 2: return c_mul(x, y);
+  case 3: return c_div(x, y);
+  case 6: return c_pow(x, y);
+  }
+  return TC(0);
+}
+#else
+TC binary_apply(uint op, TC x, TC y) {
+  switch (op) {
+#if T_KIND == KIND_FLOAT
+  // No contraction: in a fused program a product followed by a sum must
+  // round twice, as two kernels do.
+  case 0: { precise TC s = x + y; return s; }
+  case 1: { precise TC s = x - y; return s; }
+  case 2: { precise TC p = x * y; return p; }
+#else
+  case 0: return x + y;
+  case 1: return x - y;
+  case 2: return x * y;
+#endif
+#if T_KIND == KIND_FLOAT
+  case 3: return fdiv(x, y);
+  case 4: return (isnan(x) || isnan(y)) ? nxv_nan() : max(x, y);
+  case 5: return (isnan(x) || isnan(y)) ? nxv_nan() : min(x, y);
+#if TC_BITS == 32
+  case 6: return fpow(x, y);
+  case 9: return fatan2(x, y);
+#else
+  case 6: return pow64(x, y);
+  case 9: return atan2_64(x, y);
+#endif
+  case 7: return frem(x, y);  // remainder, sign of the dividend
+#elif T_KIND == KIND_UINT
+  case 3:  // unsigned division; x/0 = 0
+  case 8:
+    return y == TC(0) ? TC(0) : x / y;
+  case 4: return max(x, y);
+  case 5: return min(x, y);
+  case 6: {  // power by squaring, wrapping
+    TC r = TC(1), base = x, e = y;
+    while (e != TC(0)) { if ((e & TC(1)) != TC(0)) r *= base; base *= base; e >>= 1; }
+    return r;
+  }
+  case 7: return y == TC(0) ? TC(0) : x % y;
+  case 10: return x & y;
+  case 11: return x | y;
+  case 12: return x ^ y;
+  case 13: return y >= TC(TC_BITS) ? TC(0) : x << y;  // logical shifts
+  case 14: return y >= TC(TC_BITS) ? TC(0) : x >> y;
+#else
+  case 3:  // integer division truncates; x/0 = 0; MIN/-1 wraps
+  case 8:
+    if (y == TC(0)) return TC(0);
+    if (y == TC(-1)) return -x;
+    return x / y;
+  case 4: return max(x, y);
+  case 5: return min(x, y);
+  case 6: {  // integer power by squaring, wrapping; negative exponents:
+             // 1 for base 1, +-1 for base -1, else 0
+    if (y < TC(0)) return x == TC(1) ? TC(1) : (x == TC(-1) ? ((y & TC(1)) != TC(0) ? TC(-1) : TC(1)) : TC(0));
+    TC r = TC(1), base = x, e = y;
+    while (e != TC(0)) { if ((e & TC(1)) != TC(0)) r *= base; base *= base; e >>= 1; }
+    return r;
+  }
+  case 7:  // remainder takes the sign of the dividend; x rem 0 = 0
+    if (y == TC(0) || y == TC(-1)) return TC(0);
+    return x - (x / y) * y;
+  case 10: return x & y;
+  case 11: return x | y;
+  case 12: return x ^ y;
+  case 13:    // left shift; a negative amount shifts right
+  case 14: {  // arithmetic right shift; a negative amount shifts left
+    // Clamped first: amounts of TC_BITS or more all act alike, and negating
+    // the most negative amount would overflow.
+    TC s = clamp(y, TC(-TC_BITS), TC(TC_BITS));
+    if (op == 14u) s = -s;
+    if (s >= TC(0)) return s >= TC(TC_BITS) ? TC(0) : x << s;
+    s = -s;
+    return s >= TC(TC_BITS) ? (x < TC(0) ? TC(-1) : TC(0)) : x >> s;
+  }
+#endif
+  }
+  return TC(0);
+}
+#endif

@@ -1,0 +1,137 @@
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#include "types.glsl"
+// fused.comp - c[i] = the result of a fused elementwise program at element
+// i, for a float type T (T_ID): up to MAX_IN inputs of type T and up to
+// MAX_INS instructions over registers of the compute type TC. Registers
+// 0 .. NIN-1 hold the inputs' elements; instruction k writes register
+// NIN + k; the result is the last register, rounded to T on store.
+// Intermediate results round to T as separate kernels would store them
+// (f16, bf16), and sums and products are not contracted into fmas, so a
+// program computes exactly what its ops compute one kernel each.
+//
+// The program is in specialization constants (one pipeline per program):
+//   3 NIN, 4 NINS, 5 SCALAR (bit k: input k is one element, broadcast),
+//   6 STRIDED (bit k: input k is read through strides in the arena),
+//   7 .. 22 the instruction words P0 .. P15, each
+//     bits 0-1 class (0 unary, 1 binary, 2 compare, 3 select),
+//     bits 2-7 op (nxv_unary_op, nxv_binary_op, nxv_compare_op),
+//     bits 8-12, 13-17, 18-22 operand registers a, b, c.
+// A compare writes 1 or 0; select(a, b, c) is b where a != 0, else c.
+// Inputs that are neither scalar nor strided are contiguous; their
+// addresses in push constants include their views' offsets. When STRIDED
+// is not 0, the arena holds dims[rank] then, for each input k,
+// offset_k and strides_k[rank] (rank + 1 words at rank + k (rank + 1)).
+#extension GL_EXT_control_flow_attributes : enable
+#include "common.glsl"
+#if TC_BITS == 64 || defined(PRECISE32)
+#include "math64.glsl"
+#endif
+#include "binary_ops.glsl"
+#include "unary_ops.glsl"
+#include "compare_ops.glsl"
+
+#define MAX_IN 12
+#define MAX_INS 16
+
+layout(constant_id = 3) const uint NIN = 1;
+layout(constant_id = 4) const uint NINS = 1;
+layout(constant_id = 5) const uint SCALAR = 0;
+layout(constant_id = 6) const uint STRIDED = 0;
+layout(constant_id = 7) const uint P0 = 0;
+layout(constant_id = 8) const uint P1 = 0;
+layout(constant_id = 9) const uint P2 = 0;
+layout(constant_id = 10) const uint P3 = 0;
+layout(constant_id = 11) const uint P4 = 0;
+layout(constant_id = 12) const uint P5 = 0;
+layout(constant_id = 13) const uint P6 = 0;
+layout(constant_id = 14) const uint P7 = 0;
+layout(constant_id = 15) const uint P8 = 0;
+layout(constant_id = 16) const uint P9 = 0;
+layout(constant_id = 17) const uint P10 = 0;
+layout(constant_id = 18) const uint P11 = 0;
+layout(constant_id = 19) const uint P12 = 0;
+layout(constant_id = 20) const uint P13 = 0;
+layout(constant_id = 21) const uint P14 = 0;
+layout(constant_id = 22) const uint P15 = 0;
+
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
+
+layout(push_constant, std430) uniform PC {
+  BufT c;
+  ArgsRef args;
+  uint n;
+  uint rank;
+  BufT in_[MAX_IN];
+} pc;
+
+#if T_BITS == 16
+#define ROUND(v) T_LD(T_ST(v))
+#else
+#define ROUND(v) (v)
+#endif
+
+#define STEP(K, W)                                                      \
+  if (NINS > uint(K)) {                                                    \
+    uint cls = (W) & 3u, op = ((W) >> 2) & 63u, ra = ((W) >> 8) & 31u,  \
+         rb = ((W) >> 13) & 31u, rc = ((W) >> 18) & 31u;                \
+    TC v;                                                               \
+    if (cls == 0u) v = unary_apply(op, r[ra]);                          \
+    else if (cls == 1u) v = binary_apply(op, r[ra], r[rb]);             \
+    else if (cls == 2u) v = compare_apply(op, r[ra], r[rb]) ? TC(1) : TC(0); \
+    else v = r[ra] != TC(0) ? r[rb] : r[rc];                            \
+    r[NIN + uint(K)] = ROUND(v);                                           \
+  }
+
+shared uint s_args[NXV_MAX_RANK + MAX_IN * (NXV_MAX_RANK + 1)];
+
+void main() {
+  uint gid = nxv_gid();
+  uint stride = nxv_nthreads();
+  uint rank = pc.rank;
+  if (STRIDED != 0u) {
+    uint nargs = rank + NIN * (rank + 1u);
+    for (uint j = gl_LocalInvocationID.x; j < nargs; j += gl_WorkGroupSize.x)
+      s_args[j] = pc.args.d[j];
+    barrier();
+  }
+  for (uint i = gid; i < pc.n; i += stride) {
+    uint idx[MAX_IN];
+    [[unroll]] for (uint k = 0u; k < MAX_IN; ++k) {
+      idx[k] = ((SCALAR >> k) & 1u) != 0u ? 0u : i;
+      if (((STRIDED >> k) & 1u) != 0u) idx[k] = s_args[rank + k * (rank + 1u)];
+    }
+    if (STRIDED != 0u) {
+      uint rem = i;
+      for (int d = int(rank) - 1; d >= 0; --d) {
+        uint dim = s_args[d];
+        uint q = rem / dim;
+        uint co = rem - q * dim;
+        rem = q;
+        [[unroll]] for (uint k = 0u; k < MAX_IN; ++k)
+          if (((STRIDED >> k) & 1u) != 0u)
+            idx[k] += co * s_args[rank + k * (rank + 1u) + 1u + uint(d)];
+      }
+    }
+    TC r[MAX_IN + MAX_INS];
+    [[unroll]] for (uint k = 0u; k < MAX_IN; ++k)
+      r[k] = k < NIN ? T_LD(pc.in_[k].v[idx[k]]) : TC(0);
+    STEP(0, P0)
+    STEP(1, P1)
+    STEP(2, P2)
+    STEP(3, P3)
+    STEP(4, P4)
+    STEP(5, P5)
+    STEP(6, P6)
+    STEP(7, P7)
+    STEP(8, P8)
+    STEP(9, P9)
+    STEP(10, P10)
+    STEP(11, P11)
+    STEP(12, P12)
+    STEP(13, P13)
+    STEP(14, P14)
+    STEP(15, P15)
+    pc.c.v[i] = T_ST(r[NIN + NINS - 1u]);
+  }
+}

@@ -1,0 +1,414 @@
+/*
+ * Fused elementwise programs (nxv_fused): random programs over every
+ * float type and input layout, checked bitwise against the same ops run
+ * one kernel each (nxv_unary, nxv_binary, nxv_compare, nxv_select,
+ * nxv_convert), a fixed program against a long double reference, edge
+ * shapes, the per-program pipeline cache and argument validation.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+static const nxv_dtype kFusedTypes[4] = {NXV_F32, NXV_F64, NXV_F16, NXV_BF16};
+
+static void *xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  if (!p) {
+    fprintf(stderr, "test_fused: out of host memory\n");
+    abort();
+  }
+  return p;
+}
+
+static double get_f(nxv_dtype t, const void *p, uint64_t i) {
+  size_t es = nxv_dtype_size(t);
+  uint64_t bits = 0;
+  memcpy(&bits, (const unsigned char *)p + i * es, es);
+  return nxv_test_decode(t, bits).f;
+}
+
+static void set_f(nxv_dtype t, void *p, uint64_t i, double v) {
+  size_t es = nxv_dtype_size(t);
+  uint64_t bits = nxv_test_encode(t, (nxv_test_val){.f = v});
+  memcpy((unsigned char *)p + i * es, &bits, es);
+}
+
+/* Bitwise equal, any NaN matching any NaN. */
+static bool same(nxv_dtype t, const void *a, const void *b, uint64_t i) {
+  size_t es = nxv_dtype_size(t);
+  double x = get_f(t, a, i), y = get_f(t, b, i);
+  if (isnan(x) || isnan(y)) return isnan(x) && isnan(y);
+  return memcmp((const unsigned char *)a + i * es, (const unsigned char *)b + i * es, es) == 0;
+}
+
+/* Ops the random programs draw from: valid for every float type on a
+ * device with or without f64 (no special functions). */
+static const nxv_unary_op kUn[] = {NXV_NEG, NXV_ABS, NXV_EXP, NXV_LOG, NXV_SQRT,
+                                   NXV_TANH, NXV_SIGMOID, NXV_SQUARE, NXV_FLOOR,
+                                   NXV_SIGN, NXV_RSQRT, NXV_SIN};
+static const nxv_binary_op kBin[] = {NXV_ADD, NXV_SUB, NXV_MUL, NXV_DIV,
+                                     NXV_MAX, NXV_MIN, NXV_POW, NXV_REM};
+static const nxv_compare_op kCmp[] = {NXV_EQUAL, NXV_NOT_EQUAL, NXV_LESS,
+                                      NXV_GREATER_EQUAL, NXV_LOGICAL_AND,
+                                      NXV_LOGICAL_XOR};
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static uint32_t random_instr(uint64_t *rng, uint32_t regs, int *out_cls) {
+  int cls = (int)(test_rand_u64(rng) % 10);
+  cls = cls < 3 ? 0 : cls < 7 ? 1 : cls < 9 ? 2 : 3;
+  uint32_t a = (uint32_t)(test_rand_u64(rng) % regs);
+  uint32_t b = (uint32_t)(test_rand_u64(rng) % regs);
+  uint32_t c = (uint32_t)(test_rand_u64(rng) % regs);
+  /* Mostly read the latest registers, so programs are chains. */
+  if (test_rand_u64(rng) % 2) a = regs - 1;
+  *out_cls = cls;
+  switch (cls) {
+    case 0: return NXV_FUSED_INSTR(0, kUn[test_rand_u64(rng) % COUNT(kUn)], a, 0, 0);
+    case 1: return NXV_FUSED_INSTR(1, kBin[test_rand_u64(rng) % COUNT(kBin)], a, b, 0);
+    case 2: return NXV_FUSED_INSTR(2, kCmp[test_rand_u64(rng) % COUNT(kCmp)], a, b, 0);
+    default: return NXV_FUSED_INSTR(3, 0, a, b, c);
+  }
+}
+
+/* The program run one op at a time. regs[k] is a view per register; a
+ * register holding a comparison is a u8 tensor (is_pred), converted to t
+ * where arithmetic reads it, and an arithmetic value read as a select
+ * predicate is compared not_equal to zero. Returns the last register's
+ * tensor (caller releases) or NULL after a failed check. */
+static nxv_tensor *run_unfused(nxv_device *d, nxv_dtype t, uint32_t rank,
+                               const int64_t *shape, uint32_t nin,
+                               const nxv_view *in, uint32_t nins,
+                               const uint32_t *prog, nxv_tensor *zero) {
+  nxv_view regs[NXV_FUSED_MAX_INPUTS + NXV_FUSED_MAX_INSTRS];
+  bool pred[NXV_FUSED_MAX_INPUTS + NXV_FUSED_MAX_INSTRS] = {0};
+  nxv_tensor *owned[3 * (NXV_FUSED_MAX_INPUTS + NXV_FUSED_MAX_INSTRS)];
+  int nowned = 0;
+  int64_t zstrides[NXV_MAX_RANK] = {0};
+  nxv_view vzero = {zero, 0, zstrides};
+  for (uint32_t k = 0; k < nin; k++) regs[k] = in[k];
+  nxv_tensor *result = NULL;
+  bool ok = true;
+  for (uint32_t k = 0; k < nins && ok; k++) {
+    uint32_t w = prog[k], cls = w & 3u, op = (w >> 2) & 63u;
+    uint32_t ops[3] = {(w >> 8) & 31u, (w >> 13) & 31u, (w >> 18) & 31u};
+    nxv_view arg[3];
+    for (int o = 0; o < 3 && ok; o++) {
+      arg[o] = regs[ops[o]];
+      bool want_pred = cls == 3 && o == 0;
+      if (pred[ops[o]] && !want_pred) {
+        nxv_tensor *c;
+        ok = nxv_convert(d, t, rank, shape, &arg[o], &c) == NXV_OK;
+        if (ok) {
+          owned[nowned++] = c;
+          arg[o] = (nxv_view){c, 0, NULL};
+        }
+      } else if (!pred[ops[o]] && want_pred) {
+        nxv_tensor *c;
+        ok = nxv_compare(d, NXV_NOT_EQUAL, rank, shape, &arg[o], &vzero, &c) == NXV_OK;
+        if (ok) {
+          owned[nowned++] = c;
+          arg[o] = (nxv_view){c, 0, NULL};
+        }
+      }
+    }
+    nxv_tensor *r = NULL;
+    if (ok) {
+      nxv_status st;
+      switch (cls) {
+        case 0: st = nxv_unary(d, (nxv_unary_op)op, rank, shape, &arg[0], &r); break;
+        case 1: st = nxv_binary(d, (nxv_binary_op)op, rank, shape, &arg[0], &arg[1], &r); break;
+        case 2: st = nxv_compare(d, (nxv_compare_op)op, rank, shape, &arg[0], &arg[1], &r); break;
+        default: st = nxv_select(d, rank, shape, &arg[0], &arg[1], &arg[2], &r); break;
+      }
+      CHECK_OK(st);
+      ok = st == NXV_OK;
+    }
+    if (ok) {
+      owned[nowned++] = r;
+      regs[nin + k] = (nxv_view){r, 0, NULL};
+      pred[nin + k] = cls == 2;
+      if (k + 1 == nins) {
+        if (pred[nin + k]) {
+          ok = nxv_convert(d, t, rank, shape, &regs[nin + k], &result) == NXV_OK;
+        } else {
+          result = r;
+          nxv_tensor_retain(r);
+        }
+      }
+    }
+  }
+  for (int i = 0; i < nowned; i++) nxv_tensor_release(owned[i]);
+  return ok ? result : NULL;
+}
+
+/* Input layouts over a {rows, cols} output: 0 dense, 1 a broadcast scalar,
+ * 2 a row vector broadcast down the rows, 3 a column vector broadcast
+ * along the rows, 4 the transpose of a {cols, rows} tensor, 5 a dense
+ * view at an offset: layout_count elements of data, and the view over
+ * them (layout_view; its strides in strides[2]). */
+static uint64_t layout_count(int lay, int64_t rows, int64_t cols) {
+  switch (lay) {
+    case 1: return 3;
+    case 2: return (uint64_t)cols;
+    case 3: return (uint64_t)rows;
+    case 5: return (uint64_t)(rows * cols + 5);
+    default: return (uint64_t)(rows * cols);
+  }
+}
+
+static void layout_view(int lay, nxv_tensor *tensor, int64_t rows, int64_t strides[2],
+                        nxv_view *v) {
+  *v = (nxv_view){tensor, 0, strides};
+  switch (lay) {
+    case 1: strides[0] = strides[1] = 0; v->offset = 2; break;
+    case 2: strides[0] = 0; strides[1] = 1; break;
+    case 3: strides[0] = 1; strides[1] = 0; break;
+    case 4: strides[0] = 1; strides[1] = rows; break;
+    case 5: v->strides = NULL; v->offset = 5; break;
+    default: v->strides = NULL; break;
+  }
+}
+
+NXV_TEST(fused, random_programs_match_unfused_ops) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  nxv_device_info info;
+  REQUIRE_OK(nxv_device_info_get(d, &info));
+  uint64_t rng = 0xF05ED;
+  static const int64_t kShapes[][2] = {{1, 1}, {7, 13}, {64, 33}, {3, 515}};
+  int programs = 0, compared = 0;
+  for (int ti = 0; ti < 4; ti++) {
+    nxv_dtype t = kFusedTypes[ti];
+    if (t == NXV_F64 && !info.float64) continue;
+    if ((t == NXV_F16 || t == NXV_BF16) && !info.storage_16bit) continue;
+    nxv_tensor *zero;
+    double zv = 0;
+    unsigned char zbits[8];
+    set_f(t, zbits, 0, zv);
+    REQUIRE_OK(nxv_tensor_upload(d, t, 1, zbits, &zero));
+    for (int trial = 0; trial < 6; trial++) {
+      const int64_t *sh = kShapes[trial % 4];
+      int64_t rows = sh[0], cols = sh[1], n = rows * cols;
+      uint32_t nin = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INPUTS);
+      uint32_t nins = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INSTRS);
+      uint32_t prog[NXV_FUSED_MAX_INSTRS];
+      for (uint32_t k = 0; k < nins; k++) {
+        int cls;
+        prog[k] = random_instr(&rng, nin + k, &cls);
+      }
+      nxv_tensor *tin[NXV_FUSED_MAX_INPUTS];
+      nxv_view in[NXV_FUSED_MAX_INPUTS];
+      int64_t strides[NXV_FUSED_MAX_INPUTS][2];
+      for (uint32_t k = 0; k < nin; k++) {
+        int lay = (int)(test_rand_u64(&rng) % 6);
+        uint64_t count = layout_count(lay, rows, cols);
+        unsigned char *host = xcalloc(count, nxv_dtype_size(t));
+        for (uint64_t i = 0; i < count; i++) {
+          /* Values near 1 keep chains finite; some zeros and negatives
+           * exercise the special cases. */
+          double v = test_rand_uniform(&rng, -2.0, 2.0);
+          if (test_rand_u64(&rng) % 16 == 0) v = 0;
+          set_f(t, host, i, v);
+        }
+        REQUIRE_OK(nxv_tensor_upload(d, t, count, host, &tin[k]));
+        free(host);
+        layout_view(lay, tin[k], rows, strides[k], &in[k]);
+      }
+      int64_t shape[2] = {rows, cols};
+      nxv_tensor *fused = NULL;
+      nxv_status st = nxv_fused(d, t, 2, shape, nin, in, nins, prog, &fused);
+      CHECK_OK(st);
+      nxv_tensor *ref = run_unfused(d, t, 2, shape, nin, in, nins, prog, zero);
+      CHECK(ref != NULL);
+      if (st == NXV_OK && ref) {
+        programs++;
+        size_t es = nxv_dtype_size(t);
+        unsigned char *got = xcalloc((size_t)n, es), *want = xcalloc((size_t)n, es);
+        CHECK_OK(nxv_tensor_download(fused, 0, (uint64_t)n, got));
+        CHECK_OK(nxv_tensor_download(ref, 0, (uint64_t)n, want));
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+          compared++;
+          if (!same(t, got, want, (uint64_t)i) && bad++ < 3)
+            CHECK_MSG(false, "%s trial %d (%u inputs, %u instrs, first 0x%06x) [%lld]: "
+                      "fused %.9g, one by one %.9g", nxv_dtype_name(t), trial, nin,
+                      nins, prog[0], (long long)i, get_f(t, got, (uint64_t)i),
+                      get_f(t, want, (uint64_t)i));
+        }
+        free(got);
+        free(want);
+      }
+      if (fused) nxv_tensor_release(fused);
+      if (ref) nxv_tensor_release(ref);
+      for (uint32_t k = 0; k < nin; k++) nxv_tensor_release(tin[k]);
+    }
+    nxv_tensor_release(zero);
+  }
+  CHECK(programs >= 12);
+  printf("  %d programs, %d elements compared\n", programs, compared);
+  nxv_device_release(d);
+}
+
+/* A ReLU gradient as Nx's grad of max(x, 0) writes it, and an SGD step:
+ *   g * (x == m ? 1 : 0) / ((x == m ? 1 : 0) + (m == 0 ? 1 : 0))
+ * with m = max(x, 0), then w - 0.01 * that, against long double. */
+NXV_TEST(fused, relu_gradient_and_update_against_reference) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  enum { R = 37, C = 129, N = R * C };
+  uint64_t rng = 0x5EED;
+  float *x = xcalloc(N, 4), *g = xcalloc(N, 4), *w = xcalloc(C, 4), *got = xcalloc(N, 4);
+  for (int i = 0; i < N; i++) {
+    x[i] = (float)test_rand_uniform(&rng, -1, 1);
+    if (i % 7 == 0) x[i] = 0;
+    g[i] = (float)test_rand_uniform(&rng, -1, 1);
+  }
+  for (int i = 0; i < C; i++) w[i] = (float)test_rand_uniform(&rng, -1, 1);
+  float consts[3] = {0.0f, 1.0f, 0.01f};
+  nxv_tensor *tx, *tg, *tw, *tc;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, N, x, &tx));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, N, g, &tg));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, C, w, &tw));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 3, consts, &tc));
+  int64_t shape[2] = {R, C}, bcast[2] = {0, 1}, scalar[2] = {0, 0};
+  /* r0 x, r1 g, r2 w (a row), r3 zero, r4 one, r5 0.01 */
+  nxv_view in[6] = {{tx, 0, NULL}, {tg, 0, NULL}, {tw, 0, bcast},
+                    {tc, 0, scalar}, {tc, 1, scalar}, {tc, 2, scalar}};
+  const uint32_t prog[] = {
+      NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_MAX, 0, 3, 0),          /* r6 m */
+      NXV_FUSED_INSTR(NXV_FUSED_COMPARE, NXV_EQUAL, 0, 6, 0),       /* r7 */
+      NXV_FUSED_INSTR(NXV_FUSED_SELECT, 0, 7, 4, 3),                /* r8 */
+      NXV_FUSED_INSTR(NXV_FUSED_COMPARE, NXV_EQUAL, 3, 6, 0),       /* r9 */
+      NXV_FUSED_INSTR(NXV_FUSED_SELECT, 0, 9, 4, 3),                /* r10 */
+      NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, 8, 10, 0),         /* r11 */
+      NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_DIV, 8, 11, 0),         /* r12 */
+      NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_MUL, 1, 12, 0),         /* r13 */
+      NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_MUL, 5, 13, 0),         /* r14 */
+      NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_SUB, 2, 14, 0),         /* r15 */
+  };
+  nxv_tensor *out;
+  REQUIRE_OK(nxv_fused(d, NXV_F32, 2, shape, 6, in, 10, prog, &out));
+  REQUIRE_OK(nxv_tensor_download(out, 0, N, got));
+  int bad = 0;
+  for (int i = 0; i < N && bad < 4; i++) {
+    long double xi = x[i], m = xi > 0 ? xi : 0;
+    long double a = xi == m ? 1 : 0, b = m == 0 ? 1 : 0;
+    float grad = (float)(g[i] * (float)(a / (a + b)));
+    float want = w[i % C] - (float)(0.01f * grad);
+    if (got[i] != want) {
+      bad++;
+      CHECK_MSG(false, "[%d] x %g: got %.9g, want %.9g", i, (double)x[i], (double)got[i],
+                (double)want);
+    }
+  }
+  nxv_tensor_release(out);
+  nxv_tensor_release(tx);
+  nxv_tensor_release(tg);
+  nxv_tensor_release(tw);
+  nxv_tensor_release(tc);
+  free(x);
+  free(g);
+  free(w);
+  free(got);
+  nxv_device_release(d);
+}
+
+NXV_TEST(fused, edge_shapes_and_pipeline_reuse) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  float vals[64];
+  for (int i = 0; i < 64; i++) vals[i] = (float)i - 20.5f;
+  nxv_tensor *t;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 64, vals, &t));
+  const uint32_t prog[] = {NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_MUL, 0, 0, 0),
+                           NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 1, 0, 0)};
+  nxv_view v = {t, 0, NULL};
+  /* rank 0: one element */
+  nxv_tensor *out;
+  nxv_view v0 = {t, 3, NULL};
+  REQUIRE_OK(nxv_fused(d, NXV_F32, 0, NULL, 1, &v0, 2, prog, &out));
+  float got[64];
+  REQUIRE_OK(nxv_tensor_download(out, 0, 1, got));
+  CHECK(got[0] == -(vals[3] * vals[3]));
+  nxv_tensor_release(out);
+  /* empty */
+  int64_t empty[3] = {4, 0, 2};
+  REQUIRE_OK(nxv_fused(d, NXV_F32, 3, empty, 1, &v, 2, prog, &out));
+  CHECK(nxv_tensor_count(out) == 0);
+  nxv_tensor_release(out);
+  /* rank 6 with a reversed axis (strided, through the arena) */
+  int64_t shape6[6] = {2, 1, 2, 2, 2, 4}, strides6[6] = {32, 0, 16, 8, 4, -1};
+  nxv_view vr = {t, 3, strides6};
+  nxv_stats before, after;
+  REQUIRE_OK(nxv_device_stats(d, &before));
+  for (int rep = 0; rep < 2; rep++) {
+    REQUIRE_OK(nxv_fused(d, NXV_F32, 6, shape6, 1, &vr, 2, prog, &out));
+    REQUIRE_OK(nxv_tensor_download(out, 0, 64, got));
+    for (int i = 0; i < 64; i++) {
+      int src = (i / 4) * 4 + 3 - (i % 4);
+      float want = -(vals[src] * vals[src]);
+      if (got[i] != want) {
+        CHECK_MSG(false, "rank 6 [%d]: got %g, want %g", i, (double)got[i], (double)want);
+        break;
+      }
+    }
+    nxv_tensor_release(out);
+  }
+  REQUIRE_OK(nxv_device_stats(d, &after));
+  CHECK_MSG(after.pipelines - before.pipelines == 1,
+            "one pipeline for one program, %llu made",
+            (unsigned long long)(after.pipelines - before.pipelines));
+  nxv_tensor_release(t);
+  nxv_device_release(d);
+}
+
+NXV_TEST(fused, bad_arguments_fail_cleanly) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  float vals[8] = {0};
+  int32_t ivals[8] = {0};
+  nxv_tensor *t, *ti, *out;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 8, vals, &t));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, 8, ivals, &ti));
+  int64_t shape[1] = {8}, big[1] = {9};
+  nxv_view v = {t, 0, NULL}, vi = {ti, 0, NULL};
+  nxv_view many[NXV_FUSED_MAX_INPUTS + 1];
+  for (int i = 0; i <= NXV_FUSED_MAX_INPUTS; i++) many[i] = v;
+  const uint32_t neg = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 0, 0, 0);
+  uint32_t seventeen[17];
+  for (int i = 0; i < 17; i++) seventeen[i] = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, i, 0, 0);
+  uint32_t w;
+  EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_S32, 1, shape, 1, &vi, 1, &neg, &out));
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &vi, 1, &neg, &out));
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 0, &v, 1, &neg, &out));
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, NXV_FUSED_MAX_INPUTS + 1, many, 1, &neg, &out));
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 0, &neg, &out));
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 17, seventeen, &out));
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, big, 1, &v, 1, &neg, &out));
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, NULL, &out));
+  w = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, 0, 1, 0); /* r1 not written yet */
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+  w = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 0, 0, 0) | (1u << 13); /* unused operand */
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+  w = neg | (1u << 23);
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+  w = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_BITWISE_AND, 0, 0, 0);
+  EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+  w = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_REAL, 0, 0, 0);
+  EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+  w = NXV_FUSED_INSTR(NXV_FUSED_UNARY, 63, 0, 0, 0);
+  EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+  w = NXV_FUSED_INSTR(NXV_FUSED_SELECT, 1, 0, 0, 0);
+  EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+  /* Nothing was lost: the tensors still work. */
+  REQUIRE_OK(nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &neg, &out));
+  float got[8];
+  REQUIRE_OK(nxv_tensor_download(out, 0, 8, got));
+  CHECK(got[0] == 0.0f && signbit(got[0]));
+  nxv_tensor_release(out);
+  nxv_tensor_release(t);
+  nxv_tensor_release(ti);
+  nxv_device_release(d);
+}
