@@ -2,12 +2,12 @@
 #extension GL_GOOGLE_include_directive : require
 #include "types.glsl"
 // fused.comp - c[i] = the result of a fused elementwise program at element
-// i, for a float type T (T_ID): up to MAX_IN inputs of type T and up to
+// i, for T (T_ID) bf16, f32 or f64: up to MAX_IN inputs of type T and up to
 // MAX_INS instructions over registers of the compute type TC. Registers
 // 0 .. NIN-1 hold the inputs' elements; instruction k writes register
 // NIN + k; the result is the last register, rounded to T on store.
 // Intermediate results round to T as separate kernels would store them
-// (f16, bf16), and sums and products are not contracted into fmas, so a
+// (bf16, by truncation), and sums and products are not contracted into fmas, so a
 // program computes exactly what its ops compute one kernel each.
 //
 // The program is in specialization constants (one pipeline per program):
@@ -65,7 +65,7 @@ layout(push_constant, std430) uniform PC {
   BufT in_[MAX_IN];
 } pc;
 
-#if T_BITS == 16
+#if T_BITS == 16  // bf16
 #define ROUND(v) T_LD(T_ST(v))
 #else
 #define ROUND(v) (v)

@@ -258,7 +258,11 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
           {result, specs} = output_specs(result, prov)
           {ops, specs} = own_output_constants(Enum.reverse(ops), specs)
           device = device_of(tensors)
-          ops = Nx.Vulkan.Fusion.fuse(ops, specs, &info_of(&1, infos, refs), device)
+          ops =
+            if Application.get_env(:nx_vulkan, :compiler_fusion, true),
+              do: Nx.Vulkan.Fusion.fuse(ops, specs, &info_of(&1, infos, refs), device),
+              else: ops
+
           {with_frees(ops, specs), {result, specs}, device}
         catch
           :unplannable -> :none

@@ -53,6 +53,26 @@ if Code.ensure_loaded?(Nx) do
       Nx.reduce(x, 1.0, fn a, b -> a * b + 1 end)
     end
 
+    defn relu_loss(w1, b1, w2, x) do
+      h = Nx.max(Nx.dot(x, w1) + b1, 0.0)
+      Nx.sum(Nx.tanh(Nx.dot(h, w2)))
+    end
+
+    defn relu_step(w1, b1, w2, x) do
+      {l, {g1, gb1, g2}} =
+        value_and_grad({w1, b1, w2}, fn {w1, b1, w2} -> relu_loss(w1, b1, w2, x) end)
+
+      {w1 - 0.05 * g1, b1 - 0.05 * gb1, w2 - 0.05 * g2, l}
+    end
+
+    # One elementwise tree over 14 distinct inputs, broadcast and
+    # transposed ones among them: more than one fused program can read.
+    defn wide(a, b, c, d, e, f, g, h, i, j, k, l, m, n) do
+      t = ((a + b) * c - d) / (Nx.abs(e) + 2.0) + Nx.transpose(f) * g
+      t = t - h + i * j - Nx.exp(k) + l * m
+      Nx.select(t > n, t, -t)
+    end
+
     setup do
       Nx.default_backend(@vk)
       Nx.Defn.default_options(compiler: Compiler)
@@ -104,7 +124,56 @@ if Code.ensure_loaded?(Nx) do
       assert Compiler.cache_size() == 3
     end
 
+    defp ops_of(fun) do
+      Nx.Vulkan.synchronize()
+      s0 = Nx.Vulkan.stats().ops_enqueued
+      result = fun.()
+      Nx.Vulkan.synchronize()
+      {result, Nx.Vulkan.stats().ops_enqueued - s0}
+    end
+
+    test "fused elementwise ops: every replay equals the Evaluator bit for bit, in fewer ops" do
+      for type <- [:f32, :f64, :bf16] do
+        w1 = Nx.as_type(uniform(11, {9, 33}), type)
+        b1 = Nx.as_type(uniform(12, {33}), type)
+        w2 = Nx.as_type(uniform(13, {33, 4}), type)
+        x = Nx.as_type(uniform(14, {17, 9}), type)
+
+        {expected, evaluated} = ops_of(fn -> evaluator(&relu_step/4, [w1, b1, w2, x]) end)
+        assert bits(relu_step(w1, b1, w2, x)) == bits(expected)
+
+        for _ <- 1..3 do
+          {got, replayed} = ops_of(fn -> relu_step(w1, b1, w2, x) end)
+          assert bits(got) == bits(expected), "#{type} replay differs"
+          # The ReLU gradient (6 ops), the three updates (2-3 ops each).
+          assert replayed <= evaluated - 6, "#{type}: #{replayed} ops, evaluated #{evaluated}"
+        end
+      end
+
+      args =
+        for {shape, seed} <-
+              Enum.with_index(
+                [{5, 6}, {5, 6}, {6}, {5, 1}, {5, 6}, {6, 5}, {5, 6}, {}, {5, 6}, {6}] ++
+                  [{5, 6}, {5, 6}, {1, 6}, {5, 6}]
+              ),
+            do: uniform(20 + seed, shape)
+
+      {expected, evaluated} = ops_of(fn -> evaluator(&wide/14, args) end)
+      assert bits(apply(&wide/14, args)) == bits(expected)
+
+      for _ <- 1..2 do
+        {got, replayed} = ops_of(fn -> apply(&wide/14, args) end)
+        assert bits(got) == bits(expected)
+        assert replayed < evaluated
+      end
+    end
+
     test "dropped results return to the pool after :compiler_gc_bytes of results" do
+      # Unfused replays: the control below needs a replay that makes as
+      # little garbage as possible (fused ops build their input views on
+      # each call, and the process then collects on its own sooner).
+      Application.put_env(:nx_vulkan, :compiler_fusion, false)
+      on_exit(fn -> Application.delete_env(:nx_vulkan, :compiler_fusion) end)
       w0 = uniform(5, {256, 256})
       b0 = Nx.broadcast(Nx.tensor(0.0, backend: @vk), {256})
       x = uniform(6, {8, 256})
