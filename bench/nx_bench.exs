@@ -67,9 +67,11 @@
 #     device work as the NIF chain, so the difference is Nx's host cost);
 #     to_number with the explicit device too;
 #   * device ops and submits per op (`ops_enqueued`, `submits` counters);
-#   * per model: the first loss of the warm-up and the last timed loss,
-#     device allocations in the second half of the timed steps, device ops
-#     and submits per step, the pool's peak and the host fallbacks.
+#   * per model: the median time until the step function returned (host
+#     ms: the host's share; the rest of a step is waiting for its loss),
+#     the first loss of the warm-up and the last timed loss, device
+#     allocations in the second half of the timed steps, device ops and
+#     submits per step, the pool's peak and the host fallbacks.
 
 defmodule NxBench.Models do
   @moduledoc false
@@ -378,10 +380,11 @@ defmodule NxBench do
           a0 = Nx.Vulkan.stats(index).pool_allocations
           t0 = now()
           {p, loss} = step_fun.(p, x, y)
+          th = now()
           loss = Nx.to_number(loss)
           t1 = now()
           a1 = Nx.Vulkan.stats(index).pool_allocations
-          {{(t1 - t0) / 1.0e6, a1 - a0}, {p, loss}}
+          {{(t1 - t0) / 1.0e6, a1 - a0, (th - t0) / 1.0e6}, {p, loss}}
         end)
 
       s1 = Nx.Vulkan.stats(index)
@@ -391,6 +394,7 @@ defmodule NxBench do
       %{
         ms: median(times),
         min_ms: Enum.min(times),
+        host_ms: median(Enum.map(per_step, &elem(&1, 2))),
         first_loss: first_loss,
         last_loss: last_loss,
         device_allocs: s1.pool_allocations - s0.pool_allocations,
@@ -538,6 +542,7 @@ B.table(
     "model",
     "median ms",
     "min ms",
+    "host ms",
     "loss first -> last",
     "device allocs (2nd half)",
     "device ops/step",
@@ -550,6 +555,7 @@ B.table(
       "#{name} #{shape}",
       B.fmt(r.ms, 2),
       B.fmt(r.min_ms, 2),
+      B.fmt(r.host_ms, 2),
       "#{B.fmt(r.first_loss, 4)} -> #{B.fmt(r.last_loss, 4)}",
       "#{r.device_allocs} (#{r.late_allocs})",
       B.fmt(r.ops_per_step, 0),
