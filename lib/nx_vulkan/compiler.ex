@@ -258,12 +258,13 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
           {result, specs} = output_specs(result, prov)
           {ops, specs} = own_output_constants(Enum.reverse(ops), specs)
           device = device_of(tensors)
+
           ops =
             if Application.get_env(:nx_vulkan, :compiler_fusion, true),
               do: Nx.Vulkan.Fusion.fuse(ops, specs, &info_of(&1, infos, refs), device),
               else: ops
 
-          {with_frees(ops, specs), {result, specs}, device}
+          {ops |> by_depth() |> with_frees(specs), {result, specs}, device}
         catch
           :unplannable -> :none
         end
@@ -346,6 +347,46 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
       {result, Enum.reverse(specs)}
     end
+
+    # Orders the ops by their depth in the dependency graph (stable: ops of
+    # one depth keep their order), so that independent ops are queued next
+    # to each other: the scheduler records a barrier only where an op reads
+    # or overwrites what the ops since the last barrier wrote, and ops
+    # between two barriers may run concurrently on the GPU. An op depends
+    # on the last op that wrote each slot or argument it reads or writes,
+    # and an op writing into one (copy_into, deallocate) also on the ops
+    # that read it since. The results do not change: every op computes from the same
+    # inputs.
+    defp by_depth(ops) do
+      {depths, _writer, _readers} =
+        Enum.reduce(ops, {[], %{}, %{}}, fn {name, specs, out}, {depths, writer, readers} ->
+          reads = Enum.flat_map(specs, &keys_of/1)
+          out = Enum.map(out, &{:s, &1})
+          writes = if name in @mutating, do: keys_of(hd(specs)) ++ out, else: out
+          reads = reads -- writes
+          after_ops = Enum.flat_map(reads ++ writes, &List.wrap(writer[&1]))
+          after_ops = after_ops ++ Enum.flat_map(writes, &Map.get(readers, &1, []))
+          depth = Enum.reduce(after_ops, 0, &max(elem(&1, 1) + 1, &2))
+          me = {length(depths), depth}
+          writer = Enum.reduce(writes, writer, &Map.put(&2, &1, me))
+          readers = Enum.reduce(writes, readers, &Map.delete(&2, &1))
+          readers = Enum.reduce(reads, readers, &Map.update(&2, &1, [me], fn l -> [me | l] end))
+          {[depth | depths], writer, readers}
+        end)
+
+      ops
+      |> Enum.zip(Enum.reverse(depths))
+      |> Enum.with_index()
+      |> Enum.sort_by(fn {{_op, depth}, i} -> {depth, i} end)
+      |> Enum.map(fn {{op, _depth}, _i} -> op end)
+    end
+
+    # The slots and arguments a spec names.
+    defp keys_of({:s, _} = key), do: [key]
+    defp keys_of({:p, _} = key), do: [key]
+    defp keys_of({:l, specs}), do: Enum.flat_map(specs, &keys_of/1)
+    defp keys_of({:t, specs}), do: Enum.flat_map(specs, &keys_of/1)
+    defp keys_of(_), do: []
 
     # Adds to each op the slots to deallocate after it: those no later op
     # and no output uses. A replay makes little garbage, so its

@@ -50,11 +50,9 @@ defmodule Nx.Vulkan.Fusion do
     n = tuple_size(ops)
     uses = count_uses(ops, out_specs)
 
-    producer =
-      for i <- 0..(n - 1)//1, slot <- elem(elem(ops, i), 2), into: %{}, do: {slot, i}
+    producer = for i <- 0..(n - 1)//1, slot <- elem(elem(ops, i), 2), into: %{}, do: {slot, i}
 
-    members =
-      for i <- 0..(n - 1)//1, m = member(elem(ops, i), info), into: %{}, do: {i, m}
+    members = for i <- 0..(n - 1)//1, m = member(elem(ops, i), info), into: %{}, do: {i, m}
 
     transposes =
       for i <- 0..(n - 1)//1,
@@ -208,7 +206,7 @@ defmodule Nx.Vulkan.Fusion do
 
   defp links?(p, m, pos) do
     p.shape == m.shape and p.type == m.type and
-      (p.kind == :compare) == (m.kind == :select and pos == 0)
+      p.kind == :compare == (m.kind == :select and pos == 0)
   end
 
   # A transpose of a dense tensor read once: {slot, {input spec, strides,
