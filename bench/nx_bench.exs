@@ -67,7 +67,10 @@
 #     device work as the NIF chain, so the difference is Nx's host cost);
 #     to_number with the explicit device too;
 #   * device ops and submits per op (`ops_enqueued`, `submits` counters);
-#   * per model: the median time until the step function returned (host
+#   * per model: the mean step time (each step waits for its loss only,
+#     so a step's device work may still run while the next is queued: the
+#     mean is the throughput, the median can sit at either of two modes),
+#     the median time until the step function returned (host
 #     ms: the host's share; the rest of a step is waiting for its loss),
 #     the first loss of the warm-up and the last timed loss, device
 #     allocations in the second half of the timed steps, device ops and
@@ -393,6 +396,7 @@ defmodule NxBench do
 
       %{
         ms: median(times),
+        mean_ms: Enum.sum(times) / length(times),
         min_ms: Enum.min(times),
         host_ms: median(Enum.map(per_step, &elem(&1, 2))),
         first_loss: first_loss,
@@ -541,6 +545,7 @@ B.table(
   [
     "model",
     "median ms",
+    "mean ms",
     "min ms",
     "host ms",
     "loss first -> last",
@@ -554,6 +559,7 @@ B.table(
     [
       "#{name} #{shape}",
       B.fmt(r.ms, 2),
+      B.fmt(r.mean_ms, 2),
       B.fmt(r.min_ms, 2),
       B.fmt(r.host_ms, 2),
       "#{B.fmt(r.first_loss, 4)} -> #{B.fmt(r.last_loss, 4)}",
