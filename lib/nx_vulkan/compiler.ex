@@ -26,14 +26,20 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
          (constants, iotas, their conversions) are done once and their
          results kept; the rest become a list of calls whose tensor
          arguments are the call's arguments or earlier results;
-      3. on later calls with arguments of the same kind (all tensors of
+      3. fuses chains of elementwise ops of the plan into single kernels
+         (`Nx.Vulkan.NIF.fused/4`; `config :nx_vulkan, compiler_fusion:
+         false` turns it off) and orders its calls by their depth in the
+         dependency graph, so that independent calls are queued between
+         the same barriers;
+      4. on later calls with arguments of the same kind (all tensors of
          `Nx.Vulkan.Backend`, on the same devices, the same known constant
          values, the same default backend) replays the plan: one NIF call
          per device op, with no tracing, no expression walk and no
          backend bookkeeping.
 
-    The replay makes exactly the device calls the evaluation made, so its
-    results are the Evaluator's. An evaluation that reads device data back
+    The replay computes what the evaluation computed, op for op (a fused
+    kernel's results are bitwise those of its ops), so its results are
+    the Evaluator's. An evaluation that reads device data back
     (`while`, `cond`, host fallbacks, hooks and tokens) is not replayable:
     such functions are evaluated by `Nx.Defn.Evaluator` on every call, with
     the expression still cached. Arguments of other backends are evaluated

@@ -130,13 +130,16 @@ if Code.ensure_loaded?(Nx) do
       assert Compiler.cache_size() == 3
     end
 
-    defp ops_of(fun) do
+    # fun's result and how much the device counter `key` grew meanwhile.
+    defp counted(key, fun) do
       Nx.Vulkan.synchronize()
-      s0 = Nx.Vulkan.stats().ops_enqueued
+      s0 = Nx.Vulkan.stats()[key]
       result = fun.()
       Nx.Vulkan.synchronize()
-      {result, Nx.Vulkan.stats().ops_enqueued - s0}
+      {result, Nx.Vulkan.stats()[key] - s0}
     end
+
+    defp ops_of(fun), do: counted(:ops_enqueued, fun)
 
     test "fused elementwise ops: every replay equals the Evaluator bit for bit, in fewer ops" do
       for type <- [:f32, :f64, :bf16] do
@@ -177,14 +180,7 @@ if Code.ensure_loaded?(Nx) do
     test "replays queue independent ops between fewer barriers, with the same results" do
       a = uniform(31, {24, 24})
       b = uniform(32, {24, 24})
-
-      barriers = fn fun ->
-        Nx.Vulkan.synchronize()
-        s0 = Nx.Vulkan.stats().barriers
-        result = fun.()
-        Nx.Vulkan.synchronize()
-        {result, Nx.Vulkan.stats().barriers - s0}
-      end
+      barriers = &counted(:barriers, &1)
 
       {expected, evaluated} = barriers.(fn -> evaluator(&two_chains/2, [a, b]) end)
       assert bits(two_chains(a, b)) == bits(expected)
