@@ -72,6 +72,9 @@
 #     mean is the throughput, the median can sit at either of two modes),
 #     the median time until the step function returned (host
 #     ms: the host's share; the rest of a step is waiting for its loss),
+#     the GPU time per step (GPU ms: `gpu_busy_ns` of `Nx.Vulkan.stats/1`,
+#     from timestamps at the start and end of each batch, over the timed
+#     steps),
 #     the first loss of the warm-up and the last timed loss, device
 #     allocations in the second half of the timed steps, device ops and
 #     submits per step, the pool's peak and the host fallbacks.
@@ -399,6 +402,7 @@ defmodule NxBench do
         mean_ms: Enum.sum(times) / length(times),
         min_ms: Enum.min(times),
         host_ms: median(Enum.map(per_step, &elem(&1, 2))),
+        gpu_ms: (s1.gpu_busy_ns - s0.gpu_busy_ns) / steps / 1.0e6,
         first_loss: first_loss,
         last_loss: last_loss,
         device_allocs: s1.pool_allocations - s0.pool_allocations,
@@ -548,6 +552,7 @@ B.table(
     "mean ms",
     "min ms",
     "host ms",
+    "GPU ms",
     "loss first -> last",
     "device allocs (2nd half)",
     "device ops/step",
@@ -562,6 +567,7 @@ B.table(
       B.fmt(r.mean_ms, 2),
       B.fmt(r.min_ms, 2),
       B.fmt(r.host_ms, 2),
+      B.fmt(r.gpu_ms, 2),
       "#{B.fmt(r.first_loss, 4)} -> #{B.fmt(r.last_loss, 4)}",
       "#{r.device_allocs} (#{r.late_allocs})",
       B.fmt(r.ops_per_step, 0),

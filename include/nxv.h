@@ -133,6 +133,10 @@ typedef struct nxv_device_info {
   uint64_t device_local_heap_size; /* largest DEVICE_LOCAL heap */
   uint32_t queue_family;           /* family of the compute queue in use */
   bool compute_only_queue;         /* that family has no graphics bit */
+  uint32_t timestamp_bits;         /* its timestampValidBits: 0 = the queue
+                                      writes no timestamps (no GPU time in
+                                      nxv_stats.gpu_busy_ns) */
+  float timestamp_period_ns;       /* nanoseconds per timestamp tick */
   bool usable;  /* meets the runtime's requirements (timeline, BDA) */
 } nxv_device_info;
 
@@ -228,6 +232,9 @@ typedef struct nxv_stats {
   uint64_t reads_in_place;       /* downloads read from a mapped buffer
                                     whose writer was already submitted:
                                     no copy, no submission of their own */
+  uint64_t gpu_busy_ns;          /* GPU time of the retired batches, from
+                                    timestamps written at the start and end
+                                    of each; 0 where the queue has none */
   /* pipelines */
   uint64_t pipeline_hits, pipeline_misses; /* in-memory lookups */
   uint64_t pipeline_disk_hits;   /* creations served by the disk cache, when

@@ -93,8 +93,10 @@ defmodule Nx.Vulkan do
   @doc """
   Counters of a device (default: the default device): pool bytes reserved,
   in use and peak, pool hits/misses, device allocations and frees, ops
-  enqueued and completed, submits, barriers, epochs, pipeline cache
-  hits/misses and whether the cache file was loaded or rejected (and why).
+  enqueued and completed, submits, barriers, epochs, `gpu_busy_ns` (GPU
+  time of the completed batches, from timestamps at their start and end;
+  0 where the queue writes none), pipeline cache hits/misses and whether
+  the cache file was loaded or rejected (and why).
   """
   @spec stats(device_index | nil) :: map
   def stats(index \\ nil), do: NIF.device_stats(device(index))

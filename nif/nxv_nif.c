@@ -454,6 +454,7 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "ops_completed", s.ops_completed);
   PUT_U64(m, "submits", s.submits);
   PUT_U64(m, "barriers", s.barriers);
+  PUT_U64(m, "gpu_busy_ns", s.gpu_busy_ns);
   PUT_U64(m, "epoch_submitted", s.epoch_submitted);
   PUT_U64(m, "epoch_completed", s.epoch_completed);
   PUT_U64(m, "ring_full_waits", s.ring_full_waits);

@@ -32,6 +32,12 @@ struct nxv_sched {
   VkSemaphore timeline;           /* owned */
   VkCommandPool cmd_pool;         /* owned; scheduler thread only */
   batch batches[NXV_MAX_BATCHES];
+  /* Timestamps at the start and end of each batch (queries 2i, 2i + 1 of
+   * batch slot i): written by the GPU, read by the completion thread once
+   * the batch retired. VK_NULL_HANDLE where the queue has none. */
+  VkQueryPool queries;            /* owned */
+  double tick_ns;                 /* nanoseconds per timestamp tick */
+  uint64_t tick_mask;             /* valid timestamp bits */
 
   /* scheduler thread only */
   batch *open;
@@ -60,6 +66,7 @@ struct nxv_sched {
   atomic_uint_fast64_t submitted_epoch, completed_epoch;
   atomic_uint_fast64_t enqueued, completed_ops, submits, barriers, ring_full;
   atomic_uint_fast64_t reads_in_place;
+  atomic_uint_fast64_t gpu_ns;    /* sum of the batches' GPU durations */
 
   pthread_t sched_thread, completion_thread;
   bool sched_started, completion_started;
@@ -181,6 +188,11 @@ static nxv_status open_batch(nxv_sched *s) {
       .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
   if (r == VK_SUCCESS) r = vkBeginCommandBuffer(b->cb, &bi);
+  if (r == VK_SUCCESS && s->queries) {
+    uint32_t q = 2 * (uint32_t)(b - s->batches);
+    vkCmdResetQueryPool(b->cb, s->queries, q, 2);
+    vkCmdWriteTimestamp(b->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, s->queries, q);
+  }
   if (r != VK_SUCCESS) {
     nxv_status st = nxv_fail_vk(r, "vkBeginCommandBuffer");
     set_error(s, st, nxv_last_error());
@@ -221,6 +233,9 @@ static void submit_open(nxv_sched *s) {
                          VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0,
                          NULL);
   }
+  if (s->queries)
+    vkCmdWriteTimestamp(b->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->queries,
+                        2 * (uint32_t)(b - s->batches) + 1);
   VkResult r = vkEndCommandBuffer(b->cb);
   const char *what = "vkEndCommandBuffer";
   if (r == VK_SUCCESS) {
@@ -469,7 +484,23 @@ static void *sched_main(void *arg) {
 /* Completion thread                                                   */
 /* ------------------------------------------------------------------ */
 
-static void retire(nxv_sched *s, batch *b) {
+/* Releases a batch's nodes; for a batch that ran (completed), adds its GPU
+ * time from its timestamps. Completion thread. */
+static void retire(nxv_sched *s, batch *b, bool completed) {
+  if (completed && s->queries) {
+    uint64_t t[2];
+    VkResult r = vkGetQueryPoolResults(s->vk->device, s->queries,
+                                       2 * (uint32_t)(b - s->batches), 2, sizeof t, t,
+                                       sizeof t[0], VK_QUERY_RESULT_64_BIT);
+    if (r == VK_SUCCESS) {
+      uint64_t ticks = (t[1] - t[0]) & s->tick_mask;
+      atomic_fetch_add_explicit(&s->gpu_ns, (uint64_t)((double)ticks * s->tick_ns),
+                                memory_order_relaxed);
+    } else if (r != VK_NOT_READY) {
+      nxv_status st = nxv_fail_vk(r, "vkGetQueryPoolResults (batch timestamps)");
+      set_error(s, st, nxv_last_error());
+    }
+  }
   uint64_t nodes = b->nnodes;
   cancel_list(s, b->head);
   b->head = b->tail = NULL;
@@ -530,7 +561,7 @@ static void *completion_main(void *arg) {
       s->inflight_head = (s->inflight_head + 1) % NXV_MAX_BATCHES;
       s->inflight_count--;
       pthread_mutex_unlock(&s->mu);
-      retire(s, b);
+      retire(s, b, !lost);
       pthread_mutex_lock(&s->mu);
       if (!lost) atomic_store(&s->completed_epoch, b->epoch);
       s->free_batches[s->nfree++] = (uint32_t)(b - s->batches);
@@ -710,6 +741,19 @@ nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *cfg,
     }
   }
   if (st == NXV_OK) {
+    /* Batch timestamps, where the queue family writes them. */
+    uint32_t bits = vk->info.timestamp_bits;
+    if (bits > 0 && vk->info.timestamp_period_ns > 0) {
+      VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                  .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                  .queryCount = 2 * NXV_MAX_BATCHES};
+      VkResult r = vkCreateQueryPool(vk->device, &qi, NULL, &s->queries);
+      if (r != VK_SUCCESS) st = nxv_fail_vk(r, "vkCreateQueryPool (batch timestamps)");
+      s->tick_ns = vk->info.timestamp_period_ns;
+      s->tick_mask = bits >= 64 ? UINT64_MAX : (1ull << bits) - 1;
+    }
+  }
+  if (st == NXV_OK) {
     if (pthread_create(&s->completion_thread, NULL, completion_main, s) != 0)
       st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "starting the completion thread");
     else
@@ -756,6 +800,7 @@ void nxv_sched_destroy(nxv_sched *s) {
   VkDevice dev = s->vk->device;
   if (s->sched_started) vkQueueWaitIdle(s->vk->queue);
   if (s->cmd_pool) vkDestroyCommandPool(dev, s->cmd_pool, NULL);
+  if (s->queries) vkDestroyQueryPool(dev, s->queries, NULL);
   if (s->timeline) vkDestroySemaphore(dev, s->timeline, NULL);
   nxv_hostring_destroy(s->arena);
   nxv_ring_destroy(s->ring);
@@ -776,4 +821,5 @@ void nxv_sched_stats(nxv_sched *s, nxv_stats *st) {
   st->epoch_completed = atomic_load(&s->completed_epoch);
   st->ring_full_waits = atomic_load(&s->ring_full);
   st->reads_in_place = atomic_load(&s->reads_in_place);
+  st->gpu_busy_ns = atomic_load(&s->gpu_ns);
 }

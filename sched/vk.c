@@ -133,8 +133,10 @@ static nxv_status device_extensions(VkPhysicalDevice phys, dev_exts *out) {
   return NXV_OK;
 }
 
+/* The compute queue family to use (a compute-only one where there is
+ * one); *out_timestamp_bits is its timestampValidBits. */
 static uint32_t pick_queue_family(VkPhysicalDevice phys, bool *out_compute_only,
-                                  bool *out_found) {
+                                  bool *out_found, uint32_t *out_timestamp_bits) {
   uint32_t n = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(phys, &n, NULL);
   VkQueueFamilyProperties q[64];
@@ -152,6 +154,7 @@ static uint32_t pick_queue_family(VkPhysicalDevice phys, bool *out_compute_only,
     }
   }
   *out_found = best != UINT32_MAX;
+  *out_timestamp_bits = best == UINT32_MAX ? 0 : q[best].timestampValidBits;
   return best == UINT32_MAX ? 0 : best;
 }
 
@@ -228,7 +231,9 @@ nxv_status nxv_vk_describe(VkPhysicalDevice phys, uint32_t index,
       out->device_local_heap_size = mem.memoryHeaps[h].size;
 
   bool found;
-  out->queue_family = pick_queue_family(phys, &out->compute_only_queue, &found);
+  out->queue_family =
+      pick_queue_family(phys, &out->compute_only_queue, &found, &out->timestamp_bits);
+  out->timestamp_period_ns = props.limits.timestampPeriod;
 
   dev_exts ext;
   NXV_TRY(device_extensions(phys, &ext));

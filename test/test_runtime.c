@@ -216,7 +216,7 @@ NXV_TEST(sched, barriers_only_between_dependent_nodes) {
   nxv_device_release(d);
 }
 
-NXV_TEST(sched, enqueue_returns_before_the_gpu_finishes) {
+NXV_TEST(sched, enqueue_returns_before_the_gpu_finishes_and_gpu_time) {
   nxv_device_config cfg = {.disable_disk_cache = true};
   nxv_device *d = open_with(&cfg);
   REQUIRE(d);
@@ -227,6 +227,8 @@ NXV_TEST(sched, enqueue_returns_before_the_gpu_finishes) {
   REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, M * M, a, &ta));
   REQUIRE_OK(nxv_device_synchronize(d));
   nxv_stats s0, s1;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   REQUIRE_OK(nxv_device_stats(d, &s0));
   nxv_matmul_desc m = {.batch = 1, .m = M, .n = M, .k = M, .a = ta,
                        .a_strides = {0, M, 1}, .b = ta, .b_strides = {0, M, 1}};
@@ -248,8 +250,21 @@ NXV_TEST(sched, enqueue_returns_before_the_gpu_finishes) {
             (unsigned long long)(s1.ops_completed - s0.ops_completed), CHAIN);
   float v;
   REQUIRE_OK(nxv_tensor_download(x, 0, 1, &v));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
   REQUIRE_OK(nxv_device_stats(d, &s1));
   CHECK(s1.ops_completed - s0.ops_completed >= CHAIN);
+  /* The batches' GPU time, from their timestamps: some, and no more than
+   * the time they had (batches of one queue may overlap a little). */
+  nxv_device_info info;
+  REQUIRE_OK(nxv_device_info_get(d, &info));
+  double wall_ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+  double gpu_ns = (double)(s1.gpu_busy_ns - s0.gpu_busy_ns);
+  if (info.timestamp_bits) {
+    CHECK_MSG(gpu_ns > 0 && gpu_ns <= 2 * wall_ns, "GPU %.0f ns in %.0f ns", gpu_ns, wall_ns);
+  } else {
+    CHECK(gpu_ns == 0);
+  }
   nxv_tensor_release(x);
   nxv_tensor_release(ta);
   free(a);
