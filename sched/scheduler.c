@@ -11,6 +11,13 @@
 
 #define NXV_MAX_BATCHES 16
 #define NXV_KICK_NODES 16 /* submit this many at once when the GPU is idle */
+/* A batch is submitted once it holds NXV_EARLY_NODES nodes and
+ * NXV_EARLY_COST of estimated work: a producer that queues large ops
+ * slower than the GPU runs them (a training step's replay) then keeps the
+ * GPU fed instead of handing it most of the step when it stops. Streams of
+ * tiny ops keep their long batches. */
+#define NXV_EARLY_NODES 8
+#define NXV_EARLY_COST (1ull << 18)
 
 typedef struct batch {
   VkCommandBuffer cb;     /* owned by the scheduler's command pool */
@@ -439,6 +446,8 @@ static void *sched_main(void *arg) {
       bool flush = (flags & NXV_NODE_FLUSH) ||
                    b->nnodes >= s->cfg.max_batch_nodes ||
                    b->cost >= s->cfg.max_batch_cost;
+      if (!flush && b->nnodes >= NXV_EARLY_NODES && b->cost >= NXV_EARLY_COST)
+        flush = true;
       if (!flush && b->nnodes >= NXV_KICK_NODES) {
         pthread_mutex_lock(&s->mu);
         flush = s->inflight_count == 0;

@@ -271,6 +271,55 @@ NXV_TEST(sched, enqueue_returns_before_the_gpu_finishes_and_gpu_time) {
   nxv_device_release(d);
 }
 
+/* Submissions of an open batch with no download waiting and a long idle
+ * flush: 8 nodes of large ops go at once, short ops wait for 16 and an
+ * idle GPU. */
+static uint64_t submits_of(nxv_device *d) {
+  nxv_stats st;
+  return nxv_device_stats(d, &st) == NXV_OK ? st.submits : UINT64_MAX;
+}
+
+static bool submits_reach(nxv_device *d, uint64_t want, int ms) {
+  for (int i = 0; i < ms && submits_of(d) < want; i++) usleep(1000);
+  return submits_of(d) >= want;
+}
+
+NXV_TEST(sched, large_ops_submit_in_batches_of_eight) {
+  nxv_device_config cfg = {.disable_disk_cache = true, .idle_flush_us = 10000000};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  enum { BIG = 128 * 128, SMALL = 16 };
+  float *host = calloc(BIG, sizeof(float));
+  REQUIRE(host);
+  nxv_tensor *big, *small;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, BIG, host, &big));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, SMALL, host, &small));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_tensor *outs[16];
+  for (int round = 0; round < 2; round++) {
+    /* Adds of 128x128 (3 x 16384 elements of work each: 8 of them pass
+     * the early threshold) or of 16 elements. */
+    nxv_tensor *t = round == 0 ? big : small;
+    int64_t shape[1] = {round == 0 ? BIG : SMALL};
+    nxv_view v = {t, 0, NULL};
+    int first = round == 0 ? 7 : 15;
+    uint64_t s0 = submits_of(d);
+    for (int i = 0; i < first; i++) REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
+    usleep(50000);
+    CHECK_MSG(submits_of(d) == s0, "round %d: %d nodes submitted before the threshold", round,
+              first);
+    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[first]));
+    CHECK_MSG(submits_reach(d, s0 + 1, 2000), "round %d: %d nodes not submitted", round,
+              first + 1);
+    REQUIRE_OK(nxv_device_synchronize(d));
+    for (int i = 0; i <= first; i++) nxv_tensor_release(outs[i]);
+  }
+  nxv_tensor_release(big);
+  nxv_tensor_release(small);
+  free(host);
+  nxv_device_release(d);
+}
+
 /* A tiny ring forces producers to find it full; nothing may be lost. */
 typedef struct chain_ctx {
   nxv_device *d;
