@@ -73,6 +73,13 @@ if Code.ensure_loaded?(Nx) do
       Nx.select(t > n, t, -t)
     end
 
+    # 37 dependent elementwise ops: more than one program holds. (A plain
+    # function, jitted by the test.)
+    def long_chain(x, y) do
+      Enum.reduce(1..12, x, fn i, acc -> Nx.sin(Nx.add(Nx.multiply(acc, y), i)) end)
+      |> Nx.subtract(y)
+    end
+
     # Two independent chains of products, which the Evaluator runs one
     # after the other.
     defn two_chains(a, b) do
@@ -174,6 +181,24 @@ if Code.ensure_loaded?(Nx) do
         {got, replayed} = ops_of(fn -> apply(&wide/14, args) end)
         assert bits(got) == bits(expected)
         assert replayed < evaluated
+      end
+    end
+
+    test "long elementwise chains, empty and scalar tensors fuse and match the Evaluator" do
+      for {shape, seed} <- [{{7, 5}, 41}, {{0, 3}, 42}, {{}, 43}] do
+        x = uniform(seed, shape)
+        y = uniform(seed + 10, shape)
+        chain = Nx.Defn.jit(&long_chain/2)
+        {expected, evaluated} = ops_of(fn -> evaluator(&long_chain/2, [x, y]) end)
+        assert bits(chain.(x, y)) == bits(expected)
+
+        for _ <- 1..2 do
+          {got, replayed} = ops_of(fn -> chain.(x, y) end)
+          assert bits(got) == bits(expected), "#{inspect(shape)}"
+
+          if shape != {0, 3},
+            do: assert(replayed * 8 <= evaluated, "#{replayed} ops of #{evaluated}")
+        end
       end
     end
 
