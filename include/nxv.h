@@ -462,9 +462,9 @@ typedef enum nxv_fused_class {
    ((uint32_t)(b) << 13) | ((uint32_t)(c) << 18))
 
 /* Runs a fused program of ninstrs (1 .. NXV_FUSED_MAX_INSTRS) words over
- * ninputs (1 .. NXV_FUSED_MAX_INPUTS) views of dtype (bf16, f32 or f64;
- * not f16, whose f32 -> f16 rounding Vulkan leaves to the driver) over
- * shape; out is a new dense tensor of dtype and shape. Operands
+ * ninputs (1 .. NXV_FUSED_MAX_INPUTS) views of dtype (f16, bf16, f32 or
+ * f64; f16 intermediates are rounded to nearest even, as f16 stores are
+ * on the devices tested) over shape; out is a new dense tensor of dtype and shape. Operands
  * must name registers written before; every op must be supported for
  * dtype (NXV_ERR_UNSUPPORTED otherwise), unused operand fields must be 0.
  * Each distinct program (its words, input count and which inputs are

@@ -665,9 +665,9 @@ nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
                      const uint32_t *program, nxv_tensor **out) {
   if (!d || !out || !inputs || !program)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
-  if (t != NXV_BF16 && t != NXV_F32 && t != NXV_F64)
-    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of bf16, f32 or f64, "
-                    "not %s", nxv_dtype_name(t));
+  if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of f16, bf16, f32 or "
+                    "f64, not %s", nxv_dtype_name(t));
   NXV_TRY(check_type(d, t, "fused"));
   if (ninputs < 1 || ninputs > NXV_FUSED_MAX_INPUTS)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: %u inputs, expected 1 to %d",
@@ -747,11 +747,12 @@ nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   /* Specialization constants 3 .. 22 (fused.comp). */
   uint32_t words[4 + NXV_FUSED_MAX_INSTRS] = {ninputs, ninstrs, scalar, strided};
   memcpy(words + 4, program, ninstrs * sizeof *program);
-  static const nxv_spv_module plain[] = {NXV_SPV_FUSED_BF16, NXV_SPV_FUSED_F32,
-                                         NXV_SPV_FUSED_F64};
-  static const nxv_spv_module in_dbl[] = {NXV_SPV_FUSED_BF16_PRECISE,
+  static const nxv_spv_module plain[] = {NXV_SPV_FUSED_F16, NXV_SPV_FUSED_BF16,
+                                         NXV_SPV_FUSED_F32, NXV_SPV_FUSED_F64};
+  static const nxv_spv_module in_dbl[] = {NXV_SPV_FUSED_F16_PRECISE,
+                                          NXV_SPV_FUSED_BF16_PRECISE,
                                           NXV_SPV_FUSED_F32_PRECISE, NXV_SPV_FUSED_F64};
-  int ti = t == NXV_BF16 ? 0 : t == NXV_F32 ? 1 : 2;
+  int ti = t == NXV_F16 ? 0 : t == NXV_BF16 ? 1 : t == NXV_F32 ? 2 : 3;
   nxv_spv_module m = in_double ? in_dbl[ti] : plain[ti];
   nxv_status st = nxv_registry_program(d->kernels, m, words, 4 + NXV_FUSED_MAX_INSTRS,
                                        &node->pipeline);

@@ -2,12 +2,12 @@
 #extension GL_GOOGLE_include_directive : require
 #include "types.glsl"
 // fused.comp - c[i] = the result of a fused elementwise program at element
-// i, for T (T_ID) bf16, f32 or f64: up to MAX_IN inputs of type T and up to
+// i, for T (T_ID) f16, bf16, f32 or f64: up to MAX_IN inputs of type T and up to
 // MAX_INS instructions over registers of the compute type TC. Registers
 // 0 .. NIN-1 hold the inputs' elements; instruction k writes register
 // NIN + k; the result is the last register, rounded to T on store.
 // Intermediate results round to T as separate kernels would store them
-// (bf16, by truncation), and sums and products are not contracted into fmas, so a
+// (f16 to nearest even, bf16 by truncation), and sums and products are not contracted into fmas, so a
 // program computes exactly what its ops compute one kernel each.
 //
 // The program is in specialization constants (one pipeline per program):
@@ -65,7 +65,26 @@ layout(push_constant, std430) uniform PC {
   BufT in_[MAX_IN];
 } pc;
 
-#if T_BITS == 16  // bf16
+#if T_ID == 8
+// f32 -> nearest f16 value (ties to even), kept in f32: what a store of
+// an f16 result rounds to. Done with additions whose rounding the IEEE
+// rules fix, because a driver may drop a conversion to f16 and back
+// between registers. Adding m = 1.5 * 2^(e + 13) to x of exponent e
+// rounds x to a multiple of 2^(e - 10), f16's spacing there; below 2^-14
+// the spacing is 2^-24, that of 0.75.
+float f16_round(float x) {
+  float ax = abs(x);
+  if (isnan(x)) return x;
+  if (ax >= 65520.0) return x > 0.0 ? 1.0 / 0.0 : -1.0 / 0.0;
+  float m = ax < 6.103515625e-05
+                ? 0.75
+                : uintBitsToFloat((floatBitsToUint(ax) & 0x7F800000u) + (13u << 23)) * 1.5;
+  precise float t = x + m;
+  precise float r = t - m;
+  return r == 0.0 ? uintBitsToFloat(floatBitsToUint(x) & 0x80000000u) : r;
+}
+#define ROUND(v) f16_round(v)
+#elif T_BITS == 16  // bf16: truncation, in integer bits
 #define ROUND(v) T_LD(T_ST(v))
 #else
 #define ROUND(v) (v)

@@ -51,14 +51,11 @@ done
 echo "coopmat_f16 coopmat.comp -DT_ID=8"
 echo "fill_32 fill.comp -DW=32"
 echo "fill_64 fill.comp -DW=64"
-# Fused elementwise programs (fused.comp) for bf16, f32 and f64; the bf16
-# and f32 transcendentals in double, as the unary modules do. Not f16:
-# Vulkan leaves the rounding of f32 -> f16 conversions to the driver, and
-# one that rounds a conversion between registers differently from one on
-# store would make a program's intermediate results differ from the ops'.
-for t in bf16:9 f32:10 f64:11; do
+# Fused elementwise programs (fused.comp) for the float types; the f16,
+# bf16 and f32 transcendentals in double, as the unary modules do.
+for t in f16:8 bf16:9 f32:10 f64:11; do
   echo "fused_${t%%:*} fused.comp -DT_ID=${t#*:}"
 done
-for t in bf16:9 f32:10; do
+for t in f16:8 bf16:9 f32:10; do
   echo "fused_${t%%:*}_precise fused.comp -DT_ID=${t#*:} -DPRECISE32=1"
 done

@@ -17,8 +17,7 @@ defmodule Nx.Vulkan.Fusion do
 
   import Bitwise
 
-  # Not f16: see nxv_fused in nxv.h.
-  @float_types [:bf16, :f32, :f64]
+  @float_types [:f16, :bf16, :f32, :f64]
   @max_inputs 12
   @max_instrs 16
 

@@ -110,7 +110,7 @@ defmodule Nx.Vulkan.NIF do
     do: nif_error()
 
   @doc """
-  A fused elementwise program of `type` (`:bf16 :f32 :f64`) over
+  A fused elementwise program of `type` (`:f16 :bf16 :f32 :f64`) over
   `shape`: `program` is a list of instruction words (`nxv_fused` in
   `nxv.h`), `inputs` a list of `{tensor, offset, strides | nil}` views of
   that type. The result is the program's last register, bitwise what its

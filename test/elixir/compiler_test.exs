@@ -149,7 +149,7 @@ if Code.ensure_loaded?(Nx) do
     defp ops_of(fun), do: counted(:ops_enqueued, fun)
 
     test "fused elementwise ops: every replay equals the Evaluator bit for bit, in fewer ops" do
-      for type <- [:f32, :f64, :bf16] do
+      for type <- [:f32, :f64, :f16, :bf16] do
         w1 = Nx.as_type(uniform(11, {9, 33}), type)
         b1 = Nx.as_type(uniform(12, {33}), type)
         w2 = Nx.as_type(uniform(13, {33, 4}), type)
