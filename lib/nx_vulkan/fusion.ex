@@ -7,9 +7,11 @@ defmodule Nx.Vulkan.Fusion do
   # read by exactly one other op of the tree, densely, become one
   # `Nx.Vulkan.NIF.fused/4` call: unary and binary float ops, comparisons
   # read as a select's predicate, and selects. A transpose whose only use
-  # is a dense read by a fused op is folded into that read (strides). The
-  # fused kernel computes bitwise what the ops compute one kernel each
-  # (nxv_fused in nxv.h), so a replay returns what the evaluation did.
+  # is a dense read by a fused op is folded into that read (strides). An
+  # op of its own whose result several fused ops read is recomputed in
+  # each, and dropped when no other op reads it. The fused kernel computes
+  # bitwise what the ops compute one kernel each (nxv_fused in nxv.h), so
+  # a replay returns what the evaluation did.
   #
   # Each group is tried once while planning, on scratch inputs of the real
   # sizes and layouts: a program the device rejects (or one past the
@@ -60,51 +62,79 @@ defmodule Nx.Vulkan.Fusion do
           do: t
 
     # Groups by root, built in op order: an op takes the groups of the
-    # operands it may absorb.
+    # operands it may absorb. A group is {members, dups}: dups lists the
+    # slots of members recomputed here although other ops read them too
+    # (one entry per read), see absorb/6.
     groups =
       Enum.reduce(Enum.sort(Map.keys(members)), %{}, fn i, groups ->
         m = members[i]
+        ctx = {uses, producer, members, transposes}
 
         {group, groups} =
           m.operands
           |> Enum.with_index()
-          |> Enum.reduce({[i], groups}, fn {{spec, off, strides}, pos}, {group, groups} ->
-            with {:s, slot} <- spec,
-                 0 <- off,
-                 nil <- strides,
-                 1 <- uses[slot],
-                 p when p != nil <- producer[slot],
-                 g when is_list(g) <- Map.get(groups, p),
-                 true <- links?(members[p], m, pos),
-                 merged = Enum.sort(group ++ g),
-                 true <- length(merged) <= @max_instrs,
-                 true <- length(inputs(merged, members, producer, transposes)) <= @max_inputs do
-              {merged, Map.delete(groups, p)}
-            else
-              _ -> {group, groups}
-            end
+          |> Enum.reduce({{[i], []}, groups}, fn {operand, pos}, acc ->
+            absorb(operand, pos, m, acc, ctx)
           end)
 
         Map.put(groups, i, group)
       end)
 
     fused =
-      for {root, group} <- groups,
+      for {root, {group, _dups}} <- groups,
           members[root].kind != :compare,
           length(group) > 1 or absorbs_transpose?(group, members, producer, transposes),
           op = fused_op(root, group, members, producer, transposes, info, device),
           into: %{},
           do: {root, op}
 
+    # A recomputed op goes when every read of its result is recomputed in
+    # a fused op.
+    recomputed =
+      for {root, _} <- fused, slot <- elem(groups[root], 1), reduce: %{} do
+        acc -> Map.update(acc, slot, 1, &(&1 + 1))
+      end
+
+    dropped = for {slot, c} <- recomputed, c == uses[slot], do: producer[slot]
+
     removed =
       for {root, _} <- fused,
-          i <- groups[root] ++ absorbed(groups[root], members, producer, transposes),
+          {group, dups} = groups[root],
+          dup_ops = Enum.map(dups, &producer[&1]),
+          i <- (group -- dup_ops) ++ absorbed(group, members, producer, transposes),
           i != root,
-          into: MapSet.new(),
+          into: MapSet.new(dropped),
           do: i
 
     for i <- 0..(n - 1)//1, not MapSet.member?(removed, i) do
       Map.get(fused, i, elem(ops, i))
+    end
+  end
+
+  # Operand pos of member m (being grouped) takes its producer's group
+  # when the producer's result is read here densely: the whole group when
+  # this is its only read, or (recomputed) a producer that is a group of
+  # its own when its result is read elsewhere too. Within the limits of a
+  # program.
+  defp absorb({spec, off, strides}, pos, m, {{group, dups}, groups} = acc, ctx) do
+    {uses, producer, members, transposes} = ctx
+
+    with {:s, slot} <- spec,
+         0 <- off,
+         nil <- strides,
+         p when p != nil <- producer[slot],
+         {g, g_dups} <- Map.get(groups, p),
+         true <- links?(members[p], m, pos),
+         shared = uses[slot] > 1,
+         true <- not shared or g == [p],
+         merged = Enum.sort(Enum.uniq(group ++ g)),
+         true <- length(merged) <= @max_instrs,
+         true <- length(inputs(merged, members, producer, transposes)) <= @max_inputs do
+      if shared,
+        do: {{merged, [slot | dups]}, groups},
+        else: {{merged, g_dups ++ dups}, Map.delete(groups, p)}
+    else
+      _ -> acc
     end
   end
 

@@ -80,6 +80,18 @@ if Code.ensure_loaded?(Nx) do
       |> Nx.subtract(y)
     end
 
+    # x * y read by two elementwise trees (recomputed in both), and by a
+    # reduction too (kept).
+    defn shared_product(x, y) do
+      s = x * y
+      {Nx.exp(s) + 1, Nx.sin(s) - y}
+    end
+
+    defn shared_and_reduced(x, y) do
+      s = x * y
+      {Nx.exp(s) + 1, Nx.sum(s)}
+    end
+
     # Two independent chains of products, which the Evaluator runs one
     # after the other.
     defn two_chains(a, b) do
@@ -137,13 +149,16 @@ if Code.ensure_loaded?(Nx) do
       assert Compiler.cache_size() == 3
     end
 
-    # fun's result and how much the device counter `key` grew meanwhile.
+    # fun's result and how much the device counter `key` grew meanwhile
+    # (less what the synchronize closing the span adds itself).
     defp counted(key, fun) do
       Nx.Vulkan.synchronize()
       s0 = Nx.Vulkan.stats()[key]
       result = fun.()
       Nx.Vulkan.synchronize()
-      {result, Nx.Vulkan.stats()[key] - s0}
+      s1 = Nx.Vulkan.stats()[key]
+      Nx.Vulkan.synchronize()
+      {result, 2 * s1 - s0 - Nx.Vulkan.stats()[key]}
     end
 
     defp ops_of(fun), do: counted(:ops_enqueued, fun)
@@ -198,6 +213,20 @@ if Code.ensure_loaded?(Nx) do
 
           assert replayed * 8 <= evaluated, "#{replayed} ops of #{evaluated}"
         end
+      end
+    end
+
+    test "an elementwise result read by several fused ops is recomputed in each" do
+      x = uniform(51, {6, 7})
+      y = uniform(52, {6, 7})
+
+      # Two fused ops; then a fused op, the product (for the sum) and the sum.
+      for {fun, want_ops} <- [{&shared_product/2, 2}, {&shared_and_reduced/2, 3}] do
+        expected = evaluator(fun, [x, y])
+        assert bits(fun.(x, y)) == bits(expected)
+        {got, replayed} = ops_of(fn -> fun.(x, y) end)
+        assert bits(got) == bits(expected)
+        assert replayed == want_ops, "#{inspect(fun)}: #{replayed} ops"
       end
     end
 
