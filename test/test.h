@@ -86,7 +86,11 @@ extern atomic_int nxv_test_failures;
 
 #define REQUIRE_OK(expr) REQUIRE((expr) == NXV_OK)
 
-/* Shared helpers (test_util.c). */
+/* Shared helpers (test_main.c). */
+
+/* calloc of at least one byte that aborts the test run when the host is
+ * out of memory. */
+void *test_xcalloc(size_t n, size_t size);
 
 /* A device opened for tests: lavapipe or whatever NX_VULKAN_DEVICE picks,
  * with poisoned outputs and the disk cache off. Caller releases. */

@@ -53,15 +53,6 @@ static const long double kPi = 3.14159265358979323846264338327950288L;
 /* Types and host values                                                     */
 /* ------------------------------------------------------------------------ */
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size ? size : 1);
-  if (!p) {
-    fprintf(stderr, "test_complex: out of host memory\n");
-    abort();
-  }
-  return p;
-}
-
 static bool is_cx(nxv_dtype t) { return t == NXV_C64 || t == NXV_C128; }
 /* The component type of a complex type. */
 static nxv_dtype part(nxv_dtype t) { return t == NXV_C64 ? NXV_F32 : NXV_F64; }
@@ -221,7 +212,7 @@ static lcx gen(uint64_t *r, nxv_dtype t, int dom) {
 
 /* Uploads n complex values as t. */
 static nxv_tensor *up(nxv_device *d, nxv_dtype t, size_t n, const lcx *v) {
-  void *h = xcalloc(n, nxv_dtype_size(t));
+  void *h = test_xcalloc(n, nxv_dtype_size(t));
   for (size_t i = 0; i < n; i++) cset(t, h, i, v[i]);
   nxv_tensor *out = NULL;
   nxv_status st = nxv_tensor_upload(d, t, n, h, &out);
@@ -232,7 +223,7 @@ static nxv_tensor *up(nxv_device *d, nxv_dtype t, size_t n, const lcx *v) {
 
 /* Uploads n real values as t (see rset). */
 static nxv_tensor *up_real(nxv_device *d, nxv_dtype t, size_t n, const long double *v) {
-  void *h = xcalloc(n, nxv_dtype_size(t));
+  void *h = test_xcalloc(n, nxv_dtype_size(t));
   for (size_t i = 0; i < n; i++) rset(t, h, i, v[i]);
   nxv_tensor *out = NULL;
   nxv_status st = nxv_tensor_upload(d, t, n, h, &out);
@@ -273,7 +264,7 @@ static void check_vals(const char *tag, nxv_status st, nxv_tensor *out, nxv_dtyp
     nxv_tensor_release(out);
     return;
   }
-  void *h = xcalloc(n, nxv_dtype_size(t));
+  void *h = test_xcalloc(n, nxv_dtype_size(t));
   nxv_status ds = nxv_tensor_download(out, 0, n, h);
   CHECK_MSG(ds == NXV_OK, "%s: download: %s", tag, nxv_last_error());
   size_t bad = 0;
@@ -302,7 +293,7 @@ static void check_u8(const char *tag, nxv_status st, nxv_tensor *out, size_t n,
   CHECK_MSG(st == NXV_OK, "%s: %s: %s", tag, nxv_status_name(st), nxv_last_error());
   if (st != NXV_OK) return;
   CHECK(nxv_tensor_dtype(out) == NXV_U8 && nxv_tensor_count(out) == n);
-  uint8_t *h = xcalloc(n, 1);
+  uint8_t *h = test_xcalloc(n, 1);
   nxv_status ds = nxv_tensor_download(out, 0, n, h);
   CHECK_MSG(ds == NXV_OK, "%s: download: %s", tag, nxv_last_error());
   size_t bad = 0;
@@ -841,7 +832,7 @@ static size_t real_inputs(nxv_dtype t, uint64_t *r, long double *v) {
     }
   }
   /* What the type holds. */
-  void *h = xcalloc(n, nxv_dtype_size(t));
+  void *h = test_xcalloc(n, nxv_dtype_size(t));
   for (size_t i = 0; i < n; i++) rset(t, h, i, v[i]);
   for (size_t i = 0; i < n; i++) v[i] = rget(t, h, i);
   free(h);
@@ -1226,11 +1217,11 @@ NXV_TEST(complex, matmul) {
     if (!usable(d, t)) continue;
     for (size_t c = 0; c < sizeof kMatmul / sizeof kMatmul[0]; c++) {
       const struct mcase *mc = &kMatmul[c];
-      lcx *a = xcalloc((size_t)mc->a_count, sizeof(lcx));
-      lcx *b = xcalloc((size_t)mc->b_count, sizeof(lcx));
+      lcx *a = test_xcalloc((size_t)mc->a_count, sizeof(lcx));
+      lcx *b = test_xcalloc((size_t)mc->b_count, sizeof(lcx));
       size_t nout = (size_t)(mc->batch * mc->m * mc->n);
-      lcx *e = xcalloc(nout, sizeof(lcx));
-      long double *tol = xcalloc(nout, sizeof(long double));
+      lcx *e = test_xcalloc(nout, sizeof(lcx));
+      long double *tol = test_xcalloc(nout, sizeof(long double));
       for (int64_t i = 0; i < mc->a_count; i++) a[i] = gen(&r, t, D_SMALL);
       for (int64_t i = 0; i < mc->b_count; i++) b[i] = gen(&r, t, D_SMALL);
       for (uint64_t q = 0; q < mc->batch; q++)
@@ -1374,7 +1365,7 @@ NXV_TEST(complex, gather_scatter_iota) {
 /* Direct DFT of each of rows rows of n in long double: sign -1 forward,
  * +1 inverse (divided by n). */
 static void ref_dft(const lcx *x, lcx *y, size_t rows, size_t n, int sign) {
-  lcx *w = xcalloc(n, sizeof(lcx));
+  lcx *w = test_xcalloc(n, sizeof(lcx));
   for (size_t j = 0; j < n; j++) {
     long double th = 2 * kPi * (long double)j / (long double)n;
     w[j] = CMPLXL(cosl(th), sign * sinl(th));
@@ -1448,8 +1439,8 @@ NXV_TEST(complex, fft) {
     if (!usable(d, t)) continue;
     for (size_t li = 0; li < sizeof kFftLens / sizeof kFftLens[0]; li++) {
       size_t n = kFftLens[li], total = ROWS * n;
-      lcx *x = xcalloc(total, sizeof(lcx)), *e = xcalloc(total, sizeof(lcx));
-      long double *tol = xcalloc(total, sizeof(long double));
+      lcx *x = test_xcalloc(total, sizeof(lcx)), *e = test_xcalloc(total, sizeof(lcx));
+      long double *tol = test_xcalloc(total, sizeof(long double));
       for (size_t i = 0; i < total; i++)
         x[i] = cround(t, CMPLXL(uni(&r, -1, 1), uni(&r, -1, 1)));
       nxv_tensor *ta = up(d, t, total, x);
@@ -1466,7 +1457,7 @@ NXV_TEST(complex, fft) {
            * result: the inverse's error on the forward result's scale */
           nxv_tensor *rt = NULL;
           nxv_status st2 = nxv_fft(d, out, ROWS, n, true, 0.0, &rt);
-          long double *tol2 = xcalloc(total, sizeof(long double));
+          long double *tol2 = test_xcalloc(total, sizeof(long double));
           fft_round_trip_tol(t, x, ROWS, n, tol2);
           char tag2[64];
           snprintf(tag2, sizeof tag2, "ifft(fft) %s %d x %zu", nxv_dtype_name(t), ROWS, n);
@@ -1521,7 +1512,7 @@ NXV_TEST(complex, fft_eps) {
         nxv_status st = nxv_fft(d, ta, ROWS, LEN, inverse, eps, &out);
         CHECK_MSG(st == NXV_OK, "fft eps %g: %s", eps, nxv_last_error());
         if (st != NXV_OK) continue;
-        void *h = xcalloc(ROWS * LEN, nxv_dtype_size(t));
+        void *h = test_xcalloc(ROWS * LEN, nxv_dtype_size(t));
         CHECK_OK(nxv_tensor_download(out, 0, ROWS * LEN, h));
         size_t bad = 0, flushed = 0;
         long double slack = 64 * eps_t(t) * LEN; /* the computation's error */

@@ -45,12 +45,6 @@ static bool is_fp(nxv_dtype t) { return t >= NXV_F16 && t <= NXV_F64; }
 static bool is_signed(nxv_dtype t) { return t <= NXV_S64; }
 static int bits_of(nxv_dtype t) { return 8 * (int)nxv_dtype_size(t); }
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) abort();
-  return p;
-}
-
 static double f32_bits_to(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);
@@ -140,7 +134,7 @@ static nxv_tensor *upload(nxv_device *d, nxv_dtype t, uint64_t n, const void *da
 }
 
 static void *download(nxv_tensor *x, uint64_t n, nxv_dtype t) {
-  void *h = xcalloc(n, nxv_dtype_size(t));
+  void *h = test_xcalloc(n, nxv_dtype_size(t));
   CHECK_OK(nxv_tensor_download(x, 0, n, h));
   return h;
 }
@@ -238,8 +232,8 @@ static void conv_reference(const conv_case *c, nxv_dtype t, const void *in, cons
   int64_t N = c->in[0], C = c->in[1], O = c->k[0], Ck = c->k[1];
   bool fp = is_fp(t);
   /* Padded input. */
-  double *pf = xcalloc((size_t)(N * C) * psp, sizeof *pf);
-  int64_t *pi = xcalloc((size_t)(N * C) * psp, sizeof *pi);
+  double *pf = test_xcalloc((size_t)(N * C) * psp, sizeof *pf);
+  int64_t *pi = test_xcalloc((size_t)(N * C) * psp, sizeof *pi);
   if (psp) {
     for (int64_t nc = 0; nc < N * C; nc++) {
       int64_t pidx[NXV_MAX_RANK] = {0};
@@ -262,8 +256,8 @@ static void conv_reference(const conv_case *c, nxv_dtype t, const void *in, cons
     }
   }
   /* Dilated kernel. */
-  double *kf = xcalloc((size_t)(O * Ck) * tsp, sizeof *kf);
-  int64_t *ki = xcalloc((size_t)(O * Ck) * tsp, sizeof *ki);
+  double *kf = test_xcalloc((size_t)(O * Ck) * tsp, sizeof *kf);
+  int64_t *ki = test_xcalloc((size_t)(O * Ck) * tsp, sizeof *ki);
   for (int64_t oc = 0; oc < O * Ck && tsp; oc++) {
     int64_t kidx[NXV_MAX_RANK] = {0};
     uint64_t src = 0;
@@ -331,7 +325,7 @@ static void run_conv(nxv_device *d, conv_case c, nxv_dtype t, uint64_t *rng) {
   uint64_t n_in = prod(c.rank, c.in), n_k = prod(c.rank, c.k), n_out = prod(c.rank, oshape);
   bool exact = t == NXV_F16 || t == NXV_BF16;
   size_t es = nxv_dtype_size(t);
-  void *hin = xcalloc(n_in, es), *hk = xcalloc(n_k, es);
+  void *hin = test_xcalloc(n_in, es), *hk = test_xcalloc(n_k, es);
   fill_random(t, hin, n_in, exact, rng);
   fill_random(t, hk, n_k, exact, rng);
   nxv_tensor *tin = upload(d, t, n_in, hin), *tk = upload(d, t, n_k, hk), *out = NULL;
@@ -347,8 +341,8 @@ static void run_conv(nxv_device *d, conv_case c, nxv_dtype t, uint64_t *rng) {
   if (out) {
     CHECK(nxv_tensor_dtype(out) == t && nxv_tensor_count(out) == n_out);
     void *got = download(out, n_out, t);
-    conv_ref r = {xcalloc(n_out, sizeof(double)), xcalloc(n_out, sizeof(int64_t)),
-                  xcalloc(n_out, sizeof(double))};
+    conv_ref r = {test_xcalloc(n_out, sizeof(double)), test_xcalloc(n_out, sizeof(int64_t)),
+                  test_xcalloc(n_out, sizeof(double))};
     conv_reference(&c, t, hin, hk, oshape, &r);
     int bad = 0;
     double acc_eps = t == NXV_F64 ? 0x1p-52 : 0x1p-23;
@@ -464,13 +458,13 @@ static void run_conv_complex(nxv_device *d, conv_case c, nxv_dtype t, uint64_t *
   double *part[4]; /* input re, input im, kernel re, kernel im */
   uint64_t counts[4] = {n_in, n_in, n_k, n_k};
   for (int p = 0; p < 4; p++) {
-    part[p] = xcalloc(counts[p], sizeof(double));
+    part[p] = test_xcalloc(counts[p], sizeof(double));
     for (uint64_t i = 0; i < counts[p]; i++) {
       double v = test_rand_uniform(rng, -1.0, 1.0);
       part[p][i] = c64 ? (double)(float)v : v;
     }
   }
-  void *hin = xcalloc(2 * n_in, sizeof(double)), *hk = xcalloc(2 * n_k, sizeof(double));
+  void *hin = test_xcalloc(2 * n_in, sizeof(double)), *hk = test_xcalloc(2 * n_k, sizeof(double));
   for (int p = 0; p < 4; p++)
     for (uint64_t i = 0; i < counts[p]; i++) {
       void *h = p < 2 ? hin : hk;
@@ -490,14 +484,14 @@ static void run_conv_complex(nxv_device *d, conv_case c, nxv_dtype t, uint64_t *
   }
   if (out) {
     CHECK(nxv_tensor_dtype(out) == t && nxv_tensor_count(out) == n_out);
-    void *got = xcalloc(2 * n_out, sizeof(double));
+    void *got = test_xcalloc(2 * n_out, sizeof(double));
     CHECK_OK(nxv_tensor_download(out, 0, n_out, got));
     /* rr = re * re, ii = im * im, ri = re * im, ir = im * re */
     const int pairs[4][2] = {{0, 2}, {1, 3}, {0, 3}, {1, 2}};
     conv_ref r[4];
     for (int q = 0; q < 4; q++) {
-      r[q] = (conv_ref){xcalloc(n_out, sizeof(double)), xcalloc(n_out, sizeof(int64_t)),
-                        xcalloc(n_out, sizeof(double))};
+      r[q] = (conv_ref){test_xcalloc(n_out, sizeof(double)), test_xcalloc(n_out, sizeof(int64_t)),
+                        test_xcalloc(n_out, sizeof(double))};
       conv_reference(&c, NXV_F64, part[pairs[q][0]], part[pairs[q][1]], oshape, &r[q]);
     }
     double eps = c64 ? 0x1p-23 : 0x1p-52;
@@ -733,8 +727,8 @@ static void run_window_scatter(nxv_device *d, const ws_case *c, bool is_min, nxv
   int64_t wdims[NXV_MAX_RANK];
   ws_windows(c, wdims);
   uint64_t n_in = prod(c->rank, c->in), n_src = prod(c->rank, wdims);
-  void *ha = xcalloc(n_in, nxv_dtype_size(ta)), *hs = xcalloc(n_src, nxv_dtype_size(t));
-  void *hinit = xcalloc(1, 8);
+  void *ha = test_xcalloc(n_in, nxv_dtype_size(ta)), *hs = test_xcalloc(n_src, nxv_dtype_size(t));
+  void *hinit = test_xcalloc(1, 8);
   for (uint64_t i = 0; i < n_in; i++) {
     int64_t v = c->values == 1 ? 3 : c->values == 2 ? (int64_t)(test_rand_u64(rng) % 3)
                                                     : (int64_t)(test_rand_u64(rng) % 1000) - 500;
@@ -763,10 +757,10 @@ static void run_window_scatter(nxv_device *d, const ws_case *c, bool is_min, nxv
   if (out) {
     CHECK(nxv_tensor_dtype(out) == t && nxv_tensor_count(out) == n_in);
     void *got = download(out, n_in, t);
-    int64_t *sel = xcalloc(n_src, sizeof *sel);
+    int64_t *sel = test_xcalloc(n_src, sizeof *sel);
     ws_select(c, is_min, ta, ha, sel);
-    double *wf = xcalloc(n_in, sizeof *wf);
-    int64_t *wi = xcalloc(n_in, sizeof *wi);
+    double *wf = test_xcalloc(n_in, sizeof *wf);
+    int64_t *wi = test_xcalloc(n_in, sizeof *wi);
     for (uint64_t i = 0; i < n_in; i++) {
       wf[i] = is_fp(t) ? get_f(t, hinit, 0) : 0;
       wi[i] = is_fp(t) ? 0 : get_i(t, hinit, 0);
@@ -781,7 +775,7 @@ static void run_window_scatter(nxv_device *d, const ws_case *c, bool is_min, nxv
       double g = is_fp(t) ? get_f(t, got, i) : (double)get_i(t, got, i);
       bool ok;
       if (is_fp(t)) {
-        void *tmp = xcalloc(1, 8);
+        void *tmp = test_xcalloc(1, 8);
         set_f(t, tmp, 0, wf[i]);
         double w = get_f(t, tmp, 0);
         free(tmp);

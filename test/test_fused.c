@@ -13,15 +13,6 @@
 
 static const nxv_dtype kFusedTypes[4] = {NXV_F32, NXV_F64, NXV_F16, NXV_BF16};
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size ? size : 1);
-  if (!p) {
-    fprintf(stderr, "test_fused: out of host memory\n");
-    abort();
-  }
-  return p;
-}
-
 static double get_f(nxv_dtype t, const void *p, uint64_t i) {
   size_t es = nxv_dtype_size(t);
   uint64_t bits = 0;
@@ -204,7 +195,7 @@ NXV_TEST(fused, random_programs_match_unfused_ops) {
       for (uint32_t k = 0; k < nin; k++) {
         int lay = (int)(test_rand_u64(&rng) % 6);
         uint64_t count = layout_count(lay, rows, cols);
-        unsigned char *host = xcalloc(count, nxv_dtype_size(t));
+        unsigned char *host = test_xcalloc(count, nxv_dtype_size(t));
         for (uint64_t i = 0; i < count; i++) {
           /* Values near 1 keep chains finite; some zeros and negatives
            * exercise the special cases. */
@@ -225,7 +216,7 @@ NXV_TEST(fused, random_programs_match_unfused_ops) {
       if (st == NXV_OK && ref) {
         programs++;
         size_t es = nxv_dtype_size(t);
-        unsigned char *got = xcalloc((size_t)n, es), *want = xcalloc((size_t)n, es);
+        unsigned char *got = test_xcalloc((size_t)n, es), *want = test_xcalloc((size_t)n, es);
         CHECK_OK(nxv_tensor_download(fused, 0, (uint64_t)n, got));
         CHECK_OK(nxv_tensor_download(ref, 0, (uint64_t)n, want));
         int bad = 0;
@@ -259,7 +250,7 @@ NXV_TEST(fused, relu_gradient_and_update_against_reference) {
   REQUIRE(d);
   enum { R = 37, C = 129, N = R * C };
   uint64_t rng = 0x5EED;
-  float *x = xcalloc(N, 4), *g = xcalloc(N, 4), *w = xcalloc(C, 4), *got = xcalloc(N, 4);
+  float *x = test_xcalloc(N, 4), *g = test_xcalloc(N, 4), *w = test_xcalloc(C, 4), *got = test_xcalloc(N, 4);
   for (int i = 0; i < N; i++) {
     x[i] = (float)test_rand_uniform(&rng, -1, 1);
     if (i % 7 == 0) x[i] = 0;

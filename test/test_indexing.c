@@ -70,12 +70,6 @@ static nxv_dtype lane_type(nxv_dtype t) {
 static val fval(nxv_dtype t, double f) { return nxv_test_decode(t, nxv_test_encode(t, (val){.f = f})); }
 static val ival(int64_t v) { return (val){.s = v}; }
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) abort();
-  return p;
-}
-
 static uint64_t load_raw(nxv_dtype t, const void *p, size_t i) {
   switch (nxv_dtype_size(t)) {
     case 1: return ((const uint8_t *)p)[i];
@@ -128,7 +122,7 @@ static bool usable(nxv_device *d, nxv_dtype t) {
 static nxv_tensor *upload(nxv_device *d, nxv_dtype t, size_t n, const val *v) {
   nxv_dtype lt = lane_type(t);
   size_t m = n * lanes(t);
-  void *h = xcalloc(m, nxv_dtype_size(lt));
+  void *h = test_xcalloc(m, nxv_dtype_size(lt));
   for (size_t i = 0; i < m; i++) store_raw(lt, h, i, nxv_test_encode(lt, v[i]));
   nxv_tensor *out = NULL;
   nxv_status st = nxv_tensor_upload(d, t, n, n ? h : NULL, &out);
@@ -180,7 +174,7 @@ static size_t check_elems(const char *tag, nxv_dtype t, nxv_tensor *x, size_t n,
   if (n == 0) return 0;
   nxv_dtype lt = lane_type(t);
   size_t L = lanes(t);
-  void *h = xcalloc(n * L, nxv_dtype_size(lt));
+  void *h = test_xcalloc(n * L, nxv_dtype_size(lt));
   nxv_status st = nxv_tensor_download(x, 0, n, h);
   CHECK_MSG(st == NXV_OK, "%s: download: %s: %s", tag, nxv_status_name(st),
             nxv_last_error());
@@ -418,8 +412,8 @@ static void run_argreduce(nxv_device *d, nxv_dtype t, const arg_case *c, int pat
   arg_sizes(c, &n, &n_out, &k);
   val pool[8];
   make_pool(r, t, pool);
-  val *a = xcalloc(n, sizeof *a), *g = xcalloc(n, sizeof *g);
-  val *phys = xcalloc(n + 5, sizeof *phys), *back = xcalloc(n + 5, sizeof *back);
+  val *a = test_xcalloc(n, sizeof *a), *g = test_xcalloc(n, sizeof *g);
+  val *phys = test_xcalloc(n + 5, sizeof *phys), *back = test_xcalloc(n + 5, sizeof *back);
   val e[4][1024];
   val nan = is_fp(t) ? fval(t, NAN) : nxv_test_wrap(t, 0);
   val same_v = pool[rnd(r, 8)];
@@ -673,9 +667,9 @@ static void run_gather(nxv_device *d, nxv_dtype t, const gather_case *c, uint64_
   size_t L = lanes(t), n = 1;
   nxv_dtype lt = lane_type(t);
   for (uint32_t dd = 0; dd < c->rank; dd++) n *= (size_t)c->shape[dd];
-  val *src = xcalloc(c->src_count * L, sizeof *src), *e = xcalloc(n * L, sizeof *e);
-  int64_t *idx = xcalloc(c->idx_count, sizeof *idx);
-  size_t *src_of = xcalloc(n, sizeof *src_of);
+  val *src = test_xcalloc(c->src_count * L, sizeof *src), *e = test_xcalloc(n * L, sizeof *e);
+  int64_t *idx = test_xcalloc(c->idx_count, sizeof *idx);
+  size_t *src_of = test_xcalloc(n, sizeof *src_of);
   for (size_t i = 0; i < c->src_count * L; i++) src[i] = rnd_lane(r, lt, false);
   for (size_t i = 0; i < c->idx_count; i++)
     idx[i] = c->depth ? rnd_index(r, c->axis_dims[i % c->depth]) : 0;
@@ -824,11 +818,11 @@ static void run_scatter(nxv_device *d, nxv_dtype t, const scatter_case *c, bool 
   nxv_dtype lt = lane_type(t);
   for (uint32_t dd = 0; dd < c->rank; dd++) slice *= (size_t)c->slice_shape[dd];
   size_t nu = U * slice;
-  val *base = xcalloc(c->dst_count * L, sizeof *base);
-  val *e = xcalloc(c->dst_count * L, sizeof *e);
-  val *upd = xcalloc((nu ? nu : 1) * L, sizeof *upd);
-  int64_t *idx = xcalloc(U * c->depth + 1, sizeof *idx);
-  int *last_u = xcalloc(c->dst_count, sizeof *last_u);
+  val *base = test_xcalloc(c->dst_count * L, sizeof *base);
+  val *e = test_xcalloc(c->dst_count * L, sizeof *e);
+  val *upd = test_xcalloc((nu ? nu : 1) * L, sizeof *upd);
+  int64_t *idx = test_xcalloc(U * c->depth + 1, sizeof *idx);
+  int *last_u = test_xcalloc(c->dst_count, sizeof *last_u);
   for (size_t i = 0; i < c->dst_count * L; i++) base[i] = rnd_lane(r, lt, add);
   for (size_t i = 0; i < nu * L; i++) upd[i] = rnd_lane(r, lt, add);
   for (size_t i = 0; i < U * c->depth; i++)
@@ -1041,12 +1035,12 @@ static void run_sort(nxv_device *d, nxv_dtype t, const sort_case *c, bool dup,
     for (int i = 0; i < 4; i++)
       pool[i] = coin(r, 3) ? (i & 1 ? nxv_test_int_max(t) : nxv_test_int_min(t)) : rnd_int(r, t);
   }
-  val *a = xcalloc(n, sizeof *a), *ev[2], *ei[2];
-  size_t *perm = xcalloc(len, sizeof *perm), *tmp = xcalloc(len, sizeof *tmp);
+  val *a = test_xcalloc(n, sizeof *a), *ev[2], *ei[2];
+  size_t *perm = test_xcalloc(len, sizeof *perm), *tmp = test_xcalloc(len, sizeof *tmp);
   for (size_t i = 0; i < n; i++) a[i] = rnd_sort_key(r, t, pool, dup);
   for (int desc = 0; desc < 2; desc++) {
-    ev[desc] = xcalloc(n, sizeof(val));
-    ei[desc] = xcalloc(n, sizeof(val));
+    ev[desc] = test_xcalloc(n, sizeof(val));
+    ei[desc] = test_xcalloc(n, sizeof(val));
     for (size_t row = 0; row < c->rows; row++) {
       ref_sort(t, desc, a + row * len, perm, tmp, len);
       for (size_t j = 0; j < len; j++) {
@@ -1307,7 +1301,7 @@ static void run_window(nxv_device *d, nxv_dtype t, const win_case *c, uint64_t *
     n_out *= (size_t)out[dd];
     wc *= (size_t)c->win[dd];
   }
-  val *a = xcalloc(n_in, sizeof *a), *e = xcalloc(n_out, sizeof *e);
+  val *a = test_xcalloc(n_in, sizeof *a), *e = test_xcalloc(n_out, sizeof *e);
   for (int op = 0; op < NXV_REDUCE_OP_COUNT; op++) {
     for (size_t i = 0; i < n_in; i++) a[i] = rnd_window(r, t, (nxv_reduce_op)op, wc);
     for (size_t o = 0; o < n_out; o++) {

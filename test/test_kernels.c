@@ -26,15 +26,6 @@ static const nxv_dtype kTypes[NTYPES] = {NXV_F32, NXV_F64, NXV_S32};
 /* Host helpers                                                              */
 /* ------------------------------------------------------------------------ */
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size ? size : 1);
-  if (!p) {
-    fprintf(stderr, "test_kernels: out of host memory\n");
-    abort();
-  }
-  return p;
-}
-
 static bool is_float(nxv_dtype t) { return t >= NXV_F16 && t <= NXV_F64; }
 
 /* Machine epsilon of a float type (0 for integers). */
@@ -267,7 +258,7 @@ static bool operand_init(nxv_device *d, nxv_dtype t, const layout *lay,
   memset(o, 0, sizeof *o);
   o->dtype = t;
   o->lay = *lay;
-  o->host = xcalloc(lay->count, nxv_dtype_size(t));
+  o->host = test_xcalloc(lay->count, nxv_dtype_size(t));
   for (uint64_t i = 0; i < lay->count; i++)
     hset(t, o->host, i, gen(rng, t, op, which));
   return operand_upload(d, o);
@@ -280,7 +271,7 @@ static bool operand_values(nxv_device *d, nxv_dtype t, uint64_t n,
   o->dtype = t;
   int64_t shape[1] = {(int64_t)n};
   dense_layout(1, shape, &o->lay);
-  o->host = xcalloc(n, nxv_dtype_size(t));
+  o->host = test_xcalloc(n, nxv_dtype_size(t));
   for (uint64_t i = 0; i < n; i++) hset(t, o->host, i, vals[i]);
   return operand_upload(d, o);
 }
@@ -307,7 +298,7 @@ static bool check_result(nxv_status st, nxv_tensor *out, nxv_dtype t,
 
 /* Downloads the n elements of t into a new buffer; NULL on failure. */
 static void *download_all(nxv_tensor *t, uint64_t n, const char *tag) {
-  void *p = xcalloc(n, nxv_dtype_size(nxv_tensor_dtype(t)));
+  void *p = test_xcalloc(n, nxv_dtype_size(nxv_tensor_dtype(t)));
   nxv_status st = nxv_tensor_download(t, 0, n, p);
   CHECK_MSG(st == NXV_OK, "%s: download: %s", tag, nxv_last_error());
   if (st != NXV_OK) {
@@ -479,7 +470,7 @@ static void check_binary(nxv_device *d, nxv_binary_op op, nxv_dtype t,
   nxv_tensor *out = NULL;
   nxv_status st = nxv_binary(d, op, rank, shape, &a->view, &b->view, &out);
   if (check_result(st, out, t, n, tag)) {
-    long double *exp = xcalloc(n, sizeof *exp), *tol = xcalloc(n, sizeof *tol);
+    long double *exp = test_xcalloc(n, sizeof *exp), *tol = test_xcalloc(n, sizeof *tol);
     int64_t idx[NXV_MAX_RANK] = {0};
     for (uint64_t i = 0; i < n; i++) {
       long double x = hget(t, a->host, elem_offset(&a->lay, rank, idx));
@@ -801,7 +792,7 @@ static void check_unary(nxv_device *d, bool convert, nxv_unary_op op,
   nxv_status st = convert ? nxv_convert(d, to, rank, shape, &a->view, &out)
                           : nxv_unary(d, op, rank, shape, &a->view, &out);
   if (check_result(st, out, to, n, tag)) {
-    long double *exp = xcalloc(n, sizeof *exp), *tol = xcalloc(n, sizeof *tol);
+    long double *exp = test_xcalloc(n, sizeof *exp), *tol = test_xcalloc(n, sizeof *tol);
     int64_t idx[NXV_MAX_RANK] = {0};
     for (uint64_t i = 0; i < n; i++) {
       long double x = hget(from, a->host, elem_offset(&a->lay, rank, idx));
@@ -1597,9 +1588,9 @@ static void check_reduce(nxv_device *d, nxv_reduce_op op, nxv_dtype t,
   nxv_tensor *out = NULL;
   nxv_status st = nxv_reduce(d, op, rank, shape, &a->view, mask, &out);
   if (check_result(st, out, t, n_out, tag)) {
-    long double *acc = xcalloc(n_out, sizeof *acc);
-    long double *sabs = xcalloc(n_out, sizeof *sabs);
-    long double *tol = xcalloc(n_out, sizeof *tol);
+    long double *acc = test_xcalloc(n_out, sizeof *acc);
+    long double *sabs = test_xcalloc(n_out, sizeof *sabs);
+    long double *tol = test_xcalloc(n_out, sizeof *tol);
     for (uint64_t o = 0; o < n_out; o++) acc[o] = reduce_identity(op, t);
     int64_t idx[NXV_MAX_RANK] = {0};
     for (uint64_t i = 0; i < n; i++) {
@@ -1767,7 +1758,7 @@ NXV_TEST(kernels, transpose) {
         }
         for (uint32_t i = 0; i < rank; i++) out_shape[i] = shape[perm[i]];
         uint64_t n = shape_count(rank, shape);
-        void *host = xcalloc(n, nxv_dtype_size(t));
+        void *host = test_xcalloc(n, nxv_dtype_size(t));
         for (uint64_t i = 0; i < n; i++)
           hset(t, host, i, t == NXV_S32 ? (long double)rnd_s32(&rng)
                                         : rnd_real(&rng, -1e3, 1e3));
@@ -1781,7 +1772,7 @@ NXV_TEST(kernels, transpose) {
               nxv_transpose(d, rank, shape, a, rank ? perm : NULL, &out);
           if (check_result(st, out, t, n, tag)) {
             /* out[j] at out index J = in[I] with I[perm[k]] = J[k]. */
-            long double *exp = xcalloc(n, sizeof *exp);
+            long double *exp = test_xcalloc(n, sizeof *exp);
             int64_t in_strides[6], jdx[6] = {0}, s = 1;
             for (int i = (int)rank - 1; i >= 0; i--) {
               in_strides[i] = s;
@@ -1879,8 +1870,8 @@ static void run_matmul(nxv_device *d, nxv_dtype t, uint64_t batch, uint64_t m,
     nxv_tensor *out = NULL;
     nxv_status st = nxv_matmul(d, &desc, &out);
     if (check_result(st, out, t, n_out, tag)) {
-      long double *exp = xcalloc(n_out, sizeof *exp),
-                  *tol = xcalloc(n_out, sizeof *tol);
+      long double *exp = test_xcalloc(n_out, sizeof *exp),
+                  *tol = test_xcalloc(n_out, sizeof *tol);
       const int64_t *sa = desc.a_strides, *sb = desc.b_strides;
       for (uint64_t bi = 0; bi < batch; bi++)
         for (uint64_t i = 0; i < m; i++)
@@ -2003,7 +1994,7 @@ NXV_TEST(kernels, fill) {
       out = NULL;
       nxv_status st = nxv_fill(d, t, n, pattern, &out);
       if (check_result(st, out, t, n, tag)) {
-        uint8_t *got = xcalloc(n, es);
+        uint8_t *got = test_xcalloc(n, es);
         CHECK_OK(nxv_tensor_download(out, 0, n, got));
         uint64_t bad = 0;
         for (uint64_t i = 0; i < n; i++)
@@ -2055,7 +2046,7 @@ NXV_TEST(kernels, iota) {
         nxv_tensor *out = NULL;
         nxv_status st = nxv_iota(d, t, rank, dims, axis, &out);
         if (check_result(st, out, t, n, tag)) {
-          long double *exp = xcalloc(n, sizeof *exp);
+          long double *exp = test_xcalloc(n, sizeof *exp);
           int64_t idx[4] = {0};
           for (uint64_t i = 0; i < n; i++) {
             exp[i] = rank ? (long double)idx[axis] : 0;
@@ -2407,7 +2398,7 @@ NXV_TEST(kernels, compare_every_op_and_type) {
   for (int ti = 0; ti < 4; ti++) {
     nxv_dtype t = kMaskTypes[ti];
     size_t es = nxv_dtype_size(t);
-    unsigned char *a = xcalloc(N, es), *b = xcalloc(N, es);
+    unsigned char *a = test_xcalloc(N, es), *b = test_xcalloc(N, es);
     for (int i = 0; i < N; i++) {
       mset(t, a, i, mask_value(&rng, t));
       mset(t, b, i, mask_value(&rng, t));
@@ -2463,7 +2454,7 @@ NXV_TEST(kernels, select_every_type_and_lay) {
   for (int ti = 0; ti < 4; ti++) {
     nxv_dtype t = kMaskTypes[ti];
     size_t es = nxv_dtype_size(t);
-    unsigned char *a = xcalloc(N, es), *b = xcalloc(N, es), *got = xcalloc(N, es);
+    unsigned char *a = test_xcalloc(N, es), *b = test_xcalloc(N, es), *got = test_xcalloc(N, es);
     for (int i = 0; i < N; i++) {
       mset(t, a, i, (long double)rnd_int(&rng, 0, 100));
       mset(t, b, i, (long double)rnd_int(&rng, 101, 200));
@@ -2677,8 +2668,8 @@ NXV_TEST(kernels, transcendental_precision) {
   REQUIRE_OK(nxv_device_info_get(d, &info));
   enum { N = 4096 };
   uint64_t rng = 0x7001;
-  double *x64 = xcalloc(N, sizeof(double)), *y64 = xcalloc(N, sizeof(double));
-  float *x32 = xcalloc(N, sizeof(float)), *y32 = xcalloc(N, sizeof(float));
+  double *x64 = test_xcalloc(N, sizeof(double)), *y64 = test_xcalloc(N, sizeof(double));
+  float *x32 = test_xcalloc(N, sizeof(float)), *y32 = test_xcalloc(N, sizeof(float));
   static const nxv_unary_op ops[14] = {NXV_EXP,   NXV_LOG,  NXV_SIN,  NXV_COS,  NXV_TANH,
                                        NXV_SIGMOID, NXV_EXPM1, NXV_LOG1P, NXV_ERF, NXV_ERFC,
                                        NXV_ERF_INV, NXV_TAN, NXV_SINH, NXV_COSH};

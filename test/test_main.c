@@ -53,6 +53,15 @@ nxv_device *test_open_device(void) {
   return device;
 }
 
+void *test_xcalloc(size_t n, size_t size) {
+  void *p = calloc(n ? n : 1, size ? size : 1);
+  if (!p) {
+    fprintf(stderr, "tests: out of host memory\n");
+    abort();
+  }
+  return p;
+}
+
 uint64_t test_rand_u64(uint64_t *state) {
   uint64_t x = *state ? *state : 0x9E3779B97F4A7C15ull;
   x ^= x << 13;

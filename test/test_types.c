@@ -77,12 +77,6 @@ static double ulp_of(nxv_dtype t, double v) {
 static val canon(nxv_dtype t, val v) { return nxv_test_decode(t, nxv_test_encode(t, v)); }
 static val fval(nxv_dtype t, double f) { return canon(t, (val){.f = f}); }
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) abort();
-  return p;
-}
-
 static uint64_t load_raw(nxv_dtype t, const void *p, size_t i) {
   switch (nxv_dtype_size(t)) {
     case 1: return ((const uint8_t *)p)[i];
@@ -118,7 +112,7 @@ static const char *fmt(char *buf, size_t cap, nxv_dtype t, val v) {
 /* Uploads n values as type t, in reverse order when reversed. */
 static nxv_tensor *upload(nxv_device *d, nxv_dtype t, size_t n, const val *v,
                           bool reversed) {
-  void *h = xcalloc(n, nxv_dtype_size(t));
+  void *h = test_xcalloc(n, nxv_dtype_size(t));
   for (size_t i = 0; i < n; i++) store_raw(t, h, reversed ? n - 1 - i : i, nxv_test_encode(t, v[i]));
   nxv_tensor *out = NULL;
   nxv_status st = nxv_tensor_upload(d, t, n, h, &out);
@@ -156,7 +150,7 @@ static void check_out(const char *tag, nxv_dtype t, nxv_tensor *out, size_t n,
                       const val *exp, int ulps, const double *abs,
                       nxv_dtype in, const val *x, const val *y) {
   if (!out) return;
-  void *h = xcalloc(n, nxv_dtype_size(t));
+  void *h = test_xcalloc(n, nxv_dtype_size(t));
   nxv_status st = nxv_tensor_download(out, 0, n, h);
   CHECK_OK(st);
   if (st == NXV_OK) {
@@ -583,10 +577,10 @@ static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
     for (size_t pi = 0; pi < sizeof pairs / sizeof *pairs; pi++) {
       tiled_arg ga = tiled_layout(pairs[pi][0], D, R, C);
       tiled_arg gb = tiled_layout(pairs[pi][1], D, R, C);
-      val *a = xcalloc(ga.count, sizeof *a), *b = xcalloc(gb.count, sizeof *b);
-      val *x = xcalloc(n, sizeof *x), *y = xcalloc(n, sizeof *y);
-      val *e_add = xcalloc(n, sizeof *e_add), *e_neg = xcalloc(n, sizeof *e_neg);
-      val *e_cvt = xcalloc(n, sizeof *e_cvt);
+      val *a = test_xcalloc(ga.count, sizeof *a), *b = test_xcalloc(gb.count, sizeof *b);
+      val *x = test_xcalloc(n, sizeof *x), *y = test_xcalloc(n, sizeof *y);
+      val *e_add = test_xcalloc(n, sizeof *e_add), *e_neg = test_xcalloc(n, sizeof *e_neg);
+      val *e_cvt = test_xcalloc(n, sizeof *e_cvt);
       tiled_fill(r, t, 0, ga.count, a);
       tiled_fill(r, t, 1, gb.count, b);
       size_t i = 0;
