@@ -64,7 +64,7 @@ defmodule Nx.Vulkan.Fusion do
     # Groups by root, built in op order: an op takes the groups of the
     # operands it may absorb. A group is {members, dups}: dups lists the
     # slots of members recomputed here although other ops read them too
-    # (one entry per read), see absorb/6.
+    # (one entry per read), see absorb/5.
     groups =
       Enum.reduce(Enum.sort(Map.keys(members)), %{}, fn i, groups ->
         m = members[i]
