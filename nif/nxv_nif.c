@@ -926,8 +926,9 @@ static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
       return raise_argument(env, "fused: program word %u is not a 32-bit integer", i);
     program[i] = w;
   }
-  if (!enif_get_list_length(env, argv[3], &ninputs) || ninputs > NXV_FUSED_MAX_INPUTS)
-    return raise_argument(env, "fused: inputs must be a list of at most %d views",
+  if (!enif_get_list_length(env, argv[3], &ninputs) || ninputs < 1 ||
+      ninputs > NXV_FUSED_MAX_INPUTS)
+    return raise_argument(env, "fused: inputs must be a list of 1 to %d views",
                           NXV_FUSED_MAX_INPUTS);
   view_arg v[NXV_FUSED_MAX_INPUTS];
   nxv_view views[NXV_FUSED_MAX_INPUTS];
@@ -947,7 +948,6 @@ static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     }
     views[i] = to_view(&v[i]);
   }
-  if (ninputs == 0) return raise_argument(env, "fused: no inputs");
   nxv_tensor *out = NULL;
   nxv_status st = nxv_fused(nxv_tensor_device(v[0].t), t, rank, shape, ninputs, views,
                             ninstrs, program, &out);

@@ -364,19 +364,23 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     # that read it since. The results do not change: every op computes from the same
     # inputs.
     defp by_depth(ops) do
+      # writer: key -> depth of its last writer; readers: key -> deepest
+      # reader since.
       {depths, _writer, _readers} =
         Enum.reduce(ops, {[], %{}, %{}}, fn {name, specs, out}, {depths, writer, readers} ->
           reads = Enum.flat_map(specs, &keys_of/1)
           out = Enum.map(out, &{:s, &1})
           writes = if name in @mutating, do: keys_of(hd(specs)) ++ out, else: out
           reads = reads -- writes
-          after_ops = Enum.flat_map(reads ++ writes, &List.wrap(writer[&1]))
-          after_ops = after_ops ++ Enum.flat_map(writes, &Map.get(readers, &1, []))
-          depth = Enum.reduce(after_ops, 0, &max(elem(&1, 1) + 1, &2))
-          me = {length(depths), depth}
-          writer = Enum.reduce(writes, writer, &Map.put(&2, &1, me))
-          readers = Enum.reduce(writes, readers, &Map.delete(&2, &1))
-          readers = Enum.reduce(reads, readers, &Map.update(&2, &1, [me], fn l -> [me | l] end))
+          before = Enum.map(reads ++ writes, &Map.get(writer, &1, -1))
+          before = before ++ Enum.map(writes, &Map.get(readers, &1, -1))
+          depth = Enum.max([-1 | before]) + 1
+          writer = Enum.reduce(writes, writer, &Map.put(&2, &1, depth))
+          readers = Map.drop(readers, writes)
+
+          readers =
+            Enum.reduce(reads, readers, &Map.update(&2, &1, depth, fn d -> max(d, depth) end))
+
           {[depth | depths], writer, readers}
         end)
 

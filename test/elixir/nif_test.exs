@@ -30,6 +30,41 @@ defmodule Nx.Vulkan.NIFTest do
     assert_raise ArgumentError, ~r/option/, fn -> NIF.open_device(-1, %{max_batch_nodes: -3}) end
   end
 
+  test "fused programs run and reject bad arguments", %{dev: dev} do
+    a = NIF.upload(dev, :f32, f32([1.0, -2.0, 3.0, 4.0]))
+    b = NIF.upload(dev, :f32, f32([0.5]))
+    # (a * b) - a, with b broadcast
+    mul = 1 ||| 2 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
+    sub = 1 ||| 1 <<< 2 ||| 2 <<< 8 ||| 0 <<< 13
+    out = NIF.fused(:f32, [4], [mul, sub], [{a, 0, nil}, {b, 0, [0]}])
+    assert to_f32(NIF.download(out, 0, 4)) == [-0.5, 1.0, -1.5, -2.0]
+
+    assert_raise ArgumentError, ~r/unknown type/, fn ->
+      NIF.fused(:f33, [4], [mul], [{a, 0, nil}])
+    end
+
+    assert_raise ArgumentError, ~r/1 to 12 views/, fn -> NIF.fused(:f32, [4], [mul], []) end
+
+    assert_raise ArgumentError, ~r/at most 16 words/, fn ->
+      NIF.fused(:f32, [4], List.duplicate(mul, 17), [{a, 0, nil}, {b, 0, [0]}])
+    end
+
+    assert_raise ArgumentError, ~r/word 0/, fn -> NIF.fused(:f32, [4], [-1], [{a, 0, nil}]) end
+    assert_raise ArgumentError, ~r/input 0 must be/, fn -> NIF.fused(:f32, [4], [mul], [a]) end
+    # reads register 2 with two inputs: rejected by the runtime
+    assert_raise ArgumentError, ~r/register/, fn ->
+      NIF.fused(:f32, [4], [sub], [{a, 0, nil}, {b, 0, [0]}])
+    end
+
+    assert_raise ArgumentError, ~r/s32/, fn ->
+      c = NIF.upload(dev, :s32, s32([1, 2, 3, 4]))
+      NIF.fused(:f32, [4], [mul], [{c, 0, nil}, {b, 0, [0]}])
+    end
+
+    # the tensors still work
+    assert to_f32(NIF.download(a, 0, 4)) == [1.0, -2.0, 3.0, 4.0]
+  end
+
   test "upload and download round trip every type", %{dev: dev} do
     for {type, size} <- [
           s8: 1,
