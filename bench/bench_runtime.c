@@ -58,7 +58,8 @@
  * instead of reporting fast garbage.
  *
  * Usage: nxv_bench [--device N] [--ops N] [--mb N] [--reps N] [--side N]
- *                  [--mm-max N] [--suite LIST] [--csv] [--csv-out FILE]
+ *                  [--mm-max N] [--kick-nodes N] [--suite LIST] [--csv]
+ *                  [--csv-out FILE]
  *                  [--quick]
  * --csv prints rows test,mode,metric,value,unit; --csv-out FILE writes the
  * shared schema (impl,test,dtype,shape,metric,value); --quick is a smoke
@@ -113,6 +114,8 @@ static void usage(FILE *f) {
       "  --mm-max N      largest matmul dimension (default 8192; on CPU\n"
       "                  devices 1024 and at most 2^31 FLOPs per product)\n"
       "  --reps N        timed runs per measurement (default 5)\n"
+      "  --kick-nodes N  the devices' kick_nodes option (submit at N nodes\n"
+      "                  when the GPU is idle; default: the runtime's)\n"
       "  --csv           machine-readable stdout: test,mode,metric,value,unit\n"
       "  --csv-out FILE  also write every figure to FILE in the shared schema\n"
       "                  impl,test,dtype,shape,metric,value\n"
@@ -188,6 +191,9 @@ static options parse_options(int argc, char **argv) {
     } else if (!strcmp(a, "--mm-max")) {
       o.mm_max = parse_u64(a, v, 1, 65536);
       o.mm_max_set = true;
+      i++;
+    } else if (!strcmp(a, "--kick-nodes")) {
+      g_kick_nodes = (uint32_t)parse_u64(a, v, 1, 1u << 20);
       i++;
     } else if (!strcmp(a, "--suite")) {
       o.suites = parse_suites(v);

@@ -300,10 +300,13 @@ void results_free(void) {
 /* Devices                                                             */
 /* ------------------------------------------------------------------ */
 
+uint32_t g_kick_nodes;
+
 nxv_device *open_device(int32_t index, uint32_t max_batch_nodes) {
   nxv_device_config config;
   memset(&config, 0, sizeof config);
   config.max_batch_nodes = max_batch_nodes;
+  config.kick_nodes = g_kick_nodes;
   config.disable_disk_cache = true;
   nxv_device *d = NULL;
   NXV_CHECK(nxv_device_open(index, &config, &d));

@@ -162,6 +162,9 @@ typedef struct nxv_device_config {
                                  (elements touched); 1<<28 */
   uint32_t idle_flush_us;     /* submit an open batch after the ring has
                                  been empty this long; 20 */
+  uint32_t kick_nodes;        /* submit an open batch of this many nodes
+                                 at once when nothing is in flight (the
+                                 GPU is idle); 16 */
   uint32_t wait_spin_us;      /* downloads busy-poll this long before
                                  sleeping; 50 */
   uint32_t idle_spin_us;      /* the scheduler thread polls an empty ring

@@ -59,6 +59,7 @@ static void resolve_config(nxv_device *d, const nxv_device_config *in) {
   if (!c.max_batch_nodes) c.max_batch_nodes = 512;
   if (!c.max_batch_cost) c.max_batch_cost = 1ull << 28;
   if (!c.idle_flush_us) c.idle_flush_us = 20;
+  if (!c.kick_nodes) c.kick_nodes = 16;
   if (!c.wait_spin_us) c.wait_spin_us = 50;
   if (!c.idle_spin_us) c.idle_spin_us = 200;
   if (!c.staging_bytes) c.staging_bytes = 64ull << 20;
@@ -115,6 +116,7 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
         .max_batch_nodes = d->config.max_batch_nodes,
         .max_batch_cost = d->config.max_batch_cost,
         .idle_flush_us = d->config.idle_flush_us,
+        .kick_nodes = d->config.kick_nodes,
         .wait_spin_us = d->config.wait_spin_us,
         .idle_spin_us = d->config.idle_spin_us,
         .completion_spin_us =

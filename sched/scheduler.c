@@ -10,7 +10,6 @@
 #include "sched/status.h"
 
 #define NXV_MAX_BATCHES 16
-#define NXV_KICK_NODES 16 /* submit this many at once when the GPU is idle */
 /* A batch is submitted once it holds NXV_EARLY_NODES nodes and
  * NXV_EARLY_COST of estimated work: a producer that queues large ops
  * slower than the GPU runs them (a training step's replay) then keeps the
@@ -448,7 +447,7 @@ static void *sched_main(void *arg) {
                    b->cost >= s->cfg.max_batch_cost;
       if (!flush && b->nnodes >= NXV_EARLY_NODES && b->cost >= NXV_EARLY_COST)
         flush = true;
-      if (!flush && b->nnodes >= NXV_KICK_NODES) {
+      if (!flush && s->cfg.kick_nodes && b->nnodes >= s->cfg.kick_nodes) {
         pthread_mutex_lock(&s->mu);
         flush = s->inflight_count == 0;
         pthread_mutex_unlock(&s->mu);

@@ -102,6 +102,8 @@ typedef struct nxv_sched_config {
   uint32_t max_batch_nodes;
   uint64_t max_batch_cost;
   uint32_t idle_flush_us;
+  uint32_t kick_nodes;        /* submit at this many nodes when nothing is
+                                  in flight; 0 = never */
   uint32_t wait_spin_us;
   uint32_t idle_spin_us;
   uint32_t completion_spin_us; /* the completion thread polls the timeline

@@ -320,6 +320,37 @@ NXV_TEST(sched, large_ops_submit_in_batches_of_eight) {
   nxv_device_release(d);
 }
 
+/* With nothing in flight, an open batch is submitted once it holds
+ * kick_nodes nodes (before its idle flush), not sooner. */
+NXV_TEST(sched, idle_gpu_submits_at_kick_nodes) {
+  static const uint32_t kicks[] = {5, 40};
+  for (size_t ki = 0; ki < sizeof kicks / sizeof kicks[0]; ki++) {
+    uint32_t kick = kicks[ki];
+    nxv_device_config cfg = {.disable_disk_cache = true, .idle_flush_us = 10000000,
+                             .kick_nodes = kick};
+    nxv_device *d = open_with(&cfg);
+    REQUIRE(d);
+    float host[16] = {0};
+    nxv_tensor *t;
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 16, host, &t));
+    REQUIRE_OK(nxv_device_synchronize(d));
+    int64_t shape[1] = {16};
+    nxv_view v = {t, 0, NULL};
+    nxv_tensor *outs[40];
+    uint64_t s0 = submits_of(d);
+    for (uint32_t i = 0; i + 1 < kick; i++)
+      REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
+    usleep(50000);
+    CHECK_MSG(submits_of(d) == s0, "kick %u: %u nodes submitted early", kick, kick - 1);
+    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[kick - 1]));
+    CHECK_MSG(submits_reach(d, s0 + 1, 2000), "kick %u: %u nodes not submitted", kick, kick);
+    REQUIRE_OK(nxv_device_synchronize(d));
+    for (uint32_t i = 0; i < kick; i++) nxv_tensor_release(outs[i]);
+    nxv_tensor_release(t);
+    nxv_device_release(d);
+  }
+}
+
 /* A tiny ring forces producers to find it full; nothing may be lost. */
 typedef struct chain_ctx {
   nxv_device *d;

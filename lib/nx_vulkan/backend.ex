@@ -2070,6 +2070,27 @@ if Code.ensure_loaded?(Nx.Backend) do
         else: operand(t, nif_type, index)
     end
 
+    # A single element of known value in another type (the s64 constant
+    # Nx makes of the 1 in Nx.add(x, 1) on an f32 x): the converted value's
+    # cached buffer, through its own handle.
+    defp kernel_operand(
+           %T{type: type, data: %__MODULE__{device: index, ref: ref, value: value}} = t,
+           nif_type,
+           index
+         )
+         when value != nil do
+      target = nif_type_to_nx(nif_type)
+
+      with true <- type != target and Nx.size(t) == 1,
+           bytes when byte_size(bytes) <= 8 <- convert_value(value, type, target) do
+        # Raises on a deallocated tensor, like every other use.
+        _ = NIF.tensor_info(ref)
+        {:ok, shared_scalar(index, nif_type, bytes)}
+      else
+        _ -> operand(t, nif_type, index)
+      end
+    end
+
     defp kernel_operand(t, nif_type, index), do: operand(t, nif_type, index)
 
     # The value every element of t is known to equal, or nil. Host scalars

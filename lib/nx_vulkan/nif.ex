@@ -42,7 +42,7 @@ defmodule Nx.Vulkan.NIF do
 
   @doc """
   Opens device `index` (-1 for the default). `opts` is a map with optional
-  keys `:max_batch_nodes, :idle_flush_us, :wait_spin_us, :idle_spin_us, :ring_capacity,
+  keys `:max_batch_nodes, :idle_flush_us, :kick_nodes, :wait_spin_us, :idle_spin_us, :ring_capacity,
   :staging_bytes, :pool_limit_bytes, :cache_dir (binary),
   :disable_disk_cache, :poison_outputs, :fast_math, :unmapped_small`,
   `:download_kernel` (`:auto`,

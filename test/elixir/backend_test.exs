@@ -702,6 +702,11 @@ if Code.ensure_loaded?(Nx) do
       c = Nx.tensor(3.0, backend: VB)
       assert Nx.backend_deallocate(c) == :ok
       assert_raise ArgumentError, fn -> Nx.add(c, Nx.tensor([1.0, 2.0], backend: VB)) end
+
+      # a constant read in another type (converted through the scalar cache)
+      i = Nx.tensor(3, backend: VB)
+      assert Nx.backend_deallocate(i) == :ok
+      assert_raise ArgumentError, fn -> Nx.add(Nx.tensor([1.0, 2.0], backend: VB), i) end
     end
 
     test "backend_transfer frees its source; backend_copy does not" do
