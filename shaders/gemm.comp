@@ -16,15 +16,17 @@
 // scheduling).
 // Each thread accumulates an 8x8 block: rows {ty*4 + i, BM/2 + ty*4 + i},
 // columns {tx*4 + j, BN/2 + tx*4 + j}, i, j < 4, so its shared-memory reads
-// are 4-wide and conflict-free. A and B advance through k in slices of 8,
+// are 4-wide and conflict-free. A and B advance through k in slices of BK,
 // staged in shared memory (double-buffered: the next slice is read from
 // memory into registers while the current one is multiplied). Each operand
 // is read along its contiguous axis, whichever it is (k for a row-major A,
 // m for a transposed one), so global reads stay coalesced, 4 elements per
 // load where the base and the stride between runs are multiples of 4 (one
 // load instead of four: 29 -> 37 TFLOP/s for f32 4096^3 on an H100).
-// GEMM_BK sets the slice length (16 measured no faster at 4096^3 and
-// slower on small products there).
+// Results are stored 4 at a time where aligned. GEMM_BK sets the slice
+// length (16 measured no faster at 4096^3 and slower on small products
+// there; warps covering 32x64 results instead of 16x128, which halves
+// their shared-memory wavefronts, measured 2% slower).
 // Dispatch: (ceil(n/BN), ceil(m/BM), batch * nsplit); spec constant 0
 // must be 256 (VARIANT 0) or 64 (VARIANTS 1 and 2).
 #extension GL_EXT_control_flow_attributes : require
@@ -228,6 +230,13 @@ void main() {
     if (gr >= pc.m) continue;
     [[unroll]] for (uint h = 0u; h < 2u; ++h) {
       uint gc = col0 + h * (BN / 2u) + tx * 4u;
+#if T_VEC
+      uint o = cbase + gr * pc.n + gc;
+      if (!split && gc + 4u <= pc.n && o % 4u == 0u) {  // 4 in bounds, aligned
+        BufT4(pc.c).v[o / 4u] = T4(acc[i][h]);
+        continue;
+      }
+#endif
       for (uint j = 0u; j < 4u; ++j) {
         if (gc + j >= pc.n) continue;
         if (split) pc.part.v[cbase + gr * pc.n + gc + j] = acc[i][h][j];
