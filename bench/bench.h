@@ -122,7 +122,8 @@ void results_free(void);
 /* ------------------------------------------------------------------ */
 
 /* Opens device index with the default config, except max_batch_nodes
- * (0: the default) and the on-disk pipeline cache (off). */
+ * (0: the default), kick_nodes (g_kick_nodes) and the on-disk pipeline
+ * cache (off). */
 nxv_device *open_device(int32_t index, uint32_t max_batch_nodes);
 
 /* nxv_device_config.kick_nodes of every device open_device opens (0: the
