@@ -122,9 +122,9 @@ void main() {
   bool b_walk_k = pc.b_sk == 1 && pc.b_sn != 1;
   // 4-wide loads where every group the walk reads starts 4-aligned: the
   // base and the stride between groups (the other axis's) multiples of 4.
-  bool a_vec = abase % 4u == 0u && (a_walk_k ? pc.a_sm : pc.a_sk) % 4 == 0 &&
+  bool a_vec = abase % 4u == 0u && (uint(a_walk_k ? pc.a_sm : pc.a_sk) & 3u) == 0u &&
                (a_walk_k || pc.a_sm == 1);
-  bool b_vec = bbase % 4u == 0u && (b_walk_k ? pc.b_sn : pc.b_sk) % 4 == 0 &&
+  bool b_vec = bbase % 4u == 0u && (uint(b_walk_k ? pc.b_sn : pc.b_sk) & 3u) == 0u &&
                (b_walk_k || pc.b_sn == 1);
 
   vec4 ra[QT], rb[QT];  // the next slice, in registers
