@@ -8,7 +8,8 @@
 #   make test         all of the above
 #   make nif          build the Erlang NIF into priv/ (mix compile does it)
 #   make demo         build and run the demo on the default device
-#   make bench        build the C benchmarks (build/bench/nxv_bench, vk_floor)
+#   make bench        build the C benchmarks (build/bench/nxv_bench, vk_floor,
+#                     vk_ceiling)
 #   make vk-floor     build build/bench/vk_floor (raw Vulkan round trips)
 #   make deps         install the Debian packages the build needs, if missing
 #
@@ -85,16 +86,35 @@ $(B)/bench/nxv_bench: $(BENCH_OBJ) $(B)/libnxv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 
-bench: $(B)/bench/nxv_bench $(B)/bench/vk_floor
+bench: $(B)/bench/nxv_bench $(B)/bench/vk_floor $(B)/bench/vk_ceiling
 
-# Raw Vulkan round-trip floors, without the runtime (bench/floor/).
+# Raw Vulkan round-trip floors and arithmetic ceilings, without the runtime
+# (bench/floor/).
 $(GEN)/add_one.h: bench/floor/add_one.comp
 	@mkdir -p $(GEN)
 	$(GLSLANG) -V --target-env vulkan1.3 --vn add_one_spv $< -o $@ >/dev/null
 
-$(B)/bench/vk_floor: bench/floor/vk_floor.c $(GEN)/add_one.h
+$(GEN)/peak_ffma.h: bench/floor/peak_ffma.comp
+	@mkdir -p $(GEN)
+	$(GLSLANG) -V --target-env vulkan1.3 --vn peak_ffma_spv $< -o $@ >/dev/null
+
+$(GEN)/peak_hmma_reg.h: bench/floor/peak_hmma.comp
+	@mkdir -p $(GEN)
+	$(GLSLANG) -V --target-env vulkan1.3 -DFROM_SHARED=0 --vn peak_hmma_reg_spv $< -o $@ >/dev/null
+
+$(GEN)/peak_hmma_shared.h: bench/floor/peak_hmma.comp
+	@mkdir -p $(GEN)
+	$(GLSLANG) -V --target-env vulkan1.3 -DFROM_SHARED=1 --vn peak_hmma_shared_spv $< -o $@ >/dev/null
+
+$(B)/bench/vk_floor: bench/floor/vk_floor.c bench/floor/vk_raw.c bench/floor/vk_raw.h $(GEN)/add_one.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $< $(LDFLAGS) -lvulkan -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/vk_floor.c bench/floor/vk_raw.c $(LDFLAGS) -lvulkan -o $@
+
+$(B)/bench/vk_ceiling: bench/floor/vk_ceiling.c bench/floor/vk_raw.c bench/floor/vk_raw.h \
+		$(GEN)/peak_ffma.h $(GEN)/peak_hmma_reg.h $(GEN)/peak_hmma_shared.h $(B)/libnxv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/vk_ceiling.c bench/floor/vk_raw.c $(B)/libnxv.a \
+		$(LDFLAGS) $(LDLIBS) -o $@
 
 vk-floor: $(B)/bench/vk_floor
 

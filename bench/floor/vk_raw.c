@@ -1,0 +1,235 @@
+/*
+ * vk_raw.c - the bare Vulkan context of the raw benchmarks (see vk_raw.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "vk_raw.h"
+
+#include <string.h>
+#include <time.h>
+
+double raw_now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double raw_median(double *v, size_t n) {
+  qsort(v, n, sizeof *v, cmp_double);
+  return v[n / 2];
+}
+
+static uint32_t memory_type(const raw_ctx *c, uint32_t bits, VkMemoryPropertyFlags need,
+                            VkMemoryPropertyFlags avoid) {
+  VkPhysicalDeviceMemoryProperties mp;
+  vkGetPhysicalDeviceMemoryProperties(c->pd, &mp);
+  for (int pass = 0; pass < 2; pass++)
+    for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
+      VkMemoryPropertyFlags f = mp.memoryTypes[i].propertyFlags;
+      if ((bits >> i & 1u) && (f & need) == need && (pass == 1 || !(f & avoid))) return i;
+    }
+  fprintf(stderr, "%s: no memory type with flags 0x%x\n", raw_program, (unsigned)need);
+  exit(1);
+}
+
+raw_buf raw_buffer(const raw_ctx *c, VkDeviceSize size, VkMemoryPropertyFlags need,
+                   VkMemoryPropertyFlags avoid) {
+  raw_buf b;
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           .size = size,
+                           .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
+                                    VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                                    VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                    VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT};
+  RAW_VK(vkCreateBuffer(c->dev, &bi, NULL, &b.buffer));
+  VkMemoryRequirements mr;
+  vkGetBufferMemoryRequirements(c->dev, b.buffer, &mr);
+  VkMemoryAllocateFlagsInfo fi = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                  .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+  VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                             .pNext = &fi,
+                             .allocationSize = mr.size,
+                             .memoryTypeIndex = memory_type(c, mr.memoryTypeBits, need, avoid)};
+  RAW_VK(vkAllocateMemory(c->dev, &ai, NULL, &b.memory));
+  RAW_VK(vkBindBufferMemory(c->dev, b.buffer, b.memory, 0));
+  VkBufferDeviceAddressInfo di = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
+                                  .buffer = b.buffer};
+  b.addr = vkGetBufferDeviceAddress(c->dev, &di);
+  return b;
+}
+
+static bool has_extension(VkPhysicalDevice pd, const char *name) {
+  uint32_t n = 0;
+  RAW_VK(vkEnumerateDeviceExtensionProperties(pd, NULL, &n, NULL));
+  VkExtensionProperties *e = calloc(n ? n : 1, sizeof *e);
+  if (!e) exit(1);
+  RAW_VK(vkEnumerateDeviceExtensionProperties(pd, NULL, &n, e));
+  bool found = false;
+  for (uint32_t i = 0; i < n && !found; i++) found = strcmp(e[i].extensionName, name) == 0;
+  free(e);
+  return found;
+}
+
+void raw_open(raw_ctx *c, uint32_t index, bool want_extras) {
+  VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                           .pApplicationName = raw_program,
+                           .apiVersion = VK_API_VERSION_1_3};
+  VkInstanceCreateInfo ici = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                              .pApplicationInfo = &app};
+  RAW_VK(vkCreateInstance(&ici, NULL, &c->instance));
+  uint32_t n = 0;
+  RAW_VK(vkEnumeratePhysicalDevices(c->instance, &n, NULL));
+  VkPhysicalDevice *pds = calloc(n ? n : 1, sizeof *pds);
+  if (!pds) exit(1);
+  RAW_VK(vkEnumeratePhysicalDevices(c->instance, &n, pds));
+  if (index >= n) {
+    fprintf(stderr, "%s: no device %u (%u present)\n", raw_program, index, n);
+    exit(1);
+  }
+  c->pd = pds[index];
+  free(pds);
+  vkGetPhysicalDeviceProperties(c->pd, &c->props);
+  printf("device %u: %s\n", index, c->props.deviceName);
+  uint32_t nf = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(c->pd, &nf, NULL);
+  VkQueueFamilyProperties *qf = calloc(nf ? nf : 1, sizeof *qf);
+  if (!qf) exit(1);
+  vkGetPhysicalDeviceQueueFamilyProperties(c->pd, &nf, qf);
+  c->family = UINT32_MAX;
+  for (uint32_t i = 0; i < nf && c->family == UINT32_MAX; i++)
+    if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) c->family = i;
+  free(qf);
+  if (c->family == UINT32_MAX) {
+    fprintf(stderr, "%s: no compute queue\n", raw_program);
+    exit(1);
+  }
+
+  /* Cooperative matrices and executable statistics where asked for and
+   * present. */
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exe = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  VkPhysicalDeviceVulkan11Features have11 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features have12 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &have11};
+  VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                  .pNext = &have12};
+  bool nv = want_extras && has_extension(c->pd, "VK_NV_cooperative_matrix");
+  bool ex = want_extras && has_extension(c->pd, "VK_KHR_pipeline_executable_properties");
+  have11.pNext = &coop;
+  coop.pNext = &exe;
+  vkGetPhysicalDeviceFeatures2(c->pd, &f2);
+  c->coopmat_nv = nv && coop.cooperativeMatrix && have12.shaderFloat16 &&
+                  have12.vulkanMemoryModel && have11.storageBuffer16BitAccess;
+  c->executable_stats = ex && exe.pipelineExecutableInfo;
+
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                .queueFamilyIndex = c->family,
+                                .queueCount = 1,
+                                .pQueuePriorities = &prio};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exe_on = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
+      .pipelineExecutableInfo = VK_TRUE};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop_on = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
+      .pNext = c->executable_stats ? &exe_on : NULL,
+      .cooperativeMatrix = VK_TRUE};
+  VkPhysicalDeviceVulkan11Features f11 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+      .pNext = c->coopmat_nv ? (void *)&coop_on : c->executable_stats ? (void *)&exe_on : NULL,
+      .storageBuffer16BitAccess = c->coopmat_nv};
+  VkPhysicalDeviceVulkan12Features f12 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+      .pNext = &f11,
+      .timelineSemaphore = VK_TRUE,
+      .bufferDeviceAddress = VK_TRUE,
+      .shaderFloat16 = c->coopmat_nv,
+      .vulkanMemoryModel = c->coopmat_nv};
+  const char *exts[2];
+  uint32_t nexts = 0;
+  if (c->coopmat_nv) exts[nexts++] = "VK_NV_cooperative_matrix";
+  if (c->executable_stats) exts[nexts++] = "VK_KHR_pipeline_executable_properties";
+  VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                            .pNext = &f12,
+                            .queueCreateInfoCount = 1,
+                            .pQueueCreateInfos = &qi,
+                            .enabledExtensionCount = nexts,
+                            .ppEnabledExtensionNames = exts};
+  RAW_VK(vkCreateDevice(c->pd, &dci, NULL, &c->dev));
+  vkGetDeviceQueue(c->dev, c->family, 0, &c->queue);
+  VkSemaphoreTypeCreateInfo sti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                   .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+  VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &sti};
+  RAW_VK(vkCreateSemaphore(c->dev, &sci, NULL, &c->timeline));
+  VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                 .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                 .queueFamilyIndex = c->family};
+  RAW_VK(vkCreateCommandPool(c->dev, &pci, NULL, &c->pool));
+}
+
+void raw_pipeline(const raw_ctx *c, const uint32_t *spv, size_t size, uint32_t pc_size,
+                  const VkSpecializationInfo *spec, VkPipelineLayout *out_layout,
+                  VkPipeline *out_pipeline) {
+  VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_size};
+  VkPipelineLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                    .pushConstantRangeCount = 1,
+                                    .pPushConstantRanges = &pcr};
+  RAW_VK(vkCreatePipelineLayout(c->dev, &lci, NULL, out_layout));
+  VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                  .codeSize = size,
+                                  .pCode = spv};
+  VkShaderModule sm;
+  RAW_VK(vkCreateShaderModule(c->dev, &smi, NULL, &sm));
+  VkComputePipelineCreateInfo cpi = {
+      .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+      .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                .module = sm,
+                .pName = "main",
+                .pSpecializationInfo = spec},
+      .layout = *out_layout};
+  RAW_VK(vkCreateComputePipelines(c->dev, VK_NULL_HANDLE, 1, &cpi, NULL, out_pipeline));
+  vkDestroyShaderModule(c->dev, sm, NULL);
+}
+
+VkCommandBuffer raw_command_buffer(const raw_ctx *c) {
+  VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                    .commandPool = c->pool,
+                                    .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                    .commandBufferCount = 1};
+  VkCommandBuffer cb;
+  RAW_VK(vkAllocateCommandBuffers(c->dev, &ai, &cb));
+  return cb;
+}
+
+void raw_submit_wait(raw_ctx *c, VkCommandBuffer cb, bool blocking) {
+  uint64_t v = ++c->value;
+  VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                      .signalSemaphoreValueCount = 1,
+                                      .pSignalSemaphoreValues = &v};
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                     .pNext = &ts,
+                     .commandBufferCount = 1,
+                     .pCommandBuffers = &cb,
+                     .signalSemaphoreCount = 1,
+                     .pSignalSemaphores = &c->timeline};
+  RAW_VK(vkQueueSubmit(c->queue, 1, &si, VK_NULL_HANDLE));
+  if (blocking) {
+    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                              .semaphoreCount = 1,
+                              .pSemaphores = &c->timeline,
+                              .pValues = &v};
+    RAW_VK(vkWaitSemaphores(c->dev, &wi, UINT64_MAX));
+    return;
+  }
+  uint64_t seen = 0;
+  do RAW_VK(vkGetSemaphoreCounterValue(c->dev, c->timeline, &seen));
+  while (seen < v);
+}

@@ -1,0 +1,88 @@
+/*
+ * vk_raw.h - the bare Vulkan context of the raw benchmarks (vk_floor,
+ * vk_ceiling): one device, one compute queue, one timeline semaphore, a
+ * command pool, buffers with device addresses and compute pipelines whose
+ * only interface is a push-constant range. No runtime code.
+ *
+ * Every Vulkan failure prints the call and its VkResult and exits: these are
+ * measurement programs, not libraries. Single-threaded.
+ */
+#ifndef NXV_BENCH_VK_RAW_H
+#define NXV_BENCH_VK_RAW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <vulkan/vulkan.h>
+
+#define RAW_VK(call)                                                      \
+  do {                                                                    \
+    VkResult r_ = (call);                                                 \
+    if (r_ != VK_SUCCESS) {                                               \
+      fprintf(stderr, "%s: %s failed: VkResult %d\n", raw_program, #call, \
+              r_);                                                        \
+      exit(1);                                                            \
+    }                                                                     \
+  } while (0)
+
+/* Name printed in front of every error; set by the program. */
+extern const char *raw_program;
+
+/* A buffer, its memory (owned: the program never frees them; process exit
+ * does) and its device address. */
+typedef struct raw_buf {
+  VkBuffer buffer;
+  VkDeviceMemory memory;
+  VkDeviceAddress addr;
+} raw_buf;
+
+typedef struct raw_ctx {
+  VkInstance instance;
+  VkPhysicalDevice pd;
+  VkPhysicalDeviceProperties props;
+  VkDevice dev;
+  uint32_t family;      /* the compute queue family */
+  VkQueue queue;
+  VkSemaphore timeline; /* signalled by raw_submit */
+  uint64_t value;       /* last timeline value signalled */
+  VkCommandPool pool;   /* resettable command buffers of family */
+  bool coopmat_nv;      /* VK_NV_cooperative_matrix, shaderFloat16, 16-bit
+                           storage and the memory model enabled */
+  bool executable_stats; /* VK_KHR_pipeline_executable_properties enabled */
+} raw_ctx;
+
+/* Opens device index with timeline semaphores and buffer device addresses;
+ * with want_extras also, where the device has them, what the runtime's
+ * matmul kernels need (VK_NV_cooperative_matrix, shaderFloat16, 16-bit
+ * storage, the Vulkan memory model: c->coopmat_nv) and
+ * VK_KHR_pipeline_executable_properties (c->executable_stats). */
+void raw_open(raw_ctx *c, uint32_t index, bool want_extras);
+
+/* A buffer of size bytes in a memory type with the need flags, preferring
+ * one without the avoid flags; storage, transfer and device-address usage. */
+raw_buf raw_buffer(const raw_ctx *c, VkDeviceSize size, VkMemoryPropertyFlags need,
+                   VkMemoryPropertyFlags avoid);
+
+/* A compute pipeline of the SPIR-V words spv (size bytes), entry "main", and
+ * its layout: one push-constant range of pc_size bytes. spec (may be NULL)
+ * gives its specialization constants. */
+void raw_pipeline(const raw_ctx *c, const uint32_t *spv, size_t size, uint32_t pc_size,
+                  const VkSpecializationInfo *spec, VkPipelineLayout *out_layout,
+                  VkPipeline *out_pipeline);
+
+/* A primary command buffer from c's pool. */
+VkCommandBuffer raw_command_buffer(const raw_ctx *c);
+
+/* Submits cb signalling the next timeline value and waits for it: blocking
+ * in vkWaitSemaphores, or busy-polling the counter. */
+void raw_submit_wait(raw_ctx *c, VkCommandBuffer cb, bool blocking);
+
+/* Host time in microseconds (CLOCK_MONOTONIC). */
+double raw_now_us(void);
+
+/* Median of v[0..n) (sorts v). */
+double raw_median(double *v, size_t n);
+
+#endif
