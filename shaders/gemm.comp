@@ -194,17 +194,55 @@ void main() {
     }                                                                         \
   }
 
+  // Interior tiles (every row and column inside the matrices, both
+  // operands read 4 at a time) load whole slices without bounds checks:
+  // each group's element index is computed once and advanced by a fixed
+  // step per slice instead of the checked path's index arithmetic and
+  // compares. On an H100 this made bf16 13-30% faster (4096^3 29.9 -> 35.3
+  // TFLOP/s) and the f16 products that take this kernel 13-19%, but f32
+  // 1-11% slower (1024^3 24.5 -> 21.8): f32 keeps the checked loads.
+#if T_ID == 10
+  const bool unchecked = false;
+#else
+  const bool unchecked = true;
+#endif
+  bool interior = unchecked && a_vec && b_vec && row0 + BM <= pc.m && col0 + BN <= pc.n;
+  uint ia[QT], ib[QT];  // element index of group q in the slice at kf
+  uint a_step = a_walk_k ? BK : BK * uint(pc.a_sk);
+  uint b_step = b_walk_k ? BK : BK * uint(pc.b_sk);
+  [[unroll]] for (uint q = 0u; q < QT; ++q) {
+    uint g = lid + NT * q;
+    ia[q] = a_walk_k ? abase + (row0 + g / GPR) * uint(pc.a_sm) + k0 + (g % GPR) * 4u
+                     : abase + row0 + (g % (BM / 4u)) * 4u + (k0 + g / (BM / 4u)) * uint(pc.a_sk);
+    ib[q] = b_walk_k ? bbase + (col0 + g / GPR) * uint(pc.b_sn) + k0 + (g % GPR) * 4u
+                     : bbase + col0 + (g % (BN / 4u)) * 4u + (k0 + g / (BN / 4u)) * uint(pc.b_sk);
+  }
+  // Loads the slice at kf (ia/ib point at it) and advances ia/ib.
+#define LOAD_NEXT(kf)                                                         \
+  if (interior && (kf) + BK <= k_end) {                                       \
+    [[unroll]] for (uint q = 0u; q < QT; ++q) {                               \
+      ra[q] = load4(pc.a, ia[q]);                                                    \
+      rb[q] = load4(pc.b, ib[q]);                                             \
+    }                                                                         \
+  } else {                                                                    \
+    LOAD_SLICE(kf)                                                            \
+  }                                                                           \
+  [[unroll]] for (uint q = 0u; q < QT; ++q) {                                 \
+    ia[q] += a_step;                                                          \
+    ib[q] += b_step;                                                          \
+  }
+
   vec4 acc[8][2];
   [[unroll]] for (uint i = 0u; i < 8u; ++i) acc[i][0] = acc[i][1] = vec4(0.0);
 
-  LOAD_SLICE(k0)
+  LOAD_NEXT(k0)
   STORE_SLICE(0u)
   barrier();
   uint nslices = (k_end - k0 + BK - 1u) / BK;
   for (uint slice = 0u; slice < nslices; ++slice) {
     uint cur = slice & 1u;
     bool more = slice + 1u < nslices;
-    if (more) { LOAD_SLICE(k0 + (slice + 1u) * BK) }
+    if (more) { LOAD_NEXT(k0 + (slice + 1u) * BK) }
     uint base = cur * BK * ROW4;
     [[unroll]] for (uint p = 0u; p < BK; ++p) {
       vec4 a0 = As[base + p * ROW4 + ty];
