@@ -215,6 +215,21 @@ void nxv_device_release(nxv_device *device);
 nxv_status nxv_device_info_get(nxv_device *device, nxv_device_info *out_info);
 
 /* Counters of one device. Plain data; a snapshot, not a consistent cut. */
+/* A latency histogram with fixed buckets: bucket 0 counts values below
+ * 256 ns, bucket i (1 .. 30) values in [2^(i+7), 2^(i+8)) ns, bucket 31
+ * values of 2^38 ns and more. */
+#define NXV_HISTOGRAM_BUCKETS 32
+typedef struct nxv_histogram {
+  uint64_t count;  /* values recorded */
+  uint64_t sum_ns; /* their sum */
+  uint64_t max_ns; /* the largest */
+  uint64_t buckets[NXV_HISTOGRAM_BUCKETS];
+} nxv_histogram;
+
+/* Exclusive upper bound in ns of bucket (UINT64_MAX for the last one).
+ * Pure function. */
+uint64_t nxv_histogram_bucket_limit(uint32_t bucket);
+
 typedef struct nxv_stats {
   /* pool */
   uint64_t pool_bytes_reserved;  /* device memory held by the pool */
@@ -238,6 +253,18 @@ typedef struct nxv_stats {
   uint64_t gpu_busy_ns;          /* GPU time of the retired batches, from
                                     timestamps written at the start and end
                                     of each; 0 where the queue has none */
+  uint64_t bytes_submitted;      /* bytes the submitted ops write: the
+                                    size-class bytes of the buffers a kernel
+                                    writes, a copy's or fill's byte count */
+  /* latency, recorded since the device opened */
+  nxv_histogram op_latency;      /* each op, from its enqueue to the
+                                    completion thread seeing its batch done */
+  nxv_histogram queue_wait;      /* each batch, from the enqueue of its
+                                    first op to its submission */
+  nxv_histogram batch_gpu;       /* each batch's GPU time (timestamps;
+                                    empty where the queue has none) */
+  nxv_histogram download_wait;   /* each download, from its start to the
+                                    caller seeing it complete */
   /* pipelines */
   uint64_t pipeline_hits, pipeline_misses; /* in-memory lookups */
   uint64_t pipeline_disk_hits;   /* creations served by the disk cache, when

@@ -95,11 +95,81 @@ defmodule Nx.Vulkan do
   in use and peak, pool hits/misses, device allocations and frees, ops
   enqueued and completed, submits, barriers, epochs, `gpu_busy_ns` (GPU
   time of the completed batches, from timestamps at their start and end;
-  0 where the queue writes none), pipeline cache hits/misses and whether
-  the cache file was loaded or rejected (and why).
+  0 where the queue writes none), `bytes_submitted` (bytes the submitted
+  ops write: the size-class bytes of the buffers a kernel writes, a copy's
+  or fill's byte count), pipeline cache hits/misses and whether the cache
+  file was loaded or rejected (and why).
+
+  Four latency histograms, kept in C since the device opened, each
+  `%{count:, sum_ns:, max_ns:, buckets:}` with `buckets` the count per
+  bucket of `histogram_bucket_limits/0`:
+
+    * `op_latency` - each op, from its enqueue to its batch seen complete;
+    * `queue_wait` - each batch, from the enqueue of its first op to its
+      submission;
+    * `batch_gpu` - each batch's GPU time (empty where the queue writes no
+      timestamps);
+    * `download_wait` - each download, from its start to the caller seeing
+      it complete.
+
+  `percentile/2` reads a quantile off one.
   """
   @spec stats(device_index | nil) :: map
   def stats(index \\ nil), do: NIF.device_stats(device(index))
+
+  @typedoc "A latency histogram of `stats/1`."
+  @type histogram :: %{
+          count: non_neg_integer,
+          sum_ns: non_neg_integer,
+          max_ns: non_neg_integer,
+          buckets: [non_neg_integer]
+        }
+
+  @doc """
+  The exclusive upper bound in nanoseconds of each bucket of the latency
+  histograms in `stats/1`: bucket 0 counts values below 256 ns, bucket `i`
+  (1 to 30) values in [2^(i+7), 2^(i+8)) ns, the last one (`:infinity`)
+  values of 2^38 ns (about 275 s) and more.
+
+      iex> Nx.Vulkan.histogram_bucket_limits() |> Enum.take(3)
+      [256, 512, 1024]
+      iex> Nx.Vulkan.histogram_bucket_limits() |> length()
+      32
+  """
+  @spec histogram_bucket_limits() :: [pos_integer | :infinity]
+  def histogram_bucket_limits do
+    Enum.map(0..30, &(256 * Bitwise.bsl(1, &1))) ++ [:infinity]
+  end
+
+  @doc """
+  An upper bound on the `q` quantile (0.0 to 1.0) of a histogram of
+  `stats/1`: the limit of the bucket where the cumulative count reaches
+  `q` of the values, capped by the largest value seen; `nil` when the
+  histogram is empty.
+
+      iex> h = %{count: 4, sum_ns: 2300, max_ns: 1200, buckets: [1, 2, 0, 1] ++ List.duplicate(0, 28)}
+      iex> Nx.Vulkan.percentile(h, 0.5)
+      512
+      iex> Nx.Vulkan.percentile(h, 0.99)
+      1200
+  """
+  @spec percentile(histogram, float) :: non_neg_integer | nil
+  def percentile(%{count: 0}, _q), do: nil
+
+  def percentile(%{count: count, max_ns: max, buckets: buckets}, q) when q >= 0 and q <= 1 do
+    target = max(1, ceil(q * count))
+
+    buckets
+    |> Enum.zip(histogram_bucket_limits())
+    |> Enum.reduce_while(0, fn {n, limit}, acc ->
+      if acc + n >= target, do: {:halt, {:found, limit}}, else: {:cont, acc + n}
+    end)
+    |> case do
+      {:found, :infinity} -> max
+      {:found, limit} -> min(limit, max)
+      _ -> max
+    end
+  end
 
   @doc """
   Waits until every operation queued on the device has completed. Raises

@@ -429,6 +429,19 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   return term;
 }
 
+/* %{count:, sum_ns:, max_ns:, buckets: [count per bucket]} */
+static ERL_NIF_TERM histogram_map(ErlNifEnv *env, const nxv_histogram *h) {
+  ERL_NIF_TERM buckets[NXV_HISTOGRAM_BUCKETS];
+  for (uint32_t i = 0; i < NXV_HISTOGRAM_BUCKETS; i++)
+    buckets[i] = enif_make_uint64(env, (ErlNifUInt64)h->buckets[i]);
+  ERL_NIF_TERM m = enif_make_new_map(env);
+  PUT_U64(m, "count", h->count);
+  PUT_U64(m, "sum_ns", h->sum_ns);
+  PUT_U64(m, "max_ns", h->max_ns);
+  PUT(m, "buckets", enif_make_list_from_array(env, buckets, NXV_HISTOGRAM_BUCKETS));
+  return m;
+}
+
 static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
                                      const ERL_NIF_TERM argv[]) {
   (void)argc;
@@ -456,6 +469,11 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "submits", s.submits);
   PUT_U64(m, "barriers", s.barriers);
   PUT_U64(m, "gpu_busy_ns", s.gpu_busy_ns);
+  PUT_U64(m, "bytes_submitted", s.bytes_submitted);
+  PUT(m, "op_latency", histogram_map(env, &s.op_latency));
+  PUT(m, "queue_wait", histogram_map(env, &s.queue_wait));
+  PUT(m, "batch_gpu", histogram_map(env, &s.batch_gpu));
+  PUT(m, "download_wait", histogram_map(env, &s.download_wait));
   PUT_U64(m, "epoch_submitted", s.epoch_submitted);
   PUT_U64(m, "epoch_completed", s.epoch_completed);
   PUT_U64(m, "ring_full_waits", s.ring_full_waits);

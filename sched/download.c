@@ -36,7 +36,14 @@ struct nxv_download {
                           buffer, owned; NULL when staged */
   const uint8_t *src;  /* in-place read: first byte in buf's mapping */
   bool done;           /* the copy was seen complete */
+  uint64_t start_ns;   /* when it was queued (nxv_sched_now_ns) */
 };
+
+/* Marks dl done and records its wait. */
+static void finish(nxv_download *dl) {
+  dl->done = true;
+  nxv_sched_note_download(dl->device->sched, nxv_sched_now_ns() - dl->start_ns);
+}
 
 nxv_status nxv_download_start(nxv_tensor *t, uint64_t offset, uint64_t count,
                               nxv_download **out) {
@@ -55,6 +62,7 @@ nxv_status nxv_download_start(nxv_tensor *t, uint64_t offset, uint64_t count,
   nxv_download *dl = calloc(1, sizeof *dl);
   if (!dl) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "download handle");
   dl->bytes = bytes;
+  dl->start_ns = nxv_sched_now_ns();
   if (bytes == 0) {
     dl->done = true;
     nxv_device_retain(d);
@@ -137,7 +145,9 @@ nxv_status nxv_download_poll(nxv_download *dl, uint32_t spin_us, bool *out_done)
   if (!dl->done) {
     /* On CPU devices the copy needs the cores a spin would take. */
     if (dl->device->vk.info.type == NXV_DEVICE_CPU) spin_us = 0;
-    NXV_TRY(nxv_sched_poll(dl->device->sched, dl->ticket, spin_us, &dl->done));
+    bool done = false;
+    NXV_TRY(nxv_sched_poll(dl->device->sched, dl->ticket, spin_us, &done));
+    if (done) finish(dl);
   }
   *out_done = dl->done;
   return NXV_OK;
@@ -147,7 +157,7 @@ nxv_status nxv_download_wait(nxv_download *dl) {
   if (!dl) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL download");
   if (!dl->done) {
     NXV_TRY(nxv_sched_wait(dl->device->sched, dl->ticket, false));
-    dl->done = true;
+    finish(dl);
   }
   return NXV_OK;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "sched/histogram.h"
 #include "sched/ring.h"
 #include "sched/status.h"
 
@@ -24,6 +25,7 @@ typedef struct batch {
   nxv_node *head, *tail;  /* nodes recorded, in order */
   uint32_t nnodes;
   uint64_t cost;
+  uint64_t bytes;         /* bytes its nodes write (see nxv_stats) */
   bool host_read;         /* ends with a HOST_READ barrier */
   VkPipeline bound;       /* pipeline bound last in cb */
 } batch;
@@ -73,6 +75,11 @@ struct nxv_sched {
   atomic_uint_fast64_t enqueued, completed_ops, submits, barriers, ring_full;
   atomic_uint_fast64_t reads_in_place;
   atomic_uint_fast64_t gpu_ns;    /* sum of the batches' GPU durations */
+  atomic_uint_fast64_t bytes_submitted;
+  nxv_hist op_latency;            /* enqueue -> completion seen, per node */
+  nxv_hist queue_wait;            /* first enqueue -> submit, per batch */
+  nxv_hist batch_gpu;             /* GPU time per batch */
+  nxv_hist download_wait;         /* nxv_sched_note_download */
 
   pthread_t sched_thread, completion_thread;
   bool sched_started, completion_started;
@@ -83,6 +90,8 @@ static uint64_t now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+uint64_t nxv_sched_now_ns(void) { return now_ns(); }
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -211,6 +220,7 @@ static nxv_status open_batch(nxv_sched *s) {
   b->head = b->tail = NULL;
   b->nnodes = 0;
   b->cost = 0;
+  b->bytes = 0;
   b->host_read = false;
   b->bound = VK_NULL_HANDLE;
   s->open = b;
@@ -279,6 +289,8 @@ static void submit_open(nxv_sched *s) {
     return;
   }
   atomic_fetch_add(&s->submits, 1);
+  atomic_fetch_add_explicit(&s->bytes_submitted, b->bytes, memory_order_relaxed);
+  if (b->head) nxv_hist_add(&s->queue_wait, now_ns() - b->head->enqueue_ns);
   pthread_mutex_lock(&s->mu);
   s->inflight[(s->inflight_head + s->inflight_count) % NXV_MAX_BATCHES] =
       (uint32_t)(b - s->batches);
@@ -422,6 +434,12 @@ static bool record(nxv_sched *s, nxv_node *n) {
   b->tail = n;
   b->nnodes++;
   b->cost += n->cost;
+  if (n->kind == NXV_NODE_COPY || n->kind == NXV_NODE_FILL) {
+    b->bytes += n->bytes;
+  } else {
+    for (uint32_t i = 0; i < n->nbufs; i++)
+      if (n->write_mask >> i & 1u) b->bytes += n->bufs[i]->size;
+  }
   return true;
 }
 
@@ -502,12 +520,17 @@ static void retire(nxv_sched *s, batch *b, bool completed) {
                                        sizeof t[0], VK_QUERY_RESULT_64_BIT);
     if (r == VK_SUCCESS) {
       uint64_t ticks = (t[1] - t[0]) & s->tick_mask;
-      atomic_fetch_add_explicit(&s->gpu_ns, (uint64_t)((double)ticks * s->tick_ns),
-                                memory_order_relaxed);
+      uint64_t ns = (uint64_t)((double)ticks * s->tick_ns);
+      atomic_fetch_add_explicit(&s->gpu_ns, ns, memory_order_relaxed);
+      nxv_hist_add(&s->batch_gpu, ns);
     } else if (r != VK_NOT_READY) {
       nxv_status st = nxv_fail_vk(r, "vkGetQueryPoolResults (batch timestamps)");
       set_error(s, st, nxv_last_error());
     }
+  }
+  if (completed) {
+    uint64_t t = now_ns();
+    for (nxv_node *n = b->head; n; n = n->next) nxv_hist_add(&s->op_latency, t - n->enqueue_ns);
   }
   uint64_t nodes = b->nnodes;
   cancel_list(s, b->head);
@@ -599,6 +622,7 @@ nxv_status nxv_sched_push(nxv_sched *s, nxv_node *n) {
     return sticky(s);
   }
   atomic_fetch_add_explicit(&s->enqueued, 1, memory_order_relaxed);
+  n->enqueue_ns = now_ns();
   if (!nxv_ring_push(s->ring, n)) {
     /* Full: the scheduler is behind. Spin briefly, then sleep until it
      * pops; the node keeps its place in this producer's order. */
@@ -708,6 +732,10 @@ nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *cfg,
   s->staging = staging;
   s->layout = layout;
   s->gen = 1;
+  nxv_hist_init(&s->op_latency);
+  nxv_hist_init(&s->queue_wait);
+  nxv_hist_init(&s->batch_gpu);
+  nxv_hist_init(&s->download_wait);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->sched_cv, NULL);
   pthread_cond_init(&s->inflight_cv, NULL);
@@ -830,4 +858,13 @@ void nxv_sched_stats(nxv_sched *s, nxv_stats *st) {
   st->ring_full_waits = atomic_load(&s->ring_full);
   st->reads_in_place = atomic_load(&s->reads_in_place);
   st->gpu_busy_ns = atomic_load(&s->gpu_ns);
+  st->bytes_submitted = atomic_load(&s->bytes_submitted);
+  nxv_hist_snapshot(&s->op_latency, &st->op_latency);
+  nxv_hist_snapshot(&s->queue_wait, &st->queue_wait);
+  nxv_hist_snapshot(&s->batch_gpu, &st->batch_gpu);
+  nxv_hist_snapshot(&s->download_wait, &st->download_wait);
+}
+
+void nxv_sched_note_download(nxv_sched *s, uint64_t wait_ns) {
+  nxv_hist_add(&s->download_wait, wait_ns);
 }

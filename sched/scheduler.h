@@ -90,6 +90,7 @@ typedef struct nxv_node {
   bool has_arena;               /* arena holds this node's arguments */
   nxv_host_alloc arena;         /* set by the scheduler, freed at retire */
   nxv_ticket *ticket;           /* optional, one reference owned */
+  uint64_t enqueue_ns;          /* set by nxv_sched_push (monotonic clock) */
   struct nxv_node *next;        /* batch list link (scheduler) */
   uint8_t pc[NXV_PUSH_CONSTANTS_MAX];
   uint32_t args[];              /* metadata copied to the argument arena */
@@ -165,5 +166,12 @@ void nxv_sched_inject_fault(nxv_sched *sched, nxv_status fault);
 
 /* Fills the queue fields of stats. Thread-safe. */
 void nxv_sched_stats(nxv_sched *sched, nxv_stats *stats);
+
+/* Adds a download's wait (from its start to its completion seen by the
+ * caller) to the download_wait histogram. Thread-safe. */
+void nxv_sched_note_download(nxv_sched *sched, uint64_t wait_ns);
+
+/* The monotonic clock the scheduler's latencies use, in ns. Thread-safe. */
+uint64_t nxv_sched_now_ns(void);
 
 #endif

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sched/histogram.h"
 #include "sched/ring.h"
 #include "test.h"
 
@@ -480,6 +481,125 @@ NXV_TEST(sched, tiny_argument_arena_waits_for_retirement) {
   REQUIRE_OK(nxv_tensor_download(x, 0, N, got));
   for (int i = 0; i < N; i++) CHECK(got[i] == i);
   nxv_tensor_release(x);
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------ */
+/* Latency histograms                                                  */
+/* ------------------------------------------------------------------ */
+
+enum { HIST_THREADS = 8, HIST_PER = 20000 };
+
+static nxv_hist hist_shared;
+
+static uint64_t hist_value(uint64_t thread, uint64_t j) { return thread * 100000 + j * 37; }
+
+static void *hist_adder(void *arg) {
+  uint64_t t = (uint64_t)(uintptr_t)arg;
+  for (uint64_t j = 0; j < HIST_PER; j++) nxv_hist_add(&hist_shared, hist_value(t, j));
+  return NULL;
+}
+
+NXV_TEST(histogram, buckets_limits_and_concurrent_adds) {
+  CHECK(nxv_hist_bucket(0) == 0);
+  CHECK(nxv_hist_bucket(255) == 0);
+  CHECK(nxv_hist_bucket(256) == 1);
+  CHECK(nxv_hist_bucket(511) == 1);
+  CHECK(nxv_hist_bucket(512) == 2);
+  CHECK(nxv_hist_bucket(1000000) == 12); /* [2^19, 2^20) ns */
+  CHECK(nxv_hist_bucket((1ull << 38) - 1) == 30);
+  CHECK(nxv_hist_bucket(1ull << 38) == 31);
+  CHECK(nxv_hist_bucket(UINT64_MAX) == 31);
+  /* Each bucket's limit is the first value of the next one. */
+  for (uint32_t i = 0; i + 1 < NXV_HISTOGRAM_BUCKETS; i++) {
+    uint64_t lim = nxv_histogram_bucket_limit(i);
+    CHECK_MSG(nxv_hist_bucket(lim - 1) == i && nxv_hist_bucket(lim) == i + 1,
+              "bucket %u limit %llu", i, (unsigned long long)lim);
+  }
+  CHECK(nxv_histogram_bucket_limit(NXV_HISTOGRAM_BUCKETS - 1) == UINT64_MAX);
+
+  nxv_hist *hp = &hist_shared;
+  nxv_hist_init(hp);
+  nxv_histogram snap;
+  nxv_hist_add(hp, 100);
+  nxv_hist_add(hp, 300);
+  nxv_hist_add(hp, 300);
+  nxv_hist_add(hp, 5000000);
+  nxv_hist_snapshot(hp, &snap);
+  CHECK(snap.count == 4);
+  CHECK(snap.sum_ns == 5000700);
+  CHECK(snap.max_ns == 5000000);
+  CHECK(snap.buckets[0] == 1 && snap.buckets[1] == 2 &&
+        snap.buckets[nxv_hist_bucket(5000000)] == 1);
+
+  /* Concurrent adders lose nothing; a concurrent reader never sees a
+   * count larger than its buckets hold. */
+  nxv_hist_init(hp);
+  pthread_t th[HIST_THREADS];
+  for (uintptr_t i = 0; i < HIST_THREADS; i++)
+    REQUIRE(pthread_create(&th[i], NULL, hist_adder, (void *)i) == 0);
+  for (int r = 0; r < 1000; r++) {
+    nxv_hist_snapshot(hp, &snap);
+    uint64_t in_buckets = 0;
+    for (uint32_t i = 0; i < NXV_HISTOGRAM_BUCKETS; i++) in_buckets += snap.buckets[i];
+    CHECK_MSG(in_buckets >= snap.count, "count %llu > %llu in buckets",
+              (unsigned long long)snap.count, (unsigned long long)in_buckets);
+  }
+  for (int i = 0; i < HIST_THREADS; i++) pthread_join(th[i], NULL);
+  nxv_hist_snapshot(hp, &snap);
+  uint64_t n = (uint64_t)HIST_THREADS * HIST_PER, sum = 0, in_buckets = 0;
+  for (uint64_t t = 0; t < HIST_THREADS; t++)
+    for (uint64_t j = 0; j < HIST_PER; j++) sum += hist_value(t, j);
+  for (uint32_t i = 0; i < NXV_HISTOGRAM_BUCKETS; i++) in_buckets += snap.buckets[i];
+  CHECK(snap.count == n);
+  CHECK(in_buckets == n);
+  CHECK(snap.sum_ns == sum);
+  CHECK(snap.max_ns == hist_value(HIST_THREADS - 1, HIST_PER - 1));
+}
+
+NXV_TEST(histogram, device_records_ops_batches_and_downloads) {
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  nxv_stats s0, s1;
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  enum { OPS = 300, N = 1000 };
+  float zero = 0.0f, one = 1.0f;
+  nxv_tensor *t, *o;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, N, &zero, &t));
+  REQUIRE_OK(nxv_fill(d, NXV_F32, N, &one, &o));
+  int64_t shape[1] = {N};
+  for (int i = 0; i < OPS; i++) {
+    nxv_tensor *u;
+    nxv_view va = {t, 0, NULL}, vb = {o, 0, NULL};
+    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &va, &vb, &u));
+    nxv_tensor_release(t);
+    t = u;
+  }
+  float v[N];
+  REQUIRE_OK(nxv_tensor_download(t, 0, N, v));
+  for (int i = 0; i < N; i++) CHECK_MSG(v[i] == (float)OPS, "v[%d] = %g", i, v[i]);
+  REQUIRE_OK(nxv_tensor_download(t, 0, 1, v));
+  nxv_tensor_release(t);
+  nxv_tensor_release(o);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  uint64_t ops = s1.ops_completed - s0.ops_completed;
+  CHECK_MSG(ops >= OPS + 3, "%llu ops completed", (unsigned long long)ops);
+  CHECK(s1.op_latency.count - s0.op_latency.count == ops);
+  CHECK(s1.queue_wait.count - s0.queue_wait.count == s1.submits - s0.submits);
+  CHECK(s1.download_wait.count - s0.download_wait.count == 2);
+  CHECK(s1.batch_gpu.count == 0 || s1.batch_gpu.count - s0.batch_gpu.count ==
+                                       s1.submits - s0.submits);
+  CHECK(s1.op_latency.max_ns > 0 && s1.op_latency.sum_ns >= s1.op_latency.max_ns);
+  CHECK(s1.download_wait.sum_ns > 0);
+  /* Each of the OPS adds and two fills writes 4000 bytes or more (a size
+   * class of at least that). */
+  CHECK(s1.bytes_submitted - s0.bytes_submitted >= (uint64_t)(OPS + 2) * 4000);
+  uint64_t in_buckets = 0;
+  for (uint32_t i = 0; i < NXV_HISTOGRAM_BUCKETS; i++) in_buckets += s1.op_latency.buckets[i];
+  CHECK(in_buckets == s1.op_latency.count);
   nxv_device_release(d);
 }
 

@@ -194,6 +194,36 @@ defmodule Nx.Vulkan.NIFTest do
     assert to_s32(NIF.download(b, 0, 3)) == [2, 4, 6]
   end
 
+  doctest Nx.Vulkan, only: [histogram_bucket_limits: 0, percentile: 2]
+
+  test "latency histograms count every op, batch and download", %{dev: dev} do
+    assert NIF.synchronize(dev) == :ok
+    before = NIF.device_stats(dev)
+    n = 1000
+    x = NIF.upload(dev, :f32, f32(List.duplicate(1.0, n)))
+    y = Enum.reduce(1..50, x, fn _, acc -> NIF.binary(:add, [n], acc, 0, nil, x, 0, nil) end)
+    assert to_f32(NIF.download(y, 0, n)) == List.duplicate(51.0, n)
+    assert to_f32(NIF.download(y, n - 1, 1)) == [51.0]
+    assert NIF.synchronize(dev) == :ok
+    done = NIF.device_stats(dev)
+    ops = done.ops_completed - before.ops_completed
+    assert ops >= 51
+
+    for key <- [:op_latency, :queue_wait, :batch_gpu, :download_wait] do
+      h = done[key]
+      assert length(h.buckets) == 32
+      assert Enum.sum(h.buckets) == h.count
+      assert h.max_ns <= h.sum_ns
+    end
+
+    assert done.op_latency.count - before.op_latency.count == ops
+    assert done.queue_wait.count - before.queue_wait.count == done.submits - before.submits
+    assert done.download_wait.count - before.download_wait.count == 2
+    assert done.bytes_submitted - before.bytes_submitted >= 50 * 4 * n
+    p50 = Nx.Vulkan.percentile(done.op_latency, 0.5)
+    assert is_integer(p50) and p50 > 0 and p50 <= done.op_latency.max_ns
+  end
+
   test "enqueue returns before the GPU finishes; only download waits", %{dev: dev} do
     n = 160
     x = NIF.upload(dev, :f32, f32(for i <- 1..(n * n), do: rem(i, 5) * 0.01))
