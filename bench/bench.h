@@ -125,6 +125,10 @@ void results_free(void);
  * (0: the default), kick_nodes (g_kick_nodes) and the on-disk pipeline
  * cache (off). */
 nxv_device *open_device(int32_t index, uint32_t max_batch_nodes);
+/* The same with nxv_device_config.no_latency_timing (no clock read per
+ * op). */
+nxv_device *open_device_timing(int32_t index, uint32_t max_batch_nodes,
+                               bool no_latency_timing);
 
 /* nxv_device_config.kick_nodes of every device open_device opens (0: the
  * runtime's default); set from --kick-nodes before any device is opened. */

@@ -559,47 +559,54 @@ static void print_header(const options *o, const nxv_device_info *info,
   fflush(stdout);
 }
 
-/* Benchmarks 1 and 2 on dev (default config) and ref (one submit per op).
- * Returns the batched chain's median e2e time per op (s). */
-static double bench_tiny(const options *o, nxv_device *dev, nxv_device *ref) {
-  tiny_ctx tiny[2];
+/* Benchmarks 1 and 2 on dev (default config), untimed (the default config
+ * without the per-op clock read of the op_latency histogram) and ref (one
+ * submit per op). Returns the batched chain's median e2e time per op (s). */
+enum { TINY_MODES = 3, TINY_REF = 2 };
+static double bench_tiny(const options *o, nxv_device *dev, nxv_device *untimed,
+                         nxv_device *ref) {
+  tiny_ctx tiny[TINY_MODES];
   tiny_setup(&tiny[0], "batched", dev);
-  tiny_setup(&tiny[1], "1/op", ref);
-  for (int m = 0; m < 2; m++) { /* warm-up: pipelines, pool, threads */
+  tiny_setup(&tiny[1], "untimed", untimed);
+  tiny_setup(&tiny[TINY_REF], "1/op", ref);
+  for (int m = 0; m < TINY_MODES; m++) { /* warm-up: pipelines, pool, threads */
     (void)run_chain(&tiny[m], o->ops);
     (void)run_independent(&tiny[m], o->ops);
   }
-  sample *chain[2], *indep[2];
-  for (int m = 0; m < 2; m++) {
+  sample *chain[TINY_MODES], *indep[TINY_MODES];
+  for (int m = 0; m < TINY_MODES; m++) {
     chain[m] = xcalloc(o->reps, sizeof(sample));
     indep[m] = xcalloc(o->reps, sizeof(sample));
   }
   for (uint32_t r = 0; r < o->reps; r++) { /* interleaved against drift */
-    for (int m = 0; m < 2; m++) chain[m][r] = run_chain(&tiny[m], o->ops);
-    for (int m = 0; m < 2; m++) indep[m][r] = run_independent(&tiny[m], o->ops);
+    for (int m = 0; m < TINY_MODES; m++) chain[m][r] = run_chain(&tiny[m], o->ops);
+    for (int m = 0; m < TINY_MODES; m++) indep[m][r] = run_independent(&tiny[m], o->ops);
   }
-  summary sum[2][2]; /* [chain, independent][batched, 1/op] */
-  uint64_t ring_full[2];
-  for (int m = 0; m < 2; m++) {
+  summary sum[2][TINY_MODES]; /* [chain, independent][mode] */
+  uint64_t ring_full[TINY_MODES];
+  for (int m = 0; m < TINY_MODES; m++) {
     sum[0][m] = summarize(chain[m], o->reps);
     sum[1][m] = summarize(indep[m], o->reps);
     free(chain[m]);
     free(indep[m]);
     ring_full[m] = stats_of(tiny[m].dev).ring_full_waits;
   }
-  tiny_teardown(&tiny[0]);
-  tiny_teardown(&tiny[1]);
+  for (int m = 0; m < TINY_MODES; m++) tiny_teardown(&tiny[m]);
 
   const char *tests[2] = {"chain", "independent"};
   const double n = (double)o->ops;
-  double ratio[2];
-  for (int t = 0; t < 2; t++) ratio[t] = sum[t][1].total_s / sum[t][0].total_s;
+  double ratio[2], timing[2][2]; /* timing[test][enqueue, e2e] */
+  for (int t = 0; t < 2; t++) {
+    ratio[t] = sum[t][TINY_REF].total_s / sum[t][0].total_s;
+    timing[t][0] = sum[t][0].enqueue_s / sum[t][1].enqueue_s;
+    timing[t][1] = sum[t][0].total_s / sum[t][1].total_s;
+  }
   /* The schema's figures: the default (batched) context, median e2e. */
   for (int t = 0; t < 2; t++)
     record(tests[t], "f32", "16", "us_per_op", sum[t][0].total_s / n * 1e6);
   if (o->csv) {
     for (int t = 0; t < 2; t++) {
-      for (int m = 0; m < 2; m++) {
+      for (int m = 0; m < TINY_MODES; m++) {
         const summary *s = &sum[t][m];
         const char *mode = tiny[m].mode;
         csv_num(tests[t], mode, "enqueue_us_per_op", s->enqueue_s / n * 1e6,
@@ -612,19 +619,22 @@ static double bench_tiny(const options *o, nxv_device *dev, nxv_device *ref) {
         csv_num(tests[t], mode, "barriers", s->barriers, "");
       }
       csv_num(tests[t], "ratio", "ref_over_batched_e2e", ratio[t], "x");
+      csv_num(tests[t], "ratio", "timed_over_untimed_enqueue", timing[t][0], "x");
+      csv_num(tests[t], "ratio", "timed_over_untimed_e2e", timing[t][1], "x");
     }
-    for (int m = 0; m < 2; m++)
+    for (int m = 0; m < TINY_MODES; m++)
       csv_num("stats", tiny[m].mode, "ring_full_waits", (double)ring_full[m],
               "");
     return sum[0][0].total_s / n;
   }
   printf("Tiny ops, %" PRIu64 " per run, median of %u runs "
-         "(enqueue = producer side, e2e = to result on host)\n",
+         "(enqueue = producer side, e2e = to result on host; untimed = "
+         "batched without the per-op clock read of the op_latency histogram)\n",
          o->ops, o->reps);
   printf("%-12s %-8s %14s %12s %12s %9s %9s\n", "test", "mode",
          "enqueue us/op", "e2e us/op", "ops/s", "submits", "barriers");
   for (int t = 0; t < 2; t++)
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < TINY_MODES; m++) {
       const summary *s = &sum[t][m];
       printf("%-12s %-8s %14.3f %12.3f %12.0f %9.0f %9.0f\n", tests[t],
              tiny[m].mode, s->enqueue_s / n * 1e6, s->total_s / n * 1e6,
@@ -632,9 +642,12 @@ static double bench_tiny(const options *o, nxv_device *dev, nxv_device *ref) {
     }
   printf("ratio 1/op / batched (e2e time): chain %.2fx, independent %.2fx\n",
          ratio[0], ratio[1]);
+  printf("ratio batched / untimed (per-op timing cost): chain enqueue %.3fx e2e %.3fx, "
+         "independent enqueue %.3fx e2e %.3fx\n",
+         timing[0][0], timing[0][1], timing[1][0], timing[1][1]);
   printf("ring-full waits (producer outran the scheduler, all runs): "
-         "batched %" PRIu64 ", 1/op %" PRIu64 "\n\n", ring_full[0],
-         ring_full[1]);
+         "batched %" PRIu64 ", untimed %" PRIu64 ", 1/op %" PRIu64 "\n\n",
+         ring_full[0], ring_full[1], ring_full[TINY_REF]);
   fflush(stdout);
   return sum[0][0].total_s / n;
 }
@@ -832,7 +845,9 @@ int main(int argc, char **argv) {
   if (o.suites & SUITE_LATENCY) {
     /* The reference context runs on the very device the first one got. */
     nxv_device *ref = open_device((int32_t)info.index, 1);
-    double chain_s = bench_tiny(&o, dev, ref);
+    nxv_device *untimed = open_device_timing((int32_t)info.index, 0, true);
+    double chain_s = bench_tiny(&o, dev, untimed, ref);
+    nxv_device_release(untimed);
     nxv_device_release(ref);
     bench_roundtrip(&o, dev, chain_s);
   }

@@ -303,9 +303,15 @@ void results_free(void) {
 uint32_t g_kick_nodes;
 
 nxv_device *open_device(int32_t index, uint32_t max_batch_nodes) {
+  return open_device_timing(index, max_batch_nodes, false);
+}
+
+nxv_device *open_device_timing(int32_t index, uint32_t max_batch_nodes,
+                               bool no_latency_timing) {
   nxv_device_config config;
   memset(&config, 0, sizeof config);
   config.max_batch_nodes = max_batch_nodes;
+  config.no_latency_timing = no_latency_timing;
   config.kick_nodes = g_kick_nodes;
   config.disable_disk_cache = true;
   nxv_device *d = NULL;

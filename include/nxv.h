@@ -195,6 +195,9 @@ typedef struct nxv_device_config {
                                  place once their writer's batch has
                                  completed: no copy is queued, no further
                                  submission is needed */
+  bool no_latency_timing;     /* do not read the clock per op: the
+                                 op_latency histogram stays empty (the
+                                 per-batch and download figures remain) */
 } nxv_device_config;
 
 /* Opens the device at index (index < 0: the default choice) with config
@@ -277,6 +280,32 @@ typedef struct nxv_stats {
 } nxv_stats;
 
 nxv_status nxv_device_stats(nxv_device *device, nxv_stats *out_stats);
+
+/* One retired batch, kept for telemetry (nxv_device_take_batches). */
+typedef struct nxv_batch_record {
+  uint64_t epoch;         /* timeline value its submission signalled */
+  uint64_t ops;           /* ops it ran */
+  uint64_t bytes;         /* bytes they write (as nxv_stats.bytes_submitted) */
+  uint64_t queue_wait_ns; /* enqueue of its first op -> its submission */
+  uint64_t gpu_ns;        /* GPU time from timestamps; 0 without them */
+  uint64_t latency_ns;    /* submission -> completion seen */
+} nxv_batch_record;
+
+/* Most records a device keeps between two nxv_device_take_batches calls;
+ * further batches are counted as dropped. */
+#define NXV_BATCH_RECORDS 4096
+
+/* Starts (enable) or stops keeping a record of each batch the device
+ * retires; off when a device opens. Stopping discards the records kept.
+ * Thread-safe. */
+nxv_status nxv_device_record_batches(nxv_device *device, bool enable);
+
+/* Moves up to max of the oldest records into out: *out_count records, and
+ * in *out_dropped the batches not recorded since the previous call because
+ * NXV_BATCH_RECORDS were waiting. Thread-safe. */
+nxv_status nxv_device_take_batches(nxv_device *device, nxv_batch_record *out,
+                                   uint32_t max, uint32_t *out_count,
+                                   uint64_t *out_dropped);
 
 /* Waits until every op enqueued on device before the call has completed
  * and been retired (buffers it released are back in the pool).

@@ -78,6 +78,7 @@ defmodule Nx.Vulkan do
             opts = Map.new(Application.get_env(:nx_vulkan, :device_options, %{}))
             ref = NIF.open_device(index, opts)
             :persistent_term.put({__MODULE__, :device, index}, ref)
+            Nx.Vulkan.Telemetry.device_opened(index, ref)
             ref
 
           ref ->

@@ -390,6 +390,7 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   opt_bool(env, argv[1], "poison_outputs", &cfg.poison_outputs, &bad);
   opt_bool(env, argv[1], "fast_math", &cfg.fast_math, &bad);
   opt_bool(env, argv[1], "unmapped_small", &cfg.unmapped_small, &bad);
+  opt_bool(env, argv[1], "no_latency_timing", &cfg.no_latency_timing, &bad);
   ERL_NIF_TERM dk;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "download_kernel"), &dk)) {
     if (enif_is_identical(dk, mk_atom(env, "auto"))) cfg.download_kernel = 0;
@@ -487,6 +488,43 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT(m, "cache_reject_reason", mk_binary(env, s.cache_reject_reason));
   PUT(m, "cache_path", mk_binary(env, s.cache_path));
   return m;
+}
+
+static ERL_NIF_TERM nif_record_batches(ErlNifEnv *env, int argc,
+                                       const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "record_batches: expected a device");
+  bool on;
+  if (enif_is_identical(argv[1], am_true)) on = true;
+  else if (enif_is_identical(argv[1], am_false)) on = false;
+  else return raise_argument(env, "record_batches: expected a boolean");
+  nxv_status st = nxv_device_record_batches(r->dev, on);
+  if (st != NXV_OK) return raise_status(env, st, "record_batches");
+  return am_ok;
+}
+
+/* {[{ops, bytes, queue_wait_ns, gpu_ns, latency_ns}], dropped}, oldest
+ * first; at most 1024 records per call. */
+static ERL_NIF_TERM nif_take_batches(ErlNifEnv *env, int argc,
+                                     const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "take_batches: expected a device");
+  nxv_batch_record rec[1024];
+  uint32_t n = 0;
+  uint64_t dropped = 0;
+  nxv_status st = nxv_device_take_batches(r->dev, rec, 1024, &n, &dropped);
+  if (st != NXV_OK) return raise_status(env, st, "take_batches");
+  ERL_NIF_TERM list = enif_make_list(env, 0);
+  for (uint32_t i = n; i-- > 0;) {
+    ERL_NIF_TERM t = enif_make_tuple5(
+        env, enif_make_uint64(env, rec[i].ops), enif_make_uint64(env, rec[i].bytes),
+        enif_make_uint64(env, rec[i].queue_wait_ns), enif_make_uint64(env, rec[i].gpu_ns),
+        enif_make_uint64(env, rec[i].latency_ns));
+    list = enif_make_list_cell(env, t, list);
+  }
+  return enif_make_tuple2(env, list, enif_make_uint64(env, dropped));
 }
 
 static ERL_NIF_TERM nif_synchronize(ErlNifEnv *env, int argc,
@@ -1477,6 +1515,8 @@ static ErlNifFunc funcs[] = {
     {"device_info", 1, nif_device_info, 0},
     {"open_device", 2, nif_open_device, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"device_stats", 1, nif_device_stats, 0},
+    {"record_batches", 2, nif_record_batches, 0},
+    {"take_batches", 1, nif_take_batches, 0},
     {"synchronize", 1, nif_synchronize, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"device_status", 1, nif_device_status, 0},
     {"trim", 1, nif_trim, 0},

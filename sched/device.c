@@ -121,7 +121,8 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
         .idle_spin_us = d->config.idle_spin_us,
         .completion_spin_us =
             d->vk.info.type == NXV_DEVICE_CPU ? 0 : d->config.wait_spin_us,
-        .arena_bytes = d->config.arena_bytes};
+        .arena_bytes = d->config.arena_bytes,
+        .no_latency_timing = d->config.no_latency_timing};
     st = nxv_sched_create(&d->vk, &sc, d->staging,
                           nxv_registry_layout(d->kernels), &d->sched);
   }
@@ -164,6 +165,20 @@ nxv_status nxv_device_stats(nxv_device *d, nxv_stats *out) {
   nxv_sched_stats(d->sched, out);
   nxv_registry_stats(d->kernels, out);
   nxv_pcache_stats(d->pcache, out);
+  return NXV_OK;
+}
+
+nxv_status nxv_device_record_batches(nxv_device *d, bool enable) {
+  if (!d) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL device");
+  nxv_sched_record_batches(d->sched, enable);
+  return NXV_OK;
+}
+
+nxv_status nxv_device_take_batches(nxv_device *d, nxv_batch_record *out, uint32_t max,
+                                   uint32_t *out_count, uint64_t *out_dropped) {
+  if (!d || !out_count || !out_dropped || (max && !out))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL device or output");
+  nxv_sched_take_batches(d->sched, out, max, out_count, out_dropped);
   return NXV_OK;
 }
 

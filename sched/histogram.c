@@ -35,6 +35,27 @@ void nxv_hist_add(nxv_hist *h, uint64_t ns) {
   atomic_fetch_add_explicit(&h->count, 1, memory_order_release);
 }
 
+void nxv_hist_local_add(nxv_hist_local *l, uint64_t ns) {
+  l->buckets[nxv_hist_bucket(ns)]++;
+  l->count++;
+  l->sum_ns += ns;
+  if (ns > l->max_ns) l->max_ns = ns;
+}
+
+void nxv_hist_merge(nxv_hist *h, const nxv_hist_local *l) {
+  if (!l->count) return;
+  for (uint32_t i = 0; i < NXV_HISTOGRAM_BUCKETS; i++)
+    if (l->buckets[i])
+      atomic_fetch_add_explicit(&h->buckets[i], l->buckets[i], memory_order_relaxed);
+  atomic_fetch_add_explicit(&h->sum_ns, l->sum_ns, memory_order_relaxed);
+  uint_fast64_t max = atomic_load_explicit(&h->max_ns, memory_order_relaxed);
+  while (l->max_ns > max &&
+         !atomic_compare_exchange_weak_explicit(&h->max_ns, &max, l->max_ns,
+                                                memory_order_relaxed, memory_order_relaxed)) {
+  }
+  atomic_fetch_add_explicit(&h->count, l->count, memory_order_release);
+}
+
 void nxv_hist_snapshot(const nxv_hist *h, nxv_histogram *out) {
   memset(out, 0, sizeof *out);
   /* count first (acquire): every value it counts is in the other fields. */

@@ -26,11 +26,29 @@ typedef struct nxv_hist {
   atomic_uint_fast64_t max_ns; /* the largest */
 } nxv_hist;
 
+/* Values gathered by one thread before they are added to an nxv_hist in
+ * one step (nxv_hist_merge): plain fields, owned by that thread. */
+typedef struct nxv_hist_local {
+  uint64_t buckets[NXV_HISTOGRAM_BUCKETS]; /* values per bucket */
+  uint64_t count;                          /* values gathered */
+  uint64_t sum_ns;                         /* their sum */
+  uint64_t max_ns;                         /* the largest */
+} nxv_hist_local;
+
 /* Zeroes h. Not thread-safe (call before sharing h). */
 void nxv_hist_init(nxv_hist *h);
 
-/* Adds one value. Thread-safe, lock-free (relaxed atomics). */
+/* Adds one value. Thread-safe, lock-free (the count is added last, with
+ * release order; see nxv_hist_snapshot). */
 void nxv_hist_add(nxv_hist *h, uint64_t ns);
+
+/* Gathers one value into l (no atomics). Thread-safe for distinct l. */
+void nxv_hist_local_add(nxv_hist_local *l, uint64_t ns);
+
+/* Adds everything l gathered to h: one atomic add per non-empty bucket
+ * instead of three per value. Thread-safe for h (l belongs to the
+ * caller); l is left unchanged. */
+void nxv_hist_merge(nxv_hist *h, const nxv_hist_local *l);
 
 /* The bucket ns falls in. Pure function. */
 uint32_t nxv_hist_bucket(uint64_t ns);

@@ -26,6 +26,9 @@ typedef struct batch {
   uint32_t nnodes;
   uint64_t cost;
   uint64_t bytes;         /* bytes its nodes write (see nxv_stats) */
+  uint64_t queue_wait_ns; /* first enqueue -> submit (set on submit) */
+  uint64_t submit_ns;     /* when it was submitted */
+  uint64_t open_ns;       /* when its first node was recorded */
   bool host_read;         /* ends with a HOST_READ barrier */
   VkPipeline bound;       /* pipeline bound last in cb */
 } batch;
@@ -80,6 +83,13 @@ struct nxv_sched {
   nxv_hist queue_wait;            /* first enqueue -> submit, per batch */
   nxv_hist batch_gpu;             /* GPU time per batch */
   nxv_hist download_wait;         /* nxv_sched_note_download */
+  /* Batch records for telemetry: a ring of NXV_BATCH_RECORDS written by
+   * the completion thread while recording is on, under rec_mu. */
+  pthread_mutex_t rec_mu;
+  atomic_bool recording;
+  nxv_batch_record *records;      /* owned; NULL until recording starts */
+  uint32_t rec_head, rec_count;   /* oldest record, records kept */
+  uint64_t rec_dropped;           /* not kept since the last take */
 
   pthread_t sched_thread, completion_thread;
   bool sched_started, completion_started;
@@ -221,6 +231,7 @@ static nxv_status open_batch(nxv_sched *s) {
   b->nnodes = 0;
   b->cost = 0;
   b->bytes = 0;
+  b->open_ns = now_ns();
   b->host_read = false;
   b->bound = VK_NULL_HANDLE;
   s->open = b;
@@ -290,7 +301,12 @@ static void submit_open(nxv_sched *s) {
   }
   atomic_fetch_add(&s->submits, 1);
   atomic_fetch_add_explicit(&s->bytes_submitted, b->bytes, memory_order_relaxed);
-  if (b->head) nxv_hist_add(&s->queue_wait, now_ns() - b->head->enqueue_ns);
+  b->submit_ns = now_ns();
+  /* From the first op's enqueue, or without per-op timing from the
+   * batch's opening (its first op leaving the ring). */
+  b->queue_wait_ns = b->submit_ns - (b->head && b->head->enqueue_ns ? b->head->enqueue_ns
+                                                                    : b->open_ns);
+  if (b->head) nxv_hist_add(&s->queue_wait, b->queue_wait_ns);
   pthread_mutex_lock(&s->mu);
   s->inflight[(s->inflight_head + s->inflight_count) % NXV_MAX_BATCHES] =
       (uint32_t)(b - s->batches);
@@ -513,6 +529,7 @@ static void *sched_main(void *arg) {
 /* Releases a batch's nodes; for a batch that ran (completed), adds its GPU
  * time from its timestamps. Completion thread. */
 static void retire(nxv_sched *s, batch *b, bool completed) {
+  uint64_t gpu_ns = 0;
   if (completed && s->queries) {
     uint64_t t[2];
     VkResult r = vkGetQueryPoolResults(s->vk->device, s->queries,
@@ -520,17 +537,37 @@ static void retire(nxv_sched *s, batch *b, bool completed) {
                                        sizeof t[0], VK_QUERY_RESULT_64_BIT);
     if (r == VK_SUCCESS) {
       uint64_t ticks = (t[1] - t[0]) & s->tick_mask;
-      uint64_t ns = (uint64_t)((double)ticks * s->tick_ns);
-      atomic_fetch_add_explicit(&s->gpu_ns, ns, memory_order_relaxed);
-      nxv_hist_add(&s->batch_gpu, ns);
+      gpu_ns = (uint64_t)((double)ticks * s->tick_ns);
+      atomic_fetch_add_explicit(&s->gpu_ns, gpu_ns, memory_order_relaxed);
+      nxv_hist_add(&s->batch_gpu, gpu_ns);
     } else if (r != VK_NOT_READY) {
       nxv_status st = nxv_fail_vk(r, "vkGetQueryPoolResults (batch timestamps)");
       set_error(s, st, nxv_last_error());
     }
   }
-  if (completed) {
-    uint64_t t = now_ns();
-    for (nxv_node *n = b->head; n; n = n->next) nxv_hist_add(&s->op_latency, t - n->enqueue_ns);
+  uint64_t t = now_ns();
+  if (completed && !s->cfg.no_latency_timing) {
+    nxv_hist_local l;
+    memset(&l, 0, sizeof l);
+    for (nxv_node *n = b->head; n; n = n->next) nxv_hist_local_add(&l, t - n->enqueue_ns);
+    nxv_hist_merge(&s->op_latency, &l);
+  }
+  if (completed && atomic_load_explicit(&s->recording, memory_order_relaxed)) {
+    pthread_mutex_lock(&s->rec_mu);
+    if (!s->records) {
+      /* recording was stopped meanwhile */
+    } else if (s->rec_count == NXV_BATCH_RECORDS) {
+      s->rec_dropped++;
+    } else {
+      s->records[(s->rec_head + s->rec_count++) % NXV_BATCH_RECORDS] = (nxv_batch_record){
+          .epoch = b->epoch,
+          .ops = b->nnodes,
+          .bytes = b->bytes,
+          .queue_wait_ns = b->queue_wait_ns,
+          .gpu_ns = gpu_ns,
+          .latency_ns = t - b->submit_ns};
+    }
+    pthread_mutex_unlock(&s->rec_mu);
   }
   uint64_t nodes = b->nnodes;
   cancel_list(s, b->head);
@@ -622,7 +659,7 @@ nxv_status nxv_sched_push(nxv_sched *s, nxv_node *n) {
     return sticky(s);
   }
   atomic_fetch_add_explicit(&s->enqueued, 1, memory_order_relaxed);
-  n->enqueue_ns = now_ns();
+  if (!s->cfg.no_latency_timing) n->enqueue_ns = now_ns();
   if (!nxv_ring_push(s->ring, n)) {
     /* Full: the scheduler is behind. Spin briefly, then sleep until it
      * pops; the node keeps its place in this producer's order. */
@@ -736,6 +773,8 @@ nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *cfg,
   nxv_hist_init(&s->queue_wait);
   nxv_hist_init(&s->batch_gpu);
   nxv_hist_init(&s->download_wait);
+  pthread_mutex_init(&s->rec_mu, NULL);
+  atomic_init(&s->recording, false);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->sched_cv, NULL);
   pthread_cond_init(&s->inflight_cv, NULL);
@@ -845,6 +884,8 @@ void nxv_sched_destroy(nxv_sched *s) {
   pthread_cond_destroy(&s->inflight_cv);
   pthread_cond_destroy(&s->sched_cv);
   pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->rec_mu);
+  free(s->records);
   free(s);
 }
 
@@ -867,4 +908,32 @@ void nxv_sched_stats(nxv_sched *s, nxv_stats *st) {
 
 void nxv_sched_note_download(nxv_sched *s, uint64_t wait_ns) {
   nxv_hist_add(&s->download_wait, wait_ns);
+}
+
+void nxv_sched_record_batches(nxv_sched *s, bool enable) {
+  pthread_mutex_lock(&s->rec_mu);
+  if (enable && !s->records) {
+    s->records = malloc(NXV_BATCH_RECORDS * sizeof *s->records);
+    enable = s->records != NULL;
+  } else if (!enable) {
+    free(s->records);
+    s->records = NULL;
+  }
+  s->rec_head = s->rec_count = 0;
+  s->rec_dropped = 0;
+  atomic_store(&s->recording, enable);
+  pthread_mutex_unlock(&s->rec_mu);
+}
+
+void nxv_sched_take_batches(nxv_sched *s, nxv_batch_record *out, uint32_t max,
+                            uint32_t *out_count, uint64_t *out_dropped) {
+  pthread_mutex_lock(&s->rec_mu);
+  uint32_t n = s->rec_count < max ? s->rec_count : max;
+  for (uint32_t i = 0; i < n; i++) out[i] = s->records[(s->rec_head + i) % NXV_BATCH_RECORDS];
+  if (n) s->rec_head = (s->rec_head + n) % NXV_BATCH_RECORDS;
+  s->rec_count -= n;
+  *out_count = n;
+  *out_dropped = s->rec_dropped;
+  s->rec_dropped = 0;
+  pthread_mutex_unlock(&s->rec_mu);
 }

@@ -110,6 +110,7 @@ typedef struct nxv_sched_config {
   uint32_t completion_spin_us; /* the completion thread polls the timeline
                                   this long before blocking; 0 = never */
   uint64_t arena_bytes;
+  bool no_latency_timing;     /* no clock read per op (op_latency empty) */
 } nxv_sched_config;
 
 /* Creates the queue and starts its threads. vk, staging and layout must
@@ -170,6 +171,15 @@ void nxv_sched_stats(nxv_sched *sched, nxv_stats *stats);
 /* Adds a download's wait (from its start to its completion seen by the
  * caller) to the download_wait histogram. Thread-safe. */
 void nxv_sched_note_download(nxv_sched *sched, uint64_t wait_ns);
+
+/* Starts or stops recording retired batches (see nxv_device_record_batches).
+ * Thread-safe. */
+void nxv_sched_record_batches(nxv_sched *sched, bool enable);
+
+/* Moves up to max records into out (see nxv_device_take_batches).
+ * Thread-safe. */
+void nxv_sched_take_batches(nxv_sched *sched, nxv_batch_record *out, uint32_t max,
+                            uint32_t *out_count, uint64_t *out_dropped);
 
 /* The monotonic clock the scheduler's latencies use, in ns. Thread-safe. */
 uint64_t nxv_sched_now_ns(void);

@@ -494,9 +494,24 @@ static nxv_hist hist_shared;
 
 static uint64_t hist_value(uint64_t thread, uint64_t j) { return thread * 100000 + j * 37; }
 
+/* Even threads add one value at a time, odd ones gather 100 and merge
+ * them (the completion thread's way), so both paths run concurrently. */
 static void *hist_adder(void *arg) {
   uint64_t t = (uint64_t)(uintptr_t)arg;
-  for (uint64_t j = 0; j < HIST_PER; j++) nxv_hist_add(&hist_shared, hist_value(t, j));
+  nxv_hist_local l;
+  memset(&l, 0, sizeof l);
+  for (uint64_t j = 0; j < HIST_PER; j++) {
+    if (t % 2 == 0) {
+      nxv_hist_add(&hist_shared, hist_value(t, j));
+      continue;
+    }
+    nxv_hist_local_add(&l, hist_value(t, j));
+    if (l.count == 100) {
+      nxv_hist_merge(&hist_shared, &l);
+      memset(&l, 0, sizeof l);
+    }
+  }
+  nxv_hist_merge(&hist_shared, &l);
   return NULL;
 }
 
@@ -600,6 +615,88 @@ NXV_TEST(histogram, device_records_ops_batches_and_downloads) {
   uint64_t in_buckets = 0;
   for (uint32_t i = 0; i < NXV_HISTOGRAM_BUCKETS; i++) in_buckets += s1.op_latency.buckets[i];
   CHECK(in_buckets == s1.op_latency.count);
+  nxv_device_release(d);
+}
+
+/* Records of retired batches: every op in exactly one record while
+ * recording, none before or after, a bounded backlog whose overflow is
+ * counted; without per-op timing the op histogram stays empty. */
+NXV_TEST(histogram, batch_records_and_no_latency_timing) {
+  nxv_device_config cfg = {.disable_disk_cache = true, .max_batch_nodes = 1,
+                           .no_latency_timing = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  float one = 1.0f;
+  nxv_tensor *t;
+  nxv_batch_record *rec = malloc((NXV_BATCH_RECORDS + 16) * sizeof *rec);
+  REQUIRE(rec);
+  uint32_t n = 99;
+  uint64_t dropped = 99;
+  /* Not recording: nothing kept. */
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 10, &one, &t));
+  nxv_tensor_release(t);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_take_batches(d, rec, NXV_BATCH_RECORDS, &n, &dropped));
+  CHECK(n == 0 && dropped == 0);
+
+  REQUIRE_OK(nxv_device_record_batches(d, true));
+  enum { OPS = 40 };
+  for (int i = 0; i < OPS; i++) {
+    REQUIRE_OK(nxv_fill(d, NXV_F32, 1000, &one, &t));
+    nxv_tensor_release(t);
+  }
+  REQUIRE_OK(nxv_device_synchronize(d));
+  /* Taken in two parts, oldest first. */
+  uint32_t n1 = 0, n2 = 0;
+  REQUIRE_OK(nxv_device_take_batches(d, rec, 7, &n1, &dropped));
+  REQUIRE_OK(nxv_device_take_batches(d, rec + 7, NXV_BATCH_RECORDS, &n2, &dropped));
+  CHECK(n1 == 7);
+  CHECK(dropped == 0);
+  /* One op per batch: the fills (4000 bytes or more each), then
+   * synchronize's marker (no bytes). */
+  uint64_t ops = 0, markers = 0;
+  for (uint32_t i = 0; i < n1 + n2; i++) {
+    CHECK(rec[i].ops == 1);
+    CHECK(i == 0 || rec[i].epoch > rec[i - 1].epoch);
+    if (rec[i].bytes) {
+      ops++;
+      CHECK_MSG(rec[i].bytes >= 4000, "record %u: %llu bytes", i,
+                (unsigned long long)rec[i].bytes);
+    } else {
+      markers++;
+    }
+    CHECK(rec[i].latency_ns > 0);
+  }
+  CHECK_MSG(ops == OPS && markers == 1, "%llu ops and %llu markers recorded",
+            (unsigned long long)ops, (unsigned long long)markers);
+
+  /* A backlog of more than NXV_BATCH_RECORDS: the excess is counted. */
+  for (int i = 0; i < NXV_BATCH_RECORDS + 5; i++) {
+    REQUIRE_OK(nxv_fill(d, NXV_F32, 4, &one, &t));
+    nxv_tensor_release(t);
+  }
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_take_batches(d, rec, NXV_BATCH_RECORDS + 16, &n, &dropped));
+  CHECK_MSG(n == NXV_BATCH_RECORDS, "%u records", n);
+  /* Synchronize's marker batches are recorded too (0 ops). */
+  CHECK_MSG(dropped >= 5, "%llu dropped", (unsigned long long)dropped);
+  REQUIRE_OK(nxv_device_take_batches(d, rec, 16, &n, &dropped));
+  CHECK(n == 0 && dropped == 0);
+
+  /* Stopped: nothing more kept. */
+  REQUIRE_OK(nxv_device_record_batches(d, false));
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 10, &one, &t));
+  nxv_tensor_release(t);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_take_batches(d, rec, 16, &n, &dropped));
+  CHECK(n == 0 && dropped == 0);
+
+  nxv_stats s;
+  REQUIRE_OK(nxv_device_stats(d, &s));
+  CHECK(s.op_latency.count == 0);
+  CHECK(s.queue_wait.count == s.submits && s.submits > OPS);
+  CHECK(nxv_device_take_batches(d, NULL, 1, &n, &dropped) == NXV_ERR_INVALID_ARGUMENT);
+  free(rec);
   nxv_device_release(d);
 }
 

@@ -6,6 +6,10 @@ defmodule Nx.Vulkan.Application do
   def start(_type, _args) do
     :ok = Nx.Vulkan.Fallback.init()
     :ok = Nx.Vulkan.Scalars.init()
-    Supervisor.start_link([], strategy: :one_for_one, name: Nx.Vulkan.Supervisor)
+
+    Supervisor.start_link([Nx.Vulkan.Telemetry],
+      strategy: :one_for_one,
+      name: Nx.Vulkan.Supervisor
+    )
   end
 end

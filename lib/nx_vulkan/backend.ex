@@ -286,8 +286,9 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     impl_if_callback(:to_binary, 2)
 
-    def to_binary(%T{data: %__MODULE__{ref: ref}} = tensor, limit) do
-      download(ref, 0, min(limit, flat_size(tensor)))
+    def to_binary(%T{data: %__MODULE__{ref: ref, device: index}} = tensor, limit) do
+      count = min(limit, flat_size(tensor))
+      Nx.Vulkan.Telemetry.download_span(index, count, fn -> download(ref, 0, count) end)
     end
 
     impl_if_callback(:backend_deallocate, 1)

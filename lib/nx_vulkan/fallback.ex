@@ -53,6 +53,7 @@ defmodule Nx.Vulkan.Fallback do
     end
 
     :ets.update_counter(@table, op, {2, 1}, {op, 0})
+    Nx.Vulkan.Telemetry.execute([:nx_vulkan, :fallback], %{count: 1}, %{op: op, reason: detail})
     # A replay of captured device calls would not count this fallback.
     Nx.Vulkan.Capture.abort()
   end

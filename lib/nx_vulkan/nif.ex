@@ -44,7 +44,8 @@ defmodule Nx.Vulkan.NIF do
   Opens device `index` (-1 for the default). `opts` is a map with optional
   keys `:max_batch_nodes, :idle_flush_us, :kick_nodes, :wait_spin_us, :idle_spin_us, :ring_capacity,
   :staging_bytes, :pool_limit_bytes, :cache_dir (binary),
-  :disable_disk_cache, :poison_outputs, :fast_math, :unmapped_small`,
+  :disable_disk_cache, :poison_outputs, :fast_math, :unmapped_small,
+  :no_latency_timing`,
   `:download_kernel` (`:auto`,
   `:always` or `:never`). Each call opens a new
   context.
@@ -52,6 +53,15 @@ defmodule Nx.Vulkan.NIF do
   def open_device(_index, _opts), do: nif_error()
   @doc "Counters of a device as a map (pool, queue, pipeline cache)."
   def device_stats(_device), do: nif_error()
+  @doc "Starts (`true`) or stops keeping a record of each retired batch. `:ok`."
+  def record_batches(_device, _on), do: nif_error()
+
+  @doc """
+  Takes up to 1024 of the oldest batch records: `{[{ops, bytes,
+  queue_wait_ns, gpu_ns, latency_ns}], dropped}`, `dropped` the batches
+  not recorded since the previous call because the backlog was full.
+  """
+  def take_batches(_device), do: nif_error()
   @doc "Waits (dirty scheduler) until all queued work is done. `:ok` or raises."
   def synchronize(_device), do: nif_error()
   @doc "`:ok` or `{status_atom, message}` (the sticky error)."

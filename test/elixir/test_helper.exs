@@ -12,4 +12,7 @@ exclude =
     [:nx]
   end
 
+# Telemetry events need the :telemetry application (a dependency of Nx).
+exclude = if Code.ensure_loaded?(:telemetry), do: exclude, else: [:telemetry | exclude]
+
 ExUnit.start(exclude: exclude)
