@@ -112,12 +112,23 @@ defmodule Nx.Vulkan.Telemetry do
   # Called by `Nx.Vulkan.device/1` when it opens a device.
   @spec device_opened(non_neg_integer, reference) :: :ok
   def device_opened(index, ref) do
-    if available?() do
-      stats = NIF.device_stats(ref)
-      :telemetry.execute(@cache, cache_measurements(stats), cache_metadata(index, stats, :open))
-    end
+    {recording, cache} =
+      if available?() do
+        stats = NIF.device_stats(ref)
+        cache = cache_measurements(stats)
+        :telemetry.execute(@cache, cache, cache_metadata(index, stats, :open))
+        # Batches of a device opened with a handler attached are recorded
+        # from the start, not from the poller's next tick.
+        recording = attached?(@submit)
+        if recording, do: NIF.record_batches(ref, true)
+        {recording, cache}
+      else
+        {false, nil}
+      end
 
-    if Process.whereis(__MODULE__), do: GenServer.cast(__MODULE__, {:opened, index, ref})
+    if Process.whereis(__MODULE__),
+      do: GenServer.cast(__MODULE__, {:opened, index, ref, recording, cache})
+
     :ok
   end
 
@@ -202,8 +213,17 @@ defmodule Nx.Vulkan.Telemetry do
   end
 
   @impl true
-  def handle_cast({:opened, index, ref}, state) do
-    {:noreply, %{state | devices: Map.put(state.devices, index, ref)}}
+  def handle_cast({:opened, index, ref, recording, cache}, state) do
+    state = %{
+      state
+      | devices: Map.put(state.devices, index, ref),
+        recording: Map.put(state.recording, index, recording)
+    }
+
+    state =
+      if cache, do: %{state | last_cache: Map.put(state.last_cache, index, cache)}, else: state
+
+    {:noreply, state}
   end
 
   @impl true
