@@ -505,16 +505,16 @@ static ERL_NIF_TERM nif_record_batches(ErlNifEnv *env, int argc,
 }
 
 /* {[{ops, bytes, queue_wait_ns, gpu_ns, latency_ns}], dropped}, oldest
- * first; at most 1024 records per call. */
+ * first; at most 256 records per call (they live on the stack). */
 static ERL_NIF_TERM nif_take_batches(ErlNifEnv *env, int argc,
                                      const ERL_NIF_TERM argv[]) {
   (void)argc;
   dev_res *r;
   if (!get_dev(env, argv[0], &r)) return raise_argument(env, "take_batches: expected a device");
-  nxv_batch_record rec[1024];
+  nxv_batch_record rec[256];
   uint32_t n = 0;
   uint64_t dropped = 0;
-  nxv_status st = nxv_device_take_batches(r->dev, rec, 1024, &n, &dropped);
+  nxv_status st = nxv_device_take_batches(r->dev, rec, 256, &n, &dropped);
   if (st != NXV_OK) return raise_status(env, st, "take_batches");
   ERL_NIF_TERM list = enif_make_list(env, 0);
   for (uint32_t i = n; i-- > 0;) {

@@ -35,14 +35,14 @@ void nxv_hist_add(nxv_hist *h, uint64_t ns) {
   atomic_fetch_add_explicit(&h->count, 1, memory_order_release);
 }
 
-void nxv_hist_local_add(nxv_hist_local *l, uint64_t ns) {
+void nxv_hist_local_add(nxv_histogram *l, uint64_t ns) {
   l->buckets[nxv_hist_bucket(ns)]++;
   l->count++;
   l->sum_ns += ns;
   if (ns > l->max_ns) l->max_ns = ns;
 }
 
-void nxv_hist_merge(nxv_hist *h, const nxv_hist_local *l) {
+void nxv_hist_merge(nxv_hist *h, const nxv_histogram *l) {
   if (!l->count) return;
   for (uint32_t i = 0; i < NXV_HISTOGRAM_BUCKETS; i++)
     if (l->buckets[i])

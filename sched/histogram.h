@@ -26,15 +26,6 @@ typedef struct nxv_hist {
   atomic_uint_fast64_t max_ns; /* the largest */
 } nxv_hist;
 
-/* Values gathered by one thread before they are added to an nxv_hist in
- * one step (nxv_hist_merge): plain fields, owned by that thread. */
-typedef struct nxv_hist_local {
-  uint64_t buckets[NXV_HISTOGRAM_BUCKETS]; /* values per bucket */
-  uint64_t count;                          /* values gathered */
-  uint64_t sum_ns;                         /* their sum */
-  uint64_t max_ns;                         /* the largest */
-} nxv_hist_local;
-
 /* Zeroes h. Not thread-safe (call before sharing h). */
 void nxv_hist_init(nxv_hist *h);
 
@@ -42,13 +33,14 @@ void nxv_hist_init(nxv_hist *h);
  * release order; see nxv_hist_snapshot). */
 void nxv_hist_add(nxv_hist *h, uint64_t ns);
 
-/* Gathers one value into l (no atomics). Thread-safe for distinct l. */
-void nxv_hist_local_add(nxv_hist_local *l, uint64_t ns);
+/* Gathers one value into l, a plain histogram owned by the calling
+ * thread (no atomics), to be added to an nxv_hist later in one step. */
+void nxv_hist_local_add(nxv_histogram *l, uint64_t ns);
 
 /* Adds everything l gathered to h: one atomic add per non-empty bucket
  * instead of three per value. Thread-safe for h (l belongs to the
  * caller); l is left unchanged. */
-void nxv_hist_merge(nxv_hist *h, const nxv_hist_local *l);
+void nxv_hist_merge(nxv_hist *h, const nxv_histogram *l);
 
 /* The bucket ns falls in. Pure function. */
 uint32_t nxv_hist_bucket(uint64_t ns);

@@ -545,14 +545,16 @@ static void retire(nxv_sched *s, batch *b, bool completed) {
       set_error(s, st, nxv_last_error());
     }
   }
-  uint64_t t = now_ns();
-  if (completed && !s->cfg.no_latency_timing) {
-    nxv_hist_local l;
+  bool timed = completed && !s->cfg.no_latency_timing;
+  bool rec = completed && atomic_load_explicit(&s->recording, memory_order_relaxed);
+  uint64_t t = timed || rec ? now_ns() : 0;
+  if (timed) {
+    nxv_histogram l;
     memset(&l, 0, sizeof l);
     for (nxv_node *n = b->head; n; n = n->next) nxv_hist_local_add(&l, t - n->enqueue_ns);
     nxv_hist_merge(&s->op_latency, &l);
   }
-  if (completed && atomic_load_explicit(&s->recording, memory_order_relaxed)) {
+  if (rec) {
     pthread_mutex_lock(&s->rec_mu);
     if (!s->records) {
       /* recording was stopped meanwhile */

@@ -498,7 +498,7 @@ static uint64_t hist_value(uint64_t thread, uint64_t j) { return thread * 100000
  * them (the completion thread's way), so both paths run concurrently. */
 static void *hist_adder(void *arg) {
   uint64_t t = (uint64_t)(uintptr_t)arg;
-  nxv_hist_local l;
+  nxv_histogram l;
   memset(&l, 0, sizeof l);
   for (uint64_t j = 0; j < HIST_PER; j++) {
     if (t % 2 == 0) {

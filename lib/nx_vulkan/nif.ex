@@ -57,7 +57,7 @@ defmodule Nx.Vulkan.NIF do
   def record_batches(_device, _on), do: nif_error()
 
   @doc """
-  Takes up to 1024 of the oldest batch records: `{[{ops, bytes,
+  Takes up to 256 of the oldest batch records: `{[{ops, bytes,
   queue_wait_ns, gpu_ns, latency_ns}], dropped}`, `dropped` the batches
   not recorded since the previous call because the backlog was full.
   """

@@ -289,7 +289,7 @@ defmodule Nx.Vulkan.Telemetry do
     end
 
     if dropped > 0, do: :telemetry.execute(@submit ++ [:dropped], %{count: dropped}, meta)
-    if length(records) == 1024, do: drain(index, ref)
+    if length(records) == 256, do: drain(index, ref)
     :ok
   end
 
