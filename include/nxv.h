@@ -322,8 +322,12 @@ nxv_status nxv_device_status(nxv_device *device, const char **out_message);
 /* Writes the pipeline cache file now (also done on the last release). */
 nxv_status nxv_device_save_pipeline_cache(nxv_device *device);
 
-/* Test hook: make the next queue submission fail as if the driver had
- * returned fault (NXV_ERR_DEVICE_LOST or NXV_ERR_SUBMIT_FAILED). */
+/* Test hook: makes the device fail as if the driver had returned fault
+ * (NXV_ERR_DEVICE_LOST or NXV_ERR_SUBMIT_FAILED) to the next queue
+ * submission. A device loss also strikes while work is on the GPU (at
+ * the next batch boundary, or within 100 ms): every waiter wakes with the error (the
+ * buffers of that work are released only once it has really finished).
+ * Thread-safe. */
 void nxv_device_inject_fault(nxv_device *device, nxv_status fault);
 
 /* ------------------------------------------------------------------------ */

@@ -1100,6 +1100,123 @@ static void sticky_case(nxv_status fault) {
 NXV_TEST(error, injected_device_loss_is_sticky) { sticky_case(NXV_ERR_DEVICE_LOST); }
 NXV_TEST(error, injected_submit_failure_is_sticky) { sticky_case(NXV_ERR_SUBMIT_FAILED); }
 
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* 512 x 512 f32 product of x with itself. */
+static nxv_status square_512(nxv_device *d, nxv_tensor *x, nxv_tensor **out) {
+  nxv_matmul_desc m = {.batch = 1, .m = 512, .n = 512, .k = 512,
+                       .a = x, .a_strides = {0, 512, 1},
+                       .b = x, .b_strides = {0, 512, 1}};
+  return nxv_matmul(d, &m, out);
+}
+
+typedef struct gpu_waiter {
+  nxv_device *d;
+  nxv_tensor *t; /* NULL: synchronize instead of downloading */
+  nxv_status status;
+  double woke_s;
+} gpu_waiter;
+
+static void *gpu_waiter_main(void *arg) {
+  gpu_waiter *w = arg;
+  float v;
+  w->status = w->t ? nxv_tensor_download(w->t, 0, 1, &v) : nxv_device_synchronize(w->d);
+  w->woke_s = mono_s();
+  return NULL;
+}
+
+/* A device lost while seconds of work are on the GPU: every waiter (on
+ * that work, on work still queued, on synchronize) wakes with the error
+ * within a second, later ops fail fast, and releasing the context waits
+ * for the GPU to finish before freeing what it uses. */
+NXV_TEST(error, injected_loss_wakes_waiters_of_gpu_work) {
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  float half = 0.5f;
+  nxv_tensor *x;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 512 * 512, &half, &x));
+  /* Calibrate: enough chained products for about 2 s of GPU work. */
+  nxv_tensor *y;
+  REQUIRE_OK(square_512(d, x, &y));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_tensor_release(y);
+  double t0 = mono_s();
+  for (int i = 0; i < 4; i++) {
+    REQUIRE_OK(square_512(d, x, &y));
+    nxv_tensor_release(y);
+  }
+  REQUIRE_OK(nxv_device_synchronize(d));
+  double per = (mono_s() - t0) / 4;
+  long chain = (long)(2.0 / (per > 1e-6 ? per : 1e-6));
+  if (chain < 8) chain = 8;
+  if (chain > 200000) chain = 200000;
+  nxv_tensor *cur = x;
+  nxv_tensor_retain(cur);
+  for (long i = 0; i < chain; i++) {
+    REQUIRE_OK(square_512(d, cur, &y));
+    nxv_tensor_release(cur);
+    cur = y;
+  }
+  /* Work queued behind it, and waiters on both. */
+  nxv_tensor *later;
+  REQUIRE_OK(nxv_unary(d, NXV_NEG, 1, (int64_t[]){512 * 512}, &(nxv_view){cur, 0, NULL},
+                       &later));
+  enum { W = 6 };
+  gpu_waiter w[W];
+  pthread_t th[W];
+  for (int i = 0; i < W; i++) {
+    w[i] = (gpu_waiter){d, i % 3 == 0 ? cur : i % 3 == 1 ? later : NULL, NXV_OK, 0};
+    pthread_create(&th[i], NULL, gpu_waiter_main, &w[i]);
+  }
+  struct timespec pause = {0, 200 * 1000 * 1000};
+  nanosleep(&pause, NULL);
+  double injected = mono_s();
+  nxv_device_inject_fault(d, NXV_ERR_DEVICE_LOST);
+  double latest = 0;
+  for (int i = 0; i < W; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_MSG(w[i].status == NXV_ERR_DEVICE_LOST, "waiter %d got %s", i,
+              nxv_status_name(w[i].status));
+    if (w[i].woke_s - injected > latest) latest = w[i].woke_s - injected;
+  }
+  CHECK_MSG(latest < 1.0, "the last waiter woke %.3f s after the loss", latest);
+  printf("    %ld products queued (%.2f ms each); waiters woke within %.0f ms\n", chain,
+         per * 1e3, latest * 1e3);
+  const char *msg = NULL;
+  CHECK(nxv_device_status(d, &msg) == NXV_ERR_DEVICE_LOST);
+  CHECK(msg && strstr(msg, "in flight") != NULL);
+  /* Later ops fail fast with the same cause. */
+  double t1 = mono_s();
+  nxv_tensor *z = NXV_TEST_SENTINEL;
+  CHECK(square_512(d, x, &z) == NXV_ERR_DEVICE_LOST);
+  CHECK(z == NXV_TEST_SENTINEL);
+  CHECK(strstr(nxv_last_error(), "in flight") != NULL);
+  float v;
+  CHECK(nxv_tensor_download(later, 0, 1, &v) == NXV_ERR_DEVICE_LOST);
+  CHECK(mono_s() - t1 < 0.1);
+  nxv_tensor_release(later);
+  nxv_tensor_release(cur);
+  nxv_tensor_release(x);
+  nxv_device_release(d); /* waits for the GPU, then frees */
+  /* A new context works. */
+  d = open_with(&cfg);
+  REQUIRE(d);
+  nxv_tensor *a = upload_s32(d, (int32_t[4]){1, 2, 3, 4}, 4), *b = NULL;
+  REQUIRE(a);
+  REQUIRE_OK(add_s32(d, a, a, 4, &b));
+  int32_t got[4];
+  REQUIRE_OK(nxv_tensor_download(b, 0, 4, got));
+  CHECK(got[3] == 8);
+  nxv_tensor_release(a);
+  nxv_tensor_release(b);
+  nxv_device_release(d);
+}
+
 NXV_TEST(shutdown, release_with_work_in_flight) {
   for (int round = 0; round < 3; round++) {
     nxv_device *d = test_open_device();
