@@ -324,10 +324,10 @@ nxv_status nxv_device_save_pipeline_cache(nxv_device *device);
 
 /* Test hook: makes the device fail as if the driver had returned fault
  * (NXV_ERR_DEVICE_LOST or NXV_ERR_SUBMIT_FAILED) to the next queue
- * submission. A device loss also strikes while work is on the GPU (at
- * the next batch boundary, or within 100 ms): every waiter wakes with the error (the
- * buffers of that work are released only once it has really finished).
- * Thread-safe. */
+ * submission. A device loss while work is on the GPU strikes at once,
+ * as the wait for that work would report it: every waiter wakes with the
+ * error (the buffers of that work are released only once it has really
+ * finished). Thread-safe. */
 void nxv_device_inject_fault(nxv_device *device, nxv_status fault);
 
 /* ------------------------------------------------------------------------ */

@@ -162,10 +162,10 @@ nxv_status nxv_sched_synchronize(nxv_sched *sched);
  * scheduler lives). Thread-safe. */
 nxv_status nxv_sched_status(nxv_sched *sched, const char **out_message);
 
-/* Test hook: makes the next submission fail with fault; a device loss is
- * also taken by the completion thread when it next waits for work already
- * on the GPU (it waits in slices of 100 ms; that work is retired only once the GPU
- * has finished it). Thread-safe. */
+/* Test hook: makes the next submission fail with fault. A device loss
+ * while batches are in flight fails the queue at once instead, as the
+ * completion thread's wait would report it: every waiter wakes with it;
+ * that work is retired only once the GPU has finished it. Thread-safe. */
 void nxv_sched_inject_fault(nxv_sched *sched, nxv_status fault);
 
 /* Fills the queue fields of stats. Thread-safe. */
