@@ -92,6 +92,44 @@ defmodule Nx.Vulkan do
   defp open(index), do: raise(ArgumentError, "invalid device index #{inspect(index)}")
 
   @doc """
+  Replaces the context of device `index` (default: the default device)
+  with a newly opened one, its options the application's
+  `:device_options` merged with `opts`, and returns it.
+
+  For recovery after the device failed: a lost device or a failed
+  submission makes a context raise the same `Nx.Vulkan.Error` for every
+  later operation; `reopen/2` gives the index a working context. Tensors
+  made on the old context stay on it (they keep raising its error, or
+  keep working if it had not failed) and cannot be combined with tensors
+  of the new one. The old context closes once its last tensor is
+  collected. Also the way to change a device's options at run time.
+  """
+  @spec reopen(device_index | nil, map | keyword) :: reference
+  def reopen(index \\ nil, opts \\ %{}) do
+    index = index || default_device_index()
+
+    unless is_integer(index) and index >= 0,
+      do: raise(ArgumentError, "invalid device index #{inspect(index)}")
+
+    :global.trans(
+      {{__MODULE__, :open, index}, self()},
+      fn ->
+        opts =
+          Application.get_env(:nx_vulkan, :device_options, %{})
+          |> Map.new()
+          |> Map.merge(Map.new(opts))
+
+        ref = NIF.open_device(index, opts)
+        :persistent_term.put({__MODULE__, :device, index}, ref)
+        Nx.Vulkan.Scalars.clear(index)
+        Nx.Vulkan.Telemetry.device_opened(index, ref)
+        ref
+      end,
+      [node()]
+    )
+  end
+
+  @doc """
   Counters of a device (default: the default device): pool bytes reserved,
   in use and peak, pool hits/misses, device allocations and frees, ops
   enqueued and completed, submits, barriers, epochs, `gpu_busy_ns` (GPU

@@ -55,8 +55,9 @@ if Code.ensure_loaded?(Nx.Backend) do
     converted on the host before their upload.
 
     When the device's memory pool is full, an allocating operation collects
-    garbage (unreferenced tensors), waits for the queued work and tries
-    again before raising `Nx.Vulkan.Error`.
+    garbage (unreferenced tensors), waits for the queued work, trims the
+    pool and tries again before raising `Nx.Vulkan.OutOfMemoryError`
+    (`Nx.Vulkan.Memory`); the device stays usable.
 
     ## Host fallback
 
@@ -2335,40 +2336,9 @@ if Code.ensure_loaded?(Nx.Backend) do
     @doc false
     def __alloc__(index, fun), do: alloc(index || Nx.Vulkan.default_device_index(), fun)
 
-    # Runs an allocating NIF call. When the device's memory pool is full
-    # (the runtime has already waited for queued work to return buffers),
-    # collects garbage, dropping unreachable tensors that still hold
-    # buffers, and tries again before raising.
-    defp alloc(index, fun) do
-      fun.()
-    rescue
-      error in [Nx.Vulkan.Error] ->
-        if error.status == :out_of_device_memory do
-          retry_alloc(index, fun, [fn -> :erlang.garbage_collect() end, &collect_all/0], error)
-        else
-          reraise error, __STACKTRACE__
-        end
-    end
-
-    defp retry_alloc(_index, _fun, [], error), do: raise(error)
-
-    defp retry_alloc(index, fun, [collect | rest], _error) do
-      collect.()
-      NIF.synchronize(Nx.Vulkan.device(index))
-
-      try do
-        fun.()
-      rescue
-        error in [Nx.Vulkan.Error] ->
-          if error.status == :out_of_device_memory,
-            do: retry_alloc(index, fun, rest, error),
-            else: reraise(error, __STACKTRACE__)
-      end
-    end
-
-    defp collect_all do
-      Enum.each(Process.list(), &:erlang.garbage_collect/1)
-    end
+    # Runs an allocating NIF call, recovering from a full pool by
+    # collecting garbage and trimming (Nx.Vulkan.Memory).
+    defp alloc(index, fun), do: Nx.Vulkan.Memory.alloc(index, fun)
 
     # Row-major element strides of dims.
     defp dense_strides(dims) do

@@ -16,3 +16,5 @@ exclude =
 exclude = if Code.ensure_loaded?(:telemetry), do: exclude, else: [:telemetry | exclude]
 
 ExUnit.start(exclude: exclude)
+
+Code.require_file("support/workload.exs", __DIR__)

@@ -1,0 +1,291 @@
+defmodule Nx.Vulkan.ReliabilityTest do
+  # Load, soak, out of memory, device loss, process death: NIF-level (no
+  # Nx needed). Sizes are CI-sized; NX_VULKAN_LOAD_OPS and
+  # NX_VULKAN_SOAK_OPS scale them up, and bench/load.exs and bench/soak.exs
+  # are the long versions.
+  use ExUnit.Case, async: false
+
+  alias Nx.Vulkan.{NIF, Workload}
+  import Bitwise
+
+  @moduletag timeout: 600_000
+
+  defp env_int(name, default) do
+    case System.get_env(name) do
+      nil -> default
+      "" -> default
+      v -> String.to_integer(v)
+    end
+  end
+
+  defp open(opts \\ %{}), do: NIF.open_device(-1, Map.merge(%{disable_disk_cache: true}, opts))
+
+  defp f32(list), do: for(x <- list, into: <<>>, do: <<x * 1.0::float-32-native>>)
+  defp to_f32(bin), do: for(<<x::float-32-native <- bin>>, do: x)
+
+  # Waits until queued work has retired and garbage is gone, then reads
+  # the pool.
+  defp settled(dev) do
+    :erlang.garbage_collect()
+    NIF.synchronize(dev)
+    NIF.device_stats(dev)
+  end
+
+  describe "load" do
+    test "256 processes of mixed ops on one device: exact results, no error" do
+      dev = open()
+      ops = env_int("NX_VULKAN_LOAD_OPS", 120)
+
+      queued =
+        1..256
+        |> Enum.map(fn seed -> Task.async(fn -> Workload.mixed(dev, seed, ops) end) end)
+        |> Task.await_many(:infinity)
+        |> Enum.sum()
+
+      assert queued >= 256 * ops
+      s = settled(dev)
+      assert NIF.device_status(dev) == :ok
+      assert s.ops_completed == s.ops_enqueued
+    end
+  end
+
+  describe "soak" do
+    test "a long loop: pool, live buffers, pipelines and RSS stay flat" do
+      dev = open()
+      state = Workload.init(dev)
+      steps = div(env_int("NX_VULKAN_SOAK_OPS", 100_000), 10)
+      warmup = max(div(steps, 5), 1)
+      for _ <- 1..warmup, do: assert(Workload.step(dev, state) == state.expected)
+      base = Workload.sample(dev)
+      _ = settled(dev)
+      base_settled = Workload.sample(dev)
+
+      samples =
+        for chunk <- 1..8 do
+          for _ <- 1..max(div(steps - warmup, 8), 1),
+              do: assert(Workload.step(dev, state) == state.expected)
+
+          {chunk, Workload.sample(dev)}
+        end
+
+      _ = settled(dev)
+      final = Workload.sample(dev)
+      # (state stays referenced until here: its buffers are part of both.)
+      assert Workload.step(dev, state) == state.expected
+
+      for {chunk, s} <- samples do
+        # No pipeline is created after warm-up; the pool never grows past
+        # what warm-up needed plus one slab of slack for scheduling jitter.
+        assert s.pipelines == base.pipelines, "chunk #{chunk}: #{inspect(s)}"
+        assert s.pool_reserved <= max(base.pool_reserved, base_settled.pool_reserved) + (8 <<< 20)
+        assert s.staging == base.staging
+      end
+
+      # Settled, exactly the buffers of before: nothing leaked.
+      assert final.live_buffers == base_settled.live_buffers
+      assert final.pool_in_use == base_settled.pool_in_use
+      assert final.rss_kb - base.rss_kb < 64 * 1024, inspect({base, final})
+    end
+  end
+
+  describe "out of device memory" do
+    setup do
+      %{dev: open(%{pool_limit_bytes: 32 <<< 20})}
+    end
+
+    defp alloc(dev, mib) do
+      Nx.Vulkan.Memory.alloc(dev, fn ->
+        NIF.fill(dev, :f32, mib <<< 18, <<1.5::float-32-native>>)
+      end)
+    end
+
+    test "raises OutOfMemoryError after trimming and collecting; the device stays usable",
+         %{dev: dev} do
+      held = for _ <- 1..6, do: alloc(dev, 4)
+
+      error =
+        assert_raise Nx.Vulkan.OutOfMemoryError, ~r/out of device memory/, fn ->
+          for _ <- 1..4, do: alloc(dev, 4)
+        end
+
+      assert error.bytes_in_use >= 24 <<< 20
+      assert error.bytes_reserved <= 32 <<< 20
+      assert error.message =~ "limit"
+      # Nothing was lost: the held tensors are intact, the device works.
+      for t <- held, do: assert(to_f32(NIF.download(t, (4 <<< 18) - 2, 2)) == [1.5, 1.5])
+      assert NIF.device_status(dev) == :ok
+      # (the two tensors made before the failure are garbage by now)
+      a = Nx.Vulkan.Memory.alloc(dev, fn -> NIF.upload(dev, :f32, f32([1, 2, 3])) end)
+      b = Nx.Vulkan.Memory.alloc(dev, fn -> NIF.binary(:add, [3], a, 0, nil, a, 0, nil) end)
+      assert to_f32(NIF.download(b, 0, 3)) == [2, 4, 6]
+      # A request that can never fit fails the same way, at once.
+      assert_raise Nx.Vulkan.OutOfMemoryError, fn -> alloc(dev, 64) end
+    end
+
+    test "garbage of this process and of others is collected before failing", %{dev: dev} do
+      # Fill the pool, then drop the references without collecting.
+      Enum.each(1..7, fn _ -> alloc(dev, 4) end)
+      # This process's garbage is collected on the first failure.
+      t = alloc(dev, 8)
+      assert to_f32(NIF.download(t, 0, 1)) == [1.5]
+
+      # Garbage held by another process's heap is collected on the second.
+      parent = self()
+
+      pid =
+        spawn(fn ->
+          Enum.each(1..5, fn _ -> alloc(dev, 4) end)
+          send(parent, :filled)
+          receive do: (:stop -> :ok)
+        end)
+
+      assert_receive :filled, 30_000
+      u = alloc(dev, 16)
+      assert to_f32(NIF.download(u, (16 <<< 18) - 1, 1)) == [1.5]
+      send(pid, :stop)
+      assert NIF.device_status(dev) == :ok
+    end
+
+    test "other device errors pass through unchanged", %{dev: dev} do
+      a = NIF.upload(dev, :f32, f32([1]))
+      NIF.synchronize(dev)
+      NIF.inject_fault(dev, :submit_failed)
+
+      assert_raise Nx.Vulkan.Error, ~r/injected/, fn ->
+        NIF.download(NIF.unary(:negate, [1], a, 0, nil), 0, 1)
+      end
+
+      error = assert_raise Nx.Vulkan.Error, fn -> alloc(dev, 1) end
+      assert error.status == :submit_failed
+    end
+  end
+
+  describe "device loss and submit failure" do
+    # Independent [64, 65536] x [65536, 64] products (0.5 GFLOP each, 16
+    # KiB results): about `seconds` of GPU work on any device. Returns the
+    # last and a tensor queued after all of them.
+    defp long_work(dev, seconds) do
+      a = NIF.fill(dev, :f32, 64 <<< 16, <<0.5::float-32-native>>)
+      mm = fn -> NIF.matmul(1, 64, 64, 1 <<< 16, a, 0, [0, 1 <<< 16, 1], a, 0, [0, 64, 1]) end
+      NIF.synchronize(dev)
+      t0 = System.monotonic_time(:microsecond)
+      for _ <- 1..4, do: mm.()
+      NIF.synchronize(dev)
+      per = max((System.monotonic_time(:microsecond) - t0) / 4, 1)
+      n = min(max(round(seconds * 1.0e6 / per), 8), 100_000)
+      last = Enum.reduce(1..n, nil, fn _, _ -> mm.() end)
+      {last, NIF.unary(:negate, [64 * 64], last, 0, nil)}
+    end
+
+    test "a lost device wakes every waiter within a second; later ops fail fast; a new context works" do
+      dev = open()
+      {tail, later} = long_work(dev, 3.0)
+      parent = self()
+
+      waiters =
+        for i <- 1..12 do
+          spawn(fn ->
+            result =
+              try do
+                case rem(i, 3) do
+                  0 -> NIF.download(tail, 0, 1)
+                  1 -> NIF.download(later, 0, 1)
+                  2 -> NIF.synchronize(dev)
+                end
+              rescue
+                e in Nx.Vulkan.Error -> {:error, e.status, e.message}
+              end
+
+            send(parent, {:woke, i, result, System.monotonic_time(:microsecond)})
+          end)
+        end
+
+      Process.sleep(200)
+      injected = System.monotonic_time(:microsecond)
+      NIF.inject_fault(dev, :device_lost)
+
+      woke =
+        for _ <- waiters do
+          assert_receive {:woke, i, result, at}, 5_000
+          {i, result, at - injected}
+        end
+
+      for {i, result, after_us} <- woke do
+        assert {:error, :device_lost, message} = result, "waiter #{i}: #{inspect(woke)}"
+        assert message =~ "in flight"
+        assert after_us < 1_000_000, "waiter #{i} woke #{after_us} us after the loss"
+      end
+
+      assert {:device_lost, _} = NIF.device_status(dev)
+      t0 = System.monotonic_time(:microsecond)
+
+      error = assert_raise Nx.Vulkan.Error, fn -> NIF.unary(:abs, [64 * 64], tail, 0, nil) end
+
+      assert error.status == :device_lost
+      assert_raise Nx.Vulkan.Error, ~r/in flight/, fn -> NIF.download(later, 0, 1) end
+      assert_raise Nx.Vulkan.Error, ~r/in flight/, fn -> NIF.upload(dev, :f32, f32([1])) end
+      # Without waiting for the work still on the GPU (seconds of it; on a
+      # CPU device it also competes for the cores).
+      assert System.monotonic_time(:microsecond) - t0 < 500_000
+
+      fresh = open()
+      a = NIF.upload(fresh, :f32, f32([1, 2]))
+      assert to_f32(NIF.download(NIF.binary(:add, [2], a, 0, nil, a, 0, nil), 0, 2)) == [2, 4]
+    end
+
+    test "a failed submission is sticky with its cause" do
+      dev = open()
+      a = NIF.upload(dev, :f32, f32([1, 2]))
+      NIF.synchronize(dev)
+      NIF.inject_fault(dev, :submit_failed)
+      b = NIF.unary(:negate, [2], a, 0, nil)
+      error = assert_raise Nx.Vulkan.Error, fn -> NIF.download(b, 0, 2) end
+      assert error.status == :submit_failed and error.message =~ "injected"
+      assert {:submit_failed, msg} = NIF.device_status(dev)
+      assert msg =~ "injected"
+
+      for f <- [
+            fn -> NIF.download(a, 0, 2) end,
+            fn -> NIF.unary(:abs, [2], a, 0, nil) end,
+            fn -> NIF.synchronize(dev) end
+          ] do
+        assert %Nx.Vulkan.Error{status: :submit_failed} = catch_error(f.())
+      end
+    end
+  end
+
+  describe "process death" do
+    test "a process killed with ops in flight leaks nothing" do
+      dev = open()
+      base = settled(dev)
+
+      for round <- 1..6 do
+        parent = self()
+
+        pid =
+          spawn(fn ->
+            x = NIF.fill(dev, :f32, 1 <<< 18, <<1.0::float-32-native>>)
+
+            t =
+              Enum.reduce(1..400, x, fn _, a ->
+                NIF.binary(:add, [1 <<< 18], a, 0, nil, x, 0, nil)
+              end)
+
+            send(parent, :queued)
+            # Some die waiting on a download, some while queuing more.
+            if rem(round, 2) == 0, do: NIF.download(t, 0, 1)
+            receive do: (:never -> :ok)
+          end)
+
+        assert_receive :queued, 30_000
+        Process.exit(pid, :kill)
+      end
+
+      s = settled(dev)
+      assert s.pool_live_buffers == base.pool_live_buffers
+      assert s.pool_bytes_in_use == base.pool_bytes_in_use
+      assert s.ops_completed == s.ops_enqueued
+      assert NIF.device_status(dev) == :ok
+    end
+  end
+end
