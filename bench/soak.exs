@@ -12,7 +12,8 @@
 # ops/s since the last row, process RSS, BEAM memory, pool bytes reserved
 # and in use, live pool buffers, staging bytes, pipelines. Then the
 # growth of each figure between the first and the last row. Each sample
-# is taken after waiting for the queued work (pool figures settled). Descriptors:
+# is taken after a garbage collection and waiting for the queued work
+# (pool figures settled). Descriptors:
 # the runtime allocates none (buffer device addresses in push constants).
 Code.require_file("../test/elixir/support/workload.exs", __DIR__)
 
@@ -63,6 +64,9 @@ row = fn done, rate, s ->
 end
 
 sample = fn ->
+  # Dead tensor handles in this process's heap hold buffers until it
+  # collects garbage; settled figures need both.
+  :erlang.garbage_collect()
   NIF.synchronize(dev)
   Workload.sample(dev)
 end

@@ -166,19 +166,29 @@ defmodule Nx.Vulkan.ReliabilityTest do
   end
 
   describe "device loss and submit failure" do
-    # Independent [64, 65536] x [65536, 64] products (0.5 GFLOP each, 16
-    # KiB results): about `seconds` of GPU work on any device. Returns the
+    # Chained [64, 65536] x [65536, 64] products (0.5 GFLOP each, 16 KiB
+    # results): A[i][p] = prev[64 i] (zero k stride), so each waits for the
+    # one before it on any GPU. About `seconds` of GPU work. Returns the
     # last and a tensor queued after all of them.
     defp long_work(dev, seconds) do
       a = NIF.fill(dev, :f32, 64 <<< 16, <<0.5::float-32-native>>)
-      mm = fn -> NIF.matmul(1, 64, 64, 1 <<< 16, a, 0, [0, 1 <<< 16, 1], a, 0, [0, 64, 1]) end
+      zero = NIF.fill(dev, :f32, 64 * 64, <<0.0::float-32-native>>)
+      mm = fn prev -> NIF.matmul(1, 64, 64, 1 <<< 16, prev, 0, [0, 64, 0], a, 0, [0, 64, 1]) end
+      chain = fn from, n -> Enum.reduce(1..n, from, fn _, prev -> mm.(prev) end) end
+      cur = chain.(zero, 1)
       NIF.synchronize(dev)
-      t0 = System.monotonic_time(:microsecond)
-      for _ <- 1..4, do: mm.()
-      NIF.synchronize(dev)
-      per = max((System.monotonic_time(:microsecond) - t0) / 4, 1)
-      n = min(max(round(seconds * 1.0e6 / per), 8), 100_000)
-      last = Enum.reduce(1..n, nil, fn _, _ -> mm.() end)
+      # Fast devices time 64 more products, to see past the submit latency.
+      {cur, per} =
+        Enum.reduce_while([4, 64], {cur, 0}, fn n, {cur, _} ->
+          t0 = System.monotonic_time(:microsecond)
+          cur = chain.(cur, n)
+          NIF.synchronize(dev)
+          us = System.monotonic_time(:microsecond) - t0
+          if us > 50_000, do: {:halt, {cur, us / n}}, else: {:cont, {cur, us / n}}
+        end)
+
+      n = min(max(round(seconds * 1.0e6 / max(per, 1)), 8), 200_000)
+      last = chain.(cur, n)
       {last, NIF.unary(:negate, [64 * 64], last, 0, nil)}
     end
 
@@ -205,7 +215,11 @@ defmodule Nx.Vulkan.ReliabilityTest do
           end)
         end
 
-      Process.sleep(200)
+      # (The ring's backpressure can hold the queuing above until the GPU
+      # has only the last few thousand products left: inject soon.)
+      Process.sleep(30)
+      s = NIF.device_stats(dev)
+      assert s.ops_completed < s.ops_enqueued, "the work finished before the loss"
       injected = System.monotonic_time(:microsecond)
       NIF.inject_fault(dev, :device_lost)
 
@@ -283,10 +297,25 @@ defmodule Nx.Vulkan.ReliabilityTest do
           end)
 
         assert_receive :queued, 30_000
+        ref = Process.monitor(pid)
         Process.exit(pid, :kill)
+        assert_receive {:DOWN, ^ref, :process, ^pid, :killed}, 30_000
       end
 
-      s = settled(dev)
+      # A dead process's references are dropped as the VM cleans it up,
+      # which may follow its exit signal by a moment.
+      s =
+        Enum.reduce_while(1..100, nil, fn _, _ ->
+          s = settled(dev)
+
+          if s.pool_live_buffers == base.pool_live_buffers do
+            {:halt, s}
+          else
+            Process.sleep(50)
+            {:cont, s}
+          end
+        end)
+
       assert s.pool_live_buffers == base.pool_live_buffers
       assert s.pool_bytes_in_use == base.pool_bytes_in_use
       assert s.ops_completed == s.ops_enqueued
