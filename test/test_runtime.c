@@ -1207,13 +1207,16 @@ NXV_TEST(error, injected_loss_wakes_waiters_of_gpu_work) {
          per * 1e3, latest * 1e6);
   const char *msg = NULL;
   CHECK(nxv_device_status(d, &msg) == NXV_ERR_DEVICE_LOST);
-  CHECK(msg && strstr(msg, "in flight") != NULL);
+  /* Taken at once with batches in flight, or by the next submission when
+   * the scheduler still held the work (a loaded CPU device): either way
+   * the same injected loss. */
+  CHECK(msg && strstr(msg, "injected") != NULL);
   /* Later ops fail fast with the same cause. */
   double t1 = mono_s();
   nxv_tensor *z = NXV_TEST_SENTINEL;
   CHECK(long_product(d, x, x, &z) == NXV_ERR_DEVICE_LOST);
   CHECK(z == NXV_TEST_SENTINEL);
-  CHECK(strstr(nxv_last_error(), "in flight") != NULL);
+  CHECK(strstr(nxv_last_error(), "injected") != NULL);
   float v;
   CHECK(nxv_tensor_download(later, 0, 1, &v) == NXV_ERR_DEVICE_LOST);
   CHECK(mono_s() - t1 < 0.1);

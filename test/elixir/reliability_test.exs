@@ -248,7 +248,9 @@ defmodule Nx.Vulkan.ReliabilityTest do
 
       for {i, result, after_us} <- woke do
         assert {:error, :device_lost, message} = result, "waiter #{i}: #{inspect(woke)}"
-        assert message =~ "in flight"
+        # (at once with batches in flight, or at the next submission when
+        # the scheduler still held the work)
+        assert message =~ "injected"
         assert after_us < 1_000_000, "waiter #{i} woke #{after_us} us after the loss"
       end
 
@@ -258,8 +260,8 @@ defmodule Nx.Vulkan.ReliabilityTest do
       error = assert_raise Nx.Vulkan.Error, fn -> NIF.unary(:abs, [64 * 64], tail, 0, nil) end
 
       assert error.status == :device_lost
-      assert_raise Nx.Vulkan.Error, ~r/in flight/, fn -> NIF.download(later, 0, 1) end
-      assert_raise Nx.Vulkan.Error, ~r/in flight/, fn -> NIF.upload(dev, :f32, f32([1])) end
+      assert_raise Nx.Vulkan.Error, ~r/injected/, fn -> NIF.download(later, 0, 1) end
+      assert_raise Nx.Vulkan.Error, ~r/injected/, fn -> NIF.upload(dev, :f32, f32([1])) end
       # Without waiting for the work still on the GPU (seconds of it; on a
       # CPU device it also competes for the cores).
       assert System.monotonic_time(:microsecond) - t0 < 500_000
