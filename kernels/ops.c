@@ -235,7 +235,10 @@ static nxv_status check_shape(uint32_t rank, const int64_t *shape,
 }
 
 /* Resolves a view over shape into explicit strides (size-1 axes get stride
- * 0) and checks that every reachable element lies in the tensor. */
+ * 0) and checks that every reachable element lies in the tensor. A view of
+ * no elements reads nothing: its strides are all 0, whatever was given
+ * (the dense strides of a shape with a zero dimension may overflow, and
+ * products of given ones are never formed). */
 static nxv_status resolve_view(nxv_device *d, const char *what,
                                const nxv_view *v, uint32_t rank,
                                const int64_t *shape, uint64_t n,
@@ -245,15 +248,19 @@ static nxv_status resolve_view(nxv_device *d, const char *what,
   if (v->tensor->device != d)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "%s: tensor belongs to another device", what);
+  if (n == 0) {
+    for (uint32_t i = 0; i < rank; i++) strides[i] = 0;
+    return NXV_OK;
+  }
   if (v->strides) {
     for (uint32_t i = 0; i < rank; i++) strides[i] = v->strides[i];
   } else {
-    int64_t s = 1;
+    int64_t s = 1; /* n > 0: every dimension >= 1, their product < 2^32 */
     for (int i = (int)rank - 1; i >= 0; i--) {
       strides[i] = s;
-      s *= shape[i] ? shape[i] : 1;
+      s *= shape[i];
     }
-    if (v->offset == 0 && n != v->tensor->count && n != 0)
+    if (v->offset == 0 && n != v->tensor->count)
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                       "%s: tensor has %llu elements, shape needs %llu", what,
                       (unsigned long long)v->tensor->count,
@@ -261,7 +268,6 @@ static nxv_status resolve_view(nxv_device *d, const char *what,
   }
   for (uint32_t i = 0; i < rank; i++)
     if (shape[i] == 1) strides[i] = 0;
-  if (n == 0) return NXV_OK;
   __int128 lo = v->offset, hi = v->offset;
   for (uint32_t i = 0; i < rank; i++) {
     __int128 span = (__int128)strides[i] * (shape[i] - 1);
@@ -839,7 +845,9 @@ nxv_status nxv_transpose(nxv_device *d, uint32_t rank, const int64_t *in_shape,
   int64_t s = 1;
   for (int i = (int)rank - 1; i >= 0; i--) {
     in_strides[i] = s;
-    s *= in_shape[i] ? in_shape[i] : 1;
+    /* Without elements the strides are unused; a zero dimension may come
+     * with others whose product overflows. */
+    if (n) s *= in_shape[i];
   }
   for (uint32_t k = 0; k < rank; k++) {
     if (perm[k] >= rank || (seen >> perm[k]) & 1u)
@@ -1652,9 +1660,12 @@ nxv_status nxv_sort(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t len,
                     "sort: tensor has %llu elements, %llu rows of %llu need %llu",
                     (unsigned long long)a->count, (unsigned long long)rows,
                     (unsigned long long)len, (unsigned long long)n);
+  if (len > INT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "sort: rows of %llu exceed 2^31-1 elements",
+                    (unsigned long long)len);
   uint64_t p = 1;
   while (p < len) p <<= 1;
-  if (len > INT32_MAX || rows * p > UINT32_MAX)
+  if (rows * p > UINT32_MAX)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "sort: %llu rows of %llu exceed 2^32 slots",
                     (unsigned long long)rows, (unsigned long long)len);
   nxv_tensor *vals = NULL, *inds = NULL, *keys = NULL, *idx = NULL;
@@ -1839,7 +1850,9 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
   w[5] = c->feature_groups > 1 ? (uint32_t)Ck : 0u;
   w[6] = (uint32_t)in_sp;
   w[7] = (uint32_t)out_sp;
-  int64_t stride = 1;
+  /* Row-major strides of the input's spatial block: past 2^32 (and
+   * wrapping) only when it is empty, and then every tap is padding. */
+  uint64_t stride = 1;
   for (int i = (int)S - 1; i >= 0; i--) {
     uint32_t *a = w + CONV_HDR + CONV_AXW * (uint32_t)i;
     a[0] = (uint32_t)c->out_shape[2 + i];
@@ -1850,7 +1863,7 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
     a[5] = (uint32_t)c->input_dilation[i];
     a[6] = (uint32_t)c->kernel_dilation[i];
     a[7] = (uint32_t)stride;
-    stride *= c->in_shape[2 + i];
+    stride *= (uint64_t)c->in_shape[2 + i];
   }
   /* Few outputs with long sums (a kernel gradient reduces over the batch
    * and the output's spatial block) take a workgroup each (variant 1):
@@ -1942,7 +1955,9 @@ nxv_status nxv_window_scatter(nxv_device *d, const nxv_window_scatter_desc *w,
   uint32_t R = w->rank;
   uint32_t args[WINSCATTER_AXW * NXV_MAX_RANK];
   uint64_t n_src = 1, wc = 1;
-  int64_t in_stride = 1;
+  /* Row-major stride of the input: past 2^32 (and wrapping) only for an
+   * empty input, which queues no work. */
+  uint64_t in_stride = 1;
   for (int i = (int)R - 1; i >= 0; i--) {
     int64_t dim = w->in_shape[i], win = w->window[i], s = w->strides[i];
     int64_t lo = w->pad_lo[i], hi = w->pad_hi[i];
@@ -1965,7 +1980,7 @@ nxv_status nxv_window_scatter(nxv_device *d, const nxv_window_scatter_desc *w,
     a[4] = (uint32_t)(int32_t)lo;
     a[5] = (uint32_t)windows;
     a[6] = (uint32_t)n_src; /* row-major stride of the windows */
-    in_stride *= dim;
+    in_stride *= (uint64_t)dim;
     n_src *= (uint64_t)windows;
     wc *= (uint64_t)win;
     if (n_src > UINT32_MAX || wc > UINT32_MAX)
@@ -2064,7 +2079,9 @@ nxv_status nxv_window_reduce(nxv_device *d, nxv_reduce_op op,
     nxv_tensor_release(tout);
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
   }
-  int64_t stride = 1;
+  /* Row-major strides of the input: past 2^32 (and wrapping) only when it
+   * is empty, and then every window position is padding. */
+  uint64_t stride = 1;
   for (int i = (int)R - 1; i >= 0; i--) {
     uint32_t *a = node->args + 7 * i;
     a[0] = (uint32_t)w->out_shape[i];
@@ -2074,7 +2091,7 @@ nxv_status nxv_window_reduce(nxv_device *d, nxv_reduce_op op,
     a[4] = (uint32_t)w->strides[i];
     a[5] = (uint32_t)w->dilations[i];
     a[6] = (uint32_t)(int32_t)w->pad_lo[i];
-    stride *= w->in_shape[i];
+    stride *= (uint64_t)w->in_shape[i];
   }
   /* Every axis but the last two a plain batch axis: the kernel's
    * two-axis walk. */
