@@ -984,8 +984,10 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
     return NXV_OK;
   }
   rk = collapse(rk, ks, 1, kst);
-  rr = collapse(rr, rs, 1, rst);
-  if (k == 0) rr = 0; /* nothing to read: identity */
+  /* k == 0: nothing to read, the identity; the reduced axes (one of them
+   * 0, the others possibly huge) are not collapsed, their product could
+   * overflow. */
+  rr = k ? collapse(rr, rs, 1, rst) : 0;
   nxv_node *node = nxv_node_new(2 * rk + 2 * rr + 1);
   if (!node) {
     nxv_tensor_release(tout);

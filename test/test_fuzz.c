@@ -138,6 +138,17 @@ NXV_TEST(fuzz, empty_shapes_with_huge_dimensions) {
   CHECK_OK(nxv_reduce(d, NXV_REDUCE_SUM, 3, rshape, &rv, 1u, &out));
   if (out) check_zeros(out, 9), nxv_tensor_release(out);
 
+  /* Sums and argmaxes over empty axes next to huge ones (found by the
+   * fuzzer: collapsing the reduced axes multiplied 2^40 by 2^40). */
+  const int64_t hshape[4] = {3, INT64_C(1) << 40, INT64_C(1) << 40, 0};
+  nxv_view hv = {empty, 0, NULL};
+  out = NULL;
+  CHECK_OK(nxv_reduce(d, NXV_REDUCE_SUM, 4, hshape, &hv, 0xEu, &out));
+  if (out) check_zeros(out, 3), nxv_tensor_release(out);
+  out = NULL;
+  CHECK_OK(nxv_argreduce(d, true, false, 4, hshape, &hv, 0xEu, &out));
+  if (out) check_zeros(out, 3), nxv_tensor_release(out);
+
   /* One window of padding over an empty input of huge other axes. */
   const int64_t in4[4] = {0, HUGE_DIM, HUGE_DIM, HUGE_DIM}, ones4[4] = {1, 1, 1, 1};
   const int64_t str4[4] = {1, HUGE_DIM, HUGE_DIM, HUGE_DIM}, lo4[4] = {1, 0, 0, 0};
