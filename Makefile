@@ -5,8 +5,12 @@
 #   make test-c-asan  the C tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-c-tsan  the ring/scheduler/concurrency tests under ThreadSanitizer
 #   make test-elixir  the ExUnit suites (mix test)
+#   make test-nif-fuzz  random NIF calls (FUZZ_CALLS, default 100000; FUZZ_SEED)
+#                     against the NIF built with AddressSanitizer +
+#                     UndefinedBehaviorSanitizer (gcc)
 #   make test         all of the above
 #   make nif          build the Erlang NIF into priv/ (mix compile does it)
+#   make nif-asan     the NIF with ASan + UBSan, build/asan/libnx_vulkan_nif.so
 #   make demo         build and run the demo on the default device
 #   make bench        build the C benchmarks (build/bench/nxv_bench, vk_floor,
 #                     vk_ceiling)
@@ -46,7 +50,7 @@ TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(TEST_SRC))
 SHADERS  := $(wildcard shaders/*.comp shaders/*.glsl) shaders/variants.txt
 
-.PHONY: all lib nif test test-c test-c-asan test-c-tsan test-elixir bench vk-floor demo deps clean bench-all
+.PHONY: all lib nif nif-asan test test-nif-fuzz test-c test-c-asan test-c-tsan test-elixir bench vk-floor demo deps clean bench-all
 
 all: lib
 lib: $(B)/libnxv.a
@@ -137,6 +141,16 @@ $(NIF_SO): $(NIF_OBJ) $(B)/libnxv.a
 
 nif: $(NIF_SO)
 
+# The same NIF in the build tree of a sanitizer build (SAN=asan puts it in
+# build/asan/); priv/'s NIF is left alone. The BEAM is not instrumented:
+# load it with the sanitizer runtime preloaded (see test-nif-fuzz) and
+# NX_VULKAN_NIF pointing at it.
+$(B)/libnx_vulkan_nif.so: $(NIF_OBJ) $(B)/libnxv.a
+	$(CC) -shared $(CFLAGS) $(NIF_OBJ) $(B)/libnxv.a $(LDFLAGS) $(LDLIBS) -o $@
+
+nif-asan:
+	$(MAKE) SAN=asan build/asan/libnx_vulkan_nif.so
+
 $(B)/examples/demo: $(B)/obj/examples/demo.o $(B)/libnxv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
@@ -166,7 +180,27 @@ test-c-tsan:
 test-elixir:
 	mix test
 
-test: test-c test-c-asan test-c-tsan test-elixir
+# Random calls of every NIF function, valid and malformed, against the ASan
+# NIF (test/fuzz/nif_fuzz.exs): each must raise ArgumentError or
+# Nx.Vulkan.Error, or return a correct result. mix picks its own build
+# directory (with or without Nx). The BEAM is not instrumented: it runs
+# with the ASan runtime preloaded, leak checking off (the VM's own
+# allocations at exit are not the NIF's), huge allocations failing instead
+# of aborting (lavapipe's device memory is host memory), and a small
+# quarantine (lavapipe frees large blocks often). FUZZ_SEED replays a run.
+FUZZ_CALLS ?= 100000
+FUZZ_SEED  ?=
+FUZZ_ASAN_OPTIONS := detect_leaks=0:allocator_may_return_null=1:quarantine_size_mb=16:malloc_context_size=10
+test-nif-fuzz: nif-asan
+	mix compile
+	LD_PRELOAD="$$($(CC) -print-file-name=libasan.so)" \
+	ASAN_OPTIONS=$(FUZZ_ASAN_OPTIONS) \
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	NX_VULKAN_NIF=$(CURDIR)/build/asan/libnx_vulkan_nif \
+	  mix run --no-compile --no-deps-check --no-start test/fuzz/nif_fuzz.exs \
+	    --calls $(FUZZ_CALLS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
+
+test: test-c test-c-asan test-c-tsan test-elixir test-nif-fuzz
 
 deps:
 	sh tools/install_deps.sh

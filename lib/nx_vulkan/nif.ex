@@ -19,12 +19,23 @@ defmodule Nx.Vulkan.NIF do
       lost device raises `Nx.Vulkan.Error` (fields `:status`, `:message`);
       an op or type the device cannot compute raises `ArgumentError` naming
       type, op and device. A deallocated tensor raises `ArgumentError`.
+
+  The library loaded is `priv/libnx_vulkan_nif.so`, or the one the
+  environment variable `NX_VULKAN_NIF` names when it is set: its path
+  without the `.so` extension, read when the module loads (the fuzz test
+  loads the sanitizer build, `build/asan/libnx_vulkan_nif`, this way).
   """
 
   @on_load :load_nif
   @doc false
   def load_nif do
-    path = :filename.join(:code.priv_dir(:nx_vulkan), ~c"libnx_vulkan_nif")
+    path =
+      case System.get_env("NX_VULKAN_NIF") do
+        nil -> :filename.join(:code.priv_dir(:nx_vulkan), ~c"libnx_vulkan_nif")
+        "" -> :filename.join(:code.priv_dir(:nx_vulkan), ~c"libnx_vulkan_nif")
+        path -> String.to_charlist(path)
+      end
+
     :erlang.load_nif(path, 0)
   end
 
