@@ -114,6 +114,8 @@ static void usage(FILE *f) {
       "  --mm-max N      largest matmul dimension (default 8192; on CPU\n"
       "                  devices 1024 and at most 2^31 FLOPs per product)\n"
       "  --reps N        timed runs per measurement (default 5)\n"
+      "  --dtypes LIST   bandwidth suite: comma-separated among f32, f16,\n"
+      "                  f64, run in that order (default: all three)\n"
       "  --kick-nodes N  the devices' kick_nodes option (submit at N nodes\n"
       "                  when the GPU is idle; default: the runtime's)\n"
       "  --csv           machine-readable stdout: test,mode,metric,value,unit\n"
@@ -163,6 +165,29 @@ static uint32_t parse_suites(const char *s) {
   return bits;
 }
 
+/* --dtypes: bit i for the bandwidth suite's i-th dtype (f32, f16, f64). */
+static uint32_t parse_bw_dtypes(const char *s) {
+  static const char *const kNames[3] = {"f32", "f16", "f64"};
+  if (!s || !s[0]) die("--dtypes needs a value");
+  uint32_t bits = 0;
+  const char *p = s;
+  for (;;) {
+    size_t len = strcspn(p, ",");
+    bool found = false;
+    for (uint32_t i = 0; i < 3; i++)
+      if (strlen(kNames[i]) == len && !strncmp(p, kNames[i], len)) {
+        bits |= 1u << i;
+        found = true;
+      }
+    if (!found)
+      die("--dtypes: unknown dtype '%.*s' in '%s' (f32, f16, f64)", (int)len,
+          p, s);
+    if (!p[len]) break;
+    p += len + 1;
+  }
+  return bits;
+}
+
 static options parse_options(int argc, char **argv) {
   options o = {.device = -1, .ops = 10000, .mb = 256, .reps = 5,
                .side = 8192, .mm_max = 8192, .suites = SUITE_ALL};
@@ -191,6 +216,9 @@ static options parse_options(int argc, char **argv) {
     } else if (!strcmp(a, "--mm-max")) {
       o.mm_max = parse_u64(a, v, 1, 65536);
       o.mm_max_set = true;
+      i++;
+    } else if (!strcmp(a, "--dtypes")) {
+      o.bw_dtypes = parse_bw_dtypes(v);
       i++;
     } else if (!strcmp(a, "--kick-nodes")) {
       g_kick_nodes = (uint32_t)parse_u64(a, v, 1, 1u << 20);
