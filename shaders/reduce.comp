@@ -19,8 +19,9 @@
 // VARIANT 4: one thread per output combines its nsplit partials.
 // VARIANT 5: one workgroup per output combines its nsplit partials (tree
 //            order; for few outputs with many chunks).
-// flags bit 0 (VARIANT 1, one reduced axis of stride 1): every output's
-// run starts 4-aligned; threads read 4 elements at a time.
+// flags bit 0 (VARIANTS 1 and 3, one reduced axis of stride 1): every
+// output's run, and every chunk of it (kchunk a multiple of 4), starts
+// 4-aligned; threads read 4 elements at a time.
 #include "common.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
@@ -83,7 +84,7 @@ void main() {
         uint st = s_args[2u * pc.rank_kept + 1u];
         uint kv = k0;
 #if T_VEC
-        if ((pc.flags & 1u) != 0u) {  // st == 1, base 4-aligned, k0 == 0
+        if ((pc.flags & 1u) != 0u) {  // st == 1, base and k0 4-aligned
           kv = k0 + ((k1 - k0) & ~3u);
           BufT4 a4 = BufT4(pc.a);
           for (uint k = k0 + 4u * lid; k < kv; k += 4u * gl_WorkGroupSize.x) {

@@ -1727,6 +1727,96 @@ static void test_reduce_type(nxv_dtype t, uint64_t seed) {
   nxv_device_release(d);
 }
 
+/* Sums of 8- and 16-bit types over long contiguous runs: split into
+ * chunks that a workgroup reads 4 elements at a time where the input and
+ * every chunk start 4-aligned, one at a time otherwise (offsets 1-3, rows
+ * whose length is not a multiple of 4). Random values in {-1, 0, 1}
+ * (unsigned types: {0, 1, 2}) whose running sum stays within 9 of 0 keep
+ * every f32 partial sum exact and the f16 totals small; integer sums wrap
+ * to the type's width. Results are compared exactly. */
+NXV_TEST(kernels, reduce_narrow_long_runs) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  static const nxv_dtype kNarrow[] = {NXV_F16, NXV_S16, NXV_U16, NXV_S8, NXV_U8};
+  static const struct {
+    uint32_t rank;
+    int64_t shape[2];
+    uint32_t mask;
+  } cases[] = {
+      {1, {20000}, 1},    {1, {300000}, 1},   {1, {262147}, 1},
+      {2, {3, 140000}, 2}, {2, {3, 140001}, 2}, {2, {2, 9000}, 2},
+  };
+  for (size_t ti = 0; ti < sizeof kNarrow / sizeof kNarrow[0]; ti++) {
+    nxv_dtype t = kNarrow[ti];
+    size_t es = nxv_dtype_size(t);
+    bool fl = t == NXV_F16, un = t == NXV_U16 || t == NXV_U8;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+      for (uint64_t off = 0; off < 4; off++) {
+        uint32_t rank = cases[ci].rank;
+        const int64_t *shape = cases[ci].shape;
+        uint64_t rows = rank == 2 ? (uint64_t)shape[0] : 1;
+        uint64_t k = (uint64_t)shape[rank - 1], n = rows * k;
+        uint8_t *host = test_xcalloc(off + n, es);
+        int64_t *want = test_xcalloc(rows, sizeof *want);
+        uint64_t rng = 0xA11CE + ci * 4 + off;
+        int64_t run = 0; /* random steps kept near 0 (f16 totals exact) */
+        for (uint64_t i = 0; i < n; i++) {
+          if (i % k == 0) run = 0;
+          int v = (int)(test_rand_u64(&rng) % 3) - 1;
+          if (run > 8 && v > 0) v = -1;
+          if (run < -8 && v < 0) v = 1;
+          run += v;
+          if (un) v += 1;
+          want[i / k] += v;
+          uint8_t *e = host + (off + i) * es;
+          if (fl) {
+            uint16_t h = nxv_test_f16_bits(v);
+            memcpy(e, &h, 2);
+          } else if (es == 2) {
+            uint16_t h = (uint16_t)v;
+            memcpy(e, &h, 2);
+          } else {
+            *e = (uint8_t)v;
+          }
+        }
+        nxv_tensor *in = NULL, *out = NULL;
+        CHECK_OK(nxv_tensor_upload(d, t, off + n, host, &in));
+        nxv_view v = {in, (int64_t)off, NULL};
+        if (in) CHECK_OK(nxv_reduce(d, NXV_REDUCE_SUM, rank, shape, &v, cases[ci].mask, &out));
+        if (out) {
+          uint8_t *got = test_xcalloc(rows, es);
+          CHECK_OK(nxv_tensor_download(out, 0, rows, got));
+          for (uint64_t r = 0; r < rows; r++) {
+            int64_t g, w = want[r];
+            if (fl) {
+              uint16_t h;
+              memcpy(&h, got + r * es, 2);
+              g = (int64_t)nxv_test_f16_value(h);
+            } else if (es == 2) {
+              uint16_t h;
+              memcpy(&h, got + r * es, 2);
+              g = un ? (int64_t)h : (int64_t)(int16_t)h;
+              w = un ? (int64_t)(uint16_t)w : (int64_t)(int16_t)w;
+            } else {
+              g = un ? (int64_t)got[r] : (int64_t)(int8_t)got[r];
+              w = un ? (int64_t)(uint8_t)w : (int64_t)(int8_t)w;
+            }
+            CHECK_MSG(g == w, "%s sum, shape %lld x %lld, offset %llu, row %llu: %lld, expected %lld",
+                      nxv_dtype_name(t), (long long)rows, (long long)k,
+                      (unsigned long long)off, (unsigned long long)r,
+                      (long long)g, (long long)w);
+          }
+          free(got);
+          nxv_tensor_release(out);
+        }
+        if (in) nxv_tensor_release(in);
+        free(host);
+        free(want);
+      }
+  }
+  nxv_device_release(d);
+}
+
 NXV_TEST(kernels, reduce_f32) { test_reduce_type(NXV_F32, 0x8001); }
 NXV_TEST(kernels, reduce_f64) { test_reduce_type(NXV_F64, 0x8002); }
 NXV_TEST(kernels, reduce_s32) { test_reduce_type(NXV_S32, 0x8003); }
