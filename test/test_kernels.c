@@ -1727,14 +1727,15 @@ static void test_reduce_type(nxv_dtype t, uint64_t seed) {
   nxv_device_release(d);
 }
 
-/* Sums of 8- and 16-bit types over long contiguous runs: split into
- * chunks that a workgroup reads 4 elements at a time where the input and
- * every chunk start 4-aligned, one at a time otherwise (offsets 1-3, rows
- * whose length is not a multiple of 4). Random values in {-1, 0, 1}
- * (unsigned types: {0, 1, 2}) whose running sum stays within 9 of 0 keep
- * every f32 partial sum exact and the f16 totals small; integer sums wrap
- * to the type's width. Results are compared exactly. */
-NXV_TEST(kernels, reduce_narrow_long_runs) {
+/* Sums of 8- and 16-bit types: long contiguous runs split into chunks that
+ * a workgroup reads 4 elements at a time where the input and every chunk
+ * start 4-aligned, one at a time otherwise (offsets 1-3, other lengths);
+ * columns (a thread per result, split along the column). Random
+ * values in {-1, 0, 1} (unsigned types: {0, 1, 2}) whose running sum per
+ * result stays within 9 of 0 keep every f32 partial sum exact and the f16
+ * totals small; integer sums wrap to the type's width. Results are
+ * compared exactly. */
+NXV_TEST(kernels, reduce_narrow_vector_loads) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
   static const nxv_dtype kNarrow[] = {NXV_F16, NXV_S16, NXV_U16, NXV_S8, NXV_U8};
@@ -1743,8 +1744,12 @@ NXV_TEST(kernels, reduce_narrow_long_runs) {
     int64_t shape[2];
     uint32_t mask;
   } cases[] = {
+      /* runs (the last axis) */
       {1, {20000}, 1},    {1, {300000}, 1},   {1, {262147}, 1},
       {2, {3, 140000}, 2}, {2, {3, 140001}, 2}, {2, {2, 9000}, 2},
+      /* columns (the first axis) */
+      {2, {5000, 8}, 1},  {2, {3000, 36}, 1}, {2, {2000, 37}, 1},
+      {2, {64, 4096}, 1}, {2, {7, 12}, 1},    {2, {300, 2}, 1},
   };
   for (size_t ti = 0; ti < sizeof kNarrow / sizeof kNarrow[0]; ti++) {
     nxv_dtype t = kNarrow[ti];
@@ -1755,19 +1760,21 @@ NXV_TEST(kernels, reduce_narrow_long_runs) {
         uint32_t rank = cases[ci].rank;
         const int64_t *shape = cases[ci].shape;
         uint64_t rows = rank == 2 ? (uint64_t)shape[0] : 1;
-        uint64_t k = (uint64_t)shape[rank - 1], n = rows * k;
+        uint64_t cols = (uint64_t)shape[rank - 1], n = rows * cols;
+        bool by_col = cases[ci].mask == 1 && rank == 2;
+        uint64_t n_out = rank == 1 ? 1 : by_col ? cols : rows;
         uint8_t *host = test_xcalloc(off + n, es);
-        int64_t *want = test_xcalloc(rows, sizeof *want);
+        int64_t *want = test_xcalloc(n_out, sizeof *want);
+        int64_t *run = test_xcalloc(n_out, sizeof *run);
         uint64_t rng = 0xA11CE + ci * 4 + off;
-        int64_t run = 0; /* random steps kept near 0 (f16 totals exact) */
         for (uint64_t i = 0; i < n; i++) {
-          if (i % k == 0) run = 0;
+          uint64_t o = rank == 1 ? 0 : by_col ? i % cols : i / cols;
           int v = (int)(test_rand_u64(&rng) % 3) - 1;
-          if (run > 8 && v > 0) v = -1;
-          if (run < -8 && v < 0) v = 1;
-          run += v;
+          if (run[o] > 8 && v > 0) v = -1;
+          if (run[o] < -8 && v < 0) v = 1;
+          run[o] += v;
           if (un) v += 1;
-          want[i / k] += v;
+          want[o] += v;
           uint8_t *e = host + (off + i) * es;
           if (fl) {
             uint16_t h = nxv_test_f16_bits(v);
@@ -1784,9 +1791,9 @@ NXV_TEST(kernels, reduce_narrow_long_runs) {
         nxv_view v = {in, (int64_t)off, NULL};
         if (in) CHECK_OK(nxv_reduce(d, NXV_REDUCE_SUM, rank, shape, &v, cases[ci].mask, &out));
         if (out) {
-          uint8_t *got = test_xcalloc(rows, es);
-          CHECK_OK(nxv_tensor_download(out, 0, rows, got));
-          for (uint64_t r = 0; r < rows; r++) {
+          uint8_t *got = test_xcalloc(n_out, es);
+          CHECK_OK(nxv_tensor_download(out, 0, n_out, got));
+          for (uint64_t r = 0; r < n_out; r++) {
             int64_t g, w = want[r];
             if (fl) {
               uint16_t h;
@@ -1801,9 +1808,11 @@ NXV_TEST(kernels, reduce_narrow_long_runs) {
               g = un ? (int64_t)got[r] : (int64_t)(int8_t)got[r];
               w = un ? (int64_t)(uint8_t)w : (int64_t)(int8_t)w;
             }
-            CHECK_MSG(g == w, "%s sum, shape %lld x %lld, offset %llu, row %llu: %lld, expected %lld",
-                      nxv_dtype_name(t), (long long)rows, (long long)k,
-                      (unsigned long long)off, (unsigned long long)r,
+            CHECK_MSG(g == w,
+                      "%s sum, shape %llu x %llu, axes mask %u, offset %llu, result %llu: "
+                      "%lld, expected %lld",
+                      nxv_dtype_name(t), (unsigned long long)rows, (unsigned long long)cols,
+                      cases[ci].mask, (unsigned long long)off, (unsigned long long)r,
                       (long long)g, (long long)w);
           }
           free(got);
@@ -1812,6 +1821,7 @@ NXV_TEST(kernels, reduce_narrow_long_runs) {
         if (in) nxv_tensor_release(in);
         free(host);
         free(want);
+        free(run);
       }
   }
   nxv_device_release(d);
