@@ -55,9 +55,16 @@ SHADERS  := $(wildcard shaders/*.comp shaders/*.glsl) shaders/variants.txt
 all: lib
 lib: $(B)/libnxv.a
 
-$(GEN)/spirv.c $(GEN)/spirv.h &: $(SHADERS) tools/embed_spirv.sh
+# A build tool run on the host (never sanitized): rewrites modules that use
+# NV cooperative matrices into KHR ones (tools/spv_coopmat_khr.c).
+SPV_REWRITER := build/tools/spv_coopmat_khr
+$(SPV_REWRITER): tools/spv_coopmat_khr.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -O2 $(WARN) $< -o $@
+
+$(GEN)/spirv.c $(GEN)/spirv.h &: $(SHADERS) tools/embed_spirv.sh $(SPV_REWRITER)
 	@mkdir -p $(GEN)
-	GLSLANG=$(GLSLANG) sh tools/embed_spirv.sh shaders/variants.txt $(GEN)
+	GLSLANG=$(GLSLANG) SPV_COOPMAT_KHR=$(SPV_REWRITER) sh tools/embed_spirv.sh shaders/variants.txt $(GEN)
 
 $(B)/obj/gen/spirv.o: $(GEN)/spirv.c
 	@mkdir -p $(dir $@)

@@ -116,7 +116,14 @@ typedef struct nxv_device_info {
   bool cooperative_matrix;    /* VK_KHR_ or VK_NV_cooperative_matrix */
   bool coopmat_f16;           /* f16 matmul runs on tensor cores: 16x16x16
                                  f16 x f16 + f32 subgroup products through
-                                 VK_NV_cooperative_matrix, subgroups of 32 */
+                                 VK_KHR_ or VK_NV_cooperative_matrix,
+                                 subgroups of 32 */
+  bool coopmat_khr;           /* the f16 products go through
+                                 VK_KHR_cooperative_matrix (else NV's) */
+  bool coopmat_bf16;          /* bf16 matmul runs on tensor cores: 16x16x16
+                                 bf16 x bf16 + f32 subgroup products through
+                                 VK_KHR_cooperative_matrix and
+                                 VK_KHR_shader_bfloat16, subgroups of 32 */
   bool pipeline_creation_feedback;
   uint32_t subgroup_size, subgroup_min_size, subgroup_max_size;
   uint32_t subgroup_operations; /* VkSubgroupFeatureFlags */

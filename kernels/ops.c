@@ -1149,13 +1149,16 @@ static nxv_status check_operand(const char *what, nxv_tensor *t, int64_t off,
   return NXV_OK;
 }
 
-/* Whether coopmat.comp can run m (f16 operands) on device d, and its
- * variant: each operand contiguous along one of its axes, 8-element (16
- * byte) aligned groups along it (offsets, the other strides and the
- * contiguous extent multiples of 8). */
-static bool coopmat_layout(nxv_device *d, const nxv_matmul_desc *m,
+/* Whether coopmat.comp can run m (f16 or bf16 operands, type t) on device
+ * d, and its variant: each operand contiguous along one of its axes,
+ * 8-element (16 byte) aligned groups along it (offsets, the other strides
+ * and the contiguous extent multiples of 8). */
+static bool coopmat_layout(nxv_device *d, nxv_dtype t, const nxv_matmul_desc *m,
                            uint32_t *out_variant) {
-  if (!d->vk.info.coopmat_f16 || d->vk.info.max_workgroup_invocations < NXV_COOPMAT_THREADS)
+  bool tensor_cores = t == NXV_F16 ? d->vk.info.coopmat_f16
+                      : t == NXV_BF16 ? d->vk.info.coopmat_bf16
+                                      : false;
+  if (!tensor_cores || d->vk.info.max_workgroup_invocations < NXV_COOPMAT_THREADS)
     return false;
   const int64_t *sa = m->a_strides, *sb = m->b_strides;
   bool batched = m->batch > 1;
@@ -1223,8 +1226,10 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
   if (nsplit > 1) {
     module = t == NXV_F32 ? NXV_SPV_GEMM_F32 : t == NXV_F16 ? NXV_SPV_GEMM_F16 : NXV_SPV_GEMM_BF16;
     variant = 1;
-  } else if (t == NXV_F16 && coopmat_layout(d, m, &variant)) {
-    module = NXV_SPV_COOPMAT_F16;
+  } else if (coopmat_layout(d, t, m, &variant)) {
+    module = t == NXV_BF16            ? NXV_SPV_COOPMAT_BF16
+             : d->vk.info.coopmat_khr ? NXV_SPV_COOPMAT_F16_KHR
+                                      : NXV_SPV_COOPMAT_F16;
     tile_m = NXV_COOPMAT_BM;
     tile_n = NXV_COOPMAT_BN;
   } else if (gemm_type) {

@@ -303,6 +303,9 @@ static ERL_NIF_TERM info_map(ErlNifEnv *env, const nxv_device_info *i) {
   PUT_BOOL(f, "push_descriptor", i->push_descriptor);
   PUT_BOOL(f, "memory_budget", i->memory_budget);
   PUT_BOOL(f, "cooperative_matrix", i->cooperative_matrix);
+  PUT_BOOL(f, "coopmat_f16", i->coopmat_f16);
+  PUT_BOOL(f, "coopmat_bf16", i->coopmat_bf16);
+  PUT_BOOL(f, "coopmat_khr", i->coopmat_khr);
   PUT_BOOL(f, "pipeline_creation_feedback", i->pipeline_creation_feedback);
   PUT_U64(f, "subgroup_size", i->subgroup_size);
   PUT_U64(f, "subgroup_min_size", i->subgroup_min_size);

@@ -1,10 +1,16 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "types.glsl"
-// coopmat.comp - batched C[b] = A[b] (m x k) * B[b] (k x n) for f16 on
-// tensor cores (GL_NV_cooperative_matrix, 16x16x16 f16 products
-// accumulated in f32), result rounded to f16. Same push constants as
-// matmul.comp.
+// coopmat.comp - batched C[b] = A[b] (m x k) * B[b] (k x n) for f16 and
+// bf16 (T_ID 8, 9) on tensor cores: 16x16x16 products accumulated in f32,
+// result rounded to T. Same push constants as matmul.comp.
+// Written for GL_NV_cooperative_matrix (what Debian's glslang compiles):
+// the f16 module runs as compiled, through VK_NV_cooperative_matrix; the
+// bf16 module is rewritten at build time by tools/spv_coopmat_khr.c into
+// SPV_KHR_cooperative_matrix with bfloat16 matrix elements (its 16-bit
+// float type is only ever a matrix component; the operands move through
+// memory as raw 16-bit words), and runs through VK_KHR_cooperative_matrix
+// and VK_KHR_shader_bfloat16.
 //
 // A workgroup (CM_WGM x CM_WGN subgroups of 32) computes a CM_BM x CM_BN
 // tile of C; each subgroup owns a (CM_BM / CM_WGM) x (CM_BN / CM_WGN)
@@ -36,7 +42,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
-layout(buffer_reference, std430, buffer_reference_align = 2) buffer BufT { float16_t v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer BufT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufV { uvec4 v[]; };
 
 layout(push_constant, std430) uniform PC {
@@ -166,7 +172,7 @@ void main() {
   }
 
   // Epilogue: each subgroup stages one accumulator at a time in its slice
-  // of Cs and writes it out with bounds checks, rounding to f16.
+  // of Cs and writes it out with bounds checks, rounding to T.
   uint lane = gl_SubgroupInvocationID;
   uint cbase = bat * pc.m * pc.n;
   [[unroll]] for (uint i = 0u; i < FM; ++i)
@@ -177,7 +183,7 @@ void main() {
       uint r0 = row0 + wm * SM + i * 16u, c0 = col0 + wn * SN + j * 16u;
       for (uint e = lane; e < 256u; e += gl_SubgroupSize) {
         uint gr = r0 + e / 16u, gc = c0 + e % 16u;
-        if (gr < pc.m && gc < pc.n) pc.c.v[cbase + gr * pc.n + gc] = float16_t(Cs[sg * 256u + e]);
+        if (gr < pc.m && gc < pc.n) pc.c.v[cbase + gr * pc.n + gc] = T_ST(Cs[sg * 256u + e]);
       }
       subgroupBarrier();
     }

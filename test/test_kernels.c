@@ -2044,8 +2044,9 @@ NXV_TEST(kernels, matmul) {
       {1, 1025, 1283, 11, MM_TB | MM_REV},
       {96, 5, 7, 3, MM_TA | MM_TB},
       {100, 33, 17, 21, MM_BA | MM_OFF},
-      /* 8-aligned layouts: f16 takes tensor cores where the device has
-       * them (edges in m and n, several k slices, every layout) */
+      /* 8-aligned layouts: f16 and bf16 take tensor cores where the
+       * device has them (edges in m and n, several k slices, every
+       * layout) */
       {1, 1288, 1032, 24, 0},
       {1, 136, 264, 72, MM_TA},
       {2, 128, 128, 64, MM_TB},

@@ -132,10 +132,11 @@ NXV_TEST(device, enumerate_and_describe) {
   CHECK(info.subgroup_size >= 1);
   CHECK(info.max_workgroup_count[0] >= 1);
   fprintf(stderr, "  device %u: %s (%s %s), subgroup %u, f64 %d i64 %d i16 %d "
-          "i8 %d f16 %d coopmat %d compute-only queue %d\n",
+          "i8 %d f16 %d coopmat %d (f16 %d, bf16 %d, KHR %d) compute-only queue %d\n",
           info.index, info.name, info.driver_name, info.driver_info,
           info.subgroup_size, info.float64, info.int64, info.int16, info.int8,
-          info.float16, info.cooperative_matrix, info.compute_only_queue);
+          info.float16, info.cooperative_matrix, info.coopmat_f16, info.coopmat_bf16, info.coopmat_khr,
+          info.compute_only_queue);
   nxv_device_release(d);
 }
 

@@ -47,8 +47,13 @@ echo "unary_c64_f32_precise unary.comp -DT_ID=12 -DO_ID=10 -DPRECISE32=1"
 for t in f16:8 bf16:9 f32:10; do
   echo "gemm_${t%%:*} gemm.comp -DT_ID=${t#*:}"
 done
-# f16 matmul on tensor cores (devices with VK_NV_cooperative_matrix).
+# f16 and bf16 matmul on tensor cores: f16 through VK_NV_cooperative_matrix
+# as compiled, or rewritten for VK_KHR_cooperative_matrix; bf16 rewritten
+# for VK_KHR_cooperative_matrix with bfloat16 elements (--spv-rewrite, see
+# tools/embed_spirv.sh).
 echo "coopmat_f16 coopmat.comp -DT_ID=8"
+echo "coopmat_f16_khr coopmat.comp -DT_ID=8 --spv-rewrite=khr"
+echo "coopmat_bf16 coopmat.comp -DT_ID=9 --spv-rewrite=khr-bf16"
 echo "fill_32 fill.comp -DW=32"
 echo "fill_64 fill.comp -DW=64"
 # Fused elementwise programs (fused.comp) for the float types; the f16,
