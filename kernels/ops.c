@@ -1158,7 +1158,8 @@ static bool coopmat_layout(nxv_device *d, nxv_dtype t, const nxv_matmul_desc *m,
   bool tensor_cores = t == NXV_F16 ? d->vk.info.coopmat_f16
                       : t == NXV_BF16 ? d->vk.info.coopmat_bf16
                                       : false;
-  if (!tensor_cores || d->vk.info.max_workgroup_invocations < NXV_COOPMAT_THREADS)
+  if (!tensor_cores || d->vk.info.max_workgroup_invocations < NXV_COOPMAT_THREADS ||
+      d->vk.info.max_shared_memory < NXV_COOPMAT_SHARED)
     return false;
   const int64_t *sa = m->a_strides, *sb = m->b_strides;
   bool batched = m->batch > 1;
