@@ -373,7 +373,7 @@ nxv_status nxv_vk_describe(VkPhysicalDevice phys, uint32_t index,
                 out->buffer_device_address && out->int64;
   /* coopmat.comp needs the Vulkan memory model (its scopes) and subgroups
    * of 32. f16 takes VK_KHR_cooperative_matrix where the device offers it
-   * (on an H100 the same kernel ran 16% faster through it than through
+   * (on an H100 the same kernel ran 12-17% faster through it than through
    * VK_NV_cooperative_matrix), else the NV extension. */
   bool coop_base = out->storage_16bit && f12.vulkanMemoryModel && out->subgroup_size == 32;
   out->coopmat_khr = coop_base && ext.coop_khr && out->float16 &&
