@@ -35,7 +35,10 @@
  * Exits non-zero, with a message, on a module it cannot rewrite (another
  * coopmat opcode, a type with both A and accumulator uses, a B value that
  * reaches an A operand, an instruction it does not know producing a split
- * type). No state beyond one module; not part of the runtime.
+ * type) or whose result fails its checks (verify: no NV instruction left,
+ * every product's operands of the right uses, no IEEE half left in bf16
+ * mode), so the build fails rather than a pipeline. No state beyond one
+ * module; not part of the runtime.
  */
 #include <stdarg.h>
 #include <stdbool.h>
@@ -320,6 +323,48 @@ static void mark_derived(ctx *c) {
   }
 }
 
+/* Checks the rewritten module's invariants, so that a shader change the
+ * rewrite does not handle fails the build instead of a pipeline: no NV
+ * matrix instruction or capability is left; every MulAdd's A, B and C
+ * operands and result have KHR types of uses A, B, accumulator, B having
+ * its own type; every Use operand is one of the constants 0-2; in bf16
+ * mode no IEEE 16-bit float type or Float16 capability is left. */
+static void verify(const module *m, bool bf16) {
+  uint32_t bound = m->header[3];
+  uint32_t *type_of = xmalloc(bound * sizeof *type_of);
+  int *use = xmalloc(bound * sizeof *use);
+  int64_t *cval = xmalloc(bound * sizeof *cval);
+  for (uint32_t k = 0; k < bound; k++) use[k] = USE_NONE, cval[k] = -1;
+  for (size_t k = 0; k < m->count; k++) {
+    const inst *i = &m->ins[k];
+    uint32_t op = opcode(i);
+    if (op >= OP_TYPE_COOPMAT_NV && op <= OP_COOPMAT_LENGTH_NV)
+      die("verify: NV matrix opcode %u left", op);
+    if (op == OP_CAPABILITY && i->w[1] == CAP_COOPMAT_NV) die("verify: NV capability left");
+    if (bf16 && op == OP_CAPABILITY && i->w[1] == CAP_FLOAT16)
+      die("verify: Float16 capability left in a bf16 module");
+    if (bf16 && op == OP_TYPE_FLOAT && i->w[2] == 16 && i->n < 4)
+      die("verify: an IEEE 16-bit float type is left in a bf16 module");
+    if (op == OP_CONSTANT && i->n == 4) cval[i->w[2]] = i->w[3];
+    if (op == OP_TYPE_COOPMAT_KHR) {
+      int64_t u = cval[i->w[6]];
+      if (u < USE_A || u > USE_ACC) die("verify: matrix type %u has no valid use", i->w[1]);
+      use[i->w[1]] = (int)u;
+    }
+    if (i->n > 2 && has_type_and_result(op)) type_of[i->w[2]] = i->w[1];
+    if (op == OP_COOPMAT_LOAD_KHR || op == OP_COOPMAT_MULADD_KHR) type_of[i->w[2]] = i->w[1];
+    if (op == OP_COOPMAT_MULADD_KHR) {
+      static const int want[4] = {USE_ACC, USE_A, USE_B, USE_ACC};
+      uint32_t ids[4] = {i->w[2], i->w[3], i->w[4], i->w[5]};
+      for (int r = 0; r < 4; r++)
+        if (use[type_of[ids[r]]] != want[r])
+          die("verify: MulAdd operand %u has a matrix type of use %d, not %d", ids[r],
+              use[type_of[ids[r]]], want[r]);
+    }
+  }
+  free(type_of), free(use), free(cval);
+}
+
 int main(int argc, char **argv) {
   if (argc != 5 || (strcmp(argv[1], "khr") && strcmp(argv[1], "khr-bf16"))) {
     fprintf(stderr, "usage: spv_coopmat_khr khr|khr-bf16 IN.spv OUT.h NAME\n");
@@ -527,6 +572,7 @@ int main(int argc, char **argv) {
     }
   }
   if (!saw_nv_cap) die("no CooperativeMatrixNV capability: nothing to rewrite");
+  verify(&m, bf16);
 
   FILE *out = fopen(argv[3], "w");
   if (!out) die("cannot write %s", argv[3]);
