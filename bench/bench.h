@@ -87,8 +87,8 @@ typedef struct options {
   uint64_t side;         /* bandwidth suite: side of the square operands */
   uint64_t mm_max;       /* matmul suite: largest dimension */
   uint32_t suites;       /* SUITE_* bits */
-  uint32_t bw_dtypes;    /* bandwidth suite: bit i runs its i-th dtype
-                            (f32, f16, f64); 0 = all */
+  uint32_t dtypes;       /* --dtypes: bit 0 f32, 1 f16, 2 f64, 3 bf16;
+                            0 = all */
   const char *csv_out;   /* schema CSV file, or NULL */
   const char *child_dir; /* hidden: run as a pipeline-cache child */
   bool ops_set, mb_set, reps_set, side_set, mm_max_set;

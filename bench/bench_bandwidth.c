@@ -391,7 +391,7 @@ void suite_bandwidth(const options *o, nxv_device *dev,
   size_t max_es = 0;
   for (int i = 0; i < 3; i++) {
     nxv_dtype t = kTypes[i];
-    if (o->bw_dtypes && !(o->bw_dtypes & (1u << i)))
+    if (o->dtypes && !(o->dtypes & (1u << i)))
       res[i].skip = "not in --dtypes";
     else if (!nxv_binary_supported(dev, NXV_ADD, t) ||
         !nxv_unary_supported(dev, NXV_COPY, t))

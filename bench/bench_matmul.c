@@ -79,6 +79,8 @@ static const mm_case kCases[] = {
 #define MM_CASES (sizeof kCases / sizeof kCases[0])
 
 static const nxv_dtype kTypes[4] = {NXV_F32, NXV_F16, NXV_BF16, NXV_F64};
+/* Each of kTypes' bit in options.dtypes (f32, f16, f64, bf16). */
+static const uint32_t kTypeBits[4] = {1u << 0, 1u << 1, 1u << 3, 1u << 2};
 #define MM_TYPES 4
 
 static double flops_of(const mm_case *c) {
@@ -260,6 +262,7 @@ void suite_matmul(const options *o, nxv_device *dev,
 
   for (int ti = 0; ti < MM_TYPES; ti++) {
     nxv_dtype t = kTypes[ti];
+    if (o->dtypes && !(o->dtypes & kTypeBits[ti])) continue;
     const size_t es = nxv_dtype_size(t);
     /* The cases of this dtype, and operand tensors large enough for all. */
     bool run[MM_CASES];

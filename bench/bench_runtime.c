@@ -114,8 +114,9 @@ static void usage(FILE *f) {
       "  --mm-max N      largest matmul dimension (default 8192; on CPU\n"
       "                  devices 1024 and at most 2^31 FLOPs per product)\n"
       "  --reps N        timed runs per measurement (default 5)\n"
-      "  --dtypes LIST   bandwidth suite: comma-separated among f32, f16,\n"
-      "                  f64, run in that order (default: all three)\n"
+      "  --dtypes LIST   bandwidth and matmul suites: comma-separated among\n"
+      "                  f32, f16, f64, bf16 (matmul only), run in the\n"
+      "                  suites' order (default: all)\n"
       "  --kick-nodes N  the devices' kick_nodes option (submit at N nodes\n"
       "                  when the GPU is idle; default: the runtime's)\n"
       "  --csv           machine-readable stdout: test,mode,metric,value,unit\n"
@@ -165,22 +166,22 @@ static uint32_t parse_suites(const char *s) {
   return bits;
 }
 
-/* --dtypes: bit i for the bandwidth suite's i-th dtype (f32, f16, f64). */
-static uint32_t parse_bw_dtypes(const char *s) {
-  static const char *const kNames[3] = {"f32", "f16", "f64"};
+/* --dtypes: bit i for dtype i of BENCH_DTYPE_NAMES (f32, f16, f64, bf16). */
+static uint32_t parse_dtypes(const char *s) {
+  static const char *const kNames[4] = {"f32", "f16", "f64", "bf16"};
   if (!s || !s[0]) die("--dtypes needs a value");
   uint32_t bits = 0;
   const char *p = s;
   for (;;) {
     size_t len = strcspn(p, ",");
     bool found = false;
-    for (uint32_t i = 0; i < 3; i++)
+    for (uint32_t i = 0; i < 4; i++)
       if (strlen(kNames[i]) == len && !strncmp(p, kNames[i], len)) {
         bits |= 1u << i;
         found = true;
       }
     if (!found)
-      die("--dtypes: unknown dtype '%.*s' in '%s' (f32, f16, f64)", (int)len,
+      die("--dtypes: unknown dtype '%.*s' in '%s' (f32, f16, f64, bf16)", (int)len,
           p, s);
     if (!p[len]) break;
     p += len + 1;
@@ -218,7 +219,7 @@ static options parse_options(int argc, char **argv) {
       o.mm_max_set = true;
       i++;
     } else if (!strcmp(a, "--dtypes")) {
-      o.bw_dtypes = parse_bw_dtypes(v);
+      o.dtypes = parse_dtypes(v);
       i++;
     } else if (!strcmp(a, "--kick-nodes")) {
       g_kick_nodes = (uint32_t)parse_u64(a, v, 1, 1u << 20);
