@@ -117,12 +117,21 @@ $(GEN)/peak_hmma_shared.h: bench/floor/peak_hmma.comp
 	@mkdir -p $(GEN)
 	$(GLSLANG) -V --target-env vulkan1.3 -DFROM_SHARED=1 --vn peak_hmma_shared_spv $< -o $@ >/dev/null
 
+# The same two through VK_KHR_cooperative_matrix: rewritten as the runtime's
+# f16 module is.
+$(GEN)/peak_hmma_%_khr.h: bench/floor/peak_hmma.comp $(SPV_REWRITER)
+	@mkdir -p $(GEN)
+	$(GLSLANG) -V --target-env vulkan1.3 -DFROM_SHARED=$(if $(filter shared,$*),1,0) \
+		-o $(GEN)/peak_hmma_$*.spv $< >/dev/null
+	$(SPV_REWRITER) khr $(GEN)/peak_hmma_$*.spv $@ peak_hmma_$*_khr_spv
+
 $(B)/bench/vk_floor: bench/floor/vk_floor.c bench/floor/vk_raw.c bench/floor/vk_raw.h $(GEN)/add_one.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/vk_floor.c bench/floor/vk_raw.c $(LDFLAGS) -lvulkan -o $@
 
 $(B)/bench/vk_ceiling: bench/floor/vk_ceiling.c bench/floor/vk_raw.c bench/floor/vk_raw.h \
-		$(GEN)/peak_ffma.h $(GEN)/peak_hmma_reg.h $(GEN)/peak_hmma_shared.h $(B)/libnxv.a
+		$(GEN)/peak_ffma.h $(GEN)/peak_hmma_reg.h $(GEN)/peak_hmma_shared.h \
+		$(GEN)/peak_hmma_reg_khr.h $(GEN)/peak_hmma_shared_khr.h $(B)/libnxv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/vk_ceiling.c bench/floor/vk_raw.c $(B)/libnxv.a \
 		$(LDFLAGS) $(LDLIBS) -o $@

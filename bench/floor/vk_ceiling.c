@@ -11,12 +11,16 @@
  *   f16 tensor cores, shared     the same with every fragment loaded from
  *                                shared memory first, as coopmat.comp's
  *                                inner loop does
+ *   ... through KHR              both again through VK_KHR_cooperative_matrix
+ *                                (the same SPIR-V rewritten by
+ *                                tools/spv_coopmat_khr.c, as the runtime's
+ *                                f16 module is), on a second device context
  *
  * Each figure times one dispatch with timestamps around it, the number of
  * iterations calibrated so that it runs about 20 ms; best and median of
  * REPS dispatches after one untimed. The tensor-core rows need
- * VK_NV_cooperative_matrix with 16x16x16 f16 products and a subgroup of 32,
- * and are skipped otherwise.
+ * VK_NV_cooperative_matrix (or VK_KHR_cooperative_matrix) with 16x16x16 f16
+ * products and a subgroup of 32, and are skipped otherwise.
  *
  * With --stats it prints instead what the driver reports about the
  * runtime's matmul pipelines (VK_KHR_pipeline_executable_properties:
@@ -35,6 +39,8 @@
 #include "peak_ffma.h"        /* peak_ffma_spv */
 #include "peak_hmma_reg.h"    /* peak_hmma_reg_spv: FROM_SHARED 0 */
 #include "peak_hmma_shared.h" /* peak_hmma_shared_spv: FROM_SHARED 1 */
+#include "peak_hmma_reg_khr.h"    /* peak_hmma_reg_khr_spv: the same through KHR */
+#include "peak_hmma_shared_khr.h" /* peak_hmma_shared_khr_spv */
 #include "kernels/registry.h" /* NXV_COOPMAT_*, the embedded SPIR-V */
 #include "sched/scheduler.h" /* NXV_PUSH_CONSTANTS_MAX */
 #include "vk_raw.h"
@@ -112,16 +118,18 @@ static void make_kernel(ctx *c, kernel *k, const char *name, const uint32_t *spv
   raw_pipeline(&c->raw, spv, size, 24, spec_fm_fn ? &si : NULL, &k->layout, &k->pipeline);
 }
 
-/* Whether the device has 16x16x16 f16 x f16 -> f32 NV cooperative matrices
- * with subgroup scope and a subgroup of 32. */
+/* Whether the device has a subgroup of 32 and, with the KHR extension
+ * enabled, nothing else to check (raw_open checked its shape); otherwise
+ * 16x16x16 f16 x f16 -> f32 NV cooperative matrices with subgroup scope. */
 static bool coopmat_shape(const ctx *c) {
-  if (!c->raw.coopmat_nv) return false;
+  if (!c->raw.coopmat_nv && !c->raw.coopmat_khr) return false;
   VkPhysicalDeviceSubgroupProperties sg = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
   VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                     .pNext = &sg};
   vkGetPhysicalDeviceProperties2(c->raw.pd, &p2);
   if (sg.subgroupSize != 32) return false;
+  if (c->raw.coopmat_khr) return true;
   PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
       (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
           c->raw.instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
@@ -225,6 +233,46 @@ static void stats(const ctx *c) {
     for (uint32_t v = 0; v < 4; v++) print_stats(c, NXV_SPV_COOPMAT_F16, NXV_COOPMAT_THREADS, v);
 }
 
+/* The timestamp queries and the output buffer of c's device. */
+static void open_resources(ctx *c) {
+  VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                              .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                              .queryCount = 2};
+  RAW_VK(vkCreateQueryPool(c->raw.dev, &qi, NULL, &c->queries));
+  c->ns_per_tick = c->raw.props.limits.timestampPeriod;
+  c->dst = raw_buffer(&c->raw, (VkDeviceSize)GROUPS * 256 * sizeof(float),
+                      VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+}
+
+static void close_resources(ctx *c) {
+  RAW_VK(vkDeviceWaitIdle(c->raw.dev));
+  vkDestroyQueryPool(c->raw.dev, c->queries, NULL);
+  vkDestroyBuffer(c->raw.dev, c->dst.buffer, NULL);
+  vkFreeMemory(c->raw.dev, c->dst.memory, NULL);
+}
+
+/* The tensor-core rows through extension ext (the pipelines' SPIR-V: reg,
+ * shared). Pipelines are left to the device's destruction. */
+static void tensor_core_rows(ctx *c, const char *ext, const uint32_t *reg, size_t reg_size,
+                             const uint32_t *shared, size_t shared_size) {
+  static const uint32_t shapes[][2] = {{2, 2}, {4, 2}, {2, 4}, {4, 4}, {8, 2}};
+  const double warps = (double)GROUPS * 8;
+  kernel k;
+  for (int from_shared = 0; from_shared < 2; from_shared++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      char name[96];
+      snprintf(name, sizeof name, "f16 %s, %s, %ux%u per subgroup, GFLOP/s", ext,
+               from_shared ? "from shared" : "registers", shapes[s][0], shapes[s][1]);
+      /* Per iteration: 2 k-steps of FM * FN products of 8192 FLOPs. */
+      double f = warps * 2 * shapes[s][0] * shapes[s][1] * 8192.0;
+      if (from_shared)
+        make_kernel(c, &k, name, shared, shared_size, shapes[s], f);
+      else
+        make_kernel(c, &k, name, reg, reg_size, shapes[s], f);
+      measure(c, &k);
+    }
+}
+
 int main(int argc, char **argv) {
   ctx c = {0};
   bool want_stats = argc > 1 && strcmp(argv[1], "--stats") == 0;
@@ -232,44 +280,35 @@ int main(int argc, char **argv) {
     argc--;
     argv++;
   }
-  raw_open(&c.raw, argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 0, true);
+  uint32_t index = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 0;
+  raw_open(&c.raw, index, RAW_COOPMAT_NV);
   if (want_stats) {
     stats(&c);
     return 0;
   }
-  VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                              .queryType = VK_QUERY_TYPE_TIMESTAMP,
-                              .queryCount = 2};
-  RAW_VK(vkCreateQueryPool(c.raw.dev, &qi, NULL, &c.queries));
-  c.ns_per_tick = c.raw.props.limits.timestampPeriod;
-  c.dst = raw_buffer(&c.raw, (VkDeviceSize)GROUPS * 256 * sizeof(float),
-                     VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  open_resources(&c);
   const double threads = (double)GROUPS * 256;
   printf("%-52s %10s %10s %9s\n", "kernel (one dispatch, ~20 ms)", "best", "median", "ms");
   kernel k;
   make_kernel(&c, &k, "f32 FMA, GFLOP/s", peak_ffma_spv, sizeof peak_ffma_spv, NULL,
               threads * 64 * 2);
   measure(&c, &k);
-  if (!coopmat_shape(&c)) {
-    printf("f16 tensor cores: skipped (no 16x16x16 f16 NV cooperative matrix)\n");
-    return 0;
+  if (coopmat_shape(&c))
+    tensor_core_rows(&c, "NV", peak_hmma_reg_spv, sizeof peak_hmma_reg_spv,
+                     peak_hmma_shared_spv, sizeof peak_hmma_shared_spv);
+  else
+    printf("f16 tensor cores, NV: skipped (no 16x16x16 f16 NV cooperative matrix)\n");
+  close_resources(&c);
+  raw_close(&c.raw);
+  raw_open(&c.raw, index, RAW_COOPMAT_KHR);
+  if (coopmat_shape(&c)) {
+    open_resources(&c);
+    tensor_core_rows(&c, "KHR", peak_hmma_reg_khr_spv, sizeof peak_hmma_reg_khr_spv,
+                     peak_hmma_shared_khr_spv, sizeof peak_hmma_shared_khr_spv);
+    close_resources(&c);
+  } else {
+    printf("f16 tensor cores, KHR: skipped (no 16x16x16 f16 KHR cooperative matrix)\n");
   }
-  static const uint32_t shapes[][2] = {{2, 2}, {4, 2}, {2, 4}, {4, 4}, {8, 2}};
-  const double warps = (double)GROUPS * 8;
-  for (int from_shared = 0; from_shared < 2; from_shared++)
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-      char name[96];
-      snprintf(name, sizeof name, "f16 tensor cores, %s, %ux%u per subgroup, GFLOP/s",
-               from_shared ? "from shared" : "registers", shapes[s][0], shapes[s][1]);
-      /* Per iteration: 2 k-steps of FM * FN products of 8192 FLOPs. */
-      double f = warps * 2 * shapes[s][0] * shapes[s][1] * 8192.0;
-      if (from_shared)
-        make_kernel(&c, &k, name, peak_hmma_shared_spv, sizeof peak_hmma_shared_spv,
-                    shapes[s], f);
-      else
-        make_kernel(&c, &k, name, peak_hmma_reg_spv, sizeof peak_hmma_reg_spv, shapes[s], f);
-      measure(&c, &k);
-    }
-  RAW_VK(vkDeviceWaitIdle(c.raw.dev));
+  raw_close(&c.raw);
   return 0;
 }

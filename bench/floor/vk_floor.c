@@ -14,7 +14,13 @@
  *                            second dispatch copying it to host memory
  *   dispatch + transfer copy the same with vkCmdCopyBuffer as the copy
  *   ... re-recorded          the command buffer reset, recorded and ended
- *                            inside the timed region, as a runtime must
+ *                            inside the timed region, as a runtime must;
+ *                            the columns after the total split it into
+ *                            recording (reset to end), the vkQueueSubmit
+ *                            call and the wait for the signal (medians of
+ *                            each, so they need not add up exactly)
+ *   ... one-time submit      recorded with ONE_TIME_SUBMIT instead of
+ *                            SIMULTANEOUS_USE (what the runtime records)
  *
  * Usage: build/bench/vk_floor [device index]   (make vk-floor)
  */
@@ -41,7 +47,7 @@ typedef struct ctx {
 enum { EMPTY, DISPATCH_HOST, KERNEL_COPY, TRANSFER_COPY };
 
 static void open_ctx(ctx *c, uint32_t index) {
-  raw_open(&c->raw, index, false);
+  raw_open(&c->raw, index, RAW_PLAIN);
   raw_pipeline(&c->raw, add_one_spv, sizeof add_one_spv, 24, NULL, &c->layout, &c->pipeline);
   c->local = raw_buffer(&c->raw, 256, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
   c->host = raw_buffer(&c->raw, 256,
@@ -67,9 +73,10 @@ static void barrier(VkCommandBuffer cb, VkPipelineStageFlags dst_stage, VkAccess
                        dst_stage, 0, 1, &mb, 0, NULL, 0, NULL);
 }
 
-static void record(const ctx *c, VkCommandBuffer cb, int kind) {
+static void record(const ctx *c, VkCommandBuffer cb, int kind, bool one_time) {
   VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                 .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT};
+                                 .flags = one_time ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+                                                   : VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT};
   RAW_VK(vkBeginCommandBuffer(cb, &bi));
   VkBufferCopy region = {0, 0, 4};
   switch (kind) {
@@ -93,22 +100,39 @@ static void record(const ctx *c, VkCommandBuffer cb, int kind) {
   RAW_VK(vkEndCommandBuffer(cb));
 }
 
-/* Median round trip of kind; rerecord: reset and record inside the timing. */
-static double measure(ctx *c, int kind, bool blocking, bool rerecord) {
-  static double t[REPS];
+/* Medians of a row's round trips and, when re-recorded, of their parts. */
+typedef struct floor_row {
+  double total, record, submit, wait;
+} floor_row;
+
+/* Round trips of kind; rerecord: reset and record inside the timing
+ * (one_time: with ONE_TIME_SUBMIT). */
+static floor_row measure(ctx *c, int kind, bool blocking, bool rerecord, bool one_time) {
+  static double t[REPS], tr[REPS], ts[REPS], tw[REPS];
   VkCommandBuffer cb = raw_command_buffer(&c->raw);
-  if (!rerecord) record(c, cb, kind);
+  if (!rerecord) record(c, cb, kind, one_time);
   for (int i = 0; i < WARM + REPS; i++) {
     double t0 = raw_now_us();
     if (rerecord) {
       RAW_VK(vkResetCommandBuffer(cb, 0));
-      record(c, cb, kind);
+      record(c, cb, kind, one_time);
     }
-    raw_submit_wait(&c->raw, cb, blocking);
-    if (i >= WARM) t[i - WARM] = raw_now_us() - t0;
+    double t1 = raw_now_us();
+    uint64_t v = raw_submit(&c->raw, cb);
+    double t2 = raw_now_us();
+    raw_wait(&c->raw, v, blocking);
+    double t3 = raw_now_us();
+    if (i >= WARM) {
+      t[i - WARM] = t3 - t0;
+      tr[i - WARM] = t1 - t0;
+      ts[i - WARM] = t2 - t1;
+      tw[i - WARM] = t3 - t2;
+    }
   }
   vkFreeCommandBuffers(c->raw.dev, c->raw.pool, 1, &cb);
-  return raw_median(t, REPS);
+  floor_row r = {raw_median(t, REPS), raw_median(tr, REPS), raw_median(ts, REPS),
+                 raw_median(tw, REPS)};
+  return r;
 }
 
 int main(int argc, char **argv) {
@@ -116,20 +140,29 @@ int main(int argc, char **argv) {
   open_ctx(&c, argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 0);
   static const struct {
     const char *name;
-    int kind, blocking, rerecord;
+    int kind, blocking, rerecord, one_time;
   } rows[] = {
-      {"empty", EMPTY, 0, 0},
-      {"empty, vkWaitSemaphores", EMPTY, 1, 0},
-      {"dispatch -> host", DISPATCH_HOST, 0, 0},
-      {"dispatch + kernel copy", KERNEL_COPY, 0, 0},
-      {"dispatch + transfer copy", TRANSFER_COPY, 0, 0},
-      {"dispatch + kernel copy, re-recorded", KERNEL_COPY, 0, 1},
-      {"dispatch + transfer copy, re-recorded", TRANSFER_COPY, 0, 1},
+      {"empty", EMPTY, 0, 0, 0},
+      {"empty, vkWaitSemaphores", EMPTY, 1, 0, 0},
+      {"dispatch -> host", DISPATCH_HOST, 0, 0, 0},
+      {"dispatch + kernel copy", KERNEL_COPY, 0, 0, 0},
+      {"dispatch + transfer copy", TRANSFER_COPY, 0, 0, 0},
+      {"dispatch -> host, re-recorded", DISPATCH_HOST, 0, 1, 0},
+      {"dispatch -> host, re-recorded, one-time submit", DISPATCH_HOST, 0, 1, 1},
+      {"dispatch + kernel copy, re-recorded", KERNEL_COPY, 0, 1, 0},
+      {"dispatch + transfer copy, re-recorded", TRANSFER_COPY, 0, 1, 0},
   };
-  printf("%-40s %10s\n", "round trip (median of 3000)", "us");
-  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-    printf("%-40s %10.2f\n", rows[i].name,
-           measure(&c, rows[i].kind, rows[i].blocking, rows[i].rerecord));
+  printf("%-48s %8s %8s %8s %8s\n", "round trip (median of 3000), us", "total", "record",
+         "submit", "wait");
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    floor_row r = measure(&c, rows[i].kind, rows[i].blocking, rows[i].rerecord,
+                          rows[i].one_time);
+    if (rows[i].rerecord)
+      printf("%-48s %8.2f %8.2f %8.2f %8.2f\n", rows[i].name, r.total, r.record, r.submit,
+             r.wait);
+    else
+      printf("%-48s %8.2f %8s %8.2f %8.2f\n", rows[i].name, r.total, "-", r.submit, r.wait);
+  }
   RAW_VK(vkDeviceWaitIdle(c.raw.dev));
   return 0;
 }

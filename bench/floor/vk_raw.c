@@ -74,7 +74,59 @@ static bool has_extension(VkPhysicalDevice pd, const char *name) {
   return found;
 }
 
-void raw_open(raw_ctx *c, uint32_t index, bool want_extras) {
+/* VK_KHR_cooperative_matrix postdates the Vulkan headers some distributions
+ * ship (Debian 12: 1.3.239): its structures and enumerants as the Vulkan
+ * registry defines them. */
+#define RAW_STYPE_COOPMAT_FEATURES_KHR ((VkStructureType)1000506000)
+#define RAW_STYPE_COOPMAT_PROPERTIES_KHR ((VkStructureType)1000506001)
+typedef struct raw_coopmat_features_khr {
+  VkStructureType sType;
+  void *pNext;
+  VkBool32 cooperativeMatrix;
+  VkBool32 cooperativeMatrixRobustBufferAccess;
+} raw_coopmat_features_khr;
+typedef struct raw_coopmat_properties_khr {
+  VkStructureType sType;
+  void *pNext;
+  uint32_t MSize, NSize, KSize;
+  int32_t AType, BType, CType, ResultType; /* VkComponentTypeKHR */
+  VkBool32 saturatingAccumulation;
+  int32_t scope; /* VkScopeKHR */
+} raw_coopmat_properties_khr;
+typedef VkResult(VKAPI_PTR *raw_pfn_coopmat_properties_khr)(
+    VkPhysicalDevice, uint32_t *, raw_coopmat_properties_khr *);
+
+/* Whether pd's VK_KHR_cooperative_matrix offers 16x16x16 f16 x f16 -> f32
+ * products of subgroup scope (component types f16 0, f32 1; scope
+ * subgroup 3). */
+static bool khr_shape(VkInstance inst, VkPhysicalDevice pd) {
+  raw_pfn_coopmat_properties_khr get = (raw_pfn_coopmat_properties_khr)vkGetInstanceProcAddr(
+      inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
+  if (!get) return false;
+  uint32_t n = 0;
+  RAW_VK(get(pd, &n, NULL));
+  raw_coopmat_properties_khr *p = calloc(n ? n : 1, sizeof *p);
+  if (!p) exit(1);
+  for (uint32_t i = 0; i < n; i++) p[i].sType = RAW_STYPE_COOPMAT_PROPERTIES_KHR;
+  RAW_VK(get(pd, &n, p));
+  bool ok = false;
+  for (uint32_t i = 0; i < n && !ok; i++)
+    ok = p[i].MSize == 16 && p[i].NSize == 16 && p[i].KSize == 16 && p[i].AType == 0 &&
+         p[i].BType == 0 && p[i].CType == 1 && p[i].ResultType == 1 && p[i].scope == 3;
+  free(p);
+  return ok;
+}
+
+void raw_close(raw_ctx *c) {
+  RAW_VK(vkDeviceWaitIdle(c->dev));
+  vkDestroyCommandPool(c->dev, c->pool, NULL);
+  vkDestroySemaphore(c->dev, c->timeline, NULL);
+  vkDestroyDevice(c->dev, NULL);
+  vkDestroyInstance(c->instance, NULL);
+  memset(c, 0, sizeof *c);
+}
+
+void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
   VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
                            .pApplicationName = raw_program,
                            .apiVersion = VK_API_VERSION_1_3};
@@ -112,6 +164,7 @@ void raw_open(raw_ctx *c, uint32_t index, bool want_extras) {
    * present. */
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  raw_coopmat_features_khr coop_khr = {.sType = RAW_STYPE_COOPMAT_FEATURES_KHR};
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exe = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   VkPhysicalDeviceVulkan11Features have11 = {
@@ -120,14 +173,20 @@ void raw_open(raw_ctx *c, uint32_t index, bool want_extras) {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, .pNext = &have11};
   VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                   .pNext = &have12};
-  bool nv = want_extras && has_extension(c->pd, "VK_NV_cooperative_matrix");
-  bool ex = want_extras && has_extension(c->pd, "VK_KHR_pipeline_executable_properties");
+  bool nv = extras == RAW_COOPMAT_NV && has_extension(c->pd, "VK_NV_cooperative_matrix");
+  bool ex = extras == RAW_COOPMAT_NV &&
+            has_extension(c->pd, "VK_KHR_pipeline_executable_properties");
+  bool khr = extras == RAW_COOPMAT_KHR && has_extension(c->pd, "VK_KHR_cooperative_matrix");
   have11.pNext = &coop;
   coop.pNext = &exe;
+  if (khr) exe.pNext = &coop_khr;
   vkGetPhysicalDeviceFeatures2(c->pd, &f2);
-  c->coopmat_nv = nv && coop.cooperativeMatrix && have12.shaderFloat16 &&
-                  have12.vulkanMemoryModel && have11.storageBuffer16BitAccess;
+  bool f16_ok = have12.shaderFloat16 && have12.vulkanMemoryModel &&
+                have11.storageBuffer16BitAccess;
+  c->coopmat_nv = nv && coop.cooperativeMatrix && f16_ok;
+  c->coopmat_khr = khr && coop_khr.cooperativeMatrix && f16_ok && khr_shape(c->instance, c->pd);
   c->executable_stats = ex && exe.pipelineExecutableInfo;
+  bool coopmat = c->coopmat_nv || c->coopmat_khr;
 
   float prio = 1.0f;
   VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -141,20 +200,26 @@ void raw_open(raw_ctx *c, uint32_t index, bool want_extras) {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
       .pNext = c->executable_stats ? &exe_on : NULL,
       .cooperativeMatrix = VK_TRUE};
+  raw_coopmat_features_khr coop_khr_on = {.sType = RAW_STYPE_COOPMAT_FEATURES_KHR,
+                                          .cooperativeMatrix = VK_TRUE};
   VkPhysicalDeviceVulkan11Features f11 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-      .pNext = c->coopmat_nv ? (void *)&coop_on : c->executable_stats ? (void *)&exe_on : NULL,
-      .storageBuffer16BitAccess = c->coopmat_nv};
+      .pNext = c->coopmat_nv         ? (void *)&coop_on
+               : c->coopmat_khr      ? (void *)&coop_khr_on
+               : c->executable_stats ? (void *)&exe_on
+                                     : NULL,
+      .storageBuffer16BitAccess = coopmat};
   VkPhysicalDeviceVulkan12Features f12 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
       .pNext = &f11,
       .timelineSemaphore = VK_TRUE,
       .bufferDeviceAddress = VK_TRUE,
-      .shaderFloat16 = c->coopmat_nv,
-      .vulkanMemoryModel = c->coopmat_nv};
-  const char *exts[2];
+      .shaderFloat16 = coopmat,
+      .vulkanMemoryModel = coopmat};
+  const char *exts[3];
   uint32_t nexts = 0;
   if (c->coopmat_nv) exts[nexts++] = "VK_NV_cooperative_matrix";
+  if (c->coopmat_khr) exts[nexts++] = "VK_KHR_cooperative_matrix";
   if (c->executable_stats) exts[nexts++] = "VK_KHR_pipeline_executable_properties";
   VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                             .pNext = &f12,
@@ -209,7 +274,7 @@ VkCommandBuffer raw_command_buffer(const raw_ctx *c) {
   return cb;
 }
 
-void raw_submit_wait(raw_ctx *c, VkCommandBuffer cb, bool blocking) {
+uint64_t raw_submit(raw_ctx *c, VkCommandBuffer cb) {
   uint64_t v = ++c->value;
   VkTimelineSemaphoreSubmitInfo ts = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
                                       .signalSemaphoreValueCount = 1,
@@ -221,6 +286,10 @@ void raw_submit_wait(raw_ctx *c, VkCommandBuffer cb, bool blocking) {
                      .signalSemaphoreCount = 1,
                      .pSignalSemaphores = &c->timeline};
   RAW_VK(vkQueueSubmit(c->queue, 1, &si, VK_NULL_HANDLE));
+  return v;
+}
+
+void raw_wait(raw_ctx *c, uint64_t v, bool blocking) {
   if (blocking) {
     VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                               .semaphoreCount = 1,
@@ -232,4 +301,8 @@ void raw_submit_wait(raw_ctx *c, VkCommandBuffer cb, bool blocking) {
   uint64_t seen = 0;
   do RAW_VK(vkGetSemaphoreCounterValue(c->dev, c->timeline, &seen));
   while (seen < v);
+}
+
+void raw_submit_wait(raw_ctx *c, VkCommandBuffer cb, bool blocking) {
+  raw_wait(c, raw_submit(c, cb), blocking);
 }

@@ -50,15 +50,32 @@ typedef struct raw_ctx {
   VkCommandPool pool;   /* resettable command buffers of family */
   bool coopmat_nv;      /* VK_NV_cooperative_matrix, shaderFloat16, 16-bit
                            storage and the memory model enabled */
+  bool coopmat_khr;     /* the same with VK_KHR_cooperative_matrix instead */
   bool executable_stats; /* VK_KHR_pipeline_executable_properties enabled */
 } raw_ctx;
 
-/* Opens device index with timeline semaphores and buffer device addresses;
- * with want_extras also, where the device has them, what the runtime's
- * matmul kernels need (VK_NV_cooperative_matrix, shaderFloat16, 16-bit
- * storage, the Vulkan memory model: c->coopmat_nv) and
- * VK_KHR_pipeline_executable_properties (c->executable_stats). */
-void raw_open(raw_ctx *c, uint32_t index, bool want_extras);
+/* What raw_open enables besides timeline semaphores and buffer device
+ * addresses, where the device has it. */
+typedef enum raw_extras {
+  RAW_PLAIN = 0,
+  /* What the runtime's matmul kernels need through the NV extension
+   * (VK_NV_cooperative_matrix, shaderFloat16, 16-bit storage, the Vulkan
+   * memory model: c->coopmat_nv) and VK_KHR_pipeline_executable_properties
+   * (c->executable_stats). */
+  RAW_COOPMAT_NV = 1,
+  /* The same through VK_KHR_cooperative_matrix where it offers 16x16x16
+   * f16 x f16 -> f32 products of subgroup scope (c->coopmat_khr), without
+   * the executable statistics. */
+  RAW_COOPMAT_KHR = 2,
+} raw_extras;
+
+/* Opens device index with timeline semaphores, buffer device addresses and
+ * extras. */
+void raw_open(raw_ctx *c, uint32_t index, raw_extras extras);
+
+/* Waits for the device to be idle and destroys what raw_open made
+ * (buffers and pipelines made on it must not be used afterwards). */
+void raw_close(raw_ctx *c);
 
 /* A buffer of size bytes in a memory type with the need flags, preferring
  * one without the avoid flags; storage, transfer and device-address usage. */
@@ -75,8 +92,14 @@ void raw_pipeline(const raw_ctx *c, const uint32_t *spv, size_t size, uint32_t p
 /* A primary command buffer from c's pool. */
 VkCommandBuffer raw_command_buffer(const raw_ctx *c);
 
-/* Submits cb signalling the next timeline value and waits for it: blocking
- * in vkWaitSemaphores, or busy-polling the counter. */
+/* Submits cb signalling the next timeline value, which it returns. */
+uint64_t raw_submit(raw_ctx *c, VkCommandBuffer cb);
+
+/* Waits until the timeline reaches v: blocking in vkWaitSemaphores, or
+ * busy-polling the counter. */
+void raw_wait(raw_ctx *c, uint64_t v, bool blocking);
+
+/* raw_submit, then raw_wait for its value. */
 void raw_submit_wait(raw_ctx *c, VkCommandBuffer cb, bool blocking);
 
 /* Host time in microseconds (CLOCK_MONOTONIC). */
