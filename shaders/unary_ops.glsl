@@ -39,8 +39,12 @@ TC unary_apply(uint op, TC x) {
   case 12: return floor(x);
   case 13: return ceil(x);
   case 14: {  // round half away from zero
-    TC t = trunc(x);
-    return abs(x - t) >= TC(0.5) ? t + sign(x) : t;
+    // On the magnitude, the sign put back explicitly: lavapipe's f64 trunc
+    // returns +0 for negative inputs above -1 on some CPUs (seen on AMD
+    // EPYC), which would lose the sign of a -0 result.
+    TC a = abs(x), t = trunc(a);
+    TC r = a - t >= TC(0.5) ? t + TC(1) : t;
+    return x < TC(0) ? -r : x == TC(0) ? x : r;
   }
 #if TC_BITS == 64 || defined(PRECISE32)
   // Evaluated in double (math64.glsl); rounded to f32 this is the
