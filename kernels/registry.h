@@ -32,11 +32,11 @@
 /* coopmat.comp's tile of C per workgroup and its threads (CM_BM, CM_BN,
  * 32 CM_WGM CM_WGN there). */
 #define NXV_COOPMAT_BM 128u
-#define NXV_COOPMAT_BN 256u
-#define NXV_COOPMAT_THREADS 256u
+#define NXV_COOPMAT_BN 128u
+#define NXV_COOPMAT_THREADS 128u
 /* Its shared memory in bytes: the A and B slices (rows padded by 8
  * elements) and one 16x16 f32 tile per subgroup. */
-#define NXV_COOPMAT_SHARED (16u * (640u + 1280u) + 4u * 8u * 256u)
+#define NXV_COOPMAT_SHARED (16u * (1152u + 1152u) + 4u * 4u * 256u)
 
 typedef struct nxv_registry nxv_registry;
 

@@ -28,20 +28,28 @@
 // Dispatch: (ceil(n / CM_BN), ceil(m / CM_BM), batch); spec constant 0
 // must be 32 CM_WGM CM_WGN. The host's COOPMAT_* constants (ops.c,
 // registry.c) mirror these.
-// The tile: 128x256, 8 subgroups of 64x64, k slices of 32, single-buffered
-// (38 KiB of shared memory with the epilogue's: NXV_COOPMAT_SHARED). Through the KHR extension
-// on an H100 (f16, TFLOP/s at 4096^3 / 8192^3 / 4096^3 with B transposed)
-// it measured 255 / 275 / 225 against 226 / 246 / 235 for 128x128 with
-// subgroups of 64x32 and slices of 64 (the best tile through the NV
-// extension), 229 / 243 / 233 for 256x128, 228 / 243 / 238 for 128x128
-// with subgroups of 32x64, and 172 / 180 / 158 for 128x128 with slices of
-// 32 double-buffered.
+// The tile: 128x128, 4 subgroups of 64x64, k slices of 64, single-buffered
+// (40 KiB of shared memory with the epilogue's: NXV_COOPMAT_SHARED; two
+// workgroups share a multiprocessor, so one computes while the other
+// stages its next slice). Through the KHR extension on an H200 (f16,
+// TFLOP/s, two runs each: 4096^3 / 8192^3 / 4096^3 A transposed / B
+// transposed) it measured 252-253 / 261-275 / 276-288 / 285-286 against
+// 250 / 255-258 / 250-254 / 224 for the previous tile (128x256, 8
+// subgroups of 64x64, slices of 32), 259-260 / 270-281 / 260-266 /
+// 234-238 for 128x128 with slices of 32 double-buffered, 254 / 257-265 /
+// 260-264 / 235 for the same single-buffered, and 172-175 for 128x256
+// with slices of 16 double-buffered; 1024^3 164 against 153. On an H100
+// in a later lease (f16, this tile against the previous one): 260 / 281 /
+// 292 / 296 against 255 / 275 / 258 / 227. Earlier,
+// through the KHR extension on an H100, 128x256 had won against 128x128
+// with subgroups of 64x32 and slices of 64 (the best tile through the NV
+// extension), 256x128, and 128x128 with subgroups of 32x64.
 #ifndef CM_BM
 #define CM_BM 128u
-#define CM_BN 256u
-#define CM_BK 32u
+#define CM_BN 128u
+#define CM_BK 64u
 #define CM_WGM 2u
-#define CM_WGN 4u
+#define CM_WGN 2u
 #define CM_STAGES 1u
 #endif
 #extension GL_NV_cooperative_matrix : require
