@@ -117,6 +117,8 @@ static void usage(FILE *f) {
       "  --dtypes LIST   bandwidth and matmul suites: comma-separated among\n"
       "                  f32, f16, f64, bf16 (matmul only), run in the\n"
       "                  suites' order (default: all)\n"
+      "  --no-gpu-timestamps  the devices' no_gpu_timestamps option (no\n"
+      "                  batch timestamps: no GPU time)\n"
       "  --kick-nodes N  the devices' kick_nodes option (submit at N nodes\n"
       "                  when the GPU is idle; default: the runtime's)\n"
       "  --csv           machine-readable stdout: test,mode,metric,value,unit\n"
@@ -221,6 +223,8 @@ static options parse_options(int argc, char **argv) {
     } else if (!strcmp(a, "--dtypes")) {
       o.dtypes = parse_dtypes(v);
       i++;
+    } else if (!strcmp(a, "--no-gpu-timestamps")) {
+      g_no_gpu_timestamps = true;
     } else if (!strcmp(a, "--kick-nodes")) {
       g_kick_nodes = (uint32_t)parse_u64(a, v, 1, 1u << 20);
       i++;

@@ -394,6 +394,7 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   opt_bool(env, argv[1], "fast_math", &cfg.fast_math, &bad);
   opt_bool(env, argv[1], "unmapped_small", &cfg.unmapped_small, &bad);
   opt_bool(env, argv[1], "no_latency_timing", &cfg.no_latency_timing, &bad);
+  opt_bool(env, argv[1], "no_gpu_timestamps", &cfg.no_gpu_timestamps, &bad);
   ERL_NIF_TERM dk;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "download_kernel"), &dk)) {
     if (enif_is_identical(dk, mk_atom(env, "auto"))) cfg.download_kernel = 0;

@@ -122,7 +122,8 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
         .completion_spin_us =
             d->vk.info.type == NXV_DEVICE_CPU ? 0 : d->config.wait_spin_us,
         .arena_bytes = d->config.arena_bytes,
-        .no_latency_timing = d->config.no_latency_timing};
+        .no_latency_timing = d->config.no_latency_timing,
+        .no_gpu_timestamps = d->config.no_gpu_timestamps};
     st = nxv_sched_create(&d->vk, &sc, d->staging,
                           nxv_registry_layout(d->kernels), &d->sched);
   }

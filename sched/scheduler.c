@@ -240,7 +240,9 @@ static nxv_status open_batch(nxv_sched *s) {
   if (r == VK_SUCCESS) r = vkBeginCommandBuffer(b->cb, &bi);
   if (r == VK_SUCCESS && s->queries) {
     uint32_t q = 2 * (uint32_t)(b - s->batches);
-    vkCmdResetQueryPool(b->cb, s->queries, q, 2);
+    /* The slot's previous batch has retired: its queries are idle. */
+    if (s->vk->host_query_reset) vkResetQueryPool(s->vk->device, s->queries, q, 2);
+    else vkCmdResetQueryPool(b->cb, s->queries, q, 2);
     vkCmdWriteTimestamp(b->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, s->queries, q);
   }
   if (r != VK_SUCCESS) {
@@ -843,9 +845,10 @@ nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *cfg,
     }
   }
   if (st == NXV_OK) {
-    /* Batch timestamps, where the queue family writes them. */
+    /* Batch timestamps, where the queue family writes them and the
+     * config wants them. */
     uint32_t bits = vk->info.timestamp_bits;
-    if (bits > 0 && vk->info.timestamp_period_ns > 0) {
+    if (!cfg->no_gpu_timestamps && bits > 0 && vk->info.timestamp_period_ns > 0) {
       VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                   .queryType = VK_QUERY_TYPE_TIMESTAMP,
                                   .queryCount = 2 * NXV_MAX_BATCHES};

@@ -111,6 +111,7 @@ typedef struct nxv_sched_config {
                                   this long before blocking; 0 = never */
   uint64_t arena_bytes;
   bool no_latency_timing;     /* no clock read per op (op_latency empty) */
+  bool no_gpu_timestamps;     /* no batch timestamps (no GPU time) */
 } nxv_sched_config;
 
 /* Creates the queue and starts its threads. vk, staging and layout must

@@ -26,6 +26,9 @@ typedef struct nxv_vk {
   nxv_device_info info;       /* the description nxv_device_query gives */
   bool has_budget;            /* VK_EXT_memory_budget enabled */
   bool has_feedback;          /* pipeline creation feedback available */
+  bool host_query_reset;      /* hostQueryReset enabled: query slots are
+                                 reset from the host (vkResetQueryPool)
+                                 instead of inside command buffers */
 } nxv_vk;
 
 /* The process-global instance, created on first call. Thread-safe. */

@@ -619,6 +619,31 @@ NXV_TEST(histogram, device_records_ops_batches_and_downloads) {
   nxv_device_release(d);
 }
 
+/* A device opened with no_gpu_timestamps reports no GPU time; one opened
+ * without them does where its queue writes timestamps (host query reset
+ * or not). */
+NXV_TEST(histogram, no_gpu_timestamps) {
+  for (int off = 0; off < 2; off++) {
+    nxv_device_config cfg = {.disable_disk_cache = true, .no_gpu_timestamps = off == 1};
+    nxv_device *d = open_with(&cfg);
+    REQUIRE(d);
+    nxv_device_info info;
+    REQUIRE_OK(nxv_device_info_get(d, &info));
+    float one = 1.0f;
+    for (int i = 0; i < 20; i++) {
+      nxv_tensor *t;
+      REQUIRE_OK(nxv_fill(d, NXV_F32, 1 << 16, &one, &t));
+      nxv_tensor_release(t);
+      REQUIRE_OK(nxv_device_synchronize(d));
+    }
+    nxv_stats s;
+    REQUIRE_OK(nxv_device_stats(d, &s));
+    if (off || !info.timestamp_bits) CHECK_MSG(s.gpu_busy_ns == 0, "%llu ns", (unsigned long long)s.gpu_busy_ns);
+    else CHECK_MSG(s.gpu_busy_ns > 0, "no GPU time with timestamps on");
+    nxv_device_release(d);
+  }
+}
+
 /* Records of retired batches: every op in exactly one record while
  * recording, none before or after, a bounded backlog whose overflow is
  * counted; without per-op timing the op histogram stays empty. */

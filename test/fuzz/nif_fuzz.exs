@@ -994,6 +994,7 @@ defmodule NxVulkan.NifFuzz do
     fast_math: [true, false],
     unmapped_small: [true, false],
     no_latency_timing: [true, false],
+    no_gpu_timestamps: [true, false],
     download_kernel: [:auto, :always, :never]
   ]
 
@@ -2180,7 +2181,8 @@ defmodule NxVulkan.NifFuzz do
             cache_dir: 123,
             cache_dir: <<"dir", 0, "x">>,
             cache_dir: String.duplicate("d", 600),
-            no_latency_timing: :no
+            no_latency_timing: :no,
+            no_gpu_timestamps: 0
           )
 
         {Map.merge(opts, Map.new([bad])), :opts, :must}
