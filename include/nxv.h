@@ -208,9 +208,9 @@ typedef struct nxv_device_config {
   bool no_gpu_timestamps;     /* write no timestamps at the start and end
                                  of each batch: nxv_stats.gpu_busy_ns, the
                                  batch_gpu histogram and the batch records'
-                                 gpu_ns stay 0. Saves ~2 us per round trip
-                                 on an H100/H200 (a submit that the host
-                                 waits for). */
+                                 gpu_ns stay 0. Saved 0-2 us per round
+                                 trip (a submit that the host waits for)
+                                 on H200 hosts. */
 } nxv_device_config;
 
 /* Opens the device at index (index < 0: the default choice) with config
