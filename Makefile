@@ -125,11 +125,11 @@ $(GEN)/peak_hmma_%_khr.h: bench/floor/peak_hmma.comp $(SPV_REWRITER)
 		-o $(GEN)/peak_hmma_$*.spv $< >/dev/null
 	$(SPV_REWRITER) khr $(GEN)/peak_hmma_$*.spv $@ peak_hmma_$*_khr_spv
 
-$(B)/bench/vk_floor: bench/floor/vk_floor.c bench/floor/vk_raw.c bench/floor/vk_raw.h $(GEN)/add_one.h
+$(B)/bench/vk_floor: bench/floor/vk_floor.c bench/floor/vk_raw.c bench/floor/vk_raw.h sched/vk_khr.h $(GEN)/add_one.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/vk_floor.c bench/floor/vk_raw.c $(LDFLAGS) -lvulkan -o $@
 
-$(B)/bench/vk_ceiling: bench/floor/vk_ceiling.c bench/floor/vk_raw.c bench/floor/vk_raw.h \
+$(B)/bench/vk_ceiling: bench/floor/vk_ceiling.c bench/floor/vk_raw.c bench/floor/vk_raw.h sched/vk_khr.h \
 		$(GEN)/peak_ffma.h $(GEN)/peak_hmma_reg.h $(GEN)/peak_hmma_shared.h \
 		$(GEN)/peak_hmma_reg_khr.h $(GEN)/peak_hmma_shared_khr.h $(B)/libnxv.a
 	@mkdir -p $(dir $@)

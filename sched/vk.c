@@ -1,4 +1,5 @@
 #include "sched/vk.h"
+#include "sched/vk_khr.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -111,44 +112,6 @@ nxv_status nxv_vk_physical(uint32_t index, VkPhysicalDevice *out_phys,
 typedef struct dev_exts {
   bool budget, push_descriptor, coop_khr, coop_nv, bfloat16, feedback, portability;
 } dev_exts;
-
-/* VK_KHR_cooperative_matrix and VK_KHR_shader_bfloat16 postdate the Vulkan
- * headers some distributions ship (Debian 12: 1.3.239): their structures
- * and enumerants as the Vulkan registry defines them. */
-#define NXV_STYPE_COOPMAT_FEATURES_KHR ((VkStructureType)1000506000)
-#define NXV_STYPE_COOPMAT_PROPERTIES_KHR ((VkStructureType)1000506001)
-#define NXV_STYPE_BFLOAT16_FEATURES_KHR ((VkStructureType)1000141000)
-#define NXV_COMPONENT_FLOAT16_KHR 0
-#define NXV_COMPONENT_FLOAT32_KHR 1
-#define NXV_COMPONENT_BFLOAT16_KHR 1000141000
-#define NXV_SCOPE_SUBGROUP_KHR 3
-
-typedef struct nxv_coopmat_features_khr {
-  VkStructureType sType;
-  void *pNext;
-  VkBool32 cooperativeMatrix;
-  VkBool32 cooperativeMatrixRobustBufferAccess;
-} nxv_coopmat_features_khr;
-
-typedef struct nxv_bfloat16_features_khr {
-  VkStructureType sType;
-  void *pNext;
-  VkBool32 shaderBFloat16Type;
-  VkBool32 shaderBFloat16DotProduct;
-  VkBool32 shaderBFloat16CooperativeMatrix;
-} nxv_bfloat16_features_khr;
-
-typedef struct nxv_coopmat_properties_khr {
-  VkStructureType sType;
-  void *pNext;
-  uint32_t MSize, NSize, KSize;
-  int32_t AType, BType, CType, ResultType; /* VkComponentTypeKHR */
-  VkBool32 saturatingAccumulation;
-  int32_t scope;                           /* VkScopeKHR */
-} nxv_coopmat_properties_khr;
-
-typedef VkResult(VKAPI_PTR *nxv_pfn_coopmat_properties_khr)(
-    VkPhysicalDevice, uint32_t *, nxv_coopmat_properties_khr *);
 
 static nxv_status device_extensions(VkPhysicalDevice phys, dev_exts *out) {
   uint32_t n = 0;

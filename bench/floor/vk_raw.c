@@ -4,6 +4,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "vk_raw.h"
 
+#include "sched/vk_khr.h"
+
 #include <string.h>
 #include <time.h>
 
@@ -74,45 +76,24 @@ static bool has_extension(VkPhysicalDevice pd, const char *name) {
   return found;
 }
 
-/* VK_KHR_cooperative_matrix postdates the Vulkan headers some distributions
- * ship (Debian 12: 1.3.239): its structures and enumerants as the Vulkan
- * registry defines them. */
-#define RAW_STYPE_COOPMAT_FEATURES_KHR ((VkStructureType)1000506000)
-#define RAW_STYPE_COOPMAT_PROPERTIES_KHR ((VkStructureType)1000506001)
-typedef struct raw_coopmat_features_khr {
-  VkStructureType sType;
-  void *pNext;
-  VkBool32 cooperativeMatrix;
-  VkBool32 cooperativeMatrixRobustBufferAccess;
-} raw_coopmat_features_khr;
-typedef struct raw_coopmat_properties_khr {
-  VkStructureType sType;
-  void *pNext;
-  uint32_t MSize, NSize, KSize;
-  int32_t AType, BType, CType, ResultType; /* VkComponentTypeKHR */
-  VkBool32 saturatingAccumulation;
-  int32_t scope; /* VkScopeKHR */
-} raw_coopmat_properties_khr;
-typedef VkResult(VKAPI_PTR *raw_pfn_coopmat_properties_khr)(
-    VkPhysicalDevice, uint32_t *, raw_coopmat_properties_khr *);
-
 /* Whether pd's VK_KHR_cooperative_matrix offers 16x16x16 f16 x f16 -> f32
- * products of subgroup scope (component types f16 0, f32 1; scope
- * subgroup 3). */
+ * products of subgroup scope. */
 static bool khr_shape(VkInstance inst, VkPhysicalDevice pd) {
-  raw_pfn_coopmat_properties_khr get = (raw_pfn_coopmat_properties_khr)vkGetInstanceProcAddr(
+  nxv_pfn_coopmat_properties_khr get = (nxv_pfn_coopmat_properties_khr)vkGetInstanceProcAddr(
       inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR");
   if (!get) return false;
   uint32_t n = 0;
   RAW_VK(get(pd, &n, NULL));
-  raw_coopmat_properties_khr *p = calloc(n ? n : 1, sizeof *p);
+  nxv_coopmat_properties_khr *p = calloc(n ? n : 1, sizeof *p);
   if (!p) exit(1);
-  for (uint32_t i = 0; i < n; i++) p[i].sType = RAW_STYPE_COOPMAT_PROPERTIES_KHR;
+  for (uint32_t i = 0; i < n; i++) p[i].sType = NXV_STYPE_COOPMAT_PROPERTIES_KHR;
   RAW_VK(get(pd, &n, p));
   bool ok = false;
   for (uint32_t i = 0; i < n && !ok; i++)
-    ok = p[i].MSize == 16 && p[i].NSize == 16 && p[i].KSize == 16 && p[i].AType == 0 &&
-         p[i].BType == 0 && p[i].CType == 1 && p[i].ResultType == 1 && p[i].scope == 3;
+    ok = p[i].MSize == 16 && p[i].NSize == 16 && p[i].KSize == 16 &&
+         p[i].AType == NXV_COMPONENT_FLOAT16_KHR && p[i].BType == NXV_COMPONENT_FLOAT16_KHR &&
+         p[i].CType == NXV_COMPONENT_FLOAT32_KHR && p[i].ResultType == NXV_COMPONENT_FLOAT32_KHR &&
+         p[i].scope == NXV_SCOPE_SUBGROUP_KHR;
   free(p);
   return ok;
 }
@@ -164,7 +145,7 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
    * present. */
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
-  raw_coopmat_features_khr coop_khr = {.sType = RAW_STYPE_COOPMAT_FEATURES_KHR};
+  nxv_coopmat_features_khr coop_khr = {.sType = NXV_STYPE_COOPMAT_FEATURES_KHR};
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exe = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   VkPhysicalDeviceVulkan11Features have11 = {
@@ -200,7 +181,7 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
       .pNext = c->executable_stats ? &exe_on : NULL,
       .cooperativeMatrix = VK_TRUE};
-  raw_coopmat_features_khr coop_khr_on = {.sType = RAW_STYPE_COOPMAT_FEATURES_KHR,
+  nxv_coopmat_features_khr coop_khr_on = {.sType = NXV_STYPE_COOPMAT_FEATURES_KHR,
                                           .cooperativeMatrix = VK_TRUE};
   VkPhysicalDeviceVulkan11Features f11 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
