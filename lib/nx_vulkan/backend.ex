@@ -713,7 +713,52 @@ if Code.ensure_loaded?(Nx.Backend) do
       def unquote(op)(out, left, right), do: element_wise_binary(unquote(op), out, left, right)
     end
 
-    defp element_wise_binary(op, %T{type: type} = out, left, right) do
+    # The common case first: both operands dense on one device, of out's
+    # type and shape (as in x + y on equal tensors): no operand to convert
+    # or broadcast, so the NIF call is all there is.
+    defp element_wise_binary(
+           op,
+           %T{type: type, shape: shape} = out,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a}} = left,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b}} = right
+         )
+         when tuple_size(shape) <= @max_rank do
+      nif_type = nif_type!(type, op, index)
+
+      if supported?(index, :binary, op, nif_type) do
+        dims = Tuple.to_list(shape)
+        wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, nil, b, 0, nil) end), index)
+      else
+        host(op, [out, left, right], no_kernel(op, type, index))
+      end
+    end
+
+    # x op c, c a number that Nx made a device scalar (Nx.add(x, 1)): the
+    # scalar's cached buffer in out's type (kernel_operand/3), read with
+    # stride 0 along every axis.
+    defp element_wise_binary(
+           op,
+           %T{type: type, shape: shape} = out,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a}} = left,
+           %T{shape: {}, data: %__MODULE__{device: index, value: value}} = right
+         )
+         when value != nil and tuple_size(shape) in 1..@max_rank do
+      nif_type = nif_type!(type, op, index)
+
+      with true <- supported?(index, :binary, op, nif_type),
+           {:ok, b} <- kernel_operand(right, nif_type, index) do
+        dims = Tuple.to_list(shape)
+        zeros = List.duplicate(0, tuple_size(shape))
+        wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, nil, b, 0, zeros) end), index)
+      else
+        _ -> element_wise_binary_any(op, out, left, right)
+      end
+    end
+
+    defp element_wise_binary(op, out, left, right),
+      do: element_wise_binary_any(op, out, left, right)
+
+    defp element_wise_binary_any(op, %T{type: type} = out, left, right) do
       index = device_of_args([left, right])
       nif_type = nif_type!(type, op, index)
 
