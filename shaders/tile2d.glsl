@@ -30,9 +30,13 @@
 #define T2_PER 4u
 #endif
 #define T2_COLS (8u * T2_PER)
+// Columns staged at a time by the transposed mode: 32 (two passes for
+// types of 16 bits or less), so that the workgroup's shared memory stays
+// at 33 x 32 compute-type elements.
+#define T2_SCOLS 32u
 #define T2_FLAG_VEC_OUT 64u
 
-shared TC t2_s[T2_COLS * (T2_TILE + 1u)];
+shared TC t2_s[T2_SCOLS * (T2_TILE + 1u)];
 
 uint t2_rows() { return pc.args.d[0]; }
 uint t2_cols() { return pc.args.d[1]; }
@@ -53,18 +57,22 @@ void t2_load(BufT p, uint o, out TC v[T2_PER]) {
   uint lid = gl_LocalInvocationID.x;
   [[unroll]] for (uint j = 0u; j < T2_PER; ++j) v[j] = TC(0);
   if (mode == 2u) {
-    uint r0 = gl_WorkGroupID.y * T2_TILE, c0 = gl_WorkGroupID.x * T2_COLS;
-    uint rr = lid % T2_TILE, cc = lid / T2_TILE;
-    barrier();  // an earlier operand's readers are done with t2_s
-    [[unroll]] for (uint k = 0u; k < T2_PER; ++k) {
-      uint c = cc + 8u * k;
-      if (r0 + rr < R && c0 + c < C)
-        t2_s[c * (T2_TILE + 1u) + rr] = T_LD(p.v[base + (r0 + rr) * sr + (c0 + c) * sc]);
-    }
-    barrier();
+    uint r0 = gl_WorkGroupID.y * T2_TILE, rr = lid % T2_TILE, cc = lid / T2_TILE;
     uint rl = lid / 8u, cl = (lid % 8u) * 4u;
-    [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
-      v[j] = t2_s[(cl + t2_dc(j)) * (T2_TILE + 1u) + rl];
+    // Pass h stages columns [32 h, 32 h + 32) of the tile: this thread's
+    // elements 4h..4h+3.
+    [[unroll]] for (uint h = 0u; h < T2_COLS / T2_SCOLS; ++h) {
+      uint c0 = gl_WorkGroupID.x * T2_COLS + h * T2_SCOLS;
+      barrier();  // an earlier operand's or pass's readers are done with t2_s
+      [[unroll]] for (uint k = 0u; k < T2_SCOLS / 8u; ++k) {
+        uint c = cc + 8u * k;
+        if (r0 + rr < R && c0 + c < C)
+          t2_s[c * (T2_TILE + 1u) + rr] = T_LD(p.v[base + (r0 + rr) * sr + (c0 + c) * sc]);
+      }
+      barrier();
+      [[unroll]] for (uint j = 4u * h; j < 4u * h + 4u; ++j)
+        v[j] = t2_s[(cl + j % 4u) * (T2_TILE + 1u) + rl];
+    }
     return;
   }
   uint r = t2_row(), c = t2_col();
