@@ -41,6 +41,9 @@
 #     few times), then 30 timed steps, each feeding its parameters to the
 #     next, each timed until its loss is on
 #     the host (Nx.to_number); median.
+#   * mlp_step_aot, cnn_step_aot (ms): the same steps compiled ahead of
+#     time with Nx.Defn.compile/3 and Nx.Defn.Evaluator (the expression is
+#     traced once; each step evaluates it).
 #   * mlp_step_compiled, cnn_step_compiled (ms): the same steps with
 #     Nx.Vulkan.Compiler as the defn compiler (the expression is traced
 #     once; later steps replay its device calls); *_compiled_gc with the
@@ -521,19 +524,34 @@ models = [
   {"cnn_step", "28x28x16/128", &NxBench.Models.cnn_step/3, &B.cnn_data/0}
 ]
 
-# Each model through Nx.Defn.Evaluator (test mlp_step, cnn_step) and
-# through Nx.Vulkan.Compiler (mlp_step_compiled, cnn_step_compiled).
-# mlp_step_compiled_gc, cnn_step_compiled_gc: with garbage_collect: true.
+# Each model through Nx.Defn.Evaluator, as a defn call (test mlp_step,
+# cnn_step) and compiled ahead of time with Nx.Defn.compile/3
+# (mlp_step_aot, cnn_step_aot), and through Nx.Vulkan.Compiler
+# (mlp_step_compiled, cnn_step_compiled). mlp_step_compiled_gc,
+# cnn_step_compiled_gc: with garbage_collect: true.
 compilers = [
   {[compiler: Nx.Defn.Evaluator], ""},
+  {{:aot, [compiler: Nx.Defn.Evaluator]}, "_aot"},
   {[compiler: Nx.Vulkan.Compiler], "_compiled"},
   {[compiler: Nx.Vulkan.Compiler, garbage_collect: true], "_compiled_gc"}
 ]
 
 train =
   for {compiler, suffix} <- compilers, {name, shape, step_fun, data_fun} <- models do
-    Nx.Defn.default_options(compiler)
     data = data_fun.()
+
+    step_fun =
+      case compiler do
+        {:aot, opts} ->
+          Nx.Defn.default_options(opts)
+          {params, x, y} = data
+          Nx.Defn.compile(step_fun, [params, x, y], opts)
+
+        opts ->
+          Nx.Defn.default_options(opts)
+          step_fun
+      end
+
     r = B.train_checked(index, name <> suffix, step_fun, data, warmup_steps, steps)
     {name <> suffix, shape, r}
   end
@@ -541,7 +559,8 @@ train =
 Nx.Defn.default_options(compiler: Nx.Defn.Evaluator)
 
 IO.puts(
-  "\ntraining steps (f32; *_compiled: Nx.Vulkan.Compiler, others Nx.Defn.Evaluator), " <>
+  "\ntraining steps (f32; *_compiled: Nx.Vulkan.Compiler, others Nx.Defn.Evaluator; " <>
+    "*_aot: compiled ahead of time), " <>
     "#{warmup_steps} warm-up + #{steps} timed"
 )
 

@@ -44,7 +44,8 @@ chain, mlp_step and cnn_step targets are on nx_vulkan_nx only.
   f16 / bf16 matmul >= 50% of torch;
 * to_number <= 20 us; pool_alloc <= 1 us; pool_steady_device_allocs == 0;
 * pipeline_warm <= 10% of pipeline_cold;
-* mlp_step and cnn_step (nx_vulkan_nx) <= 2x jax.
+* mlp_step and cnn_step (nx_vulkan_nx; also their *_aot and *_compiled
+  variants) <= 2x jax.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ BANDWIDTH_OPS = ("add", "add_bcast", "add_strided", "sum_all", "sum_rows",
 MATMUL_TESTS = ("matmul", "matmul_tn", "matmul_nt", "matmul_batched")
 TEST_ORDER = ("chain", "independent", "to_number", "submit_wait", "copy",
               *BANDWIDTH_OPS, *MATMUL_TESTS, "mlp_step", "cnn_step",
+              "mlp_step_aot", "cnn_step_aot",
               "mlp_step_compiled", "cnn_step_compiled",
               "mlp_step_compiled_gc", "cnn_step_compiled_gc",
               "pool_alloc", "pool_steady_device_allocs", "pipeline_cold",
@@ -392,11 +394,12 @@ def targets(data) -> str:
                          "<= 0.1", r is not None and r <= 0.1, "ms"))
 
     # Training steps against jax.
-    # The *_compiled rows are the same steps through Nx.Vulkan.Compiler.
-    for test in ("mlp_step", "cnn_step", "mlp_step_compiled",
-                 "cnn_step_compiled"):
+    # The *_aot rows are the same steps through Nx.Defn.Evaluator compiled
+    # ahead of time, the *_compiled rows through Nx.Vulkan.Compiler.
+    for test in ("mlp_step", "cnn_step", "mlp_step_aot", "cnn_step_aot",
+                 "mlp_step_compiled", "cnn_step_compiled"):
         impl, v, shape = lookup(data, nx_only, test, "f32")
-        peer = test.removesuffix("_compiled")
+        peer = test.removesuffix("_compiled").removesuffix("_aot")
         _, jv, _ = lookup(data, ("jax",), peer, "f32", shape)
         r = v / jv if (v is not None and jv) else None
         rows.append(relative(f"{test} <= 2x jax", impl, v,

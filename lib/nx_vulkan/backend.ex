@@ -735,21 +735,21 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     # x op c, c a number that Nx made a device scalar (Nx.add(x, 1)): the
     # scalar's cached buffer in out's type (kernel_operand/3), read with
-    # stride 0 along every axis.
+    # stride 0 along every axis (dense when x is a scalar too).
     defp element_wise_binary(
            op,
            %T{type: type, shape: shape} = out,
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a}} = left,
            %T{shape: {}, data: %__MODULE__{device: index, value: value}} = right
          )
-         when value != nil and tuple_size(shape) in 1..@max_rank do
+         when value != nil and tuple_size(shape) <= @max_rank do
       nif_type = nif_type!(type, op, index)
 
       with true <- supported?(index, :binary, op, nif_type),
            {:ok, b} <- kernel_operand(right, nif_type, index) do
         dims = Tuple.to_list(shape)
-        zeros = List.duplicate(0, tuple_size(shape))
-        wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, nil, b, 0, zeros) end), index)
+        bs = if dims == [], do: nil, else: List.duplicate(0, length(dims))
+        wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, nil, b, 0, bs) end), index)
       else
         _ -> element_wise_binary_any(op, out, left, right)
       end
