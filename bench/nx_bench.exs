@@ -25,6 +25,8 @@
 #     (Nx.to_flat_list / NIF.download). Through Nx this is `Nx.add(x, 1)`
 #     as a user writes it; the NIF adds a resident tensor of ones. Median of
 #     5 runs after one untimed warm-up run.
+#   * chain_tensor (us_per_op, Nx only): the same chain as
+#     `Nx.add(x, ones)`, ones a device tensor of the same shape.
 #   * independent (us_per_op): N ops y_i = x + 1 on the same input, results
 #     dropped, timed until `Nx.Vulkan.synchronize/1` (NIF.synchronize/1)
 #     returns. Median of 5 runs after a warm-up run.
@@ -600,6 +602,7 @@ B.table(
 rows =
   [
     {"nx_vulkan_nx", "chain", "f32", "16", "us_per_op", chain_nx.e2e},
+    {"nx_vulkan_nx", "chain_tensor", "f32", "16", "us_per_op", chain_nx_ones.e2e},
     {"nx_vulkan_nif", "chain", "f32", "16", "us_per_op", chain_nif.e2e},
     {"nx_vulkan_nx", "independent", "f32", "16", "us_per_op", indep_nx.e2e},
     {"nx_vulkan_nif", "independent", "f32", "16", "us_per_op", indep_nif.e2e},

@@ -38,6 +38,7 @@ else nx_vulkan_nif, else nx_vulkan_c (the figure column names it); the
 chain, mlp_step and cnn_step targets are on nx_vulkan_nx only.
 
 * chain <= 3 us/op (nx_vulkan_nx), and >= 3x faster than torch's chain;
+  the same chain with a tensor operand (chain_tensor) <= 3 us/op;
 * independent <= 1.5 us/op;
 * each bandwidth test >= 90% of the same layer's copy of the same dtype;
 * f32 matmul (every matmul test and shape) >= 90% of torch;
@@ -64,7 +65,7 @@ HIGHER_BETTER = {"GB_s", "TFLOP_s"}
 BANDWIDTH_OPS = ("add", "add_bcast", "add_strided", "sum_all", "sum_rows",
                  "sum_cols")
 MATMUL_TESTS = ("matmul", "matmul_tn", "matmul_nt", "matmul_batched")
-TEST_ORDER = ("chain", "independent", "to_number", "submit_wait", "copy",
+TEST_ORDER = ("chain", "chain_tensor", "independent", "to_number", "submit_wait", "copy",
               *BANDWIDTH_OPS, *MATMUL_TESTS, "mlp_step", "cnn_step",
               "mlp_step_aot", "cnn_step_aot",
               "mlp_step_compiled", "cnn_step_compiled",
@@ -331,6 +332,8 @@ def targets(data) -> str:
                          None if tv is None else f"{fmt(tv)} us_per_op "
                          "(torch)", tv, r, ">= 3",
                          r is not None and r >= 3, "us_per_op"))
+    rows.append(absolute(data, "chain, tensor operand <= 3 us/op", nx_only,
+                         "chain_tensor", 3.0, "us_per_op", "f32"))
     rows.append(absolute(data, "independent <= 1.5 us/op", NXV_IMPLS,
                          "independent", 1.5, "us_per_op", "f32"))
     rows.append(absolute(data, "to_number <= 20 us", NXV_IMPLS, "to_number",
