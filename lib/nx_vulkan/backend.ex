@@ -1781,11 +1781,10 @@ if Code.ensure_loaded?(Nx.Backend) do
       with true <- compute_type?(index, nif_type) and rank_ok?(left) and rank_ok?(right),
            {:ok, a} <- matmul_operand(left, nif_type, index, [b1, l_free, c1]),
            {:ok, b} <- matmul_operand(right, nif_type, index, [b2, c2, r_free]) do
-        l_dims = dims(left)
-        batch = product_of(l_dims, b1)
-        m = product_of(l_dims, l_free)
-        k = product_of(l_dims, c1)
-        n = product_of(dims(right), r_free)
+        batch = product_of(left.shape, b1)
+        m = product_of(left.shape, l_free)
+        k = product_of(left.shape, c1)
+        n = product_of(right.shape, r_free)
 
         cond do
           Nx.size(out) == 0 ->
@@ -1814,15 +1813,15 @@ if Code.ensure_loaded?(Nx.Backend) do
     # strides}: each group of axes must be traversable with one stride, else
     # the operand is transposed (and converted, in the same pass) on the
     # device into that order.
-    defp matmul_operand(%T{} = tensor, nif_type, index, groups) do
+    defp matmul_operand(%T{shape: shape} = tensor, nif_type, index, groups) do
       target = nif_type_to_nx(nif_type)
-      dims = dims(tensor)
-      strides = dense_strides(dims)
-      group_strides = Enum.map(groups, &group_stride(&1, dims, strides))
+      dims = Tuple.to_list(shape)
+      strides = List.to_tuple(dense_strides(dims))
+      group_strides = Enum.map(groups, &group_stride(&1, shape, strides))
       perm = Enum.concat(groups)
-      [_, rows, cols] = Enum.map(groups, &product_of(dims, &1))
+      [_, rows, cols] = Enum.map(groups, &product_of(shape, &1))
 
-      empty? = Enum.any?(dims, &(&1 == 0))
+      empty? = Enum.member?(dims, 0)
 
       case tensor do
         _ when empty? ->
@@ -1837,8 +1836,8 @@ if Code.ensure_loaded?(Nx.Backend) do
 
         %T{data: %__MODULE__{device: ^index, value: nil, ref: ref}} ->
           if convertible?(index, tensor.type) and compute_type?(index, nif_type) do
-            permuted = Enum.map(perm, &Enum.at(dims, &1))
-            permuted_strides = Enum.map(perm, &Enum.at(strides, &1))
+            permuted = Enum.map(perm, &elem(shape, &1))
+            permuted_strides = Enum.map(perm, &elem(strides, &1))
 
             ref =
               alloc(index, fn -> NIF.convert(nif_type, permuted, ref, 0, permuted_strides) end)
@@ -1857,26 +1856,26 @@ if Code.ensure_loaded?(Nx.Backend) do
     end
 
     # The stride of a group of axes read as one flattened axis, or nil when
-    # the group is not contiguous in that order.
-    defp group_stride(axes, dims, strides) do
+    # the group is not contiguous in that order (shape and strides as
+    # tuples).
+    defp group_stride(axes, shape, strides) do
       pairs =
-        for axis <- axes, Enum.at(dims, axis) != 1 do
-          {Enum.at(dims, axis), Enum.at(strides, axis)}
-        end
-
-      contiguous? =
-        pairs
-        |> Enum.chunk_every(2, 1, :discard)
-        |> Enum.all?(fn [{_, outer}, {dim, inner}] -> outer == inner * dim end)
+        for axis <- axes, elem(shape, axis) != 1, do: {elem(shape, axis), elem(strides, axis)}
 
       cond do
         pairs == [] -> 0
-        contiguous? -> pairs |> List.last() |> elem(1)
+        contiguous_pairs?(pairs) -> pairs |> List.last() |> elem(1)
         true -> nil
       end
     end
 
-    defp product_of(dims, axes), do: Enum.reduce(axes, 1, &(Enum.at(dims, &1) * &2))
+    # Whether each {dim, stride} steps over exactly the next one's extent.
+    defp contiguous_pairs?([{_, outer} | [{dim, inner} | _] = rest]),
+      do: outer == inner * dim and contiguous_pairs?(rest)
+
+    defp contiguous_pairs?(_), do: true
+
+    defp product_of(shape, axes), do: Enum.reduce(axes, 1, &(elem(shape, &1) * &2))
 
     ## Callbacks computed on the host
 
@@ -2404,11 +2403,18 @@ if Code.ensure_loaded?(Nx.Backend) do
       lead = length(out_dims) - length(in_dims)
 
       List.duplicate(0, lead) ++
-        Enum.zip_with([in_dims, dense_strides(in_dims), Enum.drop(out_dims, lead)], fn
-          [dim, stride, dim] when dim != 1 -> stride
-          _ -> 0
-        end)
+        kept_strides(in_dims, dense_strides(in_dims), Enum.drop(out_dims, lead))
     end
+
+    # The dense stride of each input axis the output keeps (same extent,
+    # not 1), 0 for the axes it broadcasts.
+    defp kept_strides([dim | dims], [stride | strides], [dim | out_dims]) when dim != 1,
+      do: [stride | kept_strides(dims, strides, out_dims)]
+
+    defp kept_strides([_ | dims], [_ | strides], [_ | out_dims]),
+      do: [0 | kept_strides(dims, strides, out_dims)]
+
+    defp kept_strides([], [], []), do: []
 
     # The native-endian bytes of one element of type equal to number.
     defp scalar_bytes({:f, 32}, x) when is_number(x) and abs(x) <= @f32_max,
