@@ -97,7 +97,7 @@ $(B)/bench/nxv_bench: $(BENCH_OBJ) $(B)/libnxv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 
-bench: $(B)/bench/nxv_bench $(B)/bench/vk_floor $(B)/bench/vk_ceiling
+bench: $(B)/bench/nxv_bench $(B)/bench/vk_floor $(B)/bench/vk_ceiling $(B)/bench/vk_coopmat2
 
 # Raw Vulkan round-trip floors and arithmetic ceilings, without the runtime
 # (bench/floor/).
@@ -124,6 +124,29 @@ $(GEN)/peak_hmma_%_khr.h: bench/floor/peak_hmma.comp $(SPV_REWRITER)
 	$(GLSLANG) -V --target-env vulkan1.3 -DFROM_SHARED=$(if $(filter shared,$*),1,0) \
 		-o $(GEN)/peak_hmma_$*.spv $< >/dev/null
 	$(SPV_REWRITER) khr $(GEN)/peak_hmma_$*.spv $@ peak_hmma_$*_khr_spv
+
+# Workgroup-scope tensor-core products (VK_NV_cooperative_matrix2) for
+# vk_coopmat2: wg_gemm.comp per mode, tile (MxNxK) and workgroup size,
+# rewritten into KHR cooperative matrices.
+WG_GEMM := mem_128x128x32_256 mem_128x256x64_256 shared_128x128x32_128 \
+	shared_128x128x64_256 products_128x128x32_256 products_128x128x64_128
+wg_part = $(word $(2),$(subst _, ,$(1)))
+wg_dim = $(word $(2),$(subst x, ,$(call wg_part,$(1),2)))
+wg_defs = -DWG_MODE=$(if $(filter mem,$(call wg_part,$(1),1)),0,$(if $(filter shared,$(call wg_part,$(1),1)),1,2)) \
+	-DWG_TM=$(call wg_dim,$(1),1)u -DWG_TN=$(call wg_dim,$(1),2)u -DWG_TK=$(call wg_dim,$(1),3)u \
+	-DWG_INV=$(call wg_part,$(1),3)
+define wg_gemm_rule
+$(GEN)/wg_gemm_$(1).h: bench/floor/wg_gemm.comp $(SPV_REWRITER)
+	@mkdir -p $(GEN)
+	$(GLSLANG) -V --target-env vulkan1.3 $(call wg_defs,$(1)) -o $(GEN)/wg_gemm_$(1).spv $$< >/dev/null
+	$(SPV_REWRITER) khr $(GEN)/wg_gemm_$(1).spv $$@ wg_gemm_$(1)_spv
+endef
+$(foreach v,$(WG_GEMM),$(eval $(call wg_gemm_rule,$(v))))
+
+$(B)/bench/vk_coopmat2: bench/floor/vk_coopmat2.c bench/floor/vk_raw.c bench/floor/vk_raw.h \
+		sched/vk_khr.h $(foreach v,$(WG_GEMM),$(GEN)/wg_gemm_$(v).h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/vk_coopmat2.c bench/floor/vk_raw.c $(LDFLAGS) -lvulkan -lm -o $@
 
 $(B)/bench/vk_floor: bench/floor/vk_floor.c bench/floor/vk_raw.c bench/floor/vk_raw.h sched/vk_khr.h $(GEN)/add_one.h
 	@mkdir -p $(dir $@)

@@ -52,6 +52,8 @@ typedef struct raw_ctx {
                            storage and the memory model enabled */
   bool coopmat_khr;     /* the same with VK_KHR_cooperative_matrix instead */
   bool executable_stats; /* VK_KHR_pipeline_executable_properties enabled */
+  bool coopmat2;        /* coopmat_khr, and VK_NV_cooperative_matrix2's
+                           workgroup scope and flexible dimensions enabled */
 } raw_ctx;
 
 /* What raw_open enables besides timeline semaphores and buffer device
@@ -67,11 +69,20 @@ typedef enum raw_extras {
    * f16 x f16 -> f32 products of subgroup scope (c->coopmat_khr), without
    * the executable statistics. */
   RAW_COOPMAT_KHR = 2,
+  /* RAW_COOPMAT_KHR's, and VK_NV_cooperative_matrix2 with workgroup-scope
+   * matrices of flexible dimensions (c->coopmat2). */
+  RAW_COOPMAT2 = 3,
 } raw_extras;
 
 /* Opens device index with timeline semaphores, buffer device addresses and
  * extras. */
 void raw_open(raw_ctx *c, uint32_t index, raw_extras extras);
+
+/* Whether c's VK_NV_cooperative_matrix2 (c->coopmat2) offers f16 x f16 ->
+ * f32 products of workgroup scope for workgroups of invocations threads,
+ * with granularities dividing m, n and k. */
+bool raw_coopmat2_shape(const raw_ctx *c, uint32_t m, uint32_t n, uint32_t k,
+                        uint32_t invocations);
 
 /* Waits for the device to be idle and destroys what raw_open made
  * (buffers and pipelines made on it must not be used afterwards). */

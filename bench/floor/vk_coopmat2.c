@@ -1,0 +1,222 @@
+/*
+ * vk_coopmat2.c - f16 matrix products on tensor cores through workgroup-scope
+ * cooperative matrices (VK_NV_cooperative_matrix2), in raw Vulkan with no
+ * runtime: whether handing the driver whole tiles (it spreads each matrix
+ * over the workgroup and stages it as it sees fit) beats the runtime's
+ * subgroup-scope kernel (coopmat.comp), which stages every k slice itself.
+ *
+ * Each row is a product of two random side x side f16 matrices (values
+ * k/1024, |k| <= 1024, exact in f16), f32 accumulation, f16 result, with
+ * wg_gemm.comp in one of its modes and tile shapes:
+ *
+ *   memory    A and B tiles loaded from memory at every k step
+ *   shared    each k step's slices staged in shared memory first
+ *   products  the tiles loaded once, then only the products (no result)
+ *
+ * One dispatch per timing, timestamps around it; best and median TFLOP/s
+ * of REPS after one untimed. The products of the first two modes are
+ * checked at 64 entries against a double-precision reference; a mismatch
+ * fails the program. Rows the driver does not offer (its flexible
+ * dimensions list the workgroup sizes and granularities it takes) are
+ * skipped, and everything is when VK_NV_cooperative_matrix2's workgroup
+ * scope is missing.
+ *
+ * Usage: build/bench/vk_coopmat2 [--side N] [device index]   (make bench)
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_raw.h"
+#include "wg_gemm_mem_128x128x32_256.h"
+#include "wg_gemm_mem_128x256x64_256.h"
+#include "wg_gemm_shared_128x128x32_128.h"
+#include "wg_gemm_shared_128x128x64_256.h"
+#include "wg_gemm_products_128x128x32_256.h"
+#include "wg_gemm_products_128x128x64_128.h"
+
+#define REPS 7
+#define CHECKS 64
+
+const char *raw_program = "vk_coopmat2";
+
+typedef struct variant {
+  const char *mode;
+  const uint32_t *spv;
+  size_t size;
+  uint32_t tm, tn, tk, invocations;
+  int check; /* whether the result is a product to check */
+} variant;
+
+#define V(mode, tm, tn, tk, inv, check)                                               \
+  {#mode, wg_gemm_##mode##_##tm##x##tn##x##tk##_##inv##_spv,                           \
+   sizeof wg_gemm_##mode##_##tm##x##tn##x##tk##_##inv##_spv, tm, tn, tk, inv, check}
+static const variant variants[] = {
+    V(mem, 128, 128, 32, 256, 1),      V(mem, 128, 256, 64, 256, 1),
+    V(shared, 128, 128, 32, 128, 1),   V(shared, 128, 128, 64, 256, 1),
+    V(products, 128, 128, 32, 256, 0), V(products, 128, 128, 64, 128, 0),
+};
+
+typedef struct pcs {
+  VkDeviceAddress a, b, c;
+  uint32_t m, n, k;
+  uint32_t pad;
+} pcs;
+
+/* The f16 bits of x, a multiple of 2^-10 with |x| <= 1 (exact). */
+static uint16_t to_half(float x) {
+  if (x == 0.0f) return 0;
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  int32_t e = (int32_t)((u >> 23) & 0xffu) - 127 + 15;
+  return (uint16_t)(sign | ((uint32_t)e << 10) | ((u >> 13) & 0x3ffu));
+}
+
+static double from_half(uint16_t h) {
+  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+  return (h & 0x8000u) ? -v : v;
+}
+
+static void copy(raw_ctx *c, VkBuffer from, VkBuffer to, VkDeviceSize size) {
+  VkCommandBuffer cb = raw_command_buffer(c);
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  RAW_VK(vkBeginCommandBuffer(cb, &bi));
+  VkBufferCopy region = {0, 0, size};
+  vkCmdCopyBuffer(cb, from, to, 1, &region);
+  RAW_VK(vkEndCommandBuffer(cb));
+  raw_submit_wait(c, cb, true);
+  vkFreeCommandBuffers(c->dev, c->pool, 1, &cb);
+}
+
+/* GPU milliseconds of one dispatch of pipeline over side x side. */
+static double run_once(raw_ctx *c, VkQueryPool queries, double ns_per_tick,
+                       VkPipelineLayout layout, VkPipeline pipeline, const variant *v,
+                       const pcs *pc, uint32_t side) {
+  VkCommandBuffer cb = raw_command_buffer(c);
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  RAW_VK(vkBeginCommandBuffer(cb, &bi));
+  vkCmdResetQueryPool(cb, queries, 0, 2);
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+  vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
+  vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 0);
+  vkCmdDispatch(cb, side / v->tn, side / v->tm, 1);
+  vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, 1);
+  RAW_VK(vkEndCommandBuffer(cb));
+  raw_submit_wait(c, cb, true);
+  uint64_t ts[2];
+  RAW_VK(vkGetQueryPoolResults(c->dev, queries, 0, 2, sizeof ts, ts, sizeof ts[0],
+                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  vkFreeCommandBuffers(c->dev, c->pool, 1, &cb);
+  return (double)(ts[1] - ts[0]) * ns_per_tick / 1e6;
+}
+
+int main(int argc, char **argv) {
+  uint32_t side = 4096, index = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--side") == 0 && i + 1 < argc)
+      side = (uint32_t)strtoul(argv[++i], NULL, 10);
+    else
+      index = (uint32_t)strtoul(argv[i], NULL, 10);
+  }
+  if (side == 0 || side % 256 != 0) {
+    fprintf(stderr, "%s: --side must be a positive multiple of 256\n", raw_program);
+    return 2;
+  }
+  raw_ctx c = {0};
+  raw_open(&c, index, RAW_COOPMAT2);
+  if (!c.coopmat2) {
+    printf("skipped: no workgroup-scope cooperative matrices (VK_NV_cooperative_matrix2)\n");
+    raw_close(&c);
+    return 0;
+  }
+  size_t elems = (size_t)side * side;
+  VkDeviceSize bytes = elems * sizeof(uint16_t);
+  const VkMemoryPropertyFlags host =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  raw_buf a = raw_buffer(&c, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host);
+  raw_buf b = raw_buffer(&c, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host);
+  raw_buf out = raw_buffer(&c, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host);
+  raw_buf staging = raw_buffer(&c, bytes, host, 0);
+  uint16_t *map;
+  RAW_VK(vkMapMemory(c.dev, staging.memory, 0, bytes, 0, (void **)&map));
+  uint16_t *ha = malloc(bytes), *hb = malloc(bytes);
+  if (!ha || !hb) return 1;
+  srand(1);
+  for (size_t i = 0; i < elems; i++) ha[i] = to_half((float)(rand() % 2049 - 1024) / 1024.0f);
+  for (size_t i = 0; i < elems; i++) hb[i] = to_half((float)(rand() % 2049 - 1024) / 1024.0f);
+  memcpy(map, ha, bytes);
+  copy(&c, staging.buffer, a.buffer, bytes);
+  memcpy(map, hb, bytes);
+  copy(&c, staging.buffer, b.buffer, bytes);
+
+  VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                              .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                              .queryCount = 2};
+  VkQueryPool queries;
+  RAW_VK(vkCreateQueryPool(c.dev, &qi, NULL, &queries));
+  double ns_per_tick = c.props.limits.timestampPeriod;
+  pcs pc = {a.addr, b.addr, out.addr, side, side, side, 0};
+  double flops = 2.0 * side * side * (double)side;
+  int failures = 0;
+  printf("%-36s %10s %10s %9s %s\n", "f16, workgroup scope (mode, tile, threads)", "best",
+         "median", "ms", "check");
+  for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
+    const variant *v = &variants[vi];
+    char name[64];
+    snprintf(name, sizeof name, "%s, %ux%u k %u, %u", v->mode, v->tm, v->tn, v->tk,
+             v->invocations);
+    if (!raw_coopmat2_shape(&c, v->tm, v->tn, v->tk, v->invocations)) {
+      printf("%-36s skipped (not offered)\n", name);
+      continue;
+    }
+    VkPipelineLayout layout;
+    VkPipeline pipeline;
+    raw_pipeline(&c, v->spv, v->size, sizeof pc, NULL, &layout, &pipeline);
+    /* Poison the result first. */
+    memset(map, 0xff, bytes);
+    copy(&c, staging.buffer, out.buffer, bytes);
+    double t[REPS];
+    (void)run_once(&c, queries, ns_per_tick, layout, pipeline, v, &pc, side);
+    for (int r = 0; r < REPS; r++)
+      t[r] = run_once(&c, queries, ns_per_tick, layout, pipeline, v, &pc, side);
+    double med = raw_median(t, REPS), best = t[0];
+    char verdict[48] = "-";
+    if (v->check) {
+      copy(&c, out.buffer, staging.buffer, bytes);
+      double worst = 0;
+      int bad = 0;
+      for (uint32_t s = 0; s < CHECKS; s++) {
+        uint32_t i = (uint32_t)(((uint64_t)s * 2654435761u) % side);
+        uint32_t j = (uint32_t)(((uint64_t)s * 40503u + 17u) % side);
+        double ref = 0;
+        for (uint32_t p = 0; p < side; p++)
+          ref += from_half(ha[(size_t)i * side + p]) * from_half(hb[(size_t)p * side + j]);
+        double err = fabs(from_half(map[(size_t)i * side + j]) - ref);
+        /* f16 rounding of the result and f32 accumulation over side terms. */
+        if (!(err <= 1e-3 * fabs(ref) + 1e-6 * side)) bad++;
+        if (err > worst) worst = err;
+      }
+      if (bad) {
+        snprintf(verdict, sizeof verdict, "FAIL %d of %d (max err %.3g)", bad, CHECKS, worst);
+        failures++;
+      } else {
+        snprintf(verdict, sizeof verdict, "ok (max err %.3g)", worst);
+      }
+    }
+    printf("%-36s %10.1f %10.1f %9.3f %s\n", name, flops / (best * 1e9), flops / (med * 1e9),
+           med, verdict);
+    vkDestroyPipeline(c.dev, pipeline, NULL);
+    vkDestroyPipelineLayout(c.dev, layout, NULL);
+  }
+  vkDestroyQueryPool(c.dev, queries, NULL);
+  free(ha);
+  free(hb);
+  raw_close(&c);
+  return failures ? 1 : 0;
+}
