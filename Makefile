@@ -127,19 +127,26 @@ $(GEN)/peak_hmma_%_khr.h: bench/floor/peak_hmma.comp $(SPV_REWRITER)
 
 # Workgroup-scope tensor-core products (VK_NV_cooperative_matrix2) for
 # vk_coopmat2: wg_gemm.comp per mode, tile (MxNxK) and workgroup size,
-# rewritten into KHR cooperative matrices.
-WG_GEMM := mem_128x128x32_256 mem_128x256x64_256 shared_128x128x32_128 \
-	shared_128x128x64_256 products_128x128x32_256 products_128x128x64_128
+# rewritten into KHR cooperative matrices ("tensor": mode 0's loads made
+# tensor-addressing loads by the rewriter).
+WG_GEMM := mem_128x128x32_256 mem_128x256x64_256 tensor_128x128x32_128 \
+	tensor_128x256x64_256 shared_128x128x32_128 shared_128x128x64_256 \
+	dbuf_128x128x32_128 dbuf_128x128x16_128 products_128x128x32_256 products_128x128x64_128
 wg_part = $(word $(2),$(subst _, ,$(1)))
 wg_dim = $(word $(2),$(subst x, ,$(call wg_part,$(1),2)))
-wg_defs = -DWG_MODE=$(if $(filter mem,$(call wg_part,$(1),1)),0,$(if $(filter shared,$(call wg_part,$(1),1)),1,2)) \
+wg_mode_mem := 0
+wg_mode_tensor := 0
+wg_mode_shared := 1
+wg_mode_products := 2
+wg_mode_dbuf := 3
+wg_defs = -DWG_MODE=$(wg_mode_$(call wg_part,$(1),1)) \
 	-DWG_TM=$(call wg_dim,$(1),1)u -DWG_TN=$(call wg_dim,$(1),2)u -DWG_TK=$(call wg_dim,$(1),3)u \
 	-DWG_INV=$(call wg_part,$(1),3)
 define wg_gemm_rule
 $(GEN)/wg_gemm_$(1).h: bench/floor/wg_gemm.comp $(SPV_REWRITER)
 	@mkdir -p $(GEN)
 	$(GLSLANG) -V --target-env vulkan1.3 $(call wg_defs,$(1)) -o $(GEN)/wg_gemm_$(1).spv $$< >/dev/null
-	$(SPV_REWRITER) khr $(GEN)/wg_gemm_$(1).spv $$@ wg_gemm_$(1)_spv
+	$(SPV_REWRITER) khr$(if $(filter tensor,$(call wg_part,$(1),1)),-tensor) $(GEN)/wg_gemm_$(1).spv $$@ wg_gemm_$(1)_spv
 endef
 $(foreach v,$(WG_GEMM),$(eval $(call wg_gemm_rule,$(v))))
 

@@ -31,6 +31,15 @@
  *   BFloat16CooperativeMatrixKHR, extension SPV_KHR_bfloat16 is added. The
  *   shader must use its 16-bit floats only as matrix components (bfloat16
  *   has no arithmetic), which the driver enforces at pipeline creation.
+ * - khr-tensor: as khr, then every row-major load of a workgroup-scope
+ *   matrix from a PhysicalStorageBuffer element (buf.v[i], stride s in
+ *   elements of the buffer, which hold e = 8 matrix components each) becomes
+ *   a tensor-addressing load (SPV_NV_tensor_addressing,
+ *   SPV_NV_cooperative_matrix2): from buf.v[0] through a 2-D tensor layout
+ *   of dimensions (i / s + rows, s * e), sliced at row i / s, column
+ *   (i % s) * e, rows x columns of the matrix. Used by the workgroup-scope
+ *   benchmark (bench/floor/wg_gemm.comp) to try the driver's own staging;
+ *   the runtime does not use it.
  *
  * Exits non-zero, with a message, on a module it cannot rewrite (another
  * coopmat opcode, a type with both A and accumulator uses, a B value that
@@ -67,6 +76,16 @@ enum {
   OP_IN_BOUNDS_ACCESS_CHAIN = 66,
   OP_PTR_ACCESS_CHAIN = 67,
   OP_COPY_OBJECT = 83,
+  OP_IADD = 128,
+  OP_IMUL = 132,
+  OP_UDIV = 134,
+  OP_UMOD = 137,
+  OP_FUNCTION = 54,
+  OP_COOPMAT_LOAD_TENSOR_NV = 5367,
+  OP_TYPE_TENSOR_LAYOUT_NV = 5370,
+  OP_CREATE_TENSOR_LAYOUT_NV = 5372,
+  OP_TENSOR_LAYOUT_SET_DIMENSION_NV = 5373,
+  OP_TENSOR_LAYOUT_SLICE_NV = 5375,
   OP_SELECT = 169,
   OP_PHI = 245,
   OP_UNDEF = 1,
@@ -88,6 +107,8 @@ enum {
   CAP_BFLOAT16_COOPMAT = 5118,
   CAP_COOPMAT_NV = 5357,
   CAP_COOPMAT_KHR = 6022,
+  CAP_COOPMAT_TENSOR_ADDRESSING_NV = 5433,
+  CAP_TENSOR_ADDRESSING_NV = 5439,
 };
 enum { USE_NONE = -1, USE_A = 0, USE_B = 1, USE_ACC = 2 };
 
@@ -365,12 +386,123 @@ static void verify(const module *m, bool bf16) {
   free(type_of), free(use), free(cval);
 }
 
+/* Appends extension name after the last OpExtension, or before the first
+ * OpExtInstImport / OpMemoryModel when there is none. */
+static void add_extension(module *m, const char *name) {
+  size_t at = 0;
+  for (size_t k = 0; k < m->count; k++) {
+    uint32_t op = opcode(&m->ins[k]);
+    if (op == OP_CAPABILITY || op == OP_EXTENSION) at = k + 1;
+  }
+  uint32_t ops[16] = {0};
+  size_t len = strlen(name) + 1;
+  if (len > sizeof ops) die("extension name too long");
+  memcpy(ops, name, len);
+  insert(m, at, make_inst(OP_EXTENSION, ops, (uint32_t)((len + 3) / 4)));
+}
+
+/* khr-tensor (see the header): rewrites the workgroup-scope row-major
+ * loads of m into tensor-addressing loads. zero_id and two_id are uint
+ * constants 0 and 2, row_major_id the layout constant of row-major loads.
+ * Returns how many loads it rewrote. */
+static size_t tensor_loads(module *m, uint32_t uint_type, uint32_t zero_id, uint32_t two_id,
+                           uint32_t row_major_id) {
+  uint32_t bound = m->header[3];
+  size_t *def = xmalloc(bound * sizeof *def); /* types: instruction index + 1 */
+  uint32_t *value = xmalloc(bound * sizeof *value);
+  bool *is_const = xmalloc(bound);
+  for (size_t k = 0; k < m->count; k++) {
+    const inst *i = &m->ins[k];
+    uint32_t op = opcode(i);
+    if (op == OP_TYPE_COOPMAT_KHR && i->n > 1) def[i->w[1]] = k + 1;
+    if (op == OP_CONSTANT && i->n == 4 && i->w[1] == uint_type) {
+      is_const[i->w[2]] = true;
+      value[i->w[2]] = i->w[3];
+    }
+  }
+  size_t first_fn = m->count;
+  for (size_t k = 0; k < m->count && first_fn == m->count; k++)
+    if (opcode(&m->ins[k]) == OP_FUNCTION) first_fn = k;
+  uint32_t eight = new_id(m), layout_type = new_id(m);
+  uint32_t c8[3] = {uint_type, eight, 8};
+  uint32_t tl[3] = {layout_type, two_id, zero_id}; /* 2-D, clamp mode undefined */
+  insert(m, first_fn++, make_inst(OP_CONSTANT, c8, 3));
+  insert(m, first_fn++, make_inst(OP_TYPE_TENSOR_LAYOUT_NV, tl, 3));
+  size_t rewritten = 0;
+  for (size_t k = first_fn; k < m->count; k++) {
+    inst *i = &m->ins[k];
+    /* type, result, pointer, layout, stride, [memory operands] */
+    if (opcode(i) != OP_COOPMAT_LOAD_KHR || i->n < 6 || i->w[4] != row_major_id) continue;
+    uint32_t mtype = i->w[1], ptr = i->w[3], stride = i->w[5];
+    if (mtype >= bound || !def[mtype]) continue;
+    const inst *t = &m->ins[def[mtype] - 1]; /* types precede the insertions */
+    /* OpTypeCooperativeMatrixKHR result, component, scope, rows, columns, use */
+    if (t->n != 7 || !is_const[t->w[3]] || value[t->w[3]] != 2) continue;
+    /* The pointer's definition: an earlier instruction of the function. */
+    size_t at = k;
+    while (at > first_fn && !(has_type_and_result(opcode(&m->ins[at - 1])) &&
+                              m->ins[at - 1].n > 2 && m->ins[at - 1].w[2] == ptr))
+      at--;
+    if (at == first_fn) continue;
+    const inst *chain = &m->ins[at - 1];
+    /* OpAccessChain type, result, base, member, element */
+    if (opcode(chain) != OP_ACCESS_CHAIN || chain->n != 6) continue;
+    uint32_t ptr_type = chain->w[1], base = chain->w[3], member = chain->w[4];
+    uint32_t element = chain->w[5], rows = t->w[4], cols = t->w[5];
+    uint32_t nmem = i->n - 6, mem[8];
+    if (nmem > 8) die("long OpCooperativeMatrixLoadKHR");
+    memcpy(mem, i->w + 6, nmem * sizeof *mem);
+    uint32_t res = i->w[2];
+    uint32_t start = new_id(m), row = new_id(m), colw = new_id(m), col = new_id(m);
+    uint32_t width = new_id(m), height = new_id(m), l0 = new_id(m), l1 = new_id(m);
+    uint32_t l2 = new_id(m), undef = new_id(m);
+    uint32_t u[2] = {mtype, undef};
+    insert(m, first_fn++, make_inst(OP_UNDEF, u, 2));
+    k++;
+    const uint32_t seq[][8] = {
+        {OP_ACCESS_CHAIN, 5, ptr_type, start, base, member, zero_id},
+        {OP_UDIV, 4, uint_type, row, element, stride},
+        {OP_UMOD, 4, uint_type, colw, element, stride},
+        {OP_IMUL, 4, uint_type, col, colw, eight},
+        {OP_IMUL, 4, uint_type, width, stride, eight},
+        {OP_IADD, 4, uint_type, height, row, rows},
+        {OP_CREATE_TENSOR_LAYOUT_NV, 2, layout_type, l0},
+        {OP_TENSOR_LAYOUT_SET_DIMENSION_NV, 5, layout_type, l1, l0, height, width},
+    };
+    for (size_t q = 0; q < sizeof seq / sizeof seq[0]; q++) insert(m, k++, make_inst(seq[q][0], seq[q] + 2, seq[q][1]));
+    uint32_t slice[7] = {layout_type, l2, l1, row, rows, col, cols};
+    insert(m, k++, make_inst(OP_TENSOR_LAYOUT_SLICE_NV, slice, 7));
+    /* type, result, pointer, object, tensor layout, memory operands,
+     * tensor addressing operands (none) */
+    uint32_t ops[16] = {mtype, res, start, undef, l2};
+    uint32_t n = 5;
+    if (nmem == 0) ops[n++] = 0;
+    for (uint32_t q = 0; q < nmem; q++) ops[n++] = mem[q];
+    ops[n++] = 0;
+    replace(&m->ins[k], OP_COOPMAT_LOAD_TENSOR_NV, ops, n);
+    rewritten++;
+  }
+  if (rewritten) {
+    size_t cap_at = 0;
+    for (size_t k = 0; k < m->count; k++)
+      if (opcode(&m->ins[k]) == OP_CAPABILITY) cap_at = k + 1;
+    uint32_t caps[2] = {CAP_TENSOR_ADDRESSING_NV, CAP_COOPMAT_TENSOR_ADDRESSING_NV};
+    for (int q = 0; q < 2; q++) insert(m, cap_at++, make_inst(OP_CAPABILITY, caps + q, 1));
+    add_extension(m, "SPV_NV_tensor_addressing");
+    add_extension(m, "SPV_NV_cooperative_matrix2");
+  }
+  free(def), free(value), free(is_const);
+  return rewritten;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 5 || (strcmp(argv[1], "khr") && strcmp(argv[1], "khr-bf16"))) {
-    fprintf(stderr, "usage: spv_coopmat_khr khr|khr-bf16 IN.spv OUT.h NAME\n");
+  if (argc != 5 ||
+      (strcmp(argv[1], "khr") && strcmp(argv[1], "khr-bf16") && strcmp(argv[1], "khr-tensor"))) {
+    fprintf(stderr, "usage: spv_coopmat_khr khr|khr-bf16|khr-tensor IN.spv OUT.h NAME\n");
     return 2;
   }
   bool bf16 = !strcmp(argv[1], "khr-bf16");
+  bool tensor = !strcmp(argv[1], "khr-tensor");
   g_in = argv[2];
   module m = {0};
   read_module(argv[2], &m);
@@ -572,6 +704,8 @@ int main(int argc, char **argv) {
     }
   }
   if (!saw_nv_cap) die("no CooperativeMatrixNV capability: nothing to rewrite");
+  if (tensor && tensor_loads(&m, uint_type, cst[0], cst[2], cst[0]) == 0)
+    die("khr-tensor: no row-major workgroup-scope load from a buffer element");
   verify(&m, bf16);
 
   FILE *out = fopen(argv[3], "w");

@@ -9,8 +9,12 @@
  * k/1024, |k| <= 1024, exact in f16), f32 accumulation, f16 result, with
  * wg_gemm.comp in one of its modes and tile shapes:
  *
- *   memory    A and B tiles loaded from memory at every k step
+ *   mem       A and B tiles loaded from memory at every k step
+ *   tensor    the same through tensor-addressing loads
+ *             (SPV_NV_tensor_addressing: the driver's own staging path)
  *   shared    each k step's slices staged in shared memory first
+ *   dbuf      the same double-buffered (the next step's slices read from
+ *             memory during the current step's product)
  *   products  the tiles loaded once, then only the products (no result)
  *
  * One dispatch per timing, timestamps around it; best and median TFLOP/s
@@ -30,12 +34,16 @@
 #include <string.h>
 
 #include "vk_raw.h"
+#include "wg_gemm_dbuf_128x128x16_128.h"
+#include "wg_gemm_dbuf_128x128x32_128.h"
 #include "wg_gemm_mem_128x128x32_256.h"
 #include "wg_gemm_mem_128x256x64_256.h"
-#include "wg_gemm_shared_128x128x32_128.h"
-#include "wg_gemm_shared_128x128x64_256.h"
 #include "wg_gemm_products_128x128x32_256.h"
 #include "wg_gemm_products_128x128x64_128.h"
+#include "wg_gemm_shared_128x128x32_128.h"
+#include "wg_gemm_shared_128x128x64_256.h"
+#include "wg_gemm_tensor_128x128x32_128.h"
+#include "wg_gemm_tensor_128x256x64_256.h"
 
 #define REPS 7
 #define CHECKS 64
@@ -55,7 +63,9 @@ typedef struct variant {
    sizeof wg_gemm_##mode##_##tm##x##tn##x##tk##_##inv##_spv, tm, tn, tk, inv, check}
 static const variant variants[] = {
     V(mem, 128, 128, 32, 256, 1),      V(mem, 128, 256, 64, 256, 1),
+    V(tensor, 128, 128, 32, 128, 1),   V(tensor, 128, 256, 64, 256, 1),
     V(shared, 128, 128, 32, 128, 1),   V(shared, 128, 128, 64, 256, 1),
+    V(dbuf, 128, 128, 32, 128, 1),     V(dbuf, 128, 128, 16, 128, 1),
     V(products, 128, 128, 32, 256, 0), V(products, 128, 128, 64, 128, 0),
 };
 
@@ -171,7 +181,8 @@ int main(int argc, char **argv) {
     char name[64];
     snprintf(name, sizeof name, "%s, %ux%u k %u, %u", v->mode, v->tm, v->tn, v->tk,
              v->invocations);
-    if (!raw_coopmat2_shape(&c, v->tm, v->tn, v->tk, v->invocations)) {
+    if (!raw_coopmat2_shape(&c, v->tm, v->tn, v->tk, v->invocations) ||
+        (strcmp(v->mode, "tensor") == 0 && !c.coopmat2_tensor)) {
       printf("%-36s skipped (not offered)\n", name);
       continue;
     }

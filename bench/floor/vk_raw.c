@@ -225,6 +225,7 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
   c->executable_stats = ex && exe.pipelineExecutableInfo;
   c->coopmat2 = cm2 && c->coopmat_khr && coop2.cooperativeMatrixWorkgroupScope &&
                 coop2.cooperativeMatrixFlexibleDimensions;
+  c->coopmat2_tensor = c->coopmat2 && coop2.cooperativeMatrixTensorAddressing;
   bool coopmat = c->coopmat_nv || c->coopmat_khr;
 
   float prio = 1.0f;
@@ -241,7 +242,9 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
       .cooperativeMatrix = VK_TRUE};
   raw_coopmat2_features coop2_on = {.sType = RAW_STYPE_COOPMAT2_FEATURES_NV,
                                     .cooperativeMatrixWorkgroupScope = VK_TRUE,
-                                    .cooperativeMatrixFlexibleDimensions = VK_TRUE};
+                                    .cooperativeMatrixFlexibleDimensions = VK_TRUE,
+                                    .cooperativeMatrixTensorAddressing =
+                                        coop2.cooperativeMatrixTensorAddressing};
   nxv_coopmat_features_khr coop_khr_on = {.sType = NXV_STYPE_COOPMAT_FEATURES_KHR,
                                           .pNext = c->coopmat2 ? &coop2_on : NULL,
                                           .cooperativeMatrix = VK_TRUE};

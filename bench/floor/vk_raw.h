@@ -54,6 +54,7 @@ typedef struct raw_ctx {
   bool executable_stats; /* VK_KHR_pipeline_executable_properties enabled */
   bool coopmat2;        /* coopmat_khr, and VK_NV_cooperative_matrix2's
                            workgroup scope and flexible dimensions enabled */
+  bool coopmat2_tensor; /* coopmat2, and its tensor-addressing loads */
 } raw_ctx;
 
 /* What raw_open enables besides timeline semaphores and buffer device
@@ -70,7 +71,8 @@ typedef enum raw_extras {
    * the executable statistics. */
   RAW_COOPMAT_KHR = 2,
   /* RAW_COOPMAT_KHR's, and VK_NV_cooperative_matrix2 with workgroup-scope
-   * matrices of flexible dimensions (c->coopmat2). */
+   * matrices of flexible dimensions (c->coopmat2) and, where offered, its
+   * tensor-addressing loads (c->coopmat2_tensor). */
   RAW_COOPMAT2 = 3,
 } raw_extras;
 

@@ -11,6 +11,9 @@
 // WG_MODE 0: A and B matrices loaded straight from memory each step.
 // WG_MODE 1: each step's A and B slices staged in shared memory first
 //            (16-byte loads, rows padded by 16 bytes), then loaded from there.
+// WG_MODE 3: as 1, double-buffered: the next step's slices are read from
+//            memory into registers before the current step's product and
+//            stored to the other buffer after it (one barrier per step).
 // WG_MODE 2: products only: A and B loaded once, then multiplied k / WG_TK
 //            times into the accumulator (the result is not a product).
 // Push constants: the three buffer addresses, then m, n, k.
@@ -29,6 +32,9 @@ const uint AROW = TK / 8u + 1u, BROW = TN / 8u + 1u;  // uvec4s per shared row
 #if WG_MODE == 1
 shared uvec4 As[TM * AROW];
 shared uvec4 Bs[TK * BROW];
+#elif WG_MODE == 3
+shared uvec4 As[2u * TM * AROW];
+shared uvec4 Bs[2u * TK * BROW];
 #endif
 
 void main() {
@@ -40,6 +46,42 @@ void main() {
   coopMatLoadNV(a, pc.a.v, r0 * pc.k / 8u, pc.k / 8u, false);
   coopMatLoadNV(b, pc.b.v, c0 / 8u, pc.n / 8u, false);
   for (uint k0 = 0u; k0 < pc.k; k0 += TK) acc = coopMatMulAddNV(a, b, acc);
+#elif WG_MODE == 3
+  uint lid = gl_LocalInvocationID.x;
+  const uint QA = TM * TK / 8u / NT, QB = TK * TN / 8u / NT;
+  uvec4 ra[QA], rb[QB];
+#define LOAD_STEP(k0)                                                                      \
+  [[unroll]] for (uint q = 0u; q < QA; ++q) {                                              \
+    uint g = lid + NT * q;                                                                 \
+    ra[q] = pc.a.v[((r0 + g / (TK / 8u)) * pc.k + (k0) + (g % (TK / 8u)) * 8u) / 8u];      \
+  }                                                                                        \
+  [[unroll]] for (uint q = 0u; q < QB; ++q) {                                              \
+    uint g = lid + NT * q;                                                                 \
+    rb[q] = pc.b.v[(((k0) + g / (TN / 8u)) * pc.n + c0 + (g % (TN / 8u)) * 8u) / 8u];      \
+  }
+#define STORE_STEP(buf)                                                                    \
+  [[unroll]] for (uint q = 0u; q < QA; ++q) {                                              \
+    uint g = lid + NT * q;                                                                 \
+    As[(buf) * TM * AROW + (g / (TK / 8u)) * AROW + g % (TK / 8u)] = ra[q];                \
+  }                                                                                        \
+  [[unroll]] for (uint q = 0u; q < QB; ++q) {                                              \
+    uint g = lid + NT * q;                                                                 \
+    Bs[(buf) * TK * BROW + (g / (TN / 8u)) * BROW + g % (TN / 8u)] = rb[q];                \
+  }
+  LOAD_STEP(0u)
+  STORE_STEP(0u)
+  barrier();
+  uint steps = pc.k / TK;
+  for (uint s = 0u; s < steps; ++s) {
+    uint cur = s & 1u;
+    bool more = s + 1u < steps;
+    if (more) { LOAD_STEP((s + 1u) * TK) }
+    coopMatLoadNV(a, As, cur * TM * AROW, AROW, false);
+    coopMatLoadNV(b, Bs, cur * TK * BROW, BROW, false);
+    acc = coopMatMulAddNV(a, b, acc);
+    if (more) { STORE_STEP(cur ^ 1u) }
+    barrier();
+  }
 #else
   uint lid = gl_LocalInvocationID.x;
   for (uint k0 = 0u; k0 < pc.k; k0 += TK) {
