@@ -97,7 +97,8 @@ $(B)/bench/nxv_bench: $(BENCH_OBJ) $(B)/libnxv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 
-bench: $(B)/bench/nxv_bench $(B)/bench/vk_floor $(B)/bench/vk_ceiling $(B)/bench/vk_coopmat2
+bench: $(B)/bench/nxv_bench $(B)/bench/vk_floor $(B)/bench/vk_ceiling $(B)/bench/vk_coopmat2 \
+	$(B)/bench/vk_f32split
 
 # Raw Vulkan round-trip floors and arithmetic ceilings, without the runtime
 # (bench/floor/).
@@ -154,6 +155,18 @@ $(B)/bench/vk_coopmat2: bench/floor/vk_coopmat2.c bench/floor/vk_raw.c bench/flo
 		sched/vk_khr.h $(foreach v,$(WG_GEMM),$(GEN)/wg_gemm_$(v).h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/vk_coopmat2.c bench/floor/vk_raw.c $(LDFLAGS) -lvulkan -lm -o $@
+
+# f32 products on bf16 tensor cores (three bf16 terms per element) for
+# vk_f32split.
+$(GEN)/split_gemm.h: bench/floor/split_gemm.comp $(SPV_REWRITER)
+	@mkdir -p $(GEN)
+	$(GLSLANG) -V --target-env vulkan1.3 -o $(GEN)/split_gemm.spv $< >/dev/null
+	$(SPV_REWRITER) khr-bf16 $(GEN)/split_gemm.spv $@ split_gemm_spv
+
+$(B)/bench/vk_f32split: bench/floor/vk_f32split.c bench/floor/vk_raw.c bench/floor/vk_raw.h \
+		sched/vk_khr.h $(GEN)/split_gemm.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/vk_f32split.c bench/floor/vk_raw.c $(LDFLAGS) -lvulkan -lm -o $@
 
 $(B)/bench/vk_floor: bench/floor/vk_floor.c bench/floor/vk_raw.c bench/floor/vk_raw.h sched/vk_khr.h $(GEN)/add_one.h
 	@mkdir -p $(dir $@)

@@ -217,6 +217,10 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
   coop.pNext = &exe;
   if (khr) exe.pNext = &coop_khr;
   if (cm2) coop_khr.pNext = &coop2;
+  bool bfe = khr && has_extension(c->pd, "VK_KHR_shader_bfloat16");
+  nxv_bfloat16_features_khr bf = {.sType = NXV_STYPE_BFLOAT16_FEATURES_KHR};
+  if (bfe) coop2.pNext = &bf; /* coop2 is in the chain only with cm2 */
+  if (bfe && !cm2) coop_khr.pNext = &bf;
   vkGetPhysicalDeviceFeatures2(c->pd, &f2);
   bool f16_ok = have12.shaderFloat16 && have12.vulkanMemoryModel &&
                 have11.storageBuffer16BitAccess;
@@ -226,6 +230,7 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
   c->coopmat2 = cm2 && c->coopmat_khr && coop2.cooperativeMatrixWorkgroupScope &&
                 coop2.cooperativeMatrixFlexibleDimensions;
   c->coopmat2_tensor = c->coopmat2 && coop2.cooperativeMatrixTensorAddressing;
+  c->bf16 = bfe && c->coopmat_khr && bf.shaderBFloat16Type && bf.shaderBFloat16CooperativeMatrix;
   bool coopmat = c->coopmat_nv || c->coopmat_khr;
 
   float prio = 1.0f;
@@ -245,8 +250,14 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
                                     .cooperativeMatrixFlexibleDimensions = VK_TRUE,
                                     .cooperativeMatrixTensorAddressing =
                                         coop2.cooperativeMatrixTensorAddressing};
+  nxv_bfloat16_features_khr bf_on = {.sType = NXV_STYPE_BFLOAT16_FEATURES_KHR,
+                                     .shaderBFloat16Type = VK_TRUE,
+                                     .shaderBFloat16CooperativeMatrix = VK_TRUE};
+  if (c->coopmat2 && c->bf16) coop2_on.pNext = &bf_on;
   nxv_coopmat_features_khr coop_khr_on = {.sType = NXV_STYPE_COOPMAT_FEATURES_KHR,
-                                          .pNext = c->coopmat2 ? &coop2_on : NULL,
+                                          .pNext = c->coopmat2 ? (void *)&coop2_on
+                                                   : c->bf16   ? (void *)&bf_on
+                                                               : NULL,
                                           .cooperativeMatrix = VK_TRUE};
   VkPhysicalDeviceVulkan11Features f11 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
@@ -262,11 +273,12 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
       .bufferDeviceAddress = VK_TRUE,
       .shaderFloat16 = coopmat,
       .vulkanMemoryModel = coopmat};
-  const char *exts[4];
+  const char *exts[5];
   uint32_t nexts = 0;
   if (c->coopmat_nv) exts[nexts++] = "VK_NV_cooperative_matrix";
   if (c->coopmat_khr) exts[nexts++] = "VK_KHR_cooperative_matrix";
   if (c->coopmat2) exts[nexts++] = "VK_NV_cooperative_matrix2";
+  if (c->bf16) exts[nexts++] = "VK_KHR_shader_bfloat16";
   if (c->executable_stats) exts[nexts++] = "VK_KHR_pipeline_executable_properties";
   VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                             .pNext = &f12,

@@ -55,6 +55,8 @@ typedef struct raw_ctx {
   bool coopmat2;        /* coopmat_khr, and VK_NV_cooperative_matrix2's
                            workgroup scope and flexible dimensions enabled */
   bool coopmat2_tensor; /* coopmat2, and its tensor-addressing loads */
+  bool bf16;            /* with coopmat_khr: VK_KHR_shader_bfloat16's
+                           bfloat16 types and cooperative matrices */
 } raw_ctx;
 
 /* What raw_open enables besides timeline semaphores and buffer device
@@ -68,7 +70,8 @@ typedef enum raw_extras {
   RAW_COOPMAT_NV = 1,
   /* The same through VK_KHR_cooperative_matrix where it offers 16x16x16
    * f16 x f16 -> f32 products of subgroup scope (c->coopmat_khr), without
-   * the executable statistics. */
+   * the executable statistics, and VK_KHR_shader_bfloat16's types and
+   * cooperative matrices where present (c->bf16). */
   RAW_COOPMAT_KHR = 2,
   /* RAW_COOPMAT_KHR's, and VK_NV_cooperative_matrix2 with workgroup-scope
    * matrices of flexible dimensions (c->coopmat2) and, where offered, its
