@@ -39,52 +39,9 @@ typedef struct pcs {
   uint32_t pad;
 } pcs;
 
-static void copy(raw_ctx *c, VkBuffer from, VkBuffer to, VkDeviceSize size) {
-  VkCommandBuffer cb = raw_command_buffer(c);
-  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-  RAW_VK(vkBeginCommandBuffer(cb, &bi));
-  VkBufferCopy region = {0, 0, size};
-  vkCmdCopyBuffer(cb, from, to, 1, &region);
-  RAW_VK(vkEndCommandBuffer(cb));
-  raw_submit_wait(c, cb, true);
-  vkFreeCommandBuffers(c->dev, c->pool, 1, &cb);
-}
-
-/* GPU milliseconds of one dispatch over side x side. */
-static double run_once(raw_ctx *c, VkQueryPool queries, VkPipelineLayout layout,
-                       VkPipeline pipeline, const pcs *pc, uint32_t side) {
-  VkCommandBuffer cb = raw_command_buffer(c);
-  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-  RAW_VK(vkBeginCommandBuffer(cb, &bi));
-  vkCmdResetQueryPool(cb, queries, 0, 2);
-  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-  vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
-  vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 0);
-  vkCmdDispatch(cb, side / TILE, side / TILE, 1);
-  vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, 1);
-  RAW_VK(vkEndCommandBuffer(cb));
-  raw_submit_wait(c, cb, true);
-  uint64_t ts[2];
-  RAW_VK(vkGetQueryPoolResults(c->dev, queries, 0, 2, sizeof ts, ts, sizeof ts[0],
-                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
-  vkFreeCommandBuffers(c->dev, c->pool, 1, &cb);
-  return (double)(ts[1] - ts[0]) * c->props.limits.timestampPeriod / 1e6;
-}
-
 int main(int argc, char **argv) {
-  uint32_t side = 4096, index = 0;
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--side") == 0 && i + 1 < argc)
-      side = (uint32_t)strtoul(argv[++i], NULL, 10);
-    else
-      index = (uint32_t)strtoul(argv[i], NULL, 10);
-  }
-  if (side == 0 || side % TILE != 0) {
-    fprintf(stderr, "%s: --side must be a positive multiple of %u\n", raw_program, TILE);
-    return 2;
-  }
+  uint32_t side, index;
+  if (!raw_side_args(argc, argv, 4096, TILE, &side, &index)) return 2;
   raw_ctx c = {0};
   raw_open(&c, index, RAW_COOPMAT_KHR);
   if (!c.bf16) {
@@ -94,42 +51,29 @@ int main(int argc, char **argv) {
   }
   size_t elems = (size_t)side * side;
   VkDeviceSize bytes = elems * sizeof(float);
-  const VkMemoryPropertyFlags host =
-      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  raw_buf a = raw_buffer(&c, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host);
-  raw_buf b = raw_buffer(&c, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host);
-  raw_buf out = raw_buffer(&c, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host);
-  raw_buf staging = raw_buffer(&c, bytes, host, 0);
-  float *map;
-  RAW_VK(vkMapMemory(c.dev, staging.memory, 0, bytes, 0, (void **)&map));
-  float *ha = malloc(bytes), *hb = malloc(bytes);
-  if (!ha || !hb) return 1;
+  raw_product_bufs bufs;
+  raw_product_bufs_open(&c, bytes, &bufs);
+  float *map = bufs.map;
+  float *ha = bufs.ha, *hb = bufs.hb;
   srand(1);
   for (size_t i = 0; i < elems; i++) ha[i] = (float)(2.0 * rand() / ((double)RAND_MAX + 1) - 1.0);
   for (size_t i = 0; i < elems; i++) hb[i] = (float)(2.0 * rand() / ((double)RAND_MAX + 1) - 1.0);
-  memcpy(map, ha, bytes);
-  copy(&c, staging.buffer, a.buffer, bytes);
-  memcpy(map, hb, bytes);
-  copy(&c, staging.buffer, b.buffer, bytes);
-  memset(map, 0xff, bytes); /* poison the result */
-  copy(&c, staging.buffer, out.buffer, bytes);
+  raw_product_upload(&c, &bufs, bytes);
 
-  VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
-                              .queryType = VK_QUERY_TYPE_TIMESTAMP,
-                              .queryCount = 2};
-  VkQueryPool queries;
-  RAW_VK(vkCreateQueryPool(c.dev, &qi, NULL, &queries));
+  VkQueryPool queries = raw_timestamps(&c);
   VkPipelineLayout layout;
   VkPipeline pipeline;
-  pcs pc = {a.addr, b.addr, out.addr, side, side, side, 0};
+  pcs pc = {bufs.a.addr, bufs.b.addr, bufs.out.addr, side, side, side, 0};
   raw_pipeline(&c, split_gemm_spv, sizeof split_gemm_spv, sizeof pc, NULL, &layout, &pipeline);
   double t[REPS];
-  (void)run_once(&c, queries, layout, pipeline, &pc, side);
-  for (int r = 0; r < REPS; r++) t[r] = run_once(&c, queries, layout, pipeline, &pc, side);
+  uint32_t groups = side / TILE;
+  (void)raw_time_dispatch(&c, queries, layout, pipeline, &pc, sizeof pc, groups, groups);
+  for (int r = 0; r < REPS; r++)
+    t[r] = raw_time_dispatch(&c, queries, layout, pipeline, &pc, sizeof pc, groups, groups);
   double med = raw_median(t, REPS), best = t[0];
   double flops = 2.0 * side * side * (double)side;
 
-  copy(&c, out.buffer, staging.buffer, bytes);
+  raw_copy(&c, bufs.out.buffer, bufs.staging.buffer, bytes);
   double worst_gpu = 0, worst_f32 = 0;
   for (uint32_t s = 0; s < CHECKS; s++) {
     uint32_t i = (uint32_t)(((uint64_t)s * 2654435761u) % side);
@@ -156,8 +100,6 @@ int main(int argc, char **argv) {
   vkDestroyPipeline(c.dev, pipeline, NULL);
   vkDestroyPipelineLayout(c.dev, layout, NULL);
   vkDestroyQueryPool(c.dev, queries, NULL);
-  free(ha);
-  free(hb);
   raw_close(&c);
   return ok ? 0 : 1;
 }

@@ -365,3 +365,89 @@ void raw_wait(raw_ctx *c, uint64_t v, bool blocking) {
 void raw_submit_wait(raw_ctx *c, VkCommandBuffer cb, bool blocking) {
   raw_wait(c, raw_submit(c, cb), blocking);
 }
+
+void raw_copy(raw_ctx *c, VkBuffer from, VkBuffer to, VkDeviceSize size) {
+  VkCommandBuffer cb = raw_command_buffer(c);
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  RAW_VK(vkBeginCommandBuffer(cb, &bi));
+  VkBufferCopy region = {0, 0, size};
+  vkCmdCopyBuffer(cb, from, to, 1, &region);
+  RAW_VK(vkEndCommandBuffer(cb));
+  raw_submit_wait(c, cb, true);
+  vkFreeCommandBuffers(c->dev, c->pool, 1, &cb);
+}
+
+void raw_product_bufs_open(raw_ctx *c, VkDeviceSize bytes, raw_product_bufs *out) {
+  const VkMemoryPropertyFlags host =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  out->a = raw_buffer(c, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host);
+  out->b = raw_buffer(c, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host);
+  out->out = raw_buffer(c, bytes, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, host);
+  out->staging = raw_buffer(c, bytes, host, 0);
+  RAW_VK(vkMapMemory(c->dev, out->staging.memory, 0, bytes, 0, &out->map));
+  out->ha = malloc(bytes);
+  out->hb = malloc(bytes);
+  if (!out->ha || !out->hb) {
+    fprintf(stderr, "%s: cannot allocate 2 x %llu bytes\n", raw_program,
+            (unsigned long long)bytes);
+    exit(1);
+  }
+}
+
+void raw_product_upload(raw_ctx *c, raw_product_bufs *b, VkDeviceSize bytes) {
+  memcpy(b->map, b->ha, bytes);
+  raw_copy(c, b->staging.buffer, b->a.buffer, bytes);
+  memcpy(b->map, b->hb, bytes);
+  raw_copy(c, b->staging.buffer, b->b.buffer, bytes);
+  memset(b->map, 0xff, bytes);
+  raw_copy(c, b->staging.buffer, b->out.buffer, bytes);
+}
+
+VkQueryPool raw_timestamps(const raw_ctx *c) {
+  VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                              .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                              .queryCount = 2};
+  VkQueryPool queries;
+  RAW_VK(vkCreateQueryPool(c->dev, &qi, NULL, &queries));
+  return queries;
+}
+
+double raw_time_dispatch(raw_ctx *c, VkQueryPool queries, VkPipelineLayout layout,
+                         VkPipeline pipeline, const void *pc, uint32_t pc_size, uint32_t gx,
+                         uint32_t gy) {
+  VkCommandBuffer cb = raw_command_buffer(c);
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  RAW_VK(vkBeginCommandBuffer(cb, &bi));
+  vkCmdResetQueryPool(cb, queries, 0, 2);
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+  vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_size, pc);
+  vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 0);
+  vkCmdDispatch(cb, gx, gy, 1);
+  vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, 1);
+  RAW_VK(vkEndCommandBuffer(cb));
+  raw_submit_wait(c, cb, true);
+  uint64_t ts[2];
+  RAW_VK(vkGetQueryPoolResults(c->dev, queries, 0, 2, sizeof ts, ts, sizeof ts[0],
+                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  vkFreeCommandBuffers(c->dev, c->pool, 1, &cb);
+  return (double)(ts[1] - ts[0]) * c->props.limits.timestampPeriod / 1e6;
+}
+
+bool raw_side_args(int argc, char **argv, uint32_t fallback, uint32_t multiple,
+                   uint32_t *out_side, uint32_t *out_index) {
+  *out_side = fallback;
+  *out_index = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--side") == 0 && i + 1 < argc)
+      *out_side = (uint32_t)strtoul(argv[++i], NULL, 10);
+    else
+      *out_index = (uint32_t)strtoul(argv[i], NULL, 10);
+  }
+  if (*out_side == 0 || *out_side % multiple != 0) {
+    fprintf(stderr, "%s: --side must be a positive multiple of %u\n", raw_program, multiple);
+    return false;
+  }
+  return true;
+}

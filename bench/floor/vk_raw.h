@@ -118,6 +118,39 @@ void raw_wait(raw_ctx *c, uint64_t v, bool blocking);
 /* raw_submit, then raw_wait for its value. */
 void raw_submit_wait(raw_ctx *c, VkCommandBuffer cb, bool blocking);
 
+/* Copies size bytes from buffer from to buffer to and waits for it. */
+void raw_copy(raw_ctx *c, VkBuffer from, VkBuffer to, VkDeviceSize size);
+
+/* The operands of a raw product benchmark: device-local a, b and out of
+ * bytes each, a host-visible staging buffer of the same size mapped at map,
+ * and host copies ha and hb of the operands for the program to fill and
+ * check against (none freed: process exit releases them). */
+typedef struct raw_product_bufs {
+  raw_buf a, b, out, staging;
+  void *map;
+  void *ha, *hb;
+} raw_product_bufs;
+void raw_product_bufs_open(raw_ctx *c, VkDeviceSize bytes, raw_product_bufs *out);
+
+/* Uploads b->ha and b->hb into b->a and b->b through the staging buffer,
+ * and fills b->out with 0xff bytes (a poisoned result). */
+void raw_product_upload(raw_ctx *c, raw_product_bufs *b, VkDeviceSize bytes);
+
+/* A query pool of two timestamps for raw_time_dispatch. */
+VkQueryPool raw_timestamps(const raw_ctx *c);
+
+/* GPU milliseconds of one dispatch of (gx, gy, 1) workgroups of pipeline
+ * with the pc_size bytes at pc as push constants, timed with queries. */
+double raw_time_dispatch(raw_ctx *c, VkQueryPool queries, VkPipelineLayout layout,
+                         VkPipeline pipeline, const void *pc, uint32_t pc_size, uint32_t gx,
+                         uint32_t gy);
+
+/* Parses a benchmark's [--side N] [device index]: *out_side is N (fallback
+ * when absent), which must be a positive multiple of multiple; false, with
+ * a message, otherwise. */
+bool raw_side_args(int argc, char **argv, uint32_t fallback, uint32_t multiple,
+                   uint32_t *out_side, uint32_t *out_index);
+
 /* Host time in microseconds (CLOCK_MONOTONIC). */
 double raw_now_us(void);
 
