@@ -9,8 +9,8 @@
  *
  *   spv_coopmat_khr MODE IN.spv OUT.h NAME
  *
- * MODE is "khr" or "khr-bf16". OUT.h gets `const uint32_t NAME[] = {...};`,
- * the form glslangValidator --vn writes.
+ * MODE is "khr", "khr-bf16" or "khr-tensor". OUT.h gets
+ * `const uint32_t NAME[] = {...};`, the form glslangValidator --vn writes.
  *
  * The rewrite:
  * - capability CooperativeMatrixNV -> CooperativeMatrixKHR, extension
@@ -386,8 +386,8 @@ static void verify(const module *m, bool bf16) {
   free(type_of), free(use), free(cval);
 }
 
-/* Appends extension name after the last OpExtension, or before the first
- * OpExtInstImport / OpMemoryModel when there is none. */
+/* Inserts OpExtension name after the module's last OpCapability or
+ * OpExtension. */
 static void add_extension(module *m, const char *name) {
   size_t at = 0;
   for (size_t k = 0; k < m->count; k++) {
@@ -469,7 +469,8 @@ static size_t tensor_loads(module *m, uint32_t uint_type, uint32_t zero_id, uint
         {OP_CREATE_TENSOR_LAYOUT_NV, 2, layout_type, l0},
         {OP_TENSOR_LAYOUT_SET_DIMENSION_NV, 5, layout_type, l1, l0, height, width},
     };
-    for (size_t q = 0; q < sizeof seq / sizeof seq[0]; q++) insert(m, k++, make_inst(seq[q][0], seq[q] + 2, seq[q][1]));
+    for (size_t q = 0; q < sizeof seq / sizeof seq[0]; q++)
+      insert(m, k++, make_inst(seq[q][0], seq[q] + 2, seq[q][1]));
     uint32_t slice[7] = {layout_type, l2, l1, row, rows, col, cols};
     insert(m, k++, make_inst(OP_TENSOR_LAYOUT_SLICE_NV, slice, 7));
     /* type, result, pointer, object, tensor layout, memory operands,
