@@ -76,52 +76,23 @@ static bool has_extension(VkPhysicalDevice pd, const char *name) {
   return found;
 }
 
-/* VK_NV_cooperative_matrix2, absent from older Vulkan headers. */
-#define RAW_STYPE_COOPMAT2_FEATURES_NV ((VkStructureType)1000593000)
-#define RAW_STYPE_COOPMAT_FLEXIBLE_PROPERTIES_NV ((VkStructureType)1000593001)
-#define RAW_SCOPE_WORKGROUP 2u
-#define RAW_COMPONENT_F16 0u
-#define RAW_COMPONENT_F32 1u
-typedef struct raw_coopmat2_features {
-  VkStructureType sType;
-  void *pNext;
-  VkBool32 cooperativeMatrixWorkgroupScope;
-  VkBool32 cooperativeMatrixFlexibleDimensions;
-  VkBool32 cooperativeMatrixReductions;
-  VkBool32 cooperativeMatrixConversions;
-  VkBool32 cooperativeMatrixPerElementOperations;
-  VkBool32 cooperativeMatrixTensorAddressing;
-  VkBool32 cooperativeMatrixBlockLoads;
-} raw_coopmat2_features;
-typedef struct raw_coopmat_flexible_properties {
-  VkStructureType sType;
-  void *pNext;
-  uint32_t MGranularity, NGranularity, KGranularity;
-  uint32_t AType, BType, CType, ResultType; /* VkComponentTypeKHR */
-  VkBool32 saturatingAccumulation;
-  uint32_t scope; /* VkScopeKHR */
-  uint32_t workgroupInvocations;
-} raw_coopmat_flexible_properties;
-typedef VkResult(VKAPI_PTR *raw_pfn_flexible_properties)(VkPhysicalDevice, uint32_t *,
-                                                          raw_coopmat_flexible_properties *);
-
 bool raw_coopmat2_shape(const raw_ctx *c, uint32_t m, uint32_t n, uint32_t k,
                         uint32_t invocations) {
   if (!c->coopmat2) return false;
-  raw_pfn_flexible_properties get = (raw_pfn_flexible_properties)vkGetInstanceProcAddr(
+  nxv_pfn_coopmat_flexible_properties_nv get = (nxv_pfn_coopmat_flexible_properties_nv)vkGetInstanceProcAddr(
       c->instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV");
   if (!get) return false;
   uint32_t count = 0;
   RAW_VK(get(c->pd, &count, NULL));
-  raw_coopmat_flexible_properties *p = calloc(count ? count : 1, sizeof *p);
+  nxv_coopmat_flexible_properties_nv *p = calloc(count ? count : 1, sizeof *p);
   if (!p) exit(1);
-  for (uint32_t i = 0; i < count; i++) p[i].sType = RAW_STYPE_COOPMAT_FLEXIBLE_PROPERTIES_NV;
+  for (uint32_t i = 0; i < count; i++) p[i].sType = NXV_STYPE_COOPMAT_FLEXIBLE_PROPERTIES_NV;
   RAW_VK(get(c->pd, &count, p));
   bool ok = false;
   for (uint32_t i = 0; i < count && !ok; i++)
-    ok = p[i].scope == RAW_SCOPE_WORKGROUP && p[i].workgroupInvocations == invocations &&
-         p[i].AType == RAW_COMPONENT_F16 && p[i].BType == RAW_COMPONENT_F16 &&
-         p[i].CType == RAW_COMPONENT_F32 && p[i].ResultType == RAW_COMPONENT_F32 &&
+    ok = p[i].scope == NXV_SCOPE_WORKGROUP_KHR && p[i].workgroupInvocations == invocations &&
+         p[i].AType == NXV_COMPONENT_FLOAT16_KHR && p[i].BType == NXV_COMPONENT_FLOAT16_KHR &&
+         p[i].CType == NXV_COMPONENT_FLOAT32_KHR && p[i].ResultType == NXV_COMPONENT_FLOAT32_KHR &&
          p[i].MGranularity && m % p[i].MGranularity == 0 && p[i].NGranularity &&
          n % p[i].NGranularity == 0 && p[i].KGranularity && k % p[i].KGranularity == 0;
   free(p);
@@ -212,7 +183,7 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
   bool khr = (extras == RAW_COOPMAT_KHR || extras == RAW_COOPMAT2) &&
              has_extension(c->pd, "VK_KHR_cooperative_matrix");
   bool cm2 = extras == RAW_COOPMAT2 && khr && has_extension(c->pd, "VK_NV_cooperative_matrix2");
-  raw_coopmat2_features coop2 = {.sType = RAW_STYPE_COOPMAT2_FEATURES_NV};
+  nxv_coopmat2_features_nv coop2 = {.sType = NXV_STYPE_COOPMAT2_FEATURES_NV};
   have11.pNext = &coop;
   coop.pNext = &exe;
   if (khr) exe.pNext = &coop_khr;
@@ -245,7 +216,7 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV,
       .pNext = c->executable_stats ? &exe_on : NULL,
       .cooperativeMatrix = VK_TRUE};
-  raw_coopmat2_features coop2_on = {.sType = RAW_STYPE_COOPMAT2_FEATURES_NV,
+  nxv_coopmat2_features_nv coop2_on = {.sType = NXV_STYPE_COOPMAT2_FEATURES_NV,
                                     .cooperativeMatrixWorkgroupScope = VK_TRUE,
                                     .cooperativeMatrixFlexibleDimensions = VK_TRUE,
                                     .cooperativeMatrixTensorAddressing =
