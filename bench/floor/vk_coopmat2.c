@@ -69,12 +69,6 @@ static const variant variants[] = {
     V(products, 128, 128, 32, 256, 0), V(products, 128, 128, 64, 128, 0),
 };
 
-typedef struct pcs {
-  VkDeviceAddress a, b, c;
-  uint32_t m, n, k;
-  uint32_t pad;
-} pcs;
-
 /* The f16 bits of x, a multiple of 2^-10 with |x| <= 1 (exact). */
 static uint16_t to_half(float x) {
   if (x == 0.0f) return 0;
@@ -113,7 +107,7 @@ int main(int argc, char **argv) {
   raw_product_upload(&c, &bufs, bytes);
 
   VkQueryPool queries = raw_timestamps(&c);
-  pcs pc = {bufs.a.addr, bufs.b.addr, bufs.out.addr, side, side, side, 0};
+  raw_product_pc pc = {bufs.a.addr, bufs.b.addr, bufs.out.addr, side, side, side, 0};
   double flops = 2.0 * side * side * (double)side;
   int failures = 0;
   printf("%-36s %10s %10s %9s %s\n", "f16, workgroup scope (mode, tile, threads)", "best",

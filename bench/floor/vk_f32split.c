@@ -33,12 +33,6 @@
 
 const char *raw_program = "vk_f32split";
 
-typedef struct pcs {
-  VkDeviceAddress a, b, c;
-  uint32_t m, n, k;
-  uint32_t pad;
-} pcs;
-
 int main(int argc, char **argv) {
   uint32_t side, index;
   if (!raw_side_args(argc, argv, 4096, TILE, &side, &index)) return 2;
@@ -63,7 +57,7 @@ int main(int argc, char **argv) {
   VkQueryPool queries = raw_timestamps(&c);
   VkPipelineLayout layout;
   VkPipeline pipeline;
-  pcs pc = {bufs.a.addr, bufs.b.addr, bufs.out.addr, side, side, side, 0};
+  raw_product_pc pc = {bufs.a.addr, bufs.b.addr, bufs.out.addr, side, side, side, 0};
   raw_pipeline(&c, split_gemm_spv, sizeof split_gemm_spv, sizeof pc, NULL, &layout, &pipeline);
   double t[REPS];
   uint32_t groups = side / TILE;

@@ -132,6 +132,14 @@ typedef struct raw_product_bufs {
 } raw_product_bufs;
 void raw_product_bufs_open(raw_ctx *c, VkDeviceSize bytes, raw_product_bufs *out);
 
+/* The push constants of the raw product shaders (wg_gemm.comp,
+ * split_gemm.comp): the three buffer addresses, then m, n and k. */
+typedef struct raw_product_pc {
+  VkDeviceAddress a, b, c;
+  uint32_t m, n, k;
+  uint32_t pad;
+} raw_product_pc;
+
 /* Uploads b->ha and b->hb into b->a and b->b through the staging buffer,
  * and fills b->out with 0xff bytes (a poisoned result). */
 void raw_product_upload(raw_ctx *c, raw_product_bufs *b, VkDeviceSize bytes);
