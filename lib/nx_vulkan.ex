@@ -31,22 +31,22 @@ defmodule Nx.Vulkan do
   @doc """
   The index of the device used when none is given: the `:default_device`
   setting, else the runtime's choice (`NX_VULKAN_DEVICE`, else the best
-  GPU), which is made once per VM: choosing enumerates every device.
+  GPU). It is chosen once per VM, on first use (choosing enumerates every
+  device, and every number Nx turns into a tensor asks for it): later
+  changes to the setting do not apply.
   """
   @spec default_device_index() :: device_index
   def default_device_index do
-    case Application.get_env(:nx_vulkan, :default_device) do
-      nil -> runtime_default_index()
-      index when is_integer(index) and index >= 0 -> index
-      other -> raise ArgumentError, "invalid :default_device #{inspect(other)}"
-    end
-  end
-
-  defp runtime_default_index do
-    case :persistent_term.get({__MODULE__, :runtime_default_index}, nil) do
+    case :persistent_term.get({__MODULE__, :default_device_index}, nil) do
       nil ->
-        index = NIF.default_device_index()
-        :persistent_term.put({__MODULE__, :runtime_default_index}, index)
+        index =
+          case Application.get_env(:nx_vulkan, :default_device) do
+            nil -> NIF.default_device_index()
+            index when is_integer(index) and index >= 0 -> index
+            other -> raise ArgumentError, "invalid :default_device #{inspect(other)}"
+          end
+
+        :persistent_term.put({__MODULE__, :default_device_index}, index)
         index
 
       index ->

@@ -49,10 +49,13 @@ if Code.ensure_loaded?(Nx.Backend) do
     and single-element uploads remember their value: converting them to
     another type, broadcasting, slicing or transposing them is a device fill
     whatever their type, so `Nx.add(t, 1)` stays on the device for every
-    `t` the device computes on. One-element constants are handles on
-    buffers cached per device, type and value (`Nx.Vulkan.Scalars`): a
-    number costs no device op once seen. Scalars of other backends are
-    converted on the host before their upload.
+    `t` the device computes on. A one-element constant holds no device
+    buffer at all: it is its value (reading it back, `reshape`, `as_type`
+    and `backend_copy` are host work), and a kernel that reads it reads a
+    buffer cached per device, type and value (`Nx.Vulkan.Scalars`), so a
+    number costs no device op and no allocation once seen. Deallocating
+    such a constant frees nothing and it stays readable. Scalars of other
+    backends are converted on the host before their upload.
 
     When the device's memory pool is full, an allocating operation collects
     garbage (unreferenced tensors), waits for the queued work, trims the
@@ -92,9 +95,12 @@ if Code.ensure_loaded?(Nx.Backend) do
     The data of a tensor: `ref` is the tensor resource, `device` the index
     of its device, and `value` the value every element is known to equal
     (tensors made by `constant/3`, single-element uploads), or `nil`.
+    `ref` is `nil` for a one-element constant, which holds no device
+    buffer: `value` is then the tensor, and kernels read it from
+    `Nx.Vulkan.Scalars`' cached buffer.
     """
     @type t :: %__MODULE__{
-            ref: reference,
+            ref: reference | nil,
             device: non_neg_integer,
             value: nil | number | Complex.t() | :nan | :infinity | :neg_infinity
           }
@@ -136,6 +142,10 @@ if Code.ensure_loaded?(Nx.Backend) do
     ## Options
 
     impl_if_callback(:init, 1)
+
+    # Nx calls init/1 whenever it reads a global default backend (for
+    # every number it turns into a tensor): the common case first.
+    def init([]), do: []
 
     def init(opts) when is_list(opts) do
       opts = Keyword.validate!(opts, [:device])
@@ -206,12 +216,11 @@ if Code.ensure_loaded?(Nx.Backend) do
       nif_type = nif_type!(type, :constant, index)
       bytes = scalar_bytes(type, number)
 
-      # The value as stored (rounded to the type), for later conversions;
-      # a scalar's comes with its cached buffer.
+      # The value as stored (rounded to the type), for later conversions.
+      # One element is a constant without a buffer (see the moduledoc).
       case Nx.size(out) do
         1 when byte_size(bytes) <= 8 ->
-          {ref, value} = scalar(index, nif_type, bytes)
-          wrap(out, ref, index, value)
+          constant_of(out, index, bytes)
 
         count ->
           wrap(out, fill(index, nif_type, count, bytes), index, single_value(type, bytes))
@@ -287,6 +296,9 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     impl_if_callback(:to_binary, 2)
 
+    def to_binary(%T{type: type, data: %__MODULE__{ref: nil, value: value}}, limit),
+      do: if(limit >= 1, do: scalar_bytes(type, value), else: "")
+
     def to_binary(%T{data: %__MODULE__{ref: ref, device: index}} = tensor, limit) do
       count = min(limit, flat_size(tensor))
       Nx.Vulkan.Telemetry.download_span(index, count, fn -> download(ref, 0, count) end)
@@ -294,9 +306,17 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     impl_if_callback(:backend_deallocate, 1)
 
+    # A constant without a buffer has nothing to free (and stays readable).
+    def backend_deallocate(%T{data: %__MODULE__{ref: nil}}), do: :ok
     def backend_deallocate(%T{data: %__MODULE__{ref: ref}}), do: NIF.deallocate(ref)
 
     impl_if_callback(:backend_copy, 3)
+
+    def backend_copy(%T{data: %__MODULE__{ref: nil} = data} = tensor, backend, opts) do
+      if backend == __MODULE__,
+        do: %{tensor | data: %{data | device: opts_device(opts)}},
+        else: backend.from_binary(tensor, read_all(tensor), opts)
+    end
 
     def backend_copy(
           %T{data: %__MODULE__{ref: ref, device: index} = data} = tensor,
@@ -420,7 +440,23 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     def as_type(%T{type: type} = out, %T{type: type} = tensor), do: same_data(out, tensor)
 
-    def as_type(%T{type: type} = out, %T{} = tensor) do
+    # A constant without a buffer converts on the host into another.
+    def as_type(
+          %T{type: type} = out,
+          %T{type: from, data: %__MODULE__{ref: nil, device: index, value: value}} = tensor
+        ) do
+      case convert_value(value, from, type) do
+        bytes when byte_size(bytes) <= 8 and is_map_key(@nif_types, type) ->
+          constant_of(out, index, bytes)
+
+        _ ->
+          as_type_device(out, tensor)
+      end
+    end
+
+    def as_type(out, tensor), do: as_type_device(out, tensor)
+
+    defp as_type_device(%T{type: type} = out, %T{} = tensor) do
       index = device_of(tensor)
       nif_type = nif_type!(type, :as_type, index)
 
@@ -441,7 +477,8 @@ if Code.ensure_loaded?(Nx.Backend) do
           %T{type: {_, bits} = type} = out,
           %T{type: {_, bits}, data: %__MODULE__{}} = tensor
         ) do
-      %__MODULE__{ref: ref, device: index} = tensor.data
+      %__MODULE__{device: index} = tensor.data
+      ref = device_ref!(tensor, index)
       wrap(out, NIF.reinterpret(ref, nif_type!(type, :bitcast, index)), index)
     end
 
@@ -722,7 +759,7 @@ if Code.ensure_loaded?(Nx.Backend) do
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a}} = left,
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b}} = right
          )
-         when tuple_size(shape) <= @max_rank do
+         when tuple_size(shape) <= @max_rank and is_reference(a) and is_reference(b) do
       nif_type = nif_type!(type, op, index)
 
       if supported?(index, :binary, op, nif_type) do
@@ -742,7 +779,7 @@ if Code.ensure_loaded?(Nx.Backend) do
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a}} = left,
            %T{shape: {}, data: %__MODULE__{device: index, value: value}} = right
          )
-         when value != nil and tuple_size(shape) <= @max_rank do
+         when value != nil and tuple_size(shape) <= @max_rank and is_reference(a) do
       nif_type = nif_type!(type, op, index)
 
       with true <- supported?(index, :binary, op, nif_type),
@@ -2073,6 +2110,10 @@ if Code.ensure_loaded?(Nx.Backend) do
       target = nif_type_to_nx(nif_type)
 
       case t do
+        %T{data: %__MODULE__{ref: nil, value: value}} ->
+          # A constant without a buffer: a new handle on the cached one.
+          {:ok, fill(index, nif_type, 1, convert_value(value, type, target))}
+
         %T{type: ^target, data: %__MODULE__{device: ^index, ref: ref}} ->
           {:ok, ref}
 
@@ -2116,9 +2157,23 @@ if Code.ensure_loaded?(Nx.Backend) do
         else: operand(t, nif_type, index)
     end
 
-    # A single element of known value in another type (the s64 constant
-    # Nx makes of the 1 in Nx.add(x, 1) on an f32 x): the converted value's
-    # cached buffer, through its own handle.
+    # A constant without a buffer (the s64 constant Nx makes of the 1 in
+    # Nx.add(x, 1)), in any type: its converted value's cached buffer,
+    # through the cache's own handle.
+    defp kernel_operand(
+           %T{type: type, data: %__MODULE__{ref: nil, value: value}},
+           nif_type,
+           index
+         ) do
+      bytes = convert_value(value, type, nif_type_to_nx(nif_type))
+
+      if byte_size(bytes) <= 8,
+        do: {:ok, shared_scalar(index, nif_type, bytes)},
+        else: {:ok, fill(index, nif_type, 1, bytes)}
+    end
+
+    # A single element of known value in another type (an uploaded one):
+    # the converted value's cached buffer, through the cache's own handle.
     defp kernel_operand(
            %T{type: type, data: %__MODULE__{device: index, ref: ref, value: value}} = t,
            nif_type,
@@ -2187,7 +2242,13 @@ if Code.ensure_loaded?(Nx.Backend) do
       |> Nx.BinaryBackend.to_binary(1)
     end
 
-    # The value of a single-element binary of type, or nil.
+    # The value of a single-element binary of type, or nil (finite floats
+    # and the wide integers decode directly).
+    defp single_value({:f, 32}, <<x::float-32-native>>), do: x
+    defp single_value({:f, 64}, <<x::float-64-native>>), do: x
+    defp single_value({:s, 32}, <<x::signed-32-native>>), do: x
+    defp single_value({:s, 64}, <<x::signed-64-native>>), do: x
+
     defp single_value(type, binary) do
       {_, bits} = type
 
@@ -2297,7 +2358,8 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     # The buffer of t on device index, uploading t (in its own type) when it
     # lives on the host or another device.
-    defp device_ref!(%T{data: %__MODULE__{device: index, ref: ref}}, index), do: ref
+    defp device_ref!(%T{data: %__MODULE__{device: index, ref: ref}}, index) when ref != nil,
+      do: ref
 
     defp device_ref!(%T{type: type} = t, index) do
       {:ok, ref} = operand(t, nif_type!(type, :copy, index), index)
@@ -2307,12 +2369,17 @@ if Code.ensure_loaded?(Nx.Backend) do
     # out viewing tensor's buffer (a free op). Raises, like every other use,
     # when the tensor was deallocated.
     defp same_data(out, %T{data: %__MODULE__{ref: ref} = data}) do
-      _ = NIF.tensor_info(ref)
+      if ref != nil, do: NIF.tensor_info(ref)
       %{out | data: data}
     end
 
     defp wrap(%T{} = out, ref, index, value \\ nil),
       do: %{out | data: %__MODULE__{ref: ref, device: index, value: value}}
+
+    # out (one element of out's type, whose bytes are bytes) as a constant
+    # without a buffer.
+    defp constant_of(%T{type: type} = out, index, bytes),
+      do: %{out | data: %__MODULE__{ref: nil, device: index, value: single_value(type, bytes)}}
 
     defp empty(%T{type: type} = out, index) do
       wrap(out, upload(index, nif_type!(type, :empty, index), ""), index)

@@ -251,13 +251,16 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     # are then fused (Nx.Vulkan.Fusion).
     defp make_plan(calls, tensors, result) do
       refs = Enum.map(tensors, & &1.data.ref)
+      # Constants without a buffer (nil) are no argument a call can use:
+      # kernels read them from the scalar cache, a plan constant.
+      buffers = Enum.reject(refs, &is_nil/1)
 
-      if length(Enum.uniq(refs)) != length(refs) do
+      if length(Enum.uniq(buffers)) != length(buffers) do
         # One tensor passed as two arguments: which argument a call used
         # is ambiguous. Not stored; a later call makes the plan.
         :retry
       else
-        prov = refs |> Enum.with_index() |> Map.new(fn {r, i} -> {r, {:p, i}} end)
+        prov = for {r, i} <- Enum.with_index(refs), r != nil, into: %{}, do: {r, {:p, i}}
 
         try do
           {ops, prov, _next, infos} = Enum.reduce(calls, {[], prov, 0, %{}}, &plan_call/2)
@@ -427,7 +430,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     # instead, and each replay returns a new handle ({:k, ref}).
     defp own_output_constants(ops, specs) do
       owned =
-        for {:c, ref} <- specs, into: %{} do
+        for {:c, ref} when is_reference(ref) <- specs, into: %{} do
           {type, _count} = Nx.Vulkan.NIF.tensor_info(ref)
           {ref, Nx.Vulkan.NIF.reinterpret(ref, type)}
         end
@@ -444,7 +447,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
       specs =
         Enum.map(specs, fn
-          {:c, ref} -> {:k, owned[ref]}
+          {:c, ref} when is_reference(ref) -> {:k, owned[ref]}
           spec -> spec
         end)
 

@@ -699,14 +699,73 @@ if Code.ensure_loaded?(Nx) do
       assert_raise ArgumentError, fn -> Nx.add(t, t) end
       assert_raise ArgumentError, fn -> Nx.sort(t) end
 
-      c = Nx.tensor(3.0, backend: VB)
+      # a single uploaded element (its value known) read in its own type,
+      # and in another (converted through the scalar cache)
+      c = Nx.from_binary(<<3.0::float-32-native>>, :f32, backend: VB) |> Nx.reshape({})
       assert Nx.backend_deallocate(c) == :ok
       assert_raise ArgumentError, fn -> Nx.add(c, Nx.tensor([1.0, 2.0], backend: VB)) end
 
-      # a constant read in another type (converted through the scalar cache)
-      i = Nx.tensor(3, backend: VB)
+      i = Nx.from_binary(<<3::signed-64-native>>, :s64, backend: VB) |> Nx.reshape({})
       assert Nx.backend_deallocate(i) == :ok
       assert_raise ArgumentError, fn -> Nx.add(Nx.tensor([1.0, 2.0], backend: VB), i) end
+    end
+
+    test "one-element constants hold no device buffer and read back exactly" do
+      dev = Nx.Vulkan.default_device_index()
+      vec = random({5}, :f32)
+      before = Nx.Vulkan.stats(dev)
+
+      values = [0, 1, -7, 2.5, -0.0, 1.0e30, 1.0e300, 16_777_217, :nan, :infinity, :neg_infinity]
+
+      for type <- [:f32, :f64, :s32, :s64, :u8, :f16, :bf16, :s8, :u32, :c64],
+          value <- values,
+          is_number(value) or elem(Nx.Type.normalize!(type), 0) in [:f, :bf, :c],
+          not (is_float(value) and elem(Nx.Type.normalize!(type), 0) in [:s, :u]) do
+        host_c = Nx.tensor(value, type: type, backend: Nx.BinaryBackend)
+        # Nx.tensor/2 makes non-finite scalars with from_binary/3
+        c = VB.constant(%Nx.Tensor{shape: {}, type: host_c.type, names: []}, value, [])
+        assert c.data.ref == nil
+        assert Nx.to_binary(c) == Nx.to_binary(host_c), "#{inspect(value)} as #{type}"
+
+        # free views and conversions stay without a buffer
+        r = native(fn -> Nx.reshape(c, {1, 1}) end)
+        assert r.data.ref == nil and Nx.to_binary(r) == Nx.to_binary(host_c)
+
+        # (Nx.BinaryBackend cannot truncate a non-finite complex number)
+        for to <- [:f32, :f64, :s32, :s64, :u8, :f16, :c64],
+            not (type == :c64 and to in [:s32, :s64, :u8] and
+                   not is_number(Nx.to_number(Nx.real(host_c)))) do
+          got = native(fn -> Nx.as_type(c, to) end)
+          assert Nx.to_binary(got) == Nx.to_binary(Nx.as_type(host_c, to)), "#{type} -> #{to}"
+        end
+
+        assert Nx.backend_copy(c, Nx.BinaryBackend) == host_c
+        assert Nx.backend_copy(c, VB).data.ref == nil
+        assert Nx.backend_deallocate(c) == :ok
+        assert Nx.to_binary(c) == Nx.to_binary(host_c)
+      end
+
+      # nothing above allocated or queued device work
+      after_ = Nx.Vulkan.stats(dev)
+      assert after_.pool_allocations == before.pool_allocations
+      assert after_.ops_enqueued == before.ops_enqueued
+
+      # read by kernels: as an operand of each type, broadcast, and dense
+      for type <- [:f32, :f64, :s32, :s64, :u8, :f16, :bf16, :c64] do
+        a = random({5}, :f64, {0.0, 100.0}) |> Nx.as_type(type)
+        c = Nx.tensor(3, type: type, backend: VB)
+        host_c = Nx.tensor(3, type: type, backend: Nx.BinaryBackend)
+        assert_same(native(fn -> Nx.subtract(vk(a), c) end), Nx.subtract(a, host_c))
+        assert_same(native(fn -> Nx.multiply(c, vk(a)) end), Nx.multiply(host_c, a))
+        assert_same(native(fn -> Nx.add(c, c) end), Nx.add(host_c, host_c))
+        assert_same(native(fn -> Nx.broadcast(c, {2, 3}) end), Nx.broadcast(host_c, {2, 3}))
+        assert_same(native(fn -> Nx.negate(c) end), Nx.negate(host_c))
+      end
+
+      # bitcast keeps the bits (a NaN payload included)
+      nan = Nx.bitcast(Nx.tensor(0x7FC00001, type: :u32, backend: VB), :f32)
+      assert Nx.to_binary(Nx.bitcast(nan, :u32)) == <<0x7FC00001::32-native>>
+      assert_same(native(fn -> Nx.add(vk(vec), Nx.tensor(0.5)) end), Nx.add(vec, 0.5))
     end
 
     test "backend_transfer frees its source; backend_copy does not" do

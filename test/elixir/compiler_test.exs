@@ -374,6 +374,34 @@ if Code.ensure_loaded?(Nx) do
       assert_raise ArgumentError, fn -> two(uniform(12, {3}), uniform(13, {4})) end
     end
 
+    test "constant arguments without a buffer are planned, replayed and returned" do
+      x = uniform(14, {2, 3})
+      twice = Nx.Defn.jit(&with_constants/1)
+
+      # Planned: the replay fuses each elementwise tree into one op, or,
+      # with only constants (the plan is keyed on their values), computed
+      # once when planning.
+      for {a, b, want_ops} <- [
+            {Nx.tensor(2.0), Nx.tensor(3.0), 0},
+            {x, Nx.tensor(0.5), 2},
+            {Nx.tensor(-1.5), x, 2}
+          ] do
+        expected = evaluator(&shared_product/2, [a, b])
+        assert bits(shared_product(a, b)) == bits(expected)
+        {got, replayed} = ops_of(fn -> shared_product(a, b) end)
+        assert bits(got) == bits(expected)
+        assert replayed == want_ops, "#{inspect({a.shape, b.shape})}: #{replayed} ops"
+      end
+
+      # a constant argument returned as is stays without a buffer
+      c = Nx.tensor(4.0)
+
+      for _ <- 1..2 do
+        {_, _, same} = twice.(c)
+        assert same.data.ref == nil and Nx.to_number(same) == 4.0
+      end
+    end
+
     test "host fallbacks are evaluated and counted on every call" do
       x = Nx.backend_copy(Nx.tensor([[2.0, 1.0], [1.0, 3.0]]), @vk)
       det = &custom_reduce/1
