@@ -393,6 +393,15 @@ if Code.ensure_loaded?(Nx) do
         assert replayed == want_ops, "#{inspect({a.shape, b.shape})}: #{replayed} ops"
       end
 
+      # a one-element upload of the same value as a constant without a
+      # buffer: each gets its own plan (the upload's is read from its buffer)
+      upload = Nx.from_binary(<<0.25::float-32-native>>, :f32) |> Nx.reshape({})
+      lazy = Nx.tensor(0.25)
+
+      for b <- [upload, lazy, upload, lazy] do
+        assert bits(shared_product(x, b)) == bits(evaluator(&shared_product/2, [x, b]))
+      end
+
       # a constant argument returned as is stays without a buffer
       c = Nx.tensor(4.0)
 
