@@ -5,11 +5,14 @@ defmodule Nx.Vulkan.Scalars do
 
   Nx turns every number in an expression (`Nx.add(t, 1)`, `0.01 * grad`,
   the constants of a `defn`) into a scalar tensor through
-  `Nx.Backend.constant/3`. Filling a fresh buffer for each would cost a
-  device op and an allocation per number per call; instead the backend
-  asks this cache, which fills a buffer the first time a `{device, type,
-  value}` is seen and then hands out new tensor handles on it
-  (`Nx.Vulkan.NIF.reinterpret/2`, no device work).
+  `Nx.Backend.constant/3`. The backend keeps such a constant as its value
+  alone, without a buffer; a kernel that reads it needs one in its own
+  type. Filling a fresh buffer each time would cost a device op and an
+  allocation per number per call; instead the backend asks this cache,
+  which fills a buffer the first time a `{device, type, value}` is seen.
+  Kernels read it through the cache's own handle (`fetch_shared/4`); where
+  the value becomes (part of) a result, the backend takes a new tensor
+  handle on it (`fetch/4`: `Nx.Vulkan.NIF.reinterpret/2`, no device work).
 
   The cached buffers are never written: no kernel writes into one of its
   inputs. A handle given out can be deallocated (`Nx.backend_deallocate/1`)
