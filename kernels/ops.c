@@ -1033,6 +1033,26 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
       }
     }
   }
+  /* Results contiguous (a thread per result, or per result and chunk) of
+   * 8- and 16-bit types: a thread takes 4 neighbouring results with 4-wide
+   * loads where every group of 4 starts aligned, and the split is planned
+   * for a quarter of the threads. On an H100 the f16 column sums of an
+   * 8192x8192 tensor went from 57-60% to 69% of copy in the machine's slow
+   * f16 spells and from 77% to 80% in its fast ones; f32 and f64 lost 3
+   * points that way and keep a result per thread, and 8 results per thread
+   * (two 4-wide loads) measured 25% below a result per thread. */
+  bool quads = false;
+  if (splittable && (variant == 0 || variant == 2) && cols && rr > 0 && esize <= 2 &&
+      vec_ok(a->tensor->dtype) && ks[rk - 1] % 4 == 0 && a->offset % 4 == 0 &&
+      a->tensor->buf->addr % (4 * esize) == 0) {
+    quads = true;
+    for (uint32_t i = 0; i + 1 < rk; i++) quads = quads && kst[0][i] % 4 == 0;
+    for (uint32_t i = 0; i < rr; i++) quads = quads && rst[0][i] % 4 == 0;
+    if (quads) {
+      pc.flags |= 2u;
+      variant = reduce_plan(n_out / 4, k, rows, cols, splittable, &nsplit, &kchunk);
+    }
+  }
   memcpy(node->pc, &pc, sizeof pc);
   nxv_tensor *part = NULL;
   if (nsplit > 1) {
@@ -1051,7 +1071,7 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
   if (variant == 1 || variant == 3) {
     node->groups[0] = groups_capped(d, n_out);
   } else {
-    node->groups[0] = groups_for(d, n_out);
+    node->groups[0] = groups_for(d, quads ? n_out / 4 : n_out);
   }
   node->groups[1] = nsplit;
   node->groups[2] = 1;

@@ -22,6 +22,10 @@
 // flags bit 0 (VARIANTS 1 and 3, one reduced axis of stride 1): every
 // output's run, and every chunk of it (kchunk a multiple of 4), starts
 // 4-aligned; threads read 4 elements at a time.
+// flags bit 1 (VARIANTS 0 and 2, results contiguous along the last kept
+// axis, whose extent is a multiple of 4; the other strides and the offset
+// multiples of 4): a thread reduces 4 neighbouring results, reading 4
+// elements at a time (results 4q .. 4q + 3 for q < n_out / 4).
 #include "common.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
@@ -59,6 +63,27 @@ void main() {
     k0 = split * pc.kchunk;
     k1 = min(pc.k, k0 + pc.kchunk);
   }
+#if T_VEC
+  if ((VARIANT == 0u || VARIANT == 2u) && (pc.flags & 2u) != 0u) {
+    BufT4 a4 = BufT4(pc.a);
+    uint st = s_args[2u * pc.rank_kept + 1u];
+    for (uint q = nxv_gid(); q < pc.n_out / 4u; q += nxv_nthreads()) {
+      uint base = kept_offset(4u * q);
+      TC4 acc = TC4(identity());
+      for (uint k = k0; k < k1; ++k) {
+        uint e = base + (pc.rank_red == 1u ? k * st : red_offset(k));
+        TC4 x = TC4(a4.v[e / 4u]);
+        acc = TC4(combine(acc.x, x.x), combine(acc.y, x.y), combine(acc.z, x.z),
+                  combine(acc.w, x.w));
+      }
+      for (uint j = 0u; j < 4u; ++j) {
+        if (VARIANT == 0u) pc.c.v[4u * q + j] = T_ST(acc[j]);
+        else pc.part.v[split * pc.n_out + 4u * q + j] = acc[j];
+      }
+    }
+    return;
+  }
+#endif
   if (VARIANT == 0u || VARIANT == 2u) {
     for (uint o = nxv_gid(); o < pc.n_out; o += nxv_nthreads()) {
       uint base = kept_offset(o);

@@ -1678,6 +1678,11 @@ static void test_reduce_type(nxv_dtype t, uint64_t seed) {
       {2, {3, 9000}, 2},    /* rows, workgroup per result */
       {1, {20000}, 1},      /* everything to a scalar */
       {4, {40, 5, 60, 2}, 5}, /* two reduced axes that do not collapse */
+      /* results contiguous in groups of 4: a thread per 4 results */
+      {2, {5000, 8}, 1},    /* split */
+      {2, {100, 12}, 1},    /* not split */
+      {3, {6, 40, 8}, 2},   /* two kept axes */
+      {4, {40, 5, 60, 4}, 5}, /* two reduced axes, two kept */
       /* many chunks for few results: a workgroup per result combines */
       {1, {300000}, 1},
       {2, {3, 140000}, 2},
