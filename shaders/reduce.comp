@@ -52,6 +52,12 @@ shared TC s_acc[gl_WorkGroupSize.x];
 
 #include "reduce_axes.glsl"
 
+#if T_VEC
+TC4 combine4(TC4 a, TC4 x) {
+  return TC4(combine(a.x, x.x), combine(a.y, x.y), combine(a.z, x.z), combine(a.w, x.w));
+}
+#endif
+
 void main() {
   uint nargs = VARIANT >= 4u ? 0u : 2u * pc.rank_kept + 2u * pc.rank_red + 1u;
   for (uint j = gl_LocalInvocationID.x; j < nargs; j += gl_WorkGroupSize.x)
@@ -70,11 +76,18 @@ void main() {
     for (uint q = nxv_gid(); q < pc.n_out / 4u; q += nxv_nthreads()) {
       uint base = kept_offset(4u * q);
       TC4 acc = TC4(identity());
-      for (uint k = k0; k < k1; ++k) {
+      uint k = k0;
+      if (pc.rank_red == 1u) {  // 4 rows in flight, combined in order
+        for (; k + 4u <= k1; k += 4u) {
+          uint e = base + k * st;
+          TC4 x0 = TC4(a4.v[e / 4u]), x1 = TC4(a4.v[(e + st) / 4u]);
+          TC4 x2 = TC4(a4.v[(e + 2u * st) / 4u]), x3 = TC4(a4.v[(e + 3u * st) / 4u]);
+          acc = combine4(combine4(combine4(combine4(acc, x0), x1), x2), x3);
+        }
+      }
+      for (; k < k1; ++k) {
         uint e = base + (pc.rank_red == 1u ? k * st : red_offset(k));
-        TC4 x = TC4(a4.v[e / 4u]);
-        acc = TC4(combine(acc.x, x.x), combine(acc.y, x.y), combine(acc.z, x.z),
-                  combine(acc.w, x.w));
+        acc = combine4(acc, TC4(a4.v[e / 4u]));
       }
       for (uint j = 0u; j < 4u; ++j) {
         if (VARIANT == 0u) pc.c.v[4u * q + j] = T_ST(acc[j]);
