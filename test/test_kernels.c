@@ -1678,7 +1678,8 @@ static void test_reduce_type(nxv_dtype t, uint64_t seed) {
       {2, {3, 9000}, 2},    /* rows, workgroup per result */
       {1, {20000}, 1},      /* everything to a scalar */
       {4, {40, 5, 60, 2}, 5}, /* two reduced axes that do not collapse */
-      /* results contiguous in groups of 4: a thread per 4 results */
+      /* results contiguous in groups of 4 (a thread per 4 results for
+       * 8- and 16-bit types) */
       {2, {5000, 8}, 1},    /* split */
       {2, {100, 12}, 1},    /* not split */
       {3, {6, 40, 8}, 2},   /* two kept axes */
@@ -1835,6 +1836,7 @@ NXV_TEST(kernels, reduce_narrow_vector_loads) {
 NXV_TEST(kernels, reduce_f32) { test_reduce_type(NXV_F32, 0x8001); }
 NXV_TEST(kernels, reduce_f64) { test_reduce_type(NXV_F64, 0x8002); }
 NXV_TEST(kernels, reduce_s32) { test_reduce_type(NXV_S32, 0x8003); }
+NXV_TEST(kernels, reduce_f16) { test_reduce_type(NXV_F16, 0x8004); }
 
 /* ------------------------------------------------------------------------ */
 /* Transpose                                                                 */
