@@ -520,7 +520,8 @@ typedef struct tiled_arg {
 } tiled_arg;
 
 enum { TA_DENSE, TA_DENSE_OFF1, TA_TRANSPOSED, TA_ROWS, TA_COLUMNS,
-       TA_REV_COLUMNS, TA_EVERY_OTHER, TA_TRANSPOSED_OFF1, TA_BATCH_BCAST_T, TA_COUNT };
+       TA_REV_COLUMNS, TA_EVERY_OTHER, TA_TRANSPOSED_OFF1, TA_BATCH_BCAST_T,
+       TA_TRANSPOSED_PADDED, TA_COUNT };
 
 static tiled_arg tiled_layout(int kind, int64_t D, int64_t R, int64_t C) {
   size_t n = (size_t)(D * R * C);
@@ -536,6 +537,11 @@ static tiled_arg tiled_layout(int kind, int64_t D, int64_t R, int64_t C) {
       return (tiled_arg){"every other column", 1, {2 * R * C, 2 * C, 2}, 2 * n + 1};
     case TA_TRANSPOSED_OFF1:
       return (tiled_arg){"transposed at offset 1", 1, {R * C, 1, R}, n + 1};
+    case TA_TRANSPOSED_PADDED: {
+      /* columns of an even length past R (16-bit types read them in pairs) */
+      int64_t p = (R | 1) + 1;
+      return (tiled_arg){"transposed, columns padded", 2, {C * p, 1, p}, (size_t)(D * C * p + 2)};
+    }
     default:
       return (tiled_arg){"transposed, batch broadcast", 0, {0, 1, R}, (size_t)(R * C)};
   }
@@ -560,18 +566,19 @@ static nxv_view tiled_view(nxv_tensor *t, const tiled_arg *g, int64_t D) {
 
 /* add of two operands, negate and a conversion of the first, over pairs of
  * layouts chosen to hit each of the tiled kernel's load modes (4-wide,
- * direct, transposed through shared memory) and its edges (partial tiles,
- * rows not a multiple of 4 wide, a batch axis, odd row counts and
- * offsets). */
+ * direct, transposed through shared memory, two elements at a time or
+ * one) and its edges (partial tiles, several tiles down and across, rows
+ * not a multiple of 4 wide, a batch axis, odd row counts and offsets). */
 static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
   static const int64_t shapes[][3] = {{1, 37, 44}, {3, 19, 33}, {2, 64, 16}, {1, 20, 130},
-                                      {2, 34, 70}};
+                                      {2, 34, 70}, {1, 131, 66}, {2, 65, 129}};
   static const int pairs[][2] = {
       {TA_TRANSPOSED, TA_DENSE},         {TA_DENSE, TA_ROWS},
       {TA_COLUMNS, TA_TRANSPOSED},       {TA_TRANSPOSED, TA_TRANSPOSED},
       {TA_DENSE_OFF1, TA_REV_COLUMNS},   {TA_EVERY_OTHER, TA_BATCH_BCAST_T},
       {TA_BATCH_BCAST_T, TA_COLUMNS},    {TA_ROWS, TA_EVERY_OTHER},
-      {TA_TRANSPOSED_OFF1, TA_TRANSPOSED}};
+      {TA_TRANSPOSED_OFF1, TA_TRANSPOSED}, {TA_TRANSPOSED_PADDED, TA_ROWS},
+      {TA_DENSE, TA_TRANSPOSED_PADDED}};
   nxv_dtype to = (nxv_dtype)((t + 5) % NREAL);
   bool conv = nxv_convert_supported(d, to);
   for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
