@@ -84,48 +84,7 @@
 #     allocations in the second half of the timed steps, device ops and
 #     submits per step, the pool's peak and the host fallbacks.
 
-defmodule NxBench.Models do
-  @moduledoc false
-  import Nx.Defn
-
-  # mean over the batch of -sum(y * log_softmax(logits), axis 1)
-  defn softmax_cross_entropy(logits, y) do
-    shifted = logits - Nx.reduce_max(logits, axes: [1], keep_axes: true)
-    log_probs = shifted - Nx.log(Nx.sum(Nx.exp(shifted), axes: [1], keep_axes: true))
-    Nx.mean(-Nx.sum(y * log_probs, axes: [1]))
-  end
-
-  defn mlp_loss({w1, b1, w2, b2, w3, b3}, x, y) do
-    h1 = Nx.max(Nx.dot(x, w1) + b1, 0.0)
-    h2 = Nx.max(Nx.dot(h1, w2) + b2, 0.0)
-    logits = Nx.dot(h2, w3) + b3
-    softmax_cross_entropy(logits, y)
-  end
-
-  defn mlp_step(params, x, y) do
-    {loss, grads} = value_and_grad(params, &mlp_loss(&1, x, y))
-    {w1, b1, w2, b2, w3, b3} = params
-    {g1, gb1, g2, gb2, g3, gb3} = grads
-
-    {{w1 - 0.01 * g1, b1 - 0.01 * gb1, w2 - 0.01 * g2, b2 - 0.01 * gb2, w3 - 0.01 * g3,
-      b3 - 0.01 * gb3}, loss}
-  end
-
-  defn cnn_loss({k, kb, w, b}, x, y) do
-    conv = Nx.conv(x, k, strides: [1, 1], padding: :valid)
-    act = Nx.max(conv + Nx.reshape(kb, {1, 16, 1, 1}), 0.0)
-    pooled = Nx.window_max(act, {1, 1, 2, 2}, strides: [1, 1, 2, 2])
-    flat = Nx.reshape(pooled, {Nx.axis_size(pooled, 0), 16 * 13 * 13})
-    logits = Nx.dot(flat, w) + b
-    softmax_cross_entropy(logits, y)
-  end
-
-  defn cnn_step(params, x, y) do
-    {loss, {gk, gkb, gw, gb}} = value_and_grad(params, &cnn_loss(&1, x, y))
-    {k, kb, w, b} = params
-    {{k - 0.01 * gk, kb - 0.01 * gkb, w - 0.01 * gw, b - 0.01 * gb}, loss}
-  end
-end
+Code.require_file("models.exs", __DIR__)
 
 defmodule NxBench do
   @moduledoc false
@@ -309,68 +268,6 @@ defmodule NxBench do
 
   ## Training steps
 
-  # Deterministic host data, uploaded to the default (Vulkan) backend.
-  def normal(rand, shape, scale) do
-    n = Tuple.product(shape)
-
-    {bin, rand} =
-      Enum.reduce(1..n, {[], rand}, fn _, {acc, r} ->
-        {v, r} = :rand.normal_s(r)
-        {[<<v * scale::float-32-native>> | acc], r}
-      end)
-
-    {Nx.from_binary(IO.iodata_to_binary(bin), :f32) |> Nx.reshape(shape), rand}
-  end
-
-  def uniform(rand, shape) do
-    n = Tuple.product(shape)
-
-    {bin, rand} =
-      Enum.reduce(1..n, {[], rand}, fn _, {acc, r} ->
-        {v, r} = :rand.uniform_s(r)
-        {[<<v::float-32-native>> | acc], r}
-      end)
-
-    {Nx.from_binary(IO.iodata_to_binary(bin), :f32) |> Nx.reshape(shape), rand}
-  end
-
-  def one_hot(rand, batch, classes) do
-    {labels, rand} =
-      Enum.map_reduce(1..batch, rand, fn _, r ->
-        {v, r} = :rand.uniform_s(classes, r)
-        {v - 1, r}
-      end)
-
-    bin =
-      for l <- labels,
-          c <- 0..(classes - 1),
-          into: <<>>,
-          do: <<if(l == c, do: 1.0, else: 0.0)::float-32-native>>
-
-    {Nx.from_binary(bin, :f32) |> Nx.reshape({batch, classes}), rand}
-  end
-
-  def zeros(n), do: Nx.broadcast(Nx.tensor(0.0, type: :f32), {n})
-
-  def mlp_data do
-    r = :rand.seed_s(:exsss, {1, 2, 3})
-    {w1, r} = normal(r, {784, 512}, 0.05)
-    {w2, r} = normal(r, {512, 512}, 0.05)
-    {w3, r} = normal(r, {512, 10}, 0.05)
-    {x, r} = uniform(r, {128, 784})
-    {y, _} = one_hot(r, 128, 10)
-    {{w1, zeros(512), w2, zeros(512), w3, zeros(10)}, x, y}
-  end
-
-  def cnn_data do
-    r = :rand.seed_s(:exsss, {4, 5, 6})
-    {k, r} = normal(r, {16, 1, 3, 3}, 0.1)
-    {w, r} = normal(r, {2704, 10}, 0.02)
-    {x, r} = uniform(r, {128, 1, 28, 28})
-    {y, _} = one_hot(r, 128, 10)
-    {{k, zeros(16), w, zeros(10)}, x, y}
-  end
-
   # Warm-up and timed steps of step_fun under the fallback policy `mode`.
   def train(index, step_fun, {params, x, y}, warmup, steps, mode) do
     Nx.Vulkan.with_host_fallback(mode, fn ->
@@ -522,8 +419,8 @@ IO.puts(
 
 # Training steps.
 models = [
-  {"mlp_step", "784-512-512-10/128", &NxBench.Models.mlp_step/3, &B.mlp_data/0},
-  {"cnn_step", "28x28x16/128", &NxBench.Models.cnn_step/3, &B.cnn_data/0}
+  {"mlp_step", "784-512-512-10/128", &NxBench.Models.mlp_step/3, &NxBench.Data.mlp_data/0},
+  {"cnn_step", "28x28x16/128", &NxBench.Models.cnn_step/3, &NxBench.Data.cnn_data/0}
 ]
 
 # Each model through Nx.Defn.Evaluator, as a defn call (test mlp_step,
