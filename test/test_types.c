@@ -538,7 +538,8 @@ static tiled_arg tiled_layout(int kind, int64_t D, int64_t R, int64_t C) {
     case TA_TRANSPOSED_OFF1:
       return (tiled_arg){"transposed at offset 1", 1, {R * C, 1, R}, n + 1};
     case TA_TRANSPOSED_PADDED: {
-      /* columns of an even length past R (16-bit types read them in pairs) */
+      /* a transposed view of a matrix whose columns are longer than R
+       * (an even length, at offset 2): the column stride is not R */
       int64_t p = (R | 1) + 1;
       return (tiled_arg){"transposed, columns padded", 2, {C * p, 1, p}, (size_t)(D * C * p + 2)};
     }
@@ -566,9 +567,9 @@ static nxv_view tiled_view(nxv_tensor *t, const tiled_arg *g, int64_t D) {
 
 /* add of two operands, negate and a conversion of the first, over pairs of
  * layouts chosen to hit each of the tiled kernel's load modes (4-wide,
- * direct, transposed through shared memory, two elements at a time or
- * one) and its edges (partial tiles, several tiles down and across, rows
- * not a multiple of 4 wide, a batch axis, odd row counts and offsets). */
+ * direct, transposed through shared memory) and its edges (partial tiles,
+ * several tiles down and across, rows not a multiple of 4 wide, a batch
+ * axis, odd row counts and offsets). */
 static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
   static const int64_t shapes[][3] = {{1, 37, 44}, {3, 19, 33}, {2, 64, 16}, {1, 20, 130},
                                       {2, 34, 70}, {1, 131, 66}, {2, 65, 129}};
