@@ -9,11 +9,11 @@
 # `--warmup` times (default 20: the pool fills), the GPU multiplies 1024 x
 # 1024 matrices for `--busy-ms` (default 500: a GPU that idled between
 # tiny batches lowers its clocks, which would time ops 3x longer; CPU
-# devices skip it), then
-# the step runs once more with its NIF calls traced. Prints the batches of
-# that last step in order with their GPU time, the longest ones, and the
-# NIF calls of the step in order (an op such as a split reduction or
-# product takes two batches; a reinterpret takes none).
+# devices skip it), then the step runs once more with its NIF calls
+# traced. Prints the batches of that last step in order with their GPU
+# time, the longest ones, and the NIF calls of the step in order (an op
+# such as a split reduction or product takes two batches; a reinterpret
+# takes none).
 {opts, rest, invalid} =
   OptionParser.parse(System.argv(),
     strict: [model: :string, warmup: :integer, busy_ms: :integer]
