@@ -123,8 +123,7 @@ Process.sleep(3 * interval)
 batches = :ets.tab2list(table) |> Enum.map(fn {_, ops, ns} -> {ops, ns / 1000} end)
 last = Enum.take(batches, -step_batches)
 total = last |> Enum.map(&elem(&1, 1)) |> Enum.sum()
-
-info = Nx.Vulkan.NIF.device_info(Nx.Vulkan.default_device_index())
+indexed = Enum.with_index(last)
 
 IO.puts(
   "#{model} step, Nx.Defn.Evaluator, one op per batch, on #{info.name} (#{info.driver_name} #{info.driver_info})"
@@ -134,9 +133,7 @@ IO.puts("batches of the step #{step_batches}, its loss read and a synchronize in
 IO.puts("GPU time of the last step: #{Float.round(total, 1)} us\n")
 IO.puts("batch  ops  GPU us")
 
-last
-|> Enum.with_index()
-|> Enum.each(fn {{ops, us}, i} ->
+Enum.each(indexed, fn {{ops, us}, i} ->
   IO.puts(
     "#{String.pad_leading("#{i}", 5)}  #{String.pad_leading("#{ops}", 3)}  " <>
       :erlang.float_to_binary(us, decimals: 2)
@@ -145,8 +142,7 @@ end)
 
 IO.puts("\nlongest batches:")
 
-last
-|> Enum.with_index()
+indexed
 |> Enum.sort_by(fn {{_, us}, _} -> -us end)
 |> Enum.take(10)
 |> Enum.each(fn {{_, us}, i} ->
