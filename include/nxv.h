@@ -159,6 +159,9 @@ nxv_status nxv_device_query(uint32_t index, nxv_device_info *out_info);
  * Thread-safe. */
 nxv_status nxv_device_default_index(uint32_t *out_index);
 
+/* Most ops nxv_device_config.reorder_window may hold. */
+#define NXV_REORDER_WINDOW_MAX 64
+
 /* Device options. Zero-initialise, then set what you need: zero fields take
  * their defaults. */
 typedef struct nxv_device_config {
@@ -172,6 +175,12 @@ typedef struct nxv_device_config {
   uint32_t kick_nodes;        /* submit an open batch of this many nodes
                                  at once when nothing is in flight (the
                                  GPU is idle); 16 */
+  int32_t reorder_window;     /* an op that must wait for a barrier is
+                                 held in a window of at most this many ops
+                                 (up to NXV_REORDER_WINDOW_MAX) while later independent ops
+                                 are recorded ahead of it, so that they
+                                 share barrier intervals; 0 = the default,
+                                 32; -1 = record in queue order */
   uint32_t wait_spin_us;      /* downloads busy-poll this long before
                                  sleeping; 50 */
   uint32_t idle_spin_us;      /* the scheduler thread polls an empty ring
@@ -263,6 +272,8 @@ typedef struct nxv_stats {
   uint64_t ops_enqueued, ops_completed, submits, barriers;
   uint64_t epoch_submitted, epoch_completed;
   uint64_t ring_full_waits;      /* times a producer found the ring full */
+  uint64_t ops_reordered;        /* ops recorded ahead of an op queued
+                                    before them (reorder_window) */
   uint64_t reads_in_place;       /* downloads read from a mapped buffer
                                     whose writer was already submitted:
                                     no copy, no submission of their own */

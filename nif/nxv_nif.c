@@ -395,6 +395,14 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   opt_bool(env, argv[1], "unmapped_small", &cfg.unmapped_small, &bad);
   opt_bool(env, argv[1], "no_latency_timing", &cfg.no_latency_timing, &bad);
   opt_bool(env, argv[1], "no_gpu_timestamps", &cfg.no_gpu_timestamps, &bad);
+  ERL_NIF_TERM rw;
+  if (enif_get_map_value(env, argv[1], mk_atom(env, "reorder_window"), &rw)) {
+    unsigned w;
+    if (enif_is_identical(rw, mk_atom(env, "off"))) cfg.reorder_window = -1;
+    else if (enif_get_uint(env, rw, &w) && w <= NXV_REORDER_WINDOW_MAX)
+      cfg.reorder_window = (int32_t)w;
+    else bad = true;
+  }
   ERL_NIF_TERM dk;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "download_kernel"), &dk)) {
     if (enif_is_identical(dk, mk_atom(env, "auto"))) cfg.download_kernel = 0;
@@ -416,7 +424,8 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   }
   if (bad)
     return raise_argument(env, "open_device: an option has the wrong type "
-                               "(integers >= 0, booleans, cache_dir a binary)");
+                               "(integers >= 0, booleans, cache_dir a binary, reorder_window "
+                               "0..64 or :off)");
   nxv_device *d;
   nxv_status st = nxv_device_open(index, &cfg, &d);
   if (st != NXV_OK) return raise_status(env, st, "open_device");
@@ -483,6 +492,7 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "epoch_completed", s.epoch_completed);
   PUT_U64(m, "ring_full_waits", s.ring_full_waits);
   PUT_U64(m, "reads_in_place", s.reads_in_place);
+  PUT_U64(m, "ops_reordered", s.ops_reordered);
   PUT_U64(m, "pipeline_hits", s.pipeline_hits);
   PUT_U64(m, "pipeline_misses", s.pipeline_misses);
   PUT_U64(m, "pipeline_disk_hits", s.pipeline_disk_hits);

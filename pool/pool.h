@@ -65,6 +65,9 @@ typedef struct nxv_buffer {
   uint64_t sched_write_gen;
   uint64_t sched_write_epoch; /* epoch of the batch that last wrote it
                                  (0: none yet): scheduler thread only */
+  uint64_t sched_hold_read_gen;  /* a node in the scheduler's reordering */
+  uint64_t sched_hold_write_gen; /* window reads / writes it: scheduler
+                                    thread only */
   struct nxv_buffer *next;   /* free-list link, under the pool mutex */
 } nxv_buffer;
 

@@ -60,6 +60,7 @@ static void resolve_config(nxv_device *d, const nxv_device_config *in) {
   if (!c.max_batch_cost) c.max_batch_cost = 1ull << 28;
   if (!c.idle_flush_us) c.idle_flush_us = 20;
   if (!c.kick_nodes) c.kick_nodes = 16;
+  if (!c.reorder_window) c.reorder_window = 32;
   if (!c.wait_spin_us) c.wait_spin_us = 50;
   if (!c.idle_spin_us) c.idle_spin_us = 200;
   if (!c.staging_bytes) c.staging_bytes = 64ull << 20;
@@ -94,6 +95,11 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "ring_capacity %u is not a power of two >= 4",
                     config->ring_capacity);
+  if (config && (config->reorder_window < -1 ||
+                 config->reorder_window > NXV_REORDER_WINDOW_MAX))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "reorder_window %d is not -1 (off), 0 (default) or 1..%d",
+                    config->reorder_window, NXV_REORDER_WINDOW_MAX);
   nxv_device *d = calloc(1, sizeof *d);
   if (!d) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "device");
   atomic_init(&d->refs, 1);
@@ -117,6 +123,8 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
         .max_batch_cost = d->config.max_batch_cost,
         .idle_flush_us = d->config.idle_flush_us,
         .kick_nodes = d->config.kick_nodes,
+        .reorder_window =
+            d->config.reorder_window < 0 ? 0 : (uint32_t)d->config.reorder_window,
         .wait_spin_us = d->config.wait_spin_us,
         .idle_spin_us = d->config.idle_spin_us,
         .completion_spin_us =

@@ -54,6 +54,17 @@ struct nxv_sched {
   batch *open;
   uint64_t next_epoch;
   uint64_t gen;                   /* barrier generation */
+  /* Reordering window: nodes that needed a barrier when they arrived,
+   * held in arrival order (references owned) so that later nodes needing
+   * none are recorded first, into the current barrier interval. Every
+   * held node is recorded, in dependency order, before the open batch is
+   * submitted or an unholdable node is recorded (drain_held). */
+  nxv_node *held[NXV_REORDER_MAX];
+  uint32_t nheld;
+  uint32_t window;                /* most nodes held; 0: no reordering */
+  uint64_t held_cost;             /* sum of the held nodes' cost */
+  uint64_t hold_gen;              /* marks of the held nodes' buffers
+                                     (nxv_buffer.sched_hold_*_gen) */
 
   /* guarded by mu */
   pthread_mutex_t mu;
@@ -77,6 +88,7 @@ struct nxv_sched {
   atomic_uint_fast64_t submitted_epoch, completed_epoch;
   atomic_uint_fast64_t enqueued, completed_ops, submits, barriers, ring_full;
   atomic_uint_fast64_t reads_in_place;
+  atomic_uint_fast64_t reordered; /* nodes recorded before an earlier one */
   atomic_uint_fast64_t gpu_ns;    /* sum of the batches' GPU durations */
   atomic_uint_fast64_t bytes_submitted;
   nxv_hist op_latency;            /* enqueue -> completion seen, per node */
@@ -221,6 +233,89 @@ static void cancel_list(nxv_sched *s, nxv_node *n) {
   }
 }
 
+/* Whether n may wait in the reordering window: a plain data op. Nodes
+ * that someone waits for (a ticket), that flush or feed a host read, and
+ * markers are recorded in arrival order, after every held node. */
+static bool holdable(const nxv_node *n) {
+  return n->flags == 0 && !n->ticket && n->kind != NXV_NODE_MARKER;
+}
+
+/* Whether n needs a barrier first: it reads or writes a buffer written
+ * since the last barrier, or writes one read since then. */
+static bool hazard(const nxv_sched *s, const nxv_node *n) {
+  for (uint32_t i = 0; i < n->nbufs; i++) {
+    const nxv_buffer *buf = n->bufs[i];
+    if (buf->sched_write_gen == s->gen) return true;
+    if ((n->write_mask >> i) & 1u && buf->sched_read_gen == s->gen) return true;
+  }
+  return false;
+}
+
+/* Whether n must follow a held node: it reads or writes a buffer a held
+ * node writes, or writes one a held node reads. */
+static bool held_conflict(const nxv_sched *s, const nxv_node *n) {
+  if (!s->nheld) return false;
+  for (uint32_t i = 0; i < n->nbufs; i++) {
+    const nxv_buffer *buf = n->bufs[i];
+    if (buf->sched_hold_write_gen == s->hold_gen) return true;
+    if ((n->write_mask >> i) & 1u && buf->sched_hold_read_gen == s->hold_gen) return true;
+  }
+  return false;
+}
+
+static void hold(nxv_sched *s, nxv_node *n) {
+  for (uint32_t i = 0; i < n->nbufs; i++) {
+    if ((n->write_mask >> i) & 1u) n->bufs[i]->sched_hold_write_gen = s->hold_gen;
+    else n->bufs[i]->sched_hold_read_gen = s->hold_gen;
+  }
+  s->held[s->nheld++] = n;
+  s->held_cost += n->cost;
+}
+
+/* One global barrier in b: what was written before it is visible to what
+ * follows, and what was read before it is not overwritten early. */
+static void barrier(nxv_sched *s, batch *b) {
+  VkMemoryBarrier mb = {
+      .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+      .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+      .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                       VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+  VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
+                            VK_PIPELINE_STAGE_TRANSFER_BIT;
+  vkCmdPipelineBarrier(b->cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+  s->gen++;
+  atomic_fetch_add_explicit(&s->barriers, 1, memory_order_relaxed);
+}
+
+static void emit(nxv_sched *s, batch *b, nxv_node *n);
+
+/* Records every held node into the open batch, in waves: a barrier, then
+ * each held node in order that neither needs another barrier nor follows
+ * one still held. The first of each wave always goes, so it ends. */
+static void drain_held(nxv_sched *s) {
+  while (s->nheld) {
+    nxv_node *wave[NXV_REORDER_MAX];
+    uint32_t k = s->nheld;
+    memcpy(wave, s->held, k * sizeof wave[0]);
+    s->nheld = 0;
+    s->held_cost = 0;
+    s->hold_gen++;
+    barrier(s, s->open);
+    for (uint32_t i = 0; i < k; i++) {
+      if (hazard(s, wave[i]) || held_conflict(s, wave[i])) hold(s, wave[i]);
+      else emit(s, s->open, wave[i]);
+    }
+  }
+}
+
+/* Frees the held nodes unrecorded (the queue failed). */
+static void cancel_held(nxv_sched *s) {
+  for (uint32_t i = 0; i < s->nheld; i++) node_free(s, s->held[i]);
+  s->nheld = 0;
+  s->held_cost = 0;
+  s->hold_gen++;
+}
+
 /* Gets a free batch slot, waiting for the completion thread if all are in
  * flight. Fails only with the sticky error. */
 static nxv_status open_batch(nxv_sched *s) {
@@ -274,6 +369,7 @@ static void release_batch_slot(nxv_sched *s, batch *b) {
 
 /* Ends and submits the open batch. */
 static void submit_open(nxv_sched *s) {
+  drain_held(s);
   batch *b = s->open;
   s->open = NULL;
   if (b->host_read) {
@@ -350,7 +446,7 @@ static nxv_status place_args(nxv_sched *s, nxv_node *n) {
   for (;;) {
     if (nxv_hostring_alloc(s->arena, bytes, 16, false, &n->arena) == NXV_OK)
       break;
-    if (s->open && s->open->nnodes > 0) submit_open(s);
+    if (s->open && (s->open->nnodes > 0 || s->nheld > 0)) submit_open(s);
     pthread_mutex_lock(&s->mu);
     uint64_t seen = atomic_load(&s->completed_epoch);
     while (s->inflight_count > 0 && s->error == NXV_OK &&
@@ -375,11 +471,15 @@ static nxv_status place_args(nxv_sched *s, nxv_node *n) {
   return NXV_OK;
 }
 
-/* Records n into the open batch (opening one if needed). Returns false
- * when n was not added to a batch: it failed (and was freed), or it was a
- * mapped read whose buffer's writer is already submitted (its ticket took
- * that epoch and it was freed). */
+/* Records n into the open batch (opening one if needed), or holds it in
+ * the reordering window when it needs a barrier or follows a held node.
+ * Returns false when n was not added to a batch: it failed (and was
+ * freed), or it was a mapped read whose buffer's writer is already
+ * submitted (its ticket took that epoch and it was freed). */
 static bool record(nxv_sched *s, nxv_node *n) {
+  /* Everything before an unholdable node is recorded before it: a
+   * download, a marker or a flush sees the work queued before it. */
+  if (s->nheld && !holdable(n)) drain_held(s);
   if (n->flags & NXV_NODE_MAPPED_READ) {
     uint64_t e = n->bufs[0]->sched_write_epoch;
     if (e && !(s->open && s->open->epoch == e)) {
@@ -414,26 +514,31 @@ static bool record(nxv_sched *s, nxv_node *n) {
     return false;
   }
   batch *b = s->open;
-  /* One global barrier when this node touches what the current barrier
-   * interval already wrote, or writes what it read. */
-  bool need = false;
-  for (uint32_t i = 0; i < n->nbufs && !need; i++) {
-    nxv_buffer *buf = n->bufs[i];
-    if (buf->sched_write_gen == s->gen) need = true;
-    if ((n->write_mask >> i) & 1u && buf->sched_read_gen == s->gen) need = true;
+  if (s->window && holdable(n)) {
+    bool need = hazard(s, n);
+    if (!need && !held_conflict(s, n)) {
+      emit(s, b, n);
+      return true;
+    }
+    if (s->nheld == s->window) {
+      drain_held(s);
+      if (!hazard(s, n)) {
+        emit(s, b, n);
+        return true;
+      }
+    }
+    hold(s, n);
+    return true;
   }
-  if (need) {
-    VkMemoryBarrier mb = {
-        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
-        .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
-    VkPipelineStageFlags st = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
-                              VK_PIPELINE_STAGE_TRANSFER_BIT;
-    vkCmdPipelineBarrier(b->cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
-    s->gen++;
-    atomic_fetch_add_explicit(&s->barriers, 1, memory_order_relaxed);
-  }
+  if (hazard(s, n)) barrier(s, b);
+  emit(s, b, n);
+  return true;
+}
+
+/* Records n into b: its buffers' barrier marks, its command, its place
+ * in b's node list. */
+static void emit(nxv_sched *s, batch *b, nxv_node *n) {
+  if (s->nheld) atomic_fetch_add_explicit(&s->reordered, 1, memory_order_relaxed);
   for (uint32_t i = 0; i < n->nbufs; i++) {
     nxv_buffer *buf = n->bufs[i];
     if ((n->write_mask >> i) & 1u) {
@@ -483,7 +588,6 @@ static bool record(nxv_sched *s, nxv_node *n) {
     for (uint32_t i = 0; i < n->nbufs; i++)
       if (n->write_mask >> i & 1u) b->bytes += n->bufs[i]->size;
   }
-  return true;
 }
 
 static void *sched_main(void *arg) {
@@ -503,12 +607,13 @@ static void *sched_main(void *arg) {
       uint8_t flags = n->flags; /* n may be freed by record */
       if (!record(s, n)) continue;
       batch *b = s->open;
-      bool flush = (flags & NXV_NODE_FLUSH) ||
-                   b->nnodes >= s->cfg.max_batch_nodes ||
-                   b->cost >= s->cfg.max_batch_cost;
-      if (!flush && b->nnodes >= NXV_EARLY_NODES && b->cost >= NXV_EARLY_COST)
+      uint32_t nodes = b->nnodes + s->nheld;
+      uint64_t cost = b->cost + s->held_cost;
+      bool flush = (flags & NXV_NODE_FLUSH) || nodes >= s->cfg.max_batch_nodes ||
+                   cost >= s->cfg.max_batch_cost;
+      if (!flush && nodes >= NXV_EARLY_NODES && cost >= NXV_EARLY_COST)
         flush = true;
-      if (!flush && s->cfg.kick_nodes && b->nnodes >= s->cfg.kick_nodes) {
+      if (!flush && s->cfg.kick_nodes && nodes >= s->cfg.kick_nodes) {
         pthread_mutex_lock(&s->mu);
         flush = s->inflight_count == 0;
         pthread_mutex_unlock(&s->mu);
@@ -518,6 +623,7 @@ static void *sched_main(void *arg) {
     }
     if (s->open) {
       if (atomic_load(&s->failed)) {
+        cancel_held(s);
         cancel_list(s, s->open->head);
         vkEndCommandBuffer(s->open->cb);
         release_batch_slot(s, s->open);
@@ -798,6 +904,8 @@ nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *cfg,
   s->staging = staging;
   s->layout = layout;
   s->gen = 1;
+  s->hold_gen = 1;
+  s->window = cfg->reorder_window > NXV_REORDER_MAX ? NXV_REORDER_MAX : cfg->reorder_window;
   nxv_hist_init(&s->op_latency);
   nxv_hist_init(&s->queue_wait);
   nxv_hist_init(&s->batch_gpu);
@@ -928,6 +1036,7 @@ void nxv_sched_stats(nxv_sched *s, nxv_stats *st) {
   st->epoch_completed = atomic_load(&s->completed_epoch);
   st->ring_full_waits = atomic_load(&s->ring_full);
   st->reads_in_place = atomic_load(&s->reads_in_place);
+  st->ops_reordered = atomic_load(&s->reordered);
   st->gpu_busy_ns = atomic_load(&s->gpu_ns);
   st->bytes_submitted = atomic_load(&s->bytes_submitted);
   nxv_hist_snapshot(&s->op_latency, &st->op_latency);

@@ -6,7 +6,12 @@
  * which returns at once. One scheduler thread pops nodes in order and
  * records them into the open command buffer, inserting one global memory
  * barrier before a node only when it reads or writes a buffer written, or
- * writes a buffer read, since the last barrier. It submits the batch when a
+ * writes a buffer read, since the last barrier. A node that needs such a
+ * barrier waits in a small window while later nodes that need none (and
+ * touch nothing a waiting node writes, nor write what one reads) are
+ * recorded ahead of it; the window is recorded in dependency order, one
+ * barrier per level, before anything that must see it (a download, a
+ * marker, a flush) and before the batch is submitted. It submits the batch when a
  * node asks for a flush (downloads, synchronize), when the batch reaches its
  * node or work budget, when the GPU is idle and a few nodes are ready, or
  * when the ring has been empty for idle_flush_us. Each submit signals the
@@ -37,6 +42,8 @@
 
 #define NXV_NODE_MAX_BUFS 16
 #define NXV_PUSH_CONSTANTS_MAX 128
+/* Most nodes the reordering window holds (nxv_sched_config). */
+#define NXV_REORDER_MAX NXV_REORDER_WINDOW_MAX
 
 typedef enum nxv_node_kind {
   NXV_NODE_DISPATCH = 0, /* bind pipeline, push constants, dispatch */
@@ -105,6 +112,10 @@ typedef struct nxv_sched_config {
   uint32_t idle_flush_us;
   uint32_t kick_nodes;        /* submit at this many nodes when nothing is
                                   in flight; 0 = never */
+  uint32_t reorder_window;    /* nodes that need a barrier wait in a window
+                                 of at most this many (up to
+                                 NXV_REORDER_MAX) while later independent
+                                 nodes are recorded first; 0 = in order */
   uint32_t wait_spin_us;
   uint32_t idle_spin_us;
   uint32_t completion_spin_us; /* the completion thread polls the timeline

@@ -218,6 +218,151 @@ NXV_TEST(sched, barriers_only_between_dependent_nodes) {
   nxv_device_release(d);
 }
 
+/* CHAINS chains of DEPTH dependent adds, queued chain after chain:
+ * chain c computes a_c + DEPTH * b. With the reordering window the
+ * scheduler records the chains level by level (a barrier per level);
+ * queued in order it needs one per op after the first of each chain. */
+static void interleaved_chains(nxv_device *d, uint64_t *out_barriers,
+                               uint64_t *out_reordered) {
+  enum { N = 37, CHAINS = 8, DEPTH = 4 };
+  int32_t a[CHAINS][N], b[N];
+  for (int j = 0; j < N; j++) b[j] = 3 * j - 50;
+  nxv_tensor *ta[CHAINS], *tb = upload_s32(d, b, N), *res[CHAINS];
+  REQUIRE(tb);
+  for (int c = 0; c < CHAINS; c++) {
+    for (int j = 0; j < N; j++) a[c][j] = 1000 * c + j;
+    REQUIRE((ta[c] = upload_s32(d, a[c], N)));
+  }
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_stats s0, s1;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  for (int c = 0; c < CHAINS; c++) {
+    nxv_tensor *x = ta[c];
+    nxv_tensor_retain(x);
+    for (int k = 0; k < DEPTH; k++) {
+      nxv_tensor *y;
+      REQUIRE_OK(add_s32(d, x, tb, N, &y));
+      nxv_tensor_release(x);
+      x = y;
+    }
+    res[c] = x;
+  }
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  for (int c = 0; c < CHAINS; c++) {
+    int32_t got[N];
+    memset(got, 0x5a, sizeof got);
+    CHECK_OK(nxv_tensor_download(res[c], 0, N, got));
+    for (int j = 0; j < N; j++)
+      CHECK_MSG(got[j] == a[c][j] + DEPTH * b[j], "chain %d [%d]: %d", c, j, got[j]);
+    nxv_tensor_release(res[c]);
+    nxv_tensor_release(ta[c]);
+  }
+  nxv_tensor_release(tb);
+  *out_barriers = s1.barriers - s0.barriers;
+  *out_reordered = s1.ops_reordered - s0.ops_reordered;
+}
+
+NXV_TEST(sched, reorder_window_records_independent_chains_level_by_level) {
+  /* One batch: submitted by the synchronize only. */
+  nxv_device_config on = {.disable_disk_cache = true, .kick_nodes = 1000,
+                          .idle_flush_us = 10000000};
+  nxv_device_config off = on;
+  off.reorder_window = -1;
+  nxv_device *d = open_with(&on), *e = open_with(&off);
+  REQUIRE(d && e);
+  uint64_t bar_on, re_on, bar_off, re_off;
+  interleaved_chains(d, &bar_on, &re_on);
+  interleaved_chains(e, &bar_off, &re_off);
+  /* 8 chains of 4: one barrier per level (4: the first level reads the
+   * uploads, written since the last barrier); in order, 3 more per
+   * chain. */
+  CHECK_MSG(bar_on <= 4, "%llu barriers with the window",
+            (unsigned long long)bar_on);
+  CHECK_MSG(bar_off >= 8 * 3, "%llu barriers in queue order",
+            (unsigned long long)bar_off);
+  CHECK_MSG(re_on >= 7, "%llu ops reordered", (unsigned long long)re_on);
+  CHECK(re_off == 0);
+  nxv_device_release(d);
+  nxv_device_release(e);
+}
+
+/* Overwrites of an existing tensor (copy_into) stay after the reads
+ * queued before them. Every input is first put behind a barrier; then
+ * each round reads its dst with an op that must wait for a barrier (it
+ * also reads a result just queued) and overwrites dst with a copy that
+ * needs no barrier of its own: only the read it must not overtake holds
+ * it back. */
+NXV_TEST(sched, reorder_window_keeps_reads_and_overwrites_in_order) {
+  enum { N = 29, ROUNDS = 12 };
+  for (int32_t window = 2; window <= 32; window *= 4) {
+    nxv_device_config cfg = {.disable_disk_cache = true, .reorder_window = window,
+                             .kick_nodes = 1000, .idle_flush_us = 10000000};
+    nxv_device *d = open_with(&cfg);
+    REQUIRE(d);
+    int32_t b[N], v[N], zero = 0;
+    for (int j = 0; j < N; j++) b[j] = j + 1;
+    nxv_tensor *tb = upload_s32(d, b, N), *dst[ROUNDS], *src[ROUNDS], *t[ROUNDS], *u;
+    REQUIRE(tb);
+    for (int r = 0; r < ROUNDS; r++) {
+      for (int j = 0; j < N; j++) v[j] = (r + 1) * b[j];
+      REQUIRE((src[r] = upload_s32(d, v, N)));
+      REQUIRE_OK(nxv_fill(d, NXV_S32, N, &zero, &dst[r]));
+    }
+    REQUIRE_OK(nxv_device_synchronize(d));
+    /* Two dependent levels: a barrier after the uploads, then one after
+     * the reads of dst, so the rounds' copies need none. */
+    for (int r = 0; r < ROUNDS; r++) REQUIRE_OK(add_s32(d, dst[r], src[r], N, &t[r]));
+    REQUIRE_OK(nxv_device_synchronize(d));
+    REQUIRE_OK(add_s32(d, t[0], tb, N, &u));
+    REQUIRE_OK(nxv_device_synchronize(d));
+    nxv_stats s0, s1;
+    REQUIRE_OK(nxv_device_stats(d, &s0));
+    nxv_tensor *y[ROUNDS], *seen[ROUNDS];
+    int64_t shape[1] = {N}, strides[1] = {1};
+    for (int r = 0; r < ROUNDS; r++) {
+      /* y = (r + 2) b */
+      REQUIRE_OK(add_s32(d, src[r], tb, N, &y[r]));
+      /* dst (zero) + y: waits for a barrier after y */
+      REQUIRE_OK(add_s32(d, dst[r], y[r], N, &seen[r]));
+      /* dst = (r + 1) b, after the read above */
+      nxv_view sv = {src[r], 0, NULL};
+      REQUIRE_OK(nxv_copy_into(d, dst[r], 0, strides, 1, shape, &sv));
+    }
+    REQUIRE_OK(nxv_device_synchronize(d));
+    REQUIRE_OK(nxv_device_stats(d, &s1));
+    int32_t got[N];
+    for (int r = 0; r < ROUNDS; r++) {
+      memset(got, 0x5a, sizeof got);
+      CHECK_OK(nxv_tensor_download(seen[r], 0, N, got));
+      for (int j = 0; j < N; j++)
+        CHECK_MSG(got[j] == (r + 2) * b[j], "window %d, round %d [%d]: %d b", window, r,
+                  j, got[j] / b[j]);
+      memset(got, 0x5a, sizeof got);
+      CHECK_OK(nxv_tensor_download(dst[r], 0, N, got));
+      for (int j = 0; j < N; j++) CHECK(got[j] == (r + 1) * b[j]);
+      nxv_tensor_release(seen[r]);
+      nxv_tensor_release(y[r]);
+      nxv_tensor_release(src[r]);
+      nxv_tensor_release(dst[r]);
+      nxv_tensor_release(t[r]);
+    }
+    CHECK_MSG(s1.ops_reordered > s0.ops_reordered, "window %d: nothing reordered", window);
+    nxv_tensor_release(u);
+    nxv_tensor_release(tb);
+    nxv_device_release(d);
+  }
+}
+
+NXV_TEST(sched, reorder_window_out_of_range_is_rejected) {
+  nxv_device *d = NULL;
+  nxv_device_config bad = {.reorder_window = NXV_REORDER_WINDOW_MAX + 1};
+  CHECK(nxv_device_open(-1, &bad, &d) == NXV_ERR_INVALID_ARGUMENT);
+  bad.reorder_window = -2;
+  CHECK(nxv_device_open(-1, &bad, &d) == NXV_ERR_INVALID_ARGUMENT);
+  CHECK(d == NULL);
+}
+
 NXV_TEST(sched, enqueue_returns_before_the_gpu_finishes_and_gpu_time) {
   nxv_device_config cfg = {.disable_disk_cache = true};
   nxv_device *d = open_with(&cfg);

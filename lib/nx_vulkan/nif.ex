@@ -58,7 +58,8 @@ defmodule Nx.Vulkan.NIF do
   :disable_disk_cache, :poison_outputs, :fast_math, :unmapped_small,
   :no_latency_timing, :no_gpu_timestamps`,
   `:download_kernel` (`:auto`,
-  `:always` or `:never`). Each call opens a new
+  `:always` or `:never`), `:reorder_window` (0..64, 0 the default, or
+  `:off`). Each call opens a new
   context.
   """
   def open_device(_index, _opts), do: nif_error()
