@@ -28,6 +28,12 @@ defmodule Nx.Vulkan.NIFTest do
     assert_raise ArgumentError, fn -> NIF.device_info(-1) end
     assert_raise ArgumentError, ~r/no Vulkan device/, fn -> NIF.open_device(10_000, %{}) end
     assert_raise ArgumentError, ~r/option/, fn -> NIF.open_device(-1, %{max_batch_nodes: -3}) end
+
+    for w <- [65, -1, :on, 1.5] do
+      assert_raise ArgumentError, ~r/reorder_window/, fn ->
+        NIF.open_device(-1, %{reorder_window: w})
+      end
+    end
   end
 
   test "fused programs run and reject bad arguments", %{dev: dev} do
@@ -224,6 +230,39 @@ defmodule Nx.Vulkan.NIFTest do
     assert is_integer(p50) and p50 > 0 and p50 <= done.op_latency.max_ns
   end
 
+  test "the reordering window: independent chains share barriers, results unchanged" do
+    # Six chains of three dependent adds, queued chain after chain.
+    run = fn opts ->
+      dev = NIF.open_device(-1, Map.put(opts, :disable_disk_cache, true))
+      xs = for c <- 1..6, do: NIF.upload(dev, :f32, f32(for i <- 1..33, do: c * 100.0 + i))
+      :ok = NIF.synchronize(dev)
+      s0 = NIF.device_stats(dev)
+
+      outs =
+        for x <- xs do
+          Enum.reduce(1..3, x, fn _, acc -> NIF.binary(:add, [33], acc, 0, nil, x, 0, nil) end)
+        end
+
+      got = for o <- outs, do: to_f32(NIF.download(o, 0, 33))
+      s1 = NIF.device_stats(dev)
+      {got, s1.barriers - s0.barriers, s1.ops_reordered - s0.ops_reordered}
+    end
+
+    {on, barriers_on, reordered} = run.(%{kick_nodes: 1000, idle_flush_us: 10_000_000})
+
+    {off, barriers_off, 0} =
+      run.(%{kick_nodes: 1000, idle_flush_us: 10_000_000, reorder_window: :off})
+
+    expected = for c <- 1..6, do: for(i <- 1..33, do: 4 * (c * 100.0 + i))
+    assert on == expected
+    assert off == expected
+    # One barrier per level (the first reads the uploads) against one per
+    # op after each chain's first.
+    assert barriers_on <= 3, "#{barriers_on} barriers"
+    assert barriers_off >= 12, "#{barriers_off} barriers"
+    assert reordered >= 5
+  end
+
   test "enqueue returns before the GPU finishes; only download waits", %{dev: dev} do
     # A chain of 40 dependent 256^3 products: tens of milliseconds of device
     # work on any driver, against microseconds to enqueue it. Work left
@@ -339,6 +378,7 @@ defmodule Nx.Vulkan.NIFTest do
           :ops_completed,
           :submits,
           :barriers,
+          :ops_reordered,
           :pipeline_hits,
           :pipeline_misses,
           :pipelines
