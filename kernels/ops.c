@@ -1762,10 +1762,33 @@ nxv_status nxv_sort(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t len,
 /* ------------------------------------------------------------------ */
 
 typedef struct pc_conv {          /* conv.comp */
-  uint64_t a, k, c, args;
-  uint32_t n_out, srank, k_count, pad;
+  uint64_t a, k, c, args, part;
+  uint32_t n_out, srank, k_count, c_chunk, n_split, pad;
 } pc_conv;
-_Static_assert(sizeof(pc_conv) == 48, "pc_conv layout");
+_Static_assert(sizeof(pc_conv) == 64, "pc_conv layout");
+
+/* Workgroups a conv of few outputs with long sums aims for when it splits
+ * its channels (8 workgroups of 256 threads per multiprocessor of a
+ * 132-multiprocessor GPU: about full occupancy), and the fewest channels
+ * a chunk takes. */
+#define NXV_CONV_SPLIT_GROUPS 1024
+#define NXV_CONV_SPLIT_MIN_CHANNELS 4
+
+/* A dtype whose elements have the size of conv.comp's compute type for
+ * t (the partial sums of a channel split). */
+static nxv_dtype conv_partial_dtype(nxv_dtype t) {
+  switch (t) {
+    case NXV_S64:
+    case NXV_U64:
+    case NXV_F64:
+    case NXV_C64:
+      return NXV_F64;
+    case NXV_C128:
+      return NXV_C128;
+    default:
+      return NXV_F32; /* 32-bit integers and floats */
+  }
+}
 _Static_assert(NXV_SPV_CONV_C128 - NXV_SPV_CONV_S8 == NXV_C128, "conv family");
 
 /* Arena words of conv.comp: a header, then one block per spatial axis. */
@@ -1923,9 +1946,35 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
   uint32_t wg = nxv_registry_workgroup_size(d->kernels);
   bool per_group = (wg & (wg - 1)) == 0 &&
                    ((n_out < 65536 && work >= 2048) || (n_out < 2048 && work >= 256));
+  /* Fewer such outputs than the device has room for workgroups (a
+   * kernel gradient of 16x1x3x3: 144 workgroups, each walking 86,528
+   * products) split their channels over several workgroups each
+   * (variant 2), then add the chunks' partial sums (variant 3). */
+  uint32_t n_split = 1, c_chunk = (uint32_t)Ck;
+  if (per_group && n_out < NXV_CONV_SPLIT_GROUPS &&
+      (uint64_t)Ck >= 2 * NXV_CONV_SPLIT_MIN_CHANNELS) {
+    uint64_t ns = (NXV_CONV_SPLIT_GROUPS + n_out - 1) / n_out;
+    if (ns > (uint64_t)Ck / NXV_CONV_SPLIT_MIN_CHANNELS)
+      ns = (uint64_t)Ck / NXV_CONV_SPLIT_MIN_CHANNELS;
+    if (ns > d->vk.info.max_workgroup_count[1]) ns = d->vk.info.max_workgroup_count[1];
+    if (ns >= 2) {
+      c_chunk = (uint32_t)(((uint64_t)Ck + ns - 1) / ns);
+      n_split = (uint32_t)(((uint64_t)Ck + c_chunk - 1) / c_chunk);
+    }
+  }
+  nxv_tensor *part = NULL;
+  if (n_split > 1) {
+    nxv_status st = nxv_tensor_new(d, conv_partial_dtype(t), (uint64_t)n_split * n_out, &part);
+    if (st != NXV_OK) {
+      nxv_node_discard(node);
+      nxv_tensor_release(tout);
+      return st;
+    }
+  }
   pc_conv pc = {.a = c->input->buf->addr, .k = c->kernel->buf->addr,
-                .c = tout->buf->addr, .n_out = (uint32_t)n_out, .srank = S,
-                .k_count = (uint32_t)taps};
+                .c = tout->buf->addr, .part = part ? part->buf->addr : 0,
+                .n_out = (uint32_t)n_out, .srank = S, .k_count = (uint32_t)taps,
+                .c_chunk = c_chunk, .n_split = n_split};
   memcpy(node->pc, &pc, sizeof pc);
   node->pc_size = sizeof pc;
   node->args_pc_offset = offsetof(pc_conv, args);
@@ -1934,12 +1983,29 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
   } else {
     node->groups[0] = groups_for(d, n_out);
   }
-  node->groups[1] = node->groups[2] = 1;
+  node->groups[1] = n_split;
+  node->groups[2] = 1;
   node->cost = work && n_out > UINT64_MAX / work ? UINT64_MAX : n_out * (work + 1);
   node_use(node, c->input, false);
   node_use(node, c->kernel, false);
-  node_use(node, tout, true);
-  nxv_status st = push_dispatch(d, node, module, 0, per_group ? 1 : 0);
+  node_use(node, part ? part : tout, true);
+  nxv_status st = push_dispatch(d, node, module, 0, part ? 2 : per_group ? 1 : 0);
+  if (st == NXV_OK && part) {
+    nxv_node *fin = nxv_node_new(0);
+    if (!fin) {
+      st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+    } else {
+      memcpy(fin->pc, &pc, sizeof pc);
+      fin->pc_size = sizeof pc;
+      fin->groups[0] = groups_for(d, n_out);
+      fin->groups[1] = fin->groups[2] = 1;
+      fin->cost = (uint64_t)n_split * n_out + n_out;
+      node_use(fin, part, false);
+      node_use(fin, tout, true);
+      st = push_dispatch(d, fin, module, 0, 3);
+    }
+  }
+  nxv_tensor_release(part); /* the queued nodes hold its buffer */
   if (st != NXV_OK) {
     nxv_tensor_release(tout);
     return st;

@@ -10,6 +10,13 @@
 //            there are fewer taps than threads, the channels; then a tree
 //            reduction in shared memory (the workgroup size must be a power
 //            of two).
+// VARIANT 2: VARIANT 1 over a chunk of the channels: workgroup (x, y) sums
+//            channels y * c_chunk .. + c_chunk of output x (and of x +
+//            gl_NumWorkGroups.x, ...) into part[y * n_out + x], in the
+//            compute type. For very few outputs, whose workgroups alone
+//            would leave most of the device idle.
+// VARIANT 3: out[o] = the n_split partials of o added in order (one
+//            thread per output).
 //
 // Layouts are dense and canonical: input [N_in, C_in, in spatial...],
 // kernel [O, Ck, kernel spatial...], output [N_out, O, out spatial...].
@@ -37,15 +44,26 @@
 #endif
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
+#if T_KIND == KIND_COMPLEX
+#define TC_ALIGN T_ALIGN
+#elif TC_BITS == 64
+#define TC_ALIGN 8
+#else
+#define TC_ALIGN 4
+#endif
+layout(buffer_reference, std430, buffer_reference_align = TC_ALIGN) buffer BufTC { TC v[]; };
 
 layout(push_constant, std430) uniform PC {
   BufT a;        // input
   BufT k;        // kernel
   BufT c;        // output
   ArgsRef args;
+  BufTC part;    // VARIANT 2 and 3: n_split x n_out partial sums
   uint n_out;    // output elements
   uint srank;    // spatial rank
   uint k_count;  // kernel spatial elements (taps per channel)
+  uint c_chunk;  // VARIANT 2: channels per chunk
+  uint n_split;  // VARIANT 2 and 3: chunks
   uint pad;
 } pc;
 
@@ -81,6 +99,14 @@ bool taps_offset(uint S, int base[NXV_MAX_RANK], uint kr, out uint off) {
 }
 
 void main() {
+  if (VARIANT == 3u) {
+    for (uint o = nxv_gid(); o < pc.n_out; o += nxv_nthreads()) {
+      TC acc = TC(0);
+      for (uint g = 0u; g < pc.n_split; ++g) acc = acc + pc.part.v[g * pc.n_out + o];
+      pc.c.v[o] = T_ST(acc);
+    }
+    return;
+  }
   uint S = pc.srank;
   for (uint j = gl_LocalInvocationID.x; j < HDR + AXW * S; j += gl_WorkGroupSize.x)
     s_args[j] = int(pc.args.d[j]);
@@ -94,7 +120,10 @@ void main() {
   uint axl = HDR + AXW * (S > 0u ? S - 1u : 0u);
   uint kw = S > 0u ? uint(s_args[axl + 2u]) : 1u;
   int kdil = S > 0u ? s_args[axl + 6u] : 0;
-  bool per_group = VARIANT == 1u;
+  bool per_group = VARIANT == 1u || VARIANT == 2u;
+  // VARIANT 2: this workgroup's channels c_lo .. c_hi - 1.
+  uint c_lo = VARIANT == 2u ? gl_WorkGroupID.y * pc.c_chunk : 0u;
+  uint c_hi = VARIANT == 2u ? min(Ck, c_lo + pc.c_chunk) : Ck;
   uint lid = gl_LocalInvocationID.x;
   // VARIANT 1 lanes: n_tl taps side by side, n_cl channel lanes each.
   uint n_tl = clamp(K, 1u, gl_WorkGroupSize.x), n_cl = gl_WorkGroupSize.x / n_tl;
@@ -171,13 +200,14 @@ void main() {
       continue;
     }
     // Thread (tl, cl) takes taps tl, tl + n_tl, ... and for each the
-    // channels cl, cl + n_cl, ...; then a tree reduction.
+    // channels c_lo + cl, c_lo + cl + n_cl, ...; then a tree reduction.
     if (cl < n_cl) {
       for (uint kk = tl; kk < K; kk += n_tl) {
         uint off;
         if (!taps_offset(S, base, kk, off)) continue;
-        uint ai = in_base + off + cl * in_sp, ki = k_base + cl * K + kk;
-        for (uint c = cl; c < Ck; c += n_cl) {
+        uint c = c_lo + cl;
+        uint ai = in_base + off + c * in_sp, ki = k_base + c * K + kk;
+        for (; c < c_hi; c += n_cl) {
           acc += MUL(T_LD(pc.a.v[ai]), T_LD(pc.k.v[ki]));
           ai += n_cl * in_sp;
           ki += n_cl * K;
@@ -190,7 +220,10 @@ void main() {
       if (lid < s) s_acc[lid] = s_acc[lid] + s_acc[lid + s];
       barrier();
     }
-    if (lid == 0u) pc.c.v[o] = T_ST(s_acc[0]);
+    if (lid == 0u) {
+      if (VARIANT == 2u) pc.part.v[gl_WorkGroupID.y * pc.n_out + o] = s_acc[0];
+      else pc.c.v[o] = T_ST(s_acc[0]);
+    }
     barrier();
   }
 }

@@ -441,9 +441,16 @@ NXV_TEST(conv, larger_f32_and_f16) {
   conv_case strided = {.name = "strided 5x5, 4 feature groups", .rank = 4,
                        .in = {2, 8, 29, 31}, .k = {12, 2, 5, 5}, .strides = {2, 3},
                        .lo = {2, 1}, .hi = {2, 0}, .fg = 4};
+  /* A small CNN's kernel gradient (batch 128 as channels, 26x26 taps,
+   * 144 outputs): its channels split over 8 workgroups per output. */
+  conv_case kgrad = {.name = "kernel gradient 1x128x28x28 by 16x128x26x26", .rank = 4,
+                     .in = {1, 128, 28, 28}, .k = {16, 128, 26, 26}};
   run_conv(d, big, NXV_F32, &rng);
   run_conv(d, strided, NXV_F32, &rng);
+  run_conv(d, kgrad, NXV_F32, &rng);
   if (device_has(d, NXV_F16)) run_conv(d, big, NXV_F16, &rng);
+  if (device_has(d, NXV_F16)) run_conv(d, kgrad, NXV_F16, &rng);
+  if (device_has(d, NXV_F64)) run_conv(d, kgrad, NXV_F64, &rng);
   nxv_device_release(d);
 }
 
