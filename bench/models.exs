@@ -1,6 +1,7 @@
 # The models and data of the training-step benchmarks (bench/nx_bench.exs,
-# bench/step_profile.exs): an MLP (784-512-512-10) and a small CNN, each a
-# defn loss and an SGD step, on deterministic host data of batch 128.
+# bench/step_profile.exs, bench/step_gpu.exs): an MLP (784-512-512-10) and
+# a small CNN, each a defn loss and an SGD step, on deterministic host data
+# of batch 128, and their steps compiled ahead of time.
 
 defmodule NxBench.Models do
   @moduledoc false
@@ -108,5 +109,32 @@ defmodule NxBench.Data do
     {x, r} = uniform(r, {128, 1, 28, 28})
     {y, _} = one_hot(r, 128, 10)
     {{k, zeros(16), w, zeros(10)}, x, y}
+  end
+end
+
+defmodule NxBench.Steps do
+  @moduledoc false
+
+  # {step, params, x, y}: model "mlp" or "cnn"'s SGD step compiled ahead
+  # of time with Nx.Defn.Evaluator, and its starting parameters and data
+  # (on the default backend).
+  def evaluator(model) do
+    {step_fun, {params, x, y}} =
+      case model do
+        "mlp" -> {&NxBench.Models.mlp_step/3, NxBench.Data.mlp_data()}
+        "cnn" -> {&NxBench.Models.cnn_step/3, NxBench.Data.cnn_data()}
+      end
+
+    {Nx.Defn.compile(step_fun, [params, x, y], compiler: Nx.Defn.Evaluator), params, x, y}
+  end
+
+  # n steps from params, each loss read back (as a training loop that
+  # logs it would): the last parameters.
+  def run(step, n, params, x, y) do
+    Enum.reduce(1..n, params, fn _, p ->
+      {p, loss} = step.(p, x, y)
+      Nx.to_number(loss)
+      p
+    end)
   end
 end

@@ -81,21 +81,8 @@ interval = Application.get_env(:nx_vulkan, :telemetry_interval_ms, 500)
 for round <- 1..rounds, model <- models, window <- windows do
   Nx.Vulkan.reopen(nil, %{reorder_window: window})
 
-  {step_fun, {params, x, y}} =
-    case model do
-      "mlp" -> {&NxBench.Models.mlp_step/3, NxBench.Data.mlp_data()}
-      "cnn" -> {&NxBench.Models.cnn_step/3, NxBench.Data.cnn_data()}
-    end
-
-  step = Nx.Defn.compile(step_fun, [params, x, y], compiler: Nx.Defn.Evaluator)
-
-  run = fn n, p ->
-    Enum.reduce(1..n, p, fn _, p ->
-      {p, loss} = step.(p, x, y)
-      Nx.to_number(loss)
-      p
-    end)
-  end
+  {step, params, x, y} = NxBench.Steps.evaluator(model)
+  run = fn n, p -> NxBench.Steps.run(step, n, p, x, y) end
 
   table = :ets.new(:step_gpu, [:public, :ordered_set])
   :telemetry.attach("step-gpu", [:nx_vulkan, :submit], &NxBench.StepGpu.record/4, table)

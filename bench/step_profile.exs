@@ -43,21 +43,8 @@ end
 Nx.Vulkan.reopen(nil, %{max_batch_nodes: 1})
 Nx.default_backend(Nx.Vulkan.Backend)
 
-{step_fun, {params, x, y}} =
-  case model do
-    "mlp" -> {&NxBench.Models.mlp_step/3, NxBench.Data.mlp_data()}
-    "cnn" -> {&NxBench.Models.cnn_step/3, NxBench.Data.cnn_data()}
-  end
-
-step = Nx.Defn.compile(step_fun, [params, x, y], compiler: Nx.Defn.Evaluator)
-
-run = fn n, p ->
-  Enum.reduce(1..n, p, fn _, p ->
-    {p, loss} = step.(p, x, y)
-    Nx.to_number(loss)
-    p
-  end)
-end
+{step, params, x, y} = NxBench.Steps.evaluator(model)
+run = fn n, p -> NxBench.Steps.run(step, n, p, x, y) end
 
 params = run.(1, params)
 table = :ets.new(:step_profile, [:public, :ordered_set])

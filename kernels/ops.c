@@ -339,6 +339,25 @@ static void node_use(nxv_node *n, nxv_tensor *t, bool write) {
   n->bufs[n->nbufs++] = t->buf;
 }
 
+/* Queues the second pass of a split op: module's variant over groups
+ * workgroups with the first pass's push constants pc (pc_size bytes, no
+ * arguments), reading the partial results part and writing out. */
+static nxv_status push_combine(nxv_device *d, const void *pc, uint32_t pc_size,
+                               uint32_t groups, uint64_t cost, nxv_tensor *part,
+                               nxv_tensor *out, nxv_spv_module module, uint32_t op,
+                               uint32_t variant) {
+  nxv_node *fin = nxv_node_new(0);
+  if (!fin) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  memcpy(fin->pc, pc, pc_size);
+  fin->pc_size = pc_size;
+  fin->groups[0] = groups;
+  fin->groups[1] = fin->groups[2] = 1;
+  fin->cost = cost;
+  node_use(fin, part, false);
+  node_use(fin, out, true);
+  return push_dispatch(d, fin, module, op, variant);
+}
+
 /* ------------------------------------------------------------------ */
 /* Elementwise                                                         */
 /* ------------------------------------------------------------------ */
@@ -1080,22 +1099,12 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
   node_use(node, part ? part : tout, true);
   nxv_status st = push_dispatch(d, node, module, op, variant);
   if (st == NXV_OK && part) {
-    /* Second pass: combine the partials of each result in chunk order. */
-    nxv_node *fin = nxv_node_new(0);
-    if (!fin) {
-      st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
-    } else {
-      memcpy(fin->pc, &pc, sizeof pc);
-      fin->pc_size = sizeof pc;
-      /* Few results with many chunks each: a workgroup per result. */
-      bool wide = nsplit >= 64 && n_out <= 1024;
-      fin->groups[0] = wide ? groups_capped(d, n_out) : groups_for(d, n_out);
-      fin->groups[1] = fin->groups[2] = 1;
-      fin->cost = (uint64_t)nsplit * n_out + n_out;
-      node_use(fin, part, false);
-      node_use(fin, tout, true);
-      st = push_dispatch(d, fin, module, op, wide ? 5 : 4);
-    }
+    /* Second pass: combine the partials of each result in chunk order;
+     * few results with many chunks each take a workgroup per result. */
+    bool wide = nsplit >= 64 && n_out <= 1024;
+    st = push_combine(d, &pc, sizeof pc, wide ? groups_capped(d, n_out) : groups_for(d, n_out),
+                      (uint64_t)nsplit * n_out + n_out, part, tout, module, op,
+                      wide ? 5 : 4);
   }
   nxv_tensor_release(part); /* the queued nodes hold its buffer */
   if (st != NXV_OK) {
@@ -1321,21 +1330,11 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
     node_use(node, part ? part : tout, true);
     st = push_dispatch(d, node, module, 0, variant);
     if (st == NXV_OK && part) {
-      /* Second pass: each result adds its chunks' partials in order. */
-      nxv_node *fin = nxv_node_new(0);
-      if (!fin) {
-        st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
-        break;
-      }
-      memcpy(fin->pc, &pc, sizeof pc);
-      fin->pc_size = sizeof pc;
+      /* Second pass: each result adds its chunks' partials in order
+       * (64 threads per workgroup). */
       uint64_t outs = nb * m->m * m->n;
-      fin->groups[0] = groups_capped(d, (outs + 63) / 64); /* 64 threads */
-      fin->groups[1] = fin->groups[2] = 1;
-      fin->cost = (uint64_t)nsplit * outs + outs;
-      node_use(fin, part, false);
-      node_use(fin, tout, true);
-      st = push_dispatch(d, fin, module, 0, 2);
+      st = push_combine(d, &pc, sizeof pc, groups_capped(d, (outs + 63) / 64),
+                        (uint64_t)nsplit * outs + outs, part, tout, module, 0, 2);
     }
   }
   nxv_tensor_release(part); /* the queued nodes hold its buffer */
@@ -1990,21 +1989,9 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
   node_use(node, c->kernel, false);
   node_use(node, part ? part : tout, true);
   nxv_status st = push_dispatch(d, node, module, 0, part ? 2 : per_group ? 1 : 0);
-  if (st == NXV_OK && part) {
-    nxv_node *fin = nxv_node_new(0);
-    if (!fin) {
-      st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
-    } else {
-      memcpy(fin->pc, &pc, sizeof pc);
-      fin->pc_size = sizeof pc;
-      fin->groups[0] = groups_for(d, n_out);
-      fin->groups[1] = fin->groups[2] = 1;
-      fin->cost = (uint64_t)n_split * n_out + n_out;
-      node_use(fin, part, false);
-      node_use(fin, tout, true);
-      st = push_dispatch(d, fin, module, 0, 3);
-    }
-  }
+  if (st == NXV_OK && part)
+    st = push_combine(d, &pc, sizeof pc, groups_for(d, n_out),
+                      (uint64_t)n_split * n_out + n_out, part, tout, module, 0, 3);
   nxv_tensor_release(part); /* the queued nodes hold its buffer */
   if (st != NXV_OK) {
     nxv_tensor_release(tout);
