@@ -65,6 +65,11 @@ static const mm_case kCases[] = {
     {"matmul", 1, 128, 2704, 10, MM_NN, false, false},
     {"matmul_tn", 1, 2704, 128, 10, MM_TN, false, false},
     {"matmul_tn", 1, 784, 128, 512, MM_TN, false, false},
+    /* The training steps' weight gradients, as Nx's gradient of a dot
+     * issues them (g^T x: few output rows, k = the batch). */
+    {"matmul_tn", 1, 512, 128, 784, MM_TN, false, false},
+    {"matmul_tn", 1, 10, 128, 512, MM_TN, false, false},
+    {"matmul_tn", 1, 10, 128, 2704, MM_TN, false, false},
     {"matmul_tn", 1, 4096, 4096, 4096, MM_TN, false, false},
     {"matmul_nt", 1, 128, 512, 784, MM_NT, false, false},
     {"matmul_nt", 1, 4096, 4096, 4096, MM_NT, false, false},

@@ -1232,10 +1232,11 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
   NXV_TRY(check_operand("b", m->b, m->b_offset, m->b_strides, bdims));
   /* f16, bf16 and f32 take the register-blocked kernel (gemm.comp): 128x128
    * tiles when there are enough of them to fill a large GPU, 64x64 tiles
-   * otherwise, and 64x64 tiles over chunks of k when even those are too
-   * few for a long k (skinny products: a dense layer's forward pass with
-   * few outputs, the weight gradient). Other types take matmul.comp (64x64
-   * tiles). */
+   * with 64 threads otherwise, and 64x64 tiles over chunks of k when even
+   * those are too few for a long k (skinny products: a dense layer's
+   * forward pass with few outputs). Fewer 64x64 tiles than that with a
+   * short k take matmul.comp, as other types do (64x64 tiles, 256
+   * threads). */
   nxv_spv_module module = family(NXV_SPV_MATMUL_S8, t);
   uint32_t variant = 0, tile_m = 64, tile_n = 64, nsplit = 1, kchunk = (uint32_t)m->k;
   bool gemm_type = (t == NXV_F16 || t == NXV_BF16 || t == NXV_F32) &&
@@ -1275,6 +1276,13 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
                                       : NXV_SPV_COOPMAT_F16;
     tile_m = NXV_COOPMAT_BM;
     tile_n = NXV_COOPMAT_BN;
+  } else if (gemm_type && tiles64 < 128) {
+    /* Few tiles and a short k (a training step's weight gradients:
+     * 10x128x512, 10x128x2704 with A transposed) keep matmul.comp: 256
+     * threads of 4x4 results per 64x64 tile instead of gemm.comp's 64 of
+     * 8x8, so four times the threads walk k. On an H100 (f32 TFLOP/s):
+     * 10x128x512 0.39 -> 0.53, 10x128x2704 1.69 -> 1.94, 256^3 7.3 -> 9.3;
+     * 512x128x784 and 784x128x512 the same. */
   } else if (gemm_type) {
     module = t == NXV_F32 ? NXV_SPV_GEMM_F32 : t == NXV_F16 ? NXV_SPV_GEMM_F16 : NXV_SPV_GEMM_BF16;
     uint64_t tiles128 = ((m->m + 127) / 128) * ((m->n + 127) / 128) * m->batch;
@@ -1773,6 +1781,9 @@ _Static_assert(sizeof(pc_conv) == 64, "pc_conv layout");
 #define NXV_CONV_SPLIT_GROUPS 1024
 #define NXV_CONV_SPLIT_MIN_CHANNELS 4
 
+/* Output channels per thread of conv.comp's variant 4 (its CONV_OCB). */
+#define CONV_OCB 8u
+
 /* A dtype whose elements have the size of conv.comp's compute type for
  * t (the partial sums of a channel split). */
 static nxv_dtype conv_partial_dtype(nxv_dtype t) {
@@ -1961,6 +1972,13 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
       n_split = (uint32_t)(((uint64_t)Ck + c_chunk - 1) / c_chunk);
     }
   }
+  /* Many outputs of two spatial axes without groups (an image layer's
+   * forward pass) take CONV_OCB output channels per thread (variant 4),
+   * reading each input tap once for all of them: on an H100 a 128x1x28x28
+   * by 16x1x3x3 convolution took 42.8 us with a thread per output. */
+  bool chan_block = !per_group && S == 2 && groups == 1 && O >= 2;
+  uint64_t items = chan_block ? n_out / (uint64_t)O * (((uint64_t)O + CONV_OCB - 1) / CONV_OCB)
+                              : n_out;
   nxv_tensor *part = NULL;
   if (n_split > 1) {
     nxv_status st = nxv_tensor_new(d, conv_partial_dtype(t), (uint64_t)n_split * n_out, &part);
@@ -1980,7 +1998,7 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
   if (per_group) {
     node->groups[0] = groups_capped(d, n_out);
   } else {
-    node->groups[0] = groups_for(d, n_out);
+    node->groups[0] = groups_for(d, items);
   }
   node->groups[1] = n_split;
   node->groups[2] = 1;
@@ -1988,7 +2006,8 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
   node_use(node, c->input, false);
   node_use(node, c->kernel, false);
   node_use(node, part ? part : tout, true);
-  nxv_status st = push_dispatch(d, node, module, 0, part ? 2 : per_group ? 1 : 0);
+  nxv_status st =
+      push_dispatch(d, node, module, 0, part ? 2 : per_group ? 1 : chan_block ? 4 : 0);
   if (st == NXV_OK && part)
     st = push_combine(d, &pc, sizeof pc, groups_for(d, n_out),
                       (uint64_t)n_split * n_out + n_out, part, tout, module, 0, 3);

@@ -17,6 +17,11 @@
 //            would leave most of the device idle.
 // VARIANT 3: out[o] = the n_split partials of o added in order (one
 //            thread per output).
+// VARIANT 4: two spatial axes, no groups: one thread per (image, block of
+//            CONV_OCB output channels, output position), each input tap
+//            read once for the block's channels (many outputs, short sums:
+//            a thread per output would re-read every tap per channel and
+//            leave each thread a chain of dependent loads).
 //
 // Layouts are dense and canonical: input [N_in, C_in, in spatial...],
 // kernel [O, Ck, kernel spatial...], output [N_out, O, out spatial...].
@@ -35,6 +40,7 @@
 // elements); then per spatial axis d: out_dim, in_dim, k_dim, stride,
 // pad_lo (signed), in_dil, k_dil, in_stride (the axis's row-major stride
 // within the input's spatial block): 8 words each.
+#extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 #if T_KIND == KIND_COMPLEX
 #include "complex.glsl"
@@ -69,6 +75,7 @@ layout(push_constant, std430) uniform PC {
 
 #define HDR 8
 #define AXW 8
+#define CONV_OCB 8u  // VARIANT 4's output channels per thread (ops.c mirrors it)
 shared int s_args[HDR + AXW * NXV_MAX_RANK];
 shared TC s_acc[gl_WorkGroupSize.x];
 
@@ -115,6 +122,54 @@ void main() {
   uint group_out = uint(s_args[3]), batch_step = uint(s_args[4]);
   uint chan_step = uint(s_args[5]), in_sp = uint(s_args[6]), out_sp = uint(s_args[7]);
   uint K = pc.k_count;
+  if (VARIANT == 4u) {
+    // Items (n, ob, sp) in that order; output channels ob * CONV_OCB + j,
+    // j < CONV_OCB, those past O clamped for loads and not stored.
+    uint ax1 = HDR + AXW;
+    uint ow = uint(s_args[ax1]), kh = uint(s_args[HDR + 2u]), kw2 = uint(s_args[ax1 + 2u]);
+    uint row_st = uint(s_args[HDR + 7u]);
+    int st0 = s_args[HDR + 3u], st1 = s_args[ax1 + 3u];
+    int kd0 = s_args[HDR + 6u], kd1 = s_args[ax1 + 6u];
+    uint nb = (O + CONV_OCB - 1u) / CONV_OCB;
+    uint items = pc.n_out / O * nb;
+    for (uint it = nxv_gid(); it < items; it += nxv_nthreads()) {
+      uint rest = it / out_sp;
+      uint sp = it - rest * out_sp;
+      uint n = rest / nb;
+      uint oc0 = (rest - n * nb) * CONV_OCB;
+      uint y = sp / ow, x = sp - y * ow;
+      uint in_base = n * Cin * in_sp;
+      uint kb[CONV_OCB];
+      TC acc4[CONV_OCB];
+      [[unroll]] for (uint j = 0u; j < CONV_OCB; ++j) {
+        kb[j] = min(oc0 + j, O - 1u) * Ck * K;
+        acc4[j] = TC(0);
+      }
+      int p0 = int(y) * st0 - s_args[HDR + 4u];
+      int p1 = int(x) * st1 - s_args[ax1 + 4u];
+      for (uint a = 0u; a < kh; ++a, p0 += kd0) {
+        int i0;
+        if (!axis_pos(HDR, p0, i0)) continue;
+        int q1 = p1;
+        for (uint b = 0u; b < kw2; ++b, q1 += kd1) {
+          int i1;
+          if (!axis_pos(ax1, q1, i1)) continue;
+          uint ai = in_base + uint(i0) * row_st + uint(i1), ki = a * kw2 + b;
+          for (uint c = 0u; c < Ck; ++c) {
+            TC v = T_LD(pc.a.v[ai]);
+            [[unroll]] for (uint j = 0u; j < CONV_OCB; ++j)
+              acc4[j] += MUL(v, T_LD(pc.k.v[kb[j] + ki]));
+            ai += in_sp;
+            ki += K;
+          }
+        }
+      }
+      uint obase = (n * O + oc0) * out_sp + sp;
+      [[unroll]] for (uint j = 0u; j < CONV_OCB; ++j)
+        if (oc0 + j < O) pc.c.v[obase + j * out_sp] = T_ST(acc4[j]);
+    }
+    return;
+  }
   // The innermost spatial axis (none: a single tap): its taps, kernel
   // dilation and arena block.
   uint axl = HDR + AXW * (S > 0u ? S - 1u : 0u);
@@ -207,10 +262,25 @@ void main() {
         if (!taps_offset(S, base, kk, off)) continue;
         uint c = c_lo + cl;
         uint ai = in_base + off + c * in_sp, ki = k_base + c * K + kk;
+        uint as = n_cl * in_sp, ks = n_cl * K;
+        // Four channels' loads issued before their products (added in
+        // channel order): each thread's sum is a chain of loads from L2.
+        for (; c + 3u * n_cl < c_hi; c += 4u * n_cl) {
+          TC a0 = T_LD(pc.a.v[ai]), a1 = T_LD(pc.a.v[ai + as]);
+          TC a2 = T_LD(pc.a.v[ai + 2u * as]), a3 = T_LD(pc.a.v[ai + 3u * as]);
+          TC k0 = T_LD(pc.k.v[ki]), k1 = T_LD(pc.k.v[ki + ks]);
+          TC k2 = T_LD(pc.k.v[ki + 2u * ks]), k3 = T_LD(pc.k.v[ki + 3u * ks]);
+          acc += MUL(a0, k0);
+          acc += MUL(a1, k1);
+          acc += MUL(a2, k2);
+          acc += MUL(a3, k3);
+          ai += 4u * as;
+          ki += 4u * ks;
+        }
         for (; c < c_hi; c += n_cl) {
           acc += MUL(T_LD(pc.a.v[ai]), T_LD(pc.k.v[ki]));
-          ai += n_cl * in_sp;
-          ki += n_cl * K;
+          ai += as;
+          ki += ks;
         }
       }
     }

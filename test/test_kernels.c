@@ -2065,13 +2065,19 @@ NXV_TEST(kernels, matmul) {
       {3, 70, 9, 1100, MM_TA | MM_OFF},
       {2, 128, 10, 2704, MM_TB | MM_REV},
       {1, 1, 130, 1031, MM_BA | MM_BB},
-      /* 4-aligned interior tiles take gemm.comp's unchecked loads: every
-       * layout, a k that ends inside a slice, split k */
+      /* 4-aligned interior tiles take gemm.comp's unchecked loads (128x128
+       * tiles, 64x64 tiles from 128 of them on): every layout, a k that
+       * ends inside a slice, split k */
       {1, 1280, 1280, 16, MM_TA | MM_TB},
-      {1, 256, 256, 40, MM_TA | MM_TB},
-      {1, 256, 256, 20, MM_TB | MM_REV},
-      {2, 256, 128, 24, MM_REV},
+      {1, 768, 768, 40, MM_TA | MM_TB},
+      {1, 1024, 576, 20, MM_TB | MM_REV},
+      {2, 512, 512, 24, MM_REV},
       {1, 128, 128, 1028, MM_TA},
+      /* fewer 64x64 tiles with a short k take matmul.comp: aligned, and a
+       * weight gradient's shape (A transposed, k the batch) */
+      {1, 256, 256, 40, MM_TA | MM_TB},
+      {2, 256, 128, 24, MM_REV},
+      {1, 10, 520, 128, MM_TA},
   };
   /* f16 and bf16 share the f32 kernels' code paths (f32 accumulation). */
   static const nxv_dtype types[] = {NXV_F32, NXV_F64, NXV_S32, NXV_F16, NXV_BF16};
