@@ -262,25 +262,10 @@ void main() {
         if (!taps_offset(S, base, kk, off)) continue;
         uint c = c_lo + cl;
         uint ai = in_base + off + c * in_sp, ki = k_base + c * K + kk;
-        uint as = n_cl * in_sp, ks = n_cl * K;
-        // Four channels' loads issued before their products (added in
-        // channel order): each thread's sum is a chain of loads from L2.
-        for (; c + 3u * n_cl < c_hi; c += 4u * n_cl) {
-          TC a0 = T_LD(pc.a.v[ai]), a1 = T_LD(pc.a.v[ai + as]);
-          TC a2 = T_LD(pc.a.v[ai + 2u * as]), a3 = T_LD(pc.a.v[ai + 3u * as]);
-          TC k0 = T_LD(pc.k.v[ki]), k1 = T_LD(pc.k.v[ki + ks]);
-          TC k2 = T_LD(pc.k.v[ki + 2u * ks]), k3 = T_LD(pc.k.v[ki + 3u * ks]);
-          acc += MUL(a0, k0);
-          acc += MUL(a1, k1);
-          acc += MUL(a2, k2);
-          acc += MUL(a3, k3);
-          ai += 4u * as;
-          ki += 4u * ks;
-        }
         for (; c < c_hi; c += n_cl) {
           acc += MUL(T_LD(pc.a.v[ai]), T_LD(pc.k.v[ki]));
-          ai += as;
-          ki += ks;
+          ai += n_cl * in_sp;
+          ki += n_cl * K;
         }
       }
     }
