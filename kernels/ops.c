@@ -2120,7 +2120,6 @@ nxv_status nxv_window_scatter(nxv_device *d, const nxv_window_scatter_desc *w,
     *out = tout;
     return NXV_OK;
   }
-  nxv_status st = nxv_tensor_new(d, NXV_U32, n_src ? n_src : 1, &sel);
   uint32_t opc = w->is_min ? 1u : 0u;
   /* Every axis but the last two a plain batch axis (as many windows as
    * elements): the kernel's two-axis walks. */
@@ -2129,6 +2128,33 @@ nxv_status nxv_window_scatter(nxv_device *d, const nxv_window_scatter_desc *w,
     const uint32_t *a = args + WINSCATTER_AXW * i;
     planes = a[2] == 1 && a[3] == 1 && a[4] == 0 && a[5] == a[0];
   }
+  /* Windows that tile the last two axes exactly (strides equal to the
+   * window, no low padding, windows covering each axis), as a max pool's
+   * gradient has, with an operand of the result's type: one pass, a
+   * thread per window selecting and writing its window (on an H100 the
+   * two passes over a 128x16x26x26 pool took 7.6 and 21 us). */
+  bool tiled = planes && ta == t;
+  for (uint32_t i = R >= 2 ? R - 2 : R; i < R && tiled; i++) {
+    const uint32_t *a = args + WINSCATTER_AXW * i;
+    tiled = a[2] == a[3] && a[4] == 0 && (uint64_t)a[5] * a[2] == a[0];
+  }
+  if (tiled) {
+    pc_winscatter pc = {.a = w->a->buf->addr, .sel = w->source->buf->addr,
+                        .c = tout->buf->addr, .init = w->init->buf->addr,
+                        .n = (uint32_t)n_src, .rank = R, .win_count = (uint32_t)wc,
+                        .planes = 1};
+    nxv_tensor *use[4] = {w->a, w->source, w->init, tout};
+    const bool write[4] = {false, false, false, true};
+    nxv_status st = winscatter_pass(d, t, opc, 2, &pc, args, n_src * (wc + 1) + n_in, use,
+                                    write, 4);
+    if (st != NXV_OK) {
+      nxv_tensor_release(tout);
+      return st;
+    }
+    *out = tout;
+    return NXV_OK;
+  }
+  nxv_status st = nxv_tensor_new(d, NXV_U32, n_src ? n_src : 1, &sel);
   if (st == NXV_OK && n_src) {
     pc_winscatter pc = {.a = w->a->buf->addr, .sel = sel->buf->addr, .n = (uint32_t)n_src,
                         .rank = R, .win_count = (uint32_t)wc, .planes = planes};

@@ -22,6 +22,13 @@
 // element sums, starting from init, the source values of the windows that
 // selected it, in window order (row-major over the windows).
 //
+// VARIANT 2 (select and scatter in one pass, for windows that tile the
+// last two axes exactly, every other axis a plain batch axis, and an
+// operand of the result's type T): one thread per window selects as
+// VARIANT 0 does and writes every position of its window: init + source
+// at the selected one, init elsewhere (each position lies in exactly one
+// window, so these are VARIANT 1's sums). sel holds the source's address.
+//
 // The arena holds per axis d: in_dim, in_stride, win, stride, pad_lo
 // (signed), src_dim (windows along the axis), src_stride: 7 words each.
 #include "common.glsl"
@@ -149,6 +156,33 @@ void select_window2(uint w, uint A, uint B) {
   pc.sel.v[w] = best;
 }
 
+void select_scatter2(uint w, uint A, uint B) {
+  uint nh = uint(s_args[A + 5u]), nw = uint(s_args[B + 5u]);
+  uint iw = uint(s_args[B]);
+  uint wh = uint(s_args[A + 2u]), ww = uint(s_args[B + 2u]);
+  uint plane = w / (nh * nw), r = w - plane * (nh * nw);
+  uint y = r / nw, x = r - y * nw;
+  uint base = (plane * nh * wh + y * wh) * iw + x * ww;
+  uint best = 0u;
+  TC acc = TC(0);
+  for (uint i = 0u; i < wh; ++i)
+    for (uint j = 0u; j < ww; ++j) {
+      uint off = base + i * iw + j;
+      TC v = T_LD(pc.a.v[off]);
+      if ((i == 0u && j == 0u) || (OP == 0u ? v >= acc : v <= acc)) {
+        best = off;
+        acc = v;
+      }
+    }
+  TC init = T_LD(pc.init.v[0]);
+  TC hit = init + T_LD(BufT(uint64_t(pc.sel)).v[w]);
+  for (uint i = 0u; i < wh; ++i)
+    for (uint j = 0u; j < ww; ++j) {
+      uint off = base + i * iw + j;
+      pc.c.v[off] = T_ST(off == best ? hit : init);
+    }
+}
+
 // The windows along one axis that contain coordinate y (after padding):
 // [lo, lo + count).
 void axis_windows(uint ax, int y, out int lo, out int count) {
@@ -186,7 +220,8 @@ void main() {
     uint A = AXW * (R - 2u), B = AXW * (R - 1u);
     for (uint i = nxv_gid(); i < pc.n; i += nxv_nthreads()) {
       if (VARIANT == 0u) select_window2(i, A, B);
-      else scatter_element2(i, A, B);
+      else if (VARIANT == 1u) scatter_element2(i, A, B);
+      else select_scatter2(i, A, B);
     }
     return;
   }
