@@ -3,9 +3,11 @@
  * nxv_matmul alone (transposed operands are strides, never copies):
  *
  * - matmul: C[M,N] = A[M,K] B[K,N], both row-major; squares 256 .. 8192 and
- *   the MLP shapes 128x784x512, 128x512x512, 128x512x10 (shape MxKxN).
- * - matmul_tn: C = A^T B with A stored [K,M] row-major: 784x128x512 and
- *   4096x4096x4096 (MxKxN).
+ *   the MLP and CNN shapes 128x784x512, 128x512x512, 128x512x10, 128x2704x10
+ *   (shape MxKxN).
+ * - matmul_tn: C = A^T B with A stored [K,M] row-major: 2704x128x10,
+ *   784x128x512, the training steps' weight gradients 512x128x784,
+ *   10x128x512 and 10x128x2704, and 4096x4096x4096 (MxKxN).
  * - matmul_nt: C = A B^T with B stored [N,K]: 128x512x784, 4096^3.
  * - matmul_batched: BxMxKxN = 32x256x256x256 and 8x1024x1024x1024.
  *
