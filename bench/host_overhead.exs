@@ -27,8 +27,7 @@ nif_chain = fn dev, n ->
   :ok = NIF.synchronize(dev)
   t0 = System.monotonic_time(:nanosecond)
 
-  x =
-    Enum.reduce(1..n, x0, fn _, acc -> NIF.binary(:add, [16], acc, 0, nil, one, 0, nil) end)
+  x = Enum.reduce(1..n, x0, fn _, acc -> NIF.binary(:add, [16], acc, 0, nil, one, 0, nil) end)
 
   t1 = System.monotonic_time(:nanosecond)
   <<v::float-32-native, _::binary>> = NIF.download(x, 0, 16)

@@ -128,6 +128,11 @@ defmodule NxBench.Steps do
     {Nx.Defn.compile(step_fun, [params, x, y], compiler: Nx.Defn.Evaluator), params, x, y}
   end
 
+  # A [:nx_vulkan, :submit] telemetry handler: stores each batch's {ops,
+  # GPU ns} in the ordered ETS table, keyed in arrival order.
+  def record_submit(_event, m, _meta, table),
+    do: :ets.insert(table, {System.unique_integer([:monotonic]), m.ops, m.gpu_time_ns})
+
   # n steps from params, each loss read back (as a training loop that
   # logs it would): the last parameters.
   def run(step, n, params, x, y) do

@@ -67,12 +67,6 @@ if rest != [] or invalid != [] or windows == [] or rounds < 1 or warmup < 1 or s
 
 Code.require_file("models.exs", __DIR__)
 
-defmodule NxBench.StepGpu do
-  @moduledoc false
-  def record(_event, m, _meta, table),
-    do: :ets.insert(table, {System.unique_integer([:monotonic]), m.ops, m.gpu_time_ns})
-end
-
 Nx.default_backend(Nx.Vulkan.Backend)
 info = Nx.Vulkan.NIF.device_info(Nx.Vulkan.default_device_index())
 IO.puts("#{info.name} (#{info.driver_name} #{info.driver_info})")
@@ -85,7 +79,7 @@ for round <- 1..rounds, model <- models, window <- windows do
   run = fn n, p -> NxBench.Steps.run(step, n, p, x, y) end
 
   table = :ets.new(:step_gpu, [:public, :ordered_set])
-  :telemetry.attach("step-gpu", [:nx_vulkan, :submit], &NxBench.StepGpu.record/4, table)
+  :telemetry.attach("step-gpu", [:nx_vulkan, :submit], &NxBench.Steps.record_submit/4, table)
   # The handler takes effect within one telemetry interval.
   Process.sleep(2 * interval)
   p = run.(warmup, params)

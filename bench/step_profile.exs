@@ -34,12 +34,6 @@ end
 
 Code.require_file("models.exs", __DIR__)
 
-defmodule NxBench.StepProfile do
-  @moduledoc false
-  def record(_event, m, _meta, table),
-    do: :ets.insert(table, {System.unique_integer([:monotonic]), m.ops, m.gpu_time_ns})
-end
-
 Nx.Vulkan.reopen(nil, %{max_batch_nodes: 1})
 Nx.default_backend(Nx.Vulkan.Backend)
 
@@ -52,7 +46,7 @@ table = :ets.new(:step_profile, [:public, :ordered_set])
 :telemetry.attach(
   "step-profile",
   [:nx_vulkan, :submit],
-  &NxBench.StepProfile.record/4,
+  &NxBench.Steps.record_submit/4,
   table
 )
 
