@@ -500,6 +500,17 @@ nxv_status nxv_binary(nxv_device *device, nxv_binary_op op, uint32_t rank,
                       const int64_t *shape, const nxv_view *a,
                       const nxv_view *b, nxv_tensor **out_tensor);
 
+/* nxv_binary with one operand a scalar given by value: out[i] = value op
+ * x[i] when scalar_first, else x[i] op value. value is one element of x's
+ * dtype (its bytes as a tensor holds them; read before the call returns);
+ * x's dtype must be at most 8 bytes wide (not c128: NXV_ERR_UNSUPPORTED).
+ * Where x is contiguous (or broadcast from one element) the value travels
+ * in the kernel's push constants: no buffer, no device op besides the
+ * kernel; otherwise it is first filled into a one-element tensor. */
+nxv_status nxv_binary_scalar(nxv_device *device, nxv_binary_op op, uint32_t rank,
+                             const int64_t *shape, const nxv_view *x, bool scalar_first,
+                             const void *value, nxv_tensor **out_tensor);
+
 /* out[i] = op(a[i]) over shape; out has a's dtype, except abs, real, imag
  * and phase of a complex dtype, which have its component type. */
 nxv_status nxv_unary(nxv_device *device, nxv_unary_op op, uint32_t rank,
@@ -515,6 +526,12 @@ nxv_status nxv_unary(nxv_device *device, nxv_unary_op op, uint32_t rank,
 nxv_status nxv_compare(nxv_device *device, nxv_compare_op op, uint32_t rank,
                        const int64_t *shape, const nxv_view *a,
                        const nxv_view *b, nxv_tensor **out_tensor);
+
+/* nxv_compare with one operand a scalar given by value, as
+ * nxv_binary_scalar. */
+nxv_status nxv_compare_scalar(nxv_device *device, nxv_compare_op op, uint32_t rank,
+                              const int64_t *shape, const nxv_view *x, bool scalar_first,
+                              const void *value, nxv_tensor **out_tensor);
 
 /* out[i] = pred[i] != 0 ? on_true[i] : on_false[i] over shape; pred is u8,
  * on_true and on_false share the result's dtype (any). */

@@ -390,20 +390,32 @@ static bool tiled_fits(nxv_device *d, uint32_t r, const int64_t *shape,
  * broadcast scalar operand and, where allow_vec, bit 2 enables 4-wide
  * accesses (unary and binary kernels). Strided operands take the kernel's
  * tiled variant tiled_variant where it has one (not 0) and the collapsed
- * shape suits it (tiled_fits), else variant 1. */
+ * shape suits it (tiled_fits), else variant 1.
+ * One operand of a binary or compare kernel may be an immediate scalar:
+ * views[o] NULL and imm one element of in_types[o] (at most 8 bytes). In
+ * the contiguous variant its bits travel in pc.args (flag bit 3 + o,
+ * nxv_imm in common.glsl); otherwise, where the kernel reads operands
+ * through strides, it is first filled into a one-element tensor. */
 static nxv_status elementwise(nxv_device *d, const char *opname,
                               nxv_spv_module module, uint32_t op, int nops,
                               uint32_t rank, const int64_t *shape_in,
-                              const nxv_view *const views[3],
+                              const nxv_view *const views_in[3],
                               const nxv_dtype in_types[3], nxv_dtype out_type,
                               bool allow_vec, uint32_t tiled_variant,
-                              nxv_tensor **out) {
+                              const void *imm, nxv_tensor **out) {
   uint64_t n;
   NXV_TRY(check_shape(rank, shape_in, &n));
   int64_t shape[NXV_MAX_RANK], strides[3][NXV_MAX_RANK];
   if (rank) memcpy(shape, shape_in, rank * sizeof *shape); /* NULL at rank 0 */
   static const char *const names[3] = {"operand a", "operand b", "operand c"};
+  const nxv_view *views[3] = {views_in[0], views_in[1], views_in[2]};
+  int imm_o = -1; /* the immediate operand, if any */
   for (int o = 0; o < nops; o++) {
+    if (!views[o] && imm && imm_o < 0) {
+      imm_o = o;
+      for (uint32_t i = 0; i < rank; i++) strides[o][i] = 0;
+      continue;
+    }
     NXV_TRY(resolve_view(d, names[o], views[o], rank, shape, n, strides[o]));
     if (views[o]->tensor->dtype != in_types[o])
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: %s is %s, expected %s",
@@ -421,12 +433,27 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
   for (int o = 0; o < nops && contiguous; o++)
     if (r == 1 && strides[o][0] != 1 && strides[o][0] != 0) contiguous = false;
   bool tiled = !contiguous && tiled_variant && tiled_fits(d, r, shape, in_types[0]);
+  /* A strided kernel reads every operand from memory: the immediate
+   * becomes a one-element tensor (stride 0 along every axis). */
+  nxv_tensor *imm_t = NULL;
+  nxv_view imm_v;
+  if (imm_o >= 0 && !contiguous) {
+    nxv_status st = nxv_fill(d, in_types[imm_o], 1, imm, &imm_t);
+    if (st != NXV_OK) {
+      nxv_tensor_release(t);
+      return st;
+    }
+    imm_v = (nxv_view){imm_t, 0, NULL};
+    views[imm_o] = &imm_v;
+    imm_o = -1;
+  }
   uint32_t args_words = contiguous ? 0
                         : tiled    ? 2 + 4 * (uint32_t)nops
                                    : (uint32_t)(nops + 1) * r + (uint32_t)nops;
   nxv_node *node = nxv_node_new(args_words);
   if (!node) {
     nxv_tensor_release(t);
+    nxv_tensor_release(imm_t);
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
   }
   pc_ew pc = {0};
@@ -438,6 +465,13 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
   if (contiguous) {
     bool vec = allow_vec;
     for (int o = 0; o < nops; o++) {
+      if (o == imm_o) {
+        /* Its slot gets another operand's address: valid, never read. */
+        pc.flags |= 8u << o;
+        memcpy(&pc.args, imm, nxv_dtype_size(in_types[o]));
+        *slots[o] = views[o == 0 ? 1 : 0]->tensor->buf->addr;
+        continue;
+      }
       const nxv_view *v = views[o];
       size_t es = nxv_dtype_size(in_types[o]);
       bool scalar = r == 0 || strides[o][0] == 0;
@@ -503,8 +537,10 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
     node->groups[1] = node->groups[2] = 1;
   }
   node->cost = n * (uint64_t)(nops + 1);
-  for (int o = 0; o < nops; o++) node_use(node, views[o]->tensor, false);
+  for (int o = 0; o < nops; o++)
+    if (o != imm_o) node_use(node, views[o]->tensor, false);
   node_use(node, t, true);
+  nxv_tensor_release(imm_t); /* the node holds its buffer */
   nxv_status st = push_dispatch(d, node, module, op, variant);
   if (st != NXV_OK) {
     nxv_tensor_release(t);
@@ -548,14 +584,30 @@ bool nxv_unary_supported(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
   return (unary_ops(t) >> op) & 1u;
 }
 
-nxv_status nxv_binary(nxv_device *d, nxv_binary_op op, uint32_t rank,
-                      const int64_t *shape, const nxv_view *a,
-                      const nxv_view *b, nxv_tensor **out) {
-  if (!d || !out || !a || !b || !a->tensor)
+/* The operand dtype of a two-operand op with operand x and, when imm is
+ * set, an immediate scalar (the other operand): checks both. */
+static nxv_status two_operands(const char *what, const nxv_view *x, const void *imm,
+                               nxv_dtype *out_t) {
+  if (!x || !x->tensor) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL argument", what);
+  *out_t = x->tensor->dtype;
+  if (imm && nxv_dtype_size(*out_t) > 8)
+    return nxv_fail(NXV_ERR_UNSUPPORTED,
+                    "%s: immediate operands of %s are not supported (pass a tensor)", what,
+                    nxv_dtype_name(*out_t));
+  return NXV_OK;
+}
+
+/* nxv_binary and nxv_binary_scalar: a op b, one of a and b (NULL) the
+ * immediate imm when imm is set. */
+static nxv_status binary_op(nxv_device *d, nxv_binary_op op, uint32_t rank,
+                            const int64_t *shape, const nxv_view *a, const nxv_view *b,
+                            const void *imm, nxv_tensor **out) {
+  if (!d || !out || (!imm && (!a || !b)))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "binary: NULL argument");
   if ((unsigned)op >= NXV_BINARY_OP_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "binary: invalid op %d", (int)op);
-  nxv_dtype t = a->tensor->dtype;
+  nxv_dtype t;
+  NXV_TRY(two_operands("binary", a ? a : b, imm, &t));
   NXV_TRY(check_type(d, t, nxv_binary_op_name(op)));
   if (!((binary_ops(t) >> op) & 1u))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
@@ -563,7 +615,21 @@ nxv_status nxv_binary(nxv_device *d, nxv_binary_op op, uint32_t rank,
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_binary_op_name(op), family(NXV_SPV_BINARY_S8, t), op,
-                     2, rank, shape, views, types, t, vec_ok(t), 2, out);
+                     2, rank, shape, views, types, t, vec_ok(t), 2, imm, out);
+}
+
+nxv_status nxv_binary(nxv_device *d, nxv_binary_op op, uint32_t rank,
+                      const int64_t *shape, const nxv_view *a,
+                      const nxv_view *b, nxv_tensor **out) {
+  return binary_op(d, op, rank, shape, a, b, NULL, out);
+}
+
+nxv_status nxv_binary_scalar(nxv_device *d, nxv_binary_op op, uint32_t rank,
+                             const int64_t *shape, const nxv_view *x, bool scalar_first,
+                             const void *value, nxv_tensor **out) {
+  if (!value) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "binary: NULL argument");
+  return scalar_first ? binary_op(d, op, rank, shape, NULL, x, value, out)
+                      : binary_op(d, op, rank, shape, x, NULL, value, out);
 }
 
 nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
@@ -593,7 +659,7 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_unary_op_name(op), m, op, 1, rank, shape, views,
-                     types, to, vec_ok(t) && vec_ok(to), 3, out);
+                     types, to, vec_ok(t) && vec_ok(to), 3, NULL, out);
 }
 
 nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
@@ -607,17 +673,20 @@ nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {from, from, from};
   return elementwise(d, "as_type", unary_module(from, dtype), NXV_COPY, 1, rank,
-                     shape, views, types, dtype, vec_ok(from) && vec_ok(dtype), 3, out);
+                     shape, views, types, dtype, vec_ok(from) && vec_ok(dtype), 3, NULL,
+                     out);
 }
 
-nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
-                       const int64_t *shape, const nxv_view *a,
-                       const nxv_view *b, nxv_tensor **out) {
-  if (!d || !out || !a || !b || !a->tensor)
+/* nxv_compare and nxv_compare_scalar, as binary_op. */
+static nxv_status compare_op(nxv_device *d, nxv_compare_op op, uint32_t rank,
+                             const int64_t *shape, const nxv_view *a, const nxv_view *b,
+                             const void *imm, nxv_tensor **out) {
+  if (!d || !out || (!imm && (!a || !b)))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "compare: NULL argument");
   if ((unsigned)op >= NXV_COMPARE_OP_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "compare: invalid op %d", (int)op);
-  nxv_dtype t = a->tensor->dtype;
+  nxv_dtype t;
+  NXV_TRY(two_operands("compare", a ? a : b, imm, &t));
   const char *name = nxv_compare_op_name(op);
   NXV_TRY(check_type(d, t, name));
   NXV_TRY(check_type(d, NXV_U8, name)); /* the result */
@@ -627,7 +696,21 @@ nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, name, family(NXV_SPV_COMPARE_S8, t), op, 2, rank, shape,
-                     views, types, NXV_U8, false, 0, out);
+                     views, types, NXV_U8, false, 0, imm, out);
+}
+
+nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
+                       const int64_t *shape, const nxv_view *a,
+                       const nxv_view *b, nxv_tensor **out) {
+  return compare_op(d, op, rank, shape, a, b, NULL, out);
+}
+
+nxv_status nxv_compare_scalar(nxv_device *d, nxv_compare_op op, uint32_t rank,
+                              const int64_t *shape, const nxv_view *x, bool scalar_first,
+                              const void *value, nxv_tensor **out) {
+  if (!value) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "compare: NULL argument");
+  return scalar_first ? compare_op(d, op, rank, shape, NULL, x, value, out)
+                      : compare_op(d, op, rank, shape, x, NULL, value, out);
 }
 
 nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
@@ -641,7 +724,7 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
   const nxv_view *const views[3] = {pred, on_true, on_false};
   const nxv_dtype types[3] = {NXV_U8, t, t};
   return elementwise(d, "select", family(NXV_SPV_SELECT_S8, t), 0, 3, rank, shape,
-                     views, types, t, false, 0, out);
+                     views, types, t, false, 0, NULL, out);
 }
 
 /* Checks instruction k of a fused program over ninputs inputs of type t;

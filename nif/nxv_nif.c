@@ -905,6 +905,47 @@ static void release_views(view_arg *v, int nviews) {
   for (int i = 0; i < nviews; i++) nxv_tensor_release(v[i].t);
 }
 
+/* Decodes the operands of binary/8 and compare/8 (argv: shape, then a
+ * and b as tensor, offset, strides each). Either operand may instead be a
+ * binary: one element of the other operand's type, an immediate scalar
+ * (offset 0, strides nil). On success v[0], v[1] hold the tensors (one
+ * NULL where *out_imm is set, pointing into argv's binary; *out_imm_first
+ * says which) and the caller releases them with release_views. */
+static ERL_NIF_TERM decode_two(ErlNifEnv *env, const char *what, const ERL_NIF_TERM argv[],
+                               int64_t *shape, unsigned *rank, view_arg v[2],
+                               const void **out_imm, bool *out_imm_first) {
+  *out_imm = NULL;
+  *out_imm_first = false;
+  int imm_at = enif_is_binary(env, argv[1]) ? 0 : enif_is_binary(env, argv[4]) ? 1 : -1;
+  if (imm_at < 0) return decode_views(env, what, argv, 2, shape, rank, v);
+  if (!get_int_list(env, argv[0], shape, rank))
+    return raise_argument(env, "%s: shape must be a list of at most %d integers", what,
+                          NXV_MAX_RANK);
+  const ERL_NIF_TERM *it = argv + 1 + 3 * imm_at, *xt = argv + 1 + 3 * (1 - imm_at);
+  char label[96];
+  snprintf(label, sizeof label, "%s operand %c", what, imm_at ? 'a' : 'b');
+  view_arg *x = &v[1 - imm_at];
+  ERL_NIF_TERM e = get_view(env, label, xt, *rank, x);
+  if (!enif_is_identical(e, am_ok)) return e;
+  v[imm_at].t = NULL;
+  ErlNifBinary bin;
+  int64_t off;
+  nxv_dtype t = nxv_tensor_dtype(x->t);
+  size_t es = nxv_dtype_size(t);
+  if (!enif_inspect_binary(env, it[0], &bin) || bin.size != es || !get_i64(env, it[1], &off) ||
+      off != 0 || !enif_is_identical(it[2], am_nil)) {
+    nxv_tensor_release(x->t);
+    x->t = NULL;
+    return raise_argument(env,
+                          "%s operand %c: an immediate operand must be one %s element "
+                          "(%zu bytes) with offset 0 and strides nil",
+                          what, imm_at ? 'b' : 'a', nxv_dtype_name(t), es);
+  }
+  *out_imm = bin.data;
+  *out_imm_first = imm_at == 0;
+  return am_ok;
+}
+
 static ERL_NIF_TERM nif_binary(ErlNifEnv *env, int argc,
                                const ERL_NIF_TERM argv[]) {
   (void)argc;
@@ -913,13 +954,24 @@ static ERL_NIF_TERM nif_binary(ErlNifEnv *env, int argc,
   int64_t shape[NXV_MAX_RANK];
   unsigned rank;
   view_arg v[2];
-  ERL_NIF_TERM e = decode_views(env, "binary", argv + 1, 2, shape, &rank, v);
+  const void *imm;
+  bool imm_first;
+  ERL_NIF_TERM e = decode_two(env, "binary", argv + 1, shape, &rank, v, &imm, &imm_first);
   if (!enif_is_identical(e, am_ok)) return e;
-  nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
   nxv_tensor *out = NULL;
-  nxv_status st = nxv_binary(nxv_tensor_device(v[0].t), (nxv_binary_op)op, rank,
-                             shape, &va, &vb, &out);
-  release_views(v, 2);
+  nxv_status st;
+  if (imm) {
+    view_arg *x = &v[imm_first ? 1 : 0];
+    nxv_view vx = to_view(x);
+    st = nxv_binary_scalar(nxv_tensor_device(x->t), (nxv_binary_op)op, rank, shape, &vx,
+                           imm_first, imm, &out);
+    nxv_tensor_release(x->t);
+  } else {
+    nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
+    st = nxv_binary(nxv_tensor_device(v[0].t), (nxv_binary_op)op, rank, shape, &va, &vb,
+                    &out);
+    release_views(v, 2);
+  }
   return op_result(env, st, out, nxv_binary_op_name((nxv_binary_op)op));
 }
 
@@ -931,13 +983,24 @@ static ERL_NIF_TERM nif_compare(ErlNifEnv *env, int argc,
   int64_t shape[NXV_MAX_RANK];
   unsigned rank;
   view_arg v[2];
-  ERL_NIF_TERM e = decode_views(env, "compare", argv + 1, 2, shape, &rank, v);
+  const void *imm;
+  bool imm_first;
+  ERL_NIF_TERM e = decode_two(env, "compare", argv + 1, shape, &rank, v, &imm, &imm_first);
   if (!enif_is_identical(e, am_ok)) return e;
-  nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
   nxv_tensor *out = NULL;
-  nxv_status st = nxv_compare(nxv_tensor_device(v[0].t), (nxv_compare_op)op, rank,
-                              shape, &va, &vb, &out);
-  release_views(v, 2);
+  nxv_status st;
+  if (imm) {
+    view_arg *x = &v[imm_first ? 1 : 0];
+    nxv_view vx = to_view(x);
+    st = nxv_compare_scalar(nxv_tensor_device(x->t), (nxv_compare_op)op, rank, shape, &vx,
+                            imm_first, imm, &out);
+    nxv_tensor_release(x->t);
+  } else {
+    nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
+    st = nxv_compare(nxv_tensor_device(v[0].t), (nxv_compare_op)op, rank, shape, &va, &vb,
+                     &out);
+    release_views(v, 2);
+  }
   return op_result(env, st, out, nxv_compare_op_name((nxv_compare_op)op));
 }
 

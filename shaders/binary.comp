@@ -4,7 +4,8 @@
 // binary.comp - c[i] = a[i] OP b[i] for one element type T (T_ID), computed
 // in TC and wrapped or rounded to T on store.
 // VARIANT 0: contiguous operands (flags bit0/bit1: a/b is a broadcast
-//            scalar; bit2: 4-wide vector loads allowed).
+//            scalar; bit2: 4-wide vector loads allowed; bit3/bit4: a/b is
+//            an immediate scalar, its bits in pc.args, nxv_imm).
 // VARIANT 1: strided operands; the argument arena holds
 //            shape[rank], a_strides[rank], b_strides[rank], a_off, b_off.
 // VARIANT 2: strided operands, output collapsed to at most three axes:
@@ -69,10 +70,17 @@ void main() {
   uint gid = nxv_gid();
   uint stride = nxv_nthreads();
   if (VARIANT == 0) {
-    bool a_scalar = (pc.flags & 1u) != 0u;
-    bool b_scalar = (pc.flags & 2u) != 0u;
-    TC sa = a_scalar ? T_LD(pc.a.v[0]) : TC(0);
-    TC sb = b_scalar ? T_LD(pc.b.v[0]) : TC(0);
+    // A scalar operand comes from its buffer (flag bit 0 / 1) or, as an
+    // immediate, from pc.args's bits (bit 3 / 4; its slot then holds a
+    // valid address that is never read).
+    bool a_scalar = (pc.flags & 9u) != 0u;
+    bool b_scalar = (pc.flags & 18u) != 0u;
+    TC sa = (pc.flags & 1u) != 0u ? T_LD(pc.a.v[0]) : TC(0);
+    TC sb = (pc.flags & 2u) != 0u ? T_LD(pc.b.v[0]) : TC(0);
+#ifdef NXV_IMM
+    if ((pc.flags & 8u) != 0u) sa = nxv_imm(uint64_t(pc.args));
+    if ((pc.flags & 16u) != 0u) sb = nxv_imm(uint64_t(pc.args));
+#endif
     uint start = 0u;
 #if T_VEC
     if ((pc.flags & 4u) != 0u) {

@@ -27,6 +27,35 @@ uint16_t nxv_bf16_st(float c) {
 }
 #endif
 
+#if defined(T_KIND) && !(T_KIND == KIND_COMPLEX && TC_BITS == 64)
+// An immediate operand: one element of T given as its bits (the low T_BITS
+// of bits, as the buffer would hold them), in the compute type. Kernels
+// with such operands (binary.comp, compare.comp) take the bits from push
+// constants instead of reading a one-element buffer. Not for c128, whose
+// 16 bytes do not fit.
+#define NXV_IMM 1
+TC nxv_imm(uint64_t bits) {
+  uint lo = uint(bits);
+#if T_ID == 8
+  return unpackHalf2x16(lo).x;
+#elif defined(T_BF16)
+  return uintBitsToFloat(lo << 16);
+#elif T_KIND == KIND_COMPLEX
+  return vec2(uintBitsToFloat(lo), uintBitsToFloat(uint(bits >> 32)));
+#elif T_KIND == KIND_FLOAT && TC_BITS == 64
+  return packDouble2x32(uvec2(lo, uint(bits >> 32)));
+#elif T_KIND == KIND_FLOAT
+  return uintBitsToFloat(lo);
+#elif TC_BITS == 64
+  return TC(bits);
+#elif T_KIND == KIND_SINT
+  return bitfieldExtract(int(lo), 0, T_BITS);
+#else
+  return bitfieldExtract(lo, 0, T_BITS);
+#endif
+}
+#endif
+
 // Grid-stride helpers.
 uint nxv_gid() { return gl_GlobalInvocationID.x; }
 uint nxv_nthreads() { return gl_NumWorkGroups.x * gl_WorkGroupSize.x; }

@@ -6,7 +6,8 @@
 // (T_ID; loaded and compared as TC). OP follows nxv_compare_op in include/nxv.h:
 // comparisons follow IEEE 754 (any comparison with NaN is false, except
 // not_equal); logical ops treat every non-zero value (NaN too) as true.
-// VARIANT 0: contiguous (flags bit0/bit1: a/b is a broadcast scalar);
+// VARIANT 0: contiguous (flags bit0/bit1: a/b is a broadcast scalar;
+// bit3/bit4: a/b is an immediate scalar, its bits in pc.args, nxv_imm);
 // VARIANT 1: strided, the arena holds shape[rank], a_strides[rank],
 // b_strides[rank], a_off, b_off.
 #include "common.glsl"
@@ -34,10 +35,17 @@ void main() {
   uint gid = nxv_gid();
   uint stride = nxv_nthreads();
   if (VARIANT == 0) {
-    bool a_scalar = (pc.flags & 1u) != 0u;
-    bool b_scalar = (pc.flags & 2u) != 0u;
-    TC sa = a_scalar ? T_LD(pc.a.v[0]) : TC(0);
-    TC sb = b_scalar ? T_LD(pc.b.v[0]) : TC(0);
+    // A scalar operand comes from its buffer (flag bit 0 / 1) or, as an
+    // immediate, from pc.args's bits (bit 3 / 4; its slot then holds a
+    // valid address that is never read).
+    bool a_scalar = (pc.flags & 9u) != 0u;
+    bool b_scalar = (pc.flags & 18u) != 0u;
+    TC sa = (pc.flags & 1u) != 0u ? T_LD(pc.a.v[0]) : TC(0);
+    TC sb = (pc.flags & 2u) != 0u ? T_LD(pc.b.v[0]) : TC(0);
+#ifdef NXV_IMM
+    if ((pc.flags & 8u) != 0u) sa = nxv_imm(uint64_t(pc.args));
+    if ((pc.flags & 16u) != 0u) sb = nxv_imm(uint64_t(pc.args));
+#endif
     for (uint i = gid; i < pc.n; i += stride) {
       TC x = a_scalar ? sa : T_LD(pc.a.v[i]);
       TC y = b_scalar ? sb : T_LD(pc.b.v[i]);

@@ -2217,6 +2217,20 @@ NXV_TEST(kernels, bad_inputs) {
     EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &va, NULL, &out));
     EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &vnull, &vb, &out));
     EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &va, &vnull, &out));
+    /* nxv_binary_scalar and nxv_compare_scalar */
+    const float one = 1.0f;
+    EXPECT_FAIL(I, out, nxv_binary_scalar(d, NXV_ADD, 1, shape, &va, false, NULL, &out));
+    EXPECT_FAIL(I, out, nxv_binary_scalar(d, NXV_ADD, 1, shape, NULL, false, &one, &out));
+    EXPECT_FAIL(I, out, nxv_binary_scalar(d, NXV_ADD, 1, shape, &vnull, true, &one, &out));
+    EXPECT_FAIL(I, out, nxv_binary_scalar(NULL, NXV_ADD, 1, shape, &va, false, &one, &out));
+    EXPECT_FAIL(I, out, nxv_binary_scalar(d, NXV_ADD, 1, five, &va, false, &one, &out));
+    EXPECT_FAIL(I, out, nxv_binary_scalar(d, NXV_ADD, 1, shape, &voff, false, &one, &out));
+    EXPECT_FAIL(I, out,
+                nxv_binary_scalar(d, NXV_BINARY_OP_COUNT, 1, shape, &va, false, &one, &out));
+    EXPECT_FAIL(I, out, nxv_compare_scalar(d, NXV_LESS, 1, shape, &va, true, NULL, &out));
+    EXPECT_FAIL(I, out, nxv_compare_scalar(d, NXV_LESS, 1, shape, NULL, true, &one, &out));
+    EXPECT_FAIL(I, out,
+                nxv_compare_scalar(d, NXV_COMPARE_OP_COUNT, 1, shape, &va, true, &one, &out));
     EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, NULL, &va, &vb, &out));
     EXPECT_FAIL(I, out,
                 nxv_binary(d, NXV_ADD, NXV_MAX_RANK + 1, big, &va, &vb, &out));

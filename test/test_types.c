@@ -394,6 +394,43 @@ static void run_binary(nxv_device *d, nxv_dtype t, nxv_binary_op op, uint64_t *r
       check_out(tag, t, result(st, out, tag), N, runs[i].exp, ulps, abs_tol, t,
                 a, runs[i].ya);
     }
+    /* The scalar as an immediate (nxv_binary_scalar), on either side: x
+     * contiguous (its bits in push constants), x reversed (filled into a
+     * one-element tensor first), and rank 0. */
+    static val ef[N];
+    static double abs_tol_f[N];
+    for (size_t i = 0; i < N; i++) {
+      ef[i] = ref_binary(op, t, bsv[i], b[i]);
+      abs_tol_f[i] = rem_abs ? 4 * eps_of(t) * fabs(bsv[i].f) : 0;
+    }
+    uint8_t value[8] = {0};
+    store_raw(t, value, 0, nxv_test_encode(t, bsv[0]));
+    struct {
+      const char *name;
+      const nxv_view *x;
+      bool first;
+      const val *exp, *xa, *ya;
+      const double *tol;
+    } imm_runs[3] = {{"immediate b", &va, false, es, a, bsv, abs_tol},
+                     {"immediate b, reversed a", &var, false, es, a, bsv, abs_tol},
+                     {"immediate a", &vb, true, ef, bsv, b, abs_tol_f}};
+    for (int i = 0; i < 3; i++) {
+      char tag[96];
+      snprintf(tag, sizeof tag, "binary %s %s (%s)", nxv_binary_op_name(op),
+               nxv_dtype_name(t), imm_runs[i].name);
+      nxv_tensor *out = NULL;
+      nxv_status st = nxv_binary_scalar(d, op, 1, shape, imm_runs[i].x, imm_runs[i].first,
+                                        value, &out);
+      check_out(tag, t, result(st, out, tag), N, imm_runs[i].exp, ulps, imm_runs[i].tol,
+                t, imm_runs[i].xa, imm_runs[i].ya);
+    }
+    char tag[96];
+    snprintf(tag, sizeof tag, "binary %s %s (immediate b, rank 0)", nxv_binary_op_name(op),
+             nxv_dtype_name(t));
+    nxv_view v0 = {ta, 3, NULL};
+    nxv_tensor *out = NULL;
+    nxv_status st = nxv_binary_scalar(d, op, 0, NULL, &v0, false, value, &out);
+    check_out(tag, t, result(st, out, tag), 1, es + 3, ulps, abs_tol + 3, t, a + 3, bsv);
   }
   nxv_tensor_release(ta);
   nxv_tensor_release(tar);
@@ -794,6 +831,29 @@ static void run_compare_select(nxv_device *d, nxv_dtype t, uint64_t *r) {
         nxv_tensor *out = NULL;
         nxv_status st = nxv_compare(d, ops[o], 1, shape, &va, run ? &vbr : &vb, &out);
         check_out(tag, NXV_U8, result(st, out, tag), N, e, EXACT, NULL, t, a, b);
+      }
+      /* b[k] as an immediate (nxv_compare_scalar): on the right of a, on
+       * the left of b reversed (filled into a one-element tensor). */
+      static val sv[N], es_[N], ef[N], br[N];
+      const size_t ks = 7;
+      uint8_t value[8] = {0};
+      store_raw(t, value, 0, nxv_test_encode(t, b[ks]));
+      for (size_t i = 0; i < N; i++) {
+        sv[i] = b[ks];
+        br[i] = b[N - 1 - i];
+        es_[i].u = ref_compare(ops[o], t, a[i], b[ks]);
+        ef[i].u = ref_compare(ops[o], t, b[ks], br[i]);
+      }
+      nxv_view vbrev = {tb, N - 1, back};
+      for (int run = 0; run < 2; run++) {
+        char tag[96];
+        snprintf(tag, sizeof tag, "compare %s %s (%s)", nxv_compare_op_name(ops[o]),
+                 nxv_dtype_name(t), run ? "immediate a, reversed b" : "immediate b");
+        nxv_tensor *out = NULL;
+        nxv_status st = nxv_compare_scalar(d, ops[o], 1, shape, run ? &vbrev : &va, run == 1,
+                                           value, &out);
+        check_out(tag, NXV_U8, result(st, out, tag), N, run ? ef : es_, EXACT, NULL, t,
+                  run ? sv : a, run ? br : sv);
       }
     }
   }
