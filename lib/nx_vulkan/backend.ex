@@ -771,8 +771,10 @@ if Code.ensure_loaded?(Nx.Backend) do
     end
 
     # x op c, c a number that Nx made a device scalar (Nx.add(x, 1)): the
-    # scalar's cached buffer in out's type (kernel_operand/3), read with
-    # stride 0 along every axis (dense when x is a scalar too).
+    # value in out's type as an immediate operand (kernel_operand/3), which
+    # the kernel takes from its push constants; or, for a value of more
+    # than 8 bytes or an uploaded one-element tensor, a one-element buffer
+    # read with stride 0 along every axis (dense when x is a scalar too).
     defp element_wise_binary(
            op,
            %T{type: type, shape: shape} = out,
@@ -785,7 +787,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       with true <- supported?(index, :binary, op, nif_type),
            {:ok, b} <- kernel_operand(right, nif_type, index) do
         dims = Tuple.to_list(shape)
-        bs = if dims == [], do: nil, else: List.duplicate(0, length(dims))
+        bs = if dims == [] or is_binary(b), do: nil, else: List.duplicate(0, length(dims))
         wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, nil, b, 0, bs) end), index)
       else
         _ -> element_wise_binary_any(op, out, left, right)
@@ -813,14 +815,18 @@ if Code.ensure_loaded?(Nx.Backend) do
     # Runs a two-operand kernel on left and right, converted to nif_type and
     # broadcast to out's shape: {:ok, out tensor}, or :error when an operand
     # cannot be converted on the device.
+    # Either operand may be an immediate (a binary: kernel_operand/3), which
+    # the kernel broadcasts itself (strides nil); at most one is.
     defp broadcast_pair(out, left, right, nif_type, index, kernel) do
       with {:ok, a} <- kernel_operand(left, nif_type, index),
            {:ok, b} <- kernel_operand(right, nif_type, index) do
+        a = if is_binary(a) and is_binary(b), do: shared_scalar(index, nif_type, a), else: a
+
         if Nx.size(out) == 0 do
           {:ok, empty(out, index)}
         else
-          as = broadcast_strides(left.shape, out.shape)
-          bs = broadcast_strides(right.shape, out.shape)
+          as = if is_binary(a), do: nil, else: broadcast_strides(left.shape, out.shape)
+          bs = if is_binary(b), do: nil, else: broadcast_strides(right.shape, out.shape)
           {:ok, wrap(out, alloc(index, fn -> kernel.(dims(out), a, as, b, bs) end), index)}
         end
       end
@@ -2141,9 +2147,11 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
-    # operand/3 for an input that only a kernel reads and that never becomes
-    # part of a result: a host scalar (the tensor Nx makes of a number, as
-    # in Nx.add(x, 1)) shares the cached buffer's handle, with no NIF call.
+    # operand/3 for an operand of the binary and compare kernels, which
+    # accept an immediate: one element's bytes (at most 8) in place of a
+    # tensor, carried in the kernel's push constants. A host scalar (the
+    # tensor Nx makes of a number outside this backend) is one, with no NIF
+    # call and no buffer.
     defp kernel_operand(
            %T{data: %Nx.BinaryBackend{state: bytes}, type: type, shape: {}} = t,
            nif_type,
@@ -2153,13 +2161,13 @@ if Code.ensure_loaded?(Nx.Backend) do
       bytes = if type == target, do: bytes, else: convert_value(Nx.to_number(t), type, target)
 
       if byte_size(bytes) <= 8,
-        do: {:ok, shared_scalar(index, nif_type, bytes)},
+        do: {:ok, bytes},
         else: operand(t, nif_type, index)
     end
 
     # A constant without a buffer (the s64 constant Nx makes of the 1 in
-    # Nx.add(x, 1)), in any type: its converted value's cached buffer,
-    # through the cache's own handle.
+    # Nx.add(x, 1)), in any type: its converted value as an immediate, or
+    # (c128) a one-element buffer.
     defp kernel_operand(
            %T{type: type, data: %__MODULE__{ref: nil, value: value}},
            nif_type,
@@ -2168,7 +2176,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       bytes = convert_value(value, type, nif_type_to_nx(nif_type))
 
       if byte_size(bytes) <= 8,
-        do: {:ok, shared_scalar(index, nif_type, bytes)},
+        do: {:ok, bytes},
         else: {:ok, fill(index, nif_type, 1, bytes)}
     end
 
@@ -2446,6 +2454,16 @@ if Code.ensure_loaded?(Nx.Backend) do
     # alloc/2 for Nx.Vulkan.Compiler's replays.
     @doc false
     def __alloc__(index, fun), do: alloc(index || Nx.Vulkan.default_device_index(), fun)
+
+    # The scalar cache's own handle on a one-element buffer of nif_type
+    # holding bytes (device index, nil: the default), for Nx.Vulkan.Fusion's
+    # programs, which read every input from a buffer. Never to be handed out
+    # as (part of) a result.
+    @doc false
+    def __scalar_buffer__(index, nif_type, bytes) do
+      index = index || Nx.Vulkan.default_device_index()
+      shared_scalar(index, nif_type, bytes)
+    end
 
     # Runs an allocating NIF call, recovering from a full pool by
     # collecting garbage and trimming (Nx.Vulkan.Memory).

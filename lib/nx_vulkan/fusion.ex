@@ -53,7 +53,11 @@ defmodule Nx.Vulkan.Fusion do
 
     producer = for i <- 0..(n - 1)//1, slot <- elem(elem(ops, i), 2), into: %{}, do: {slot, i}
 
-    members = for i <- 0..(n - 1)//1, m = member(elem(ops, i), info), into: %{}, do: {i, m}
+    members =
+      for i <- 0..(n - 1)//1,
+          m = member(elem(ops, i), info, device),
+          into: %{},
+          do: {i, m}
 
     transposes =
       for i <- 0..(n - 1)//1,
@@ -156,40 +160,59 @@ defmodule Nx.Vulkan.Fusion do
 
   # %{kind, op, shape, type, operands: [{spec, offset, strides}], slot}
   # for an elementwise op a fused program can run, else nil.
-  defp member({:binary, [{:c, op}, shape, a, ao, as, b, bo, bs], [slot]}, info) do
+  defp member({:binary, [{:c, op}, shape, a, ao, as, b, bo, bs], [slot]}, info, device) do
     if Map.has_key?(@binary, op),
-      do: candidate(:binary, @binary[op], shape, [{a, ao, as}, {b, bo, bs}], slot, info)
+      do: candidate(:binary, @binary[op], shape, [{a, ao, as}, {b, bo, bs}], slot, info, device)
   end
 
-  defp member({:unary, [{:c, op}, shape, a, ao, as], [slot]}, info) do
+  defp member({:unary, [{:c, op}, shape, a, ao, as], [slot]}, info, device) do
     if Map.has_key?(@unary, op),
-      do: candidate(:unary, @unary[op], shape, [{a, ao, as}], slot, info)
+      do: candidate(:unary, @unary[op], shape, [{a, ao, as}], slot, info, device)
   end
 
-  defp member({:compare, [{:c, op}, shape, a, ao, as, b, bo, bs], [slot]}, info) do
+  defp member({:compare, [{:c, op}, shape, a, ao, as, b, bo, bs], [slot]}, info, device) do
     if Map.has_key?(@compare, op),
-      do: candidate(:compare, @compare[op], shape, [{a, ao, as}, {b, bo, bs}], slot, info)
+      do: candidate(:compare, @compare[op], shape, [{a, ao, as}, {b, bo, bs}], slot, info, device)
   end
 
-  defp member({:select, [shape, p, po, ps, a, ao, as, b, bo, bs], [slot]}, info),
-    do: candidate(:select, 0, shape, [{p, po, ps}, {a, ao, as}, {b, bo, bs}], slot, info)
+  defp member({:select, [shape, p, po, ps, a, ao, as, b, bo, bs], [slot]}, info, device),
+    do: candidate(:select, 0, shape, [{p, po, ps}, {a, ao, as}, {b, bo, bs}], slot, info, device)
 
-  defp member(_op, _info), do: nil
+  defp member(_op, _info, _device), do: nil
 
-  defp candidate(kind, op, shape, operands, slot, info) do
+  defp candidate(kind, op, shape, operands, slot, info, device) do
     with {:ok, shape} <- int_list(shape),
          {:ok, operands} <- operands(operands),
          {type, _count} <- info.({:s, slot}) do
       # A comparison's type is that of its operands (its result is u8).
-      type = if kind == :compare, do: operand_type(hd(operands), info), else: type
+      type =
+        if kind == :compare,
+          do: operands |> Enum.reject(&immediate?/1) |> hd() |> operand_type(info),
+          else: type
 
-      if type in @float_types and operand_types_ok?(kind, operands, type, info) do
-        %{kind: kind, op: op, shape: shape, type: type, operands: operands, slot: slot}
+      if type in @float_types do
+        operands = Enum.map(operands, &immediate_input(&1, type, shape, device))
+
+        if operand_types_ok?(kind, operands, type, info),
+          do: %{kind: kind, op: op, shape: shape, type: type, operands: operands, slot: slot}
       end
     else
       _ -> nil
     end
   end
+
+  defp immediate?({{:imm, _}, _, _}), do: true
+  defp immediate?(_operand), do: false
+
+  # A fused program reads its inputs from buffers: an immediate operand (a
+  # binary or comparison's one-element value) becomes the scalar cache's
+  # buffer of that value, read with stride 0 along every axis.
+  defp immediate_input({{:imm, bytes}, 0, nil}, type, shape, device) do
+    ref = Nx.Vulkan.Backend.__scalar_buffer__(device, type, bytes)
+    {{:c, ref}, 0, if(shape == [], do: nil, else: List.duplicate(0, length(shape)))}
+  end
+
+  defp immediate_input(operand, _type, _shape, _device), do: operand
 
   defp operand_type({spec, _, _}, info) do
     case info.(spec) do
@@ -206,14 +229,20 @@ defmodule Nx.Vulkan.Fusion do
   defp operand_types_ok?(_kind, operands, type, info),
     do: Enum.all?(operands, &(operand_type(&1, info) == type))
 
+  # [{spec, offset, strides}] of an op's operand specs; an immediate
+  # operand (a binary) becomes {{:imm, bytes}, 0, nil}.
   defp operands(list) do
-    Enum.reduce_while(list, {:ok, []}, fn {spec, {:c, off}, strides}, {:ok, acc} ->
-      with true <- is_integer(off),
-           {:ok, strides} <- strides(strides) do
-        {:cont, {:ok, acc ++ [{spec, off, strides}]}}
-      else
-        _ -> {:halt, :error}
-      end
+    Enum.reduce_while(list, {:ok, []}, fn
+      {{:c, bytes}, {:c, 0}, {:c, nil}}, {:ok, acc} when is_binary(bytes) ->
+        {:cont, {:ok, acc ++ [{{:imm, bytes}, 0, nil}]}}
+
+      {spec, {:c, off}, strides}, {:ok, acc} ->
+        with true <- is_integer(off),
+             {:ok, strides} <- strides(strides) do
+          {:cont, {:ok, acc ++ [{spec, off, strides}]}}
+        else
+          _ -> {:halt, :error}
+        end
     end)
   end
 

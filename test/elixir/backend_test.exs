@@ -278,7 +278,7 @@ if Code.ensure_loaded?(Nx) do
       end)
     end
 
-    test "numbers read by kernels share one cached buffer; results stay independent" do
+    test "numbers read by binary ops and comparisons are immediates; results stay independent" do
       x = random({5}, :f32)
       s = random({5}, :s32)
       before = Nx.Vulkan.Scalars.size()
@@ -291,11 +291,51 @@ if Code.ensure_loaded?(Nx) do
         assert_same(native(fn -> Nx.multiply(vk(x), 3) end), Nx.multiply(x, 3))
         assert_same(native(fn -> Nx.subtract(vk(s), 7) end), Nx.subtract(s, 7))
         assert_same(native(fn -> Nx.greater(vk(x), 0.5) end), Nx.greater(x, 0.5))
+        assert_same(native(fn -> Nx.divide(1, vk(x)) end), Nx.divide(1, x))
       end
 
-      # one cached buffer per distinct {type, value}, however often used
-      assert Nx.Vulkan.Scalars.size() - before <= 4
+      # The values travel in the kernels' push constants: no cached buffer.
+      assert Nx.Vulkan.Scalars.size() == before
       assert_same(native(fn -> Nx.add(vk(x), 2.75) end), Nx.add(x, 2.75))
+    end
+
+    # Small integral values of type (exact in every type) on the host.
+    defp integral(shape, {:c, _} = type),
+      do: Nx.complex(integral(shape, :f32), integral(shape, :f32)) |> Nx.as_type(type)
+
+    defp integral(shape, {:u, _} = type), do: random(shape, :s32, {0, 9}) |> Nx.as_type(type)
+    defp integral(shape, type), do: random(shape, :s32, {-9, 9}) |> Nx.as_type(type)
+
+    test "numbers on either side of binary ops and comparisons, in every type" do
+      types =
+        [{:u, 8}, {:s, 8}, {:u, 16}, {:s, 16}, {:u, 32}, {:s, 32}, {:u, 64}, {:s, 64}] ++
+          [{:f, 16}, {:bf, 16}, {:f, 32}, {:f, 64}, {:c, 64}, {:c, 128}]
+
+      for type <- types, shape <- [{}, {3, 5}] do
+        x = integral(shape, type)
+        n = if elem(type, 0) == :c, do: Complex.new(2, -3), else: 3
+        d = vk(x)
+
+        for op <- [:add, :subtract, :multiply] ++ if(elem(type, 0) == :c, do: [], else: [:max]) do
+          assert_same(native(fn -> apply(Nx, op, [d, n]) end), apply(Nx, op, [x, n]))
+          assert_same(native(fn -> apply(Nx, op, [n, d]) end), apply(Nx, op, [n, x]))
+        end
+
+        cmps = if elem(type, 0) == :c, do: [:equal, :not_equal], else: [:less, :greater_equal]
+
+        for op <- cmps, n <- [n, 0] do
+          assert_same(native(fn -> apply(Nx, op, [d, n]) end), apply(Nx, op, [x, n]))
+          assert_same(native(fn -> apply(Nx, op, [n, d]) end), apply(Nx, op, [n, x]))
+        end
+
+        # A tensor operand of the same value gives the same results.
+        c = Nx.tensor(n, type: type, backend: Nx.BinaryBackend)
+
+        assert_same(
+          native(fn -> Nx.subtract(d, vk(c)) end),
+          native(fn -> Nx.subtract(d, Nx.as_type(Nx.tensor(n, backend: VB), type)) end)
+        )
+      end
     end
 
     test "constants convert with the value of their type" do
