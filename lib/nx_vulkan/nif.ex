@@ -127,6 +127,9 @@ defmodule Nx.Vulkan.NIF do
   `out[i] = a[i] op b[i]` over `shape`; `op` in `:add :subtract :multiply
   :divide :max :min :pow :remainder :quotient :atan2 :bitwise_and
   :bitwise_or :bitwise_xor :left_shift :right_shift`. a and b share a type.
+  Either operand may instead be a binary of one element of the other's
+  type (at most 8 bytes), with offset 0 and strides nil: an immediate
+  scalar, carried in the kernel's push constants.
   """
   def binary(_op, _shape, _a, _a_offset, _a_strides, _b, _b_offset, _b_strides),
     do: nif_error()
@@ -152,6 +155,7 @@ defmodule Nx.Vulkan.NIF do
   `out[i] = (a[i] op b[i]) ? 1 : 0` as a `:u8` tensor over `shape`; `op` in
   `:equal :not_equal :less :less_equal :greater :greater_equal :logical_and
   :logical_or :logical_xor`. a and b share a type (f32, f64, s32 or u8).
+  Either operand may be an immediate scalar, as in `binary/8`.
   """
   def compare(_op, _shape, _a, _a_offset, _a_strides, _b, _b_offset, _b_strides),
     do: nif_error()

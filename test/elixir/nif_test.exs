@@ -120,6 +120,16 @@ defmodule Nx.Vulkan.NIFTest do
     assert to_s32(NIF.download(f, 0, 5)) == [7, 7, 7, 7, 7]
     io = NIF.iota(dev, :s32, [2, 3], 1)
     assert to_s32(NIF.download(io, 0, 6)) == [0, 1, 2, 0, 1, 2]
+    # immediate scalars: one element's bytes on either side
+    d = NIF.binary(:subtract, [2, 3], a, 0, nil, f32([0.5]), 0, nil)
+    assert to_f32(NIF.download(d, 0, 6)) == [0.5, 1.5, 2.5, 3.5, 4.5, 5.5]
+    d = NIF.binary(:subtract, [2, 3], f32([10.0]), 0, nil, a, 0, nil)
+    assert to_f32(NIF.download(d, 0, 6)) == [9.0, 8.0, 7.0, 6.0, 5.0, 4.0]
+    g = NIF.compare(:greater, [2, 3], a, 0, nil, f32([3.0]), 0, nil)
+    assert NIF.download(g, 0, 6) == <<0, 0, 0, 1, 1, 1>>
+    # ... also against a strided operand (filled into a buffer first)
+    d = NIF.binary(:multiply, [3], a, 5, [-2], f32([2.0]), 0, nil)
+    assert to_f32(NIF.download(d, 0, 3)) == [12.0, 8.0, 4.0]
     # reversed view: negative strides with an offset
     r = NIF.unary(:copy, [6], a, 5, [-1])
     assert to_f32(NIF.download(r, 0, 6)) == [6.0, 5.0, 4.0, 3.0, 2.0, 1.0]
@@ -167,6 +177,25 @@ defmodule Nx.Vulkan.NIFTest do
     assert_raise ArgumentError, ~r/c64/, fn ->
       u = NIF.upload(dev, :c64, <<0::size(192)>>)
       NIF.binary(:max, [3], u, 0, nil, u, 0, nil)
+    end
+
+    for {x, off, strides} <- [{<<1, 2>>, 0, nil}, {f32([1.0]), 1, nil}, {f32([1.0]), 0, [0]}] do
+      assert_raise ArgumentError, ~r/immediate operand must be one f32 element/, fn ->
+        NIF.binary(:add, [3], a, 0, nil, x, off, strides)
+      end
+
+      assert_raise ArgumentError, ~r/immediate operand must be one f32 element/, fn ->
+        NIF.compare(:less, [3], x, off, strides, a, 0, nil)
+      end
+    end
+
+    assert_raise ArgumentError, ~r/operand b/, fn ->
+      NIF.binary(:add, [3], f32([1.0]), 0, nil, f32([1.0]), 0, nil)
+    end
+
+    assert_raise ArgumentError, ~r/immediate operands of c128/, fn ->
+      u = NIF.upload(dev, :c128, <<0::size(384)>>)
+      NIF.binary(:add, [3], u, 0, nil, <<0::size(128)>>, 0, nil)
     end
 
     assert_raise ArgumentError, ~r/axis/, fn -> NIF.reduce(:sum, [3], a, 0, nil, [1]) end
