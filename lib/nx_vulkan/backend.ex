@@ -584,7 +584,7 @@ if Code.ensure_loaded?(Nx.Backend) do
           nif_type, index ->
             # pad_value broadcast over the output, then the tensor's visible
             # elements written at their padded positions.
-            with {:ok, v} <- operand(pad_value, nif_type, index),
+            with {:ok, v} <- read_operand(pad_value, nif_type, index),
                  {:ok, src} <- operand(tensor, nif_type, index) do
               zeros = List.duplicate(0, tuple_size(out.shape))
               base = alloc(index, fn -> NIF.unary(:copy, dims(out), v, 0, zeros) end)
@@ -969,8 +969,8 @@ if Code.ensure_loaded?(Nx.Backend) do
       with {:ok, nif_type} <- Map.fetch(@nif_types, type),
            true <- supported?(index, :select, :select, nif_type) and rank_ok?(out),
            {:ok, p} <- predicate(pred, index),
-           {:ok, a} <- operand(on_true, nif_type, index),
-           {:ok, b} <- operand(on_false, nif_type, index) do
+           {:ok, a} <- read_operand(on_true, nif_type, index),
+           {:ok, b} <- read_operand(on_false, nif_type, index) do
         if Nx.size(out) == 0 do
           empty(out, index)
         else
@@ -992,14 +992,17 @@ if Code.ensure_loaded?(Nx.Backend) do
     end
 
     # pred as a u8 tensor of its own shape, true where pred is non-zero.
-    defp predicate(%T{type: {:u, 8}} = pred, index), do: operand(pred, :u8, index)
+    defp predicate(%T{type: {:u, 8}} = pred, index), do: read_operand(pred, :u8, index)
 
     defp predicate(%T{type: type} = pred, index) do
       with {:ok, nif_type} <- Map.fetch(@nif_types, type),
            true <- supported?(index, :compare, :not_equal, nif_type),
-           {:ok, p} <- operand(pred, nif_type, index) do
-        zero = fill(index, nif_type, 1, convert_value(0, {:s, 64}, type))
-        zeros = List.duplicate(0, tuple_size(pred.shape))
+           {:ok, p} <- read_operand(pred, nif_type, index) do
+        {zero, zeros} =
+          case convert_value(0, {:s, 64}, type) do
+            bytes when byte_size(bytes) <= 8 -> {bytes, nil}
+            bytes -> {fill(index, nif_type, 1, bytes), List.duplicate(0, tuple_size(pred.shape))}
+          end
 
         {:ok,
          alloc(index, fn -> NIF.compare(:not_equal, dims(pred), p, 0, nil, zero, 0, zeros) end)}
@@ -1166,19 +1169,20 @@ if Code.ensure_loaded?(Nx.Backend) do
              supported?(index, :binary, :max, nif_type) and
                supported?(index, :binary, :min, nif_type) and rank_ok?(out),
            {:ok, t} <- operand(tensor, nif_type, index),
-           {:ok, lo} <- operand(min, nif_type, index),
-           {:ok, hi} <- operand(max, nif_type, index) do
+           {:ok, lo} <- kernel_operand(min, nif_type, index),
+           {:ok, hi} <- kernel_operand(max, nif_type, index) do
         if Nx.size(out) == 0 do
           empty(out, index)
         else
+          # Numbers (the usual bounds) are immediates (kernel_operand/3).
           shape = dims(out)
           t_strides = broadcast_strides(tensor.shape, out.shape)
-          lo_strides = broadcast_strides(min.shape, out.shape)
+          lo_strides = if is_binary(lo), do: nil, else: broadcast_strides(min.shape, out.shape)
 
           lower =
             alloc(index, fn -> NIF.binary(:max, shape, t, 0, t_strides, lo, 0, lo_strides) end)
 
-          hi_strides = broadcast_strides(max.shape, out.shape)
+          hi_strides = if is_binary(hi), do: nil, else: broadcast_strides(max.shape, out.shape)
 
           wrap(
             out,
@@ -1443,7 +1447,7 @@ if Code.ensure_loaded?(Nx.Backend) do
            true <- rank_ok?(tensor) and is_list(strides) and is_list(padding),
            {:ok, a} <- operand(tensor, in_type, index),
            {:ok, s} <- operand(source, nif_type, index),
-           {:ok, init} <- operand(init_value, nif_type, index) do
+           {:ok, init} <- read_operand(init_value, nif_type, index) do
         if Nx.size(out) == 0 do
           empty(out, index)
         else
@@ -2201,6 +2205,18 @@ if Code.ensure_loaded?(Nx.Backend) do
     end
 
     defp kernel_operand(t, nif_type, index), do: operand(t, nif_type, index)
+
+    # operand/3 for an input that a kernel without immediates only reads
+    # (select's values, the predicate it compares with zero): a number is
+    # the cached buffer of its value through the cache's own handle, with
+    # no new handle (no NIF call); the operand never becomes part of a
+    # result, so nothing can deallocate it.
+    defp read_operand(t, nif_type, index) do
+      case kernel_operand(t, nif_type, index) do
+        {:ok, bytes} when is_binary(bytes) -> {:ok, shared_scalar(index, nif_type, bytes)}
+        other -> other
+      end
+    end
 
     # The value every element of t is known to equal, or nil. Host scalars
     # are read (they are on the host already).

@@ -297,6 +297,20 @@ if Code.ensure_loaded?(Nx) do
       # The values travel in the kernels' push constants: no cached buffer.
       assert Nx.Vulkan.Scalars.size() == before
       assert_same(native(fn -> Nx.add(vk(x), 2.75) end), Nx.add(x, 2.75))
+      assert_same(native(fn -> Nx.clip(vk(x), -0.5, 0.5) end), Nx.clip(x, -0.5, 0.5))
+      assert Nx.Vulkan.Scalars.size() == before
+
+      # select reads numbers through the cache's buffers (one per value),
+      # and compares a predicate of another type with an immediate zero.
+      p = Nx.greater(x, 0.5)
+      z = Nx.multiply(x, Nx.less(x, 0.0))
+
+      for _ <- 1..3 do
+        assert_same(native(fn -> Nx.select(vk(p), 1.0, 0.0) end), Nx.select(p, 1.0, 0.0))
+        assert_same(native(fn -> Nx.select(vk(z), 2, vk(x)) end), Nx.select(z, 2, x))
+      end
+
+      assert Nx.Vulkan.Scalars.size() - before <= 3
     end
 
     # Small integral values of type (exact in every type) on the host.
