@@ -492,7 +492,17 @@ if Code.ensure_loaded?(Nx.Backend) do
         else: do_broadcast(out, tensor, axes)
     end
 
-    def broadcast(out, tensor, _shape, axes), do: do_broadcast(out, tensor, axes)
+    # A broadcast that adds only axes of size 1 (out has tensor's size, its
+    # axes strictly increasing: Nx.new_axis, keep_axes gradients) is a
+    # reshape: the same buffer.
+    def broadcast(out, tensor, _shape, axes) do
+      if Nx.size(out) == Nx.size(tensor) and strictly_increasing?(axes),
+        do: same_data(out, tensor),
+        else: do_broadcast(out, tensor, axes)
+    end
+
+    defp strictly_increasing?([a | [b | _] = rest]), do: a < b and strictly_increasing?(rest)
+    defp strictly_increasing?(_), do: true
 
     defp do_broadcast(%T{shape: out_shape} = out, %T{shape: in_shape} = tensor, axes) do
       in_dims = Tuple.to_list(in_shape)

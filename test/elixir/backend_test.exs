@@ -427,7 +427,10 @@ if Code.ensure_loaded?(Nx) do
         {{2, 1, 3}, {4, 2, 5, 3}, nil},
         {{1}, {5}, nil},
         {{2, 3}, {2, 3}, nil},
-        {{1, 1}, {3, 1, 4}, nil}
+        {{1, 1}, {3, 1, 4}, nil},
+        {{3}, {3, 1}, [0]},
+        {{2, 3}, {2, 1, 3, 1}, [0, 2]},
+        {{2, 3}, {1, 2, 3}, nil}
       ]
 
       for type <- [:f32, :f64, :s32], {from, to, axes} <- cases do
@@ -435,6 +438,14 @@ if Code.ensure_loaded?(Nx) do
         opts = if axes, do: [axes: axes], else: []
         assert_same(native(fn -> Nx.broadcast(vk(a), to, opts) end), Nx.broadcast(a, to, opts))
       end
+
+      # Adding axes of size 1 only is a reshape: no device op.
+      a = vk(random({2, 3}, :f32))
+      Nx.Vulkan.synchronize()
+      before = Nx.Vulkan.stats().ops_enqueued
+      b = native(fn -> Nx.broadcast(a, {2, 1, 3, 1}, axes: [0, 2]) end)
+      assert Nx.Vulkan.stats().ops_enqueued == before
+      assert_same(b, Nx.broadcast(host(a), {2, 1, 3, 1}, axes: [0, 2]))
     end
 
     test "transpose" do
