@@ -908,9 +908,10 @@ static void release_views(view_arg *v, int nviews) {
 /* Decodes the operands of binary/8 and compare/8 (argv: shape, then a
  * and b as tensor, offset, strides each). Either operand may instead be a
  * binary: one element of the other operand's type, an immediate scalar
- * (offset 0, strides nil). On success v[0], v[1] hold the tensors (one
- * NULL where *out_imm is set, pointing into argv's binary; *out_imm_first
- * says which) and the caller releases them with release_views. */
+ * (offset 0, strides nil). On success v[0], v[1] hold the tensors (the
+ * immediate's NULL where *out_imm is set: it points into argv's binary,
+ * and *out_imm_first says whether it is operand a) and the caller
+ * releases them with release_views. */
 static ERL_NIF_TERM decode_two(ErlNifEnv *env, const char *what, const ERL_NIF_TERM argv[],
                                int64_t *shape, unsigned *rank, view_arg v[2],
                                const void **out_imm, bool *out_imm_first) {
@@ -965,13 +966,12 @@ static ERL_NIF_TERM nif_binary(ErlNifEnv *env, int argc,
     nxv_view vx = to_view(x);
     st = nxv_binary_scalar(nxv_tensor_device(x->t), (nxv_binary_op)op, rank, shape, &vx,
                            imm_first, imm, &out);
-    nxv_tensor_release(x->t);
   } else {
     nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
     st = nxv_binary(nxv_tensor_device(v[0].t), (nxv_binary_op)op, rank, shape, &va, &vb,
                     &out);
-    release_views(v, 2);
   }
+  release_views(v, 2);
   return op_result(env, st, out, nxv_binary_op_name((nxv_binary_op)op));
 }
 
@@ -994,13 +994,12 @@ static ERL_NIF_TERM nif_compare(ErlNifEnv *env, int argc,
     nxv_view vx = to_view(x);
     st = nxv_compare_scalar(nxv_tensor_device(x->t), (nxv_compare_op)op, rank, shape, &vx,
                             imm_first, imm, &out);
-    nxv_tensor_release(x->t);
   } else {
     nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
     st = nxv_compare(nxv_tensor_device(v[0].t), (nxv_compare_op)op, rank, shape, &va, &vb,
                      &out);
-    release_views(v, 2);
   }
+  release_views(v, 2);
   return op_result(env, st, out, nxv_compare_op_name((nxv_compare_op)op));
 }
 

@@ -51,9 +51,11 @@ if Code.ensure_loaded?(Nx.Backend) do
     whatever their type, so `Nx.add(t, 1)` stays on the device for every
     `t` the device computes on. A one-element constant holds no device
     buffer at all: it is its value (reading it back, `reshape`, `as_type`
-    and `backend_copy` are host work), and a kernel that reads it reads a
-    buffer cached per device, type and value (`Nx.Vulkan.Scalars`), so a
-    number costs no device op and no allocation once seen. Deallocating
+    and `backend_copy` are host work). Binary ops and comparisons take it
+    as an immediate operand, carried in the kernel's push constants; other
+    kernels read a buffer cached per device, type and value
+    (`Nx.Vulkan.Scalars`). Either way a number costs no device op and no
+    allocation once seen. Deallocating
     such a constant frees nothing and it stays readable. Scalars of other
     backends are converted on the host before their upload.
 

@@ -6,8 +6,9 @@ defmodule Nx.Vulkan.Scalars do
   Nx turns every number in an expression (`Nx.add(t, 1)`, `0.01 * grad`,
   the constants of a `defn`) into a scalar tensor through
   `Nx.Backend.constant/3`. The backend keeps such a constant as its value
-  alone, without a buffer; a kernel that reads it needs one in its own
-  type. Filling a fresh buffer each time would cost a device op and an
+  alone, without a buffer. Binary ops and comparisons take the value
+  itself (an immediate operand); any other kernel that reads it needs a
+  buffer in its own type. Filling a fresh buffer each time would cost a device op and an
   allocation per number per call; instead the backend asks this cache,
   which fills a buffer the first time a `{device, type, value}` is seen.
   Kernels read it through the cache's own handle (`fetch_shared/4`); where
