@@ -1329,13 +1329,20 @@ defmodule NxVulkan.NifFuzz do
     shape = rand_shape()
     op = if costly, do: :add, else: op
     va = make_view(tag, type, shape, nice: verify and type == :f32, dense: costly)
-    vb = make_view(tag, type, shape, nice: verify and type == :f32, dense: costly)
     n = prod(shape)
+    # b: a view, or an immediate scalar on either side (one element's bytes).
+    {vb, b_args, b_kinds} = operand_or_immediate(tag, type, shape, verify, costly)
+    swap = vb.imm and chance(0.5)
+
+    {args, kinds} =
+      if swap,
+        do: {b_args ++ view_args(va), b_kinds ++ view_kinds(va)},
+        else: {view_args(va) ++ b_args, view_kinds(va) ++ b_kinds}
 
     mk(
       :binary,
-      [op, shape | view_args(va) ++ view_args(vb)],
-      [{:op, @binary_ops}, :shape | view_kinds(va) ++ view_kinds(vb)],
+      [op, shape | args],
+      [{:op, @binary_ops}, :shape | kinds],
       fn ref ->
         expected =
           if verify and va.t.data != nil and vb.t.data != nil and
@@ -1353,18 +1360,41 @@ defmodule NxVulkan.NifFuzz do
     )
   end
 
+  # The second operand of binary/8 and compare/8: a view (imm: false), or
+  # in a quarter of the calls an immediate scalar, a nice value given as
+  # one element's bytes; {operand, its
+  # three arguments, their kinds}. view_elems/2 reads an immediate as that
+  # value repeated.
+  defp operand_or_immediate(tag, type, shape, verify, costly) do
+    # (c128's 16 bytes are refused: no immediates for it.)
+    if es(type) <= 8 and chance(0.25) do
+      bytes = enc(type, nice_value(type))
+      t = %{ref: nil, dev: tag, type: type, count: 1, data: bytes, nice: true}
+      v = %{t: t, offset: 0, strides: nil, resolved: List.duplicate(0, length(shape)), imm: true}
+      {v, [bytes, 0, nil], [{:binary, type}, :i64, {:strides, length(shape)}]}
+    else
+      v = make_view(tag, type, shape, nice: verify and type == :f32, dense: costly)
+      {Map.put(v, :imm, false), view_args(v), view_kinds(v)}
+    end
+  end
+
   defp g_compare do
     tag = op_tag()
     type = pick(@cheap_types)
     op = weighted([{pick(@cheap_compare), 200}, {pick(@compare_ops), 1}])
     shape = rand_shape()
     va = make_view(tag, type, shape)
-    vb = make_view(tag, type, shape)
+    {vb, b_args, b_kinds} = operand_or_immediate(tag, type, shape, false, false)
+
+    {args, kinds} =
+      if vb.imm and chance(0.5),
+        do: {b_args ++ view_args(va), b_kinds ++ view_kinds(va)},
+        else: {view_args(va) ++ b_args, view_kinds(va) ++ b_kinds}
 
     mk(
       :compare,
-      [op, shape | view_args(va) ++ view_args(vb)],
-      [{:op, @compare_ops}, :shape | view_kinds(va) ++ view_kinds(vb)],
+      [op, shape | args],
+      [{:op, @compare_ops}, :shape | kinds],
       fn ref -> expect_tensor(ref, tag, :u8, prod(shape), nil) end,
       supported?(tag, :compare, op, type)
     )
