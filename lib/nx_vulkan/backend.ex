@@ -91,7 +91,7 @@ if Code.ensure_loaded?(Nx.Backend) do
     @behaviour Nx.Backend
 
     @enforce_keys [:ref, :device]
-    defstruct [:ref, :device, value: nil]
+    defstruct [:ref, :device, value: nil, strides: nil]
 
     @typedoc """
     The data of a tensor: `ref` is the tensor resource, `device` the index
@@ -100,11 +100,18 @@ if Code.ensure_loaded?(Nx.Backend) do
     `ref` is `nil` for a one-element constant, which holds no device
     buffer: `value` is then the tensor, and kernels read it from
     `Nx.Vulkan.Scalars`' cached buffer.
+
+    `strides` is `nil` for a buffer laid out row-major in the tensor's
+    shape (vectorized axes first). A transpose is a view instead: the
+    same buffer, with `strides` the element stride of each axis (the
+    vectorized ones first), which kernels that take strided operands read
+    in place and every other use copies into a dense buffer first.
     """
     @type t :: %__MODULE__{
             ref: reference | nil,
             device: non_neg_integer,
-            value: nil | number | Complex.t() | :nan | :infinity | :neg_infinity
+            value: nil | number | Complex.t() | :nan | :infinity | :neg_infinity,
+            strides: nil | [integer]
           }
 
     alias Nx.Tensor, as: T
@@ -301,9 +308,20 @@ if Code.ensure_loaded?(Nx.Backend) do
     def to_binary(%T{type: type, data: %__MODULE__{ref: nil, value: value}}, limit),
       do: if(limit >= 1, do: scalar_bytes(type, value), else: "")
 
-    def to_binary(%T{data: %__MODULE__{ref: ref, device: index}} = tensor, limit) do
+    def to_binary(%T{data: %__MODULE__{ref: ref, device: index, strides: nil}} = tensor, limit) do
       count = min(limit, flat_size(tensor))
       Nx.Vulkan.Telemetry.download_span(index, count, fn -> download(ref, 0, count) end)
+    end
+
+    # A view: its elements in order, into a dense buffer first.
+    def to_binary(%T{data: %__MODULE__{device: index}} = tensor, limit) do
+      dense = materialize(tensor)
+
+      try do
+        to_binary(%{tensor | data: %__MODULE__{ref: dense, device: index}}, limit)
+      after
+        NIF.deallocate(dense)
+      end
     end
 
     impl_if_callback(:backend_deallocate, 1)
@@ -510,7 +528,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       in_dims = Tuple.to_list(in_shape)
 
       strides =
-        [in_dims, dense_strides(in_dims), axes]
+        [in_dims, layout_strides(tensor), axes]
         |> Enum.zip()
         |> Enum.reduce(List.duplicate(0, tuple_size(out_shape)), fn {dim, stride, axis}, acc ->
           if dim == elem(out_shape, axis) and dim != 1,
@@ -534,15 +552,24 @@ if Code.ensure_loaded?(Nx.Backend) do
           strided_copy(:transpose, out, tensor, 0, [], [out, tensor, axes])
 
         compute_type?(index, nif_type!(tensor.type, :transpose, index)) and rank_ok?(tensor) ->
-          wrap(
-            out,
-            alloc(index, fn -> NIF.transpose(dims(tensor), device_ref!(tensor, index), axes) end),
-            index
-          )
+          transposed(out, tensor, axes, index)
 
         true ->
           host(:transpose, [out, tensor, axes], no_kernel(:transpose, tensor.type, index))
       end
+    end
+
+    # A device tensor's transpose is a view of its buffer (no device op);
+    # a tensor of another device or backend is transposed into a new one.
+    defp transposed(out, %T{data: %__MODULE__{device: index, ref: ref}} = tensor, axes, index)
+         when ref != nil do
+      strides = layout_strides(tensor)
+      view(out, tensor, Enum.map(axes, &Enum.at(strides, &1)))
+    end
+
+    defp transposed(out, tensor, axes, index) do
+      ref = device_ref!(tensor, index)
+      wrap(out, alloc(index, fn -> NIF.transpose(dims(tensor), ref, axes) end), index)
     end
 
     impl_if_callback(:slice, 5)
@@ -558,7 +585,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       if out.shape == shape and Enum.all?(strides, &(&1 == 1)) do
         same_data(out, tensor)
       else
-        in_strides = dense_strides(Tuple.to_list(shape))
+        in_strides = layout_strides(tensor)
         offset = Enum.zip_with(starts, in_strides, &*/2) |> Enum.sum()
         view_strides = Enum.zip_with(strides, in_strides, &*/2)
         args = [out, tensor, starts, lengths, strides]
@@ -573,7 +600,7 @@ if Code.ensure_loaded?(Nx.Backend) do
 
       {strides, offset} =
         dims
-        |> Enum.zip(dense_strides(dims))
+        |> Enum.zip(layout_strides(tensor))
         |> Enum.with_index()
         |> Enum.map_reduce(0, fn {{dim, stride}, axis}, offset ->
           if axis in axes, do: {-stride, offset + (dim - 1) * stride}, else: {stride, offset}
@@ -584,10 +611,10 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     impl_if_callback(:pad, 4)
 
-    def pad(out, %T{shape: shape} = tensor, pad_value, config) do
+    def pad(out, %T{} = tensor, pad_value, config) do
       if Enum.all?(config, fn {lo, hi, interior} -> lo <= 0 and hi <= 0 and interior == 0 end) do
         # Only negative padding: a slice.
-        in_strides = dense_strides(Tuple.to_list(shape))
+        in_strides = layout_strides(tensor)
         offset = Enum.zip_with(config, in_strides, fn {lo, _, _}, s -> -lo * s end) |> Enum.sum()
         args = [out, tensor, pad_value, config]
         strided_copy(:pad, out, tensor, offset, in_strides, args)
@@ -738,7 +765,7 @@ if Code.ensure_loaded?(Nx.Backend) do
         copy_type?(index, nif_type) and rank_ok?(out) ->
           wrap(
             out,
-            strided_read(index, dims(out), device_ref!(tensor, index), offset, strides),
+            strided_read(index, dims(out), buffer_ref!(tensor, index), offset, strides),
             index
           )
 
@@ -768,8 +795,10 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp element_wise_binary(
            op,
            %T{type: type, shape: shape} = out,
-           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a}} = left,
-           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b}} = right
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
+             left,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
+             right
          )
          when tuple_size(shape) <= @max_rank and is_reference(a) and is_reference(b) do
       nif_type = nif_type!(type, op, index)
@@ -790,7 +819,8 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp element_wise_binary(
            op,
            %T{type: type, shape: shape} = out,
-           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a}} = left,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
+             left,
            %T{shape: {}, data: %__MODULE__{device: index, value: value}} = right
          )
          when value != nil and tuple_size(shape) <= @max_rank and is_reference(a) do
@@ -830,17 +860,27 @@ if Code.ensure_loaded?(Nx.Backend) do
     # Either operand may be an immediate (a binary: kernel_operand/3), which
     # the kernel broadcasts itself (strides nil); at most one is.
     defp broadcast_pair(out, left, right, nif_type, index, kernel) do
-      with {:ok, a} <- kernel_operand(left, nif_type, index),
-           {:ok, b} <- kernel_operand(right, nif_type, index) do
+      with {:ok, a, as} <- pair_operand(left, nif_type, index, out.shape),
+           {:ok, b, bs} <- pair_operand(right, nif_type, index, out.shape) do
         a = if is_binary(a) and is_binary(b), do: shared_scalar(index, nif_type, a), else: a
 
         if Nx.size(out) == 0 do
           {:ok, empty(out, index)}
         else
-          as = if is_binary(a), do: nil, else: broadcast_strides(left.shape, out.shape)
-          bs = if is_binary(b), do: nil, else: broadcast_strides(right.shape, out.shape)
+          as = if is_binary(a), do: nil, else: as
+          bs = if is_binary(b), do: nil, else: bs
           {:ok, wrap(out, alloc(index, fn -> kernel.(dims(out), a, as, b, bs) end), index)}
         end
+      end
+    end
+
+    # kernel_operand/3 with the strides reading the operand broadcast to
+    # out_shape (those of a buffer, were it an immediate); a view of
+    # nif_type is read in place.
+    defp pair_operand(t, nif_type, index, out_shape) do
+      with nil <- view_operand(t, nif_type, index, out_shape),
+           {:ok, x} <- kernel_operand(t, nif_type, index) do
+        {:ok, x, broadcast_strides(t.shape, out_shape)}
       end
     end
 
@@ -981,14 +1021,12 @@ if Code.ensure_loaded?(Nx.Backend) do
       with {:ok, nif_type} <- Map.fetch(@nif_types, type),
            true <- supported?(index, :select, :select, nif_type) and rank_ok?(out),
            {:ok, p} <- predicate(pred, index),
-           {:ok, a} <- read_operand(on_true, nif_type, index),
-           {:ok, b} <- read_operand(on_false, nif_type, index) do
+           {:ok, a, a_strides} <- read_source(on_true, nif_type, index, out.shape),
+           {:ok, b, b_strides} <- read_source(on_false, nif_type, index, out.shape) do
         if Nx.size(out) == 0 do
           empty(out, index)
         else
           p_strides = broadcast_strides(pred.shape, out.shape)
-          a_strides = broadcast_strides(on_true.shape, out.shape)
-          b_strides = broadcast_strides(on_false.shape, out.shape)
 
           wrap(
             out,
@@ -1047,10 +1085,10 @@ if Code.ensure_loaded?(Nx.Backend) do
 
       with false <- op in [:floor, :ceil, :round] and integer_type?(type) and tensor.type == type,
            true <- supported?(index, :unary, op, nif_type) and rank_ok?(out),
-           {:ok, a} <- operand(tensor, nif_type, index) do
+           {:ok, a, strides} <- source_operand(tensor, nif_type, index, out.shape) do
         if Nx.size(out) == 0,
           do: empty(out, index),
-          else: wrap(out, alloc(index, fn -> NIF.unary(op, dims(out), a, 0, nil) end), index)
+          else: wrap(out, alloc(index, fn -> NIF.unary(op, dims(out), a, 0, strides) end), index)
       else
         true -> same_data(out, tensor)
         _ -> host(op, [out, tensor], no_kernel(op, type, index))
@@ -1180,7 +1218,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       with true <-
              supported?(index, :binary, :max, nif_type) and
                supported?(index, :binary, :min, nif_type) and rank_ok?(out),
-           {:ok, t} <- operand(tensor, nif_type, index),
+           {:ok, t, t_strides} <- source_operand(tensor, nif_type, index, out.shape),
            {:ok, lo} <- kernel_operand(min, nif_type, index),
            {:ok, hi} <- kernel_operand(max, nif_type, index) do
         if Nx.size(out) == 0 do
@@ -1188,7 +1226,6 @@ if Code.ensure_loaded?(Nx.Backend) do
         else
           # Numbers (the usual bounds) are immediates (kernel_operand/3).
           shape = dims(out)
-          t_strides = broadcast_strides(tensor.shape, out.shape)
           lo_strides = if is_binary(lo), do: nil, else: broadcast_strides(min.shape, out.shape)
 
           lower =
@@ -1224,12 +1261,12 @@ if Code.ensure_loaded?(Nx.Backend) do
       with true <-
              compute_type?(index, nif_type) and (nif_op in [:sum, :product] or real?(type)) and
                rank_ok?(tensor),
-           {:ok, a} <- operand(tensor, nif_type, index) do
+           {:ok, a, strides} <- source_operand(tensor, nif_type, index, tensor.shape) do
         axes = opts[:axes] || Nx.axes(tensor)
 
         wrap(
           out,
-          alloc(index, fn -> NIF.reduce(nif_op, dims(tensor), a, 0, nil, axes) end),
+          alloc(index, fn -> NIF.reduce(nif_op, dims(tensor), a, 0, strides, axes) end),
           index
         )
       else
@@ -1875,7 +1912,7 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp matmul_operand(%T{shape: shape} = tensor, nif_type, index, groups) do
       target = nif_type_to_nx(nif_type)
       dims = Tuple.to_list(shape)
-      strides = List.to_tuple(dense_strides(dims))
+      strides = List.to_tuple(layout_strides(tensor))
       group_strides = Enum.map(groups, &group_stride(&1, shape, strides))
       perm = Enum.concat(groups)
       [_, rows, cols] = Enum.map(groups, &product_of(shape, &1))
@@ -1887,11 +1924,15 @@ if Code.ensure_loaded?(Nx.Backend) do
           {:ok, {nil, 0, [0, 0, 0]}}
 
         %T{type: ^target, data: %__MODULE__{device: ^index, value: nil, ref: ref}} ->
-          if Enum.all?(group_strides, &is_integer/1),
-            do: {:ok, {ref, 0, group_strides}},
-            else:
-              {:ok,
-               {alloc(index, fn -> NIF.transpose(dims, ref, perm) end), 0, [rows * cols, cols, 1]}}
+          if Enum.all?(group_strides, &is_integer/1) do
+            {:ok, {ref, 0, group_strides}}
+          else
+            permuted = Enum.map(perm, &elem(shape, &1))
+            permuted_strides = Enum.map(perm, &elem(strides, &1))
+
+            {:ok,
+             {strided_read(index, permuted, ref, 0, permuted_strides), 0, [rows * cols, cols, 1]}}
+          end
 
         %T{data: %__MODULE__{device: ^index, value: nil, ref: ref}} ->
           if convertible?(index, tensor.type) and compute_type?(index, nif_type) do
@@ -2135,6 +2176,20 @@ if Code.ensure_loaded?(Nx.Backend) do
         %T{data: %__MODULE__{ref: nil, value: value}} ->
           # A constant without a buffer: a new handle on the cached one.
           {:ok, fill(index, nif_type, 1, convert_value(value, type, target))}
+
+        %T{data: %__MODULE__{device: ^index, ref: ref, strides: strides}} when strides != nil ->
+          # A view: read in its order into a dense buffer, converted in the
+          # same pass.
+          cond do
+            type == target ->
+              {:ok, materialize(t)}
+
+            convertible?(index, type) and convert_type?(index, nif_type) ->
+              {:ok, alloc(index, fn -> NIF.convert(nif_type, view_dims(t), ref, 0, strides) end)}
+
+            true ->
+              :error
+          end
 
         %T{type: ^target, data: %__MODULE__{device: ^index, ref: ref}} ->
           {:ok, ref}
@@ -2394,16 +2449,107 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     # The buffer of t on device index, uploading t (in its own type) when it
     # lives on the host or another device.
-    defp device_ref!(%T{data: %__MODULE__{device: index, ref: ref}}, index) when ref != nil,
-      do: ref
+    defp device_ref!(%T{data: %__MODULE__{device: index, ref: ref, strides: nil}}, index)
+         when ref != nil,
+         do: ref
 
     defp device_ref!(%T{type: type} = t, index) do
       {:ok, ref} = operand(t, nif_type!(type, :copy, index), index)
       ref
     end
 
+    # The buffer t's elements are read from with layout_strides(t) (a
+    # view's own buffer), uploading t when it lives on the host or another
+    # device.
+    defp buffer_ref!(%T{data: %__MODULE__{device: index, ref: ref}}, index) when ref != nil,
+      do: ref
+
+    defp buffer_ref!(t, index), do: device_ref!(t, index)
+
+    # The element strides t's buffer is read with, vectorized axes first:
+    # a view's, or row-major.
+    defp layout_strides(%T{data: %__MODULE__{strides: strides}}) when strides != nil, do: strides
+    defp layout_strides(%T{} = t), do: dense_strides(view_dims(t))
+
+    # The axes of t's buffer: vectorized axes, then the shape's.
+    defp view_dims(%T{shape: shape, vectorized_axes: []}), do: Tuple.to_list(shape)
+
+    defp view_dims(%T{shape: shape, vectorized_axes: vectorized}),
+      do: Keyword.values(vectorized) ++ Tuple.to_list(shape)
+
+    # out as a view of tensor's buffer with strides (nil where they are
+    # row-major for out's shape). Raises, like every other use, when the
+    # tensor was deallocated.
+    defp view(out, %T{data: %__MODULE__{ref: ref} = data}, strides) do
+      NIF.tensor_info(ref)
+      strides = if dense_layout?(dims(out), strides), do: nil, else: strides
+      %{out | data: %{data | strides: strides}}
+    end
+
+    # Whether strides read dims row-major (axes of one element aside).
+    defp dense_layout?(dims, strides) do
+      dims
+      |> Enum.zip(Enum.zip(strides, dense_strides(dims)))
+      |> Enum.all?(fn {dim, {s, d}} -> dim == 1 or s == d end)
+    end
+
+    # A new dense buffer holding view t's elements in order.
+    defp materialize(%T{data: %__MODULE__{device: index, ref: ref, strides: strides}} = t) do
+      dims = view_dims(t)
+
+      if Enum.member?(dims, 0),
+        do: empty_ref(t, index),
+        else: strided_read(index, dims, ref, 0, strides)
+    end
+
+    defp empty_ref(%T{type: type}, index), do: upload(index, nif_type!(type, :copy, index), "")
+
+    # The operand {:ok, ref, strides} of a kernel reading t broadcast to
+    # out_shape when t is a view of nif_type on device index: its own
+    # buffer, read in place; nil otherwise.
+    defp view_operand(
+           %T{type: type, data: %__MODULE__{device: index, ref: ref, strides: strides}} = t,
+           nif_type,
+           index,
+           out_shape
+         )
+         when strides != nil do
+      if type == nif_type_to_nx(nif_type),
+        do: {:ok, ref, broadcast_strides(t.shape, out_shape, strides)}
+    end
+
+    defp view_operand(_t, _nif_type, _index, _out_shape), do: nil
+
+    # operand/3 read broadcast to out_shape: {:ok, ref, strides}, a view
+    # read in place.
+    defp source_operand(t, nif_type, index, out_shape) do
+      with nil <- view_operand(t, nif_type, index, out_shape),
+           {:ok, ref} <- operand(t, nif_type, index) do
+        {:ok, ref, broadcast_strides(t.shape, out_shape)}
+      end
+    end
+
+    # read_operand/3 read broadcast to out_shape, as source_operand/4.
+    defp read_source(t, nif_type, index, out_shape) do
+      with nil <- view_operand(t, nif_type, index, out_shape),
+           {:ok, ref} <- read_operand(t, nif_type, index) do
+        {:ok, ref, broadcast_strides(t.shape, out_shape)}
+      end
+    end
+
     # out viewing tensor's buffer (a free op). Raises, like every other use,
-    # when the tensor was deallocated.
+    # when the tensor was deallocated. A view keeps its layout where out
+    # has its shape; otherwise (a reshape) its elements are copied in order
+    # into a dense buffer first.
+    defp same_data(%T{shape: shape} = out, %T{shape: shape, data: %__MODULE__{ref: ref} = data}) do
+      if ref != nil, do: NIF.tensor_info(ref)
+      %{out | data: data}
+    end
+
+    defp same_data(out, %T{data: %__MODULE__{strides: strides, device: index}} = tensor)
+         when strides != nil,
+         do: wrap(out, materialize(tensor), index)
+
     defp same_data(out, %T{data: %__MODULE__{ref: ref} = data}) do
       if ref != nil, do: NIF.tensor_info(ref)
       %{out | data: data}
@@ -2510,13 +2656,16 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp broadcast_strides(shape, shape), do: nil
     defp broadcast_strides({}, out_shape), do: List.duplicate(0, tuple_size(out_shape))
 
-    defp broadcast_strides(in_shape, out_shape) do
+    defp broadcast_strides(in_shape, out_shape),
+      do: broadcast_strides(in_shape, out_shape, dense_strides(Tuple.to_list(in_shape)))
+
+    # The same for a buffer read with in_strides (a view's); never nil.
+    defp broadcast_strides(in_shape, out_shape, in_strides) do
       in_dims = Tuple.to_list(in_shape)
       out_dims = Tuple.to_list(out_shape)
       lead = length(out_dims) - length(in_dims)
 
-      List.duplicate(0, lead) ++
-        kept_strides(in_dims, dense_strides(in_dims), Enum.drop(out_dims, lead))
+      List.duplicate(0, lead) ++ kept_strides(in_dims, in_strides, Enum.drop(out_dims, lead))
     end
 
     # The dense stride of each input axis the output keeps (same extent,

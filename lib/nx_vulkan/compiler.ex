@@ -231,15 +231,16 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     # What the backend's choices may depend on beyond the templates: the
     # device and known value of each argument, whether it has a buffer
     # (a plan reads the buffers of arguments, and the values of constants
-    # without one), and the default backend (where constants are made).
-    # :error for arguments of other backends.
+    # without one), the layout of its buffer (a view's strides are in the
+    # calls that read it), and the default backend (where constants are
+    # made). :error for arguments of other backends.
     defp signature(tensors) do
       Enum.reduce_while(tensors, {:ok, [Nx.default_backend()]}, fn
         %Nx.Tensor{data: %Nx.Vulkan.Backend{ref: nil, device: d, value: v}}, {:ok, acc} ->
           {:cont, {:ok, [{d, v, :constant} | acc]}}
 
-        %Nx.Tensor{data: %Nx.Vulkan.Backend{device: d, value: v}}, {:ok, acc} ->
-          {:cont, {:ok, [{d, v} | acc]}}
+        %Nx.Tensor{data: %Nx.Vulkan.Backend{device: d, value: v, strides: s}}, {:ok, acc} ->
+          {:cont, {:ok, [{d, v, s} | acc]}}
 
         _, _ ->
           {:halt, :error}
