@@ -504,9 +504,8 @@ nxv_status nxv_binary(nxv_device *device, nxv_binary_op op, uint32_t rank,
  * x[i] when scalar_first, else x[i] op value. value is one element of x's
  * dtype (its bytes as a tensor holds them; read before the call returns);
  * x's dtype must be at most 8 bytes wide (not c128: NXV_ERR_UNSUPPORTED).
- * Where x is contiguous (or broadcast from one element) the value travels
- * in the kernel's push constants: no buffer, no device op besides the
- * kernel; otherwise it is first filled into a one-element tensor. */
+ * The value travels in the kernel's push constants, whatever x's strides:
+ * no buffer, no device op besides the kernel. */
 nxv_status nxv_binary_scalar(nxv_device *device, nxv_binary_op op, uint32_t rank,
                              const int64_t *shape, const nxv_view *x, bool scalar_first,
                              const void *value, nxv_tensor **out_tensor);

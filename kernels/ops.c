@@ -25,7 +25,9 @@
 typedef struct pc_ew {  /* binary, unary, compare, select (.comp) */
   uint64_t a, b, c, args;
   uint32_t n, rank, flags, pad;
-  uint64_t in2;         /* third operand (select's on_false) */
+  uint64_t in2;         /* third operand (select's on_false); in the
+                         * strided variants of binary and compare, the
+                         * bits of an immediate operand */
 } pc_ew;
 typedef struct pc_reduce {        /* reduce.comp (argreduce.comp: up to rank_red) */
   uint64_t a, c, args;
@@ -391,11 +393,12 @@ static bool tiled_fits(nxv_device *d, uint32_t r, const int64_t *shape,
  * accesses (unary and binary kernels). Strided operands take the kernel's
  * tiled variant tiled_variant where it has one (not 0) and the collapsed
  * shape suits it (tiled_fits), else variant 1.
- * One operand of a binary or compare kernel may be an immediate scalar:
- * views[o] NULL and imm one element of in_types[o] (at most 8 bytes). In
- * the contiguous variant its bits travel in pc.args (flag bit 3 + o,
- * nxv_imm in common.glsl); otherwise, where the kernel reads operands
- * through strides, it is first filled into a one-element tensor. */
+ * One operand of a binary or compare kernel (nops 2) may be an immediate
+ * scalar: views[o] NULL and imm one element of in_types[o] (at most 8
+ * bytes), read by nxv_imm in common.glsl. In the contiguous variant its
+ * bits travel in pc.args (flag bit 3 + o); in the strided variant in
+ * pc.in2 (flag bit 3 + o), in the tiled one in pc.in2 too (operand mode
+ * 3). Its slot holds the other operand's address, never read. */
 static nxv_status elementwise(nxv_device *d, const char *opname,
                               nxv_spv_module module, uint32_t op, int nops,
                               uint32_t rank, const int64_t *shape_in,
@@ -433,32 +436,22 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
   for (int o = 0; o < nops && contiguous; o++)
     if (r == 1 && strides[o][0] != 1 && strides[o][0] != 0) contiguous = false;
   bool tiled = !contiguous && tiled_variant && tiled_fits(d, r, shape, in_types[0]);
-  /* A strided kernel reads every operand from memory: the immediate
-   * becomes a one-element tensor (stride 0 along every axis). */
-  nxv_tensor *imm_t = NULL;
-  nxv_view imm_v;
-  if (imm_o >= 0 && !contiguous) {
-    nxv_status st = nxv_fill(d, in_types[imm_o], 1, imm, &imm_t);
-    if (st != NXV_OK) {
-      nxv_tensor_release(t);
-      return st;
-    }
-    imm_v = (nxv_view){imm_t, 0, NULL};
-    views[imm_o] = &imm_v;
-    imm_o = -1;
-  }
   uint32_t args_words = contiguous ? 0
                         : tiled    ? 2 + 4 * (uint32_t)nops
                                    : (uint32_t)(nops + 1) * r + (uint32_t)nops;
   nxv_node *node = nxv_node_new(args_words);
   if (!node) {
     nxv_tensor_release(t);
-    nxv_tensor_release(imm_t);
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
   }
   pc_ew pc = {0};
   uint64_t *slots[3] = {&pc.a, &pc.b, &pc.in2};
   pc.c = t->buf->addr;
+  if (imm_o >= 0 && !contiguous) {
+    /* nops is 2: in2 is free for the immediate's bits. */
+    memcpy(&pc.in2, imm, nxv_dtype_size(in_types[imm_o]));
+    *slots[imm_o] = views[imm_o == 0 ? 1 : 0]->tensor->buf->addr;
+  }
   pc.n = (uint32_t)n;
   uint64_t threads = n;
   uint32_t variant = 0;
@@ -494,6 +487,10 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
     a[1] = (uint32_t)cols;
     bool vec_out = allow_vec && cols % 4 == 0;
     for (int o = 0; o < nops; o++) {
+      if (o == imm_o) {
+        pc.flags |= 3u << (2 * o); /* its arena words stay 0 */
+        continue;
+      }
       const nxv_view *v = views[o];
       int64_t sb = r == 3 ? strides[o][0] : 0, sr = strides[o][r - 2], sc = strides[o][r - 1];
       uint64_t addr = v->tensor->buf->addr;
@@ -519,7 +516,9 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
     node->groups[2] = r == 3 ? (uint32_t)shape[0] : 1;
   } else {
     variant = 1;
-    for (int o = 0; o < nops; o++) *slots[o] = views[o]->tensor->buf->addr;
+    if (imm_o >= 0) pc.flags |= 8u << imm_o;
+    for (int o = 0; o < nops; o++)
+      if (o != imm_o) *slots[o] = views[o]->tensor->buf->addr;
     pc.rank = r;
     uint32_t *a = node->args;
     for (uint32_t i = 0; i < r; i++) a[i] = (uint32_t)shape[i];
@@ -527,7 +526,8 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
       for (uint32_t i = 0; i < r; i++)
         a[(uint32_t)(o + 1) * r + i] = (uint32_t)strides[o][i];
     for (int o = 0; o < nops; o++)
-      a[(uint32_t)(nops + 1) * r + (uint32_t)o] = (uint32_t)views[o]->offset;
+      a[(uint32_t)(nops + 1) * r + (uint32_t)o] =
+          o == imm_o ? 0u : (uint32_t)views[o]->offset;
     node->args_pc_offset = offsetof(pc_ew, args);
   }
   memcpy(node->pc, &pc, sizeof pc);
@@ -540,7 +540,6 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
   for (int o = 0; o < nops; o++)
     if (o != imm_o) node_use(node, views[o]->tensor, false);
   node_use(node, t, true);
-  nxv_tensor_release(imm_t); /* the node holds its buffer */
   nxv_status st = push_dispatch(d, node, module, op, variant);
   if (st != NXV_OK) {
     nxv_tensor_release(t);

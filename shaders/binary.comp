@@ -7,10 +7,12 @@
 //            scalar; bit2: 4-wide vector loads allowed; bit3/bit4: a/b is
 //            an immediate scalar, its bits in pc.args, nxv_imm).
 // VARIANT 1: strided operands; the argument arena holds
-//            shape[rank], a_strides[rank], b_strides[rank], a_off, b_off.
+//            shape[rank], a_strides[rank], b_strides[rank], a_off, b_off
+//            (flags bit3/bit4: a/b is an immediate, its bits in pc.imm).
 // VARIANT 2: strided operands, output collapsed to at most three axes:
-//            tiles of 32 rows (tile2d.glsl); 256 threads. Not in c128
-//            modules.
+//            tiles of 32 rows (tile2d.glsl); 256 threads. Operand mode 3
+//            (see tile2d.glsl): an immediate, its bits in pc.imm. Not in
+//            c128 modules.
 // OP follows nxv_binary_op in include/nxv.h.
 #include "common.glsl"
 #if T_KIND == KIND_COMPLEX
@@ -30,6 +32,8 @@ layout(push_constant, std430) uniform PC {
   uint n;
   uint rank;
   uint flags;
+  uint pad;
+  uint64_t imm;  // strided variants: an immediate operand's bits
 } pc;
 
 #include "binary_ops.glsl"
@@ -43,10 +47,22 @@ shared uint s_args[3 * NXV_MAX_RANK + 2];
 #if TILED
 #include "tile2d.glsl"
 
+// t2_load, or the immediate in pc.imm for operand mode 3.
+void t2_operand(BufT p, uint o, out TC v[T2_PER]) {
+#ifdef NXV_IMM
+  if (((pc.flags >> (2u * o)) & 3u) == 3u) {
+    TC s = nxv_imm(pc.imm);
+    [[unroll]] for (uint j = 0u; j < T2_PER; ++j) v[j] = s;
+    return;
+  }
+#endif
+  t2_load(p, o, v);
+}
+
 void tiled() {
   TC x[T2_PER], y[T2_PER];
-  t2_load(pc.a, 0u, x);
-  t2_load(pc.b, 1u, y);
+  t2_operand(pc.a, 0u, x);
+  t2_operand(pc.b, 1u, y);
   uint R = t2_rows(), C = t2_cols(), r = t2_row(), c = t2_col();
   if (r >= R || c >= C) return;
   uint i = (gl_WorkGroupID.z * R + r) * C + c;
@@ -109,6 +125,13 @@ void main() {
     for (uint j = gl_LocalInvocationID.x; j < nargs; j += gl_WorkGroupSize.x)
       s_args[j] = pc.args.d[j];
     barrier();
+    // An immediate operand (flag bit 3 / 4; strides and offset 0) is
+    // never read from its slot.
+    TC imm = TC(0);
+#ifdef NXV_IMM
+    imm = nxv_imm(pc.imm);
+#endif
+    bool a_imm = (pc.flags & 8u) != 0u, b_imm = (pc.flags & 16u) != 0u;
     for (uint i = gid; i < pc.n; i += stride) {
       uint ia = s_args[3u * rank], ib = s_args[3u * rank + 1u], rem = i;
       for (int d = int(rank) - 1; d >= 0; --d) {
@@ -119,7 +142,9 @@ void main() {
         ia += r * s_args[rank + uint(d)];
         ib += r * s_args[2u * rank + uint(d)];
       }
-      pc.c.v[i] = T_ST(apply(T_LD(pc.a.v[ia]), T_LD(pc.b.v[ib])));
+      TC x = a_imm ? imm : T_LD(pc.a.v[ia]);
+      TC y = b_imm ? imm : T_LD(pc.b.v[ib]);
+      pc.c.v[i] = T_ST(apply(x, y));
     }
   }
 }

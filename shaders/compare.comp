@@ -9,7 +9,8 @@
 // VARIANT 0: contiguous (flags bit0/bit1: a/b is a broadcast scalar;
 // bit3/bit4: a/b is an immediate scalar, its bits in pc.args, nxv_imm);
 // VARIANT 1: strided, the arena holds shape[rank], a_strides[rank],
-// b_strides[rank], a_off, b_off.
+// b_strides[rank], a_off, b_off (flags bit3/bit4: a/b is an immediate, its
+// bits in pc.imm).
 #include "common.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
@@ -23,6 +24,8 @@ layout(push_constant, std430) uniform PC {
   uint n;
   uint rank;
   uint flags;
+  uint pad;
+  uint64_t imm;  // VARIANT 1: an immediate operand's bits
 } pc;
 
 #include "compare_ops.glsl"
@@ -57,6 +60,12 @@ void main() {
     for (uint j = gl_LocalInvocationID.x; j < nargs; j += gl_WorkGroupSize.x)
       s_args[j] = pc.args.d[j];
     barrier();
+    // An immediate operand (flag bit 3 / 4) has strides and offset 0.
+    TC imm = TC(0);
+#ifdef NXV_IMM
+    imm = nxv_imm(pc.imm);
+#endif
+    bool a_imm = (pc.flags & 8u) != 0u, b_imm = (pc.flags & 16u) != 0u;
     for (uint i = gid; i < pc.n; i += stride) {
       uint ia = s_args[3u * rank], ib = s_args[3u * rank + 1u], rem = i;
       for (int d = int(rank) - 1; d >= 0; --d) {
@@ -67,7 +76,9 @@ void main() {
         ia += r * s_args[rank + uint(d)];
         ib += r * s_args[2u * rank + uint(d)];
       }
-      pc.c.v[i] = uint8_t(apply(T_LD(pc.a.v[ia]), T_LD(pc.b.v[ib])) ? 1u : 0u);
+      TC x = a_imm ? imm : T_LD(pc.a.v[ia]);
+      TC y = b_imm ? imm : T_LD(pc.b.v[ib]);
+      pc.c.v[i] = uint8_t(apply(x, y) ? 1u : 0u);
     }
   }
 }

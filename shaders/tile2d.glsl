@@ -18,6 +18,8 @@
 //   1  4-wide loads: stride 1 along C and every row start 4-aligned
 //   2  transposed (stride 1 along R): the workgroup first reads the tile
 //      along R into shared memory, so that reads stay coalesced
+//   3  an immediate (binary.comp reads it from push constants; t2_load
+//      is not called for it)
 // Bit 6 of pc.flags: the output may be written 4 wide (C % 4 == 0).
 //
 // The includer defines T, TC, T_LD, BufT, T_VEC (and BufT4, TC4 where

@@ -395,8 +395,8 @@ static void run_binary(nxv_device *d, nxv_dtype t, nxv_binary_op op, uint64_t *r
                 a, runs[i].ya);
     }
     /* The scalar as an immediate (nxv_binary_scalar), on either side: x
-     * contiguous (its bits in push constants), x reversed (filled into a
-     * one-element tensor first), and rank 0. */
+     * contiguous (the contiguous variant), x reversed (the strided
+     * variant), and rank 0. */
     static val ef[N];
     static double abs_tol_f[N];
     for (size_t i = 0; i < N; i++) {
@@ -602,11 +602,12 @@ static nxv_view tiled_view(nxv_tensor *t, const tiled_arg *g, int64_t D) {
   return (nxv_view){t, g->offset, D == 1 ? g->strides + 1 : g->strides};
 }
 
-/* add of two operands, negate and a conversion of the first, over pairs of
+/* add of two operands, negate and a conversion of the first, and the
+ * first minus an immediate and an immediate minus it, over pairs of
  * layouts chosen to hit each of the tiled kernel's load modes (4-wide,
- * direct, transposed through shared memory) and its edges (partial tiles,
- * several tiles down and across, rows not a multiple of 4 wide, a batch
- * axis, odd row counts and offsets). */
+ * direct, transposed through shared memory, immediate) and its edges
+ * (partial tiles, several tiles down and across, rows not a multiple of 4
+ * wide, a batch axis, odd row counts and offsets). */
 static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
   static const int64_t shapes[][3] = {{1, 37, 44}, {3, 19, 33}, {2, 64, 16}, {1, 20, 130},
                                       {2, 34, 70}, {1, 131, 66}, {2, 65, 129}};
@@ -630,9 +631,11 @@ static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
       val *a = test_xcalloc(ga.count, sizeof *a), *b = test_xcalloc(gb.count, sizeof *b);
       val *x = test_xcalloc(n, sizeof *x), *y = test_xcalloc(n, sizeof *y);
       val *e_add = test_xcalloc(n, sizeof *e_add), *e_neg = test_xcalloc(n, sizeof *e_neg);
-      val *e_cvt = test_xcalloc(n, sizeof *e_cvt);
+      val *e_cvt = test_xcalloc(n, sizeof *e_cvt), *sv = test_xcalloc(n, sizeof *sv);
+      val *e_sub = test_xcalloc(n, sizeof *e_sub), *e_rsub = test_xcalloc(n, sizeof *e_rsub);
       tiled_fill(r, t, 0, ga.count, a);
       tiled_fill(r, t, 1, gb.count, b);
+      val s = b[gb.count / 2]; /* the immediate */
       size_t i = 0;
       for (int64_t z = 0; z < D; z++)
         for (int64_t rr = 0; rr < R; rr++)
@@ -642,6 +645,9 @@ static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
             e_add[i] = ref_binary(NXV_ADD, t, x[i], y[i]);
             e_neg[i] = ref_unary(NXV_NEG, t, x[i]);
             e_cvt[i] = ref_convert(t, to, x[i]);
+            sv[i] = s;
+            e_sub[i] = ref_binary(NXV_SUB, t, x[i], s);
+            e_rsub[i] = ref_binary(NXV_SUB, t, s, x[i]);
           }
       nxv_tensor *ta = upload(d, t, ga.count, a, false), *tb = upload(d, t, gb.count, b, false);
       if (ta && tb) {
@@ -657,6 +663,16 @@ static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
                  (long long)D, (long long)R, (long long)C, ga.name);
         st = nxv_unary(d, NXV_NEG, rank, shape, &va, &out);
         check_out(tag, t, result(st, out, tag), n, e_neg, EXACT, NULL, t, x, NULL);
+        uint8_t value[8] = {0};
+        store_raw(t, value, 0, nxv_test_encode(t, s));
+        for (int first = 0; first < 2; first++) {
+          snprintf(tag, sizeof tag, "subtract %s %lldx%lldx%lld (%s, immediate %s)",
+                   nxv_dtype_name(t), (long long)D, (long long)R, (long long)C, ga.name,
+                   first ? "a" : "b");
+          st = nxv_binary_scalar(d, NXV_SUB, rank, shape, &va, first, value, &out);
+          check_out(tag, t, result(st, out, tag), n, first ? e_rsub : e_sub,
+                    binary_ulps(t, NXV_SUB), NULL, t, first ? sv : x, first ? x : sv);
+        }
         if (conv) {
           snprintf(tag, sizeof tag, "as_type %s -> %s %lldx%lldx%lld (%s)",
                    nxv_dtype_name(t), nxv_dtype_name(to), (long long)D, (long long)R,
@@ -674,6 +690,9 @@ static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
       free(e_add);
       free(e_neg);
       free(e_cvt);
+      free(sv);
+      free(e_sub);
+      free(e_rsub);
     }
   }
 }
@@ -833,7 +852,7 @@ static void run_compare_select(nxv_device *d, nxv_dtype t, uint64_t *r) {
         check_out(tag, NXV_U8, result(st, out, tag), N, e, EXACT, NULL, t, a, b);
       }
       /* b[k] as an immediate (nxv_compare_scalar): on the right of a, on
-       * the left of b reversed (filled into a one-element tensor). */
+       * the left of b reversed (the strided variant). */
       static val sv[N], es_[N], ef[N], br[N];
       const size_t ks = 7;
       uint8_t value[8] = {0};
