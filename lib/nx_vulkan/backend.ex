@@ -102,10 +102,11 @@ if Code.ensure_loaded?(Nx.Backend) do
     `Nx.Vulkan.Scalars`' cached buffer.
 
     `strides` is `nil` for a buffer laid out row-major in the tensor's
-    shape (vectorized axes first). A transpose is a view instead: the
-    same buffer, with `strides` the element stride of each axis (the
-    vectorized ones first), which kernels that take strided operands read
-    in place and every other use copies into a dense buffer first.
+    shape (vectorized axes first). A transpose or a broadcast is a view
+    instead: the same buffer, with `strides` the element stride of each
+    axis (the vectorized ones first; 0 along broadcast axes), which
+    kernels that take strided operands read in place and every other use
+    copies into a dense buffer first.
     """
     @type t :: %__MODULE__{
             ref: reference | nil,
@@ -514,12 +515,15 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     # A broadcast that adds only axes of size 1 (out has tensor's size, its
     # axes strictly increasing: Nx.new_axis, keep_axes gradients) is a
-    # reshape: the same buffer.
+    # reshape of a dense tensor: the same buffer; of a view, a view.
     def broadcast(out, tensor, _shape, axes) do
-      if Nx.size(out) == Nx.size(tensor) and strictly_increasing?(axes),
+      if Nx.size(out) == Nx.size(tensor) and strictly_increasing?(axes) and not view?(tensor),
         do: same_data(out, tensor),
         else: do_broadcast(out, tensor, axes)
     end
+
+    defp view?(%T{data: %__MODULE__{strides: strides}}), do: strides != nil
+    defp view?(_tensor), do: false
 
     defp strictly_increasing?([a | [b | _] = rest]), do: a < b and strictly_increasing?(rest)
     defp strictly_increasing?(_), do: true
@@ -536,7 +540,9 @@ if Code.ensure_loaded?(Nx.Backend) do
             else: acc
         end)
 
-      strided_copy(:broadcast, out, tensor, 0, strides, [out, tensor, out_shape, axes])
+      if viewable?(tensor, out),
+        do: view(out, tensor, strides),
+        else: strided_copy(:broadcast, out, tensor, 0, strides, [out, tensor, out_shape, axes])
     end
 
     impl_if_callback(:transpose, 3)
@@ -1915,7 +1921,12 @@ if Code.ensure_loaded?(Nx.Backend) do
       strides = List.to_tuple(layout_strides(tensor))
       group_strides = Enum.map(groups, &group_stride(&1, shape, strides))
       perm = Enum.concat(groups)
-      [_, rows, cols] = Enum.map(groups, &product_of(shape, &1))
+      [_, rows, cols] = sizes = Enum.map(groups, &product_of(shape, &1))
+      # A group of several elements read with stride 0 (a broadcast view)
+      # is copied out like a group that is not contiguous.
+      in_place? =
+        Enum.zip_with(group_strides, sizes, &(is_integer(&1) and (&1 != 0 or &2 <= 1)))
+        |> Enum.all?()
 
       empty? = Enum.member?(dims, 0)
 
@@ -1924,7 +1935,7 @@ if Code.ensure_loaded?(Nx.Backend) do
           {:ok, {nil, 0, [0, 0, 0]}}
 
         %T{type: ^target, data: %__MODULE__{device: ^index, value: nil, ref: ref}} ->
-          if Enum.all?(group_strides, &is_integer/1) do
+          if in_place? do
             {:ok, {ref, 0, group_strides}}
           else
             permuted = Enum.map(perm, &elem(shape, &1))
@@ -2476,6 +2487,15 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     defp view_dims(%T{shape: shape, vectorized_axes: vectorized}),
       do: Keyword.values(vectorized) ++ Tuple.to_list(shape)
+
+    # Whether out (a transpose or broadcast of tensor) can view tensor's
+    # buffer: a device tensor of unknown value, of a type the device
+    # copies, out within the runtime's rank.
+    defp viewable?(%T{type: type, data: %__MODULE__{device: index, ref: ref, value: nil}}, out)
+         when ref != nil,
+         do: copy_type?(index, nif_type!(type, :copy, index)) and rank_ok?(out)
+
+    defp viewable?(_tensor, _out), do: false
 
     # out as a view of tensor's buffer with strides (nil where they are
     # row-major for out's shape). Raises, like every other use, when the

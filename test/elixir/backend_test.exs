@@ -463,13 +463,11 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
-    test "a transpose is a view: no device op; ops read it in place or copy it first" do
+    test "transposes and broadcasts are views: no device op; ops read them in place or copy them" do
       for type <- [:f32, :f64, :s32, :u8, :f16, :s64] do
         type = Nx.Type.normalize!(type)
         a = integral({3, 4, 5}, type)
         ht = Nx.transpose(a, axes: [2, 0, 1])
-        b = integral({5, 3, 4}, type)
-        wide = integral({2, 5, 3, 4}, type)
         va = vk(a)
         Nx.Vulkan.synchronize()
         before = Nx.Vulkan.stats().ops_enqueued
@@ -484,67 +482,37 @@ if Code.ensure_loaded?(Nx) do
         assert back.data.strides == nil
         assert_same(back, a)
 
-        # One kernel reads the view in place.
+        # A broadcast: stride 0 along the new and the size-1 axes.
+        r = integral({5, 1, 4}, type)
+        hb = Nx.broadcast(r, {5, 3, 4})
+        vr = vk(r)
         Nx.Vulkan.synchronize()
         before = Nx.Vulkan.stats().ops_enqueued
-        sum = native(fn -> Nx.add(t, t) end)
+        bv = native(fn -> Nx.broadcast(vr, {5, 3, 4}) end)
+        assert Nx.Vulkan.stats().ops_enqueued == before
+        assert bv.data.strides == [4, 0, 1]
+        assert_same(bv, hb)
+
+        # One kernel reads a view in place.
+        Nx.Vulkan.synchronize()
+        before = Nx.Vulkan.stats().ops_enqueued
+        sum = native(fn -> Nx.add(t, bv) end)
         assert Nx.Vulkan.stats().ops_enqueued == before + 1
-        assert_same(sum, Nx.add(ht, ht))
+        assert_same(sum, Nx.add(ht, hb))
 
-        float? = elem(type, 0) == :f
+        # A transpose of a broadcast and a broadcast of a transpose.
+        both = native(fn -> Nx.transpose(Nx.broadcast(t, {2, 5, 3, 4}), axes: [3, 1, 0, 2]) end)
+        assert_same(both, Nx.transpose(Nx.broadcast(ht, {2, 5, 3, 4}), axes: [3, 1, 0, 2]))
 
-        checks = [
-          {"add a dense tensor", &Nx.add(&1, &2), [b]},
-          {"subtract from a broadcast", &Nx.subtract(&2, &1), [wide]},
-          {"multiply by a number", &Nx.multiply(&1, 3), []},
-          {"a number minus it", &Nx.subtract(2, &1), []},
-          {"max", &Nx.max(&1, &2), [b]},
-          {"negate", &Nx.negate/1, []},
-          {"abs", &Nx.abs/1, []},
-          {"greater", &Nx.greater(&1, 2), []},
-          {"equal", &Nx.equal(&1, &2), [b]},
-          {"select", &Nx.select(Nx.greater(&1, 0), &1, &2), [b]},
-          {"select numbers", &Nx.select(&1, 1, 0), []},
-          {"clip", &Nx.clip(&1, 1, 5), []},
-          {"sum of an axis", &Nx.sum(&1, axes: [1]), []},
-          {"sum", &Nx.sum/1, []},
-          {"reduce_max", &Nx.reduce_max(&1, axes: [0, 2]), []},
-          {"argmax", &Nx.argmax(&1, axis: 1), []},
-          {"as_type", &Nx.as_type(&1, :f32), []},
-          {"as_type s64", &Nx.as_type(&1, :s64), []},
-          {"dot", &Nx.dot(&1, [2], &2, [2]), [b]},
-          {"dot, batched", &Nx.dot(&1, [2], [0], &2, [2], [0]), [b]},
-          {"slice", &Nx.slice(&1, [1, 0, 1], [3, 2, 3]), []},
-          {"slice with strides", &Nx.slice(&1, [0, 0, 0], [5, 3, 4], strides: [2, 1, 3]), []},
-          {"reverse", &Nx.reverse(&1, axes: [0, 2]), []},
-          {"reshape", &Nx.reshape(&1, {15, 4}), []},
-          {"squeeze a new axis", &Nx.squeeze(Nx.new_axis(&1, 1)), []},
-          {"broadcast", &Nx.broadcast(&1, {2, 5, 3, 4}), []},
-          {"negative padding", &Nx.pad(&1, 0, [{-1, 0, 0}, {0, -1, 0}, {-2, -1, 0}]), []},
-          {"padding", &Nx.pad(&1, 7, [{1, 0, 1}, {0, 2, 0}, {-1, 1, 0}]), []},
-          {"concatenate", &Nx.concatenate([&1, &2, &1], axis: 1), [b]},
-          {"put_slice", &Nx.put_slice(&2, [1, 0, 1], Nx.slice(&1, [0, 0, 0], [2, 3, 2])), [b]},
-          {"gather", &Nx.gather(&1, Nx.tensor([[1, 2, 3], [4, 0, 0]])), []},
-          {"window_sum", &Nx.window_sum(&1, {2, 1, 2}), []},
-          {"bitcast", &Nx.bitcast(&1, bitcast_type(type)), []},
-          {"transpose again", &Nx.transpose(&1, axes: [1, 0, 2]), []}
-        ]
-
-        for {name, fun, args} <- checks do
-          expected = apply(fun, [ht | args])
-          got = native(fn -> apply(fun, [t | Enum.map(args, &vk/1)]) end)
-
-          try do
-            assert_same(got, expected, if(float?, do: 2.0e-3, else: nil))
-          rescue
-            e in ExUnit.AssertionError ->
-              reraise %{e | message: "#{inspect(type)} #{name}: #{e.message}"}, __STACKTRACE__
-          end
+        for {view, expected_view, what} <- [{t, ht, "transpose"}, {bv, hb, "broadcast"}] do
+          check_view_ops(view, expected_view, type, what)
         end
 
         # Copies and transfers keep the layout.
         assert_same(Nx.backend_copy(t, VB), ht)
+        assert_same(Nx.backend_copy(bv, VB), hb)
         assert Nx.to_binary(t) == Nx.to_binary(ht)
+        assert Nx.to_binary(bv) == Nx.to_binary(hb)
         assert Nx.to_binary(t, limit: 7) == Nx.to_binary(ht, limit: 7)
 
         assert Nx.to_flat_list(Nx.backend_transfer(Nx.transpose(vk(a)), Nx.BinaryBackend)) ==
@@ -564,15 +532,80 @@ if Code.ensure_loaded?(Nx) do
       assert_same(jit.(Nx.transpose(vk(a))), Nx.multiply(Nx.transpose(a), 2))
       assert_same(jit.(vk(a)), Nx.multiply(a, 2))
 
-      # A deallocated tensor's transpose raises, as any other use does.
+      assert_same(
+        jit.(Nx.broadcast(vk(a[0]), {4, 4})),
+        Nx.multiply(Nx.broadcast(a[0], {4, 4}), 2)
+      )
+
+      # A deallocated tensor's transpose or broadcast raises, as any other
+      # use does.
       d = vk(a)
       Nx.backend_deallocate(d)
       assert_raise ArgumentError, fn -> Nx.transpose(d) end
+      assert_raise ArgumentError, fn -> Nx.broadcast(d, {2, 4, 4}) end
 
       # Deallocating a view frees the buffer it views.
       d = vk(a)
       Nx.backend_deallocate(Nx.transpose(d))
       assert_raise ArgumentError, fn -> Nx.add(d, 1) end
+    end
+
+    # The ops on view (a {5, 3, 4} view of type type) against the same ops
+    # on expected (its value on the host).
+    defp check_view_ops(view, expected, type, what) do
+      b = integral({5, 3, 4}, type)
+      wide = integral({2, 5, 3, 4}, type)
+
+      checks = [
+        {"add a dense tensor", &Nx.add(&1, &2), [b]},
+        {"subtract from a broadcast", &Nx.subtract(&2, &1), [wide]},
+        {"multiply by a number", &Nx.multiply(&1, 3), []},
+        {"a number minus it", &Nx.subtract(2, &1), []},
+        {"max", &Nx.max(&1, &2), [b]},
+        {"negate", &Nx.negate/1, []},
+        {"abs", &Nx.abs/1, []},
+        {"greater", &Nx.greater(&1, 2), []},
+        {"equal", &Nx.equal(&1, &2), [b]},
+        {"select", &Nx.select(Nx.greater(&1, 0), &1, &2), [b]},
+        {"select numbers", &Nx.select(&1, 1, 0), []},
+        {"clip", &Nx.clip(&1, 1, 5), []},
+        {"sum of an axis", &Nx.sum(&1, axes: [1]), []},
+        {"sum", &Nx.sum/1, []},
+        {"reduce_max", &Nx.reduce_max(&1, axes: [0, 2]), []},
+        {"argmax", &Nx.argmax(&1, axis: 1), []},
+        {"as_type", &Nx.as_type(&1, :f32), []},
+        {"as_type s64", &Nx.as_type(&1, :s64), []},
+        {"dot", &Nx.dot(&1, [2], &2, [2]), [b]},
+        {"dot, contracting a stride-0 axis", &Nx.dot(&1, [1], &2, [1]), [b]},
+        {"dot, batched", &Nx.dot(&1, [2], [0], &2, [2], [0]), [b]},
+        {"slice", &Nx.slice(&1, [1, 0, 1], [3, 2, 3]), []},
+        {"slice with strides", &Nx.slice(&1, [0, 0, 0], [5, 3, 4], strides: [2, 1, 3]), []},
+        {"reverse", &Nx.reverse(&1, axes: [0, 2]), []},
+        {"reshape", &Nx.reshape(&1, {15, 4}), []},
+        {"squeeze a new axis", &Nx.squeeze(Nx.new_axis(&1, 1)), []},
+        {"broadcast", &Nx.broadcast(&1, {2, 5, 3, 4}), []},
+        {"negative padding", &Nx.pad(&1, 0, [{-1, 0, 0}, {0, -1, 0}, {-2, -1, 0}]), []},
+        {"padding", &Nx.pad(&1, 7, [{1, 0, 1}, {0, 2, 0}, {-1, 1, 0}]), []},
+        {"concatenate", &Nx.concatenate([&1, &2, &1], axis: 1), [b]},
+        {"put_slice", &Nx.put_slice(&2, [1, 0, 1], Nx.slice(&1, [0, 0, 0], [2, 3, 2])), [b]},
+        {"gather", &Nx.gather(&1, Nx.tensor([[1, 2, 3], [4, 0, 0]])), []},
+        {"window_sum", &Nx.window_sum(&1, {2, 1, 2}), []},
+        {"bitcast", &Nx.bitcast(&1, bitcast_type(type)), []},
+        {"transpose again", &Nx.transpose(&1, axes: [1, 0, 2]), []}
+      ]
+
+      for {name, fun, args} <- checks do
+        want = apply(fun, [expected | args])
+        got = native(fn -> apply(fun, [view | Enum.map(args, &vk/1)]) end)
+
+        try do
+          assert_same(got, want, if(elem(type, 0) == :f, do: 2.0e-3, else: nil))
+        rescue
+          e in ExUnit.AssertionError ->
+            message = "#{inspect(type)} #{what}, #{name}: #{e.message}"
+            reraise %{e | message: message}, __STACKTRACE__
+        end
+      end
     end
 
     # A type of the same size to bitcast type to.

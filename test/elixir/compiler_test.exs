@@ -176,8 +176,11 @@ if Code.ensure_loaded?(Nx) do
         for _ <- 1..3 do
           {got, replayed} = ops_of(fn -> relu_step(w1, b1, w2, x) end)
           assert bits(got) == bits(expected), "#{type} replay differs"
-          # The ReLU gradient (6 ops), the three updates (2-3 ops each).
-          assert replayed <= evaluated - 6, "#{type}: #{replayed} ops, evaluated #{evaluated}"
+          # The ReLU gradient and the three updates (a multiply and a
+          # subtract each) fuse: 4 ops fewer at least (12 for f32), beyond
+          # the transposes and broadcasts the Evaluator's backend already
+          # reads as views.
+          assert replayed <= evaluated - 4, "#{type}: #{replayed} ops, evaluated #{evaluated}"
         end
       end
 
