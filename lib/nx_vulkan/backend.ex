@@ -9,10 +9,11 @@ if Code.ensure_loaded?(Nx.Backend) do
         t = Nx.tensor([1.0, 2.0, 3.0], backend: Nx.Vulkan.Backend)
         Nx.backend_transfer(t, {Nx.Vulkan.Backend, device: 1})
 
-    A tensor is a dense buffer on one device. Operations are queued on the
-    device and return at once; only reading data back (`Nx.to_binary/2`,
-    `Nx.to_number/1`, `inspect/2`, a transfer to another backend) waits, and
-    only for the work it depends on.
+    A tensor is a buffer on one device: dense, or a view of another
+    tensor's buffer (a transpose or a broadcast, read through strides).
+    Operations are queued on the device and return at once; only reading
+    data back (`Nx.to_binary/2`, `Nx.to_number/1`, `inspect/2`, a transfer
+    to another backend) waits, and only for the work it depends on.
 
     ## Options
 
@@ -40,8 +41,12 @@ if Code.ensure_loaded?(Nx.Backend) do
         `fft`/`ifft` (and `fft2`/`ifft2`);
       * `sort argsort top_k`, `gather take take_along_axis indexed_add
         indexed_put`;
-      * `broadcast transpose slice reverse pad concatenate stack put_slice
-        to_batched`, `iota` and `eye`; `reshape` and `squeeze` are free;
+      * `slice reverse pad concatenate stack put_slice to_batched`, `iota`
+        and `eye`; `reshape` and `squeeze` are free, and so are `transpose`
+        and `broadcast` of a device tensor: they make a view, which
+        element-wise ops, `select`, `clip`, conversions, reductions, `dot`
+        and the strided copies read in place, and every other use copies
+        into a dense buffer first;
       * `constant`, `from_binary`, `to_binary` (reading only `limit`
         elements) and `backend_copy` within a device.
 
