@@ -871,8 +871,8 @@ if Code.ensure_loaded?(Nx.Backend) do
     # Either operand may be an immediate (a binary: kernel_operand/3), which
     # the kernel broadcasts itself (strides nil); at most one is.
     defp broadcast_pair(out, left, right, nif_type, index, kernel) do
-      with {:ok, a, as} <- pair_operand(left, nif_type, index, out.shape),
-           {:ok, b, bs} <- pair_operand(right, nif_type, index, out.shape) do
+      with {:ok, a, as} <- strided_operand(&kernel_operand/3, left, nif_type, index, out.shape),
+           {:ok, b, bs} <- strided_operand(&kernel_operand/3, right, nif_type, index, out.shape) do
         a = if is_binary(a) and is_binary(b), do: shared_scalar(index, nif_type, a), else: a
 
         if Nx.size(out) == 0 do
@@ -882,16 +882,6 @@ if Code.ensure_loaded?(Nx.Backend) do
           bs = if is_binary(b), do: nil, else: bs
           {:ok, wrap(out, alloc(index, fn -> kernel.(dims(out), a, as, b, bs) end), index)}
         end
-      end
-    end
-
-    # kernel_operand/3 with the strides reading the operand broadcast to
-    # out_shape (those of a buffer, were it an immediate); a view of
-    # nif_type is read in place.
-    defp pair_operand(t, nif_type, index, out_shape) do
-      with nil <- view_operand(t, nif_type, index, out_shape),
-           {:ok, x} <- kernel_operand(t, nif_type, index) do
-        {:ok, x, broadcast_strides(t.shape, out_shape)}
       end
     end
 
@@ -1032,8 +1022,10 @@ if Code.ensure_loaded?(Nx.Backend) do
       with {:ok, nif_type} <- Map.fetch(@nif_types, type),
            true <- supported?(index, :select, :select, nif_type) and rank_ok?(out),
            {:ok, p} <- predicate(pred, index),
-           {:ok, a, a_strides} <- read_source(on_true, nif_type, index, out.shape),
-           {:ok, b, b_strides} <- read_source(on_false, nif_type, index, out.shape) do
+           {:ok, a, a_strides} <-
+             strided_operand(&read_operand/3, on_true, nif_type, index, out.shape),
+           {:ok, b, b_strides} <-
+             strided_operand(&read_operand/3, on_false, nif_type, index, out.shape) do
         if Nx.size(out) == 0 do
           empty(out, index)
         else
@@ -1096,7 +1088,7 @@ if Code.ensure_loaded?(Nx.Backend) do
 
       with false <- op in [:floor, :ceil, :round] and integer_type?(type) and tensor.type == type,
            true <- supported?(index, :unary, op, nif_type) and rank_ok?(out),
-           {:ok, a, strides} <- source_operand(tensor, nif_type, index, out.shape) do
+           {:ok, a, strides} <- strided_operand(&operand/3, tensor, nif_type, index, out.shape) do
         if Nx.size(out) == 0,
           do: empty(out, index),
           else: wrap(out, alloc(index, fn -> NIF.unary(op, dims(out), a, 0, strides) end), index)
@@ -1229,7 +1221,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       with true <-
              supported?(index, :binary, :max, nif_type) and
                supported?(index, :binary, :min, nif_type) and rank_ok?(out),
-           {:ok, t, t_strides} <- source_operand(tensor, nif_type, index, out.shape),
+           {:ok, t, t_strides} <- strided_operand(&operand/3, tensor, nif_type, index, out.shape),
            {:ok, lo} <- kernel_operand(min, nif_type, index),
            {:ok, hi} <- kernel_operand(max, nif_type, index) do
         if Nx.size(out) == 0 do
@@ -1272,7 +1264,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       with true <-
              compute_type?(index, nif_type) and (nif_op in [:sum, :product] or real?(type)) and
                rank_ok?(tensor),
-           {:ok, a, strides} <- source_operand(tensor, nif_type, index, tensor.shape) do
+           {:ok, a, strides} <- strided_operand(&operand/3, tensor, nif_type, index, tensor.shape) do
         axes = opts[:axes] || Nx.axes(tensor)
 
         wrap(
@@ -2463,8 +2455,9 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     ## Buffers
 
-    # The buffer of t on device index, uploading t (in its own type) when it
-    # lives on the host or another device.
+    # A dense buffer of t on device index: its own, a view's elements copied
+    # in order, or t uploaded (in its own type) when it lives on the host or
+    # another device.
     defp device_ref!(%T{data: %__MODULE__{device: index, ref: ref, strides: nil}}, index)
          when ref != nil,
          do: ref
@@ -2545,20 +2538,14 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     defp view_operand(_t, _nif_type, _index, _out_shape), do: nil
 
-    # operand/3 read broadcast to out_shape: {:ok, ref, strides}, a view
-    # read in place.
-    defp source_operand(t, nif_type, index, out_shape) do
+    # {:ok, x, strides}: what reader (operand/3, kernel_operand/3 or
+    # read_operand/3) gives for t, with the strides reading it broadcast to
+    # out_shape (those of a buffer, were x an immediate); a view of nif_type
+    # is read in place instead.
+    defp strided_operand(reader, t, nif_type, index, out_shape) do
       with nil <- view_operand(t, nif_type, index, out_shape),
-           {:ok, ref} <- operand(t, nif_type, index) do
-        {:ok, ref, broadcast_strides(t.shape, out_shape)}
-      end
-    end
-
-    # read_operand/3 read broadcast to out_shape, as source_operand/4.
-    defp read_source(t, nif_type, index, out_shape) do
-      with nil <- view_operand(t, nif_type, index, out_shape),
-           {:ok, ref} <- read_operand(t, nif_type, index) do
-        {:ok, ref, broadcast_strides(t.shape, out_shape)}
+           {:ok, x} <- reader.(t, nif_type, index) do
+        {:ok, x, broadcast_strides(t.shape, out_shape)}
       end
     end
 
