@@ -8,9 +8,10 @@ defmodule Nx.Vulkan.Scalars do
   `Nx.Backend.constant/3`. The backend keeps such a constant as its value
   alone, without a buffer. Binary ops and comparisons take the value
   itself (an immediate operand); any other kernel that reads it needs a
-  buffer in its own type. Filling a fresh buffer each time would cost a device op and an
-  allocation per number per call; instead the backend asks this cache,
-  which fills a buffer the first time a `{device, type, value}` is seen.
+  buffer in its own type. Filling a fresh buffer each time would cost a
+  device op and an allocation per number per call; instead the backend
+  asks this cache, which fills a buffer the first time a `{device, type,
+  value}` is seen.
   Kernels read it through the cache's own handle (`fetch_shared/4`); where
   the value becomes (part of) a result, the backend takes a new tensor
   handle on it (`fetch/4`: `Nx.Vulkan.NIF.reinterpret/2`, no device work).
