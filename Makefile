@@ -62,9 +62,20 @@ $(SPV_REWRITER): tools/spv_coopmat_khr.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -O2 $(WARN) $< -o $@
 
-$(GEN)/spirv.c $(GEN)/spirv.h &: $(SHADERS) tools/embed_spirv.sh $(SPV_REWRITER)
+EMBED_SPIRV = GLSLANG=$(GLSLANG) SPV_COOPMAT_KHR=$(SPV_REWRITER) \
+	sh tools/embed_spirv.sh shaders/variants.txt $(GEN)
+
+# embed_spirv.sh writes spirv.c every time but spirv.h only when the list
+# of modules changes, so that a shader edit rebuilds spirv.o alone. The
+# header therefore keeps an older time than the shaders: its rule has no
+# prerequisite of its own (an empty recipe behind spirv.c), else every
+# build would compile every shader again.
+$(GEN)/spirv.c: $(SHADERS) tools/embed_spirv.sh $(SPV_REWRITER)
 	@mkdir -p $(GEN)
-	GLSLANG=$(GLSLANG) SPV_COOPMAT_KHR=$(SPV_REWRITER) sh tools/embed_spirv.sh shaders/variants.txt $(GEN)
+	$(EMBED_SPIRV)
+
+$(GEN)/spirv.h: $(GEN)/spirv.c
+	@test -f $@ || $(EMBED_SPIRV)
 
 $(B)/obj/gen/spirv.o: $(GEN)/spirv.c
 	@mkdir -p $(dir $@)

@@ -572,6 +572,24 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     # A device tensor's transpose is a view of its buffer (no device op);
     # a tensor of another device or backend is transposed into a new one.
+    # A dense matrix's (a weight gradient's) strides are written down
+    # directly: [1, rows], or row-major (nil) for a row or a column.
+    defp transposed(
+           out,
+           %T{
+             shape: {d0, d1},
+             vectorized_axes: [],
+             data: %__MODULE__{ref: ref, strides: nil} = data
+           },
+           [1, 0],
+           _index
+         )
+         when ref != nil do
+      NIF.tensor_info(ref)
+      strides = if d0 == 1 or d1 == 1, do: nil, else: [1, d1]
+      %{out | data: %{data | strides: strides}}
+    end
+
     defp transposed(out, %T{data: %__MODULE__{device: index, ref: ref}} = tensor, axes, index)
          when ref != nil do
       strides = layout_strides(tensor)
@@ -896,11 +914,79 @@ if Code.ensure_loaded?(Nx.Backend) do
       def unquote(op)(out, left, right), do: compare(unquote(op), out, left, right)
     end
 
+    # As for binary ops, the common cases first: two dense operands of one
+    # type and shape on one device (their merged type is theirs), or one of
+    # them beside a number of its type (x == 0.0 in max's gradient), which
+    # goes to the kernel as an immediate operand (kernel_operand/3) on
+    # either side.
+    defp compare(
+           op,
+           %T{type: {:u, 8}, shape: shape} = out,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
+             left,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
+             right
+         )
+         when tuple_size(shape) <= @max_rank and is_reference(a) and is_reference(b) do
+      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
+           true <- supported?(index, :compare, op, nif_type) do
+        dims = Tuple.to_list(shape)
+        wrap(out, alloc(index, fn -> NIF.compare(op, dims, a, 0, nil, b, 0, nil) end), index)
+      else
+        _ -> compare_any(op, out, left, right)
+      end
+    end
+
+    defp compare(
+           op,
+           %T{type: {:u, 8}, shape: shape} = out,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
+             left,
+           %T{type: type, shape: {}, data: %__MODULE__{device: index, value: value}} = right
+         )
+         when value != nil and tuple_size(shape) <= @max_rank and is_reference(a),
+         do: compare_immediate(op, out, left, right, false)
+
+    defp compare(
+           op,
+           %T{type: {:u, 8}, shape: shape} = out,
+           %T{type: type, shape: {}, data: %__MODULE__{device: index, value: value}} = left,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
+             right
+         )
+         when value != nil and tuple_size(shape) <= @max_rank and is_reference(b),
+         do: compare_immediate(op, out, right, left, true)
+
+    defp compare(op, out, left, right), do: compare_any(op, out, left, right)
+
+    # compare/4 of dense x and a number c of x's type, c on the left when
+    # c_first.
+    defp compare_immediate(op, out, %T{type: type, data: data} = x, c, c_first) do
+      index = data.device
+
+      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
+           true <- supported?(index, :compare, op, nif_type),
+           {:ok, imm} <- kernel_operand(c, nif_type, index) do
+        dims = dims(out)
+        is = if dims == [] or is_binary(imm), do: nil, else: List.duplicate(0, length(dims))
+        a = data.ref
+
+        ref =
+          if c_first,
+            do: alloc(index, fn -> NIF.compare(op, dims, imm, 0, is, a, 0, nil) end),
+            else: alloc(index, fn -> NIF.compare(op, dims, a, 0, nil, imm, 0, is) end)
+
+        wrap(out, ref, index)
+      else
+        _ -> if c_first, do: compare_any(op, out, c, x), else: compare_any(op, out, x, c)
+      end
+    end
+
     # Computed in the merged type of the inputs, as Nx.BinaryBackend does,
     # or in the other operand's type when one side is a constant exactly
     # representable there (x > 0 on u8 or f32 compares in that type: the
     # same result, without widening to s64).
-    defp compare(op, %T{type: {:u, 8}} = out, %T{} = left, %T{} = right) do
+    defp compare_any(op, %T{type: {:u, 8}} = out, %T{} = left, %T{} = right) do
       index = device_of_args([left, right])
       type = compare_type(left, right, index)
 
@@ -916,7 +1002,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
-    defp compare(op, out, left, right),
+    defp compare_any(op, out, left, right),
       do: host(op, [out, left, right], no_kernel(op, out.type, device_of_args([left, right])))
 
     defp compare_type(left, right, index) do
@@ -1871,6 +1957,44 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     impl_if_callback(:dot, 7)
 
+    # The common product first: two dense matrices of out's type on one
+    # device, one axis contracted each (x . w and both of its gradients).
+    # Their [batch, rows, cols] strides are those matmul_operand/4 works
+    # out (0 along a group of one element), written down directly.
+    def dot(
+          %T{type: type} = out,
+          %T{type: type, shape: {l0, l1}, vectorized_axes: [], data: %__MODULE__{} = ld} = left,
+          [c1],
+          [],
+          %T{type: type, shape: {r0, r1}, vectorized_axes: [], data: %__MODULE__{} = rd} = right,
+          [c2],
+          []
+        )
+        when is_reference(ld.ref) and ld.strides == nil and ld.value == nil and
+               is_reference(rd.ref) and rd.strides == nil and rd.value == nil and
+               ld.device == rd.device and l0 * l1 * r0 * r1 > 0 do
+      index = ld.device
+      nif_type = nif_type!(type, :dot, index)
+
+      if compute_type?(index, nif_type) do
+        {m, k, a_strides} =
+          if c1 == 1,
+            do: {l0, l1, [0, dense_stride(l0, l1), dense_stride(l1, 1)]},
+            else: {l1, l0, [0, dense_stride(l1, 1), dense_stride(l0, l1)]}
+
+        {n, b_strides} =
+          if c2 == 0,
+            do: {r1, [0, dense_stride(r0, r1), dense_stride(r1, 1)]},
+            else: {r0, [0, dense_stride(r1, 1), dense_stride(r0, r1)]}
+
+        {a, b} = {ld.ref, rd.ref}
+        ref = alloc(index, fn -> NIF.matmul(1, m, n, k, a, 0, a_strides, b, 0, b_strides) end)
+        wrap(out, ref, index)
+      else
+        host(:dot, [out, left, [c1], [], right, [c2], []], no_kernel(:dot, type, index))
+      end
+    end
+
     def dot(%T{type: type} = out, left, c1, b1, right, c2, b2) do
       index = device_of_args([left, right])
       nif_type = nif_type!(type, :dot, index)
@@ -1984,6 +2108,10 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp contiguous_pairs?(_), do: true
 
     defp product_of(shape, axes), do: Enum.reduce(axes, 1, &(elem(shape, &1) * &2))
+
+    # The stride group_stride/3 gives an axis of size dim read with stride.
+    defp dense_stride(1, _stride), do: 0
+    defp dense_stride(_dim, stride), do: stride
 
     ## Callbacks computed on the host
 
