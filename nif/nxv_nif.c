@@ -208,16 +208,22 @@ typedef struct view_arg {
   bool has_strides;
 } view_arg;
 
-static ERL_NIF_TERM get_view(ErlNifEnv *env, const char *what,
-                             const ERL_NIF_TERM argv[3], unsigned rank,
-                             view_arg *v) {
+/* get_view/5 naming the view "what part" in its errors (part NULL: what
+ * alone). The name is only formatted when an error is raised: ops decode
+ * their operands on every call. */
+static ERL_NIF_TERM get_view_part(ErlNifEnv *env, const char *what, const char *part,
+                                  const ERL_NIF_TERM argv[3], unsigned rank, view_arg *v) {
+  const char *sep = part ? " " : "";
+  if (!part) part = "";
   bool dead;
   v->t = grab(env, argv[0], &dead);
-  if (!v->t) return bad_tensor(env, what, dead);
+  if (!v->t)
+    return dead ? raise_argument(env, "%s%s%s: the tensor was deallocated", what, sep, part)
+                : raise_argument(env, "%s%s%s: expected a Nx.Vulkan tensor", what, sep, part);
   if (!get_i64(env, argv[1], &v->offset)) {
     nxv_tensor_release(v->t);
     v->t = NULL;
-    return raise_argument(env, "%s: offset must be an integer", what);
+    return raise_argument(env, "%s%s%s: offset must be an integer", what, sep, part);
   }
   v->has_strides = !enif_is_identical(argv[2], am_nil);
   if (v->has_strides) {
@@ -225,11 +231,16 @@ static ERL_NIF_TERM get_view(ErlNifEnv *env, const char *what,
     if (!get_int_list(env, argv[2], v->strides, &n) || n != rank) {
       nxv_tensor_release(v->t);
       v->t = NULL;
-      return raise_argument(env, "%s: strides must be nil or a list of %u integers",
-                            what, rank);
+      return raise_argument(env, "%s%s%s: strides must be nil or a list of %u integers", what,
+                            sep, part, rank);
     }
   }
   return am_ok;
+}
+
+static ERL_NIF_TERM get_view(ErlNifEnv *env, const char *what, const ERL_NIF_TERM argv[3],
+                             unsigned rank, view_arg *v) {
+  return get_view_part(env, what, NULL, argv, rank, v);
 }
 
 static nxv_view to_view(const view_arg *v) {
@@ -890,9 +901,7 @@ static ERL_NIF_TERM decode_views(ErlNifEnv *env, const char *what,
     return raise_argument(env, "%s: shape must be a list of at most %d integers",
                           what, NXV_MAX_RANK);
   for (int i = 0; i < nviews; i++) {
-    char label[96];
-    snprintf(label, sizeof label, "%s %s", what, names[i]);
-    ERL_NIF_TERM e = get_view(env, label, argv + 1 + 3 * i, *rank, &v[i]);
+    ERL_NIF_TERM e = get_view_part(env, what, names[i], argv + 1 + 3 * i, *rank, &v[i]);
     if (!enif_is_identical(e, am_ok)) {
       for (int j = 0; j < i; j++) nxv_tensor_release(v[j].t);
       return e;
@@ -923,10 +932,8 @@ static ERL_NIF_TERM decode_two(ErlNifEnv *env, const char *what, const ERL_NIF_T
     return raise_argument(env, "%s: shape must be a list of at most %d integers", what,
                           NXV_MAX_RANK);
   const ERL_NIF_TERM *it = argv + 1 + 3 * imm_at, *xt = argv + 1 + 3 * (1 - imm_at);
-  char label[96];
-  snprintf(label, sizeof label, "%s operand %c", what, imm_at ? 'a' : 'b');
   view_arg *x = &v[1 - imm_at];
-  ERL_NIF_TERM e = get_view(env, label, xt, *rank, x);
+  ERL_NIF_TERM e = get_view_part(env, what, imm_at ? "operand a" : "operand b", xt, *rank, x);
   if (!enif_is_identical(e, am_ok)) return e;
   v[imm_at].t = NULL;
   ErlNifBinary bin;

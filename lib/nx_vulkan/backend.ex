@@ -840,6 +840,29 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
+    # Two dense operands of out's type on one device broadcast to out's
+    # shape (a bias added to each row, a row sum subtracted from its row):
+    # each read in place with stride 0 along the axes it broadcasts.
+    defp element_wise_binary(
+           op,
+           %T{type: type, shape: shape, vectorized_axes: []} = out,
+           %T{type: type, vectorized_axes: [], data: %__MODULE__{device: index} = ld} = left,
+           %T{type: type, vectorized_axes: [], data: %__MODULE__{device: index} = rd} = right
+         )
+         when tuple_size(shape) <= @max_rank and is_reference(ld.ref) and ld.strides == nil and
+                is_reference(rd.ref) and rd.strides == nil do
+      nif_type = nif_type!(type, op, index)
+
+      if supported?(index, :binary, op, nif_type) do
+        {a, as} = {ld.ref, broadcast_strides(left.shape, shape)}
+        {b, bs} = {rd.ref, broadcast_strides(right.shape, shape)}
+        dims = Tuple.to_list(shape)
+        wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, as, b, 0, bs) end), index)
+      else
+        host(op, [out, left, right], no_kernel(op, type, index))
+      end
+    end
+
     # x op c, c a number that Nx made a device scalar (Nx.add(x, 1)): the
     # value in out's type as an immediate operand (kernel_operand/3), which
     # the kernel takes from its push constants; or, for a value of more
@@ -932,6 +955,25 @@ if Code.ensure_loaded?(Nx.Backend) do
            true <- supported?(index, :compare, op, nif_type) do
         dims = Tuple.to_list(shape)
         wrap(out, alloc(index, fn -> NIF.compare(op, dims, a, 0, nil, b, 0, nil) end), index)
+      else
+        _ -> compare_any(op, out, left, right)
+      end
+    end
+
+    defp compare(
+           op,
+           %T{type: {:u, 8}, shape: shape, vectorized_axes: []} = out,
+           %T{type: type, vectorized_axes: [], data: %__MODULE__{device: index} = ld} = left,
+           %T{type: type, vectorized_axes: [], data: %__MODULE__{device: index} = rd} = right
+         )
+         when tuple_size(shape) <= @max_rank and is_reference(ld.ref) and ld.strides == nil and
+                is_reference(rd.ref) and rd.strides == nil do
+      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
+           true <- supported?(index, :compare, op, nif_type) do
+        {a, as} = {ld.ref, broadcast_strides(left.shape, shape)}
+        {b, bs} = {rd.ref, broadcast_strides(right.shape, shape)}
+        dims = Tuple.to_list(shape)
+        wrap(out, alloc(index, fn -> NIF.compare(op, dims, a, 0, as, b, 0, bs) end), index)
       else
         _ -> compare_any(op, out, left, right)
       end
@@ -1167,6 +1209,25 @@ if Code.ensure_loaded?(Nx.Backend) do
     # abs of a complex tensor is of its component type.
     defp element_wise_unary(:abs, out, %T{type: {:c, _}} = tensor),
       do: complex_unary(:abs, out, tensor)
+
+    # The common case first: a dense operand of out's type and shape.
+    defp element_wise_unary(
+           op,
+           %T{type: {kind, _} = type, shape: shape} = out,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
+             tensor
+         )
+         when is_reference(a) and tuple_size(shape) <= @max_rank and
+                (kind not in [:s, :u] or op not in [:floor, :ceil, :round]) do
+      nif_type = nif_type!(type, op, index)
+
+      if supported?(index, :unary, op, nif_type) do
+        dims = Tuple.to_list(shape)
+        wrap(out, alloc(index, fn -> NIF.unary(op, dims, a, 0, nil) end), index)
+      else
+        host(op, [out, tensor], no_kernel(op, type, index))
+      end
+    end
 
     defp element_wise_unary(op, %T{type: type} = out, tensor) do
       index = device_of(tensor)

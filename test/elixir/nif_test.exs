@@ -193,6 +193,21 @@ defmodule Nx.Vulkan.NIFTest do
       NIF.binary(:add, [3], f32([1.0]), 0, nil, f32([1.0]), 0, nil)
     end
 
+    # Each operand is named in full in the message (formatted only then).
+    assert_raise ArgumentError, "binary operand b: expected a Nx.Vulkan tensor", fn ->
+      NIF.binary(:add, [3], a, 0, nil, :b, 0, nil)
+    end
+
+    assert_raise ArgumentError, "compare operand a: offset must be an integer", fn ->
+      NIF.compare(:less, [3], a, :x, nil, f32([1.0]), 0, nil)
+    end
+
+    assert_raise ArgumentError,
+                 "select operand c: strides must be nil or a list of 1 integers",
+                 fn ->
+                   NIF.select([3], a, 0, nil, a, 0, nil, a, 0, [1, 1])
+                 end
+
     assert_raise ArgumentError, ~r/immediate operands of c128/, fn ->
       u = NIF.upload(dev, :c128, <<0::size(384)>>)
       NIF.binary(:add, [3], u, 0, nil, <<0::size(128)>>, 0, nil)
