@@ -1730,22 +1730,28 @@ if Code.ensure_loaded?(Nx.Backend) do
           )
         end)
 
-      if out_perm == identity do
-        ref
-      else
-        inverse = out_perm |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
-        alloc(index, fn -> NIF.transpose(out_dims, ref, inverse) end)
-      end
+      inverse = out_perm |> Enum.with_index() |> Enum.sort() |> Enum.map(&elem(&1, 1))
+
+      if in_order?(out_dims, inverse),
+        do: ref,
+        else: alloc(index, fn -> NIF.transpose(out_dims, ref, inverse) end)
     end
 
     # A dense tensor ref of dims transposed by perm, with its new dims.
     defp permuted(ref, dims, perm, index) do
-      if perm == Enum.to_list(0..(length(dims) - 1)) do
-        {ref, dims}
-      else
-        {alloc(index, fn -> NIF.transpose(dims, ref, perm) end),
-         Enum.map(perm, &Enum.at(dims, &1))}
-      end
+      new_dims = Enum.map(perm, &Enum.at(dims, &1))
+
+      if in_order?(dims, perm),
+        do: {ref, new_dims},
+        else: {alloc(index, fn -> NIF.transpose(dims, ref, perm) end), new_dims}
+    end
+
+    # Whether transposing a dense tensor of dims by perm leaves every
+    # element where it is: only axes of one element move (the kernel
+    # gradient's swap of a one-channel input's batch and channel axes).
+    defp in_order?(dims, perm) do
+      kept = for axis <- perm, Enum.at(dims, axis) != 1, do: axis
+      kept == Enum.sort(kept)
     end
 
     ## Sorting
