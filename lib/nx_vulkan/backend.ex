@@ -1144,7 +1144,54 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     impl_if_callback(:select, 4)
 
-    def select(%T{type: type} = out, pred, on_true, on_false) do
+    # The common case first: a dense u8 predicate of out's shape choosing
+    # between dense tensors of out's type and shape and numbers (max's
+    # gradient: select(x == y, 1.0, 0.0)), with no layout planning. A
+    # number (a device constant or a host scalar) is read through the
+    # cached buffer of its value, stride 0.
+    def select(
+          %T{type: type, shape: shape, vectorized_axes: []} = out,
+          %T{type: {:u, 8}, shape: shape, vectorized_axes: [], data: %__MODULE__{} = pd} = pred,
+          on_true,
+          on_false
+        )
+        when is_reference(pd.ref) and pd.strides == nil and tuple_size(shape) <= @max_rank do
+      index = pd.device
+
+      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
+           true <- supported?(index, :select, :select, nif_type),
+           {:ok, a, as} <- select_operand(on_true, out, nif_type, index),
+           {:ok, b, bs} <- select_operand(on_false, out, nif_type, index) do
+        dims = Tuple.to_list(shape)
+        p = pd.ref
+        wrap(out, alloc(index, fn -> NIF.select(dims, p, 0, nil, a, 0, as, b, 0, bs) end), index)
+      else
+        _ -> select_any(out, pred, on_true, on_false)
+      end
+    end
+
+    def select(out, pred, on_true, on_false), do: select_any(out, pred, on_true, on_false)
+
+    # A select/4 operand on the direct path: {:ok, ref, strides}, or :error.
+    defp select_operand(
+           %T{type: type, shape: shape, vectorized_axes: [], data: %__MODULE__{} = data},
+           %T{type: type, shape: shape},
+           _nif_type,
+           index
+         )
+         when data.device == index and is_reference(data.ref) and data.strides == nil,
+         do: {:ok, data.ref, nil}
+
+    defp select_operand(%T{shape: {}, data: data} = t, out, nif_type, index)
+         when (is_struct(data, __MODULE__) and data.device == index and data.value != nil) or
+                is_struct(data, Nx.BinaryBackend) do
+      with {:ok, ref} <- read_operand(t, nif_type, index),
+           do: {:ok, ref, List.duplicate(0, tuple_size(out.shape))}
+    end
+
+    defp select_operand(_t, _out, _nif_type, _index), do: :error
+
+    defp select_any(%T{type: type} = out, pred, on_true, on_false) do
       index = device_of_args([pred, on_true, on_false])
 
       with {:ok, nif_type} <- Map.fetch(@nif_types, type),

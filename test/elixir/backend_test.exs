@@ -308,6 +308,13 @@ if Code.ensure_loaded?(Nx) do
       for _ <- 1..3 do
         assert_same(native(fn -> Nx.select(vk(p), 1.0, 0.0) end), Nx.select(p, 1.0, 0.0))
         assert_same(native(fn -> Nx.select(vk(z), 2, vk(x)) end), Nx.select(z, 2, x))
+
+        # The numbers as device constants (Vulkan the default backend), on
+        # either side of a tensor.
+        on_device = fn fun -> native(fn -> Nx.with_default_backend(VB, fun) end) end
+        assert_same(on_device.(fn -> Nx.select(vk(p), 1.0, 0.0) end), Nx.select(p, 1.0, 0.0))
+        assert_same(on_device.(fn -> Nx.select(vk(p), vk(x), 0) end), Nx.select(p, x, 0))
+        assert_same(on_device.(fn -> Nx.select(vk(p), 2, vk(x)) end), Nx.select(p, 2, x))
       end
 
       assert Nx.Vulkan.Scalars.size() - before <= 3
