@@ -819,56 +819,24 @@ if Code.ensure_loaded?(Nx.Backend) do
     end
 
     # The common case first: both operands dense on one device, of out's
-    # type and shape (as in x + y on equal tensors): no operand to convert
-    # or broadcast, so the NIF call is all there is.
-    defp element_wise_binary(
-           op,
-           %T{type: type, shape: shape} = out,
-           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
-             left,
-           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
-             right
-         )
-         when tuple_size(shape) <= @max_rank and is_reference(a) and is_reference(b) do
-      nif_type = nif_type!(type, op, index)
-
-      if supported?(index, :binary, op, nif_type) do
-        dims = Tuple.to_list(shape)
-        wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, nil, b, 0, nil) end), index)
-      else
-        host(op, [out, left, right], no_kernel(op, type, index))
+    # type (dense_pair/3: x + y on equal tensors, a bias added to each row):
+    # no operand to convert, so the NIF call is all there is.
+    defp element_wise_binary(op, %T{type: type} = out, %T{type: type} = left, right) do
+      case dense_pair(out, left, right) do
+        {:ok, as, bs} -> binary_dense(op, out, left, right, as, bs)
+        :error -> element_wise_binary_scalar(op, out, left, right)
       end
     end
 
-    # Two dense operands of out's type on one device broadcast to out's
-    # shape (a bias added to each row, a row sum subtracted from its row):
-    # each read in place with stride 0 along the axes it broadcasts.
-    defp element_wise_binary(
-           op,
-           %T{type: type, shape: shape, vectorized_axes: []} = out,
-           %T{type: type, vectorized_axes: [], data: %__MODULE__{device: index} = ld} = left,
-           %T{type: type, vectorized_axes: [], data: %__MODULE__{device: index} = rd} = right
-         )
-         when tuple_size(shape) <= @max_rank and is_reference(ld.ref) and ld.strides == nil and
-                is_reference(rd.ref) and rd.strides == nil do
-      nif_type = nif_type!(type, op, index)
-
-      if supported?(index, :binary, op, nif_type) do
-        {a, as} = {ld.ref, broadcast_strides(left.shape, shape)}
-        {b, bs} = {rd.ref, broadcast_strides(right.shape, shape)}
-        dims = Tuple.to_list(shape)
-        wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, as, b, 0, bs) end), index)
-      else
-        host(op, [out, left, right], no_kernel(op, type, index))
-      end
-    end
+    defp element_wise_binary(op, out, left, right),
+      do: element_wise_binary_scalar(op, out, left, right)
 
     # x op c, c a number that Nx made a device scalar (Nx.add(x, 1)): the
     # value in out's type as an immediate operand (kernel_operand/3), which
     # the kernel takes from its push constants; or, for a value of more
     # than 8 bytes or an uploaded one-element tensor, a one-element buffer
     # read with stride 0 along every axis (dense when x is a scalar too).
-    defp element_wise_binary(
+    defp element_wise_binary_scalar(
            op,
            %T{type: type, shape: shape} = out,
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
@@ -888,8 +856,45 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
-    defp element_wise_binary(op, out, left, right),
+    defp element_wise_binary_scalar(op, out, left, right),
       do: element_wise_binary_any(op, out, left, right)
+
+    # {:ok, as, bs}: the strides reading left and right in place for out,
+    # when both are dense on one device, of one type, and of out's shape
+    # (nil, nil) or broadcast to it (stride 0 along the axes they
+    # broadcast); :error otherwise.
+    defp dense_pair(
+           %T{shape: shape},
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}},
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}}
+         )
+         when tuple_size(shape) <= @max_rank and is_reference(a) and is_reference(b),
+         do: {:ok, nil, nil}
+
+    defp dense_pair(
+           %T{shape: shape, vectorized_axes: []},
+           %T{type: type, vectorized_axes: [], data: %__MODULE__{device: index} = ld} = left,
+           %T{type: type, vectorized_axes: [], data: %__MODULE__{device: index} = rd} = right
+         )
+         when tuple_size(shape) <= @max_rank and is_reference(ld.ref) and ld.strides == nil and
+                is_reference(rd.ref) and rd.strides == nil,
+         do: {:ok, broadcast_strides(left.shape, shape), broadcast_strides(right.shape, shape)}
+
+    defp dense_pair(_out, _left, _right), do: :error
+
+    # The NIF call of element_wise_binary/4's dense paths: left and right
+    # dense on one device, of out's type, read with strides as and bs.
+    defp binary_dense(op, %T{type: type} = out, %T{data: ld} = left, %T{data: rd} = right, as, bs) do
+      index = ld.device
+      nif_type = nif_type!(type, op, index)
+
+      if supported?(index, :binary, op, nif_type) do
+        {a, b, dims} = {ld.ref, rd.ref, dims(out)}
+        wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, as, b, 0, bs) end), index)
+      else
+        host(op, [out, left, right], no_kernel(op, type, index))
+      end
+    end
 
     defp element_wise_binary_any(op, %T{type: type} = out, left, right) do
       index = device_of_args([left, right])
@@ -938,48 +943,20 @@ if Code.ensure_loaded?(Nx.Backend) do
     end
 
     # As for binary ops, the common cases first: two dense operands of one
-    # type and shape on one device (their merged type is theirs), or one of
-    # them beside a number of its type (x == 0.0 in max's gradient), which
-    # goes to the kernel as an immediate operand (kernel_operand/3) on
-    # either side.
-    defp compare(
-           op,
-           %T{type: {:u, 8}, shape: shape} = out,
-           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
-             left,
-           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
-             right
-         )
-         when tuple_size(shape) <= @max_rank and is_reference(a) and is_reference(b) do
-      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
-           true <- supported?(index, :compare, op, nif_type) do
-        dims = Tuple.to_list(shape)
-        wrap(out, alloc(index, fn -> NIF.compare(op, dims, a, 0, nil, b, 0, nil) end), index)
-      else
-        _ -> compare_any(op, out, left, right)
+    # type on one device (dense_pair/3; their merged type is theirs), or
+    # one of them beside a number of its type (x == 0.0 in max's gradient),
+    # which goes to the kernel as an immediate operand (kernel_operand/3)
+    # on either side.
+    defp compare(op, %T{type: {:u, 8}} = out, left, right) do
+      case dense_pair(out, left, right) do
+        {:ok, as, bs} -> compare_dense(op, out, left, right, as, bs)
+        :error -> compare_scalar(op, out, left, right)
       end
     end
 
-    defp compare(
-           op,
-           %T{type: {:u, 8}, shape: shape, vectorized_axes: []} = out,
-           %T{type: type, vectorized_axes: [], data: %__MODULE__{device: index} = ld} = left,
-           %T{type: type, vectorized_axes: [], data: %__MODULE__{device: index} = rd} = right
-         )
-         when tuple_size(shape) <= @max_rank and is_reference(ld.ref) and ld.strides == nil and
-                is_reference(rd.ref) and rd.strides == nil do
-      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
-           true <- supported?(index, :compare, op, nif_type) do
-        {a, as} = {ld.ref, broadcast_strides(left.shape, shape)}
-        {b, bs} = {rd.ref, broadcast_strides(right.shape, shape)}
-        dims = Tuple.to_list(shape)
-        wrap(out, alloc(index, fn -> NIF.compare(op, dims, a, 0, as, b, 0, bs) end), index)
-      else
-        _ -> compare_any(op, out, left, right)
-      end
-    end
+    defp compare(op, out, left, right), do: compare_any(op, out, left, right)
 
-    defp compare(
+    defp compare_scalar(
            op,
            %T{type: {:u, 8}, shape: shape} = out,
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
@@ -989,7 +966,7 @@ if Code.ensure_loaded?(Nx.Backend) do
          when value != nil and tuple_size(shape) <= @max_rank and is_reference(a),
          do: compare_immediate(op, out, left, right, false)
 
-    defp compare(
+    defp compare_scalar(
            op,
            %T{type: {:u, 8}, shape: shape} = out,
            %T{type: type, shape: {}, data: %__MODULE__{device: index, value: value}} = left,
@@ -999,7 +976,21 @@ if Code.ensure_loaded?(Nx.Backend) do
          when value != nil and tuple_size(shape) <= @max_rank and is_reference(b),
          do: compare_immediate(op, out, right, left, true)
 
-    defp compare(op, out, left, right), do: compare_any(op, out, left, right)
+    defp compare_scalar(op, out, left, right), do: compare_any(op, out, left, right)
+
+    # The NIF call of compare/4's dense paths: left and right dense on one
+    # device, of one type, read with strides as and bs.
+    defp compare_dense(op, out, %T{type: type, data: ld} = left, %T{data: rd} = right, as, bs) do
+      index = ld.device
+
+      with {:ok, nif_type} <- Map.fetch(@nif_types, type),
+           true <- supported?(index, :compare, op, nif_type) do
+        {a, b, dims} = {ld.ref, rd.ref, dims(out)}
+        wrap(out, alloc(index, fn -> NIF.compare(op, dims, a, 0, as, b, 0, bs) end), index)
+      else
+        _ -> compare_any(op, out, left, right)
+      end
+    end
 
     # compare/4 of dense x and a number c of x's type, c on the left when
     # c_first.
