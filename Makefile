@@ -67,9 +67,9 @@ EMBED_SPIRV = GLSLANG=$(GLSLANG) SPV_COOPMAT_KHR=$(SPV_REWRITER) \
 
 # embed_spirv.sh writes spirv.c every time but spirv.h only when the list
 # of modules changes, so that a shader edit rebuilds spirv.o alone. The
-# header therefore keeps an older time than the shaders: its rule has no
-# prerequisite of its own (an empty recipe behind spirv.c), else every
-# build would compile every shader again.
+# header therefore keeps an older time than the shaders: its rule depends
+# on spirv.c alone and regenerates only a missing header, else every build
+# would compile every shader again.
 $(GEN)/spirv.c: $(SHADERS) tools/embed_spirv.sh $(SPV_REWRITER)
 	@mkdir -p $(GEN)
 	$(EMBED_SPIRV)
