@@ -573,22 +573,16 @@ if Code.ensure_loaded?(Nx.Backend) do
     # A device tensor's transpose is a view of its buffer (no device op);
     # a tensor of another device or backend is transposed into a new one.
     # A dense matrix's (a weight gradient's) strides are written down
-    # directly: [1, rows], or row-major (nil) for a row or a column.
+    # directly: [1, columns].
     defp transposed(
            out,
-           %T{
-             shape: {d0, d1},
-             vectorized_axes: [],
-             data: %__MODULE__{ref: ref, strides: nil} = data
-           },
+           %T{shape: {_, d1}, vectorized_axes: [], data: %__MODULE__{ref: ref, strides: nil}} =
+             tensor,
            [1, 0],
            _index
          )
-         when ref != nil do
-      NIF.tensor_info(ref)
-      strides = if d0 == 1 or d1 == 1, do: nil, else: [1, d1]
-      %{out | data: %{data | strides: strides}}
-    end
+         when ref != nil,
+         do: view(out, tensor, [1, d1])
 
     defp transposed(out, %T{data: %__MODULE__{device: index, ref: ref}} = tensor, axes, index)
          when ref != nil do
@@ -831,11 +825,9 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp element_wise_binary(op, out, left, right),
       do: element_wise_binary_scalar(op, out, left, right)
 
-    # x op c, c a number that Nx made a device scalar (Nx.add(x, 1)): the
-    # value in out's type as an immediate operand (kernel_operand/3), which
-    # the kernel takes from its push constants; or, for a value of more
-    # than 8 bytes or an uploaded one-element tensor, a one-element buffer
-    # read with stride 0 along every axis (dense when x is a scalar too).
+    # x op c or c op x, c a number that Nx made a device scalar
+    # (Nx.add(x, 1), Nx.multiply(0.1, g)): the value in out's type as an
+    # immediate operand (immediate_op/6).
     defp element_wise_binary_scalar(
            op,
            %T{type: type, shape: shape} = out,
@@ -843,18 +835,18 @@ if Code.ensure_loaded?(Nx.Backend) do
              left,
            %T{shape: {}, data: %__MODULE__{device: index, value: value}} = right
          )
-         when value != nil and tuple_size(shape) <= @max_rank and is_reference(a) do
-      nif_type = nif_type!(type, op, index)
+         when value != nil and tuple_size(shape) <= @max_rank and is_reference(a),
+         do: binary_immediate(op, out, left, right, false)
 
-      with true <- supported?(index, :binary, op, nif_type),
-           {:ok, b} <- kernel_operand(right, nif_type, index) do
-        dims = Tuple.to_list(shape)
-        bs = if dims == [] or is_binary(b), do: nil, else: List.duplicate(0, length(dims))
-        wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, nil, b, 0, bs) end), index)
-      else
-        _ -> element_wise_binary_any(op, out, left, right)
-      end
-    end
+    defp element_wise_binary_scalar(
+           op,
+           %T{type: type, shape: shape} = out,
+           %T{shape: {}, data: %__MODULE__{device: index, value: value}} = left,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
+             right
+         )
+         when value != nil and tuple_size(shape) <= @max_rank and is_reference(b),
+         do: binary_immediate(op, out, right, left, true)
 
     defp element_wise_binary_scalar(op, out, left, right),
       do: element_wise_binary_any(op, out, left, right)
@@ -881,6 +873,47 @@ if Code.ensure_loaded?(Nx.Backend) do
          do: {:ok, broadcast_strides(left.shape, shape), broadcast_strides(right.shape, shape)}
 
     defp dense_pair(_out, _left, _right), do: :error
+
+    # element_wise_binary/4 of dense x and a number c, c first when c_first.
+    defp binary_immediate(op, %T{type: type} = out, %T{data: data} = x, c, c_first) do
+      index = data.device
+      nif_type = nif_type!(type, op, index)
+      kernel = fn dims, a, as, b, bs -> NIF.binary(op, dims, a, 0, as, b, 0, bs) end
+
+      with true <- supported?(index, :binary, op, nif_type),
+           {:ok, result} <- immediate_op(out, x, c, c_first, nif_type, kernel) do
+        result
+      else
+        _ ->
+          if c_first,
+            do: element_wise_binary_any(op, out, c, x),
+            else: element_wise_binary_any(op, out, x, c)
+      end
+    end
+
+    # {:ok, out} computed by kernel (a two-operand NIF call: dims, then each
+    # operand's ref and strides) on dense x and the number c, c first when
+    # c_first: c's value in nif_type as an immediate (kernel_operand/3),
+    # which the kernel takes from its push constants, or for a value of
+    # more than 8 bytes or an uploaded one-element tensor a one-element
+    # buffer read with stride 0 along every axis. :error when c cannot be
+    # read on the device.
+    defp immediate_op(out, %T{data: data}, c, c_first, nif_type, kernel) do
+      index = data.device
+
+      with {:ok, imm} <- kernel_operand(c, nif_type, index) do
+        dims = dims(out)
+        is = if dims == [] or is_binary(imm), do: nil, else: List.duplicate(0, length(dims))
+        a = data.ref
+
+        ref =
+          if c_first,
+            do: alloc(index, fn -> kernel.(dims, imm, is, a, nil) end),
+            else: alloc(index, fn -> kernel.(dims, a, nil, imm, is) end)
+
+        {:ok, wrap(out, ref, index)}
+      end
+    end
 
     # The NIF call of element_wise_binary/4's dense paths: left and right
     # dense on one device, of out's type, read with strides as and bs.
@@ -996,20 +1029,12 @@ if Code.ensure_loaded?(Nx.Backend) do
     # c_first.
     defp compare_immediate(op, out, %T{type: type, data: data} = x, c, c_first) do
       index = data.device
+      kernel = fn dims, a, as, b, bs -> NIF.compare(op, dims, a, 0, as, b, 0, bs) end
 
       with {:ok, nif_type} <- Map.fetch(@nif_types, type),
            true <- supported?(index, :compare, op, nif_type),
-           {:ok, imm} <- kernel_operand(c, nif_type, index) do
-        dims = dims(out)
-        is = if dims == [] or is_binary(imm), do: nil, else: List.duplicate(0, length(dims))
-        a = data.ref
-
-        ref =
-          if c_first,
-            do: alloc(index, fn -> NIF.compare(op, dims, imm, 0, is, a, 0, nil) end),
-            else: alloc(index, fn -> NIF.compare(op, dims, a, 0, nil, imm, 0, is) end)
-
-        wrap(out, ref, index)
+           {:ok, result} <- immediate_op(out, x, c, c_first, nif_type, kernel) do
+        result
       else
         _ -> if c_first, do: compare_any(op, out, c, x), else: compare_any(op, out, x, c)
       end

@@ -292,6 +292,14 @@ if Code.ensure_loaded?(Nx) do
         assert_same(native(fn -> Nx.subtract(vk(s), 7) end), Nx.subtract(s, 7))
         assert_same(native(fn -> Nx.greater(vk(x), 0.5) end), Nx.greater(x, 0.5))
         assert_same(native(fn -> Nx.divide(1, vk(x)) end), Nx.divide(1, x))
+
+        # The numbers as device constants (Vulkan the default backend), on
+        # either side.
+        on_device = fn fun -> native(fn -> Nx.with_default_backend(VB, fun) end) end
+        assert_same(on_device.(fn -> Nx.divide(1, vk(x)) end), Nx.divide(1, x))
+        assert_same(on_device.(fn -> Nx.subtract(2.75, vk(x)) end), Nx.subtract(2.75, x))
+        assert_same(on_device.(fn -> Nx.subtract(vk(s), 7) end), Nx.subtract(s, 7))
+        assert_same(on_device.(fn -> Nx.less(0.5, vk(x)) end), Nx.less(0.5, x))
       end
 
       # The values travel in the kernels' push constants: no cached buffer.
