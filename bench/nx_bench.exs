@@ -33,6 +33,10 @@
 #   * to_number (us): `Nx.add(x, 1) |> Nx.to_number()` on a scalar f32
 #     tensor, a fresh result each time; median of 1000 timed iterations
 #     after 100 untimed ones.
+#   * count (us; shape column: the input's): `Nx.sum(Nx.greater(x, 0.0))
+#     |> Nx.to_number()` on a 4096x4096 f32 device tensor (256x256 with
+#     --quick), as an accuracy metric counts; median of 100 timed calls
+#     after 3 untimed ones.
 #   * mlp_step, cnn_step (ms): one SGD step (lr 0.01) of the schema's MLP
 #     (784-512-512-10, batch 128) and CNN (3x3 conv to 16 channels, relu,
 #     2x2 max pool, dense to 10; batch 128 of 1x28x28), written in plain
@@ -266,6 +270,29 @@ defmodule NxBench do
     median(times)
   end
 
+  # Nx.sum(Nx.greater(x, 0.0)) |> Nx.to_number() on a side x side f32
+  # device tensor (a count, as an accuracy metric makes one): median us of
+  # iters calls after 3 warm-up calls, and device ops per call.
+  def count_us(index, side, iters) do
+    n = side * side
+    x = Nx.iota({side, side}, type: :f32) |> Nx.subtract(div(n, 2))
+    run = fn -> Nx.sum(Nx.greater(x, 0.0)) |> Nx.to_number() end
+    for _ <- 1..3, do: run.()
+    s0 = Nx.Vulkan.stats(index)
+
+    times =
+      for _ <- 1..iters do
+        t0 = now()
+        v = run.()
+        t1 = now()
+        if v != div(n, 2) - 1, do: raise("count result #{v}, expected #{div(n, 2) - 1}")
+        (t1 - t0) / 1000
+      end
+
+    s1 = Nx.Vulkan.stats(index)
+    {median(times), (s1.ops_enqueued - s0.ops_enqueued) / iters}
+  end
+
   ## Training steps
 
   # Warm-up and timed steps of step_fun under the fallback policy `mode`.
@@ -363,6 +390,7 @@ steps = Keyword.get(opts, :steps, if(quick, do: 3, else: 30))
 warmup_steps = if quick, do: 1, else: 20
 reps = if quick, do: 2, else: 5
 to_number_iters = if quick, do: 100, else: 1000
+{count_side, count_iters} = if quick, do: {256, 10}, else: {4096, 100}
 
 if ops < 1 or steps < 1, do: raise(ArgumentError, "--ops and --steps must be positive")
 
@@ -395,6 +423,7 @@ indep_nx = measure.(fn -> B.nx_independent(index, ops) end)
 indep_nif = measure.(fn -> B.nif_independent(dev, ops) end)
 to_number = B.to_number_us(to_number_iters)
 to_number_dev = B.with_backend(explicit, fn -> B.to_number_us(to_number_iters) end)
+{count, count_ops} = B.count_us(index, count_side, count_iters)
 
 IO.puts("\ntiny ops, 16 f32, #{ops} ops, median of #{reps} runs")
 
@@ -415,6 +444,11 @@ B.table(
 IO.puts(
   "to_number, Nx.add(x, 1) |> Nx.to_number(), median of #{to_number_iters}: " <>
     "#{B.fmt(to_number, 1)} us (backend device: #{index}: #{B.fmt(to_number_dev, 1)} us)"
+)
+
+IO.puts(
+  "count, Nx.sum(Nx.greater(x, 0.0)) |> Nx.to_number(), #{count_side}x#{count_side} f32, " <>
+    "median of #{count_iters}: #{B.fmt(count, 1)} us, #{B.fmt(count_ops, 1)} device ops"
 )
 
 # Training steps.
@@ -503,7 +537,8 @@ rows =
     {"nx_vulkan_nif", "chain", "f32", "16", "us_per_op", chain_nif.e2e},
     {"nx_vulkan_nx", "independent", "f32", "16", "us_per_op", indep_nx.e2e},
     {"nx_vulkan_nif", "independent", "f32", "16", "us_per_op", indep_nif.e2e},
-    {"nx_vulkan_nx", "to_number", "f32", "1", "us", to_number}
+    {"nx_vulkan_nx", "to_number", "f32", "1", "us", to_number},
+    {"nx_vulkan_nx", "count", "f32", "#{count_side}x#{count_side}", "us", count}
   ] ++
     Enum.flat_map(train, fn {name, shape, r} ->
       [

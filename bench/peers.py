@@ -38,7 +38,9 @@ What each figure means (see the schema for the exact definitions):
   on a 1-element f32 tensor / `float(x + 1)` on a rank-0 one (JAX's float()
   takes scalar arrays only), one per iteration, median of 1000 (us). JAX
   runs these eagerly (`x = x + 1` on a device array), as a user writing op
-  by op would.
+  by op would. `count` the number of positive elements of a 4096x4096 f32
+  tensor read to the host (`(x > 0).sum().item()`; JAX: `jax.jit` of
+  `jnp.sum(a > 0)`, then `int()`), median of 100 (us).
 * Bandwidth (8192x8192 operands; f32, f16, f64): `copy`, `add`,
   `add_bcast` (b is 1x8192), `add_strided` (`a.t() + b` / `a.T + b` on
   row-major a and b: the layouts disagree, so one operand is read across
@@ -130,6 +132,8 @@ class Config:
         self.ops = 200 if quick else 10000          # chain / independent
         self.latency_runs = 3 if quick else 5        # median over runs
         self.to_number_iters = 100 if quick else 1000
+        self.count_side = 256 if quick else 4096     # count's f32 input side
+        self.count_iters = 10 if quick else 100
         self.bw_side = 1024 if quick else 8192       # bandwidth tensors side
         self.bw_reps = 3 if quick else 10
         self.bw_rep_s = 0.0002 if quick else 0.001   # min time per repetition
@@ -192,6 +196,7 @@ def run_groups(suite) -> None:
         suite.attempt("chain", suite.chain)
         suite.attempt("independent", suite.independent)
         suite.attempt("to_number", suite.to_number)
+        suite.attempt("count", suite.count)
     if "bandwidth" in groups:
         for dt in BANDWIDTH_DTYPES:
             suite.attempt(f"bandwidth {dt}", suite.bandwidth, dt)
@@ -426,6 +431,17 @@ class TorchSuite:
         self.out.add(self.impl, "to_number", "f32", "-", "us",
                      round_trip_us(lambda: (x + 1).item(), 3.0,
                                    self.cfg.to_number_iters))
+
+    def count(self) -> None:
+        torch, side = self.torch, self.cfg.count_side
+        n = side * side
+        x = torch.arange(n, dtype=torch.float32, device=self.dev) - n // 2
+        x = x.reshape(side, side)
+        for _ in range(3):
+            (x > 0).sum().item()
+        self.out.add(self.impl, "count", "f32", f"{side}x{side}", "us",
+                     round_trip_us(lambda: (x > 0).sum().item(), n // 2 - 1,
+                                   self.cfg.count_iters))
 
     # -- bandwidth ---------------------------------------------------------
 
@@ -708,6 +724,17 @@ class JaxSuite:
         self.out.add(self.impl, "to_number", "f32", "-", "us",
                      round_trip_us(lambda: float(x + 1), 3.0,
                                    self.cfg.to_number_iters))
+
+    def count(self) -> None:
+        jax, jnp, side = self.jax, self.jnp, self.cfg.count_side
+        n = side * side
+        x = (jnp.arange(n, dtype=jnp.float32) - n // 2).reshape(side, side)
+        count = jax.jit(lambda a: jnp.sum(a > 0))
+        for _ in range(3):
+            int(count(x))
+        self.out.add(self.impl, "count", "f32", f"{side}x{side}", "us",
+                     round_trip_us(lambda: int(count(x)), n // 2 - 1,
+                                   self.cfg.count_iters))
 
     # -- bandwidth ---------------------------------------------------------
 

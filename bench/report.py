@@ -65,7 +65,7 @@ HIGHER_BETTER = {"GB_s", "TFLOP_s"}
 BANDWIDTH_OPS = ("add", "add_bcast", "add_strided", "sum_all", "sum_rows",
                  "sum_cols")
 MATMUL_TESTS = ("matmul", "matmul_tn", "matmul_nt", "matmul_batched")
-TEST_ORDER = ("chain", "chain_tensor", "independent", "to_number",
+TEST_ORDER = ("chain", "chain_tensor", "independent", "to_number", "count",
               "submit_wait", "copy",
               *BANDWIDTH_OPS, *MATMUL_TESTS, "mlp_step", "cnn_step",
               "mlp_step_aot", "cnn_step_aot",

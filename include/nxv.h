@@ -598,6 +598,16 @@ nxv_status nxv_reduce(nxv_device *device, nxv_reduce_op op, uint32_t rank,
                       const int64_t *in_shape, const nxv_view *a,
                       uint32_t axes_mask, nxv_tensor **out_tensor);
 
+/* nxv_reduce with a result of out_dtype: the input's dtype, or for sum and
+ * product of an 8-, 16- or 32-bit integer input the 64-bit integer type of
+ * its signedness (Nx's type for those sums: s8 -> s64, u8 -> u64). The
+ * elements are widened as they are read and accumulate in 64 bits, wrapping
+ * modulo 2^64, so no converted copy of the input is made. Any other pair is
+ * NXV_ERR_UNSUPPORTED. Thread-safe. */
+nxv_status nxv_reduce_to(nxv_device *device, nxv_reduce_op op, nxv_dtype out_dtype,
+                         uint32_t rank, const int64_t *in_shape, const nxv_view *a,
+                         uint32_t axes_mask, nxv_tensor **out_tensor);
+
 /* Index of the largest (is_max) or smallest element along the axes of
  * axes_mask, counted row-major over those axes, as an s64 tensor of the
  * kept axes (as nxv_reduce). Ties go to the lowest index, or the highest

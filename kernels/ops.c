@@ -1030,8 +1030,9 @@ static uint32_t reduce_plan(uint64_t n_out, uint64_t k, bool rows, bool cols,
   return per_group ? 3 : 2;
 }
 
-/* A dtype as wide as type t's compute type (reduce.comp's TC), for the
- * partial results of split reductions. */
+/* A dtype as wide as the accumulator of a reduction into type t
+ * (reduce.comp's RC: t's compute type), for the partial results of split
+ * reductions. */
 static nxv_dtype compute_width_type(nxv_dtype t) {
   switch (t) {
     case NXV_S64: case NXV_U64: case NXV_F64: case NXV_C64: return NXV_U64;
@@ -1157,7 +1158,7 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
   memcpy(node->pc, &pc, sizeof pc);
   nxv_tensor *part = NULL;
   if (nsplit > 1) {
-    nxv_status st = nxv_tensor_new(d, compute_width_type(a->tensor->dtype),
+    nxv_status st = nxv_tensor_new(d, compute_width_type(out_type),
                                    (uint64_t)nsplit * n_out, &part);
     if (st != NXV_OK) {
       nxv_node_discard(node);
@@ -1197,20 +1198,57 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
   return NXV_OK;
 }
 
-nxv_status nxv_reduce(nxv_device *d, nxv_reduce_op op, uint32_t rank,
-                      const int64_t *in_shape, const nxv_view *a,
-                      uint32_t axes_mask, nxv_tensor **out) {
+/* The reduce.comp module summing (or multiplying) narrow integers of type
+ * t into 64 bits, or NXV_SPV_COUNT where t has none. */
+static nxv_spv_module widening_reduce_module(nxv_dtype t) {
+  switch (t) {
+    case NXV_S8: return NXV_SPV_REDUCE_S8_S64;
+    case NXV_S16: return NXV_SPV_REDUCE_S16_S64;
+    case NXV_S32: return NXV_SPV_REDUCE_S32_S64;
+    case NXV_U8: return NXV_SPV_REDUCE_U8_U64;
+    case NXV_U16: return NXV_SPV_REDUCE_U16_U64;
+    case NXV_U32: return NXV_SPV_REDUCE_U32_U64;
+    default: return NXV_SPV_COUNT;
+  }
+}
+
+nxv_status nxv_reduce_to(nxv_device *d, nxv_reduce_op op, nxv_dtype out_type,
+                         uint32_t rank, const int64_t *in_shape, const nxv_view *a,
+                         uint32_t axes_mask, nxv_tensor **out) {
   if (!d || !out || !a || !a->tensor)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "reduce: NULL argument");
   if ((unsigned)op >= NXV_REDUCE_OP_COUNT)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "reduce: invalid op %d", (int)op);
+  if ((unsigned)out_type >= NXV_DTYPE_COUNT)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "reduce: invalid result dtype %d",
+                    (int)out_type);
   nxv_dtype t = a->tensor->dtype;
   NXV_TRY(check_type(d, t, nxv_reduce_op_name(op)));
   if (is_complex(t) && op != NXV_REDUCE_SUM && op != NXV_REDUCE_PRODUCT)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "reduce %s is not defined for complex type %s",
                     nxv_reduce_op_name(op), nxv_dtype_name(t));
-  return reduce_common(d, family(NXV_SPV_REDUCE_S8, t), op, true, t, rank, in_shape, a,
-                       axes_mask, out);
+  nxv_spv_module module = family(NXV_SPV_REDUCE_S8, t);
+  if (out_type != t) {
+    nxv_spv_module wide = widening_reduce_module(t);
+    bool to64 = out_type == (t <= NXV_S64 ? NXV_S64 : NXV_U64);
+    if (wide == NXV_SPV_COUNT || !to64 ||
+        (op != NXV_REDUCE_SUM && op != NXV_REDUCE_PRODUCT))
+      return nxv_fail(NXV_ERR_UNSUPPORTED,
+                      "reduce %s from %s into %s: only sums and products of 8-, 16- "
+                      "and 32-bit integers into the 64-bit type of their sign",
+                      nxv_reduce_op_name(op), nxv_dtype_name(t), nxv_dtype_name(out_type));
+    NXV_TRY(check_type(d, out_type, nxv_reduce_op_name(op)));
+    module = wide;
+  }
+  return reduce_common(d, module, op, true, out_type, rank, in_shape, a, axes_mask, out);
+}
+
+nxv_status nxv_reduce(nxv_device *d, nxv_reduce_op op, uint32_t rank,
+                      const int64_t *in_shape, const nxv_view *a,
+                      uint32_t axes_mask, nxv_tensor **out) {
+  if (!d || !out || !a || !a->tensor)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "reduce: NULL argument");
+  return nxv_reduce_to(d, op, a->tensor->dtype, rank, in_shape, a, axes_mask, out);
 }
 
 nxv_status nxv_argreduce(nxv_device *d, bool is_max, bool tie_high, uint32_t rank,

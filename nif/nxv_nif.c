@@ -1135,6 +1135,9 @@ static bool get_axes_mask(ErlNifEnv *env, const char *what, ERL_NIF_TERM list,
   return true;
 }
 
+/* reduce(op, shape, ref, offset, strides, axes, type): type is the
+ * result's, the operand's or (sums and products of narrow integers) the
+ * 64-bit type of its sign (nxv_reduce_to). */
 static ERL_NIF_TERM nif_reduce(ErlNifEnv *env, int argc,
                                const ERL_NIF_TERM argv[]) {
   (void)argc;
@@ -1148,13 +1151,16 @@ static ERL_NIF_TERM nif_reduce(ErlNifEnv *env, int argc,
   uint32_t mask;
   ERL_NIF_TERM e;
   if (!get_axes_mask(env, "reduce", argv[5], rank, &mask, &e)) return e;
+  nxv_dtype out_type;
+  if (!get_dtype(env, argv[6], &out_type))
+    return raise_argument(env, "reduce: unknown result type");
   view_arg a;
   e = get_view(env, "reduce operand", argv + 2, rank, &a);
   if (!enif_is_identical(e, am_ok)) return e;
   nxv_view va = to_view(&a);
   nxv_tensor *out = NULL;
-  nxv_status st = nxv_reduce(nxv_tensor_device(a.t), (nxv_reduce_op)op, rank,
-                             shape, &va, mask, &out);
+  nxv_status st = nxv_reduce_to(nxv_tensor_device(a.t), (nxv_reduce_op)op, out_type,
+                                rank, shape, &va, mask, &out);
   nxv_tensor_release(a.t);
   return op_result(env, st, out, nxv_reduce_op_name((nxv_reduce_op)op));
 }
@@ -1622,7 +1628,7 @@ static ErlNifFunc funcs[] = {
     {"compare", 8, nif_compare, 0},
     {"select", 10, nif_select, 0},
     {"convert", 5, nif_convert, 0},
-    {"reduce", 6, nif_reduce, 0},
+    {"reduce", 7, nif_reduce, 0},
     {"argreduce", 7, nif_argreduce, 0},
     {"gather", 8, nif_gather, 0},
     {"scatter", 9, nif_scatter, 0},

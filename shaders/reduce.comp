@@ -2,7 +2,10 @@
 #extension GL_GOOGLE_include_directive : require
 #include "types.glsl"
 // reduce.comp - out[o] = OP over the reduced axes of in, for type T (T_ID),
-// accumulated in its compute type TC.
+// accumulated in its compute type TC. With O_ID (a 64-bit integer type of
+// T's signedness, T an 8-, 16- or 32-bit integer; sum and product only)
+// the result has type O and accumulates in 64 bits, each element widened
+// as it is read: Nx's sums of narrow integers without a converted copy.
 // The arena holds kept_shape[rk], kept_strides[rk], red_shape[rr],
 // red_strides[rr], in_off (elements). OP: 0 sum, 1 product, 2 max, 3 min.
 // VARIANT 0: one thread per output (short reductions, or reductions whose
@@ -11,7 +14,7 @@
 // VARIANT 1: one workgroup per output, tree reduction in shared memory
 //            (the workgroup size must be a power of two).
 // Split reductions, for too few outputs to fill the device: the reduced
-// elements are cut into nsplit chunks of kchunk; partial results (TC)
+// elements are cut into nsplit chunks of kchunk; partial results (RC)
 // go to part[s * n_out + o], then a second dispatch combines them in
 // chunk order (so results do not depend on scheduling):
 // VARIANT 2: as 0, chunk s = gl_WorkGroupID.y.
@@ -28,19 +31,39 @@
 // elements at a time (results 4q .. 4q + 3 for q < n_out / 4).
 #include "common.glsl"
 
+// RC: the accumulator (and partials') type; R: the result's storage type.
+#if defined(O_ID)
+#define RC OC
+#define RC4 OC4
+#define R O
+#define R_ALIGN O_ALIGN
+#define A_LD(v) RC(T_LD(v))
+#define A_LD4(v) RC4(TC4(v))
+#define R_ST(c) O(c)
+#else
+#define RC TC
+#define RC4 TC4
+#define R T
+#define R_ALIGN T_ALIGN
+#define A_LD(v) T_LD(v)
+#define A_LD4(v) TC4(v)
+#define R_ST(c) T_ST(c)
+#endif
+
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufTC { TC v[]; };
+layout(buffer_reference, std430, buffer_reference_align = R_ALIGN) buffer BufR { R v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufRC { RC v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) readonly buffer BufT4 { T4 v[]; };
 
 layout(push_constant, std430) uniform PC {
   BufT a;
-  BufT c;
+  BufR c;
   ArgsRef args;
   uint n_out;
   uint k;
   uint rank_kept;
   uint rank_red;
-  BufTC part;
+  BufRC part;
   uint kchunk;
   uint nsplit;
   uint flags;
@@ -48,13 +71,13 @@ layout(push_constant, std430) uniform PC {
 
 #include "reduce_ops.glsl"
 
-shared TC s_acc[gl_WorkGroupSize.x];
+shared RC s_acc[gl_WorkGroupSize.x];
 
 #include "reduce_axes.glsl"
 
 #if T_VEC
-TC4 combine4(TC4 a, TC4 x) {
-  return TC4(combine(a.x, x.x), combine(a.y, x.y), combine(a.z, x.z), combine(a.w, x.w));
+RC4 combine4(RC4 a, RC4 x) {
+  return RC4(combine(a.x, x.x), combine(a.y, x.y), combine(a.z, x.z), combine(a.w, x.w));
 }
 #endif
 
@@ -75,22 +98,22 @@ void main() {
     uint st = s_args[2u * pc.rank_kept + 1u];
     for (uint q = nxv_gid(); q < pc.n_out / 4u; q += nxv_nthreads()) {
       uint base = kept_offset(4u * q);
-      TC4 acc = TC4(identity());
+      RC4 acc = RC4(identity());
       uint k = k0;
       if (pc.rank_red == 1u) {  // 4 rows in flight, combined in order
         for (; k + 4u <= k1; k += 4u) {
           uint e = base + k * st;
-          TC4 x0 = TC4(a4.v[e / 4u]), x1 = TC4(a4.v[(e + st) / 4u]);
-          TC4 x2 = TC4(a4.v[(e + 2u * st) / 4u]), x3 = TC4(a4.v[(e + 3u * st) / 4u]);
+          RC4 x0 = A_LD4(a4.v[e / 4u]), x1 = A_LD4(a4.v[(e + st) / 4u]);
+          RC4 x2 = A_LD4(a4.v[(e + 2u * st) / 4u]), x3 = A_LD4(a4.v[(e + 3u * st) / 4u]);
           acc = combine4(combine4(combine4(combine4(acc, x0), x1), x2), x3);
         }
       }
       for (; k < k1; ++k) {
         uint e = base + (pc.rank_red == 1u ? k * st : red_offset(k));
-        acc = combine4(acc, TC4(a4.v[e / 4u]));
+        acc = combine4(acc, A_LD4(a4.v[e / 4u]));
       }
       for (uint j = 0u; j < 4u; ++j) {
-        if (VARIANT == 0u) pc.c.v[4u * q + j] = T_ST(acc[j]);
+        if (VARIANT == 0u) pc.c.v[4u * q + j] = R_ST(acc[j]);
         else pc.part.v[split * pc.n_out + 4u * q + j] = acc[j];
       }
     }
@@ -100,21 +123,21 @@ void main() {
   if (VARIANT == 0u || VARIANT == 2u) {
     for (uint o = nxv_gid(); o < pc.n_out; o += nxv_nthreads()) {
       uint base = kept_offset(o);
-      TC acc = identity();
+      RC acc = identity();
       if (pc.rank_red == 1u) {  // one reduced axis: no index arithmetic
         uint st = s_args[2u * pc.rank_kept + 1u];
-        for (uint k = k0; k < k1; ++k) acc = combine(acc, T_LD(pc.a.v[base + k * st]));
+        for (uint k = k0; k < k1; ++k) acc = combine(acc, A_LD(pc.a.v[base + k * st]));
       } else {
-        for (uint k = k0; k < k1; ++k) acc = combine(acc, T_LD(pc.a.v[base + red_offset(k)]));
+        for (uint k = k0; k < k1; ++k) acc = combine(acc, A_LD(pc.a.v[base + red_offset(k)]));
       }
-      if (VARIANT == 0u) pc.c.v[o] = T_ST(acc);
+      if (VARIANT == 0u) pc.c.v[o] = R_ST(acc);
       else pc.part.v[split * pc.n_out + o] = acc;
     }
   } else if (VARIANT == 1u || VARIANT == 3u || VARIANT == 5u) {
     uint lid = gl_LocalInvocationID.x;
     for (uint o = gl_WorkGroupID.x; o < pc.n_out; o += gl_NumWorkGroups.x) {
       uint base = VARIANT == 5u ? 0u : kept_offset(o);
-      TC acc = identity();
+      RC acc = identity();
       if (VARIANT == 5u) {
         for (uint s = lid; s < pc.nsplit; s += gl_WorkGroupSize.x)
           acc = combine(acc, pc.part.v[s * pc.n_out + o]);
@@ -126,16 +149,16 @@ void main() {
           kv = k0 + ((k1 - k0) & ~3u);
           BufT4 a4 = BufT4(pc.a);
           for (uint k = k0 + 4u * lid; k < kv; k += 4u * gl_WorkGroupSize.x) {
-            TC4 x = TC4(a4.v[(base + k) / 4u]);
+            RC4 x = A_LD4(a4.v[(base + k) / 4u]);
             acc = combine(combine(combine(combine(acc, x.x), x.y), x.z), x.w);
           }
         }
 #endif
         for (uint k = kv + lid; k < k1; k += gl_WorkGroupSize.x)
-          acc = combine(acc, T_LD(pc.a.v[base + k * st]));
+          acc = combine(acc, A_LD(pc.a.v[base + k * st]));
       } else {
         for (uint k = k0 + lid; k < k1; k += gl_WorkGroupSize.x)
-          acc = combine(acc, T_LD(pc.a.v[base + red_offset(k)]));
+          acc = combine(acc, A_LD(pc.a.v[base + red_offset(k)]));
       }
       s_acc[lid] = acc;
       barrier();
@@ -144,16 +167,16 @@ void main() {
         barrier();
       }
       if (lid == 0u) {
-        if (VARIANT != 3u) pc.c.v[o] = T_ST(s_acc[0]);
+        if (VARIANT != 3u) pc.c.v[o] = R_ST(s_acc[0]);
         else pc.part.v[split * pc.n_out + o] = s_acc[0];
       }
       barrier();
     }
   } else {
     for (uint o = nxv_gid(); o < pc.n_out; o += nxv_nthreads()) {
-      TC acc = identity();
+      RC acc = identity();
       for (uint s = 0u; s < pc.nsplit; ++s) acc = combine(acc, pc.part.v[s * pc.n_out + o]);
-      pc.c.v[o] = T_ST(acc);
+      pc.c.v[o] = R_ST(acc);
     }
   }
 }

@@ -1833,6 +1833,154 @@ NXV_TEST(kernels, reduce_narrow_vector_loads) {
   nxv_device_release(d);
 }
 
+/* Sums and products of 8-, 16- and 32-bit integers into the 64-bit type of
+ * their sign (nxv_reduce_to): every element widened as it is read, the
+ * result exact modulo 2^64. Elements span each type's whole range, so a
+ * 32-bit accumulator (or a narrow result) would fail the exact comparison.
+ * Shapes cover every kernel path: a thread per result and a workgroup per
+ * result, split or not, 4-wide loads of runs at offsets 0-3, 4 results per
+ * thread (columns in groups of 4), strided views, empty reductions and
+ * rank 0. Pairs other than those are refused. */
+static void check_widening(nxv_device *d, nxv_reduce_op op, nxv_dtype t, uint32_t rank,
+                           const int64_t *shape, uint32_t mask, uint64_t off,
+                           bool transposed, uint64_t *rng) {
+  size_t es = nxv_dtype_size(t);
+  bool sig = t <= NXV_S64;
+  nxv_dtype to = sig ? NXV_S64 : NXV_U64;
+  uint64_t n = shape_count(rank, shape);
+  /* Row-major strides over shape, or (transposed) the first two axes of a
+   * rank-2 shape read from a [cols, rows] buffer. */
+  int64_t strides[NXV_MAX_RANK];
+  int64_t acc = 1;
+  for (int i = (int)rank - 1; i >= 0; i--) {
+    strides[i] = acc;
+    acc *= shape[i] ? shape[i] : 1;
+  }
+  if (transposed && rank == 2) {
+    strides[0] = 1;
+    strides[1] = shape[0];
+  }
+  uint8_t *host = test_xcalloc(off + n + 1, es);
+  for (uint64_t i = 0; i < off + n; i++) {
+    uint64_t v = test_rand_u64(rng);
+    /* Products: mostly small factors (long products of large ones are 0
+     * modulo 2^64 soon after 64 even factors), some of the full range. */
+    if (op == NXV_REDUCE_PRODUCT && test_rand_u64(rng) % 8)
+      v = sig ? (uint64_t)(int64_t)((int)(v % 7) - 3) : v % 4;
+    memcpy(host + i * es, &v, es); /* little-endian: the low bytes */
+  }
+  uint64_t n_out = 1, k = 1;
+  for (uint32_t i = 0; i < rank; i++) {
+    if ((mask >> i) & 1u) k *= (uint64_t)shape[i];
+    else n_out *= (uint64_t)shape[i];
+  }
+  uint64_t *want = test_xcalloc(n_out ? n_out : 1, sizeof *want);
+  for (uint64_t o = 0; o < n_out; o++) want[o] = op == NXV_REDUCE_PRODUCT ? 1 : 0;
+  int64_t idx[NXV_MAX_RANK] = {0};
+  for (uint64_t i = 0; i < n; i++) {
+    uint64_t o = 0, e = off;
+    for (uint32_t ax = 0; ax < rank; ax++) {
+      if (!((mask >> ax) & 1u)) o = o * (uint64_t)shape[ax] + (uint64_t)idx[ax];
+      e += (uint64_t)(idx[ax] * strides[ax]);
+    }
+    uint64_t raw = 0;
+    memcpy(&raw, host + e * es, es);
+    uint64_t x = raw;
+    if (sig && es < 8 && (raw >> (8 * es - 1)) & 1u) x |= ~0ull << (8 * es);
+    if (op == NXV_REDUCE_PRODUCT) want[o] *= x;
+    else want[o] += x;
+    next_index(rank, shape, idx);
+  }
+  char sh[128];
+  shape_str(sh, sizeof sh, rank, shape);
+  nxv_tensor *in = NULL, *out = NULL;
+  CHECK_OK(nxv_tensor_upload(d, t, off + n + 1, host, &in));
+  nxv_view v = {in, (int64_t)off, strides};
+  if (in) CHECK_OK(nxv_reduce_to(d, op, to, rank, shape, &v, mask, &out));
+  if (out) {
+    CHECK(nxv_tensor_dtype(out) == to && nxv_tensor_count(out) == n_out);
+    uint64_t *got = test_xcalloc(n_out ? n_out : 1, sizeof *got);
+    CHECK_OK(nxv_tensor_download(out, 0, n_out, got));
+    for (uint64_t r = 0; r < n_out; r++)
+      CHECK_MSG(got[r] == want[r],
+                "%s %s -> %s, shape %s, axes mask %u, offset %llu%s, k %llu, "
+                "result %llu: %llu, expected %llu",
+                nxv_reduce_op_name(op), nxv_dtype_name(t), nxv_dtype_name(to), sh, mask,
+                (unsigned long long)off, transposed ? ", transposed" : "",
+                (unsigned long long)k, (unsigned long long)r,
+                (unsigned long long)got[r], (unsigned long long)want[r]);
+    free(got);
+    nxv_tensor_release(out);
+  }
+  if (in) nxv_tensor_release(in);
+  free(host);
+  free(want);
+}
+
+NXV_TEST(kernels, reduce_widening) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  static const nxv_dtype kNarrow[] = {NXV_S8, NXV_S16, NXV_S32, NXV_U8, NXV_U16, NXV_U32};
+  static const struct {
+    uint32_t rank;
+    int64_t shape[3];
+    uint32_t mask;
+  } cases[] = {
+      {2, {3, 100}, 2},      /* rows, a workgroup per result */
+      {2, {100, 3}, 1},      /* columns, a thread per result */
+      {2, {5, 63}, 2},       /* short rows */
+      {1, {20000}, 1},       /* split into chunks, combined */
+      {1, {300000}, 1},      /* many chunks: a workgroup combines */
+      {2, {3, 140001}, 2},
+      {2, {5000, 8}, 1},     /* columns in groups of 4, split */
+      {2, {100, 12}, 1},     /* columns in groups of 4 */
+      {3, {6, 40, 8}, 2},
+      {3, {4, 9, 8}, 5},     /* separated reduced axes */
+      {3, {2, 3, 4}, 0},     /* no axes: a widening copy */
+      {3, {3, 0, 4}, 2},     /* empty reductions: the identity */
+      {0, {0}, 0},           /* rank 0 */
+  };
+  uint64_t rng = 0x51DE;
+  for (size_t ti = 0; ti < sizeof kNarrow / sizeof kNarrow[0]; ti++)
+    for (int o = NXV_REDUCE_SUM; o <= NXV_REDUCE_PRODUCT; o++)
+      for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
+        for (uint64_t off = 0; off < 4; off++) {
+          if (o == NXV_REDUCE_PRODUCT && off > 1) continue;
+          bool tr = cases[ci].rank == 2 && off == 3;
+          check_widening(d, (nxv_reduce_op)o, kNarrow[ti], cases[ci].rank, cases[ci].shape,
+                         cases[ci].mask, off, tr, &rng);
+        }
+  /* Refused: other result types, other ops, types without a widening. */
+  int64_t shape[1] = {8};
+  uint8_t zeros[64] = {0};
+  nxv_tensor *s8 = NULL, *f32 = NULL, *s64 = NULL, *out = NULL;
+  CHECK_OK(nxv_tensor_upload(d, NXV_S8, 8, zeros, &s8));
+  CHECK_OK(nxv_tensor_upload(d, NXV_F32, 8, zeros, &f32));
+  CHECK_OK(nxv_tensor_upload(d, NXV_S64, 8, zeros, &s64));
+  if (s8 && f32 && s64) {
+    nxv_view v8 = {s8, 0, NULL}, vf = {f32, 0, NULL}, v64 = {s64, 0, NULL};
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_reduce_to(d, NXV_REDUCE_SUM, NXV_U64, 1, shape, &v8, 1, &out));
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_reduce_to(d, NXV_REDUCE_SUM, NXV_S32, 1, shape, &v8, 1, &out));
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_reduce_to(d, NXV_REDUCE_MAX, NXV_S64, 1, shape, &v8, 1, &out));
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_reduce_to(d, NXV_REDUCE_SUM, NXV_F64, 1, shape, &vf, 1, &out));
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out,
+                nxv_reduce_to(d, NXV_REDUCE_SUM, NXV_U64, 1, shape, &v64, 1, &out));
+    EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out,
+                nxv_reduce_to(d, NXV_REDUCE_SUM, (nxv_dtype)99, 1, shape, &v8, 1, &out));
+    /* The input's own type is nxv_reduce. */
+    CHECK_OK(nxv_reduce_to(d, NXV_REDUCE_SUM, NXV_S64, 1, shape, &v64, 1, &out));
+    if (out) nxv_tensor_release(out);
+  }
+  nxv_tensor_release(s8);
+  nxv_tensor_release(f32);
+  nxv_tensor_release(s64);
+  nxv_device_release(d);
+}
+
 NXV_TEST(kernels, reduce_f32) { test_reduce_type(NXV_F32, 0x8001); }
 NXV_TEST(kernels, reduce_f64) { test_reduce_type(NXV_F64, 0x8002); }
 NXV_TEST(kernels, reduce_s32) { test_reduce_type(NXV_S32, 0x8003); }

@@ -19,6 +19,12 @@ for fam in binary compare select reduce matmul iota gather conv; do
     echo "${fam}_${t%%:*} $fam.comp -DT_ID=${t#*:}"
   done
 done
+# Sums and products of 8-, 16- and 32-bit integers into the 64-bit type of
+# their signedness (Nx's aggregate type), widened as they are read.
+for t in "s8 0 s64 3" "s16 1 s64 3" "s32 2 s64 3" "u8 4 u64 7" "u16 5 u64 7" "u32 6 u64 7"; do
+  set -- $t
+  echo "reduce_$1_$3 reduce.comp -DT_ID=$2 -DO_ID=$4"
+done
 for fam in argreduce sort window winscatter; do
   for t in $real; do
     echo "${fam}_${t%%:*} $fam.comp -DT_ID=${t#*:}"

@@ -104,7 +104,9 @@ if Code.ensure_loaded?(Nx.Backend) do
     (tensors made by `constant/3`, single-element uploads), or `nil`.
     `ref` is `nil` for a one-element constant, which holds no device
     buffer: `value` is then the tensor, and kernels read it from
-    `Nx.Vulkan.Scalars`' cached buffer.
+    `Nx.Vulkan.Scalars`' cached buffer. A constant of more elements is a
+    view (below) of that cached element, on a handle of its own, with
+    `strides` all 0 and `value` set.
 
     `strides` is `nil` for a buffer laid out row-major in the tensor's
     shape (vectorized axes first). A transpose or a broadcast is a view
@@ -232,13 +234,15 @@ if Code.ensure_loaded?(Nx.Backend) do
       bytes = scalar_bytes(type, number)
 
       # The value as stored (rounded to the type), for later conversions.
-      # One element is a constant without a buffer (see the moduledoc).
+      # One element is a constant without a buffer, more a view of a cached
+      # element (see the moduledoc).
       case Nx.size(out) do
         1 when byte_size(bytes) <= 8 ->
           constant_of(out, index, bytes)
 
         count ->
-          wrap(out, fill(index, nif_type, count, bytes), index, single_value(type, bytes))
+          constant_view(out, index, nif_type, bytes) ||
+            wrap(out, fill(index, nif_type, count, bytes), index, single_value(type, bytes))
       end
     end
 
@@ -780,7 +784,10 @@ if Code.ensure_loaded?(Nx.Backend) do
 
       cond do
         (value = known_value(tensor)) != nil ->
-          wrap(out, fill(index, nif_type, Nx.size(out), scalar_bytes(type, value)), index, value)
+          bytes = scalar_bytes(type, value)
+
+          constant_view(out, index, nif_type, bytes) ||
+            wrap(out, fill(index, nif_type, Nx.size(out), bytes), index, value)
 
         Nx.size(out) == 0 ->
           empty(out, index)
@@ -848,6 +855,28 @@ if Code.ensure_loaded?(Nx.Backend) do
          when value != nil and tuple_size(shape) <= @max_rank and is_reference(b),
          do: binary_immediate(op, out, right, left, true)
 
+    # The same with a constant of any shape (constant_view/4: its strides
+    # all 0) in place of the number.
+    defp element_wise_binary_scalar(
+           op,
+           %T{type: type, shape: shape} = out,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
+             left,
+           %T{data: %__MODULE__{device: index, value: value, strides: [0 | _]}} = right
+         )
+         when value != nil and tuple_size(shape) <= @max_rank and is_reference(a),
+         do: binary_immediate(op, out, left, right, false)
+
+    defp element_wise_binary_scalar(
+           op,
+           %T{type: type, shape: shape} = out,
+           %T{data: %__MODULE__{device: index, value: value, strides: [0 | _]}} = left,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
+             right
+         )
+         when value != nil and tuple_size(shape) <= @max_rank and is_reference(b),
+         do: binary_immediate(op, out, right, left, true)
+
     defp element_wise_binary_scalar(op, out, left, right),
       do: element_wise_binary_any(op, out, left, right)
 
@@ -901,7 +930,7 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp immediate_op(out, %T{data: data}, c, c_first, nif_type, kernel) do
       index = data.device
 
-      with {:ok, imm} <- kernel_operand(c, nif_type, index) do
+      with {:ok, imm} <- immediate_operand(c, nif_type, index) do
         dims = dims(out)
         is = if dims == [] or is_binary(imm), do: nil, else: List.duplicate(0, length(dims))
         a = data.ref
@@ -914,6 +943,26 @@ if Code.ensure_loaded?(Nx.Backend) do
         {:ok, wrap(out, ref, index)}
       end
     end
+
+    # kernel_operand/3 of immediate_op/6's number, which may also be a
+    # constant of more elements (constant_view/4): its value, as for a
+    # constant without a buffer (the kernel broadcasts it).
+    defp immediate_operand(
+           %T{type: type, data: %__MODULE__{ref: ref, value: value, strides: [_ | _]}},
+           nif_type,
+           index
+         )
+         when value != nil do
+      # Raises on a deallocated tensor, like every other use.
+      _ = NIF.tensor_info(ref)
+      bytes = convert_value(value, type, nif_type_to_nx(nif_type))
+
+      if byte_size(bytes) <= 8,
+        do: {:ok, bytes},
+        else: {:ok, fill(index, nif_type, 1, bytes)}
+    end
+
+    defp immediate_operand(c, nif_type, index), do: kernel_operand(c, nif_type, index)
 
     # The NIF call of element_wise_binary/4's dense paths: left and right
     # dense on one device, of out's type, read with strides as and bs.
@@ -1003,6 +1052,28 @@ if Code.ensure_loaded?(Nx.Backend) do
            op,
            %T{type: {:u, 8}, shape: shape} = out,
            %T{type: type, shape: {}, data: %__MODULE__{device: index, value: value}} = left,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
+             right
+         )
+         when value != nil and tuple_size(shape) <= @max_rank and is_reference(b),
+         do: compare_immediate(op, out, right, left, true)
+
+    defp compare_scalar(
+           op,
+           %T{type: {:u, 8}, shape: shape} = out,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
+             left,
+           %T{type: type, data: %__MODULE__{device: index, value: value, strides: [0 | _]}} =
+             right
+         )
+         when value != nil and tuple_size(shape) <= @max_rank and is_reference(a),
+         do: compare_immediate(op, out, left, right, false)
+
+    defp compare_scalar(
+           op,
+           %T{type: {:u, 8}, shape: shape} = out,
+           %T{type: type, data: %__MODULE__{device: index, value: value, strides: [0 | _]}} =
+             left,
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
              right
          )
@@ -1467,25 +1538,40 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
-    defp reduction(op, nif_op, %T{type: type} = out, %T{} = tensor, opts) do
+    defp reduction(op, nif_op, %T{type: type} = out, %T{type: in_type} = tensor, opts) do
       index = device_of(tensor)
       nif_type = nif_type!(type, op, index)
 
+      # Sums and products of 8- to 32-bit integers (into Nx's 64-bit type)
+      # read the operand in its own type, widened by the kernel: no
+      # converted copy.
+      in_nif =
+        if nif_op in [:sum, :product] and widening?(in_type, type),
+          do: nif_type!(in_type, op, index),
+          else: nif_type
+
       with true <-
-             compute_type?(index, nif_type) and (nif_op in [:sum, :product] or real?(type)) and
-               rank_ok?(tensor),
-           {:ok, a, strides} <- strided_operand(&operand/3, tensor, nif_type, index, tensor.shape) do
+             compute_type?(index, nif_type) and compute_type?(index, in_nif) and
+               (nif_op in [:sum, :product] or real?(type)) and rank_ok?(tensor),
+           {:ok, a, strides} <- strided_operand(&operand/3, tensor, in_nif, index, tensor.shape) do
         axes = opts[:axes] || Nx.axes(tensor)
 
         wrap(
           out,
-          alloc(index, fn -> NIF.reduce(nif_op, dims(tensor), a, 0, strides, axes) end),
+          alloc(index, fn ->
+            NIF.reduce(nif_op, dims(tensor), a, 0, strides, axes, nif_type)
+          end),
           index
         )
       else
         _ -> host(op, [out, tensor, opts], no_kernel(op, type, index))
       end
     end
+
+    # Whether a reduction from integers of type from into type to widens
+    # them to the 64-bit type of their sign.
+    defp widening?({kind, bits}, {kind, 64}) when kind in [:s, :u] and bits < 64, do: true
+    defp widening?(_from, _to), do: false
 
     # argmax/argmin: an s64 index over the axis (or the flattened tensor),
     # converted to the output type where it differs.
@@ -2037,7 +2123,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
-    # all/any: the non-zero mask (u8), reduced with min/max in s32.
+    # all/any: the non-zero mask (u8), reduced with min/max.
     for {op, nif_op} <- [all: :min, any: :max] do
       impl_if_callback(op, 3)
 
@@ -2061,17 +2147,16 @@ if Code.ensure_loaded?(Nx.Backend) do
             NIF.compare(:not_equal, shape, t, 0, nil, zero, 0, List.duplicate(0, rank))
           end)
 
-        m32 = alloc(index, fn -> NIF.convert(:s32, shape, mask, 0, nil) end)
-        r = alloc(index, fn -> NIF.reduce(nif_op, shape, m32, 0, nil, axes) end)
+        r = alloc(index, fn -> NIF.reduce(nif_op, shape, mask, 0, nil, axes, :u8) end)
         # r > 0 as u8; also right for empty reductions, whose identities
-        # are INT_MAX (all: true) and INT_MIN (any: false).
-        zero32 = fill(index, :s32, 1, <<0::signed-32-native>>)
+        # are 255 (all: true) and 0 (any: false).
+        zero8 = fill(index, :u8, 1, <<0>>)
         out_rank = tuple_size(out.shape)
 
         wrap(
           out,
           alloc(index, fn ->
-            NIF.compare(:greater, dims(out), r, 0, nil, zero32, 0, List.duplicate(0, out_rank))
+            NIF.compare(:greater, dims(out), r, 0, nil, zero8, 0, List.duplicate(0, out_rank))
           end),
           index
         )
@@ -2817,8 +2902,11 @@ if Code.ensure_loaded?(Nx.Backend) do
     end
 
     defp same_data(out, %T{data: %__MODULE__{strides: strides, device: index}} = tensor)
-         when strides != nil,
-         do: wrap(out, materialize(tensor), index)
+         when strides != nil do
+      if constant_view?(tensor),
+        do: strided_copy(:reshape, out, tensor, 0, [], [out, tensor]),
+        else: wrap(out, materialize(tensor), index)
+    end
 
     defp same_data(out, %T{data: %__MODULE__{ref: ref} = data}) do
       if ref != nil, do: NIF.tensor_info(ref)
@@ -2832,6 +2920,43 @@ if Code.ensure_loaded?(Nx.Backend) do
     # without a buffer.
     defp constant_of(%T{type: type} = out, index, bytes),
       do: %{out | data: %__MODULE__{ref: nil, device: index, value: single_value(type, bytes)}}
+
+    # out, every element of which is bytes (one element of out's type), as
+    # a view of the cached one-element buffer (Nx.Vulkan.Scalars) with
+    # stride 0 along every axis: no device op fills it. Kernels that read
+    # strided operands read it in place, binary ops and comparisons take its
+    # value as an immediate, and every other use copies it into a dense
+    # buffer first (what a fill would have cost). nil when out is not a
+    # plain tensor within the runtime's rank or its elements are wider than
+    # 8 bytes.
+    defp constant_view(
+           %T{type: type, shape: shape, vectorized_axes: []} = out,
+           index,
+           nif_type,
+           bytes
+         )
+         when tuple_size(shape) <= @max_rank and byte_size(bytes) <= 8 do
+      if compute_type?(index, nif_type) do
+        {ref, _} = scalar(index, nif_type, bytes)
+        strides = List.duplicate(0, tuple_size(shape))
+
+        %{
+          out
+          | data: %__MODULE__{
+              ref: ref,
+              device: index,
+              value: single_value(type, bytes),
+              strides: strides
+            }
+        }
+      end
+    end
+
+    defp constant_view(_out, _index, _nif_type, _bytes), do: nil
+
+    # Whether t is a constant_view/4: a view of known value.
+    defp constant_view?(%T{data: %__MODULE__{value: value, strides: [_ | _]}}), do: value != nil
+    defp constant_view?(_t), do: false
 
     defp empty(%T{type: type} = out, index) do
       wrap(out, upload(index, nif_type!(type, :empty, index), ""), index)

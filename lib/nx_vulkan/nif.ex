@@ -181,8 +181,13 @@ defmodule Nx.Vulkan.NIF do
   @doc "Converts a strided view over `shape` to `type` (float to int truncates, saturates, NaN -> 0)."
   def convert(_type, _shape, _a, _a_offset, _a_strides), do: nif_error()
 
-  @doc "Reduces a view over `in_shape` over `axes` with `:sum :product :max :min`; result dense over the kept axes."
-  def reduce(_op, _in_shape, _a, _a_offset, _a_strides, _axes), do: nif_error()
+  @doc """
+  Reduces a view over `in_shape` over `axes` with `:sum :product :max :min`;
+  result dense over the kept axes, of `type`: the operand's, or for sums and
+  products of 8-, 16- and 32-bit integers the 64-bit type of their sign
+  (read widened, accumulated in 64 bits).
+  """
+  def reduce(_op, _in_shape, _a, _a_offset, _a_strides, _axes, _type), do: nif_error()
 
   @doc """
   Index (s64) of the largest (`:argmax`) or smallest (`:argmin`) element over

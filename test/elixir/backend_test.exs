@@ -730,9 +730,40 @@ if Code.ensure_loaded?(Nx) do
         assert_same(native(fn -> apply(Nx, op, [vk(a), opts]) end), apply(Nx, op, [a, opts]))
       end
 
-      # The sum of s32 is s64 in Nx: computed on the host.
+      # The sum of s32 is s64 in Nx.
       a = random({3, 4}, :s32)
-      assert_same(Nx.sum(vk(a), axes: [1]), Nx.sum(a, axes: [1]))
+      assert_same(native(fn -> Nx.sum(vk(a), axes: [1]) end), Nx.sum(a, axes: [1]))
+    end
+
+    test "sums and products of narrow integers read them widened, in one device op" do
+      cases = [
+        {{300}, nil},
+        {{3, 100}, [1]},
+        {{100, 12}, [0]},
+        {{2, 3, 4}, [0, 2]},
+        {{4, 5}, []}
+      ]
+
+      for {kind, bits} <- [s: 8, s: 16, s: 32, u: 8, u: 16, u: 32],
+          op <- [:sum, :product],
+          {shape, axes} <- cases do
+        # Elements over the type's whole range: sums past 32 bits, products
+        # that wrap modulo 2^64 (as Nx.BinaryBackend's do).
+        a =
+          for _ <- 1..Tuple.product(shape)//1, into: <<>> do
+            <<:rand.uniform(Bitwise.bsl(1, bits)) - 1::size(bits)-native>>
+          end
+          |> Nx.from_binary({kind, bits}, backend: Nx.BinaryBackend)
+          |> Nx.reshape(shape)
+
+        opts = if axes, do: [axes: axes], else: []
+        t = vk(a)
+        before = Nx.Vulkan.stats().ops_enqueued
+        got = native(fn -> apply(Nx, op, [t, opts]) end)
+        assert Nx.Vulkan.stats().ops_enqueued == before + 1
+        assert got.type == {kind, 64}
+        assert_same(got, apply(Nx, op, [a, opts]))
+      end
     end
 
     test "mean and softmax-like compositions" do
@@ -996,6 +1027,91 @@ if Code.ensure_loaded?(Nx) do
       nan = Nx.bitcast(Nx.tensor(0x7FC00001, type: :u32, backend: VB), :f32)
       assert Nx.to_binary(Nx.bitcast(nan, :u32)) == <<0x7FC00001::32-native>>
       assert_same(native(fn -> Nx.add(vk(vec), Nx.tensor(0.5)) end), Nx.add(vec, 0.5))
+    end
+
+    test "constants of more elements are views of one cached element: no device op" do
+      dev = Nx.Vulkan.default_device_index()
+
+      for {value, type} <- [
+            {2.5, :f32},
+            {-3, :s32},
+            {7, :u8},
+            {1.25, :f16},
+            {0.5, :f64},
+            {:nan, :f32}
+          ] do
+        host = Nx.broadcast(Nx.tensor(value, type: type, backend: Nx.BinaryBackend), {3, 4})
+        out = %Nx.Tensor{shape: {3, 4}, type: host.type, names: [nil, nil]}
+        # (the first use of a value fills its cached element; Nx.tensor/2
+        # uploads non-finite numbers)
+        _ = VB.constant(out, value, [])
+        scalar = Nx.tensor(value, type: type, backend: VB)
+        before = Nx.Vulkan.stats(dev).ops_enqueued
+        c = native(fn -> VB.constant(out, value, []) end)
+        b = native(fn -> Nx.broadcast(scalar, {3, 4}) end)
+        t = native(fn -> Nx.transpose(b) end)
+        r = native(fn -> Nx.reshape(c, {2, 1, 6}) end)
+        assert Nx.Vulkan.stats(dev).ops_enqueued == before, "#{type}"
+        assert c.data.strides == [0, 0] and r.data.strides == [0, 0, 0]
+
+        assert Nx.to_binary(c) == Nx.to_binary(host)
+        assert Nx.to_binary(b) == Nx.to_binary(host)
+        assert Nx.to_binary(t) == Nx.to_binary(Nx.transpose(host))
+        assert Nx.to_binary(r) == Nx.to_binary(Nx.reshape(host, {2, 1, 6}))
+        assert Nx.backend_copy(c, Nx.BinaryBackend) == host
+      end
+
+      # read by kernels: binary ops and comparisons take the value as an
+      # immediate (one op), others read it in place or copy it
+      for type <- [:f32, :s32, :f64] do
+        x = random({3, 4}, type)
+        hc = Nx.broadcast(Nx.tensor(3, type: type, backend: Nx.BinaryBackend), {3, 4})
+
+        c =
+          native(fn ->
+            VB.constant(%Nx.Tensor{shape: {3, 4}, type: x.type, names: [nil, nil]}, 3, [])
+          end)
+
+        vx = vk(x)
+
+        for {f, label} <- [
+              {&Nx.subtract/2, "subtract"},
+              {&Nx.multiply/2, "multiply"},
+              {&Nx.greater/2, "greater"},
+              {&Nx.equal/2, "equal"}
+            ],
+            {l, r, hl, hr} <- [{vx, c, x, hc}, {c, vx, hc, x}] do
+          before = Nx.Vulkan.stats(dev).ops_enqueued
+          got = native(fn -> f.(l, r) end)
+          assert Nx.Vulkan.stats(dev).ops_enqueued == before + 1, label
+          assert_same(got, f.(hl, hr))
+        end
+
+        y = random({4, 2}, type)
+        p = Nx.greater(x, 0)
+        assert_same(native(fn -> Nx.sum(c, axes: [1]) end), Nx.sum(hc, axes: [1]))
+        assert_same(native(fn -> Nx.dot(c, vk(y)) end), Nx.dot(hc, y))
+        assert_same(native(fn -> Nx.as_type(c, :f64) end), Nx.as_type(hc, :f64))
+        assert_same(native(fn -> Nx.select(vk(p), c, vx) end), Nx.select(p, hc, x))
+        # a constant predicate (compared with zero at its full shape)
+        z = random({4}, type)
+        assert_same(native(fn -> Nx.select(c, vx, vk(z)) end), Nx.select(hc, x, z))
+        assert_same(native(fn -> Nx.add(c, 1) end), Nx.add(hc, 1))
+        assert_same(native(fn -> Nx.slice(c, [1, 1], [2, 2]) end), Nx.slice(hc, [1, 1], [2, 2]))
+
+        assert_same(
+          native(fn -> Nx.concatenate([c, vx], axis: 0) end),
+          Nx.concatenate([hc, x], axis: 0)
+        )
+
+        # deallocating one constant leaves the cached element to the others
+        assert Nx.backend_deallocate(c) == :ok
+        assert_raise ArgumentError, fn -> Nx.to_binary(c) end
+        assert_raise ArgumentError, fn -> Nx.add(vx, c) end
+        again = VB.constant(%Nx.Tensor{shape: {3, 4}, type: x.type, names: [nil, nil]}, 3, [])
+        assert Nx.to_binary(again) == Nx.to_binary(hc)
+        assert_same(native(fn -> Nx.subtract(vx, again) end), Nx.subtract(x, hc))
+      end
     end
 
     test "backend_transfer frees its source; backend_copy does not" do

@@ -109,7 +109,7 @@ defmodule Nx.Vulkan.NIFTest do
     assert to_f32(NIF.download(n, 0, 6)) == [-1.0, -2.0, -3.0, -4.0, -5.0, -6.0]
     i = NIF.convert(:s32, [2, 3], n, 0, nil)
     assert to_s32(NIF.download(i, 0, 6)) == [-1, -2, -3, -4, -5, -6]
-    s = NIF.reduce(:sum, [2, 3], a, 0, nil, [1])
+    s = NIF.reduce(:sum, [2, 3], a, 0, nil, [1], :f32)
     assert to_f32(NIF.download(s, 0, 2)) == [6.0, 15.0]
     t = NIF.transpose([2, 3], a, [1, 0])
     assert to_f32(NIF.download(t, 0, 6)) == [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]
@@ -213,7 +213,7 @@ defmodule Nx.Vulkan.NIFTest do
       NIF.binary(:add, [3], u, 0, nil, <<0::size(128)>>, 0, nil)
     end
 
-    assert_raise ArgumentError, ~r/axis/, fn -> NIF.reduce(:sum, [3], a, 0, nil, [1]) end
+    assert_raise ArgumentError, ~r/axis/, fn -> NIF.reduce(:sum, [3], a, 0, nil, [1], :f32) end
     assert_raise ArgumentError, ~r/permutation/, fn -> NIF.transpose([3, 1], a, [0, 0]) end
     assert_raise ArgumentError, ~r/one f32 element/, fn -> NIF.fill(dev, :f32, 3, <<1>>) end
 

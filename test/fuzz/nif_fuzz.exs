@@ -634,7 +634,7 @@ defmodule NxVulkan.NifFuzz do
       {:compare, 8} => {4, &g_compare/0},
       {:select, 10} => {4, &g_select/0},
       {:convert, 5} => {5, &g_convert/0},
-      {:reduce, 6} => {6, &g_reduce/0},
+      {:reduce, 7} => {6, &g_reduce/0},
       {:argreduce, 7} => {3, &g_argreduce/0},
       {:gather, 8} => {4, &g_gather/0},
       {:scatter, 9} => {4, &g_scatter/0},
@@ -1476,14 +1476,19 @@ defmodule NxVulkan.NifFuzz do
 
     costly = verify and chance(0.05)
 
+    # Sums and products of 8- to 32-bit integers into 64 bits, half the time.
+    widen = chance(0.5)
+
     type =
       cond do
         costly -> pick(@costly)
+        verify and widen -> pick([:s8, :s16, :s32, :u8, :u16, :u32])
         verify -> pick([:s32, :s64, :u32, :u64, :f32])
         true -> pick(@cheap_types)
       end
 
     op = if verify, do: :sum, else: pick(@reduce_ops)
+    out_type = if widen and op in [:sum, :product], do: widened(type), else: type
     shape = rand_shape()
     axes = rand_axes(length(shape))
     v = make_view(tag, type, shape, nice: verify, dense: costly)
@@ -1491,17 +1496,21 @@ defmodule NxVulkan.NifFuzz do
 
     mk(
       :reduce,
-      [op, shape | view_args(v)] ++ [axes],
-      [{:op, @reduce_ops}, :shape | view_kinds(v)] ++ [{:axes, length(shape)}],
+      [op, shape | view_args(v)] ++ [axes, out_type],
+      [{:op, @reduce_ops}, :shape | view_kinds(v)] ++ [{:axes, length(shape)}, :dtype],
       fn ref ->
-        expected = if verify and v.t.nice, do: sum_ref(type, shape, axes, v, kept)
-        expect_tensor(ref, tag, type, prod(kept), expected)
+        expected = if verify and v.t.nice, do: sum_ref(type, out_type, shape, axes, v, kept)
+        expect_tensor(ref, tag, out_type, prod(kept), expected)
       end,
       type not in @complex or op in [:sum, :product]
     )
   end
 
-  defp sum_ref(type, shape, axes, v, kept) do
+  defp widened(t) when t in [:s8, :s16, :s32], do: :s64
+  defp widened(t) when t in [:u8, :u16, :u32], do: :u64
+  defp widened(t), do: t
+
+  defp sum_ref(type, out_type, shape, axes, v, kept) do
     values = Enum.map(view_elems(v, shape), &dec(type, &1))
 
     zero =
@@ -1520,7 +1529,7 @@ defmodule NxVulkan.NifFuzz do
         Map.update(acc, key, add(zero, x), &add(&1, x))
       end)
 
-    for c <- coords(kept), into: <<>>, do: enc(type, Map.get(sums, c, zero))
+    for c <- coords(kept), into: <<>>, do: enc(out_type, Map.get(sums, c, zero))
   end
 
   defp add({a, b}, {c, d}), do: {a + c, b + d}
@@ -2542,7 +2551,7 @@ defmodule NxVulkan.NifFuzz do
        ]},
       # Reductions over empty axes next to huge ones (collapsing the
       # reduced axes multiplied 2^40 by 2^40).
-      {:ok, :reduce, [:sum, [3, 1 <<< 40, 1 <<< 40, 0], empty, 0, nil, [1, 2, 3]]},
+      {:ok, :reduce, [:sum, [3, 1 <<< 40, 1 <<< 40, 0], empty, 0, nil, [1, 2, 3], :f32]},
       {:ok, :argreduce, [:argmax, false, [3, 1 <<< 40, 1 <<< 40, 0], empty, 0, nil, [3, 1, 2]]},
       # A sort of an empty tensor with rows 0 and a huge row length.
       {:any, :sort, [empty, 0, (1 <<< 64) - 1, false, :values]},

@@ -97,7 +97,7 @@ defmodule Nx.Vulkan.Workload do
   end
 
   defp op(10, x, xs, ch, _e) do
-    s = NIF.reduce(:sum, [@n], x, 0, nil, [0])
+    s = NIF.reduce(:sum, [@n], x, 0, nil, [0], :s32)
     {x, xs, [{s, Enum.sum(xs), "sum"} | ch], 1}
   end
 
@@ -127,7 +127,7 @@ defmodule Nx.Vulkan.Workload do
     u = NIF.upload(dev, :f32, state.bytes)
     t = NIF.binary(:add, [256], t, 0, nil, u, 0, nil)
     a = NIF.unary(:abs, [256], t, 0, nil)
-    s = NIF.reduce(:sum, [256], a, 0, nil, [0])
+    s = NIF.reduce(:sum, [256], a, 0, nil, [0], :f32)
     <<v::float-32-native>> = NIF.download(s, 0, 1)
     v
   end
