@@ -1070,6 +1070,12 @@ static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
       ninputs > NXV_FUSED_MAX_INPUTS)
     return raise_argument(env, "fused: inputs must be a list of 1 to %d views",
                           NXV_FUSED_MAX_INPUTS);
+  /* The inputs' names in errors ("fused input 3: ..."), not formatted per
+   * call. */
+  _Static_assert(NXV_FUSED_MAX_INPUTS == 12, "one name per fused input");
+  static const char *const kInputs[NXV_FUSED_MAX_INPUTS] = {
+      "input 0", "input 1", "input 2", "input 3", "input 4",  "input 5",
+      "input 6", "input 7", "input 8", "input 9", "input 10", "input 11"};
   view_arg v[NXV_FUSED_MAX_INPUTS];
   nxv_view views[NXV_FUSED_MAX_INPUTS];
   tail = argv[3];
@@ -1077,11 +1083,10 @@ static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     enif_get_list_cell(env, tail, &head, &tail);
     const ERL_NIF_TERM *elems;
     int arity;
-    char label[48];
-    snprintf(label, sizeof label, "fused input %u", i);
     ERL_NIF_TERM e = enif_get_tuple(env, head, &arity, &elems) && arity == 3
-                         ? get_view(env, label, elems, rank, &v[i])
-                         : raise_argument(env, "%s must be {tensor, offset, strides}", label);
+                         ? get_view_part(env, "fused", kInputs[i], elems, rank, &v[i])
+                         : raise_argument(env, "fused input %u must be {tensor, offset, strides}",
+                                          i);
     if (!enif_is_identical(e, am_ok)) {
       release_views(v, (int)i);
       return e;

@@ -56,7 +56,20 @@ defmodule Nx.Vulkan.NIFTest do
     end
 
     assert_raise ArgumentError, ~r/word 0/, fn -> NIF.fused(:f32, [4], [-1], [{a, 0, nil}]) end
-    assert_raise ArgumentError, ~r/input 0 must be/, fn -> NIF.fused(:f32, [4], [mul], [a]) end
+
+    assert_raise ArgumentError, "fused input 0 must be {tensor, offset, strides}", fn ->
+      NIF.fused(:f32, [4], [mul], [a])
+    end
+
+    # each input is named in its errors
+    assert_raise ArgumentError, "fused input 1: offset must be an integer", fn ->
+      NIF.fused(:f32, [4], [mul], [{a, 0, nil}, {b, :x, [0]}])
+    end
+
+    assert_raise ArgumentError, "fused input 11: expected a Nx.Vulkan tensor", fn ->
+      NIF.fused(:f32, [4], [mul], List.duplicate({a, 0, nil}, 11) ++ [{:x, 0, nil}])
+    end
+
     # reads register 2 with two inputs: rejected by the runtime
     assert_raise ArgumentError, ~r/register/, fn ->
       NIF.fused(:f32, [4], [sub], [{a, 0, nil}, {b, 0, [0]}])
