@@ -2140,24 +2140,31 @@ if Code.ensure_loaded?(Nx.Backend) do
         shape = dims(tensor)
         axes = opts[:axes] || Nx.axes(tensor)
         rank = length(shape)
-        zero = fill(index, nif_type, 1, convert_value(0, {:s, 64}, type))
 
-        mask =
-          alloc(index, fn ->
-            NIF.compare(:not_equal, shape, t, 0, nil, zero, 0, List.duplicate(0, rank))
-          end)
+        # Unsigned integers (the u8 results of comparisons) need no mask:
+        # their minimum (maximum) is non-zero exactly when all (any) are.
+        {src, src_type} =
+          if elem(type, 0) == :u and supported?(index, :compare, :greater, nif_type) do
+            {t, nif_type}
+          else
+            zero = fill(index, nif_type, 1, convert_value(0, {:s, 64}, type))
 
-        r = alloc(index, fn -> NIF.reduce(nif_op, shape, mask, 0, nil, axes, :u8) end)
+            mask =
+              alloc(index, fn ->
+                NIF.compare(:not_equal, shape, t, 0, nil, zero, 0, List.duplicate(0, rank))
+              end)
+
+            {mask, :u8}
+          end
+
+        r = alloc(index, fn -> NIF.reduce(nif_op, shape, src, 0, nil, axes, src_type) end)
         # r > 0 as u8; also right for empty reductions, whose identities
-        # are 255 (all: true) and 0 (any: false).
-        zero8 = fill(index, :u8, 1, <<0>>)
-        out_rank = tuple_size(out.shape)
+        # are the type's maximum (all: true) and 0 (any: false).
+        zero = convert_value(0, {:s, 64}, nif_type_to_nx(src_type))
 
         wrap(
           out,
-          alloc(index, fn ->
-            NIF.compare(:greater, dims(out), r, 0, nil, zero8, 0, List.duplicate(0, out_rank))
-          end),
+          alloc(index, fn -> NIF.compare(:greater, dims(out), r, 0, nil, zero, 0, nil) end),
           index
         )
       else

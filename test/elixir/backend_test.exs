@@ -1340,7 +1340,8 @@ if Code.ensure_loaded?(Nx) do
     end
 
     test "all and any reduce on the device" do
-      for type <- [:f32, :s32, :f64, :u8], shape <- [{}, {5}, {3, 4}, {2, 3, 4}] do
+      for type <- [:f32, :s32, :f64, :u8, :u32, :u64, :s8],
+          shape <- [{}, {5}, {3, 4}, {2, 3, 4}] do
         a = random(shape, :s32, {0, 2}) |> Nx.as_type(type)
 
         for opts <- [[], [axes: [0]], [axes: [-1], keep_axes: true]],
@@ -1349,6 +1350,17 @@ if Code.ensure_loaded?(Nx) do
           assert_same(native(fn -> Nx.any(vk(a), opts) end), Nx.any(a, opts))
         end
       end
+
+      # negative elements are non-zero too
+      s = Nx.tensor([[-1, 0], [-3, -2]], type: :s8, backend: Nx.BinaryBackend)
+      assert_same(native(fn -> Nx.all(vk(s), axes: [1]) end), Nx.all(s, axes: [1]))
+      assert_same(native(fn -> Nx.any(vk(s), axes: [0]) end), Nx.any(s, axes: [0]))
+
+      # a comparison's u8 result reduces without a mask: two device ops
+      m = vk(random({4, 6}, :s32)) |> Nx.greater(0)
+      before = Nx.Vulkan.stats().ops_enqueued
+      _ = native(fn -> Nx.all(m, axes: [1]) end)
+      assert Nx.Vulkan.stats().ops_enqueued == before + 2
 
       nan = Nx.tensor([:nan, 1.0], backend: Nx.BinaryBackend)
       assert Nx.to_number(Nx.all(vk(nan))) == 1
