@@ -810,6 +810,13 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     ## Element-wise binary ops
 
+    # A tensor of known value that binary ops and comparisons take as an
+    # immediate operand: a scalar, or a constant of any shape
+    # (constant_view/4, its strides all 0).
+    defguardp immediate_like(shape, value, strides)
+              when value != nil and
+                     (shape == {} or (is_list(strides) and strides != [] and hd(strides) == 0))
+
     native_binary =
       [:add, :subtract, :multiply, :pow, :remainder, :divide, :atan2, :min, :max, :quotient] ++
         [:bitwise_and, :bitwise_or, :bitwise_xor, :left_shift, :right_shift]
@@ -833,48 +840,29 @@ if Code.ensure_loaded?(Nx.Backend) do
       do: element_wise_binary_scalar(op, out, left, right)
 
     # x op c or c op x, c a number that Nx made a device scalar
-    # (Nx.add(x, 1), Nx.multiply(0.1, g)): the value in out's type as an
-    # immediate operand (immediate_op/6).
+    # (Nx.add(x, 1), Nx.multiply(0.1, g)) or a constant of any shape
+    # (constant_view/4): the value in out's type as an immediate operand
+    # (immediate_op/6).
     defp element_wise_binary_scalar(
            op,
            %T{type: type, shape: shape} = out,
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
              left,
-           %T{shape: {}, data: %__MODULE__{device: index, value: value}} = right
+           %T{shape: c_shape, data: %__MODULE__{device: index, value: value, strides: cs}} = right
          )
-         when value != nil and tuple_size(shape) <= @max_rank and is_reference(a),
+         when immediate_like(c_shape, value, cs) and tuple_size(shape) <= @max_rank and
+                is_reference(a),
          do: binary_immediate(op, out, left, right, false)
 
     defp element_wise_binary_scalar(
            op,
            %T{type: type, shape: shape} = out,
-           %T{shape: {}, data: %__MODULE__{device: index, value: value}} = left,
+           %T{shape: c_shape, data: %__MODULE__{device: index, value: value, strides: cs}} = left,
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
              right
          )
-         when value != nil and tuple_size(shape) <= @max_rank and is_reference(b),
-         do: binary_immediate(op, out, right, left, true)
-
-    # The same with a constant of any shape (constant_view/4: its strides
-    # all 0) in place of the number.
-    defp element_wise_binary_scalar(
-           op,
-           %T{type: type, shape: shape} = out,
-           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
-             left,
-           %T{data: %__MODULE__{device: index, value: value, strides: [0 | _]}} = right
-         )
-         when value != nil and tuple_size(shape) <= @max_rank and is_reference(a),
-         do: binary_immediate(op, out, left, right, false)
-
-    defp element_wise_binary_scalar(
-           op,
-           %T{type: type, shape: shape} = out,
-           %T{data: %__MODULE__{device: index, value: value, strides: [0 | _]}} = left,
-           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
-             right
-         )
-         when value != nil and tuple_size(shape) <= @max_rank and is_reference(b),
+         when immediate_like(c_shape, value, cs) and tuple_size(shape) <= @max_rank and
+                is_reference(b),
          do: binary_immediate(op, out, right, left, true)
 
     defp element_wise_binary_scalar(op, out, left, right),
@@ -1043,41 +1031,29 @@ if Code.ensure_loaded?(Nx.Backend) do
            %T{type: {:u, 8}, shape: shape} = out,
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
              left,
-           %T{type: type, shape: {}, data: %__MODULE__{device: index, value: value}} = right
+           %T{
+             type: type,
+             shape: c_shape,
+             data: %__MODULE__{device: index, value: value, strides: cs}
+           } = right
          )
-         when value != nil and tuple_size(shape) <= @max_rank and is_reference(a),
+         when immediate_like(c_shape, value, cs) and tuple_size(shape) <= @max_rank and
+                is_reference(a),
          do: compare_immediate(op, out, left, right, false)
 
     defp compare_scalar(
            op,
            %T{type: {:u, 8}, shape: shape} = out,
-           %T{type: type, shape: {}, data: %__MODULE__{device: index, value: value}} = left,
+           %T{
+             type: type,
+             shape: c_shape,
+             data: %__MODULE__{device: index, value: value, strides: cs}
+           } = left,
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
              right
          )
-         when value != nil and tuple_size(shape) <= @max_rank and is_reference(b),
-         do: compare_immediate(op, out, right, left, true)
-
-    defp compare_scalar(
-           op,
-           %T{type: {:u, 8}, shape: shape} = out,
-           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
-             left,
-           %T{type: type, data: %__MODULE__{device: index, value: value, strides: [0 | _]}} =
-             right
-         )
-         when value != nil and tuple_size(shape) <= @max_rank and is_reference(a),
-         do: compare_immediate(op, out, left, right, false)
-
-    defp compare_scalar(
-           op,
-           %T{type: {:u, 8}, shape: shape} = out,
-           %T{type: type, data: %__MODULE__{device: index, value: value, strides: [0 | _]}} =
-             left,
-           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
-             right
-         )
-         when value != nil and tuple_size(shape) <= @max_rank and is_reference(b),
+         when immediate_like(c_shape, value, cs) and tuple_size(shape) <= @max_rank and
+                is_reference(b),
          do: compare_immediate(op, out, right, left, true)
 
     defp compare_scalar(op, out, left, right), do: compare_any(op, out, left, right)
