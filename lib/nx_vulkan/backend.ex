@@ -2099,7 +2099,8 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
-    # all/any: the non-zero mask (u8), reduced with min/max.
+    # all/any: min/max of unsigned integers, or of the non-zero mask (u8) of
+    # other types, compared with 0.
     for {op, nif_op} <- [all: :min, any: :max] do
       impl_if_callback(op, 3)
 
