@@ -227,6 +227,28 @@ defmodule Nx.Vulkan.NIFTest do
     end
 
     assert_raise ArgumentError, ~r/axis/, fn -> NIF.reduce(:sum, [3], a, 0, nil, [1], :f32) end
+
+    # the result type: the operand's, or 64 bits for sums of narrow integers
+    assert_raise ArgumentError, "reduce: unknown result type", fn ->
+      NIF.reduce(:sum, [3], a, 0, nil, [0], :f33)
+    end
+
+    assert_raise ArgumentError, ~r/^sum: reduce sum from f32 into f64: only sums/, fn ->
+      NIF.reduce(:sum, [3], a, 0, nil, [0], :f64)
+    end
+
+    b8 = NIF.upload(dev, :u8, <<200, 100, 255>>)
+    s64 = NIF.reduce(:sum, [3], b8, 0, nil, [0], :u64)
+    assert NIF.download(s64, 0, 1) == <<555::unsigned-64-native>>
+
+    assert_raise ArgumentError, ~r/into s64/, fn ->
+      NIF.reduce(:sum, [3], b8, 0, nil, [0], :s64)
+    end
+
+    assert_raise ArgumentError, ~r/max from u8 into u64/, fn ->
+      NIF.reduce(:max, [3], b8, 0, nil, [0], :u64)
+    end
+
     assert_raise ArgumentError, ~r/permutation/, fn -> NIF.transpose([3, 1], a, [0, 0]) end
     assert_raise ArgumentError, ~r/one f32 element/, fn -> NIF.fill(dev, :f32, 3, <<1>>) end
 
