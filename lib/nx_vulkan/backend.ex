@@ -318,6 +318,18 @@ if Code.ensure_loaded?(Nx.Backend) do
     def to_binary(%T{type: type, data: %__MODULE__{ref: nil, value: value}}, limit),
       do: if(limit >= 1, do: scalar_bytes(type, value), else: "")
 
+    # A constant of more elements (constant_view/4): its value repeated, on
+    # the host, as the one-element buffer it views holds it.
+    def to_binary(
+          %T{type: type, data: %__MODULE__{ref: ref, value: value, strides: [_ | _]}} = tensor,
+          limit
+        )
+        when value != nil do
+      # Raises on a deallocated tensor, like every other use.
+      _ = NIF.tensor_info(ref)
+      :binary.copy(scalar_bytes(type, value), min(limit, flat_size(tensor)))
+    end
+
     def to_binary(%T{data: %__MODULE__{ref: ref, device: index, strides: nil}} = tensor, limit) do
       count = min(limit, flat_size(tensor))
       Nx.Vulkan.Telemetry.download_span(index, count, fn -> download(ref, 0, count) end)
@@ -2909,8 +2921,9 @@ if Code.ensure_loaded?(Nx.Backend) do
     # a view of the cached one-element buffer (Nx.Vulkan.Scalars) with
     # stride 0 along every axis: no device op fills it. Kernels that read
     # strided operands read it in place, binary ops and comparisons take its
-    # value as an immediate, and every other use copies it into a dense
-    # buffer first (what a fill would have cost). nil when out is not a
+    # value as an immediate, to_binary/2 repeats the value on the host, and
+    # every other use copies it into a dense buffer first (what a fill would
+    # have cost). nil when out is not a
     # plain tensor within the runtime's rank or its elements are wider than
     # 8 bytes.
     defp constant_view(

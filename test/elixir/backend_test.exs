@@ -1042,6 +1042,7 @@ if Code.ensure_loaded?(Nx) do
           ] do
         host = Nx.broadcast(Nx.tensor(value, type: type, backend: Nx.BinaryBackend), {3, 4})
         out = %Nx.Tensor{shape: {3, 4}, type: host.type, names: [nil, nil]}
+        elem_size = div(elem(host.type, 1), 8)
         # (the first use of a value fills its cached element; Nx.tensor/2
         # uploads non-finite numbers)
         _ = VB.constant(out, value, [])
@@ -1058,7 +1059,10 @@ if Code.ensure_loaded?(Nx) do
         assert Nx.to_binary(b) == Nx.to_binary(host)
         assert Nx.to_binary(t) == Nx.to_binary(Nx.transpose(host))
         assert Nx.to_binary(r) == Nx.to_binary(Nx.reshape(host, {2, 1, 6}))
+        assert Nx.to_binary(c, limit: 5) == binary_part(Nx.to_binary(host), 0, 5 * elem_size)
         assert Nx.backend_copy(c, Nx.BinaryBackend) == host
+        # read back on the host
+        assert Nx.Vulkan.stats(dev).ops_enqueued == before
       end
 
       # read by kernels: binary ops and comparisons take the value as an
