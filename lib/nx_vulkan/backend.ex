@@ -955,14 +955,20 @@ if Code.ensure_loaded?(Nx.Backend) do
          when value != nil do
       # Raises on a deallocated tensor, like every other use.
       _ = NIF.tensor_info(ref)
+      value_operand(value, type, nif_type, index)
+    end
+
+    defp immediate_operand(c, nif_type, index), do: kernel_operand(c, nif_type, index)
+
+    # value (of type) converted to nif_type as an immediate operand, or
+    # (c128) a one-element buffer of it.
+    defp value_operand(value, type, nif_type, index) do
       bytes = convert_value(value, type, nif_type_to_nx(nif_type))
 
       if byte_size(bytes) <= 8,
         do: {:ok, bytes},
         else: {:ok, fill(index, nif_type, 1, bytes)}
     end
-
-    defp immediate_operand(c, nif_type, index), do: kernel_operand(c, nif_type, index)
 
     # The NIF call of element_wise_binary/4's dense paths: left and right
     # dense on one device, of out's type, read with strides as and bs.
@@ -2590,13 +2596,8 @@ if Code.ensure_loaded?(Nx.Backend) do
            %T{type: type, data: %__MODULE__{ref: nil, value: value}},
            nif_type,
            index
-         ) do
-      bytes = convert_value(value, type, nif_type_to_nx(nif_type))
-
-      if byte_size(bytes) <= 8,
-        do: {:ok, bytes},
-        else: {:ok, fill(index, nif_type, 1, bytes)}
-    end
+         ),
+         do: value_operand(value, type, nif_type, index)
 
     # A single element of known value in another type (an uploaded one):
     # the converted value's cached buffer, through the cache's own handle.
