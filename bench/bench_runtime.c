@@ -736,6 +736,33 @@ static void run_to_number(nxv_device *dev, uint32_t n, double *secs) {
  * runs in blocks alternating between dev and a second context on the same
  * device with unmapped_small (every download staged through a copy), so
  * both see the same machine state. */
+/* burst: BURST_OPS independent adds enqueued at once after the scheduler
+ * thread has gone to sleep (an idle pause past idle_spin_us), as the first
+ * ops of a step or of an interactive call find it. Fills out[i] with each
+ * burst's enqueue time per op (s); *wakeups gets the scheduler wake-ups
+ * the bursts cost in all (one per burst at best). */
+enum { BURST_OPS = 64 };
+static void run_bursts(const tiny_ctx *t, uint32_t n, double *out, uint64_t *wakeups) {
+  const int64_t shape[1] = {TINY_ELEMS};
+  nxv_view vx = {t->x0, 0, NULL}, vone = {t->one, 0, NULL};
+  nxv_tensor *ys[BURST_OPS];
+  nxv_stats st0, st1;
+  NXV_CHECK(nxv_device_stats(t->dev, &st0));
+  for (uint32_t r = 0; r < n; r++) {
+    NXV_CHECK(nxv_device_synchronize(t->dev));
+    usleep(1000); /* past the default idle_spin_us (200): asleep */
+    double t0 = now_s();
+    for (int i = 0; i < BURST_OPS; i++)
+      NXV_CHECK(nxv_binary(t->dev, NXV_ADD, 1, shape, &vx, &vone, &ys[i]));
+    out[r] = (now_s() - t0) / BURST_OPS;
+    NXV_CHECK(nxv_device_synchronize(t->dev));
+    if (r + 1 == n) tiny_verify(t, "burst", ys[BURST_OPS - 1], 1);
+    for (int i = 0; i < BURST_OPS; i++) nxv_tensor_release(ys[i]);
+  }
+  NXV_CHECK(nxv_device_stats(t->dev, &st1));
+  *wakeups = st1.scheduler_wakeups - st0.scheduler_wakeups;
+}
+
 static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   tiny_ctx t;
   tiny_setup(&t, "batched", dev);
@@ -752,6 +779,10 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   (void)run_submit_wait(&t, o->ops < 100 ? o->ops : 100); /* warm-up */
   run_to_number(dev, per, tn);                            /* warm-up */
   run_to_number(staged, per, ts);
+  const uint32_t nbursts = o->quick ? 20 : 200;
+  double *bu = xcalloc(nbursts, sizeof *bu);
+  uint64_t bwake = 0;
+  run_bursts(&t, nbursts, bu, &bwake);
   for (uint32_t r = 0; r < o->reps; r++) sw[r] = run_submit_wait(&t, o->ops);
   nxv_stats st0, st1;
   NXV_CHECK(nxv_device_stats(dev, &st0));
@@ -766,10 +797,15 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   double sw_med = median_of(sw, o->reps) / n, sw_best = min_of(sw, o->reps) / n;
   double tn_med = median_of(tn, tn_count), tn_best = min_of(tn, tn_count);
   double ts_med = median_of(ts, tn_count), ts_best = min_of(ts, tn_count);
+  double bu_med = median_of(bu, nbursts), bu_best = min_of(bu, nbursts);
   free(sw);
   free(tn);
   free(ts);
+  free(bu);
   emit("submit_wait", "f32", "16", "us_per_op", sw_med * 1e6);
+  emit("burst_after_idle", "f32", "16", "us_per_op", bu_med * 1e6);
+  if (o->csv)
+    csv_num("burst_after_idle", "batched", "wakeups_per_burst", (double)bwake / nbursts, "");
   emit("to_number", "f32", "1", "us", tn_med * 1e6);
   emit("to_number_staged", "f32", "1", "us", ts_med * 1e6);
   if (o->csv) return;
@@ -784,6 +820,10 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   printf("%-16s %12.3f %12.3f\n", "to_number", tn_med * 1e6, tn_best * 1e6);
   printf("%-16s %12.3f %12.3f\n", "to_number_staged", ts_med * 1e6,
          ts_best * 1e6);
+  printf("%-16s %12.3f %12.3f   (enqueue us/op of %d independent adds after "
+         "a 1 ms pause, %u bursts; %.2f scheduler wake-ups per burst)\n",
+         "burst_after_idle", bu_med * 1e6, bu_best * 1e6, BURST_OPS, nbursts,
+         (double)bwake / nbursts);
   printf("to_number reads in place (mapped memory, no copy): %" PRIu64
          " of %u; %" PRIu64 " submits\n",
          st1.reads_in_place - st0.reads_in_place, tn_count,

@@ -272,6 +272,9 @@ typedef struct nxv_stats {
   uint64_t ops_enqueued, ops_completed, submits, barriers;
   uint64_t epoch_submitted, epoch_completed;
   uint64_t ring_full_waits;      /* times a producer found the ring full */
+  uint64_t scheduler_wakeups;    /* times a producer woke the sleeping
+                                    scheduler thread (one per sleep at
+                                    most, whatever the producers) */
   uint64_t ops_reordered;        /* ops recorded ahead of an op queued
                                     before them (reorder_window) */
   uint64_t reads_in_place;       /* downloads read from a mapped buffer

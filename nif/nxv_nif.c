@@ -502,6 +502,7 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "epoch_submitted", s.epoch_submitted);
   PUT_U64(m, "epoch_completed", s.epoch_completed);
   PUT_U64(m, "ring_full_waits", s.ring_full_waits);
+  PUT_U64(m, "scheduler_wakeups", s.scheduler_wakeups);
   PUT_U64(m, "reads_in_place", s.reads_in_place);
   PUT_U64(m, "ops_reordered", s.ops_reordered);
   PUT_U64(m, "pipeline_hits", s.pipeline_hits);

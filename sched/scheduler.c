@@ -87,6 +87,7 @@ struct nxv_sched {
   atomic_int inject;              /* fault for the next submission */
   atomic_uint_fast64_t submitted_epoch, completed_epoch;
   atomic_uint_fast64_t enqueued, completed_ops, submits, barriers, ring_full;
+  atomic_uint_fast64_t wakeups;   /* producers' signals to a sleeping scheduler */
   atomic_uint_fast64_t reads_in_place;
   atomic_uint_fast64_t reordered; /* nodes recorded before an earlier one */
   atomic_uint_fast64_t gpu_ns;    /* sum of the batches' GPU durations */
@@ -639,7 +640,9 @@ static void *sched_main(void *arg) {
     }
     if (atomic_load(&s->stop)) break;
     /* Idle: poll a while before sleeping; producers signal only a
-     * sleeping scheduler, so a node pushed meanwhile costs no wake-up. */
+     * sleeping scheduler, so a node pushed meanwhile costs no wake-up.
+     * The producer that wakes it clears `sleeping` itself (wake_scheduler);
+     * the store after the wait covers spurious wake-ups. */
     uint64_t until = now_ns() + (uint64_t)s->cfg.idle_spin_us * 1000u;
     while (nxv_ring_size(s->ring) == 0 && now_ns() < until && !atomic_load(&s->stop))
       cpu_relax();
@@ -779,9 +782,16 @@ static void *completion_main(void *arg) {
 /* Producers and waiters                                               */
 /* ------------------------------------------------------------------ */
 
+/* Wakes a sleeping scheduler after a push. The first producer to see it
+ * asleep clears `sleeping` and signals; every push until the thread runs
+ * again finds the flag clear and costs no mutex and no system call (the
+ * thread drains the whole ring once it runs). The fences pair with the
+ * scheduler's store of `sleeping` and its second look at the ring: either
+ * it sees this push or this producer sees it asleep. */
 static void wake_scheduler(nxv_sched *s) {
   atomic_thread_fence(memory_order_seq_cst);
-  if (atomic_load(&s->sleeping)) {
+  if (atomic_load(&s->sleeping) && atomic_exchange(&s->sleeping, false)) {
+    atomic_fetch_add_explicit(&s->wakeups, 1, memory_order_relaxed);
     pthread_mutex_lock(&s->mu);
     pthread_cond_signal(&s->sched_cv);
     pthread_mutex_unlock(&s->mu);
@@ -1035,6 +1045,7 @@ void nxv_sched_stats(nxv_sched *s, nxv_stats *st) {
   st->epoch_submitted = atomic_load(&s->submitted_epoch);
   st->epoch_completed = atomic_load(&s->completed_epoch);
   st->ring_full_waits = atomic_load(&s->ring_full);
+  st->scheduler_wakeups = atomic_load(&s->wakeups);
   st->reads_in_place = atomic_load(&s->reads_in_place);
   st->ops_reordered = atomic_load(&s->reordered);
   st->gpu_busy_ns = atomic_load(&s->gpu_ns);

@@ -498,6 +498,41 @@ NXV_TEST(sched, idle_gpu_submits_at_kick_nodes) {
   }
 }
 
+/* A burst of ops pushed to a sleeping scheduler wakes it once: the first
+ * push signals, the rest find it already woken (no mutex, no system call
+ * each). The scheduler polls 50 ms before sleeping, so it does not fall
+ * asleep again during the burst: every wake-up beyond one would be a
+ * producer signalling a thread that was already on its way. */
+NXV_TEST(sched, burst_wakes_sleeping_scheduler_once) {
+  nxv_device_config cfg = {.disable_disk_cache = true, .idle_spin_us = 50000};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  float host[16] = {0};
+  nxv_tensor *t;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 16, host, &t));
+  int64_t shape[1] = {16};
+  nxv_view v = {t, 0, NULL};
+  enum { BURST = 256 };
+  nxv_tensor **outs = calloc(BURST, sizeof *outs);
+  REQUIRE(outs);
+  for (int round = 0; round < 3; round++) {
+    REQUIRE_OK(nxv_device_synchronize(d));
+    usleep(150000); /* past idle_spin_us: the scheduler sleeps */
+    nxv_stats s0, s1;
+    REQUIRE_OK(nxv_device_stats(d, &s0));
+    for (int i = 0; i < BURST; i++) REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
+    REQUIRE_OK(nxv_device_synchronize(d));
+    REQUIRE_OK(nxv_device_stats(d, &s1));
+    CHECK_MSG(s1.scheduler_wakeups - s0.scheduler_wakeups == 1,
+              "round %d: %llu wake-ups for one burst", round,
+              (unsigned long long)(s1.scheduler_wakeups - s0.scheduler_wakeups));
+    for (int i = 0; i < BURST; i++) nxv_tensor_release(outs[i]);
+  }
+  free(outs);
+  nxv_tensor_release(t);
+  nxv_device_release(d);
+}
+
 /* A tiny ring forces producers to find it full; nothing may be lost. */
 typedef struct chain_ctx {
   nxv_device *d;

@@ -461,6 +461,7 @@ defmodule Nx.Vulkan.NIFTest do
           :submits,
           :barriers,
           :ops_reordered,
+          :scheduler_wakeups,
           :pipeline_hits,
           :pipeline_misses,
           :pipelines
