@@ -133,6 +133,12 @@ defmodule NxBench.Steps do
   def record_submit(_event, m, _meta, table),
     do: :ets.insert(table, {System.unique_integer([:monotonic]), m.ops, m.gpu_time_ns})
 
+  # A [:nx_vulkan, :submit] telemetry handler: stores each batch's
+  # {submission, GPU start, GPU end, ops} (runtime clock, ns) in the
+  # ordered ETS table, keyed by the submission time.
+  def record_timeline(_event, m, _meta, table),
+    do: :ets.insert(table, {m.submit_time_ns, m.gpu_start_time_ns, m.gpu_end_time_ns, m.ops})
+
   # n steps from params, each loss read back (as a training loop that
   # logs it would): the last parameters.
   def run(step, n, params, x, y) do

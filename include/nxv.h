@@ -125,6 +125,10 @@ typedef struct nxv_device_info {
                                  VK_KHR_cooperative_matrix and
                                  VK_KHR_shader_bfloat16, subgroups of 32 */
   bool pipeline_creation_feedback;
+  bool calibrated_timestamps; /* VK_EXT_calibrated_timestamps samples the
+                                 device's timestamps with CLOCK_MONOTONIC:
+                                 batch records carry GPU start and end
+                                 times on the host's clock */
   uint32_t subgroup_size, subgroup_min_size, subgroup_max_size;
   uint32_t subgroup_operations; /* VkSubgroupFeatureFlags */
 
@@ -316,6 +320,17 @@ typedef struct nxv_batch_record {
   uint64_t queue_wait_ns; /* enqueue of its first op -> its submission */
   uint64_t gpu_ns;        /* GPU time from timestamps; 0 without them */
   uint64_t latency_ns;    /* submission -> completion seen */
+  /* Times on the CLOCK_MONOTONIC clock, in ns: its submission (the call to
+   * vkQueueSubmit), and its
+   * start and end timestamps on the GPU converted to that clock through
+   * VK_EXT_calibrated_timestamps (the last two 0 where the device cannot
+   * calibrate them or writes no timestamps). gpu_start_time_ns -
+   * submit_time_ns is how long the GPU took to start the batch; the start
+   * of one batch minus the end of the one before is how long the GPU
+   * idled between them. */
+  uint64_t submit_time_ns;
+  uint64_t gpu_start_time_ns;
+  uint64_t gpu_end_time_ns;
 } nxv_batch_record;
 
 /* Most records a device keeps between two nxv_device_take_batches calls;

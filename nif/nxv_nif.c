@@ -27,6 +27,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "nxv.h"
 
@@ -318,6 +319,7 @@ static ERL_NIF_TERM info_map(ErlNifEnv *env, const nxv_device_info *i) {
   PUT_BOOL(f, "coopmat_bf16", i->coopmat_bf16);
   PUT_BOOL(f, "coopmat_khr", i->coopmat_khr);
   PUT_BOOL(f, "pipeline_creation_feedback", i->pipeline_creation_feedback);
+  PUT_BOOL(f, "calibrated_timestamps", i->calibrated_timestamps);
   PUT_U64(f, "subgroup_size", i->subgroup_size);
   PUT_U64(f, "subgroup_min_size", i->subgroup_min_size);
   PUT_U64(f, "subgroup_max_size", i->subgroup_max_size);
@@ -530,8 +532,9 @@ static ERL_NIF_TERM nif_record_batches(ErlNifEnv *env, int argc,
   return am_ok;
 }
 
-/* {[{ops, bytes, queue_wait_ns, gpu_ns, latency_ns}], dropped}, oldest
- * first; at most 256 records per call (they live on the stack). */
+/* {[{ops, bytes, queue_wait_ns, gpu_ns, latency_ns, submit_time_ns,
+ * gpu_start_time_ns, gpu_end_time_ns}], dropped}, oldest first; at most 256
+ * records per call (they live on the stack). */
 static ERL_NIF_TERM nif_take_batches(ErlNifEnv *env, int argc,
                                      const ERL_NIF_TERM argv[]) {
   (void)argc;
@@ -544,13 +547,25 @@ static ERL_NIF_TERM nif_take_batches(ErlNifEnv *env, int argc,
   if (st != NXV_OK) return raise_status(env, st, "take_batches");
   ERL_NIF_TERM list = enif_make_list(env, 0);
   for (uint32_t i = n; i-- > 0;) {
-    ERL_NIF_TERM t = enif_make_tuple5(
+    ERL_NIF_TERM t = enif_make_tuple8(
         env, enif_make_uint64(env, rec[i].ops), enif_make_uint64(env, rec[i].bytes),
         enif_make_uint64(env, rec[i].queue_wait_ns), enif_make_uint64(env, rec[i].gpu_ns),
-        enif_make_uint64(env, rec[i].latency_ns));
+        enif_make_uint64(env, rec[i].latency_ns), enif_make_uint64(env, rec[i].submit_time_ns),
+        enif_make_uint64(env, rec[i].gpu_start_time_ns),
+        enif_make_uint64(env, rec[i].gpu_end_time_ns));
     list = enif_make_list_cell(env, t, list);
   }
   return enif_make_tuple2(env, list, enif_make_uint64(env, dropped));
+}
+
+/* The scheduler's clock (CLOCK_MONOTONIC) in ns: the clock of the batch
+ * records' times. */
+static ERL_NIF_TERM nif_clock_ns(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  (void)argv;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return enif_make_uint64(env, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
 }
 
 static ERL_NIF_TERM nif_synchronize(ErlNifEnv *env, int argc,
@@ -1612,6 +1627,7 @@ static ErlNifFunc funcs[] = {
     {"device_stats", 1, nif_device_stats, 0},
     {"record_batches", 2, nif_record_batches, 0},
     {"take_batches", 1, nif_take_batches, 0},
+    {"clock_ns", 0, nif_clock_ns, 0},
     {"synchronize", 1, nif_synchronize, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"device_status", 1, nif_device_status, 0},
     {"trim", 1, nif_trim, 0},

@@ -27,7 +27,8 @@ typedef struct batch {
   uint64_t cost;
   uint64_t bytes;         /* bytes its nodes write (see nxv_stats) */
   uint64_t queue_wait_ns; /* first enqueue -> submit (set on submit) */
-  uint64_t submit_ns;     /* when it was submitted */
+  uint64_t submit_ns;     /* when it was submitted (vkQueueSubmit returned) */
+  uint64_t submit_call_ns; /* when vkQueueSubmit was called for it */
   uint64_t open_ns;       /* when its first node was recorded */
   bool host_read;         /* ends with a HOST_READ barrier */
   VkPipeline bound;       /* pipeline bound last in cb */
@@ -49,6 +50,11 @@ struct nxv_sched {
   VkQueryPool queries;            /* owned */
   double tick_ns;                 /* nanoseconds per timestamp tick */
   uint64_t tick_mask;             /* valid timestamp bits */
+  /* Calibration of the timestamps against now_ns()'s clock, taken while
+   * batch records are kept (vk->get_calibrated): a device timestamp and
+   * the CLOCK_MONOTONIC time sampled with it, and when. Completion thread
+   * only. */
+  uint64_t cal_ticks, cal_ns, cal_at;
 
   /* scheduler thread only */
   batch *open;
@@ -408,6 +414,7 @@ static void submit_open(nxv_sched *s) {
                          .pCommandBuffers = &b->cb,
                          .signalSemaphoreCount = 1,
                          .pSignalSemaphores = &s->timeline};
+      b->submit_call_ns = now_ns();
       r = vkQueueSubmit(s->vk->queue, 1, &si, VK_NULL_HANDLE);
       what = "vkQueueSubmit";
     }
@@ -662,16 +669,50 @@ static void *sched_main(void *arg) {
 /* Completion thread                                                   */
 /* ------------------------------------------------------------------ */
 
+/* How long a calibration of the timestamps serves (clock drift between the
+ * device and the host stays well under a microsecond over it). */
+#define NXV_CALIBRATE_NS 10000000ull
+
+/* The now_ns() time of device timestamp ticks, or 0 where timestamps cannot
+ * be calibrated against CLOCK_MONOTONIC (or sampling them fails).
+ * Completion thread. */
+static uint64_t host_time_of(nxv_sched *s, uint64_t ticks) {
+  if (!s->vk->get_calibrated) return 0;
+  uint64_t now = now_ns();
+  if (!s->cal_at || now - s->cal_at > NXV_CALIBRATE_NS) {
+    VkCalibratedTimestampInfoEXT ci[2] = {
+        {.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT,
+         .timeDomain = VK_TIME_DOMAIN_DEVICE_EXT},
+        {.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT,
+         .timeDomain = VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT}};
+    uint64_t ts[2], deviation;
+    if (s->vk->get_calibrated(s->vk->device, 2, ci, ts, &deviation) != VK_SUCCESS) return 0;
+    s->cal_ticks = ts[0] & s->tick_mask;
+    s->cal_ns = ts[1];
+    s->cal_at = now;
+  }
+  /* Ticks before the calibration point come out negative (modulo the
+   * timestamp's valid bits). */
+  uint64_t ahead = (ticks - s->cal_ticks) & s->tick_mask;
+  double ns = ahead <= s->tick_mask / 2
+                  ? (double)ahead * s->tick_ns
+                  : -(double)((s->cal_ticks - ticks) & s->tick_mask) * s->tick_ns;
+  double t = (double)s->cal_ns + ns;
+  return t > 0 ? (uint64_t)t : 0;
+}
+
 /* Releases a batch's nodes; for a batch that ran (completed), adds its GPU
  * time from its timestamps. Completion thread. */
 static void retire(nxv_sched *s, batch *b, bool completed) {
   uint64_t gpu_ns = 0;
+  uint64_t t[2] = {0, 0};
+  bool stamped = false;
   if (completed && s->queries) {
-    uint64_t t[2];
     VkResult r = vkGetQueryPoolResults(s->vk->device, s->queries,
                                        2 * (uint32_t)(b - s->batches), 2, sizeof t, t,
                                        sizeof t[0], VK_QUERY_RESULT_64_BIT);
     if (r == VK_SUCCESS) {
+      stamped = true;
       uint64_t ticks = (t[1] - t[0]) & s->tick_mask;
       gpu_ns = (uint64_t)((double)ticks * s->tick_ns);
       atomic_fetch_add_explicit(&s->gpu_ns, gpu_ns, memory_order_relaxed);
@@ -683,14 +724,16 @@ static void retire(nxv_sched *s, batch *b, bool completed) {
   }
   bool timed = completed && !s->cfg.no_latency_timing;
   bool rec = completed && atomic_load_explicit(&s->recording, memory_order_relaxed);
-  uint64_t t = timed || rec ? now_ns() : 0;
+  uint64_t seen = timed || rec ? now_ns() : 0;
   if (timed) {
     nxv_histogram l;
     memset(&l, 0, sizeof l);
-    for (nxv_node *n = b->head; n; n = n->next) nxv_hist_local_add(&l, t - n->enqueue_ns);
+    for (nxv_node *n = b->head; n; n = n->next) nxv_hist_local_add(&l, seen - n->enqueue_ns);
     nxv_hist_merge(&s->op_latency, &l);
   }
   if (rec) {
+    uint64_t start = stamped ? host_time_of(s, t[0]) : 0;
+    uint64_t end = start ? host_time_of(s, t[1]) : 0;
     pthread_mutex_lock(&s->rec_mu);
     if (!s->records) {
       /* recording was stopped meanwhile */
@@ -703,7 +746,10 @@ static void retire(nxv_sched *s, batch *b, bool completed) {
           .bytes = b->bytes,
           .queue_wait_ns = b->queue_wait_ns,
           .gpu_ns = gpu_ns,
-          .latency_ns = t - b->submit_ns};
+          .latency_ns = seen - b->submit_ns,
+          .submit_time_ns = b->submit_call_ns,
+          .gpu_start_time_ns = start,
+          .gpu_end_time_ns = end};
     }
     pthread_mutex_unlock(&s->rec_mu);
   }

@@ -111,6 +111,7 @@ nxv_status nxv_vk_physical(uint32_t index, VkPhysicalDevice *out_phys,
 
 typedef struct dev_exts {
   bool budget, push_descriptor, coop_khr, coop_nv, bfloat16, feedback, portability;
+  bool calibrated;
 } dev_exts;
 
 static nxv_status device_extensions(VkPhysicalDevice phys, dev_exts *out) {
@@ -131,8 +132,30 @@ static nxv_status device_extensions(VkPhysicalDevice phys, dev_exts *out) {
   out->bfloat16 = has_instance_ext(e, n, "VK_KHR_shader_bfloat16");
   out->feedback = has_instance_ext(e, n, "VK_EXT_pipeline_creation_feedback");
   out->portability = has_instance_ext(e, n, "VK_KHR_portability_subset");
+  out->calibrated = has_instance_ext(e, n, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
   free(e);
   return NXV_OK;
+}
+
+/* Whether VK_EXT_calibrated_timestamps can sample the device's timestamp
+ * clock and CLOCK_MONOTONIC (the scheduler's clock) together. */
+static bool calibrates_monotonic(VkPhysicalDevice phys) {
+  VkInstance inst;
+  if (nxv_vk_instance(&inst) != NXV_OK) return false;
+  PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT domains =
+      (PFN_vkGetPhysicalDeviceCalibrateableTimeDomainsEXT)vkGetInstanceProcAddr(
+          inst, "vkGetPhysicalDeviceCalibrateableTimeDomainsEXT");
+  if (!domains) return false;
+  VkTimeDomainEXT d[8];
+  uint32_t n = 8;
+  VkResult r = domains(phys, &n, d);
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return false;
+  bool dev = false, mono = false;
+  for (uint32_t i = 0; i < n; i++) {
+    dev = dev || d[i] == VK_TIME_DOMAIN_DEVICE_EXT;
+    mono = mono || d[i] == VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT;
+  }
+  return dev && mono;
 }
 
 /* The compute queue family to use (a compute-only one where there is
@@ -332,6 +355,7 @@ nxv_status nxv_vk_describe(VkPhysicalDevice phys, uint32_t index,
   out->storage_8bit = f12.storageBuffer8BitAccess;
   out->storage_16bit = f11.storageBuffer16BitAccess;
   out->pipeline_creation_feedback = v13 || ext.feedback;
+  out->calibrated_timestamps = ext.calibrated && calibrates_monotonic(phys);
   out->usable = found && out->timeline_semaphore &&
                 out->buffer_device_address && out->int64;
   /* coopmat.comp needs the Vulkan memory model (its scopes) and subgroups
@@ -372,8 +396,10 @@ nxv_status nxv_vk_open(uint32_t index, nxv_vk *out) {
 
   dev_exts ext;
   NXV_TRY(device_extensions(out->phys, &ext));
-  const char *exts[7];
+  const char *exts[8];
   uint32_t nexts = 0;
+  bool calibrated = info->calibrated_timestamps;
+  if (calibrated) exts[nexts++] = VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME;
   if (ext.budget) exts[nexts++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
   if (ext.feedback && info->api_version < VK_API_VERSION_1_3)
     exts[nexts++] = "VK_EXT_pipeline_creation_feedback";
@@ -446,6 +472,9 @@ nxv_status nxv_vk_open(uint32_t index, nxv_vk *out) {
       .ppEnabledExtensionNames = exts,
   };
   NXV_VK_TRY(vkCreateDevice(out->phys, &dci, NULL, &out->device));
+  if (calibrated)
+    out->get_calibrated = (PFN_vkGetCalibratedTimestampsEXT)vkGetDeviceProcAddr(
+        out->device, "vkGetCalibratedTimestampsEXT");
   out->queue_family = info->queue_family;
   vkGetDeviceQueue(out->device, out->queue_family, 0, &out->queue);
   return NXV_OK;

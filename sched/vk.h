@@ -29,6 +29,11 @@ typedef struct nxv_vk {
   bool host_query_reset;      /* hostQueryReset enabled: query slots are
                                  reset from the host (vkResetQueryPool)
                                  instead of inside command buffers */
+  PFN_vkGetCalibratedTimestampsEXT get_calibrated;
+                              /* VK_EXT_calibrated_timestamps, enabled where
+                                 the device can sample its timestamp clock
+                                 together with CLOCK_MONOTONIC (batch
+                                 timestamps in host time); NULL otherwise */
 } nxv_vk;
 
 /* The process-global instance, created on first call. Thread-safe. */

@@ -827,6 +827,76 @@ NXV_TEST(histogram, no_gpu_timestamps) {
 /* Records of retired batches: every op in exactly one record while
  * recording, none before or after, a bounded backlog whose overflow is
  * counted; without per-op timing the op histogram stays empty. */
+/* CLOCK_MONOTONIC in ns: the clock of the batch records' times. */
+static uint64_t monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Batch records carry their submission time and, where the device
+ * calibrates its timestamps against CLOCK_MONOTONIC, the GPU's start and
+ * end of each batch on that clock: within the test's own readings of the
+ * clock, after the submission, as long as the batch's GPU time, before its
+ * completion was seen, and in queue order (one batch at a time here). The
+ * tolerance covers the calibration's error. */
+NXV_TEST(histogram, batch_record_times) {
+  nxv_device_config cfg = {.disable_disk_cache = true, .max_batch_nodes = 1};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  nxv_device_info info;
+  REQUIRE_OK(nxv_device_info_get(d, &info));
+  const uint64_t slack = 50000; /* ns */
+  float one = 1.0f;
+  nxv_tensor *t;
+  REQUIRE_OK(nxv_device_record_batches(d, true));
+  uint64_t before = monotonic_ns();
+  enum { OPS = 20 };
+  for (int i = 0; i < OPS; i++) {
+    REQUIRE_OK(nxv_fill(d, NXV_F32, 1 << 16, &one, &t));
+    nxv_tensor_release(t);
+  }
+  REQUIRE_OK(nxv_device_synchronize(d));
+  uint64_t after = monotonic_ns();
+  nxv_batch_record rec[64];
+  uint32_t n = 0;
+  uint64_t dropped = 0;
+  REQUIRE_OK(nxv_device_take_batches(d, rec, 64, &n, &dropped));
+  CHECK_MSG(n >= OPS, "%u records", n);
+  uint32_t timed = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const nxv_batch_record *r = &rec[i];
+    CHECK_MSG(r->submit_time_ns >= before && r->submit_time_ns <= after,
+              "record %u: submitted at %llu, outside [%llu, %llu]", i,
+              (unsigned long long)r->submit_time_ns, (unsigned long long)before,
+              (unsigned long long)after);
+    if (!r->gpu_start_time_ns) {
+      CHECK(r->gpu_end_time_ns == 0);
+      continue;
+    }
+    timed++;
+    CHECK_MSG(r->gpu_start_time_ns + slack >= r->submit_time_ns,
+              "record %u: started %lld ns after its submission", i,
+              (long long)(r->gpu_start_time_ns - r->submit_time_ns));
+    CHECK(r->gpu_end_time_ns >= r->gpu_start_time_ns);
+    uint64_t span = r->gpu_end_time_ns - r->gpu_start_time_ns;
+    CHECK_MSG(span + 1000 >= r->gpu_ns && span <= r->gpu_ns + 1000,
+              "record %u: start to end %llu ns, GPU time %llu ns", i,
+              (unsigned long long)span, (unsigned long long)r->gpu_ns);
+    CHECK_MSG(r->gpu_end_time_ns <= r->submit_time_ns + r->latency_ns + slack,
+              "record %u: ended after its completion was seen", i);
+    if (i > 0 && rec[i - 1].gpu_end_time_ns)
+      CHECK_MSG(r->gpu_start_time_ns + slack >= rec[i - 1].gpu_end_time_ns,
+                "record %u: started before the batch before it ended", i);
+  }
+  /* Every batch has timestamps here: calibrated ones exactly where the
+   * device says it calibrates them. */
+  CHECK_MSG(timed == (info.calibrated_timestamps ? n : 0),
+            "%u of %u records timed, calibrated_timestamps %d", timed, n,
+            info.calibrated_timestamps);
+  nxv_device_release(d);
+}
+
 NXV_TEST(histogram, batch_records_and_no_latency_timing) {
   nxv_device_config cfg = {.disable_disk_cache = true, .max_batch_nodes = 1,
                            .no_latency_timing = true};

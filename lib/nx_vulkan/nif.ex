@@ -70,10 +70,16 @@ defmodule Nx.Vulkan.NIF do
 
   @doc """
   Takes up to 256 of the oldest batch records: `{[{ops, bytes,
-  queue_wait_ns, gpu_ns, latency_ns}], dropped}`, `dropped` the batches
-  not recorded since the previous call because the backlog was full.
+  queue_wait_ns, gpu_ns, latency_ns, submit_time_ns, gpu_start_time_ns,
+  gpu_end_time_ns}], dropped}`, `dropped` the batches not recorded since
+  the previous call because the backlog was full. The `_time_ns` fields are
+  times on `clock_ns/0`'s clock (the GPU's two 0 where its timestamps
+  cannot be calibrated against it).
   """
   def take_batches(_device), do: nif_error()
+
+  @doc "The runtime's monotonic clock (CLOCK_MONOTONIC) in nanoseconds: the clock of batch records."
+  def clock_ns, do: nif_error()
   @doc "Waits (dirty scheduler) until all queued work is done. `:ok` or raises."
   def synchronize(_device), do: nif_error()
   @doc "`:ok` or `{status_atom, message}` (the sticky error)."

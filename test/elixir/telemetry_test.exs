@@ -64,11 +64,14 @@ defmodule Nx.Vulkan.TelemetryTest do
     attach([[:nx_vulkan, :submit]])
     # Recording starts at the poller's next tick.
     Process.sleep(100)
+    calibrated? = NIF.device_info(index).features.calibrated_timestamps
+    t0 = NIF.clock_ns()
     n = 1000
     x = NIF.upload(dev, :f32, f32(List.duplicate(1.0, n)))
     y = Enum.reduce(1..50, x, fn _, acc -> NIF.binary(:add, [n], acc, 0, nil, x, 0, nil) end)
     assert NIF.download(y, 0, 1) == f32([51.0])
     assert NIF.synchronize(dev) == :ok
+    t1 = NIF.clock_ns()
 
     events =
       collect([:nx_vulkan, :submit], fn acc ->
@@ -81,13 +84,27 @@ defmodule Nx.Vulkan.TelemetryTest do
 
       assert Map.keys(m) |> Enum.sort() == [
                :bytes,
+               :gpu_end_time_ns,
+               :gpu_start_time_ns,
                :gpu_time_ns,
                :latency_ns,
                :ops,
-               :queue_wait_ns
+               :queue_wait_ns,
+               :submit_time_ns
              ]
 
       assert m.latency_ns > 0
+      assert m.submit_time_ns >= t0 and m.submit_time_ns <= t1
+
+      # GPU start and end on the same clock where the device calibrates its
+      # timestamps (lavapipe does): after the submission (50 us of slack for
+      # the calibration), as far apart as the batch's GPU time.
+      if calibrated? and m.gpu_time_ns > 0 do
+        assert m.gpu_start_time_ns + 50_000 >= m.submit_time_ns
+        assert abs(m.gpu_end_time_ns - m.gpu_start_time_ns - m.gpu_time_ns) <= 1000
+      else
+        assert m.gpu_start_time_ns == 0 and m.gpu_end_time_ns == 0
+      end
     end
 
     # The upload's copy and the 50 adds each write 4000 bytes or more.

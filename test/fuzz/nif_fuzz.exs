@@ -608,6 +608,7 @@ defmodule NxVulkan.NifFuzz do
     %{
       {:device_count, 0} => {1, &g_device_count/0},
       {:default_device_index, 0} => {1, &g_default_device_index/0},
+      {:clock_ns, 0} => {1, &g_clock_ns/0},
       {:device_info, 1} => {2, &g_device_info/0},
       {:open_device, 2} => {2, &g_open_device/0},
       {:device_stats, 1} => {2, &g_device_stats/0},
@@ -802,7 +803,8 @@ defmodule NxVulkan.NifFuzz do
   # look like.
   defp sanity(fun, result) do
     cond do
-      fun in [:device_count, :default_device_index] and is_integer(result) and result >= 0 ->
+      fun in [:device_count, :default_device_index, :clock_ns] and is_integer(result) and
+          result >= 0 ->
         :ok
 
       fun in [:device_info, :device_stats] and is_map(result) ->
@@ -847,6 +849,7 @@ defmodule NxVulkan.NifFuzz do
       fun not in [
         :device_count,
         :default_device_index,
+        :clock_ns,
         :device_info,
         :device_stats,
         :open_device,
@@ -961,6 +964,18 @@ defmodule NxVulkan.NifFuzz do
     end)
   end
 
+  # The runtime's monotonic clock: positive and never behind its last reading.
+  defp g_clock_ns do
+    mk(:clock_ns, [], [], fn t ->
+      last = Process.get(:last_clock_ns, 0)
+      Process.put(:last_clock_ns, t)
+
+      if is_integer(t) and t > 0 and t >= last,
+        do: :verified,
+        else: {:fail, "clock_ns #{inspect(t)} after #{last}"}
+    end)
+  end
+
   defp g_default_device_index do
     mk(:default_device_index, [], [], fn i ->
       if is_integer(i) and i in 0..(Process.get(:device_count) - 1),
@@ -1039,10 +1054,20 @@ defmodule NxVulkan.NifFuzz do
     dev_call(:record_batches, [chance(0.5)], [:bool], &ok_result/1)
   end
 
+  # A batch record: counts and durations, then its submission and (0, or
+  # in order after it) its GPU start and end on the runtime's clock.
+  defp valid_batch_record?({ops, bytes, wait, gpu, latency, submitted, started, ended} = record) do
+    Enum.all?(Tuple.to_list(record), &(is_integer(&1) and &1 >= 0)) and ops >= 1 and
+      bytes >= 0 and wait >= 0 and gpu >= 0 and latency >= 0 and submitted > 0 and
+      ((started == 0 and ended == 0) or (started > 0 and ended >= started))
+  end
+
+  defp valid_batch_record?(_), do: false
+
   defp g_take_batches do
     dev_call(:take_batches, [], [], fn
       {list, dropped} when is_list(list) and is_integer(dropped) ->
-        if Enum.all?(list, &match?({_, _, _, _, _}, &1)),
+        if Enum.all?(list, &valid_batch_record?/1),
           do: :verified,
           else: {:fail, "take_batches records #{inspect(list, limit: 4)}"}
 

@@ -1,0 +1,152 @@
+# Where the wall time of a training step goes, host and GPU side by side.
+#
+#   mix run bench/step_timeline.exs [--model mlp|cnn] [--steps N] [--warmup N]
+#
+# Runs the step (bench/models.exs, compiled ahead of time with
+# Nx.Defn.Evaluator, on the default device and its default batching) as a
+# training loop that reads each loss back, while the `[:nx_vulkan, :submit]`
+# telemetry event records every batch: its submission, and its start and
+# end on the GPU on the runtime's clock (`Nx.Vulkan.NIF.clock_ns/0`, through
+# VK_EXT_calibrated_timestamps; devices without it print the step times
+# only). Each step is split, medians over `--steps` (default 200) after
+# `--warmup` (default 50) steps, into:
+#
+#   * host: until the step function returned (Nx's Evaluator and the
+#     backend enqueueing its ops);
+#   * head: from the step's start to its first batch starting on the GPU;
+#   * GPU busy: the sum of its batches' GPU time;
+#   * starved: GPU idle between two batches because the next one had not
+#     been submitted when the previous one ended (waiting for the host to
+#     enqueue ops, or for the scheduler to submit them);
+#   * launch: GPU idle between two batches after the next one was
+#     submitted (submission to start);
+#   * tail: from its last batch's end to the loss on the host (completion
+#     seen, the download, the return to Elixir).
+#
+# head + busy + starved + launch + tail is the step, so the figures say
+# which side bounds it.
+{opts, rest, invalid} =
+  OptionParser.parse(System.argv(), strict: [model: :string, steps: :integer, warmup: :integer])
+
+model = Keyword.get(opts, :model, "mlp")
+steps = Keyword.get(opts, :steps, 200)
+warmup = Keyword.get(opts, :warmup, 50)
+
+if rest != [] or invalid != [] or model not in ["mlp", "cnn"] or steps < 1 or warmup < 1 do
+  IO.puts(
+    :stderr,
+    "usage: mix run bench/step_timeline.exs [--model mlp|cnn] [--steps N] [--warmup N]"
+  )
+
+  System.halt(2)
+end
+
+Code.require_file("models.exs", __DIR__)
+alias Nx.Vulkan.NIF
+
+Nx.default_backend(Nx.Vulkan.Backend)
+index = Nx.Vulkan.default_device_index()
+info = NIF.device_info(index)
+{step, params, x, y} = NxBench.Steps.evaluator(model)
+
+table = :ets.new(:step_timeline, [:public, :ordered_set])
+
+:telemetry.attach(
+  "step-timeline",
+  [:nx_vulkan, :submit],
+  &NxBench.Steps.record_timeline/4,
+  table
+)
+
+# The handler takes effect within one telemetry interval.
+interval = Application.get_env(:nx_vulkan, :telemetry_interval_ms, 500)
+Process.sleep(2 * interval)
+params = NxBench.Steps.run(step, warmup, params, x, y)
+:ok = Nx.Vulkan.synchronize()
+
+{spans, _} =
+  Enum.map_reduce(1..steps, params, fn _, p ->
+    t0 = NIF.clock_ns()
+    {p, loss} = step.(p, x, y)
+    th = NIF.clock_ns()
+    Nx.to_number(loss)
+    {{t0, th, NIF.clock_ns()}, p}
+  end)
+
+# Every batch of the steps delivered (they arrive every interval).
+Process.sleep(3 * interval)
+:telemetry.detach("step-timeline")
+batches = :ets.tab2list(table)
+
+median = fn list ->
+  sorted = Enum.sort(list)
+  Enum.at(sorted, div(length(sorted), 2))
+end
+
+us = fn ns -> :erlang.float_to_binary(ns / 1000, decimals: 1) end
+
+IO.puts(
+  "#{model} step through Nx.Defn.Evaluator on #{info.name} (#{info.driver_name}), " <>
+    "#{steps} steps after #{warmup}, medians in us"
+)
+
+rows =
+  for {t0, th, t1} <- spans do
+    mine = for {s, _, _, _} = b <- batches, s >= t0 and s <= t1, do: b
+    timed = Enum.filter(mine, fn {_, start, _, _} -> start > 0 end)
+
+    base = %{
+      step: t1 - t0,
+      host: th - t0,
+      batches: length(mine),
+      ops: Enum.sum(for {_, _, _, ops} <- mine, do: ops)
+    }
+
+    if timed == [] or length(timed) != length(mine) do
+      base
+    else
+      {_, first_start, _, _} = hd(timed)
+      {_, _, last_end, _} = List.last(timed)
+
+      {starved, launch} =
+        timed
+        |> Enum.zip(tl(timed))
+        |> Enum.reduce({0, 0}, fn {{_, _, prev_end, _}, {sub, start, _, _}}, {st, la} ->
+          gap = max(start - prev_end, 0)
+          waited = min(max(sub - prev_end, 0), gap)
+          {st + waited, la + gap - waited}
+        end)
+
+      Map.merge(base, %{
+        head: first_start - t0,
+        busy: Enum.sum(for {_, start, stop, _} <- timed, do: stop - start),
+        starved: starved,
+        launch: launch,
+        tail: t1 - last_end
+      })
+    end
+  end
+
+keys = [:step, :host, :head, :busy, :starved, :launch, :tail]
+complete = Enum.filter(rows, &Map.has_key?(&1, :busy))
+
+IO.puts(
+  "batches per step #{median.(Enum.map(rows, & &1.batches))}, " <>
+    "device ops per step #{median.(Enum.map(rows, & &1.ops))}"
+)
+
+if complete == [] do
+  IO.puts(
+    "step #{us.(median.(Enum.map(rows, & &1.step)))}, host #{us.(median.(Enum.map(rows, & &1.host)))}"
+  )
+
+  IO.puts("(no GPU start and end times: the device does not calibrate its timestamps)")
+else
+  IO.puts(Enum.map_join(keys, " ", &String.pad_leading(Atom.to_string(&1), 8)))
+
+  IO.puts(
+    Enum.map_join(keys, " ", fn k ->
+      complete |> Enum.map(&Map.fetch!(&1, k)) |> median.() |> us.() |> String.pad_leading(8)
+    end)
+  )
+end
