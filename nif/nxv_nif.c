@@ -332,6 +332,7 @@ static ERL_NIF_TERM info_map(ErlNifEnv *env, const nxv_device_info *i) {
   PUT_U64(l, "device_local_heap_size", i->device_local_heap_size);
   PUT_U64(l, "queue_family", i->queue_family);
   PUT_BOOL(l, "compute_only_queue", i->compute_only_queue);
+  PUT_U64(l, "timestamp_bits", i->timestamp_bits);
   PUT(m, "features", f);
   PUT(m, "limits", l);
   return m;
