@@ -500,11 +500,11 @@ NXV_TEST(sched, idle_gpu_submits_at_kick_nodes) {
 
 /* A burst of ops pushed to a sleeping scheduler wakes it once: the first
  * push signals, the rest find it already woken (no mutex, no system call
- * each). The scheduler polls 50 ms before sleeping, so it does not fall
+ * each). The scheduler polls 200 ms before sleeping, so it does not fall
  * asleep again during the burst: every wake-up beyond one would be a
  * producer signalling a thread that was already on its way. */
 NXV_TEST(sched, burst_wakes_sleeping_scheduler_once) {
-  nxv_device_config cfg = {.disable_disk_cache = true, .idle_spin_us = 50000};
+  nxv_device_config cfg = {.disable_disk_cache = true, .idle_spin_us = 200000};
   nxv_device *d = open_with(&cfg);
   REQUIRE(d);
   float host[16] = {0};
@@ -517,7 +517,7 @@ NXV_TEST(sched, burst_wakes_sleeping_scheduler_once) {
   REQUIRE(outs);
   for (int round = 0; round < 3; round++) {
     REQUIRE_OK(nxv_device_synchronize(d));
-    usleep(150000); /* past idle_spin_us: the scheduler sleeps */
+    usleep(400000); /* past idle_spin_us: the scheduler sleeps */
     nxv_stats s0, s1;
     REQUIRE_OK(nxv_device_stats(d, &s0));
     for (int i = 0; i < BURST; i++) REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
@@ -837,9 +837,9 @@ static uint64_t monotonic_ns(void) {
 /* Batch records carry their submission time and, where the device
  * calibrates its timestamps against CLOCK_MONOTONIC, the GPU's start and
  * end of each batch on that clock: within the test's own readings of the
- * clock, after the submission, as long as the batch's GPU time, before its
- * completion was seen, and in queue order (one batch at a time here). The
- * tolerance covers the calibration's error. */
+ * clock, after the submission, as long as the batch's GPU time, and in
+ * queue order (one batch at a time here). The tolerance covers the
+ * calibration's error. */
 NXV_TEST(histogram, batch_record_times) {
   nxv_device_config cfg = {.disable_disk_cache = true, .max_batch_nodes = 1};
   nxv_device *d = open_with(&cfg);
@@ -883,8 +883,9 @@ NXV_TEST(histogram, batch_record_times) {
     CHECK_MSG(span + 1000 >= r->gpu_ns && span <= r->gpu_ns + 1000,
               "record %u: start to end %llu ns, GPU time %llu ns", i,
               (unsigned long long)span, (unsigned long long)r->gpu_ns);
-    CHECK_MSG(r->gpu_end_time_ns <= r->submit_time_ns + r->latency_ns + slack,
-              "record %u: ended after its completion was seen", i);
+    CHECK_MSG(r->gpu_end_time_ns <= after + slack,
+              "record %u: ended %lld ns after the synchronize returned", i,
+              (long long)(r->gpu_end_time_ns - after));
     if (i > 0 && rec[i - 1].gpu_end_time_ns)
       CHECK_MSG(r->gpu_start_time_ns + slack >= rec[i - 1].gpu_end_time_ns,
                 "record %u: started before the batch before it ended", i);
