@@ -332,6 +332,10 @@ typedef struct nxv_batch_record {
   uint64_t gpu_end_time_ns;
 } nxv_batch_record;
 
+/* The runtime's clock: CLOCK_MONOTONIC in nanoseconds, the clock of
+ * nxv_batch_record's times. Thread-safe. */
+uint64_t nxv_clock_ns(void);
+
 /* Most records a device keeps between two nxv_device_take_batches calls;
  * further batches are counted as dropped. */
 #define NXV_BATCH_RECORDS 4096

@@ -27,7 +27,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "nxv.h"
 
@@ -559,14 +558,11 @@ static ERL_NIF_TERM nif_take_batches(ErlNifEnv *env, int argc,
   return enif_make_tuple2(env, list, enif_make_uint64(env, dropped));
 }
 
-/* The scheduler's clock (CLOCK_MONOTONIC) in ns: the clock of the batch
- * records' times. */
+/* nxv_clock_ns: the clock of the batch records' times. */
 static ERL_NIF_TERM nif_clock_ns(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   (void)argv;
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return enif_make_uint64(env, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+  return enif_make_uint64(env, nxv_clock_ns());
 }
 
 static ERL_NIF_TERM nif_synchronize(ErlNifEnv *env, int argc,

@@ -122,6 +122,8 @@ static uint64_t now_ns(void) {
 
 uint64_t nxv_sched_now_ns(void) { return now_ns(); }
 
+uint64_t nxv_clock_ns(void) { return now_ns(); }
+
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -673,26 +675,30 @@ static void *sched_main(void *arg) {
  * device and the host stays well under a microsecond over it). */
 #define NXV_CALIBRATE_NS 10000000ull
 
-/* The now_ns() time of device timestamp ticks, or 0 where timestamps cannot
- * be calibrated against CLOCK_MONOTONIC (or sampling them fails).
- * Completion thread. */
-static uint64_t host_time_of(nxv_sched *s, uint64_t ticks) {
-  if (!s->vk->get_calibrated) return 0;
+/* Samples the device's timestamp clock and CLOCK_MONOTONIC together when
+ * the last sample is older than NXV_CALIBRATE_NS. false where timestamps
+ * cannot be calibrated (or sampling them fails). Completion thread. */
+static bool calibrate(nxv_sched *s) {
+  if (!s->vk->get_calibrated) return false;
   uint64_t now = now_ns();
-  if (!s->cal_at || now - s->cal_at > NXV_CALIBRATE_NS) {
-    VkCalibratedTimestampInfoEXT ci[2] = {
-        {.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT,
-         .timeDomain = VK_TIME_DOMAIN_DEVICE_EXT},
-        {.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT,
-         .timeDomain = VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT}};
-    uint64_t ts[2], deviation;
-    if (s->vk->get_calibrated(s->vk->device, 2, ci, ts, &deviation) != VK_SUCCESS) return 0;
-    s->cal_ticks = ts[0] & s->tick_mask;
-    s->cal_ns = ts[1];
-    s->cal_at = now;
-  }
-  /* Ticks before the calibration point come out negative (modulo the
-   * timestamp's valid bits). */
+  if (s->cal_at && now - s->cal_at <= NXV_CALIBRATE_NS) return true;
+  VkCalibratedTimestampInfoEXT ci[2] = {
+      {.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT,
+       .timeDomain = VK_TIME_DOMAIN_DEVICE_EXT},
+      {.sType = VK_STRUCTURE_TYPE_CALIBRATED_TIMESTAMP_INFO_EXT,
+       .timeDomain = VK_TIME_DOMAIN_CLOCK_MONOTONIC_EXT}};
+  uint64_t ts[2], deviation;
+  if (s->vk->get_calibrated(s->vk->device, 2, ci, ts, &deviation) != VK_SUCCESS) return false;
+  s->cal_ticks = ts[0] & s->tick_mask;
+  s->cal_ns = ts[1];
+  s->cal_at = now;
+  return true;
+}
+
+/* The now_ns() time of device timestamp ticks, through the last
+ * calibrate(). Ticks before the calibration point come out negative
+ * (modulo the timestamp's valid bits). Completion thread. */
+static uint64_t host_time_of(const nxv_sched *s, uint64_t ticks) {
   uint64_t ahead = (ticks - s->cal_ticks) & s->tick_mask;
   double ns = ahead <= s->tick_mask / 2
                   ? (double)ahead * s->tick_ns
@@ -732,8 +738,9 @@ static void retire(nxv_sched *s, batch *b, bool completed) {
     nxv_hist_merge(&s->op_latency, &l);
   }
   if (rec) {
-    uint64_t start = stamped ? host_time_of(s, t[0]) : 0;
-    uint64_t end = start ? host_time_of(s, t[1]) : 0;
+    bool times = stamped && calibrate(s);
+    uint64_t start = times ? host_time_of(s, t[0]) : 0;
+    uint64_t end = times ? host_time_of(s, t[1]) : 0;
     pthread_mutex_lock(&s->rec_mu);
     if (!s->records) {
       /* recording was stopped meanwhile */

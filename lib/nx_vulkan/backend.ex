@@ -2924,9 +2924,8 @@ if Code.ensure_loaded?(Nx.Backend) do
     # strided operands read it in place, binary ops and comparisons take its
     # value as an immediate, to_binary/2 repeats the value on the host, and
     # every other use copies it into a dense buffer first (what a fill would
-    # have cost). nil when out is not a
-    # plain tensor within the runtime's rank or its elements are wider than
-    # 8 bytes.
+    # have cost). nil when out is not a plain tensor within the runtime's
+    # rank or its elements are wider than 8 bytes.
     defp constant_view(
            %T{type: type, shape: shape, vectorized_axes: []} = out,
            index,
