@@ -119,6 +119,8 @@ static void usage(FILE *f) {
       "                  suites' order (default: all)\n"
       "  --no-gpu-timestamps  the devices' no_gpu_timestamps option (no\n"
       "                  batch timestamps: no GPU time)\n"
+      "  --defer         the devices' defer_elementwise option (basic\n"
+      "                  elementwise ops return deferred results)\n"
       "  --kick-nodes N  the devices' kick_nodes option (submit at N nodes\n"
       "                  when the GPU is idle; default: the runtime's)\n"
       "  --csv           machine-readable stdout: test,mode,metric,value,unit\n"
@@ -225,6 +227,8 @@ static options parse_options(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--no-gpu-timestamps")) {
       g_no_gpu_timestamps = true;
+    } else if (!strcmp(a, "--defer")) {
+      g_defer_elementwise = true;
     } else if (!strcmp(a, "--kick-nodes")) {
       g_kick_nodes = (uint32_t)parse_u64(a, v, 1, 1u << 20);
       i++;
@@ -768,7 +772,8 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   tiny_setup(&t, "batched", dev);
   nxv_device_info info;
   NXV_CHECK(nxv_device_info_get(dev, &info));
-  nxv_device_config sc = {.disable_disk_cache = true, .unmapped_small = true};
+  nxv_device_config sc = {.disable_disk_cache = true, .unmapped_small = true,
+                          .defer_elementwise = g_defer_elementwise};
   nxv_device *staged;
   NXV_CHECK(nxv_device_open((int32_t)info.index, &sc, &staged));
   const uint32_t blocks = 10, per = o->quick ? 10 : 100;

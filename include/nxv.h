@@ -224,6 +224,19 @@ typedef struct nxv_device_config {
                                  gpu_ns stay 0. Saved 0-2 us per round
                                  trip (a submit that the host waits for)
                                  on H200 hosts. */
+  bool defer_elementwise;     /* nxv_unary, nxv_binary and
+                                 nxv_binary_scalar of f16, bf16, f32 and
+                                 f64 of a basic op (copy, negate, abs,
+                                 square; add, subtract, multiply, divide,
+                                 max, min) queue nothing and return a
+                                 deferred result: such an op reading it
+                                 takes its program into its own, and it is
+                                 computed (one kernel for the program,
+                                 bitwise the ops' results) when another op
+                                 or a download reads it or, at the latest,
+                                 before the device's next kernel. Chains of
+                                 tiny ops take fewer kernels; independent
+                                 ops cost more host time */
 } nxv_device_config;
 
 /* Opens the device at index (index < 0: the default choice) with config
@@ -287,6 +300,10 @@ typedef struct nxv_stats {
   uint64_t gpu_busy_ns;          /* GPU time of the retired batches, from
                                     timestamps written at the start and end
                                     of each; 0 where the queue has none */
+  uint64_t deferred_ops;         /* elementwise ops that returned a
+                                    deferred result (defer_elementwise) */
+  uint64_t deferred_fused;       /* deferred results computed by one
+                                    kernel for two or more ops */
   uint64_t bytes_submitted;      /* bytes the submitted ops write: the
                                     size-class bytes of the buffers a kernel
                                     writes, a copy's or fill's byte count */

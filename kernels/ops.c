@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kernels/ops.h"
+#include "kernels/defer.h"
 #include "kernels/registry.h"
 #include "sched/device.h"
 #include "sched/status.h"
@@ -241,10 +242,9 @@ static nxv_status check_shape(uint32_t rank, const int64_t *shape,
  * no elements reads nothing: its strides are all 0, whatever was given
  * (the dense strides of a shape with a zero dimension may overflow, and
  * products of given ones are never formed). */
-static nxv_status resolve_view(nxv_device *d, const char *what,
-                               const nxv_view *v, uint32_t rank,
-                               const int64_t *shape, uint64_t n,
-                               int64_t *strides) {
+nxv_status nxv_ops_view_strides(nxv_device *d, const char *what, const nxv_view *v,
+                                uint32_t rank, const int64_t *shape, uint64_t n,
+                                int64_t *strides) {
   if (!v || !v->tensor)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL view or tensor", what);
   if (v->tensor->device != d)
@@ -282,6 +282,15 @@ static nxv_status resolve_view(nxv_device *d, const char *what,
                     what, (long long)lo, (long long)hi,
                     (unsigned long long)v->tensor->count);
   return NXV_OK;
+}
+
+/* nxv_ops_view_strides of a view whose tensor is then ready to read: a
+ * deferred result is computed first. */
+static nxv_status resolve_view(nxv_device *d, const char *what, const nxv_view *v,
+                               uint32_t rank, const int64_t *shape, uint64_t n,
+                               int64_t *strides) {
+  NXV_TRY(nxv_ops_view_strides(d, what, v, rank, shape, n, strides));
+  return nxv_tensor_ready(v->tensor);
 }
 
 /* Merges adjacent axes that every operand traverses contiguously and drops
@@ -323,6 +332,14 @@ static uint32_t groups_for(nxv_device *d, uint64_t threads) {
   return groups_capped(d, (threads + wg - 1) / wg);
 }
 
+/* Queues node n on d's scheduler. A deferred result waiting in the
+ * device's window is computed first: it waits at most until the next
+ * kernel, so the GPU is not kept from work the host has issued. */
+static nxv_status queue(nxv_device *d, nxv_node *n) {
+  nxv_defer_flush(d);
+  return nxv_sched_push(d->sched, n);
+}
+
 /* Queues a dispatch. Takes ownership of node in every case. */
 static nxv_status push_dispatch(nxv_device *d, nxv_node *n, nxv_spv_module m,
                                 uint32_t op, uint32_t variant) {
@@ -332,7 +349,7 @@ static nxv_status push_dispatch(nxv_device *d, nxv_node *n, nxv_spv_module m,
     return st;
   }
   n->kind = NXV_NODE_DISPATCH;
-  return nxv_sched_push(d->sched, n);
+  return queue(d, n);
 }
 
 static void node_use(nxv_node *n, nxv_tensor *t, bool write) {
@@ -600,7 +617,7 @@ static nxv_status two_operands(const char *what, const nxv_view *x, const void *
  * immediate imm when imm is set. */
 static nxv_status binary_op(nxv_device *d, nxv_binary_op op, uint32_t rank,
                             const int64_t *shape, const nxv_view *a, const nxv_view *b,
-                            const void *imm, nxv_tensor **out) {
+                            const void *imm, bool may_defer, nxv_tensor **out) {
   if (!d || !out || (!imm && (!a || !b)))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "binary: NULL argument");
   if ((unsigned)op >= NXV_BINARY_OP_COUNT)
@@ -612,28 +629,41 @@ static nxv_status binary_op(nxv_device *d, nxv_binary_op op, uint32_t rank,
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",
                     nxv_binary_op_name(op), nxv_dtype_name(t), d->vk.info.name);
   const nxv_view *const views[3] = {a, b, NULL};
+  if (may_defer) {
+    bool deferred;
+    NXV_TRY(nxv_defer_op(d, NXV_FUSED_BINARY, (uint32_t)op, t, rank, shape, 2, views, imm,
+                         &deferred, out));
+    if (deferred) return NXV_OK;
+  }
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_binary_op_name(op), family(NXV_SPV_BINARY_S8, t), op,
                      2, rank, shape, views, types, t, vec_ok(t), 2, imm, out);
 }
 
+nxv_status nxv_ops_binary_eager(nxv_device *d, nxv_binary_op op, uint32_t rank,
+                                const int64_t *shape, const nxv_view *a,
+                                const nxv_view *b, const void *imm, nxv_tensor **out) {
+  return binary_op(d, op, rank, shape, a, b, imm, false, out);
+}
+
 nxv_status nxv_binary(nxv_device *d, nxv_binary_op op, uint32_t rank,
                       const int64_t *shape, const nxv_view *a,
                       const nxv_view *b, nxv_tensor **out) {
-  return binary_op(d, op, rank, shape, a, b, NULL, out);
+  return binary_op(d, op, rank, shape, a, b, NULL, true, out);
 }
 
 nxv_status nxv_binary_scalar(nxv_device *d, nxv_binary_op op, uint32_t rank,
                              const int64_t *shape, const nxv_view *x, bool scalar_first,
                              const void *value, nxv_tensor **out) {
   if (!value) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "binary: NULL argument");
-  return scalar_first ? binary_op(d, op, rank, shape, NULL, x, value, out)
-                      : binary_op(d, op, rank, shape, x, NULL, value, out);
+  return scalar_first ? binary_op(d, op, rank, shape, NULL, x, value, true, out)
+                      : binary_op(d, op, rank, shape, x, NULL, value, true, out);
 }
 
-nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
-                     const int64_t *shape, const nxv_view *a,
-                     nxv_tensor **out) {
+/* nxv_unary, deferred where may_defer allows it. */
+static nxv_status unary_op(nxv_device *d, nxv_unary_op op, uint32_t rank,
+                           const int64_t *shape, const nxv_view *a, bool may_defer,
+                           nxv_tensor **out) {
   if (!d || !out || !a || !a->tensor)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "unary: NULL argument");
   if ((unsigned)op >= NXV_UNARY_OP_COUNT)
@@ -648,6 +678,13 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
   nxv_dtype to = t;
   if (is_complex(t) && (op == NXV_ABS || op == NXV_REAL || op == NXV_IMAG || op == NXV_PHASE))
     to = complex_part(t);
+  if (may_defer) {
+    const nxv_view *const operands[2] = {a, NULL};
+    bool deferred;
+    NXV_TRY(nxv_defer_op(d, NXV_FUSED_UNARY, (uint32_t)op, t, rank, shape, 1, operands, NULL,
+                         &deferred, out));
+    if (deferred) return NXV_OK;
+  }
   nxv_spv_module m = unary_module(t, to);
   if (t == NXV_C64 && d->vk.info.float64 && !d->config.fast_math)
     m = to == NXV_C64 ? NXV_SPV_UNARY_C64_C64_PRECISE : NXV_SPV_UNARY_C64_F32_PRECISE;
@@ -659,6 +696,16 @@ nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank,
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_unary_op_name(op), m, op, 1, rank, shape, views,
                      types, to, vec_ok(t) && vec_ok(to), 3, NULL, out);
+}
+
+nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank, const int64_t *shape,
+                     const nxv_view *a, nxv_tensor **out) {
+  return unary_op(d, op, rank, shape, a, true, out);
+}
+
+nxv_status nxv_ops_unary_eager(nxv_device *d, nxv_unary_op op, uint32_t rank,
+                               const int64_t *shape, const nxv_view *a, nxv_tensor **out) {
+  return unary_op(d, op, rank, shape, a, false, out);
 }
 
 nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
@@ -774,11 +821,18 @@ static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs
   return NXV_OK;
 }
 
-nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
-                     const int64_t *shape_in, uint32_t ninputs,
-                     const nxv_view *inputs, uint32_t ninstrs,
-                     const uint32_t *program, nxv_tensor **out) {
-  if (!d || !out || !inputs || !program)
+bool nxv_ops_fused_basic(uint32_t cls, uint32_t op) {
+  if (cls == NXV_FUSED_UNARY)
+    return op == NXV_COPY || op == NXV_NEG || op == NXV_ABS || op == NXV_SQUARE;
+  return cls == NXV_FUSED_BINARY && op <= NXV_MIN;
+}
+
+nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
+                         const int64_t *shape_in, uint32_t ninputs,
+                         const nxv_view *inputs, uint32_t imm_mask,
+                         const uint64_t *imm_bits, uint32_t ninstrs,
+                         const uint32_t *program, bool interpret, nxv_tensor **out) {
+  if (!d || !out || !inputs || !program || (imm_mask && !imm_bits))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
   if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of f16, bf16, f32 or "
@@ -794,12 +848,24 @@ nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   bool in_double = false;
   for (uint32_t k = 0; k < ninstrs; k++)
     NXV_TRY(check_fused_instr(d, t, ninputs, k, program[k], &in_double));
+  for (uint32_t k = 0; interpret && k < ninstrs; k++)
+    if (!nxv_ops_fused_basic(program[k] & 3u, (program[k] >> 2) & 63u))
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "fused: instruction %u (0x%08x) is not one the interpreter runs", k,
+                      program[k]);
   uint64_t n;
   NXV_TRY(check_shape(rank, shape_in, &n));
   int64_t shape[NXV_MAX_RANK], strides[NXV_FUSED_MAX_INPUTS][NXV_MAX_RANK];
   if (rank) memcpy(shape, shape_in, rank * sizeof *shape);
+  if (imm_mask >> ninputs || (imm_mask && !interpret))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: immediate mask 0x%x: immediates are "
+                    "for the interpreting kernel, among the %u inputs", imm_mask, ninputs);
   for (uint32_t k = 0; k < ninputs; k++) {
     char what[32];
+    if ((imm_mask >> k) & 1u) {
+      for (uint32_t i = 0; i < rank; i++) strides[k][i] = 0;
+      continue;
+    }
     snprintf(what, sizeof what, "fused input %u", k);
     NXV_TRY(resolve_view(d, what, &inputs[k], rank, shape, n, strides[k]));
     if (inputs[k].tensor->dtype != t)
@@ -827,11 +893,14 @@ nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
       if (strides[k][i] != 0) zero = false;
       if (strides[k][i] != dense[i]) contiguous = false;
     }
+    if ((imm_mask >> k) & 1u) continue;
     if (zero) scalar |= 1u << k;
     else if (!contiguous) strided |= 1u << k;
   }
   size_t es = nxv_dtype_size(t);
-  nxv_node *node = nxv_node_new(strided ? r + ninputs * (r + 1) : 0);
+  /* Interpreted: the program's words first (fused.comp, INTERP). */
+  uint32_t hdr = interpret ? 5 + NXV_FUSED_MAX_INSTRS : 0;
+  nxv_node *node = nxv_node_new(hdr + (strided ? r + ninputs * (r + 1) : 0));
   if (!node) {
     nxv_tensor_release(res);
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
@@ -840,14 +909,25 @@ nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   for (uint32_t k = 0; k < ninputs; k++) {
     const nxv_view *v = &inputs[k];
     bool through_arena = (strided >> k) & 1u;
-    pc.in[k] = v->tensor->buf->addr + (through_arena ? 0 : (uint64_t)v->offset * es);
+    if ((imm_mask >> k) & 1u) pc.in[k] = imm_bits[k];
+    else pc.in[k] = v->tensor->buf->addr + (through_arena ? 0 : (uint64_t)v->offset * es);
+  }
+  if (interpret) {
+    uint32_t *h = node->args;
+    h[0] = ninputs;
+    h[1] = ninstrs;
+    h[2] = scalar;
+    h[3] = strided;
+    h[4] = imm_mask;
+    memcpy(h + 5, program, ninstrs * sizeof *program);
+    node->args_pc_offset = offsetof(pc_fused, args);
   }
   if (strided) {
-    uint32_t *a = node->args;
+    uint32_t *a = node->args + hdr;
     for (uint32_t i = 0; i < r; i++) a[i] = (uint32_t)shape[i];
     for (uint32_t k = 0; k < ninputs; k++) {
       uint32_t *w = a + r + k * (r + 1);
-      w[0] = (uint32_t)inputs[k].offset;
+      w[0] = (imm_mask >> k) & 1u ? 0u : (uint32_t)inputs[k].offset;
       for (uint32_t i = 0; i < r; i++) w[1 + i] = (uint32_t)strides[k][i];
     }
     node->args_pc_offset = offsetof(pc_fused, args);
@@ -857,7 +937,8 @@ nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   node->groups[0] = groups_for(d, n);
   node->groups[1] = node->groups[2] = 1;
   node->cost = n * (uint64_t)(ninputs + 1);
-  for (uint32_t k = 0; k < ninputs; k++) node_use(node, inputs[k].tensor, false);
+  for (uint32_t k = 0; k < ninputs; k++)
+    if (!((imm_mask >> k) & 1u)) node_use(node, inputs[k].tensor, false);
   node_use(node, res, true);
   /* Specialization constants 3 .. 22 (fused.comp). */
   uint32_t words[4 + NXV_FUSED_MAX_INSTRS] = {ninputs, ninstrs, scalar, strided};
@@ -867,13 +948,20 @@ nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   static const nxv_spv_module in_dbl[] = {NXV_SPV_FUSED_F16_PRECISE,
                                           NXV_SPV_FUSED_BF16_PRECISE,
                                           NXV_SPV_FUSED_F32_PRECISE, NXV_SPV_FUSED_F64};
+  static const nxv_spv_module interp[] = {
+      NXV_SPV_FUSED_INTERP_F16, NXV_SPV_FUSED_INTERP_BF16, NXV_SPV_FUSED_INTERP_F32,
+      NXV_SPV_FUSED_INTERP_F64};
   int ti = t == NXV_F16 ? 0 : t == NXV_BF16 ? 1 : t == NXV_F32 ? 2 : 3;
-  nxv_spv_module m = in_double ? in_dbl[ti] : plain[ti];
-  nxv_status st = nxv_registry_program(d->kernels, m, words, 4 + NXV_FUSED_MAX_INSTRS,
-                                       &node->pipeline);
+  nxv_status st;
+  if (interpret) {
+    st = nxv_registry_pipeline(d->kernels, interp[ti], 0, 0, &node->pipeline);
+  } else {
+    st = nxv_registry_program(d->kernels, in_double ? in_dbl[ti] : plain[ti], words,
+                              4 + NXV_FUSED_MAX_INSTRS, &node->pipeline);
+  }
   if (st == NXV_OK) {
     node->kind = NXV_NODE_DISPATCH;
-    st = nxv_sched_push(d->sched, node);
+    st = queue(d, node);
   } else {
     nxv_node_discard(node);
   }
@@ -883,6 +971,13 @@ nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   }
   *out = res;
   return NXV_OK;
+}
+
+nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank, const int64_t *shape,
+                     uint32_t ninputs, const nxv_view *inputs, uint32_t ninstrs,
+                     const uint32_t *program, nxv_tensor **out) {
+  return nxv_ops_fused(d, t, rank, shape, ninputs, inputs, 0, NULL, ninstrs, program, false,
+                       out);
 }
 
 nxv_status nxv_copy_into(nxv_device *d, nxv_tensor *dst, int64_t dst_offset,
@@ -935,6 +1030,7 @@ nxv_status nxv_transpose(nxv_device *d, uint32_t rank, const int64_t *in_shape,
                          nxv_tensor **out) {
   if (!d || !out || !a || (rank && (!perm || !in_shape)))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "transpose: NULL argument");
+  NXV_TRY(nxv_tensor_ready(a));
   uint64_t n;
   NXV_TRY(check_shape(rank, in_shape, &n));
   if (n != a->count)
@@ -1295,7 +1391,7 @@ static nxv_status check_operand(const char *what, nxv_tensor *t, int64_t off,
                     "matmul: %s reaches elements [%lld, %lld] of a tensor of %llu",
                     what, (long long)lo, (long long)hi,
                     (unsigned long long)t->count);
-  return NXV_OK;
+  return nxv_tensor_ready(t);
 }
 
 /* Whether coopmat.comp can run m (f16 or bf16 operands, type t) on device
@@ -1496,6 +1592,7 @@ nxv_status nxv_ops_push_word_copy(nxv_device *d, nxv_node *n, uint64_t src,
 nxv_status nxv_tensor_copy(nxv_tensor *src, nxv_tensor **out) {
   if (!src || !out)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "copy: NULL tensor or out_tensor");
+  NXV_TRY(nxv_tensor_ready(src));
   nxv_device *d = src->device;
   nxv_tensor *t;
   NXV_TRY(nxv_tensor_new(d, src->dtype, src->count, &t));
@@ -1516,7 +1613,7 @@ nxv_status nxv_tensor_copy(nxv_tensor *src, nxv_tensor **out) {
     n->dst = t->buf->vk;
     n->dst_offset = t->buf->offset;
     n->bytes = bytes;
-    st = nxv_sched_push(d->sched, n);
+    st = queue(d, n);
   } else {
     st = nxv_ops_push_word_copy(d, n, src->buf->addr, t->buf->addr, (bytes + 3) / 4);
   }
@@ -1563,7 +1660,7 @@ nxv_status nxv_fill(nxv_device *d, nxv_dtype dtype, uint64_t count,
     node->dst_offset = t->buf->offset;
     node->bytes = (count * es + 3) & ~3ull; /* within the class size */
     node->fill_pattern = pat;
-    st = nxv_sched_push(d->sched, node);
+    st = queue(d, node);
   } else {
     pc_fill pc = {.c = t->buf->addr, .n = (uint32_t)count,
                   .lo = (uint32_t)bits, .hi = (uint32_t)(bits >> 32)};
@@ -1669,6 +1766,8 @@ nxv_status nxv_gather(nxv_device *d, const nxv_gather_desc *g, nxv_tensor **out)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "gather: NULL argument");
   if (g->src->device != d || g->indices->device != d)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "gather: tensor on another device");
+  NXV_TRY(nxv_tensor_ready(g->src));
+  NXV_TRY(nxv_tensor_ready(g->indices));
   nxv_dtype t = g->src->dtype;
   NXV_TRY(check_type(d, t, "gather"));
   if (g->indices->dtype != NXV_S64)
@@ -1742,6 +1841,9 @@ nxv_status nxv_scatter(nxv_device *d, const nxv_scatter_desc *s) {
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
   if (s->dst->device != d || s->updates->device != d || s->indices->device != d)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: tensor on another device", op);
+  NXV_TRY(nxv_tensor_ready(s->dst));
+  NXV_TRY(nxv_tensor_ready(s->updates));
+  NXV_TRY(nxv_tensor_ready(s->indices));
   nxv_dtype t = s->dst->dtype;
   NXV_TRY(check_type(d, t, op));
   if (s->updates->dtype != t)
@@ -1827,6 +1929,7 @@ nxv_status nxv_sort(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t len,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "sort: NULL argument");
   if (a->device != d)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "sort: tensor on another device");
+  NXV_TRY(nxv_tensor_ready(a));
   nxv_dtype t = a->dtype;
   NXV_TRY(check_real_type(d, t, "sort"));
   if (out_indices) NXV_TRY(check_type(d, NXV_S64, "argsort"));
@@ -2005,6 +2108,8 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "conv: NULL strides, padding or dilations");
   if (c->input->device != d || c->kernel->device != d)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "conv: tensor on another device");
+  NXV_TRY(nxv_tensor_ready(c->input));
+  NXV_TRY(nxv_tensor_ready(c->kernel));
   nxv_dtype t = c->input->dtype;
   if (c->kernel->dtype != t)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "conv: input is %s, kernel is %s",
@@ -2182,6 +2287,9 @@ nxv_status nxv_window_scatter(nxv_device *d, const nxv_window_scatter_desc *w,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
   if (w->a->device != d || w->source->device != d || w->init->device != d)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: tensor on another device", op);
+  NXV_TRY(nxv_tensor_ready(w->a));
+  NXV_TRY(nxv_tensor_ready(w->source));
+  NXV_TRY(nxv_tensor_ready(w->init));
   nxv_dtype ta = w->a->dtype, t = w->source->dtype;
   NXV_TRY(check_real_type(d, ta, op));
   NXV_TRY(check_real_type(d, t, op));
@@ -2314,6 +2422,7 @@ nxv_status nxv_window_reduce(nxv_device *d, nxv_reduce_op op,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "window_reduce: invalid op %d", (int)op);
   if (w->a->device != d)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "window_reduce: tensor on another device");
+  NXV_TRY(nxv_tensor_ready(w->a));
   nxv_dtype t = w->a->dtype;
   NXV_TRY(check_real_type(d, t, "window_reduce"));
   uint64_t n_in, n_out;
@@ -2405,6 +2514,7 @@ nxv_status nxv_fft(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t n,
   if (!d || !a || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: NULL argument", name);
   if (a->device != d)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: tensor on another device", name);
+  NXV_TRY(nxv_tensor_ready(a));
   nxv_dtype t = a->dtype;
   if (!is_complex(t))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: expected a c64 or c128 tensor, got %s",

@@ -5,6 +5,7 @@
 #ifndef NXV_KERNELS_OPS_H
 #define NXV_KERNELS_OPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "sched/device.h"
@@ -16,5 +17,41 @@
  * needs. Takes ownership of node in every case. Thread-safe. */
 nxv_status nxv_ops_push_word_copy(nxv_device *device, nxv_node *node, uint64_t src,
                                   uint64_t dst, uint64_t words);
+
+/* Resolves view v over shape (rank dims, n elements) into explicit strides
+ * (size-1 axes get stride 0) and checks its device and that every element
+ * it reaches lies in its tensor. Does not compute a deferred tensor (its
+ * element count is known). Pure apart from the error message. */
+nxv_status nxv_ops_view_strides(nxv_device *device, const char *what, const nxv_view *v,
+                                uint32_t rank, const int64_t *shape, uint64_t n,
+                                int64_t *out_strides);
+
+/* nxv_binary (imm NULL) and nxv_binary_scalar (one of a and b NULL, imm the
+ * immediate's bits), and nxv_unary, always queued now: never deferred.
+ * Thread-safe. */
+nxv_status nxv_ops_binary_eager(nxv_device *device, nxv_binary_op op, uint32_t rank,
+                                const int64_t *shape, const nxv_view *a,
+                                const nxv_view *b, const void *imm,
+                                nxv_tensor **out_tensor);
+nxv_status nxv_ops_unary_eager(nxv_device *device, nxv_unary_op op, uint32_t rank,
+                               const int64_t *shape, const nxv_view *a,
+                               nxv_tensor **out_tensor);
+
+/* Whether instruction class cls and op are a basic op, one the
+ * interpreting fused kernel runs: unary copy, negate, abs and square;
+ * binary add, subtract, multiply, divide, max and min. Pure. */
+bool nxv_ops_fused_basic(uint32_t cls, uint32_t op);
+
+/* nxv_fused, or with interpret a program of basic ops (else
+ * NXV_ERR_INVALID_ARGUMENT) run through the interpreting kernel (one
+ * pipeline for every program, none created per program) instead of a
+ * pipeline specialized for it; both compute the same bits. Interpreted,
+ * the inputs whose bit is set in imm_mask are immediates: their views are
+ * ignored and imm_bits[k] holds input k's bits of dtype in its low bytes.
+ * Thread-safe. */
+nxv_status nxv_ops_fused(nxv_device *device, nxv_dtype dtype, uint32_t rank,
+                         const int64_t *shape, uint32_t ninputs, const nxv_view *inputs,
+                         uint32_t imm_mask, const uint64_t *imm_bits, uint32_t ninstrs,
+                         const uint32_t *program, bool interpret, nxv_tensor **out_tensor);
 
 #endif

@@ -408,6 +408,7 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   opt_bool(env, argv[1], "unmapped_small", &cfg.unmapped_small, &bad);
   opt_bool(env, argv[1], "no_latency_timing", &cfg.no_latency_timing, &bad);
   opt_bool(env, argv[1], "no_gpu_timestamps", &cfg.no_gpu_timestamps, &bad);
+  opt_bool(env, argv[1], "defer_elementwise", &cfg.defer_elementwise, &bad);
   ERL_NIF_TERM rw;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "reorder_window"), &rw)) {
     unsigned w;
@@ -507,6 +508,8 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "scheduler_wakeups", s.scheduler_wakeups);
   PUT_U64(m, "reads_in_place", s.reads_in_place);
   PUT_U64(m, "ops_reordered", s.ops_reordered);
+  PUT_U64(m, "deferred_ops", s.deferred_ops);
+  PUT_U64(m, "deferred_fused", s.deferred_fused);
   PUT_U64(m, "pipeline_hits", s.pipeline_hits);
   PUT_U64(m, "pipeline_misses", s.pipeline_misses);
   PUT_U64(m, "pipeline_disk_hits", s.pipeline_disk_hits);

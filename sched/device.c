@@ -80,6 +80,7 @@ static void device_destroy(nxv_device *d) {
   nxv_hostring_destroy(d->staging);
   nxv_pool_destroy(d->pool, NULL);
   nxv_vk_close(&d->vk);
+  pthread_mutex_destroy(&d->defer_mu);
   free(d);
 }
 
@@ -103,6 +104,10 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
   nxv_device *d = calloc(1, sizeof *d);
   if (!d) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "device");
   atomic_init(&d->refs, 1);
+  atomic_init(&d->deferred_ops, 0);
+  atomic_init(&d->deferred_fused, 0);
+  pthread_mutex_init(&d->defer_mu, NULL);
+  atomic_init(&d->defer_window, NULL);
   resolve_config(d, config);
   nxv_status st = nxv_vk_open(idx, &d->vk);
   if (st == NXV_OK && d->config.download_kernel == 0)
@@ -174,6 +179,8 @@ nxv_status nxv_device_stats(nxv_device *d, nxv_stats *out) {
   nxv_sched_stats(d->sched, out);
   nxv_registry_stats(d->kernels, out);
   nxv_pcache_stats(d->pcache, out);
+  out->deferred_ops = atomic_load_explicit(&d->deferred_ops, memory_order_relaxed);
+  out->deferred_fused = atomic_load_explicit(&d->deferred_fused, memory_order_relaxed);
   return NXV_OK;
 }
 

@@ -11,6 +11,7 @@
 #ifndef NXV_SCHED_DEVICE_H
 #define NXV_SCHED_DEVICE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "kernels/pipeline_cache.h"
@@ -33,15 +34,58 @@ struct nxv_device {
   nxv_pcache *pcache;           /* owned */
   nxv_registry *kernels;        /* owned */
   nxv_sched *sched;             /* owned */
+  atomic_uint_fast64_t deferred_ops;   /* elementwise ops returned deferred */
+  atomic_uint_fast64_t deferred_fused; /* deferred results computed by one
+                                          kernel for two or more ops */
+  pthread_mutex_t defer_mu;     /* guards changes of defer_window */
+  _Atomic(nxv_tensor *) defer_window; /* the latest deferred result not yet
+                                   computed or taken in, not referenced
+                                   (kernels/defer.c); its tensor's last
+                                   release clears it */
 };
+
+/* A tensor's state (nxv_tensor.state). */
+enum {
+  NXV_TENSOR_READY = 0,   /* buf holds (or its queued writer will write) the
+                             contents */
+  NXV_TENSOR_PENDING = 1, /* a deferred elementwise result: buf is NULL,
+                             pending says how to compute it */
+  NXV_TENSOR_BUSY = 2     /* pending, held by one thread that reads its
+                             program or computes it (kernels/defer.c) */
+};
+
+typedef struct nxv_pending nxv_pending; /* kernels/defer.c */
 
 struct nxv_tensor {
   atomic_uint refs;             /* handle references */
   nxv_device *device;           /* one device reference, owned */
-  nxv_buffer *buf;              /* one buffer reference, owned */
+  nxv_buffer *buf;              /* one buffer reference, owned; NULL while
+                                   pending, set once before the state turns
+                                   READY (release order) */
+  nxv_pending *pending;         /* owned while PENDING or BUSY, then NULL;
+                                   read and written only by the thread that
+                                   moved the state to BUSY */
+  atomic_int state;             /* NXV_TENSOR_READY, _PENDING or _BUSY */
+  bool deferred;                /* created deferred: may be the device's
+                                   defer_window */
   nxv_dtype dtype;
   uint64_t count;               /* elements */
 };
+
+/* Computes a deferred tensor (kernels/defer.c): queues the kernel that
+ * writes its buffer. Use nxv_tensor_ready. */
+nxv_status nxv_defer_materialize(nxv_tensor *tensor);
+
+/* Makes tensor's buffer valid to read or write from queued work: a
+ * deferred result is computed first (its kernel queued; on failure the
+ * tensor stays deferred, and a later call tries again). Every function that
+ * reads tensor->buf calls it first. Thread-safe; waits only while another
+ * thread computes the same tensor. */
+static inline nxv_status nxv_tensor_ready(nxv_tensor *tensor) {
+  if (atomic_load_explicit(&tensor->state, memory_order_acquire) == NXV_TENSOR_READY)
+    return NXV_OK;
+  return nxv_defer_materialize(tensor);
+}
 
 /* NXV_OK, or the device's sticky error with its message set for the
  * calling thread. */

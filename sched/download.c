@@ -57,6 +57,7 @@ nxv_status nxv_download_start(nxv_tensor *t, uint64_t offset, uint64_t count,
                     (unsigned long long)t->count);
   nxv_device *d = t->device;
   NXV_TRY(nxv_device_check(d));
+  NXV_TRY(nxv_tensor_ready(t));
   size_t es = nxv_dtype_size(t->dtype);
   uint64_t bytes = count * es;
   nxv_download *dl = calloc(1, sizeof *dl);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/defer.h"
 #include "sched/device.h"
 #include "sched/status.h"
 
@@ -33,7 +34,8 @@ void nxv_tensor_release(nxv_tensor *t) {
   if (!t) return;
   if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
   nxv_device *d = t->device;
-  nxv_buffer_release(t->buf);
+  if (t->deferred) nxv_defer_forget(t);
+  if (t->buf) nxv_buffer_release(t->buf);
   free(t);
   nxv_device_release(d);
 }
@@ -72,6 +74,7 @@ static nxv_status tensor_alloc(nxv_device *d, nxv_dtype dtype, uint64_t count,
     return st;
   }
   atomic_init(&t->refs, 1);
+  atomic_init(&t->state, NXV_TENSOR_READY);
   t->device = d;
   t->dtype = dtype;
   t->count = count;
@@ -170,9 +173,11 @@ nxv_status nxv_tensor_reinterpret(nxv_tensor *t, nxv_dtype dtype, nxv_tensor **o
   if (es != nxv_dtype_size(t->dtype))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "cannot reinterpret %s as %s: element sizes differ",
                     nxv_dtype_name(t->dtype), nxv_dtype_name(dtype));
+  NXV_TRY(nxv_tensor_ready(t)); /* the two handles share one buffer */
   nxv_tensor *r = calloc(1, sizeof *r);
   if (!r) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "tensor handle");
   atomic_init(&r->refs, 1);
+  atomic_init(&r->state, NXV_TENSOR_READY);
   r->device = t->device;
   r->buf = t->buf;
   r->dtype = dtype;

@@ -18,6 +18,14 @@
 //     bits 2-7 op (nxv_unary_op, nxv_binary_op, nxv_compare_op),
 //     bits 8-12, 13-17, 18-22 operand registers a, b, c.
 // A compare writes 1 or 0; select(a, b, c) is b where a != 0, else c.
+// With INTERP defined a program of the basic ops (unary copy, negate, abs
+// and square; binary add, subtract, multiply, divide, max and min; no
+// compare or select) is interpreted instead: NIN, NINS, SCALAR, STRIDED,
+// IMM (bit k: input k is an immediate, its bits of T in the low bits of
+// pc.in_[k] instead of an address) and P0 .. P15 are words 0 .. 20 of the
+// arena and the strided layout below starts at word 21, so one small pipeline runs every such program
+// (none to create per program; each op costs a uniform branch per
+// element).
 // Inputs that are neither scalar nor strided are contiguous; their
 // addresses in push constants include their views' offsets. When STRIDED
 // is not 0, the arena holds dims[rank] then, for each input k,
@@ -62,8 +70,22 @@ layout(push_constant, std430) uniform PC {
   ArgsRef args;
   uint n;
   uint rank;
-  BufT in_[MAX_IN];
+  uint64_t in_[MAX_IN]; /* addresses (BufT); interpreted, also an
+                           immediate's bits */
 } pc;
+
+// An immediate input's value: the low T_BITS of its word are its bits.
+TC imm_value(uint64_t b) {
+#if T_ID == 8
+  return TC(unpackHalf2x16(uint(b) & 0xFFFFu).x);
+#elif T_ID == 9
+  return T_LD(uint16_t(uint(b) & 0xFFFFu));
+#elif T_ID == 10
+  return TC(uintBitsToFloat(uint(b)));
+#else
+  return TC(packDouble2x32(uvec2(uint(b), uint(b >> 32))));
+#endif
+}
 
 #if T_ID == 8
 // f32 -> nearest f16 value (ties to even), kept in f32: what a store of
@@ -102,6 +124,7 @@ float f16_round(float x) {
     r[NIN + uint(K)] = ROUND(v);                                           \
   }
 
+#ifndef INTERP
 shared uint s_args[NXV_MAX_RANK + MAX_IN * (NXV_MAX_RANK + 1)];
 
 void main() {
@@ -134,7 +157,7 @@ void main() {
     }
     TC r[MAX_IN + MAX_INS];
     [[unroll]] for (uint k = 0u; k < MAX_IN; ++k)
-      r[k] = k < NIN ? T_LD(pc.in_[k].v[idx[k]]) : TC(0);
+      r[k] = k < NIN ? T_LD(BufT(pc.in_[k]).v[idx[k]]) : TC(0);
     STEP(0, P0)
     STEP(1, P1)
     STEP(2, P2)
@@ -154,3 +177,68 @@ void main() {
     pc.c.v[i] = T_ST(r[NIN + NINS - 1u]);
   }
 }
+
+#else  // INTERP
+
+// The basic ops, computed as binary_apply and unary_apply compute them.
+TC basic_apply(uint cls, uint op, TC a, TC b) {
+  if (cls == 0u) {
+    if (op == 1u) return -a;
+    if (op == 2u) return abs(a);
+    if (op == 16u) { precise TC p = a * a; return p; }
+    return a;
+  }
+  switch (op) {
+  case 0u: { precise TC s = a + b; return s; }
+  case 1u: { precise TC s = a - b; return s; }
+  case 2u: { precise TC p = a * b; return p; }
+  case 3u: return fdiv(a, b);
+  case 4u: return (isnan(a) || isnan(b)) ? nxv_nan() : max(a, b);
+  default: return (isnan(a) || isnan(b)) ? nxv_nan() : min(a, b);
+  }
+}
+
+// Words of the arena before the strided layout.
+#define HDR 21u
+shared uint s_hdr[HDR + NXV_MAX_RANK + MAX_IN * (NXV_MAX_RANK + 1)];
+
+void main() {
+  uint gid = nxv_gid();
+  uint stride = nxv_nthreads();
+  uint rank = pc.rank;
+  uint strided = pc.args.d[3];
+  uint nwords = HDR + (strided != 0u ? rank + pc.args.d[0] * (rank + 1u) : 0u);
+  for (uint j = gl_LocalInvocationID.x; j < nwords; j += gl_WorkGroupSize.x)
+    s_hdr[j] = pc.args.d[j];
+  barrier();
+  uint nin = s_hdr[0], nins = s_hdr[1], scalar = s_hdr[2], imm = s_hdr[4];
+  for (uint i = gid; i < pc.n; i += stride) {
+    TC r[MAX_IN + MAX_INS];
+    for (uint k = 0u; k < nin; ++k) {
+      if (((imm >> k) & 1u) != 0u) {
+        r[k] = imm_value(pc.in_[k]);
+        continue;
+      }
+      uint idx = ((scalar >> k) & 1u) != 0u ? 0u : i;
+      if (((strided >> k) & 1u) != 0u) {
+        uint base = HDR + rank + k * (rank + 1u);
+        idx = s_hdr[base];
+        uint rem = i;
+        for (int d = int(rank) - 1; d >= 0; --d) {
+          uint dim = s_hdr[HDR + uint(d)];
+          uint q = rem / dim;
+          idx += (rem - q * dim) * s_hdr[base + 1u + uint(d)];
+          rem = q;
+        }
+      }
+      r[k] = T_LD(BufT(pc.in_[k]).v[idx]);
+    }
+    for (uint k = 0u; k < nins; ++k) {
+      uint w = s_hdr[5u + k];
+      r[nin + k] = ROUND(basic_apply(w & 3u, (w >> 2) & 63u, r[(w >> 8) & 31u],
+                                     r[(w >> 13) & 31u]));
+    }
+    pc.c.v[i] = T_ST(r[nin + nins - 1u]);
+  }
+}
+#endif  // INTERP

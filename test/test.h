@@ -95,6 +95,9 @@ void *test_xcalloc(size_t n, size_t size);
 /* A device opened for tests: lavapipe or whatever NX_VULKAN_DEVICE picks,
  * with poisoned outputs and the disk cache off. Caller releases. */
 nxv_device *test_open_device(void);
+/* The same with defer_elementwise: basic elementwise ops return deferred
+ * results. */
+nxv_device *test_open_device_deferred(void);
 /* Deterministic xorshift random numbers. */
 uint64_t test_rand_u64(uint64_t *state);
 double test_rand_uniform(uint64_t *state, double lo, double hi);
@@ -121,6 +124,9 @@ nxv_test_val nxv_test_int_max(nxv_dtype t);
 /* Storage bits of v as real type t (floats rounded to t), and back. */
 uint64_t nxv_test_encode(nxv_dtype t, nxv_test_val v);
 nxv_test_val nxv_test_decode(nxv_dtype t, uint64_t bits);
+/* Element i of an array of float type t (f16, bf16, f32, f64), as a
+ * double. */
+double nxv_test_float_at(nxv_dtype t, const void *p, uint64_t i);
 
 /* Expected failures. EXPECT_FAIL(want, out, expr): expr must return status
  * want, record an error message of its own (nxv_last_error changes) and

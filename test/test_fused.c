@@ -13,13 +13,6 @@
 
 static const nxv_dtype kFusedTypes[4] = {NXV_F32, NXV_F64, NXV_F16, NXV_BF16};
 
-static double get_f(nxv_dtype t, const void *p, uint64_t i) {
-  size_t es = nxv_dtype_size(t);
-  uint64_t bits = 0;
-  memcpy(&bits, (const unsigned char *)p + i * es, es);
-  return nxv_test_decode(t, bits).f;
-}
-
 static void set_f(nxv_dtype t, void *p, uint64_t i, double v) {
   size_t es = nxv_dtype_size(t);
   uint64_t bits = nxv_test_encode(t, (nxv_test_val){.f = v});
@@ -29,7 +22,7 @@ static void set_f(nxv_dtype t, void *p, uint64_t i, double v) {
 /* Bitwise equal, any NaN matching any NaN. */
 static bool same(nxv_dtype t, const void *a, const void *b, uint64_t i) {
   size_t es = nxv_dtype_size(t);
-  double x = get_f(t, a, i), y = get_f(t, b, i);
+  double x = nxv_test_float_at(t, a, i), y = nxv_test_float_at(t, b, i);
   if (isnan(x) || isnan(y)) return isnan(x) && isnan(y);
   return memcmp((const unsigned char *)a + i * es, (const unsigned char *)b + i * es, es) == 0;
 }
@@ -225,8 +218,8 @@ NXV_TEST(fused, random_programs_match_unfused_ops) {
           if (!same(t, got, want, (uint64_t)i) && bad++ < 3)
             CHECK_MSG(false, "%s trial %d (%u inputs, %u instrs, first 0x%06x) [%lld]: "
                       "fused %.9g, one by one %.9g", nxv_dtype_name(t), trial, nin,
-                      nins, prog[0], (long long)i, get_f(t, got, (uint64_t)i),
-                      get_f(t, want, (uint64_t)i));
+                      nins, prog[0], (long long)i, nxv_test_float_at(t, got, (uint64_t)i),
+                      nxv_test_float_at(t, want, (uint64_t)i));
         }
         free(got);
         free(want);

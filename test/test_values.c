@@ -94,3 +94,10 @@ nxv_test_val nxv_test_decode(nxv_dtype t, uint64_t bits) {
     default: return nxv_test_wrap(t, bits);
   }
 }
+
+double nxv_test_float_at(nxv_dtype t, const void *p, uint64_t i) {
+  size_t es = nxv_dtype_size(t);
+  uint64_t bits = 0;
+  memcpy(&bits, (const unsigned char *)p + i * es, es);
+  return nxv_test_decode(t, bits).f;
+}

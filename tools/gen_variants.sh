@@ -70,3 +70,7 @@ done
 for t in f16:8 bf16:9 f32:10; do
   echo "fused_${t%%:*}_precise fused.comp -DT_ID=${t#*:} -DPRECISE32=1"
 done
+# Programs of the basic ops interpreted: one pipeline for every program.
+for t in f16:8 bf16:9 f32:10 f64:11; do
+  echo "fused_interp_${t%%:*} fused.comp -DT_ID=${t#*:} -DINTERP=1"
+done

@@ -462,6 +462,8 @@ defmodule Nx.Vulkan.NIFTest do
           :barriers,
           :ops_reordered,
           :scheduler_wakeups,
+          :deferred_ops,
+          :deferred_fused,
           :pipeline_hits,
           :pipeline_misses,
           :pipelines

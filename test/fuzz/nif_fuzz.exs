@@ -1010,6 +1010,7 @@ defmodule NxVulkan.NifFuzz do
     unmapped_small: [true, false],
     no_latency_timing: [true, false],
     no_gpu_timestamps: [true, false],
+    defer_elementwise: [true, false],
     download_kernel: [:auto, :always, :never]
   ]
 
@@ -2246,7 +2247,8 @@ defmodule NxVulkan.NifFuzz do
             cache_dir: <<"dir", 0, "x">>,
             cache_dir: String.duplicate("d", 600),
             no_latency_timing: :no,
-            no_gpu_timestamps: 0
+            no_gpu_timestamps: 0,
+            defer_elementwise: "no"
           )
 
         {Map.merge(opts, Map.new([bad])), :opts, :must}
