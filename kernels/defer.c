@@ -202,13 +202,9 @@ nxv_status nxv_defer_op(nxv_device *d, uint32_t cls, uint32_t op, nxv_dtype t,
   *out_deferred = false;
   if (!d->config.defer_elementwise || !nxv_ops_fused_basic(cls, op)) return NXV_OK;
   if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64) return NXV_OK;
-  if (rank > NXV_MAX_RANK || (rank && !shape)) return NXV_OK; /* the op reports it */
-  uint64_t n = 1;
-  for (uint32_t i = 0; i < rank; i++) {
-    if (shape[i] <= 0) return NXV_OK; /* empty, or invalid: the op handles it */
-    if (n > UINT32_MAX / (uint64_t)shape[i]) return NXV_OK;
-    n *= (uint64_t)shape[i];
-  }
+  uint64_t n;
+  /* Invalid or empty: the op reports or handles it. */
+  if (nxv_ops_check_shape(rank, shape, &n) != NXV_OK || n == 0) return NXV_OK;
   for (uint32_t o = 0; o < nops; o++)
     if (operands[o] && (!operands[o]->tensor || operands[o]->tensor->dtype != t))
       return NXV_OK; /* the op reports it */

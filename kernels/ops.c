@@ -213,8 +213,7 @@ static bool vec_ok(nxv_dtype t) { return t != NXV_BF16 && !is_complex(t); }
 
 /* Validates a shape; *out_n is its element count. An empty shape (a zero
  * dimension) is valid whatever its other dimensions. */
-static nxv_status check_shape(uint32_t rank, const int64_t *shape,
-                              uint64_t *out_n) {
+nxv_status nxv_ops_check_shape(uint32_t rank, const int64_t *shape, uint64_t *out_n) {
   if (rank > NXV_MAX_RANK)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "rank %u exceeds the maximum %d",
                     rank, NXV_MAX_RANK);
@@ -424,7 +423,7 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
                               bool allow_vec, uint32_t tiled_variant,
                               const void *imm, nxv_tensor **out) {
   uint64_t n;
-  NXV_TRY(check_shape(rank, shape_in, &n));
+  NXV_TRY(nxv_ops_check_shape(rank, shape_in, &n));
   int64_t shape[NXV_MAX_RANK], strides[3][NXV_MAX_RANK];
   if (rank) memcpy(shape, shape_in, rank * sizeof *shape); /* NULL at rank 0 */
   static const char *const names[3] = {"operand a", "operand b", "operand c"};
@@ -854,7 +853,7 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
                       "fused: instruction %u (0x%08x) is not one the interpreter runs", k,
                       program[k]);
   uint64_t n;
-  NXV_TRY(check_shape(rank, shape_in, &n));
+  NXV_TRY(nxv_ops_check_shape(rank, shape_in, &n));
   int64_t shape[NXV_MAX_RANK], strides[NXV_FUSED_MAX_INPUTS][NXV_MAX_RANK];
   if (rank) memcpy(shape, shape_in, rank * sizeof *shape);
   if (imm_mask >> ninputs || (imm_mask && !interpret))
@@ -989,7 +988,7 @@ nxv_status nxv_copy_into(nxv_device *d, nxv_tensor *dst, int64_t dst_offset,
   NXV_TRY(check_type(d, from, "copy_into"));
   NXV_TRY(check_type(d, to, "copy_into"));
   uint64_t n;
-  NXV_TRY(check_shape(rank, shape_in, &n));
+  NXV_TRY(nxv_ops_check_shape(rank, shape_in, &n));
   int64_t shape[NXV_MAX_RANK] = {0}, strides[2][NXV_MAX_RANK];
   if (rank) memcpy(shape, shape_in, rank * sizeof *shape);
   NXV_TRY(resolve_view(d, "copy_into source", src, rank, shape, n, strides[0]));
@@ -1032,7 +1031,7 @@ nxv_status nxv_transpose(nxv_device *d, uint32_t rank, const int64_t *in_shape,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "transpose: NULL argument");
   NXV_TRY(nxv_tensor_ready(a));
   uint64_t n;
-  NXV_TRY(check_shape(rank, in_shape, &n));
+  NXV_TRY(nxv_ops_check_shape(rank, in_shape, &n));
   if (n != a->count)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "transpose: tensor has %llu elements, shape needs %llu",
@@ -1145,7 +1144,7 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
                                 const int64_t *in_shape, const nxv_view *a,
                                 uint32_t axes_mask, nxv_tensor **out) {
   uint64_t n;
-  NXV_TRY(check_shape(rank, in_shape, &n));
+  NXV_TRY(nxv_ops_check_shape(rank, in_shape, &n));
   if (rank < 32 && (axes_mask >> rank) != 0)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "reduce: axes mask 0x%x names axes beyond rank %u",
@@ -1683,7 +1682,7 @@ nxv_status nxv_iota(nxv_device *d, nxv_dtype dtype, uint32_t rank,
   if (!d || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "iota: NULL argument");
   NXV_TRY(check_type(d, dtype, "iota"));
   uint64_t n;
-  NXV_TRY(check_shape(rank, shape, &n));
+  NXV_TRY(nxv_ops_check_shape(rank, shape, &n));
   if (rank > 0 && axis >= rank)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "iota: axis %u out of rank %u",
                     axis, rank);
@@ -1774,7 +1773,7 @@ nxv_status nxv_gather(nxv_device *d, const nxv_gather_desc *g, nxv_tensor **out)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "gather: indices are %s, expected s64",
                     nxv_dtype_name(g->indices->dtype));
   uint64_t n;
-  NXV_TRY(check_shape(g->rank, g->shape, &n));
+  NXV_TRY(nxv_ops_check_shape(g->rank, g->shape, &n));
   NXV_TRY(check_axes("gather", g->depth, g->axis_dims, g->axis_strides));
   for (uint32_t i = 0; i < g->rank; i++)
     if (g->src_strides[i] > INT32_MAX || g->src_strides[i] < INT32_MIN ||
@@ -1853,7 +1852,7 @@ nxv_status nxv_scatter(nxv_device *d, const nxv_scatter_desc *s) {
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: indices are %s, expected s64", op,
                     nxv_dtype_name(s->indices->dtype));
   uint64_t slice;
-  NXV_TRY(check_shape(s->rank, s->slice_shape, &slice));
+  NXV_TRY(nxv_ops_check_shape(s->rank, s->slice_shape, &slice));
   NXV_TRY(check_axes(op, s->depth, s->axis_dims, s->axis_strides));
   for (uint32_t i = 0; i < s->rank; i++)
     if (s->dst_strides[i] > INT32_MAX || s->dst_strides[i] < INT32_MIN)
@@ -2117,9 +2116,9 @@ nxv_status nxv_conv(nxv_device *d, const nxv_conv_desc *c, nxv_tensor **out) {
   NXV_TRY(check_type(d, t, "conv"));
   nxv_spv_module module = family(NXV_SPV_CONV_S8, t);
   uint64_t n_in, n_k, n_out;
-  NXV_TRY(check_shape(c->rank, c->in_shape, &n_in));
-  NXV_TRY(check_shape(c->rank, c->kernel_shape, &n_k));
-  NXV_TRY(check_shape(c->rank, c->out_shape, &n_out));
+  NXV_TRY(nxv_ops_check_shape(c->rank, c->in_shape, &n_in));
+  NXV_TRY(nxv_ops_check_shape(c->rank, c->kernel_shape, &n_k));
+  NXV_TRY(nxv_ops_check_shape(c->rank, c->out_shape, &n_out));
   if (n_in != c->input->count || n_k != c->kernel->count)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "conv: input and kernel hold %llu and %llu elements, their shapes "
@@ -2299,7 +2298,7 @@ nxv_status nxv_window_scatter(nxv_device *d, const nxv_window_scatter_desc *w,
                     op, nxv_dtype_name(t), (unsigned long long)w->init->count,
                     nxv_dtype_name(w->init->dtype));
   uint64_t n_in;
-  NXV_TRY(check_shape(w->rank, w->in_shape, &n_in));
+  NXV_TRY(nxv_ops_check_shape(w->rank, w->in_shape, &n_in));
   if (n_in != w->a->count)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: tensor has %llu elements, shape needs %llu",
                     op, (unsigned long long)w->a->count, (unsigned long long)n_in);
@@ -2426,8 +2425,8 @@ nxv_status nxv_window_reduce(nxv_device *d, nxv_reduce_op op,
   nxv_dtype t = w->a->dtype;
   NXV_TRY(check_real_type(d, t, "window_reduce"));
   uint64_t n_in, n_out;
-  NXV_TRY(check_shape(w->rank, w->in_shape, &n_in));
-  NXV_TRY(check_shape(w->rank, w->out_shape, &n_out));
+  NXV_TRY(nxv_ops_check_shape(w->rank, w->in_shape, &n_in));
+  NXV_TRY(nxv_ops_check_shape(w->rank, w->out_shape, &n_out));
   if (n_in != w->a->count)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "window_reduce: tensor has %llu elements, shape needs %llu",

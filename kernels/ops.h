@@ -18,6 +18,11 @@
 nxv_status nxv_ops_push_word_copy(nxv_device *device, nxv_node *node, uint64_t src,
                                   uint64_t dst, uint64_t words);
 
+/* Validates a shape (rank at most NXV_MAX_RANK, no negative dimension,
+ * fewer than 2^32 elements); *out_n is its element count, 0 when a
+ * dimension is 0. Pure apart from the error message. */
+nxv_status nxv_ops_check_shape(uint32_t rank, const int64_t *shape, uint64_t *out_n);
+
 /* Resolves view v over shape (rank dims, n elements) into explicit strides
  * (size-1 axes get stride 0) and checks its device and that every element
  * it reaches lies in its tensor. Does not compute a deferred tensor (its
