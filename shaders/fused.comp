@@ -23,9 +23,9 @@
 // compare or select) is interpreted instead: NIN, NINS, SCALAR, STRIDED,
 // IMM (bit k: input k is an immediate, its bits of T in the low bits of
 // pc.in_[k] instead of an address) and P0 .. P15 are words 0 .. 20 of the
-// arena and the strided layout below starts at word 21, so one small pipeline runs every such program
-// (none to create per program; each op costs a uniform branch per
-// element).
+// arena and the strided layout below starts at word 21, so one small
+// pipeline runs every such program (none to create per program; each op
+// costs a uniform branch per element).
 // Inputs that are neither scalar nor strided are contiguous; their
 // addresses in push constants include their views' offsets. When STRIDED
 // is not 0, the arena holds dims[rank] then, for each input k,
