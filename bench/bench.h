@@ -125,7 +125,8 @@ void results_free(void);
 
 /* Opens device index with the default config, except max_batch_nodes
  * (0: the default), kick_nodes (g_kick_nodes), no_gpu_timestamps
- * (g_no_gpu_timestamps), defer_elementwise (g_defer_elementwise) and the
+ * (g_no_gpu_timestamps), defer_elementwise (g_defer_elementwise),
+ * no_spirv_prune (g_no_spirv_prune) and the
  * on-disk pipeline cache (off). */
 nxv_device *open_device(int32_t index, uint32_t max_batch_nodes);
 /* The same with nxv_device_config.no_latency_timing (no clock read per
@@ -142,6 +143,9 @@ extern bool g_no_gpu_timestamps;
 /* nxv_device_config.defer_elementwise of every device open_device opens;
  * set from --defer before any device is opened. */
 extern bool g_defer_elementwise;
+/* nxv_device_config.no_spirv_prune of every device open_device opens and
+ * of the pipeline suite's children; set from --no-spirv-prune. */
+extern bool g_no_spirv_prune;
 nxv_stats stats_of(nxv_device *d);
 /* The largest buffer the device takes (storage range, allocation and
  * buffer limits, and 2^32-1 elements of 4 bytes). */

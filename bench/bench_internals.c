@@ -21,7 +21,9 @@
  *   from before nxv_device_open to the synchronize returning. Cold: DIR is
  *   a new empty temporary directory; warm: a second child on the DIR the
  *   first one filled. The children run with __GL_SHADER_DISK_CACHE=0 and
- *   MESA_SHADER_CACHE_DISABLE=true so that only the runtime's cache counts.
+ *   MESA_SHADER_CACHE_DISABLE=true so that only the runtime's cache counts,
+ *   and with --no-spirv-prune when this run has it (pipelines from whole
+ *   modules: the cold figure with and without pruning).
  */
 #include <errno.h>
 #include <ftw.h>
@@ -181,13 +183,23 @@ void suite_pool(const options *o, nxv_device *dev) {
 typedef struct child_ctx {
   nxv_device *d;
   nxv_tensor *keep[64];
+  double op_ms[64];         /* per kept tensor: its op's time */
+  const char *label[64];    /* and what made it */
+  double mark;              /* when the previous op returned */
   int nkeep;
   unsigned ops, skipped;
 } child_ctx;
 
-static nxv_tensor *keep(child_ctx *c, nxv_tensor *t) {
+/* Keeps t (released at the end) and records the time since the previous
+ * keep as what the op labelled label took: its pipeline's creation, where
+ * it needed one. */
+static nxv_tensor *keep(child_ctx *c, nxv_tensor *t, const char *label) {
   if (c->nkeep == (int)(sizeof c->keep / sizeof c->keep[0]))
     die("pipeline child: too many tensors");
+  double now = now_s();
+  c->op_ms[c->nkeep] = (now - c->mark) * 1e3;
+  c->label[c->nkeep] = label;
+  c->mark = now;
   c->keep[c->nkeep++] = t;
   c->ops++;
   return t;
@@ -205,63 +217,71 @@ static void child_ops(child_ctx *c, bool quick, nxv_tensor **out_x,
   for (int i = 0; i < 64; i++) h[i] = (float)i * 0.25f;
   nxv_tensor *x, *y, *f16 = NULL, *mask = NULL;
   NXV_CHECK(nxv_tensor_upload(d, NXV_F32, 64, h, &x));
-  keep(c, x);
+  keep(c, x, "upload:f32");
   c->ops--; /* an upload is a transfer, not a kernel */
   nxv_view vx = {x, 0, NULL}, vxt = {x, 0, tr};
   nxv_tensor *sum;
   NXV_CHECK(nxv_reduce(d, NXV_REDUCE_SUM, 1, n64, &vx, 0x1u, &sum));
-  keep(c, sum);
+  keep(c, sum, "reduce:sum:f32");
   NXV_CHECK(nxv_binary(d, NXV_ADD, 1, n64, &vx, &vx, &y));
-  keep(c, y);
+  keep(c, y, "binary:add:f32");
   nxv_matmul_desc md = {.batch = 1, .m = 8, .n = 8, .k = 8, .a = x,
                         .a_strides = {64, 8, 1}, .b = x,
                         .b_strides = {64, 8, 1}};
   NXV_CHECK(nxv_matmul(d, &md, &y));
-  keep(c, y);
+  keep(c, y, "matmul:f32");
   *out_x = x;
   *out_sum = sum;
   if (quick) return; /* the short list of --quick */
   /* elementwise f32: strided, transcendental, plain unary */
   NXV_CHECK(nxv_binary(d, NXV_MUL, 2, sq, &vxt, &vx, &y));
-  keep(c, y);
+  keep(c, y, "binary:mul:f32:strided");
   NXV_CHECK(nxv_unary(d, NXV_EXP, 1, n64, &vx, &y));
-  keep(c, y);
+  keep(c, y, "unary:exp:f32");
   NXV_CHECK(nxv_unary(d, NXV_NEG, 1, n64, &vx, &y));
-  keep(c, y);
+  keep(c, y, "unary:neg:f32");
+  {
+    /* a fused program: log(exp(x) + x) */
+    const uint32_t prog[3] = {NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_EXP, 0, 0, 0),
+                              NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, 1, 0, 0),
+                              NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_LOG, 2, 0, 0)};
+    NXV_CHECK(nxv_fused(d, NXV_F32, 1, n64, 1, &vx, 3, prog, &y));
+    keep(c, y, "fused:f32:exp-add-log");
+  }
   NXV_CHECK(nxv_tensor_copy(x, &y));
-  keep(c, y);
+  keep(c, y, "tensor_copy:f32");
   NXV_CHECK(nxv_transpose(d, 2, sq, x, (const uint32_t[]){1, 0}, &y));
-  keep(c, y);
+  keep(c, y, "transpose:f32");
   NXV_CHECK(nxv_iota(d, NXV_S32, 1, n64, 0, &y));
-  keep(c, y);
+  keep(c, y, "iota:s32");
   /* reductions: thread variant (k = 8; the sum above is the workgroup
    * one), argmax */
   NXV_CHECK(nxv_reduce(d, NXV_REDUCE_MAX, 2, sq, &vx, 0x2u, &y));
-  keep(c, y);
+  keep(c, y, "reduce:max:f32");
   NXV_CHECK(nxv_argreduce(d, true, false, 2, sq, &vx, 0x2u, &y));
-  keep(c, y);
+  keep(c, y, "argreduce:f32");
   /* 16-bit types: conversions both ways, add, matmul */
   if (nxv_convert_supported(d, NXV_F16)) {
     NXV_CHECK(nxv_convert(d, NXV_F16, 1, n64, &vx, &f16));
-    keep(c, f16);
+    keep(c, f16, "convert:f16");
     nxv_view vh = {f16, 0, NULL};
     NXV_CHECK(nxv_binary(d, NXV_ADD, 1, n64, &vh, &vh, &y));
-    keep(c, y);
+    keep(c, y, "binary:add:f16");
     NXV_CHECK(nxv_convert(d, NXV_F32, 1, n64, &vh, &y));
-    keep(c, y);
+    keep(c, y, "convert:f32");
     md.a = md.b = f16;
     NXV_CHECK(nxv_matmul(d, &md, &y));
-    keep(c, y);
+    keep(c, y, "matmul:f16");
   } else {
     c->skipped += 4;
   }
   if (nxv_convert_supported(d, NXV_BF16)) {
     nxv_tensor *bf;
     NXV_CHECK(nxv_convert(d, NXV_BF16, 1, n64, &vx, &bf));
-    keep(c, bf);
+    keep(c, bf, "convert:bf16");
     md.a = md.b = bf;
     NXV_CHECK(nxv_matmul(d, &md, &y));
-    keep(c, y);
+    keep(c, y, "matmul:bf16");
   } else {
     c->skipped += 2;
   }
@@ -270,12 +290,12 @@ static void child_ops(child_ctx *c, bool quick, nxv_tensor **out_x,
     nxv_tensor *x64;
     double one = 1.0;
     NXV_CHECK(nxv_convert(d, NXV_F64, 1, n64, &vx, &x64));
-    keep(c, x64);
+    keep(c, x64, "convert:f64");
     nxv_view v64 = {x64, 0, NULL};
     NXV_CHECK(nxv_binary(d, NXV_ADD, 1, n64, &v64, &v64, &y));
-    keep(c, y);
+    keep(c, y, "binary:add:f64");
     NXV_CHECK(nxv_fill(d, NXV_F64, 64, &one, &y));
-    keep(c, y);
+    keep(c, y, "fill:f64");
   } else {
     c->skipped += 3;
   }
@@ -283,10 +303,10 @@ static void child_ops(child_ctx *c, bool quick, nxv_tensor **out_x,
   if (nxv_compare_supported(d, NXV_LESS, NXV_F32) &&
       nxv_mask_type_supported(d, NXV_F32)) {
     NXV_CHECK(nxv_compare(d, NXV_LESS, 2, sq, &vxt, &vx, &mask));
-    keep(c, mask);
+    keep(c, mask, "compare:less:f32");
     nxv_view vm = {mask, 0, NULL};
     NXV_CHECK(nxv_select(d, 2, sq, &vm, &vx, &vxt, &y));
-    keep(c, y);
+    keep(c, y, "select:f32");
   } else {
     c->skipped += 2;
   }
@@ -295,7 +315,7 @@ static void child_ops(child_ctx *c, bool quick, nxv_tensor **out_x,
     const int64_t idx[4] = {0, 3, 5, 7};
     nxv_tensor *ti;
     NXV_CHECK(nxv_tensor_upload(d, NXV_S64, 4, idx, &ti));
-    keep(c, ti);
+    keep(c, ti, "upload:s64");
     c->ops--;
     const int64_t shape[2] = {4, 8}, src_st[2] = {0, 1}, idx_st[2] = {1, 0},
                   dims[1] = {8}, ast[1] = {8};
@@ -303,11 +323,11 @@ static void child_ops(child_ctx *c, bool quick, nxv_tensor **out_x,
                          .src_strides = src_st, .index_strides = idx_st,
                          .depth = 1, .axis_dims = dims, .axis_strides = ast};
     NXV_CHECK(nxv_gather(d, &g, &y));
-    keep(c, y);
+    keep(c, y, "gather:f32");
   }
   /* sort, window reduction, convolution */
   NXV_CHECK(nxv_sort(d, x, 8, 8, false, &y, NULL));
-  keep(c, y);
+  keep(c, y, "sort:f32");
   {
     const int64_t out[2] = {4, 4}, win[2] = {2, 2}, st[2] = {2, 2},
                   dil[2] = {1, 1}, pad[2] = {0, 0};
@@ -315,13 +335,13 @@ static void child_ops(child_ctx *c, bool quick, nxv_tensor **out_x,
                          .window = win, .strides = st, .dilations = dil,
                          .pad_lo = pad};
     NXV_CHECK(nxv_window_reduce(d, NXV_REDUCE_MAX, &w, &y));
-    keep(c, y);
+    keep(c, y, "window_reduce:max:f32");
   }
   {
     const float kv[9] = {1, 0, -1, 2, 0, -2, 1, 0, -1};
     nxv_tensor *k;
     NXV_CHECK(nxv_tensor_upload(d, NXV_F32, 9, kv, &k));
-    keep(c, k);
+    keep(c, k, "upload:f32");
     c->ops--;
     const int64_t in_shape[4] = {1, 1, 8, 8}, k_shape[4] = {1, 1, 3, 3},
                   out_shape[4] = {1, 1, 6, 6}, one[2] = {1, 1}, zero[2] = {0, 0};
@@ -332,15 +352,15 @@ static void child_ops(child_ctx *c, bool quick, nxv_tensor **out_x,
                         .kernel_dilation = one, .feature_groups = 1,
                         .batch_groups = 1};
     NXV_CHECK(nxv_conv(d, &cd, &y));
-    keep(c, y);
+    keep(c, y, "conv:f32");
   }
   /* complex: conversion and FFT */
   if (nxv_convert_supported(d, NXV_C64)) {
     nxv_tensor *xc;
     NXV_CHECK(nxv_convert(d, NXV_C64, 1, n64, &vx, &xc));
-    keep(c, xc);
+    keep(c, xc, "convert:c64");
     NXV_CHECK(nxv_fft(d, xc, 8, 8, false, 0.0, &y));
-    keep(c, y);
+    keep(c, y, "fft:c64");
   } else {
     c->skipped += 2;
   }
@@ -351,10 +371,12 @@ int pipeline_child_main(const options *o) {
   nxv_device_config config;
   memset(&config, 0, sizeof config);
   config.cache_dir = o->child_dir;
+  config.no_spirv_prune = g_no_spirv_prune;
   child_ctx c = {0};
   double t0 = now_s();
   NXV_CHECK(nxv_device_open(o->device, &config, &c.d));
   double t1 = now_s();
+  c.mark = t1;
   nxv_tensor *x, *sum;
   child_ops(&c, o->quick, &x, &sum);
   NXV_CHECK(nxv_device_synchronize(c.d));
@@ -370,6 +392,8 @@ int pipeline_child_main(const options *o) {
   (void)x;
   for (int i = 0; i < c.nkeep; i++) nxv_tensor_release(c.keep[i]);
   nxv_device_release(c.d);
+  for (int i = 0; i < c.nkeep; i++)
+    printf("pipeline_op ms=%.3f %s\n", c.op_ms[i], c.label[i]);
   printf("pipeline_child open_ms=%.6f total_ms=%.6f pipelines=%" PRIu64
          " disk_hits=%" PRIu64 " loaded=%d ops=%u skipped=%u cache_bytes=%lld"
          " reject=%s\n", (t1 - t0) * 1e3, (t2 - t0) * 1e3, st.pipelines,
@@ -389,6 +413,9 @@ typedef struct child_result {
   unsigned ops, skipped;
   long long cache_bytes;
   char reject[160];
+  int nops;                 /* the child's ops, in order: */
+  double op_ms[64];         /* time of each (its pipeline's creation) */
+  char op_label[64][40];    /* and its label */
 } child_result;
 
 static bool has_prefix(const char *s, const char *p) {
@@ -414,9 +441,11 @@ static child_result run_child(const options *o, uint32_t index,
   envp[e] = NULL;
   char idx[16];
   snprintf(idx, sizeof idx, "%u", index);
-  char *argv[] = {(char *)o->self, (char *)"--pipeline-child", (char *)dir,
-                  (char *)"--device", idx, o->quick ? (char *)"--quick" : NULL,
-                  NULL};
+  char *argv[8] = {(char *)o->self, (char *)"--pipeline-child", (char *)dir,
+                   (char *)"--device", idx, NULL, NULL, NULL};
+  int na = 5;
+  if (o->quick) argv[na++] = (char *)"--quick";
+  if (g_no_spirv_prune) argv[na++] = (char *)"--no-spirv-prune";
   if (!o->self[0]) die("pipeline: cannot find this executable's path");
   int fds[2];
   if (pipe(fds) != 0) die("pipeline: pipe: %s", strerror(errno));
@@ -433,7 +462,7 @@ static child_result run_child(const options *o, uint32_t index,
   }
   close(fds[1]);
   free(envp);
-  char buf[4096];
+  char buf[8192];
   size_t len = 0;
   for (;;) {
     ssize_t r = read(fds[0], buf + len, sizeof buf - 1 - len);
@@ -453,6 +482,16 @@ static child_result run_child(const options *o, uint32_t index,
         WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
   child_result c;
   memset(&c, 0, sizeof c);
+  for (const char *op = strstr(buf, "pipeline_op "); op && c.nops < 64;
+       op = strstr(op + 1, "pipeline_op ")) {
+    int used = 0;
+    if (sscanf(op, "pipeline_op ms=%lf %n", &c.op_ms[c.nops], &used) != 1 || !used) break;
+    size_t l = strcspn(op + used, "\n");
+    if (l >= sizeof c.op_label[0]) l = sizeof c.op_label[0] - 1;
+    memcpy(c.op_label[c.nops], op + used, l);
+    c.op_label[c.nops][l] = 0;
+    c.nops++;
+  }
   const char *line = strstr(buf, "pipeline_child ");
   if (!line ||
       sscanf(line, "pipeline_child open_ms=%lf total_ms=%lf pipelines=%" SCNu64
@@ -521,6 +560,8 @@ void suite_pipeline(const options *o, const nxv_device_info *info) {
   emit("pipeline_warm", "-", "-", "ms", warm.total_ms);
   emit("pipeline_cold", "-", "-", "count", (double)cold.pipelines);
   emit("pipeline_warm", "-", "-", "count", (double)warm.pipelines);
+  for (int i = 0; i < cold.nops; i++)
+    emit("pipeline_cold_op", "-", cold.op_label[i], "ms", cold.op_ms[i]);
   if (o->csv) return;
   printf("Pipeline cache: device open + %u tiny ops of the %s list "
          "(%u skipped: no kernel on this device) + synchronize, in a fresh "
@@ -538,8 +579,15 @@ void suite_pipeline(const options *o, const nxv_device_info *info) {
            names[i], rs[i]->total_ms, rs[i]->open_ms,
            rs[i]->total_ms - rs[i]->open_ms, rs[i]->pipelines,
            rs[i]->disk_hits);
-  printf("ratio warm / cold: %.3f (total), %.3f (ops+sync only)\n\n",
+  printf("ratio warm / cold: %.3f (total), %.3f (ops+sync only)\n",
          warm.total_ms / cold.total_ms,
          (warm.total_ms - warm.open_ms) / (cold.total_ms - cold.open_ms));
+  printf("per op (its pipeline's creation where it needed one)%s:\n",
+         g_no_spirv_prune ? ", whole modules (--no-spirv-prune)" : "");
+  printf("%-28s %10s %10s\n", "op", "cold ms", "warm ms");
+  for (int i = 0; i < cold.nops; i++)
+    printf("%-28s %10.2f %10.2f\n", cold.op_label[i], cold.op_ms[i],
+           i < warm.nops ? warm.op_ms[i] : 0.0);
+  printf("\n");
   fflush(stdout);
 }

@@ -119,6 +119,8 @@ static void usage(FILE *f) {
       "                  suites' order (default: all)\n"
       "  --no-gpu-timestamps  the devices' no_gpu_timestamps option (no\n"
       "                  batch timestamps: no GPU time)\n"
+      "  --no-spirv-prune  the devices' no_spirv_prune option (pipelines\n"
+      "                  from whole modules, not pruned ones)\n"
       "  --defer         the devices' defer_elementwise option (basic\n"
       "                  elementwise ops return deferred results)\n"
       "  --kick-nodes N  the devices' kick_nodes option (submit at N nodes\n"
@@ -227,6 +229,8 @@ static options parse_options(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--no-gpu-timestamps")) {
       g_no_gpu_timestamps = true;
+    } else if (!strcmp(a, "--no-spirv-prune")) {
+      g_no_spirv_prune = true;
     } else if (!strcmp(a, "--defer")) {
       g_defer_elementwise = true;
     } else if (!strcmp(a, "--kick-nodes")) {

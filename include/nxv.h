@@ -237,6 +237,14 @@ typedef struct nxv_device_config {
                                  before the device's next kernel. Chains of
                                  tiny ops take fewer kernels; independent
                                  ops cost more host time */
+  bool no_spirv_prune;        /* hand the driver each kernel family's whole
+                                 module: by default a pipeline's module is
+                                 first pruned of the ops and branches its
+                                 specialization constants rule out
+                                 (kernels/spv_prune.h), which cuts the
+                                 creation of pipelines that carry the
+                                 double-precision math library from about
+                                 a second to milliseconds */
 } nxv_device_config;
 
 /* Opens the device at index (index < 0: the default choice) with config
@@ -321,6 +329,8 @@ typedef struct nxv_stats {
   uint64_t pipeline_disk_hits;   /* creations served by the disk cache, when
                                     the driver reports it */
   uint64_t pipelines;            /* pipelines created */
+  uint64_t pipelines_pruned;     /* of those, created from a module pruned
+                                    for their specialization constants */
   bool cache_file_loaded;
   bool cache_file_rejected;
   char cache_reject_reason[128]; /* why the file was rejected, "" if not */

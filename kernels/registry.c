@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/spv_prune.h"
 #include "sched/scheduler.h"
 #include "sched/status.h"
 
@@ -25,12 +26,13 @@ struct nxv_registry {
   VkPipelineCache cache;            /* not owned */
   VkPipelineLayout layout;          /* owned */
   uint32_t wg_size;
+  bool prune;                       /* nxv_spv_prune each pipeline's module */
   pthread_mutex_t mu;               /* serializes creation */
   VkShaderModule modules[NXV_SPV_COUNT];          /* owned, lazily */
   _Atomic(VkPipeline) pipelines[NXV_SPV_COUNT][SLOTS]; /* owned, lazily */
   program_entry *programs;          /* owned, PROGRAM_TABLE entries; under mu */
   uint32_t nprograms;               /* entries in use; under mu */
-  atomic_uint_fast64_t hits, misses, disk_hits, created;
+  atomic_uint_fast64_t hits, misses, disk_hits, created, pruned;
 };
 
 /* Modules whose kernels assume a fixed workgroup size (0: none). */
@@ -45,12 +47,13 @@ static uint32_t fixed_wg(nxv_spv_module m, uint32_t variant) {
   return 0;
 }
 
-nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache,
+nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache, bool prune,
                                nxv_registry **out) {
   nxv_registry *r = calloc(1, sizeof *r);
   if (!r) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "kernel registry");
   r->vk = vk;
   r->cache = cache;
+  r->prune = prune;
   uint32_t limit = vk->info.max_workgroup_invocations;
   if (vk->info.max_workgroup_size[0] < limit) limit = vk->info.max_workgroup_size[0];
   r->wg_size = 256;
@@ -105,7 +108,37 @@ static nxv_status create_locked(nxv_registry *r, nxv_spv_module m, uint32_t op,
                                 uint32_t variant, const uint32_t *extra,
                                 uint32_t nextra, VkPipeline *out) {
   VkDevice dev = r->vk->device;
-  if (!r->modules[m]) {
+  uint32_t wg = fixed_wg(m, variant) ? fixed_wg(m, variant) : r->wg_size;
+  uint32_t data[3 + NXV_REGISTRY_PROGRAM_WORDS] = {wg, op, variant};
+  VkSpecializationMapEntry entries[3 + NXV_REGISTRY_PROGRAM_WORDS];
+  nxv_spv_spec specs[3 + NXV_REGISTRY_PROGRAM_WORDS];
+  uint32_t count = 3 + nextra;
+  for (uint32_t i = 0; i < nextra; i++) data[3 + i] = extra[i];
+  for (uint32_t i = 0; i < count; i++) {
+    entries[i] = (VkSpecializationMapEntry){i, 4 * i, 4};
+    specs[i] = (nxv_spv_spec){i, data[i]};
+  }
+  VkSpecializationInfo spec = {count, entries, 4 * count, data};
+  /* The module pruned for these constants, when that removes anything. */
+  VkShaderModule own = VK_NULL_HANDLE;
+  if (r->prune) {
+    uint32_t *words = NULL;
+    size_t nwords = 0;
+    NXV_TRY(nxv_spv_prune(nxv_spv_code[m], nxv_spv_size[m] / 4, specs, count, &words,
+                          &nwords));
+    if (words) {
+      VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                     .codeSize = nwords * 4,
+                                     .pCode = words};
+      VkResult res = vkCreateShaderModule(dev, &mi, NULL, &own);
+      free(words);
+      if (res != VK_SUCCESS)
+        return nxv_fail(nxv_status_from_vk(res),
+                        "vkCreateShaderModule(%s pruned, op %u, variant %u) failed: %s",
+                        nxv_spv_name[m], op, variant, nxv_vk_result_name(res));
+    }
+  }
+  if (!own && !r->modules[m]) {
     VkShaderModuleCreateInfo mi = {
         .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
         .codeSize = nxv_spv_size[m],
@@ -116,14 +149,6 @@ static nxv_status create_locked(nxv_registry *r, nxv_spv_module m, uint32_t op,
                       "vkCreateShaderModule(%s) failed: %s", nxv_spv_name[m],
                       nxv_vk_result_name(res));
   }
-  uint32_t wg = fixed_wg(m, variant) ? fixed_wg(m, variant) : r->wg_size;
-  uint32_t data[3 + NXV_REGISTRY_PROGRAM_WORDS] = {wg, op, variant};
-  VkSpecializationMapEntry entries[3 + NXV_REGISTRY_PROGRAM_WORDS];
-  uint32_t count = 3 + nextra;
-  for (uint32_t i = 0; i < nextra; i++) data[3 + i] = extra[i];
-  for (uint32_t i = 0; i < count; i++)
-    entries[i] = (VkSpecializationMapEntry){i, 4 * i, 4};
-  VkSpecializationInfo spec = {count, entries, 4 * count, data};
   VkPipelineCreationFeedback fb = {0}, stage_fb = {0};
   VkPipelineCreationFeedbackCreateInfo fbi = {
       .sType = VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO,
@@ -135,12 +160,16 @@ static nxv_status create_locked(nxv_registry *r, nxv_spv_module m, uint32_t op,
       .pNext = r->vk->has_feedback ? &fbi : NULL,
       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                .module = r->modules[m],
+                .module = own ? own : r->modules[m],
                 .pName = "main",
                 .pSpecializationInfo = &spec},
       .layout = r->layout};
   VkPipeline p;
   VkResult res = vkCreateComputePipelines(dev, r->cache, 1, &ci, NULL, &p);
+  if (own) {
+    vkDestroyShaderModule(dev, own, NULL);
+    if (res == VK_SUCCESS) atomic_fetch_add(&r->pruned, 1);
+  }
   if (res != VK_SUCCESS)
     return nxv_fail(nxv_status_from_vk(res),
                     "vkCreateComputePipelines(%s, op %u, variant %u) failed: %s",
@@ -243,4 +272,5 @@ void nxv_registry_stats(nxv_registry *r, nxv_stats *st) {
   st->pipeline_misses = atomic_load(&r->misses);
   st->pipeline_disk_hits = atomic_load(&r->disk_hits);
   st->pipelines = atomic_load(&r->created);
+  st->pipelines_pruned = atomic_load(&r->pruned);
 }

@@ -6,6 +6,10 @@
  *   id 0  workgroup size (the device default, or the module's fixed size)
  *   id 1  op within the family
  *   id 2  variant (contiguous / strided, thread / workgroup reduction, ...)
+ * A pipeline is created from its module pruned of what its specialization
+ * constants rule out (kernels/spv_prune.h), a module of its own destroyed
+ * once the pipeline exists, unless the registry was created without
+ * pruning or nothing was pruned (then the family's shared module).
  * Pipelines are created on first use, once, under a mutex, and then read
  * lock-free; they live as long as the registry. All pipelines share one
  * layout: no descriptor sets and NXV_PUSH_CONSTANTS_MAX bytes of push
@@ -40,8 +44,10 @@
 
 typedef struct nxv_registry nxv_registry;
 
-/* cache: the VkPipelineCache to create pipelines through (not owned). */
-nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache,
+/* cache: the VkPipelineCache to create pipelines through (not owned).
+ * prune: create each pipeline from its module pruned for its
+ * specialization constants (nxv_spv_prune) rather than the whole module. */
+nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache, bool prune,
                                nxv_registry **out_registry);
 /* Destroys every pipeline and module. The GPU must be done with them. */
 void nxv_registry_destroy(nxv_registry *registry);
@@ -65,7 +71,8 @@ nxv_status nxv_registry_program(nxv_registry *registry, nxv_spv_module module,
                                 const uint32_t *words, uint32_t nwords,
                                 VkPipeline *out_pipeline);
 
-/* Fills pipeline_hits, pipeline_misses, pipeline_disk_hits, pipelines. */
+/* Fills pipeline_hits, pipeline_misses, pipeline_disk_hits, pipelines,
+ * pipelines_pruned. */
 void nxv_registry_stats(nxv_registry *registry, nxv_stats *stats);
 
 #endif

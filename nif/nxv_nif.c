@@ -409,6 +409,7 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   opt_bool(env, argv[1], "no_latency_timing", &cfg.no_latency_timing, &bad);
   opt_bool(env, argv[1], "no_gpu_timestamps", &cfg.no_gpu_timestamps, &bad);
   opt_bool(env, argv[1], "defer_elementwise", &cfg.defer_elementwise, &bad);
+  opt_bool(env, argv[1], "no_spirv_prune", &cfg.no_spirv_prune, &bad);
   ERL_NIF_TERM rw;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "reorder_window"), &rw)) {
     unsigned w;
@@ -514,6 +515,7 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "pipeline_misses", s.pipeline_misses);
   PUT_U64(m, "pipeline_disk_hits", s.pipeline_disk_hits);
   PUT_U64(m, "pipelines", s.pipelines);
+  PUT_U64(m, "pipelines_pruned", s.pipelines_pruned);
   PUT_BOOL(m, "cache_file_loaded", s.cache_file_loaded);
   PUT_BOOL(m, "cache_file_rejected", s.cache_file_rejected);
   PUT(m, "cache_reject_reason", mk_binary(env, s.cache_reject_reason));

@@ -120,7 +120,8 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
     st = nxv_pcache_open(&d->vk, d->config.cache_dir,
                          d->config.disable_disk_cache, &d->pcache);
   if (st == NXV_OK)
-    st = nxv_registry_create(&d->vk, nxv_pcache_handle(d->pcache), &d->kernels);
+    st = nxv_registry_create(&d->vk, nxv_pcache_handle(d->pcache),
+                             !d->config.no_spirv_prune, &d->kernels);
   if (st == NXV_OK) {
     nxv_sched_config sc = {
         .ring_capacity = d->config.ring_capacity,

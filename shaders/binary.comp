@@ -36,9 +36,10 @@ layout(push_constant, std430) uniform PC {
   uint64_t imm;  // strided variants: an immediate operand's bits
 } pc;
 
+#define BINARY_FN apply
+#define BINARY_ARGS
+#define BINARY_SEL OP
 #include "binary_ops.glsl"
-
-TC apply(TC x, TC y) { return binary_apply(OP, x, y); }
 
 shared uint s_args[3 * NXV_MAX_RANK + 2];
 

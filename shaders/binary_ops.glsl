@@ -1,8 +1,18 @@
 // binary_ops.glsl - the binary ops of binary.comp on the compute type TC
-// of T: binary_apply(op, x, y) with op following nxv_binary_op in
-// include/nxv.h. Shared by binary.comp (op a specialization constant) and
-// fused.comp (op from a fused program). Needs types.glsl first, and
-// complex.glsl for complex T or math64.glsl for f64.
+// of T, op following nxv_binary_op in include/nxv.h. Shared by
+// binary.comp and fused.comp. Needs types.glsl first, and complex.glsl for
+// complex T or math64.glsl for f64.
+// Defines the helpers below once, and TC BINARY_FN(BINARY_ARGS TC x, TC y)
+// computing op BINARY_SEL; by default binary_apply(uint op, TC x, TC y).
+// See unary_ops.glsl for why a shader names its specialization constant
+// instead; may be included more than once with other names.
+#ifndef BINARY_FN
+#define BINARY_FN binary_apply
+#define BINARY_ARGS uint op,
+#define BINARY_SEL op
+#endif
+#ifndef NXV_BINARY_OPS_HELPERS
+#define NXV_BINARY_OPS_HELPERS 1
 
 #if T_KIND == KIND_FLOAT
 TC nxv_nan() { return TC(0.0) / TC(0.0); }
@@ -134,9 +144,11 @@ TC frem(TC x, TC y) {
 }
 #endif
 
+#endif  // NXV_BINARY_OPS_HELPERS
+
 #if T_KIND == KIND_COMPLEX
-TC binary_apply(uint op, TC x, TC y) {
-  switch (op) {
+TC BINARY_FN(BINARY_ARGS TC x, TC y) {
+  switch (BINARY_SEL) {
   case 0: return x + y;
   case 1: return x - y;
   case 2: return c_mul(x, y);
@@ -146,8 +158,8 @@ TC binary_apply(uint op, TC x, TC y) {
   return TC(0);
 }
 #else
-TC binary_apply(uint op, TC x, TC y) {
-  switch (op) {
+TC BINARY_FN(BINARY_ARGS TC x, TC y) {
+  switch (BINARY_SEL) {
 #if T_KIND == KIND_FLOAT
   // No contraction: in a fused program a product followed by a sum must
   // round twice, as two kernels do.
@@ -214,7 +226,7 @@ TC binary_apply(uint op, TC x, TC y) {
     // Clamped first: amounts of TC_BITS or more all act alike, and negating
     // the most negative amount would overflow.
     TC s = clamp(y, TC(-TC_BITS), TC(TC_BITS));
-    if (op == 14u) s = -s;
+    if ((BINARY_SEL) == 14u) s = -s;
     if (s >= TC(0)) return s >= TC(TC_BITS) ? TC(0) : x << s;
     s = -s;
     return s >= TC(TC_BITS) ? (x < TC(0) ? TC(-1) : TC(0)) : x >> s;

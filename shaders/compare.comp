@@ -28,9 +28,10 @@ layout(push_constant, std430) uniform PC {
   uint64_t imm;  // VARIANT 1: an immediate operand's bits
 } pc;
 
+#define COMPARE_FN apply
+#define COMPARE_ARGS
+#define COMPARE_SEL OP
 #include "compare_ops.glsl"
-
-bool apply(TC x, TC y) { return compare_apply(OP, x, y); }
 
 shared uint s_args[3 * NXV_MAX_RANK + 2];
 

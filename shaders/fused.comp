@@ -36,8 +36,6 @@
 #include "math64.glsl"
 #endif
 #include "binary_ops.glsl"
-#include "unary_ops.glsl"
-#include "compare_ops.glsl"
 
 #define MAX_IN 12
 #define MAX_INS 16
@@ -112,19 +110,104 @@ float f16_round(float x) {
 #define ROUND(v) (v)
 #endif
 
-#define STEP(K, W)                                                      \
+// Instruction K (word W) calls UN, BIN or CMP, the ops of its slot: each
+// switches on the op bits of W (fused_slot.glsl), and the class, op and
+// registers are constants, so once the runtime has pruned the module
+// (kernels/spv_prune.c) a slot holds its one op.
+#define STEP(K, W, UN, BIN, CMP)                                           \
   if (NINS > uint(K)) {                                                    \
-    uint cls = (W) & 3u, op = ((W) >> 2) & 63u, ra = ((W) >> 8) & 31u,  \
-         rb = ((W) >> 13) & 31u, rc = ((W) >> 18) & 31u;                \
-    TC v;                                                               \
-    if (cls == 0u) v = unary_apply(op, r[ra]);                          \
-    else if (cls == 1u) v = binary_apply(op, r[ra], r[rb]);             \
-    else if (cls == 2u) v = compare_apply(op, r[ra], r[rb]) ? TC(1) : TC(0); \
-    else v = r[ra] != TC(0) ? r[rb] : r[rc];                            \
+    const uint cls = (W) & 3u, ra = ((W) >> 8) & 31u,                      \
+               rb = ((W) >> 13) & 31u, rc = ((W) >> 18) & 31u;             \
+    TC v;                                                                  \
+    if (cls == 0u) v = UN(r[ra]);                                          \
+    else if (cls == 1u) v = BIN(r[ra], r[rb]);                             \
+    else if (cls == 2u) v = CMP(r[ra], r[rb]) ? TC(1) : TC(0);             \
+    else v = r[ra] != TC(0) ? r[rb] : r[rc];                               \
     r[NIN + uint(K)] = ROUND(v);                                           \
   }
 
 #ifndef INTERP
+#define SLOT_W P0
+#define SLOT_UN un0
+#define SLOT_BIN bin0
+#define SLOT_CMP cmp0
+#include "fused_slot.glsl"
+#define SLOT_W P1
+#define SLOT_UN un1
+#define SLOT_BIN bin1
+#define SLOT_CMP cmp1
+#include "fused_slot.glsl"
+#define SLOT_W P2
+#define SLOT_UN un2
+#define SLOT_BIN bin2
+#define SLOT_CMP cmp2
+#include "fused_slot.glsl"
+#define SLOT_W P3
+#define SLOT_UN un3
+#define SLOT_BIN bin3
+#define SLOT_CMP cmp3
+#include "fused_slot.glsl"
+#define SLOT_W P4
+#define SLOT_UN un4
+#define SLOT_BIN bin4
+#define SLOT_CMP cmp4
+#include "fused_slot.glsl"
+#define SLOT_W P5
+#define SLOT_UN un5
+#define SLOT_BIN bin5
+#define SLOT_CMP cmp5
+#include "fused_slot.glsl"
+#define SLOT_W P6
+#define SLOT_UN un6
+#define SLOT_BIN bin6
+#define SLOT_CMP cmp6
+#include "fused_slot.glsl"
+#define SLOT_W P7
+#define SLOT_UN un7
+#define SLOT_BIN bin7
+#define SLOT_CMP cmp7
+#include "fused_slot.glsl"
+#define SLOT_W P8
+#define SLOT_UN un8
+#define SLOT_BIN bin8
+#define SLOT_CMP cmp8
+#include "fused_slot.glsl"
+#define SLOT_W P9
+#define SLOT_UN un9
+#define SLOT_BIN bin9
+#define SLOT_CMP cmp9
+#include "fused_slot.glsl"
+#define SLOT_W P10
+#define SLOT_UN un10
+#define SLOT_BIN bin10
+#define SLOT_CMP cmp10
+#include "fused_slot.glsl"
+#define SLOT_W P11
+#define SLOT_UN un11
+#define SLOT_BIN bin11
+#define SLOT_CMP cmp11
+#include "fused_slot.glsl"
+#define SLOT_W P12
+#define SLOT_UN un12
+#define SLOT_BIN bin12
+#define SLOT_CMP cmp12
+#include "fused_slot.glsl"
+#define SLOT_W P13
+#define SLOT_UN un13
+#define SLOT_BIN bin13
+#define SLOT_CMP cmp13
+#include "fused_slot.glsl"
+#define SLOT_W P14
+#define SLOT_UN un14
+#define SLOT_BIN bin14
+#define SLOT_CMP cmp14
+#include "fused_slot.glsl"
+#define SLOT_W P15
+#define SLOT_UN un15
+#define SLOT_BIN bin15
+#define SLOT_CMP cmp15
+#include "fused_slot.glsl"
+
 shared uint s_args[NXV_MAX_RANK + MAX_IN * (NXV_MAX_RANK + 1)];
 
 void main() {
@@ -158,22 +241,22 @@ void main() {
     TC r[MAX_IN + MAX_INS];
     [[unroll]] for (uint k = 0u; k < MAX_IN; ++k)
       r[k] = k < NIN ? T_LD(BufT(pc.in_[k]).v[idx[k]]) : TC(0);
-    STEP(0, P0)
-    STEP(1, P1)
-    STEP(2, P2)
-    STEP(3, P3)
-    STEP(4, P4)
-    STEP(5, P5)
-    STEP(6, P6)
-    STEP(7, P7)
-    STEP(8, P8)
-    STEP(9, P9)
-    STEP(10, P10)
-    STEP(11, P11)
-    STEP(12, P12)
-    STEP(13, P13)
-    STEP(14, P14)
-    STEP(15, P15)
+    STEP(0, P0, un0, bin0, cmp0)
+    STEP(1, P1, un1, bin1, cmp1)
+    STEP(2, P2, un2, bin2, cmp2)
+    STEP(3, P3, un3, bin3, cmp3)
+    STEP(4, P4, un4, bin4, cmp4)
+    STEP(5, P5, un5, bin5, cmp5)
+    STEP(6, P6, un6, bin6, cmp6)
+    STEP(7, P7, un7, bin7, cmp7)
+    STEP(8, P8, un8, bin8, cmp8)
+    STEP(9, P9, un9, bin9, cmp9)
+    STEP(10, P10, un10, bin10, cmp10)
+    STEP(11, P11, un11, bin11, cmp11)
+    STEP(12, P12, un12, bin12, cmp12)
+    STEP(13, P13, un13, bin13, cmp13)
+    STEP(14, P14, un14, bin14, cmp14)
+    STEP(15, P15, un15, bin15, cmp15)
     pc.c.v[i] = T_ST(r[NIN + NINS - 1u]);
   }
 }

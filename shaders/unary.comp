@@ -88,9 +88,10 @@ TC apply(TC x) {
   return x;
 }
 #else
+#define UNARY_FN apply
+#define UNARY_ARGS
+#define UNARY_SEL OP
 #include "unary_ops.glsl"
-
-TC apply(TC x) { return unary_apply(OP, x); }
 #endif
 
 // Conversion TC -> O. Float to integer truncates toward zero, saturates and

@@ -1,14 +1,24 @@
 // unary_ops.glsl - the unary ops of unary.comp on a real compute type TC
-// of T: unary_apply(op, x) with op following nxv_unary_op in
-// include/nxv.h. Shared by unary.comp (op a specialization constant) and
-// fused.comp (op from a fused program). Needs types.glsl first, and
-// math64.glsl where TC is 64-bit or PRECISE32 is defined (f32
-// transcendentals evaluated in double). With CONVERT_ONLY it is the
-// identity.
+// of T, op following nxv_unary_op in include/nxv.h. Shared by unary.comp
+// and fused.comp. Needs types.glsl first, and math64.glsl where TC is
+// 64-bit or PRECISE32 is defined (f32 transcendentals evaluated in
+// double). With CONVERT_ONLY it is the identity.
+// Defines TC UNARY_FN(UNARY_ARGS TC x) computing op UNARY_SEL; by default
+// unary_apply(uint op, TC x). A shader whose op is a specialization
+// constant names it as UNARY_SEL with UNARY_ARGS empty, so the switch is
+// on that constant and the runtime (kernels/spv_prune.c) strips every
+// other case, and the math functions only they call, before the driver
+// compiles the module. May be included more than once with other names
+// (fused.comp: once per instruction slot).
+#ifndef UNARY_FN
+#define UNARY_FN unary_apply
+#define UNARY_ARGS uint op,
+#define UNARY_SEL op
+#endif
 
-TC unary_apply(uint op, TC x) {
+TC UNARY_FN(UNARY_ARGS TC x) {
 #if !defined(CONVERT_ONLY)
-  switch (op) {
+  switch (UNARY_SEL) {
   case 0: return x;
 #if T_KIND == KIND_FLOAT
   case 16: { precise TC p = x * x; return p; }  // see binary_ops.glsl

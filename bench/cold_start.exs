@@ -1,0 +1,102 @@
+# Cold start: the first training steps on a newly opened device whose
+# pipelines must all be created, with the runtime's SPIR-V pruning (the
+# default) and without it (the `no_spirv_prune` device option).
+#
+#   __GL_SHADER_DISK_CACHE=0 MESA_SHADER_CACHE_DISABLE=true \
+#     mix run bench/cold_start.exs [--model mlp|cnn|both] [--rounds N]
+#
+# (the two variables keep NVIDIA's and Mesa's own shader caches out of the
+# figures). For each round, model, path and setting, the default device is
+# reopened with `disable_disk_cache: true` and the setting, and the step of
+# bench/models.exs runs three times, each timed to its loss read on the
+# host: through `Nx.Vulkan.Compiler` (after `clear_cache/0`: the first call
+# traces, plans, creates the pipelines and runs) and through
+# `Nx.Defn.Evaluator` compiled ahead of time (the compile included in the
+# first call). Prints the first, second and third call in ms and the
+# pipelines created (of them pruned), one row per round; the figures of
+# the two settings alternate.
+Code.require_file("models.exs", __DIR__)
+
+{opts, _, invalid} =
+  OptionParser.parse(System.argv(), strict: [model: :string, rounds: :integer])
+
+if invalid != [] do
+  IO.puts(:stderr, "usage: mix run bench/cold_start.exs [--model mlp|cnn|both] [--rounds N]")
+  System.halt(1)
+end
+
+models =
+  case Keyword.get(opts, :model, "both") do
+    "mlp" -> [:mlp]
+    "cnn" -> [:cnn]
+    _ -> [:mlp, :cnn]
+  end
+
+rounds = Keyword.get(opts, :rounds, 2)
+
+defmodule ColdStart do
+  @moduledoc false
+
+  def data(:mlp), do: {&NxBench.Models.mlp_step/3, NxBench.Data.mlp_data()}
+  def data(:cnn), do: {&NxBench.Models.cnn_step/3, NxBench.Data.cnn_data()}
+
+  # ms of each of three calls of the step, and the device's pipelines
+  # created and pruned by the end.
+  def run(model, path, prune?) do
+    Nx.Vulkan.reopen(nil, %{disable_disk_cache: true, no_spirv_prune: not prune?})
+    Nx.Vulkan.Compiler.clear_cache()
+    # Data on the new context.
+    {step, {params, x, y}} = data(model)
+
+    {times, _} =
+      Enum.map_reduce(1..3, nil, fn _, aot ->
+        {us, aot} =
+          :timer.tc(fn ->
+            fun =
+              case path do
+                :compiler ->
+                  Nx.Defn.jit(step, compiler: Nx.Vulkan.Compiler)
+
+                :evaluator ->
+                  aot || Nx.Defn.compile(step, [params, x, y], compiler: Nx.Defn.Evaluator)
+              end
+
+            {_params, loss} = fun.(params, x, y)
+            Nx.to_number(loss)
+            if path == :evaluator, do: fun
+          end)
+
+        {us / 1000, aot}
+      end)
+
+    s = Nx.Vulkan.stats()
+    {times, s.pipelines, s.pipelines_pruned}
+  end
+end
+
+IO.puts(
+  "cold start (ms per call; pipelines created / pruned), device reopened for each row, " <>
+    "disk cache off"
+)
+
+IO.puts(
+  String.pad_trailing("model path setting", 32) <>
+    String.pad_leading("first", 10) <>
+    String.pad_leading("second", 10) <>
+    String.pad_leading("third", 10) <> String.pad_leading("pipelines", 16)
+)
+
+for round <- 1..rounds, model <- models, path <- [:compiler, :evaluator] do
+  settings = if rem(round, 2) == 1, do: [true, false], else: [false, true]
+
+  for prune? <- settings do
+    {[a, b, c], n, pruned} = ColdStart.run(model, path, prune?)
+    label = "#{model} #{path} #{if prune?, do: "pruned", else: "whole"}"
+
+    IO.puts(
+      String.pad_trailing(label, 32) <>
+        (for t <- [a, b, c], into: "", do: String.pad_leading(:erlang.float_to_binary(t, decimals: 1), 10)) <>
+        String.pad_leading("#{n} / #{pruned}", 16)
+    )
+  end
+end
