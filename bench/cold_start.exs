@@ -33,6 +33,8 @@ models =
   end
 
 rounds = Keyword.get(opts, :rounds, 2)
+Nx.global_default_backend(Nx.Vulkan.Backend)
+Nx.default_backend(Nx.Vulkan.Backend)
 
 defmodule ColdStart do
   @moduledoc false
