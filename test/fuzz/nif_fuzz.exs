@@ -1011,6 +1011,7 @@ defmodule NxVulkan.NifFuzz do
     no_latency_timing: [true, false],
     no_gpu_timestamps: [true, false],
     defer_elementwise: [true, false],
+    no_spirv_prune: [true, false],
     download_kernel: [:auto, :always, :never]
   ]
 
@@ -2248,7 +2249,8 @@ defmodule NxVulkan.NifFuzz do
             cache_dir: String.duplicate("d", 600),
             no_latency_timing: :no,
             no_gpu_timestamps: 0,
-            defer_elementwise: "no"
+            defer_elementwise: "no",
+            no_spirv_prune: 1
           )
 
         {Map.merge(opts, Map.new([bad])), :opts, :must}
