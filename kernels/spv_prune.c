@@ -213,10 +213,27 @@ typedef struct pass {
   fn *fns;
   uint32_t nfns;
   uint32_t int_const;   /* a 32-bit integer constant, for one-target switches */
+  bool oom;             /* an allocation failed */
 } pass;
 
 static inline uint32_t ilen(const pass *p, uint32_t i) { return p->w[p->at[i]] >> 16; }
 static inline const uint32_t *inst(const pass *p, uint32_t i) { return p->w + p->at[i]; }
+
+/* Makes room for item n of *items (capacity *cap items of size bytes,
+ * doubled as needed); false, with p->oom set, when host memory runs out. */
+static bool grow(pass *p, void *items, uint32_t *cap, uint32_t n, size_t size) {
+  void **arr = items;
+  if (*arr && n < *cap) return true;
+  uint32_t c = *arr ? *cap * 2 : *cap;
+  void *m = realloc(*arr, (size_t)c * size);
+  if (!m) {
+    p->oom = true;
+    return false;
+  }
+  *arr = m;
+  *cap = c;
+  return true;
+}
 
 static uint64_t mask_of(uint32_t width) {
   return width >= 64 ? ~0ull : width == 0 ? 1ull : ((1ull << width) - 1ull);
@@ -306,23 +323,17 @@ static void set_known(pass *p, uint32_t id, uint32_t type, uint64_t v) {
 static bool scan(pass *p, const nxv_spv_spec *specs, uint32_t nspecs) {
   size_t off = HEADER_WORDS;
   uint32_t cap = 1024;
-  p->at = malloc(cap * sizeof *p->at);
-  if (!p->at) return false;
   while (off < p->nwords) {
     uint32_t len = p->w[off] >> 16;
     if (len == 0 || off + len > p->nwords) return false;
-    if (p->ninst == cap) {
-      cap *= 2;
-      uint32_t *n = realloc(p->at, cap * sizeof *n);
-      if (!n) return false;
-      p->at = n;
-    }
+    if (!grow(p, &p->at, &cap, p->ninst, sizeof *p->at)) return false;
     p->at[p->ninst++] = (uint32_t)off;
     off += len;
   }
   for (uint32_t i = 0; i < p->ninst; i++) {
     const uint32_t *in = inst(p, i);
     uint32_t op = in[0] & 0xFFFFu, len = ilen(p, i);
+    if (op == OP_DECORATION_GROUP) return false; /* group decorations: not handled */
     if (op == OP_DECORATE && len >= 4 && in[2] == DECORATION_SPEC_ID && in[1] < p->bound)
       p->spec[in[1]] = in[3];
     else if (op == OP_TYPE_INT && len >= 4 && in[1] < p->bound && in[2] <= 64)
@@ -371,22 +382,13 @@ static bool scan(pass *p, const nxv_spv_spec *specs, uint32_t nspecs) {
 /* Collects functions and blocks; decides the rewritten selections. */
 static bool collect(pass *p) {
   uint32_t bcap = 256, fcap = 32;
-  p->blocks = malloc(bcap * sizeof *p->blocks);
-  p->fns = malloc(fcap * sizeof *p->fns);
-  if (!p->blocks || !p->fns) return false;
   fn *f = NULL;
   block *b = NULL;
   for (uint32_t i = 0; i < p->ninst; i++) {
     const uint32_t *in = inst(p, i);
     uint32_t op = in[0] & 0xFFFFu, len = ilen(p, i);
     if (op == OP_FUNCTION) {
-      if (f || len < 5) return false;
-      if (p->nfns == fcap) {
-        fcap *= 2;
-        fn *n = realloc(p->fns, fcap * sizeof *n);
-        if (!n) return false;
-        p->fns = n;
-      }
+      if (f || len < 5 || !grow(p, &p->fns, &fcap, p->nfns, sizeof *p->fns)) return false;
       f = &p->fns[p->nfns++];
       *f = (fn){.id = in[2], .first = i, .b0 = p->nblocks};
     } else if (op == OP_FUNCTION_END) {
@@ -395,13 +397,9 @@ static bool collect(pass *p) {
       f->nb = p->nblocks - f->b0;
       f = NULL;
     } else if (op == OP_LABEL) {
-      if (!f || b || len < 2 || in[1] >= p->bound) return false;
-      if (p->nblocks == bcap) {
-        bcap *= 2;
-        block *n = realloc(p->blocks, bcap * sizeof *n);
-        if (!n) return false;
-        p->blocks = n;
-      }
+      if (!f || b || len < 2 || in[1] >= p->bound ||
+          !grow(p, &p->blocks, &bcap, p->nblocks, sizeof *p->blocks))
+        return false;
       b = &p->blocks[p->nblocks++];
       *b = (block){.label = in[1], .first = i, .merge = -1};
     } else if (b && (op == OP_SELECTION_MERGE || op == OP_LOOP_MERGE)) {
@@ -417,7 +415,7 @@ static bool collect(pass *p) {
                  p->vwidth[in[1]] <= 32 && (len - 3) % 2 == 0) {
           b->taken = in[2];
           for (uint32_t k = 3; k + 1 < len; k += 2)
-            if (in[k] == (uint32_t)p->val[in[1]]) {
+            if ((in[k] & mask_of(p->vwidth[in[1]])) == p->val[in[1]]) {
               b->taken = in[k + 1];
               break;
             }
@@ -519,7 +517,8 @@ static void liveness(pass *p, uint32_t *stack) {
 typedef struct out_buf {
   uint32_t *w;
   size_t n, cap;
-  bool failed;
+  bool failed;  /* something the pass does not handle, or oom */
+  bool oom;     /* host memory ran out */
 } out_buf;
 
 static void emit(out_buf *o, const uint32_t *w, uint32_t n) {
@@ -529,7 +528,7 @@ static void emit(out_buf *o, const uint32_t *w, uint32_t n) {
     while (cap < o->n + n) cap *= 2;
     uint32_t *nw = realloc(o->w, cap * sizeof *nw);
     if (!nw) {
-      o->failed = true;
+      o->failed = o->oom = true;
       return;
     }
     o->w = nw;
@@ -673,7 +672,10 @@ nxv_status nxv_spv_prune(const uint32_t *words, size_t nwords,
     p.spec[i] = -1;
     p.block_of[i] = -1;
   }
-  if (!scan(&p, specs, nspecs) || !collect(&p)) goto done;
+  if (!scan(&p, specs, nspecs) || !collect(&p)) {
+    if (p.oom) st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "pruning a SPIR-V module");
+    goto done;
+  }
   stack = malloc((p.nblocks + p.nfns + 1) * sizeof *stack);
   if (!stack) {
     st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "pruning a SPIR-V module");
@@ -690,6 +692,7 @@ nxv_status nxv_spv_prune(const uint32_t *words, size_t nwords,
   write_module(&p, &o);
   if (o.failed) {
     free(o.w);
+    if (o.oom) st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "writing a pruned SPIR-V module");
     goto done;
   }
   *out_words = o.w;

@@ -27,8 +27,9 @@
  * exactly what the original module specialized that way computes.
  *
  * Anything the pass does not handle (a module it cannot parse, an
- * unreachable loop continue target, a selector wider than 32 bits) leaves
- * the module as it is: *out_words is NULL and the caller uses the original.
+ * unreachable loop continue target, a selector wider than 32 bits,
+ * decoration groups, a phi of more than 64 predecessors) leaves the module
+ * as it is: *out_words is NULL and the caller uses the original.
  *
  * Thread safety: pure functions of their arguments.
  */
