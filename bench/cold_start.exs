@@ -17,8 +17,7 @@
 # the two settings alternate.
 Code.require_file("models.exs", __DIR__)
 
-{opts, _, invalid} =
-  OptionParser.parse(System.argv(), strict: [model: :string, rounds: :integer])
+{opts, _, invalid} = OptionParser.parse(System.argv(), strict: [model: :string, rounds: :integer])
 
 if invalid != [] do
   IO.puts(:stderr, "usage: mix run bench/cold_start.exs [--model mlp|cnn|both] [--rounds N]")
@@ -97,7 +96,11 @@ for round <- 1..rounds, model <- models, path <- [:compiler, :evaluator] do
 
     IO.puts(
       String.pad_trailing(label, 32) <>
-        (for t <- [a, b, c], into: "", do: String.pad_leading(:erlang.float_to_binary(t, decimals: 1), 10)) <>
+        for(
+          t <- [a, b, c],
+          into: "",
+          do: String.pad_leading(:erlang.float_to_binary(t, decimals: 1), 10)
+        ) <>
         String.pad_leading("#{n} / #{pruned}", 16)
     )
   end
