@@ -331,6 +331,9 @@ typedef struct nxv_stats {
   uint64_t pipelines;            /* pipelines created */
   uint64_t pipelines_pruned;     /* of those, created from a module pruned
                                     for their specialization constants */
+  uint64_t program_pipelines;    /* pipelines specialized for a fused
+                                    program (nxv_fused, fused deferred ops),
+                                    among pipelines */
   bool cache_file_loaded;
   bool cache_file_rejected;
   char cache_reject_reason[128]; /* why the file was rejected, "" if not */

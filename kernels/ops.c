@@ -856,9 +856,9 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   NXV_TRY(nxv_ops_check_shape(rank, shape_in, &n));
   int64_t shape[NXV_MAX_RANK], strides[NXV_FUSED_MAX_INPUTS][NXV_MAX_RANK];
   if (rank) memcpy(shape, shape_in, rank * sizeof *shape);
-  if (imm_mask >> ninputs || (imm_mask && !interpret))
+  if (imm_mask >> ninputs)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: immediate mask 0x%x: immediates are "
-                    "for the interpreting kernel, among the %u inputs", imm_mask, ninputs);
+                    "among the %u inputs", imm_mask, ninputs);
   for (uint32_t k = 0; k < ninputs; k++) {
     char what[32];
     if ((imm_mask >> k) & 1u) {
@@ -939,9 +939,10 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   for (uint32_t k = 0; k < ninputs; k++)
     if (!((imm_mask >> k) & 1u)) node_use(node, inputs[k].tensor, false);
   node_use(node, res, true);
-  /* Specialization constants 3 .. 22 (fused.comp). */
-  uint32_t words[4 + NXV_FUSED_MAX_INSTRS] = {ninputs, ninstrs, scalar, strided};
+  /* Specialization constants 3 .. 23 (fused.comp). */
+  uint32_t words[5 + NXV_FUSED_MAX_INSTRS] = {ninputs, ninstrs, scalar, strided};
   memcpy(words + 4, program, ninstrs * sizeof *program);
+  words[4 + NXV_FUSED_MAX_INSTRS] = imm_mask;
   static const nxv_spv_module plain[] = {NXV_SPV_FUSED_F16, NXV_SPV_FUSED_BF16,
                                          NXV_SPV_FUSED_F32, NXV_SPV_FUSED_F64};
   static const nxv_spv_module in_dbl[] = {NXV_SPV_FUSED_F16_PRECISE,
@@ -956,7 +957,7 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
     st = nxv_registry_pipeline(d->kernels, interp[ti], 0, 0, &node->pipeline);
   } else {
     st = nxv_registry_program(d->kernels, in_double ? in_dbl[ti] : plain[ti], words,
-                              4 + NXV_FUSED_MAX_INSTRS, &node->pipeline);
+                              5 + NXV_FUSED_MAX_INSTRS, &node->pipeline);
   }
   if (st == NXV_OK) {
     node->kind = NXV_NODE_DISPATCH;

@@ -50,9 +50,10 @@ bool nxv_ops_fused_basic(uint32_t cls, uint32_t op);
 /* nxv_fused, or with interpret a program of basic ops (else
  * NXV_ERR_INVALID_ARGUMENT) run through the interpreting kernel (one
  * pipeline for every program, none created per program) instead of a
- * pipeline specialized for it; both compute the same bits. Interpreted,
- * the inputs whose bit is set in imm_mask are immediates: their views are
- * ignored and imm_bits[k] holds input k's bits of dtype in its low bytes.
+ * pipeline specialized for it; both compute the same bits. The inputs
+ * whose bit is set in imm_mask are immediates: their views are ignored and
+ * imm_bits[k] holds input k's bits of dtype in its low bytes (a
+ * specialized pipeline is then one of the program and its mask).
  * Thread-safe. */
 nxv_status nxv_ops_fused(nxv_device *device, nxv_dtype dtype, uint32_t rank,
                          const int64_t *shape, uint32_t ninputs, const nxv_view *inputs,

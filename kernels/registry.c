@@ -273,4 +273,7 @@ void nxv_registry_stats(nxv_registry *r, nxv_stats *st) {
   st->pipeline_disk_hits = atomic_load(&r->disk_hits);
   st->pipelines = atomic_load(&r->created);
   st->pipelines_pruned = atomic_load(&r->pruned);
+  pthread_mutex_lock(&r->mu);
+  st->program_pipelines = r->nprograms;
+  pthread_mutex_unlock(&r->mu);
 }

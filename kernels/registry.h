@@ -72,7 +72,7 @@ nxv_status nxv_registry_program(nxv_registry *registry, nxv_spv_module module,
                                 VkPipeline *out_pipeline);
 
 /* Fills pipeline_hits, pipeline_misses, pipeline_disk_hits, pipelines,
- * pipelines_pruned. */
+ * pipelines_pruned, program_pipelines. */
 void nxv_registry_stats(nxv_registry *registry, nxv_stats *stats);
 
 #endif

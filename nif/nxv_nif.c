@@ -516,6 +516,7 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "pipeline_disk_hits", s.pipeline_disk_hits);
   PUT_U64(m, "pipelines", s.pipelines);
   PUT_U64(m, "pipelines_pruned", s.pipelines_pruned);
+  PUT_U64(m, "program_pipelines", s.program_pipelines);
   PUT_BOOL(m, "cache_file_loaded", s.cache_file_loaded);
   PUT_BOOL(m, "cache_file_rejected", s.cache_file_rejected);
   PUT(m, "cache_reject_reason", mk_binary(env, s.cache_reject_reason));

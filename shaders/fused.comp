@@ -16,14 +16,14 @@
 //   7 .. 22 the instruction words P0 .. P15, each
 //     bits 0-1 class (0 unary, 1 binary, 2 compare, 3 select),
 //     bits 2-7 op (nxv_unary_op, nxv_binary_op, nxv_compare_op),
-//     bits 8-12, 13-17, 18-22 operand registers a, b, c.
+//     bits 8-12, 13-17, 18-22 operand registers a, b, c,
+//   23 IMM (bit k: input k is an immediate, its bits of T in the low bits
+//     of pc.in_[k] instead of an address).
 // A compare writes 1 or 0; select(a, b, c) is b where a != 0, else c.
 // With INTERP defined a program of the basic ops (unary copy, negate, abs
 // and square; binary add, subtract, multiply, divide, max and min; no
 // compare or select) is interpreted instead: NIN, NINS, SCALAR, STRIDED,
-// IMM (bit k: input k is an immediate, its bits of T in the low bits of
-// pc.in_[k] instead of an address) and P0 .. P15 are words 0 .. 20 of the
-// arena and the strided layout below starts at word 21, so one small
+// IMM and P0 .. P15 are words 0 .. 20 of the arena and the strided layout below starts at word 21, so one small
 // pipeline runs every such program (none to create per program; each op
 // costs a uniform branch per element).
 // Inputs that are neither scalar nor strided are contiguous; their
@@ -60,6 +60,7 @@ layout(constant_id = 19) const uint P12 = 0;
 layout(constant_id = 20) const uint P13 = 0;
 layout(constant_id = 21) const uint P14 = 0;
 layout(constant_id = 22) const uint P15 = 0;
+layout(constant_id = 23) const uint IMM = 0;  // bit k: input k is an immediate
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 
@@ -240,7 +241,9 @@ void main() {
     }
     TC r[MAX_IN + MAX_INS];
     [[unroll]] for (uint k = 0u; k < MAX_IN; ++k)
-      r[k] = k < NIN ? T_LD(BufT(pc.in_[k]).v[idx[k]]) : TC(0);
+      r[k] = k >= NIN                ? TC(0)
+             : ((IMM >> k) & 1u) != 0u ? imm_value(pc.in_[k])
+                                       : T_LD(BufT(pc.in_[k]).v[idx[k]]);
     STEP(0, P0, un0, bin0, cmp0)
     STEP(1, P1, un1, bin1, cmp1)
     STEP(2, P2, un2, bin2, cmp2)

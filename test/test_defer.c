@@ -396,6 +396,71 @@ NXV_TEST(defer, deferred_results_read_by_other_ops) {
   nxv_device_release(d);
 }
 
+/* Programs over large tensors (2^22 elements and more) run through a
+ * pipeline specialized for them, numbers as immediates included: the same
+ * bits as the ops one kernel each, and one program pipeline created. */
+NXV_TEST(defer, large_programs_take_specialized_pipelines) {
+  nxv_device *dd = test_open_device_deferred(), *d = test_open_device();
+  REQUIRE(dd && d);
+  nxv_device_info info;
+  REQUIRE_OK(nxv_device_info_get(d, &info));
+  const int64_t shape[2] = {2048, 2049}; /* 4,196,352 elements */
+  const uint64_t n = 2048ull * 2049ull;
+  uint64_t rng = 0xB16;
+  const nxv_dtype types[2] = {NXV_F32, NXV_F16};
+  for (int ti = 0; ti < 2; ti++) {
+    nxv_dtype t = types[ti];
+    if (t == NXV_F16 && !info.storage_16bit) continue;
+    nxv_tensor *hx = upload_random(d, t, n, &rng), *hy = upload_random(d, t, n, &rng);
+    size_t es = nxv_dtype_size(t);
+    unsigned char *host = test_xcalloc(n, es);
+    CHECK_OK(nxv_tensor_download(hx, 0, n, host));
+    nxv_tensor *dx = NULL, *dy = NULL;
+    CHECK_OK(nxv_tensor_upload(dd, t, n, host, &dx));
+    CHECK_OK(nxv_tensor_download(hy, 0, n, host));
+    CHECK_OK(nxv_tensor_upload(dd, t, n, host, &dy));
+    free(host);
+    uint64_t half = bits_of(t, 0.5), three = bits_of(t, 3.0);
+    /* ((x * 0.5 - y) max 3) / (|y| + x) on both devices */
+    nxv_tensor *out[2] = {NULL, NULL};
+    nxv_device *devs[2] = {dd, d};
+    nxv_tensor *xs[2] = {dx, hx}, *ys[2] = {dy, hy};
+    nxv_stats before;
+    CHECK_OK(nxv_device_stats(dd, &before));
+    for (int k = 0; k < 2; k++) {
+      nxv_view vx = {xs[k], 0, NULL}, vy = {ys[k], 0, NULL};
+      nxv_tensor *a = NULL, *b = NULL, *c = NULL, *e = NULL, *f = NULL;
+      CHECK_OK(nxv_binary_scalar(devs[k], NXV_MUL, 2, shape, &vx, false, &half, &a));
+      nxv_view va = {a, 0, NULL};
+      CHECK_OK(nxv_binary(devs[k], NXV_SUB, 2, shape, &va, &vy, &b));
+      nxv_view vb = {b, 0, NULL};
+      CHECK_OK(nxv_binary_scalar(devs[k], NXV_MAX, 2, shape, &vb, false, &three, &c));
+      CHECK_OK(nxv_unary(devs[k], NXV_ABS, 2, shape, &vy, &e));
+      nxv_view ve = {e, 0, NULL};
+      CHECK_OK(nxv_binary(devs[k], NXV_ADD, 2, shape, &ve, &vx, &f));
+      nxv_view vc = {c, 0, NULL}, vf = {f, 0, NULL};
+      CHECK_OK(nxv_binary(devs[k], NXV_DIV, 2, shape, &vc, &vf, &out[k]));
+      nxv_tensor *tmp[5] = {a, b, c, e, f};
+      for (int i = 0; i < 5; i++)
+        if (tmp[i]) nxv_tensor_release(tmp[i]);
+    }
+    if (out[0] && out[1]) CHECK(same_contents(out[0], out[1], t, n, "large program"));
+    nxv_stats after;
+    CHECK_OK(nxv_device_stats(dd, &after));
+    CHECK_MSG(after.deferred_fused > before.deferred_fused, "%s: nothing fused",
+              nxv_dtype_name(t));
+    CHECK_MSG(after.program_pipelines > before.program_pipelines,
+              "%s: no pipeline specialized for the program", nxv_dtype_name(t));
+    for (int k = 0; k < 2; k++)
+      if (out[k]) nxv_tensor_release(out[k]);
+    nxv_tensor *all[4] = {hx, hy, dx, dy};
+    for (int i = 0; i < 4; i++)
+      if (all[i]) nxv_tensor_release(all[i]);
+  }
+  nxv_device_release(dd);
+  nxv_device_release(d);
+}
+
 NXV_TEST(defer, unread_results_queue_nothing) {
   nxv_device *d = test_open_device_deferred();
   REQUIRE(d);
