@@ -345,6 +345,8 @@ defmodule Nx.Vulkan.Telemetry do
   defp cache_measurements(s) do
     %{
       pipelines: s.pipelines,
+      pruned: s.pipelines_pruned,
+      programs: s.program_pipelines,
       hits: s.pipeline_hits,
       misses: s.pipeline_misses,
       disk_hits: s.pipeline_disk_hits

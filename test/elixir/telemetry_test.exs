@@ -154,6 +154,8 @@ defmodule Nx.Vulkan.TelemetryTest do
     assert cmeta.action == :open and cmeta.device == index
     assert is_boolean(cmeta.loaded) and is_boolean(cmeta.rejected)
     assert c.pipelines >= 0 and c.hits >= 0
+    assert c.pruned >= 0 and c.pruned <= c.pipelines
+    assert c.programs >= 0 and c.programs <= c.pipelines
   end
 
   @tag :nx

@@ -106,7 +106,8 @@ defmodule Mix.Tasks.NxVulkan.Info do
       end
 
     info.info(
-      "  pipeline cache: #{cache}; #{s.pipelines} pipelines created, " <>
+      "  pipeline cache: #{cache}; #{s.pipelines} pipelines created " <>
+        "(#{s.pipelines_pruned} from pruned SPIR-V, #{s.program_pipelines} for fused programs), " <>
         "#{s.pipeline_hits} hits, #{s.pipeline_misses} misses, #{s.pipeline_disk_hits} from disk"
     )
   end
