@@ -6,6 +6,7 @@
  * shapes, the per-program pipeline cache and argument validation.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -395,5 +396,95 @@ NXV_TEST(fused, bad_arguments_fail_cleanly) {
   nxv_tensor_release(out);
   nxv_tensor_release(t);
   nxv_tensor_release(ti);
+  nxv_device_release(d);
+}
+
+/* Threads asking one device for the same and for different programs at
+ * once: each program's pipeline is created once, and every result equals
+ * the single-threaded one bitwise. */
+#define PROG_THREADS 8
+#define PROG_COUNT 6
+#define PROG_N 257
+
+typedef struct prog_ctx {
+  nxv_device *d;
+  nxv_tensor *x;
+  const uint32_t (*progs)[3];
+  unsigned char (*want)[PROG_N * 4];
+  int id;
+  int bad;
+} prog_ctx;
+
+static nxv_tensor *run_prog(nxv_device *d, nxv_tensor *x, const uint32_t *prog) {
+  int64_t shape[1] = {PROG_N};
+  nxv_view v[2] = {{x, 0, NULL}, {x, 0, NULL}};
+  nxv_tensor *out = NULL;
+  return nxv_fused(d, NXV_F32, 1, shape, 2, v, 3, prog, &out) == NXV_OK ? out : NULL;
+}
+
+static void *prog_thread(void *arg) {
+  prog_ctx *c = arg;
+  for (int r = 0; r < 3; r++)
+    for (int k = 0; k < PROG_COUNT; k++) {
+      int p = (k + c->id + r) % PROG_COUNT; /* each thread in its own order */
+      nxv_tensor *out = run_prog(c->d, c->x, c->progs[p]);
+      unsigned char got[PROG_N * 4];
+      if (!out || nxv_tensor_download(out, 0, PROG_N, got) != NXV_OK ||
+          memcmp(got, c->want[p], sizeof got) != 0)
+        c->bad++;
+      if (out) nxv_tensor_release(out);
+    }
+  return NULL;
+}
+
+NXV_TEST(concurrency, fused_programs_created_by_threads_at_once) {
+  static const uint32_t progs[PROG_COUNT][3] = {
+      {NXV_FUSED_INSTR(0, NXV_EXP, 0, 0, 0), NXV_FUSED_INSTR(1, NXV_ADD, 2, 1, 0),
+       NXV_FUSED_INSTR(0, NXV_LOG, 3, 0, 0)},
+      {NXV_FUSED_INSTR(0, NXV_TANH, 0, 0, 0), NXV_FUSED_INSTR(1, NXV_MUL, 2, 1, 0),
+       NXV_FUSED_INSTR(0, NXV_NEG, 3, 0, 0)},
+      {NXV_FUSED_INSTR(0, NXV_SIN, 0, 0, 0), NXV_FUSED_INSTR(1, NXV_POW, 2, 1, 0),
+       NXV_FUSED_INSTR(0, NXV_ABS, 3, 0, 0)},
+      {NXV_FUSED_INSTR(2, NXV_LESS, 0, 1, 0), NXV_FUSED_INSTR(3, 0, 2, 0, 1),
+       NXV_FUSED_INSTR(0, NXV_SIGMOID, 3, 0, 0)},
+      {NXV_FUSED_INSTR(0, NXV_SQRT, 0, 0, 0), NXV_FUSED_INSTR(1, NXV_DIV, 1, 2, 0),
+       NXV_FUSED_INSTR(1, NXV_MAX, 3, 0, 0)},
+      {NXV_FUSED_INSTR(0, NXV_ERF, 0, 0, 0), NXV_FUSED_INSTR(1, NXV_SUB, 2, 1, 0),
+       NXV_FUSED_INSTR(0, NXV_SQUARE, 3, 0, 0)}};
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  float host[PROG_N];
+  for (int i = 0; i < PROG_N; i++) host[i] = 0.01f * (float)(i - 128);
+  nxv_tensor *x;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, PROG_N, host, &x));
+  /* The reference, single-threaded, on a device of its own. */
+  nxv_device *rd = test_open_device();
+  REQUIRE(rd);
+  nxv_tensor *rx;
+  REQUIRE_OK(nxv_tensor_upload(rd, NXV_F32, PROG_N, host, &rx));
+  static unsigned char want[PROG_COUNT][PROG_N * 4];
+  for (int p = 0; p < PROG_COUNT; p++) {
+    nxv_tensor *out = run_prog(rd, rx, progs[p]);
+    REQUIRE(out);
+    REQUIRE_OK(nxv_tensor_download(out, 0, PROG_N, want[p]));
+    nxv_tensor_release(out);
+  }
+  nxv_tensor_release(rx);
+  nxv_device_release(rd);
+  prog_ctx ctx[PROG_THREADS];
+  pthread_t th[PROG_THREADS];
+  for (int i = 0; i < PROG_THREADS; i++) {
+    ctx[i] = (prog_ctx){.d = d, .x = x, .progs = progs, .want = want, .id = i};
+    REQUIRE(pthread_create(&th[i], NULL, prog_thread, &ctx[i]) == 0);
+  }
+  for (int i = 0; i < PROG_THREADS; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_MSG(ctx[i].bad == 0, "thread %d: %d wrong or failed results", i, ctx[i].bad);
+  }
+  nxv_stats s;
+  CHECK_OK(nxv_device_stats(d, &s));
+  CHECK_MSG(s.program_pipelines == PROG_COUNT, "%llu program pipelines, expected %d",
+            (unsigned long long)s.program_pipelines, PROG_COUNT);
+  nxv_tensor_release(x);
   nxv_device_release(d);
 }
