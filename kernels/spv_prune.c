@@ -484,17 +484,21 @@ static bool reach(pass *p, uint32_t *stack) {
   return true;
 }
 
+/* Marks the function id live and pushes it onto the stack, once. */
+static void mark_live(pass *p, uint32_t id, uint32_t *stack, uint32_t *sp) {
+  for (uint32_t fi = 0; fi < p->nfns; fi++)
+    if (p->fns[fi].id == id && !p->fns[fi].live) {
+      p->fns[fi].live = true;
+      stack[(*sp)++] = fi;
+    }
+}
+
 /* Marks the functions called, transitively, from the entry points. */
 static void liveness(pass *p, uint32_t *stack) {
   uint32_t sp = 0;
   for (uint32_t i = 0; i < p->ninst; i++) {
     const uint32_t *in = inst(p, i);
-    if ((in[0] & 0xFFFFu) != OP_ENTRY_POINT || ilen(p, i) < 3) continue;
-    for (uint32_t fi = 0; fi < p->nfns; fi++)
-      if (p->fns[fi].id == in[2] && !p->fns[fi].live) {
-        p->fns[fi].live = true;
-        stack[sp++] = fi;
-      }
+    if ((in[0] & 0xFFFFu) == OP_ENTRY_POINT && ilen(p, i) >= 3) mark_live(p, in[2], stack, &sp);
   }
   while (sp > 0) {
     fn *f = &p->fns[stack[--sp]];
@@ -503,12 +507,8 @@ static void liveness(pass *p, uint32_t *stack) {
       if (!b->reachable) continue;
       for (uint32_t i = b->first; i < b->term; i++) {
         const uint32_t *in = inst(p, i);
-        if ((in[0] & 0xFFFFu) != OP_FUNCTION_CALL || ilen(p, i) < 4) continue;
-        for (uint32_t fi = 0; fi < p->nfns; fi++)
-          if (p->fns[fi].id == in[3] && !p->fns[fi].live) {
-            p->fns[fi].live = true;
-            stack[sp++] = fi;
-          }
+        if ((in[0] & 0xFFFFu) == OP_FUNCTION_CALL && ilen(p, i) >= 4)
+          mark_live(p, in[3], stack, &sp);
       }
     }
   }
