@@ -427,7 +427,8 @@ static bool collect(pass *p) {
   return f == NULL && b == NULL;
 }
 
-/* The successors of block b, after its rewrite: calls visit(label). */
+/* Runs BODY with L bound to each successor label of block b, after its
+ * rewrite. */
 #define FOR_SUCC(p, b, L, BODY)                                              \
   do {                                                                       \
     const uint32_t *t_ = inst(p, (b)->term);                                 \
@@ -449,7 +450,8 @@ static bool reach(pass *p, uint32_t *stack) {
   for (uint32_t fi = 0; fi < p->nfns; fi++) {
     fn *f = &p->fns[fi];
     if (f->nb == 0) continue; /* a declaration */
-    for (uint32_t k = 0; k < f->nb; k++) p->block_of[p->blocks[f->b0 + k].label] = (int32_t)(f->b0 + k);
+    for (uint32_t k = 0; k < f->nb; k++)
+    p->block_of[p->blocks[f->b0 + k].label] = (int32_t)(f->b0 + k);
     uint32_t sp = 0;
     p->blocks[f->b0].reachable = true;
     stack[sp++] = f->b0;
@@ -550,7 +552,8 @@ static void write_function(pass *p, fn *f, out_buf *o) {
   uint32_t body = f->nb ? p->blocks[f->b0].first : f->end;
   for (uint32_t i = f->first; i < body; i++) /* OpFunction, parameters */
     if (!is_debug(inst(p, i)[0] & 0xFFFFu)) emit(o, inst(p, i), ilen(p, i));
-  for (uint32_t k = 0; k < f->nb; k++) p->block_of[p->blocks[f->b0 + k].label] = (int32_t)(f->b0 + k);
+  for (uint32_t k = 0; k < f->nb; k++)
+    p->block_of[p->blocks[f->b0 + k].label] = (int32_t)(f->b0 + k);
   for (uint32_t k = 0; k < f->nb && !o->failed; k++) {
     const block *b = &p->blocks[f->b0 + k];
     if (!b->reachable) {
@@ -615,7 +618,8 @@ static void write_module(pass *p, out_buf *o) {
     uint32_t bk = 0;
     for (uint32_t i = f->first; i <= f->end; i++) {
       while (bk < f->nb && p->blocks[f->b0 + bk].term < i) bk++;
-      const block *b = bk < f->nb && i >= p->blocks[f->b0 + bk].first ? &p->blocks[f->b0 + bk] : NULL;
+      const block *b =
+          bk < f->nb && i >= p->blocks[f->b0 + bk].first ? &p->blocks[f->b0 + bk] : NULL;
       bool keep = f->live && (!b || b->reachable || (b->stub && i == b->first));
       uint32_t id = body_result(inst(p, i), ilen(p, i));
       if (id && id < p->bound) {
