@@ -31,7 +31,8 @@ struct nxv_registry {
   VkShaderModule modules[NXV_SPV_COUNT];          /* owned, lazily */
   _Atomic(VkPipeline) pipelines[NXV_SPV_COUNT][SLOTS]; /* owned, lazily */
   program_entry *programs;          /* owned, PROGRAM_TABLE entries; under mu */
-  uint32_t nprograms;               /* entries in use; under mu */
+  atomic_uint nprograms;            /* entries in use; written under mu,
+                                       read by the stats without it */
   atomic_uint_fast64_t hits, misses, disk_hits, created, pruned;
 };
 
@@ -245,7 +246,7 @@ nxv_status nxv_registry_program(nxv_registry *r, nxv_spv_module m,
       return NXV_OK;
     }
   }
-  if (r->nprograms >= NXV_REGISTRY_PROGRAMS) {
+  if (atomic_load(&r->nprograms) >= NXV_REGISTRY_PROGRAMS) {
     st = nxv_fail(NXV_ERR_UNSUPPORTED,
                   "%s: more than %d distinct programs on one device",
                   nxv_spv_name[m], NXV_REGISTRY_PROGRAMS);
@@ -259,7 +260,7 @@ nxv_status nxv_registry_program(nxv_registry *r, nxv_spv_module m,
       e->nwords = nwords;
       if (nwords) memcpy(e->words, words, nwords * sizeof *words);
       e->pipeline = p;
-      r->nprograms++;
+      atomic_fetch_add(&r->nprograms, 1);
       *out = p;
     }
   }
@@ -273,7 +274,6 @@ void nxv_registry_stats(nxv_registry *r, nxv_stats *st) {
   st->pipeline_disk_hits = atomic_load(&r->disk_hits);
   st->pipelines = atomic_load(&r->created);
   st->pipelines_pruned = atomic_load(&r->pruned);
-  pthread_mutex_lock(&r->mu);
-  st->program_pipelines = r->nprograms;
-  pthread_mutex_unlock(&r->mu);
+  /* Not under mu, which a pipeline's creation holds for up to a second. */
+  st->program_pipelines = atomic_load(&r->nprograms);
 }

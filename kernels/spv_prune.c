@@ -605,13 +605,15 @@ static void write_function(pass *p, fn *f, out_buf *o) {
 
 /* Writes the pruned module into o. */
 static void write_module(pass *p, out_buf *o) {
-  /* Ids defined by what is removed, and by what is kept. */
+  /* Ids defined by what is removed, and by what is kept: the module-level
+   * instructions (functions skipped), then each function's. */
   for (uint32_t i = 0, fi = 0; i < p->ninst; i++) {
-    while (fi < p->nfns && p->fns[fi].end < i) fi++;
-    bool in_fn = fi < p->nfns && i >= p->fns[fi].first && i <= p->fns[fi].end;
-    const uint32_t *in = inst(p, i);
-    uint32_t id = in_fn ? body_result(in, ilen(p, i)) : global_result(in, ilen(p, i));
-    if (id && id < p->bound && !in_fn) p->kept[id] = 1;
+    if (fi < p->nfns && i == p->fns[fi].first) {
+      i = p->fns[fi++].end;
+      continue;
+    }
+    uint32_t id = global_result(inst(p, i), ilen(p, i));
+    if (id && id < p->bound) p->kept[id] = 1;
   }
   for (uint32_t fi = 0; fi < p->nfns; fi++) {
     fn *f = &p->fns[fi];
