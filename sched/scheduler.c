@@ -82,6 +82,10 @@ struct nxv_sched {
   uint32_t nfree;
   uint32_t inflight[NXV_MAX_BATCHES]; /* FIFO of submitted batches */
   uint32_t inflight_head, inflight_count;
+  uint32_t retiring;              /* batches the completion thread took off
+                                     inflight and is still retiring (their
+                                     arena and staging space not yet free);
+                                     under mu */
   bool completion_stop;
   nxv_status error;
   char error_msg[512];
@@ -459,10 +463,12 @@ static nxv_status place_args(nxv_sched *s, nxv_node *n) {
     if (s->open && (s->open->nnodes > 0 || s->nheld > 0)) submit_open(s);
     pthread_mutex_lock(&s->mu);
     uint64_t seen = atomic_load(&s->completed_epoch);
-    while (s->inflight_count > 0 && s->error == NXV_OK &&
+    /* A batch being retired counts as in flight: its space is freed
+     * after it leaves the inflight list. */
+    while (s->inflight_count + s->retiring > 0 && s->error == NXV_OK &&
            atomic_load(&s->completed_epoch) == seen)
       pthread_cond_wait(&s->done_cv, &s->mu);
-    bool stuck = s->inflight_count == 0;
+    bool stuck = s->inflight_count + s->retiring == 0;
     nxv_status err = s->error;
     pthread_mutex_unlock(&s->mu);
     if (err != NXV_OK) return err;
@@ -819,9 +825,11 @@ static void *completion_main(void *arg) {
       }
       s->inflight_head = (s->inflight_head + 1) % NXV_MAX_BATCHES;
       s->inflight_count--;
+      s->retiring++;
       pthread_mutex_unlock(&s->mu);
       retire(s, b, !lost);
       pthread_mutex_lock(&s->mu);
+      s->retiring--;
       if (!lost) atomic_store(&s->completed_epoch, b->epoch);
       s->free_batches[s->nfree++] = (uint32_t)(b - s->batches);
       pthread_cond_broadcast(&s->done_cv);
