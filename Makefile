@@ -240,7 +240,7 @@ test-c-asan:
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  build/asan/test/nxv_tests $(TESTS)
 
-TSAN_TESTS ?= ring sched concurrency shutdown error histogram
+TSAN_TESTS ?= ring sched concurrency shutdown error histogram pipelines
 test-c-tsan:
 	$(MAKE) SAN=tsan build/tsan/test/nxv_tests
 	TSAN_OPTIONS=suppressions=$(CURDIR)/test/tsan.supp:halt_on_error=0:second_deadlock_stack=1 \

@@ -146,6 +146,10 @@ extern bool g_defer_elementwise;
 /* nxv_device_config.no_spirv_prune of every device open_device opens and
  * of the pipeline suite's children; set from --no-spirv-prune. */
 extern bool g_no_spirv_prune;
+/* nxv_device_config.pipeline_threads of every device open_device opens and
+ * of the pipeline suite's children (0: the runtime's default, -1: none);
+ * set from --pipeline-threads. */
+extern int32_t g_pipeline_threads;
 nxv_stats stats_of(nxv_device *d);
 /* The largest buffer the device takes (storage range, allocation and
  * buffer limits, and 2^32-1 elements of 4 bytes). */

@@ -23,7 +23,13 @@
  *   first one filled. The children run with __GL_SHADER_DISK_CACHE=0 and
  *   MESA_SHADER_CACHE_DISABLE=true so that only the runtime's cache counts,
  *   and with --no-spirv-prune when this run has it (pipelines from whole
- *   modules: the cold figure with and without pruning).
+ *   modules: the cold figure with and without pruning), and with this
+ *   run's --pipeline-threads.
+ * - pipeline_cold_sync: the cold child again, in another new directory,
+ *   with pipeline_threads off (each pipeline created by the thread that
+ *   queues its op), unless this run already has them off; its per-op
+ *   times (pipeline_cold_op, shape = the op) are each op's pipeline
+ *   creation.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -372,6 +378,7 @@ int pipeline_child_main(const options *o) {
   memset(&config, 0, sizeof config);
   config.cache_dir = o->child_dir;
   config.no_spirv_prune = g_no_spirv_prune;
+  config.pipeline_threads = g_pipeline_threads;
   child_ctx c = {0};
   double t0 = now_s();
   NXV_CHECK(nxv_device_open(o->device, &config, &c.d));
@@ -423,9 +430,10 @@ static bool has_prefix(const char *s, const char *p) {
 }
 
 /* Runs `self --pipeline-child dir --device index` with the driver caches
- * disabled, and parses its result line. */
+ * disabled, and parses its result line. threads: the child's
+ * --pipeline-threads (0: none given, -1: off). */
 static child_result run_child(const options *o, uint32_t index,
-                              const char *dir) {
+                              const char *dir, int32_t threads) {
   /* Everything the child needs is built before fork: between fork and exec
    * only async-signal-safe calls. */
   size_t n = 0;
@@ -441,11 +449,18 @@ static child_result run_child(const options *o, uint32_t index,
   envp[e] = NULL;
   char idx[16];
   snprintf(idx, sizeof idx, "%u", index);
-  char *argv[8] = {(char *)o->self, (char *)"--pipeline-child", (char *)dir,
-                   (char *)"--device", idx, NULL, NULL, NULL};
+  char nthreads[16];
+  if (threads < 0) snprintf(nthreads, sizeof nthreads, "off");
+  else snprintf(nthreads, sizeof nthreads, "%d", threads);
+  char *argv[10] = {(char *)o->self, (char *)"--pipeline-child", (char *)dir,
+                    (char *)"--device", idx, NULL, NULL, NULL, NULL, NULL};
   int na = 5;
   if (o->quick) argv[na++] = (char *)"--quick";
   if (g_no_spirv_prune) argv[na++] = (char *)"--no-spirv-prune";
+  if (threads) {
+    argv[na++] = (char *)"--pipeline-threads";
+    argv[na++] = nthreads;
+  }
   if (!o->self[0]) die("pipeline: cannot find this executable's path");
   int fds[2];
   if (pipe(fds) != 0) die("pipeline: pipe: %s", strerror(errno));
@@ -532,22 +547,28 @@ static void remove_cache_dir(void) {
     die("pipeline: removing %s failed", dir);
 }
 
-void suite_pipeline(const options *o, const nxv_device_info *info) {
+/* A new empty temporary directory in dir (g_cache_dir names it until
+ * remove_cache_dir). */
+static void make_cache_dir(char dir[sizeof g_cache_dir]) {
   const char *tmp = getenv("TMPDIR");
-  char dir[sizeof g_cache_dir];
-  snprintf(dir, sizeof dir, "%s/nxv_bench_pcache.XXXXXX",
+  snprintf(dir, sizeof g_cache_dir, "%s/nxv_bench_pcache.XXXXXX",
            tmp && tmp[0] ? tmp : "/tmp");
   if (!mkdtemp(dir)) die("pipeline: mkdtemp %s: %s", dir, strerror(errno));
-  memcpy(g_cache_dir, dir, sizeof dir);
+  memcpy(g_cache_dir, dir, sizeof g_cache_dir);
   static bool registered;
   if (!registered && atexit(remove_cache_dir) == 0) registered = true;
-  child_result cold = run_child(o, info->index, dir);
+}
+
+void suite_pipeline(const options *o, const nxv_device_info *info) {
+  char dir[sizeof g_cache_dir];
+  make_cache_dir(dir);
+  child_result cold = run_child(o, info->index, dir, g_pipeline_threads);
   if (cold.loaded)
     die("pipeline: the cold child loaded a cache file from the new empty "
         "directory %s", dir);
   if (cold.cache_bytes <= 0)
     die("pipeline: the cold child wrote no pipeline cache file in %s", dir);
-  child_result warm = run_child(o, info->index, dir);
+  child_result warm = run_child(o, info->index, dir, g_pipeline_threads);
   remove_cache_dir();
   if (!warm.loaded)
     die("pipeline: the warm child did not load the cache file the cold one "
@@ -556,38 +577,56 @@ void suite_pipeline(const options *o, const nxv_device_info *info) {
   if (warm.pipelines != cold.pipelines)
     die("pipeline: the cold child created %" PRIu64 " pipelines, the warm "
         "one %" PRIu64, cold.pipelines, warm.pipelines);
+  /* The cold run again with each pipeline created by the thread that
+   * queues its op (pipeline_threads off): the time of each op is then its
+   * pipeline's creation, and the total what background creation saves. */
+  bool has_sync = g_pipeline_threads >= 0;
+  child_result sync = cold;
+  if (has_sync) {
+    make_cache_dir(dir);
+    sync = run_child(o, info->index, dir, -1);
+    remove_cache_dir();
+    if (sync.pipelines != cold.pipelines)
+      die("pipeline: the cold child created %" PRIu64 " pipelines, the one "
+          "without pipeline threads %" PRIu64, cold.pipelines, sync.pipelines);
+  }
   emit("pipeline_cold", "-", "-", "ms", cold.total_ms);
   emit("pipeline_warm", "-", "-", "ms", warm.total_ms);
+  if (has_sync) emit("pipeline_cold_sync", "-", "-", "ms", sync.total_ms);
   emit("pipeline_cold", "-", "-", "count", (double)cold.pipelines);
   emit("pipeline_warm", "-", "-", "count", (double)warm.pipelines);
-  for (int i = 0; i < cold.nops; i++)
-    emit("pipeline_cold_op", "-", cold.op_label[i], "ms", cold.op_ms[i]);
+  for (int i = 0; i < sync.nops; i++)
+    emit("pipeline_cold_op", "-", sync.op_label[i], "ms", sync.op_ms[i]);
   if (o->csv) return;
   printf("Pipeline cache: device open + %u tiny ops of the %s list "
          "(%u skipped: no kernel on this device) + synchronize, in a fresh "
          "child process each; driver shader caches off "
          "(__GL_SHADER_DISK_CACHE=0, MESA_SHADER_CACHE_DISABLE=true); cold "
          "= empty cache directory, warm = the file the cold run wrote (%lld "
-         "bytes)\n", cold.ops, o->quick ? "short (--quick)" : "fixed",
-         cold.skipped, cold.cache_bytes);
-  printf("%-6s %10s %10s %12s %10s %10s\n", "run", "total ms", "open ms",
+         "bytes); pipeline threads: %s\n", cold.ops, o->quick ? "short (--quick)" : "fixed",
+         cold.skipped, cold.cache_bytes,
+         g_pipeline_threads < 0 ? "off" : g_pipeline_threads ? "as given" : "the default");
+  printf("%-26s %10s %10s %12s %10s %10s\n", "run", "total ms", "open ms",
          "ops+sync ms", "pipelines", "disk hits");
-  const child_result *rs[2] = {&cold, &warm};
-  const char *names[2] = {"cold", "warm"};
-  for (int i = 0; i < 2; i++)
-    printf("%-6s %10.2f %10.2f %12.2f %10" PRIu64 " %10" PRIu64 "\n",
+  const child_result *rs[3] = {&cold, &warm, &sync};
+  const char *names[3] = {"cold", "warm", "cold, threads off"};
+  for (int i = 0; i < (has_sync ? 3 : 2); i++)
+    printf("%-26s %10.2f %10.2f %12.2f %10" PRIu64 " %10" PRIu64 "\n",
            names[i], rs[i]->total_ms, rs[i]->open_ms,
            rs[i]->total_ms - rs[i]->open_ms, rs[i]->pipelines,
            rs[i]->disk_hits);
   printf("ratio warm / cold: %.3f (total), %.3f (ops+sync only)\n",
          warm.total_ms / cold.total_ms,
          (warm.total_ms - warm.open_ms) / (cold.total_ms - cold.open_ms));
-  printf("per op (its pipeline's creation where it needed one)%s:\n",
-         g_no_spirv_prune ? ", whole modules (--no-spirv-prune)" : "");
-  printf("%-28s %10s %10s\n", "op", "cold ms", "warm ms");
-  for (int i = 0; i < cold.nops; i++)
-    printf("%-28s %10.2f %10.2f\n", cold.op_label[i], cold.op_ms[i],
-           i < warm.nops ? warm.op_ms[i] : 0.0);
+  if (has_sync)
+    printf("ratio cold / cold with threads off: %.3f (total), %.3f (ops+sync only)\n",
+           cold.total_ms / sync.total_ms,
+           (cold.total_ms - cold.open_ms) / (sync.total_ms - sync.open_ms));
+  printf("per op, pipeline threads off (its pipeline's creation where it "
+         "needed one)%s:\n", g_no_spirv_prune ? ", whole modules (--no-spirv-prune)" : "");
+  printf("%-28s %10s\n", "op", "cold ms");
+  for (int i = 0; i < sync.nops; i++)
+    printf("%-28s %10.2f\n", sync.op_label[i], sync.op_ms[i]);
   printf("\n");
   fflush(stdout);
 }

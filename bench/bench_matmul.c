@@ -41,6 +41,10 @@
 #define MM_CPU_FLOPS 0x1p28
 #define MM_QUICK_FLOPS 0x1p25
 #define MM_CHECKS 8
+/* Products of at most this many FLOPs also run alone (one per
+ * submission), MM_ALONE_RUNS times, for their GPU time. */
+#define MM_ALONE_FLOPS 0x1p34
+#define MM_ALONE_RUNS 9
 #define MM_SEED_A 1
 #define MM_SEED_B 2
 
@@ -148,10 +152,16 @@ static nxv_tensor *mm_enqueue(const mm_ctx *x, const mm_case *c) {
   return y;
 }
 
+/* Enqueues the product r times, then synchronizes; returns the seconds
+ * from the first enqueue to the synchronize returning, the last result in
+ * *out_last and the GPU time of the batches that ran them in *out_gpu_s
+ * (nxv_stats' gpu_busy_ns; 0 where the queue has no timestamps). */
 static double mm_run(const mm_ctx *x, const mm_case *c, uint32_t r,
-                     nxv_tensor **out_last) {
+                     nxv_tensor **out_last, double *out_gpu_s) {
   nxv_tensor *last = NULL;
+  nxv_stats st0, st1;
   NXV_CHECK(nxv_device_synchronize(x->dev));
+  NXV_CHECK(nxv_device_stats(x->dev, &st0));
   double t0 = now_s();
   for (uint32_t i = 0; i < r; i++) {
     nxv_tensor *y = mm_enqueue(x, c);
@@ -160,7 +170,9 @@ static double mm_run(const mm_ctx *x, const mm_case *c, uint32_t r,
   }
   NXV_CHECK(nxv_device_synchronize(x->dev));
   double t1 = now_s();
+  NXV_CHECK(nxv_device_stats(x->dev, &st1));
   *out_last = last;
+  *out_gpu_s = (double)(st1.gpu_busy_ns - st0.gpu_busy_ns) * 1e-9;
   return t1 - t0;
 }
 
@@ -238,6 +250,8 @@ typedef struct mm_result {
   uint32_t r;
   double best, med;  /* TFLOP/s */
   double ms;         /* best ms per product */
+  double gpu_us;     /* GPU time per product in the best run of R, µs */
+  double alone_us;   /* GPU time of one product alone, median, µs; 0: not run */
 } mm_result;
 
 /* The rate of the same M, K, N as a plain row-major matmul, if measured. */
@@ -314,12 +328,14 @@ void suite_matmul(const options *o, nxv_device *dev,
         if (r > room) r = room;
       }
       nxv_tensor *y;
-      (void)mm_run(&x, c, 1, &y); /* warm-up, checked */
+      double gpu_s;
+      (void)mm_run(&x, c, 1, &y, &gpu_s); /* warm-up, checked */
       mm_verify(&x, c, y);
       nxv_tensor_release(y);
       double *secs = xcalloc(o->reps, sizeof *secs);
+      double *gpus = xcalloc(o->reps, sizeof *gpus);
       for (uint32_t k = 0; k < o->reps; k++) {
-        secs[k] = mm_run(&x, c, (uint32_t)r, &y);
+        secs[k] = mm_run(&x, c, (uint32_t)r, &y, &gpus[k]);
         if (k + 1 == o->reps) mm_verify(&x, c, y);
         nxv_tensor_release(y);
       }
@@ -329,7 +345,20 @@ void suite_matmul(const options *o, nxv_device *dev,
       m->best = fl * (double)r / min_of(secs, o->reps) / 1e12;
       m->med = fl * (double)r / median_of(secs, o->reps) / 1e12;
       m->ms = min_of(secs, o->reps) / (double)r * 1e3;
+      m->gpu_us = min_of(gpus, o->reps) / (double)r * 1e6;
+      /* One product per submission (what a chain of dependent ops sees:
+       * nothing to overlap with), GPU time, median of MM_ALONE_RUNS. */
+      m->alone_us = 0;
+      if (!cpu && fl <= MM_ALONE_FLOPS) {
+        double alone[MM_ALONE_RUNS];
+        for (int k = 0; k < MM_ALONE_RUNS; k++) {
+          (void)mm_run(&x, c, 1, &y, &alone[k]);
+          nxv_tensor_release(y);
+        }
+        m->alone_us = median_of(alone, MM_ALONE_RUNS) * 1e6;
+      }
       free(secs);
+      free(gpus);
       char shape[64];
       shape_of(c, shape, sizeof shape);
       emit(c->test, nxv_dtype_name(t), shape, "TFLOP_s", m->best);
@@ -339,10 +368,14 @@ void suite_matmul(const options *o, nxv_device *dev,
                "of R products each (enqueue all, then synchronize); TFLOP/s "
                "= 2*M*N*K*batch / time; vs f32 = rate / the f32 rate of the "
                "same test and shape; vs matmul = rate / the plain matmul "
-               "rate of the same MxKxN and dtype\n", o->reps);
-        printf("%-15s %-5s %-18s %5s %11s %12s %13s %7s %10s\n", "test",
+               "rate of the same MxKxN and dtype; GPU us = GPU time per "
+               "product in the best run (products overlap where "
+               "independent); alone us = GPU time of one product per "
+               "submission, median of %d (GPUs only, up to 2^34 FLOPs)\n",
+               o->reps, MM_ALONE_RUNS);
+        printf("%-15s %-5s %-18s %5s %11s %12s %13s %7s %10s %9s %9s\n", "test",
                "dtype", "shape", "R", "best ms", "best TFLOP/s",
-               "median TFLOP/s", "vs f32", "vs matmul");
+               "median TFLOP/s", "vs f32", "vs matmul", "GPU us", "alone us");
         printed_header = true;
       }
       char vs32[16] = "-", vsnn[16] = "-";
@@ -350,9 +383,9 @@ void suite_matmul(const options *o, nxv_device *dev,
         snprintf(vs32, sizeof vs32, "%.2fx", m->best / res[ci][0].best);
       const mm_result *nn = strcmp(c->test, "matmul") ? nn_of(res, ci, ti) : NULL;
       if (nn) snprintf(vsnn, sizeof vsnn, "%.2fx", m->best / nn->best);
-      printf("%-15s %-5s %-18s %5u %11.3f %12.4f %13.4f %7s %10s\n", c->test,
-             nxv_dtype_name(t), shape, m->r, m->ms, m->best, m->med, vs32,
-             vsnn);
+      printf("%-15s %-5s %-18s %5u %11.3f %12.4f %13.4f %7s %10s %9.2f %9.2f\n",
+             c->test, nxv_dtype_name(t), shape, m->r, m->ms, m->best, m->med, vs32,
+             vsnn, m->gpu_us, m->alone_us);
       fflush(stdout);
     }
     nxv_tensor_release(x.a);

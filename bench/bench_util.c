@@ -304,6 +304,7 @@ uint32_t g_kick_nodes;
 bool g_no_gpu_timestamps;
 bool g_defer_elementwise;
 bool g_no_spirv_prune;
+int32_t g_pipeline_threads;
 
 nxv_device *open_device(int32_t index, uint32_t max_batch_nodes) {
   return open_device_timing(index, max_batch_nodes, false);
@@ -319,6 +320,7 @@ nxv_device *open_device_timing(int32_t index, uint32_t max_batch_nodes,
   config.no_gpu_timestamps = g_no_gpu_timestamps;
   config.defer_elementwise = g_defer_elementwise;
   config.no_spirv_prune = g_no_spirv_prune;
+  config.pipeline_threads = g_pipeline_threads;
   config.disable_disk_cache = true;
   nxv_device *d = NULL;
   NXV_CHECK(nxv_device_open(index, &config, &d));

@@ -165,6 +165,8 @@ nxv_status nxv_device_default_index(uint32_t *out_index);
 
 /* Most ops nxv_device_config.reorder_window may hold. */
 #define NXV_REORDER_WINDOW_MAX 64
+/* Most pipeline_threads a device may have. */
+#define NXV_PIPELINE_THREADS_MAX 64
 
 /* Device options. Zero-initialise, then set what you need: zero fields take
  * their defaults. */
@@ -245,6 +247,16 @@ typedef struct nxv_device_config {
                                  creation of pipelines that carry the
                                  double-precision math library from about
                                  a second to milliseconds */
+  int32_t pipeline_threads;   /* threads that create pipelines in the
+                                 background, so that an op whose pipeline
+                                 does not exist yet returns at once and
+                                 the scheduler waits for the pipeline when
+                                 it records the op (a failed creation then
+                                 fails the device, sticky); 0 = the
+                                 default, half the CPUs (1 to 8); -1 =
+                                 none: the thread queuing the op creates
+                                 its pipeline and a failure is that op's
+                                 error; at most NXV_PIPELINE_THREADS_MAX */
 } nxv_device_config;
 
 /* Opens the device at index (index < 0: the default choice) with config
@@ -334,6 +346,10 @@ typedef struct nxv_stats {
   uint64_t program_pipelines;    /* pipelines specialized for a fused
                                     program (nxv_fused, fused deferred ops),
                                     among pipelines */
+  uint64_t pipeline_waits;       /* ops whose pipeline was still being
+                                    created (pipeline_threads) when the
+                                    scheduler recorded them */
+  uint64_t pipeline_wait_ns;     /* the scheduler's time waiting for them */
   bool cache_file_loaded;
   bool cache_file_rejected;
   char cache_reject_reason[128]; /* why the file was rejected, "" if not */
@@ -404,6 +420,13 @@ nxv_status nxv_device_save_pipeline_cache(nxv_device *device);
  * error (the buffers of that work are released only once it has really
  * finished). Thread-safe. */
 void nxv_device_inject_fault(nxv_device *device, nxv_status fault);
+
+/* Test hook: the device's next pipeline creation fails as if the driver
+ * had returned VK_ERROR_OUT_OF_DEVICE_MEMORY. With pipeline_threads the op
+ * that needed it is queued and the device fails (sticky) when the
+ * scheduler reaches it; without, that op returns the error and the device
+ * goes on. Thread-safe. */
+void nxv_device_inject_pipeline_fault(nxv_device *device);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */

@@ -17,8 +17,16 @@
  * instead of 128 ran the MLP-shaped products (128x784x512, 128x512x512,
  * 128x512x10) 1.3-1.9x faster; splitting products with k = 128 as well
  * made them 3x slower (the partial tiles' traffic and second pass). */
+#ifndef NXV_SPLIT_MIN_K
 #define NXV_SPLIT_MIN_K 512
+#endif
+#ifndef NXV_SPLIT_MIN_CHUNK
 #define NXV_SPLIT_MIN_CHUNK 32
+#endif
+/* Workgroups a split product aims for. */
+#ifndef NXV_SPLIT_TARGET_GROUPS
+#define NXV_SPLIT_TARGET_GROUPS 256
+#endif
 
 #define MAX_GROUPS 65535u
 
@@ -342,7 +350,8 @@ static nxv_status queue(nxv_device *d, nxv_node *n) {
 /* Queues a dispatch. Takes ownership of node in every case. */
 static nxv_status push_dispatch(nxv_device *d, nxv_node *n, nxv_spv_module m,
                                 uint32_t op, uint32_t variant) {
-  nxv_status st = nxv_registry_pipeline(d->kernels, m, op, variant, &n->pipeline);
+  nxv_status st =
+      nxv_registry_pipeline_start(d->kernels, m, op, variant, &n->pipeline, &n->pending);
   if (st != NXV_OK) {
     nxv_node_discard(n);
     return st;
@@ -954,10 +963,12 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   int ti = t == NXV_F16 ? 0 : t == NXV_BF16 ? 1 : t == NXV_F32 ? 2 : 3;
   nxv_status st;
   if (interpret) {
-    st = nxv_registry_pipeline(d->kernels, interp[ti], 0, 0, &node->pipeline);
+    st = nxv_registry_pipeline_start(d->kernels, interp[ti], 0, 0, &node->pipeline,
+                                     &node->pending);
   } else {
-    st = nxv_registry_program(d->kernels, in_double ? in_dbl[ti] : plain[ti], words,
-                              5 + NXV_FUSED_MAX_INSTRS, &node->pipeline);
+    st = nxv_registry_program_start(d->kernels, in_double ? in_dbl[ti] : plain[ti], words,
+                                    5 + NXV_FUSED_MAX_INSTRS, &node->pipeline,
+                                    &node->pending);
   }
   if (st == NXV_OK) {
     node->kind = NXV_NODE_DISPATCH;
@@ -1471,8 +1482,9 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
                       ((m->n + NXV_COOPMAT_BN - 1) / NXV_COOPMAT_BN) * m->batch;
   if (cm && cm_tiles < 2 && m->k > 4096) cm = false;
   if (!cm && gemm_type && tiles64 && tiles64 < 128 && m->k >= NXV_SPLIT_MIN_K) {
-    /* Aim for ~256 workgroups with at least NXV_SPLIT_MIN_CHUNK of k each. */
-    uint64_t ns = (256 + tiles64 - 1) / tiles64;
+    /* Aim for NXV_SPLIT_TARGET_GROUPS workgroups with at least
+     * NXV_SPLIT_MIN_CHUNK of k each. */
+    uint64_t ns = (NXV_SPLIT_TARGET_GROUPS + tiles64 - 1) / tiles64;
     if (ns > m->k / NXV_SPLIT_MIN_CHUNK) ns = m->k / NXV_SPLIT_MIN_CHUNK;
     if (ns * m->batch > d->vk.info.max_workgroup_count[2]) ns = 1;
     if (ns >= 2) {

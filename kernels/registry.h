@@ -10,10 +10,21 @@
  * constants rule out (kernels/spv_prune.h), a module of its own destroyed
  * once the pipeline exists, unless the registry was created without
  * pruning or nothing was pruned (then the family's shared module).
- * Pipelines are created on first use, once, under a mutex, and then read
- * lock-free; they live as long as the registry. All pipelines share one
- * layout: no descriptor sets and NXV_PUSH_CONSTANTS_MAX bytes of push
- * constants (clamped to the device's limit).
+ * Pipelines are created once, on first use, and then read lock-free; they
+ * live as long as the registry. All pipelines share one layout: no
+ * descriptor sets and NXV_PUSH_CONSTANTS_MAX bytes of push constants
+ * (clamped to the device's limit).
+ *
+ * Creation in the background: a registry with worker threads creates a
+ * missing pipeline on one of them, so a thread that queues ops goes on
+ * while their pipelines are compiled, several at once (drivers compile
+ * pipelines in parallel: 32 of the runtime's pipelines took 1.7-2.0 s on
+ * one thread and 0.44-0.53 s on eight on an H100). The *_start functions
+ * hand back the creation as an nxv_pending_pipeline, which a node carries
+ * to the scheduler; it waits for the pipeline when it records the node.
+ * Without workers, the *_start functions create the pipeline before they
+ * return, on the calling thread. Two requests for one pipeline share one
+ * creation either way.
  *
  * Thread safety: every function is thread-safe.
  */
@@ -23,6 +34,7 @@
 #include <stdint.h>
 
 #include "nxv.h"
+#include "sched/scheduler.h"
 #include "sched/vk.h"
 #include "spirv.h"
 
@@ -44,32 +56,64 @@
 
 typedef struct nxv_registry nxv_registry;
 
+/* Most worker threads a registry may have. */
+#define NXV_REGISTRY_MAX_THREADS 64
+
 /* cache: the VkPipelineCache to create pipelines through (not owned).
  * prune: create each pipeline from its module pruned for its
- * specialization constants (nxv_spv_prune) rather than the whole module. */
+ * specialization constants (nxv_spv_prune) rather than the whole module.
+ * threads: worker threads creating pipelines in the background (at most
+ * NXV_REGISTRY_MAX_THREADS); 0: each pipeline is created by the first
+ * thread that asks for it. */
 nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache, bool prune,
-                               nxv_registry **out_registry);
-/* Destroys every pipeline and module. The GPU must be done with them. */
+                               uint32_t threads, nxv_registry **out_registry);
+/* Stops the workers (creations under way finish first; queued ones are
+ * dropped, failing whoever still waits for them) and destroys every
+ * pipeline and module. The GPU must be done with them. */
 void nxv_registry_destroy(nxv_registry *registry);
 
 VkPipelineLayout nxv_registry_layout(nxv_registry *registry);
 /* Workgroup size (a power of two) used for spec constant 0. */
 uint32_t nxv_registry_workgroup_size(nxv_registry *registry);
 
-/* The pipeline for (module, op, variant), created if needed. */
+/* The pipeline for (module, op, variant), created if needed; waits for a
+ * creation under way. Errors: no such slot, or the creation failed. */
 nxv_status nxv_registry_pipeline(nxv_registry *registry, nxv_spv_module module,
                                  uint32_t op, uint32_t variant,
                                  VkPipeline *out_pipeline);
+
+/* The pipeline for (module, op, variant) without waiting for it: where it
+ * exists, *out_pipeline is it and *out_pending NULL; otherwise its creation
+ * is started on a worker (or joined, if under way) and *out_pending holds
+ * one reference to it (release it with its release function), with
+ * *out_pipeline VK_NULL_HANDLE. Errors: no such slot; without workers also
+ * a failed creation (then nothing is pending). */
+nxv_status nxv_registry_pipeline_start(nxv_registry *registry, nxv_spv_module module,
+                                       uint32_t op, uint32_t variant,
+                                       VkPipeline *out_pipeline,
+                                       nxv_pending_pipeline **out_pending);
 
 /* The pipeline of module specialized by a program: nwords (at most
  * NXV_REGISTRY_PROGRAM_WORDS) words as specialization constants 3,
  * 4, ... (0 is the workgroup size, 1 and 2 are 0). Created on first use of
  * the same (module, words) and kept until the registry is destroyed;
- * NXV_ERR_UNSUPPORTED once NXV_REGISTRY_PROGRAMS exist. Counted in the
- * same statistics as nxv_registry_pipeline. */
+ * NXV_ERR_UNSUPPORTED once NXV_REGISTRY_PROGRAMS exist or are being
+ * created. Counted in the same statistics as nxv_registry_pipeline. A
+ * failed creation frees its place: a later request tries again. */
 nxv_status nxv_registry_program(nxv_registry *registry, nxv_spv_module module,
                                 const uint32_t *words, uint32_t nwords,
                                 VkPipeline *out_pipeline);
+
+/* nxv_registry_program without waiting, as nxv_registry_pipeline_start. */
+nxv_status nxv_registry_program_start(nxv_registry *registry, nxv_spv_module module,
+                                      const uint32_t *words, uint32_t nwords,
+                                      VkPipeline *out_pipeline,
+                                      nxv_pending_pipeline **out_pending);
+
+/* Test hook: the next pipeline creation fails with
+ * NXV_ERR_OUT_OF_DEVICE_MEMORY, as if the driver had returned
+ * VK_ERROR_OUT_OF_DEVICE_MEMORY. */
+void nxv_registry_inject_fault(nxv_registry *registry);
 
 /* Fills pipeline_hits, pipeline_misses, pipeline_disk_hits, pipelines,
  * pipelines_pruned, program_pipelines. */

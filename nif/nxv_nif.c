@@ -418,6 +418,14 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
       cfg.reorder_window = (int32_t)w;
     else bad = true;
   }
+  ERL_NIF_TERM pt;
+  if (enif_get_map_value(env, argv[1], mk_atom(env, "pipeline_threads"), &pt)) {
+    unsigned w;
+    if (enif_is_identical(pt, mk_atom(env, "off"))) cfg.pipeline_threads = -1;
+    else if (enif_get_uint(env, pt, &w) && w <= NXV_PIPELINE_THREADS_MAX)
+      cfg.pipeline_threads = (int32_t)w;
+    else bad = true;
+  }
   ERL_NIF_TERM dk;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "download_kernel"), &dk)) {
     if (enif_is_identical(dk, mk_atom(env, "auto"))) cfg.download_kernel = 0;
@@ -517,6 +525,8 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "pipelines", s.pipelines);
   PUT_U64(m, "pipelines_pruned", s.pipelines_pruned);
   PUT_U64(m, "program_pipelines", s.program_pipelines);
+  PUT_U64(m, "pipeline_waits", s.pipeline_waits);
+  PUT_U64(m, "pipeline_wait_ns", s.pipeline_wait_ns);
   PUT_BOOL(m, "cache_file_loaded", s.cache_file_loaded);
   PUT_BOOL(m, "cache_file_rejected", s.cache_file_rejected);
   PUT(m, "cache_reject_reason", mk_binary(env, s.cache_reject_reason));
@@ -623,8 +633,11 @@ static ERL_NIF_TERM nif_inject_fault(ErlNifEnv *env, int argc,
     nxv_device_inject_fault(r->dev, NXV_ERR_DEVICE_LOST);
   else if (enif_is_identical(argv[1], mk_atom(env, "submit_failed")))
     nxv_device_inject_fault(r->dev, NXV_ERR_SUBMIT_FAILED);
+  else if (enif_is_identical(argv[1], mk_atom(env, "pipeline_failed")))
+    nxv_device_inject_pipeline_fault(r->dev);
   else
-    return raise_argument(env, "inject_fault: expected :device_lost or :submit_failed");
+    return raise_argument(
+        env, "inject_fault: expected :device_lost, :submit_failed or :pipeline_failed");
   return am_ok;
 }
 

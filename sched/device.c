@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sched/status.h"
 
@@ -65,6 +66,10 @@ static void resolve_config(nxv_device *d, const nxv_device_config *in) {
   if (!c.idle_spin_us) c.idle_spin_us = 200;
   if (!c.staging_bytes) c.staging_bytes = 64ull << 20;
   if (!c.arena_bytes) c.arena_bytes = 4ull << 20;
+  if (!c.pipeline_threads) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    c.pipeline_threads = cpus < 4 ? 1 : cpus > 16 ? 8 : (int32_t)(cpus / 2);
+  }
   if (c.cache_dir) {
     snprintf(d->cache_dir_buf, sizeof d->cache_dir_buf, "%s", c.cache_dir);
     c.cache_dir = d->cache_dir_buf;
@@ -101,6 +106,11 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "reorder_window %d is not -1 (off), 0 (default) or 1..%d",
                     config->reorder_window, NXV_REORDER_WINDOW_MAX);
+  if (config && (config->pipeline_threads < -1 ||
+                 config->pipeline_threads > NXV_PIPELINE_THREADS_MAX))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "pipeline_threads %d is not -1 (none), 0 (default) or 1..%d",
+                    config->pipeline_threads, NXV_PIPELINE_THREADS_MAX);
   nxv_device *d = calloc(1, sizeof *d);
   if (!d) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "device");
   atomic_init(&d->refs, 1);
@@ -121,7 +131,11 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
                          d->config.disable_disk_cache, &d->pcache);
   if (st == NXV_OK)
     st = nxv_registry_create(&d->vk, nxv_pcache_handle(d->pcache),
-                             !d->config.no_spirv_prune, &d->kernels);
+                             !d->config.no_spirv_prune,
+                             d->config.pipeline_threads < 0
+                                 ? 0
+                                 : (uint32_t)d->config.pipeline_threads,
+                             &d->kernels);
   if (st == NXV_OK) {
     nxv_sched_config sc = {
         .ring_capacity = d->config.ring_capacity,
@@ -229,4 +243,8 @@ nxv_status nxv_device_save_pipeline_cache(nxv_device *d) {
 
 void nxv_device_inject_fault(nxv_device *d, nxv_status fault) {
   if (d) nxv_sched_inject_fault(d->sched, fault);
+}
+
+void nxv_device_inject_pipeline_fault(nxv_device *d) {
+  if (d) nxv_registry_inject_fault(d->kernels);
 }

@@ -100,6 +100,9 @@ struct nxv_sched {
   atomic_uint_fast64_t wakeups;   /* producers' signals to a sleeping scheduler */
   atomic_uint_fast64_t reads_in_place;
   atomic_uint_fast64_t reordered; /* nodes recorded before an earlier one */
+  atomic_uint_fast64_t pipeline_waits;   /* nodes whose pipeline was not
+                                            created yet when recorded */
+  atomic_uint_fast64_t pipeline_wait_ns; /* time spent waiting for them */
   atomic_uint_fast64_t gpu_ns;    /* sum of the batches' GPU durations */
   atomic_uint_fast64_t bytes_submitted;
   nxv_hist op_latency;            /* enqueue -> completion seen, per node */
@@ -160,6 +163,7 @@ void nxv_ticket_release(nxv_ticket *t) {
 }
 
 static void node_free(nxv_sched *s, nxv_node *n) {
+  if (n->pending) n->pending->release(n->pending);
   for (uint32_t i = 0; i < n->nbufs; i++) nxv_buffer_release(n->bufs[i]);
   if (n->has_staging) nxv_hostring_free(n->staging_ring, &n->staging);
   if (n->has_arena && s) nxv_hostring_free(s->arena, &n->arena);
@@ -493,6 +497,26 @@ static nxv_status place_args(nxv_sched *s, nxv_node *n) {
  * freed), or it was a mapped read whose buffer's writer is already
  * submitted (its ticket took that epoch and it was freed). */
 static bool record(nxv_sched *s, nxv_node *n) {
+  if (n->pending) {
+    /* Its pipeline is still being created: the GPU gets what is recorded
+     * meanwhile. A creation that failed fails the device, as its ops'
+     * results could not be computed. */
+    nxv_pending_pipeline *p = n->pending;
+    if (!p->done(p)) {
+      atomic_fetch_add_explicit(&s->pipeline_waits, 1, memory_order_relaxed);
+      if (s->open && (s->open->nnodes > 0 || s->nheld > 0)) submit_open(s);
+    }
+    uint64_t t0 = now_ns();
+    nxv_status st = p->wait(p, &n->pipeline);
+    atomic_fetch_add_explicit(&s->pipeline_wait_ns, now_ns() - t0, memory_order_relaxed);
+    n->pending = NULL;
+    p->release(p);
+    if (st != NXV_OK) {
+      if (atomic_load(&s->failed) == 0) set_error(s, st, nxv_last_error());
+      node_free(s, n);
+      return false;
+    }
+  }
   /* Everything before an unholdable node is recorded before it: a
    * download, a marker or a flush sees the work queued before it. */
   if (s->nheld && !holdable(n)) drain_held(s);
@@ -1109,6 +1133,8 @@ void nxv_sched_stats(nxv_sched *s, nxv_stats *st) {
   st->scheduler_wakeups = atomic_load(&s->wakeups);
   st->reads_in_place = atomic_load(&s->reads_in_place);
   st->ops_reordered = atomic_load(&s->reordered);
+  st->pipeline_waits = atomic_load(&s->pipeline_waits);
+  st->pipeline_wait_ns = atomic_load(&s->pipeline_wait_ns);
   st->gpu_busy_ns = atomic_load(&s->gpu_ns);
   st->bytes_submitted = atomic_load(&s->bytes_submitted);
   nxv_hist_snapshot(&s->op_latency, &st->op_latency);

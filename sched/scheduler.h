@@ -74,6 +74,22 @@ typedef struct nxv_ticket {
   bool has_staging;
 } nxv_ticket;
 
+/* A pipeline still being created when the node that dispatches it was
+ * built (kernels/registry.h makes them). The node owns one reference; the
+ * scheduler waits for the pipeline when it records the node, and a failed
+ * creation fails the device (sticky, as a failed submission does). */
+typedef struct nxv_pending_pipeline nxv_pending_pipeline;
+struct nxv_pending_pipeline {
+  /* Whether the creation has finished (wait would not block). Any thread. */
+  bool (*done)(nxv_pending_pipeline *p);
+  /* Blocks until the creation has finished: NXV_OK and the pipeline (owned
+   * by the registry) in *out_pipeline, or its failure, whose message
+   * becomes the calling thread's last error. Any thread. */
+  nxv_status (*wait)(nxv_pending_pipeline *p, VkPipeline *out_pipeline);
+  /* Drops one reference. Any thread. */
+  void (*release)(nxv_pending_pipeline *p);
+};
+
 /* One queued operation. Built by a producer, owned by the scheduler once
  * pushed, freed at retirement or cancellation. */
 typedef struct nxv_node {
@@ -85,7 +101,12 @@ typedef struct nxv_node {
   uint32_t args_words;          /* uint32 words in args[] */
   uint32_t args_pc_offset;      /* byte offset in pc of the arena address */
   nxv_buffer *bufs[NXV_NODE_MAX_BUFS]; /* references owned by the node */
-  VkPipeline pipeline;          /* dispatch: owned by the registry */
+  VkPipeline pipeline;          /* dispatch: owned by the registry;
+                                   VK_NULL_HANDLE while pending */
+  nxv_pending_pipeline *pending; /* dispatch: the pipeline's creation when
+                                    it was under way at queue time, one
+                                    reference owned; resolved into
+                                    pipeline when the node is recorded */
   uint32_t groups[3];           /* dispatch size; groups[0]==0: nothing */
   uint64_t cost;                /* work estimate (elements touched) */
   VkBuffer src, dst;            /* copy/fill: not owned */

@@ -41,8 +41,12 @@ defmodule Nx.Vulkan.Telemetry do
     * `[:nx_vulkan, :pipeline_cache]` - when a device opens (`action:
       :open`) and every `:telemetry_interval_ms` in which pipelines were
       created or looked up (`action: :update`). Measurements: `pipelines`
-      (created), `hits`, `misses` (in-memory lookups), `disk_hits`
-      (creations the driver served from the cache file). Metadata:
+      (created), `pruned` and `programs` (of them, from pruned SPIR-V and
+      for fused programs), `hits`, `misses` (in-memory lookups),
+      `disk_hits` (creations the driver served from the cache file),
+      `waits` and `wait_ns` (ops whose pipeline was still being created
+      in the background when the scheduler reached them, and its time
+      waiting for them). Metadata:
       `device`, `action`, `path`, `loaded` (the file was read),
       `rejected` and `reject_reason` (the file was unusable: truncated,
       another device or driver).
@@ -349,7 +353,9 @@ defmodule Nx.Vulkan.Telemetry do
       programs: s.program_pipelines,
       hits: s.pipeline_hits,
       misses: s.pipeline_misses,
-      disk_hits: s.pipeline_disk_hits
+      disk_hits: s.pipeline_disk_hits,
+      waits: s.pipeline_waits,
+      wait_ns: s.pipeline_wait_ns
     }
   end
 

@@ -292,6 +292,43 @@ defmodule Nx.Vulkan.ReliabilityTest do
     end
   end
 
+  describe "pipeline creation failures" do
+    test "in the background: the device fails with the cause when it reaches the op" do
+      dev = open(%{pipeline_threads: 2})
+      a = NIF.upload(dev, :f32, f32([1, 2]))
+      NIF.synchronize(dev)
+      NIF.inject_fault(dev, :pipeline_failed)
+      # The op returns; its pipeline's creation fails on a worker thread.
+      b = NIF.unary(:sin, [2], a, 0, nil)
+      error = assert_raise Nx.Vulkan.Error, fn -> NIF.download(b, 0, 2) end
+      assert error.status == :out_of_device_memory
+      assert error.message =~ "vkCreateComputePipelines" and error.message =~ "injected"
+      assert {:out_of_device_memory, msg} = NIF.device_status(dev)
+      assert msg =~ "injected"
+
+      assert %Nx.Vulkan.Error{status: :out_of_device_memory} =
+               catch_error(NIF.unary(:abs, [2], a, 0, nil))
+    end
+
+    test "on the calling thread: the op raises and the device goes on" do
+      dev = open(%{pipeline_threads: :off})
+      a = NIF.upload(dev, :f32, f32([1, -2]))
+      NIF.inject_fault(dev, :pipeline_failed)
+
+      error = assert_raise Nx.Vulkan.Error, fn -> NIF.unary(:cos, [2], a, 0, nil) end
+      assert error.status == :out_of_device_memory and error.message =~ "injected"
+      assert NIF.device_status(dev) == :ok
+      assert to_f32(NIF.download(NIF.unary(:negate, [2], a, 0, nil), 0, 2)) == [-1, 2]
+      assert NIF.device_stats(dev).pipeline_waits == 0
+    end
+
+    test "bad thread counts are refused" do
+      for bad <- [-1, 65, :on, 1.5] do
+        assert_raise ArgumentError, fn -> open(%{pipeline_threads: bad}) end
+      end
+    end
+  end
+
   describe "process death" do
     test "a process killed with ops in flight leaks nothing" do
       dev = open()

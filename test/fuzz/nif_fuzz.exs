@@ -1012,6 +1012,7 @@ defmodule NxVulkan.NifFuzz do
     no_gpu_timestamps: [true, false],
     defer_elementwise: [true, false],
     no_spirv_prune: [true, false],
+    pipeline_threads: [:off, 1, 3],
     download_kernel: [:auto, :always, :never]
   ]
 
@@ -2250,7 +2251,10 @@ defmodule NxVulkan.NifFuzz do
             no_latency_timing: :no,
             no_gpu_timestamps: 0,
             defer_elementwise: "no",
-            no_spirv_prune: 1
+            no_spirv_prune: 1,
+            pipeline_threads: -1,
+            pipeline_threads: 65,
+            pipeline_threads: :on
           )
 
         {Map.merge(opts, Map.new([bad])), :opts, :must}

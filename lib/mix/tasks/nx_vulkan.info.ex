@@ -108,7 +108,8 @@ defmodule Mix.Tasks.NxVulkan.Info do
     info.info(
       "  pipeline cache: #{cache}; #{s.pipelines} pipelines created " <>
         "(#{s.pipelines_pruned} from pruned SPIR-V, #{s.program_pipelines} for fused programs), " <>
-        "#{s.pipeline_hits} hits, #{s.pipeline_misses} misses, #{s.pipeline_disk_hits} from disk"
+        "#{s.pipeline_hits} hits, #{s.pipeline_misses} misses, #{s.pipeline_disk_hits} from disk, " <>
+        "#{s.pipeline_waits} ops waited #{Float.round(s.pipeline_wait_ns / 1.0e6, 1)} ms for theirs"
     )
   end
 

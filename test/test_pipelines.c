@@ -1,0 +1,327 @@
+/*
+ * Pipelines created in the background (pipeline_threads,
+ * kernels/registry.h): results bitwise those of a device that creates
+ * pipelines on the calling thread, over unary, binary, reduction, product,
+ * comparison, selection and fused kernels of several dtypes; one creation
+ * per pipeline whatever the threads that ask for it at once (slots and
+ * fused programs); a failed creation in the background fails the device
+ * with its cause, one on the calling thread is the op's error and leaves
+ * the device (and a retried program) working; bad thread counts; and a
+ * device released with creations still queued. The suite runs under
+ * ThreadSanitizer in CI.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/registry.h"
+#include "sched/device.h"
+#include "test.h"
+
+static nxv_device *open_with_threads(int32_t threads) {
+  nxv_device_config config = {0};
+  config.poison_outputs = true;
+  config.disable_disk_cache = true;
+  config.pipeline_threads = threads;
+  nxv_device *d = NULL;
+  if (nxv_device_open(-1, &config, &d) != NXV_OK) {
+    fprintf(stderr, "  cannot open a Vulkan device: %s\n", nxv_last_error());
+    return NULL;
+  }
+  return d;
+}
+
+/* count random elements of float type t in [-2, 2], from seed. */
+static nxv_tensor *upload_random(nxv_device *d, nxv_dtype t, uint64_t count, uint64_t seed) {
+  size_t es = nxv_dtype_size(t);
+  unsigned char *host = test_xcalloc(count, es);
+  uint64_t rng = seed;
+  for (uint64_t i = 0; i < count; i++) {
+    uint64_t b = nxv_test_encode(t, (nxv_test_val){.f = test_rand_uniform(&rng, -2.0, 2.0)});
+    memcpy(host + i * es, &b, es);
+  }
+  nxv_tensor *x = NULL;
+  CHECK_OK(nxv_tensor_upload(d, t, count, host, &x));
+  free(host);
+  return x;
+}
+
+#define KERNELS 12
+
+/* The results of a fixed list of KERNELS ops on d, each over inputs made
+ * from the same seeds, downloaded as bytes into out[k] (caller frees). */
+static void run_kernels(nxv_device *d, unsigned char *out[KERNELS], uint64_t bytes[KERNELS]) {
+  const int64_t n = 960, n96 = 96, sq[2] = {24, 40};
+  nxv_tensor *res[KERNELS] = {0};
+  nxv_tensor *x32 = upload_random(d, NXV_F32, 960, 1), *y32 = upload_random(d, NXV_F32, 960, 2);
+  nxv_tensor *x64 = upload_random(d, NXV_F64, 96, 3), *x16 = upload_random(d, NXV_F16, 96, 4);
+  if (!x32 || !y32 || !x64 || !x16) return;
+  nxv_view vx = {x32, 0, NULL}, vy = {y32, 0, NULL}, v64 = {x64, 0, NULL}, v16 = {x16, 0, NULL};
+  int64_t tr[2] = {1, 24};
+  nxv_view vt = {y32, 0, tr}; /* a transposed 24x40 view */
+  CHECK_OK(nxv_unary(d, NXV_EXP, 1, &n, &vx, &res[0]));
+  CHECK_OK(nxv_unary(d, NXV_TANH, 1, &n96, &v64, &res[1]));
+  CHECK_OK(nxv_unary(d, NXV_LOG, 1, &n96, &v16, &res[2]));
+  CHECK_OK(nxv_binary(d, NXV_POW, 1, &n, &vx, &vy, &res[3]));
+  CHECK_OK(nxv_binary(d, NXV_ATAN2, 2, sq, &vx, &vt, &res[4]));
+  CHECK_OK(nxv_reduce(d, NXV_REDUCE_SUM, 2, sq, &vx, 1u, &res[5]));
+  CHECK_OK(nxv_reduce(d, NXV_REDUCE_MAX, 2, sq, &vt, 2u, &res[6]));
+  nxv_matmul_desc md = {.batch = 1, .m = 24, .k = 40, .n = 16, .a = x32, .b = y32,
+                        .a_strides = {960, 40, 1}, .b_strides = {640, 16, 1}};
+  CHECK_OK(nxv_matmul(d, &md, &res[7]));
+  CHECK_OK(nxv_compare(d, NXV_LESS, 1, &n, &vx, &vy, &res[8]));
+  if (res[8]) {
+    nxv_view vm = {res[8], 0, NULL};
+    CHECK_OK(nxv_select(d, 1, &n, &vm, &vx, &vy, &res[9]));
+  }
+  const uint32_t prog[3] = {NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_EXP, 0, 0, 0),
+                            NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, 2, 1, 0),
+                            NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_LOG, 3, 0, 0)};
+  nxv_view in2[2] = {vx, vy};
+  CHECK_OK(nxv_fused(d, NXV_F32, 1, &n, 2, in2, 3, prog, &res[10]));
+  CHECK_OK(nxv_fused(d, NXV_F64, 1, &n96, 1, &v64, 1, prog, &res[11]));
+  for (int k = 0; k < KERNELS; k++) {
+    out[k] = NULL;
+    bytes[k] = 0;
+    if (!res[k]) continue;
+    bytes[k] = nxv_tensor_count(res[k]) * nxv_dtype_size(nxv_tensor_dtype(res[k]));
+    out[k] = test_xcalloc(bytes[k], 1);
+    CHECK_OK(nxv_tensor_download(res[k], 0, nxv_tensor_count(res[k]), out[k]));
+    nxv_tensor_release(res[k]);
+  }
+  nxv_tensor *in[4] = {x32, y32, x64, x16};
+  for (int i = 0; i < 4; i++) nxv_tensor_release(in[i]);
+}
+
+NXV_TEST(pipelines, background_creation_matches_the_calling_thread) {
+  nxv_device *bg = open_with_threads(4), *fg = open_with_threads(-1);
+  REQUIRE(bg && fg);
+  unsigned char *a[KERNELS], *b[KERNELS];
+  uint64_t na[KERNELS], nb[KERNELS];
+  run_kernels(bg, a, na);
+  run_kernels(fg, b, nb);
+  for (int k = 0; k < KERNELS; k++) {
+    CHECK_MSG(a[k] && b[k] && na[k] == nb[k] && na[k] > 0, "kernel %d: no result", k);
+    if (a[k] && b[k] && na[k] == nb[k])
+      CHECK_MSG(memcmp(a[k], b[k], na[k]) == 0, "kernel %d: results differ", k);
+    free(a[k]);
+    free(b[k]);
+  }
+  nxv_stats sb, sf;
+  REQUIRE_OK(nxv_device_stats(bg, &sb));
+  REQUIRE_OK(nxv_device_stats(fg, &sf));
+  CHECK_MSG(sb.pipelines == sf.pipelines && sb.pipelines >= KERNELS,
+            "%llu pipelines in the background, %llu on the calling thread",
+            (unsigned long long)sb.pipelines, (unsigned long long)sf.pipelines);
+  CHECK(sb.pipeline_misses == sb.pipelines && sb.program_pipelines == 2);
+  CHECK(sb.pipeline_waits <= sb.pipelines);
+  CHECK(sf.pipeline_waits == 0 && sf.pipeline_wait_ns == 0);
+  nxv_device_release(bg);
+  nxv_device_release(fg);
+}
+
+/* Requests from threads at once: KEYS slots and PROGS programs, each thread
+ * in its own order. */
+#define REQ_THREADS 8
+#define KEYS 16
+#define PROGS 4
+
+typedef struct req_ctx {
+  nxv_registry *r;
+  uint64_t seed;
+  VkPipeline got[KEYS + PROGS];
+} req_ctx;
+
+static uint32_t prog_words(int p, uint32_t *w) {
+  /* fused.comp's words: ninputs, ninstrs, scalar, strided, the program
+   * (NXV_FUSED_MAX_INSTRS words), immediates. */
+  memset(w, 0, (5 + NXV_FUSED_MAX_INSTRS) * sizeof *w);
+  w[0] = 1;
+  w[1] = 1;
+  w[4] = NXV_FUSED_INSTR(NXV_FUSED_UNARY, (uint32_t)(NXV_NEG + p), 0, 0, 0);
+  return 5 + NXV_FUSED_MAX_INSTRS;
+}
+
+static void *request_all(void *arg) {
+  req_ctx *c = arg;
+  int order[KEYS + PROGS];
+  for (int i = 0; i < KEYS + PROGS; i++) order[i] = i;
+  for (int i = KEYS + PROGS - 1; i > 0; i--) {
+    int j = (int)(test_rand_u64(&c->seed) % (uint64_t)(i + 1));
+    int t = order[i];
+    order[i] = order[j];
+    order[j] = t;
+  }
+  for (int i = 0; i < KEYS + PROGS; i++) {
+    int k = order[i];
+    nxv_pending_pipeline *p = NULL;
+    VkPipeline pl = VK_NULL_HANDLE;
+    nxv_status st;
+    if (k < KEYS) {
+      st = nxv_registry_pipeline_start(c->r, NXV_SPV_UNARY_F32_F32, (uint32_t)(k / 2),
+                                       (uint32_t)(k % 2), &pl, &p);
+    } else {
+      uint32_t w[5 + NXV_FUSED_MAX_INSTRS];
+      uint32_t nw = prog_words(k - KEYS, w);
+      st = nxv_registry_program_start(c->r, NXV_SPV_FUSED_F32, w, nw, &pl, &p);
+    }
+    CHECK_OK(st);
+    if (st == NXV_OK && p) {
+      CHECK(pl == VK_NULL_HANDLE);
+      CHECK_OK(p->wait(p, &pl));
+      CHECK(p->done(p));
+      p->release(p);
+    }
+    CHECK(pl != VK_NULL_HANDLE);
+    c->got[k] = pl;
+  }
+  return NULL;
+}
+
+NXV_TEST(pipelines, threads_at_once_share_each_creation) {
+  nxv_device *d = open_with_threads(3);
+  REQUIRE(d);
+  nxv_stats s0, s1;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  req_ctx ctx[REQ_THREADS];
+  pthread_t th[REQ_THREADS];
+  for (int t = 0; t < REQ_THREADS; t++) {
+    ctx[t] = (req_ctx){.r = d->kernels, .seed = 77u + (uint64_t)t};
+    REQUIRE(pthread_create(&th[t], NULL, request_all, &ctx[t]) == 0);
+  }
+  for (int t = 0; t < REQ_THREADS; t++) pthread_join(th[t], NULL);
+  for (int k = 0; k < KEYS + PROGS; k++)
+    for (int t = 1; t < REQ_THREADS; t++)
+      CHECK_MSG(ctx[t].got[k] == ctx[0].got[k], "key %d: thread %d got another pipeline", k, t);
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  CHECK_MSG(s1.pipelines - s0.pipelines == KEYS + PROGS &&
+                s1.pipeline_misses - s0.pipeline_misses == KEYS + PROGS,
+            "%llu created, %llu started for %d distinct pipelines",
+            (unsigned long long)(s1.pipelines - s0.pipelines),
+            (unsigned long long)(s1.pipeline_misses - s0.pipeline_misses), KEYS + PROGS);
+  CHECK(s1.program_pipelines - s0.program_pipelines == PROGS);
+  /* Asked again: all exist, nothing pending. */
+  for (int k = 0; k < KEYS; k++) {
+    nxv_pending_pipeline *p = NULL;
+    VkPipeline pl = VK_NULL_HANDLE;
+    CHECK_OK(nxv_registry_pipeline_start(d->kernels, NXV_SPV_UNARY_F32_F32, (uint32_t)(k / 2),
+                                         (uint32_t)(k % 2), &pl, &p));
+    CHECK(p == NULL && pl == ctx[0].got[k]);
+  }
+  nxv_device_release(d);
+}
+
+/* Downloads a 64-element f32 tensor's first element; the status. */
+static nxv_status read_first(nxv_tensor *t, float *out) {
+  return nxv_tensor_download(t, 0, 1, out);
+}
+
+NXV_TEST(pipelines, failed_background_creation_fails_the_device) {
+  nxv_device *d = open_with_threads(2);
+  REQUIRE(d);
+  const int64_t n = 64;
+  nxv_tensor *x = upload_random(d, NXV_F32, 64, 9), *y = NULL, *z = NULL;
+  REQUIRE(x);
+  nxv_view vx = {x, 0, NULL};
+  float v;
+  CHECK_OK(nxv_unary(d, NXV_NEG, 1, &n, &vx, &y)); /* a pipeline that works */
+  CHECK_OK(read_first(y, &v));
+  nxv_tensor_release(y);
+  nxv_device_inject_pipeline_fault(d);
+  /* The op returns at once; its pipeline fails on a worker. */
+  REQUIRE_OK(nxv_unary(d, NXV_SIN, 1, &n, &vx, &y));
+  nxv_status st = read_first(y, &v);
+  CHECK_MSG(st == NXV_ERR_OUT_OF_DEVICE_MEMORY, "download returned %s", nxv_status_name(st));
+  CHECK_MSG(strstr(nxv_last_error(), "vkCreateComputePipelines") &&
+                strstr(nxv_last_error(), "injected fault"),
+            "message: %s", nxv_last_error());
+  const char *msg = NULL;
+  CHECK(nxv_device_status(d, &msg) == NXV_ERR_OUT_OF_DEVICE_MEMORY);
+  CHECK(msg && strstr(msg, "injected fault"));
+  /* Sticky: later ops fail fast, naming the cause. */
+  st = nxv_unary(d, NXV_NEG, 1, &n, &vx, &z);
+  CHECK(st != NXV_OK);
+  if (st == NXV_OK) nxv_tensor_release(z);
+  else CHECK_MSG(strstr(nxv_last_error(), "injected fault"), "message: %s", nxv_last_error());
+  nxv_tensor_release(y);
+  nxv_tensor_release(x);
+  nxv_device_release(d);
+}
+
+NXV_TEST(pipelines, failed_creation_on_the_calling_thread_is_the_ops_error) {
+  nxv_device *d = open_with_threads(-1);
+  REQUIRE(d);
+  const int64_t n = 64;
+  nxv_tensor *x = upload_random(d, NXV_F32, 64, 11), *y = NULL;
+  REQUIRE(x);
+  nxv_view vx = {x, 0, NULL};
+  nxv_device_inject_pipeline_fault(d);
+  EXPECT_FAIL(NXV_ERR_OUT_OF_DEVICE_MEMORY, y, nxv_unary(d, NXV_COS, 1, &n, &vx, &y));
+  CHECK(strstr(nxv_last_error(), "injected fault"));
+  CHECK(nxv_device_status(d, NULL) == NXV_OK);
+  /* The same op again creates its pipeline and computes. */
+  float host[64], got[64];
+  CHECK_OK(nxv_tensor_download(x, 0, 64, host));
+  REQUIRE_OK(nxv_unary(d, NXV_NEG, 1, &n, &vx, &y));
+  CHECK_OK(nxv_tensor_download(y, 0, 64, got));
+  for (int i = 0; i < 64; i++) CHECK(got[i] == -host[i]);
+  nxv_tensor_release(y);
+  /* A program whose creation failed frees its place; a retry makes it. */
+  const uint32_t prog[2] = {NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_ABS, 0, 0, 0),
+                            NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 1, 0, 0)};
+  nxv_device_inject_pipeline_fault(d);
+  EXPECT_FAIL(NXV_ERR_OUT_OF_DEVICE_MEMORY, y, nxv_fused(d, NXV_F32, 1, &n, 1, &vx, 2, prog, &y));
+  for (int rep = 0; rep < 2; rep++) {
+    REQUIRE_OK(nxv_fused(d, NXV_F32, 1, &n, 1, &vx, 2, prog, &y));
+    CHECK_OK(nxv_tensor_download(y, 0, 64, got));
+    for (int i = 0; i < 64; i++) CHECK(got[i] == -(host[i] < 0 ? -host[i] : host[i]));
+    nxv_tensor_release(y);
+  }
+  nxv_stats s;
+  REQUIRE_OK(nxv_device_stats(d, &s));
+  CHECK_MSG(s.program_pipelines == 1, "%llu program pipelines",
+            (unsigned long long)s.program_pipelines);
+  CHECK(s.pipeline_waits == 0);
+  nxv_tensor_release(x);
+  nxv_device_release(d);
+}
+
+NXV_TEST(pipelines, bad_thread_counts_are_refused) {
+  const int32_t bad[2] = {-2, NXV_PIPELINE_THREADS_MAX + 1};
+  for (int i = 0; i < 2; i++) {
+    nxv_device_config config = {0};
+    config.disable_disk_cache = true;
+    config.pipeline_threads = bad[i];
+    nxv_device *d = NULL;
+    EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_device_open(-1, &config, &d));
+    CHECK(d == NULL);
+    CHECK(strstr(nxv_last_error(), "pipeline_threads"));
+  }
+}
+
+NXV_TEST(pipelines, release_with_creations_still_queued) {
+  /* One worker, many creations asked for and dropped unawaited, then ops
+   * queued behind new pipelines and the device released without a
+   * synchronize: queued creations are dropped, running ones finish,
+   * queued ops complete. */
+  nxv_device *d = open_with_threads(1);
+  REQUIRE(d);
+  for (uint32_t op = 0; op < 12; op++) {
+    nxv_pending_pipeline *p = NULL;
+    VkPipeline pl;
+    CHECK_OK(nxv_registry_pipeline_start(d->kernels, NXV_SPV_UNARY_F64_F64, op, 0, &pl, &p));
+    if (p) p->release(p);
+  }
+  const int64_t n = 64;
+  nxv_tensor *x = upload_random(d, NXV_F32, 64, 13), *y[4] = {0};
+  REQUIRE(x);
+  nxv_view vx = {x, 0, NULL};
+  CHECK_OK(nxv_unary(d, NXV_EXP, 1, &n, &vx, &y[0]));
+  CHECK_OK(nxv_unary(d, NXV_LOG, 1, &n, &vx, &y[1]));
+  CHECK_OK(nxv_binary(d, NXV_POW, 1, &n, &vx, &vx, &y[2]));
+  CHECK_OK(nxv_reduce(d, NXV_REDUCE_PRODUCT, 1, &n, &vx, 1u, &y[3]));
+  for (int i = 0; i < 4; i++)
+    if (y[i]) nxv_tensor_release(y[i]);
+  nxv_tensor_release(x);
+  nxv_device_release(d);
+}
