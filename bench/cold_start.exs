@@ -1,9 +1,16 @@
 # Cold start: the first training steps on a newly opened device whose
-# pipelines must all be created, with the runtime's SPIR-V pruning (the
-# default) and without it (the `no_spirv_prune` device option).
+# pipelines must all be created, under two settings of the device:
+#
+#   * `--compare threads` (the default): pipelines created in the
+#     background by the runtime's pipeline threads (the default) against
+#     `pipeline_threads: :off` (each created by the thread that queues its
+#     op, one at a time);
+#   * `--compare prune`: pipelines from SPIR-V pruned for their
+#     specialization constants (the default) against whole modules (the
+#     `no_spirv_prune` device option).
 #
 #   __GL_SHADER_DISK_CACHE=0 MESA_SHADER_CACHE_DISABLE=true \
-#     mix run bench/cold_start.exs [--model mlp|cnn|both] [--rounds N]
+#     mix run bench/cold_start.exs [--model mlp|cnn|both] [--rounds N] [--compare threads|prune]
 #
 # (the two variables keep NVIDIA's and Mesa's own shader caches out of the
 # figures). For each round, model, path and setting, the default device is
@@ -17,12 +24,24 @@
 # the two settings alternate.
 Code.require_file("models.exs", __DIR__)
 
-{opts, _, invalid} = OptionParser.parse(System.argv(), strict: [model: :string, rounds: :integer])
+{opts, _, invalid} =
+  OptionParser.parse(System.argv(), strict: [model: :string, rounds: :integer, compare: :string])
 
-if invalid != [] do
-  IO.puts(:stderr, "usage: mix run bench/cold_start.exs [--model mlp|cnn|both] [--rounds N]")
+if invalid != [] or Keyword.get(opts, :compare, "threads") not in ["threads", "prune"] do
+  IO.puts(
+    :stderr,
+    "usage: mix run bench/cold_start.exs [--model mlp|cnn|both] [--rounds N] [--compare threads|prune]"
+  )
+
   System.halt(1)
 end
+
+# {label, device options} of the two settings, the default first.
+settings =
+  case Keyword.get(opts, :compare, "threads") do
+    "threads" -> [{"threads", %{}}, {"threads off", %{pipeline_threads: :off}}]
+    "prune" -> [{"pruned", %{}}, {"whole", %{no_spirv_prune: true}}]
+  end
 
 models =
   case Keyword.get(opts, :model, "both") do
@@ -43,8 +62,8 @@ defmodule ColdStart do
 
   # ms of each of three calls of the step, and the device's pipelines
   # created and pruned by the end.
-  def run(model, path, prune?) do
-    Nx.Vulkan.reopen(nil, %{disable_disk_cache: true, no_spirv_prune: not prune?})
+  def run(model, path, device_opts) do
+    Nx.Vulkan.reopen(nil, Map.put(device_opts, :disable_disk_cache, true))
     Nx.Vulkan.Compiler.clear_cache()
     # Data on the new context.
     {step, {params, x, y}} = data(model)
@@ -88,11 +107,11 @@ IO.puts(
 )
 
 for round <- 1..rounds, model <- models, path <- [:compiler, :evaluator] do
-  settings = if rem(round, 2) == 1, do: [true, false], else: [false, true]
+  order = if rem(round, 2) == 1, do: settings, else: Enum.reverse(settings)
 
-  for prune? <- settings do
-    {[a, b, c], n, pruned} = ColdStart.run(model, path, prune?)
-    label = "#{model} #{path} #{if prune?, do: "pruned", else: "whole"}"
+  for {name, device_opts} <- order do
+    {[a, b, c], n, pruned} = ColdStart.run(model, path, device_opts)
+    label = "#{model} #{path} #{name}"
 
     IO.puts(
       String.pad_trailing(label, 32) <>

@@ -256,7 +256,9 @@ typedef struct nxv_device_config {
                                  default, half the CPUs (1 to 8); -1 =
                                  none: the thread queuing the op creates
                                  its pipeline and a failure is that op's
-                                 error; at most NXV_PIPELINE_THREADS_MAX */
+                                 error; at most NXV_PIPELINE_THREADS_MAX.
+                                 The default counts the CPUs the process
+                                 may run on (its affinity) */
 } nxv_device_config;
 
 /* Opens the device at index (index < 0: the default choice) with config

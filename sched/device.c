@@ -1,5 +1,6 @@
 #include "sched/device.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +68,12 @@ static void resolve_config(nxv_device *d, const nxv_device_config *in) {
   if (!c.staging_bytes) c.staging_bytes = 64ull << 20;
   if (!c.arena_bytes) c.arena_bytes = 4ull << 20;
   if (!c.pipeline_threads) {
+    /* Half the CPUs this process may run on (its affinity: taskset,
+     * cpusets), 1 to 8. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+      cpus = CPU_COUNT(&set);
     c.pipeline_threads = cpus < 4 ? 1 : cpus > 16 ? 8 : (int32_t)(cpus / 2);
   }
   if (c.cache_dir) {
