@@ -371,8 +371,12 @@ defmodule Nx.Vulkan.Fusion do
     end
   end
 
-  # Runs the program once on scratch inputs of the real sizes and layouts
-  # (creating its pipeline): false when the device rejects it.
+  # Runs the program once on scratch inputs of the real sizes and layouts:
+  # false when the device rejects it (an op it lacks, its table of programs
+  # full). This also starts the creation of the program's pipeline, which
+  # the device's pipeline threads carry on in the background while the
+  # plan is built (with `pipeline_threads: :off`, created here; a failed
+  # creation is then a rejection).
   defp runs?(type, shape, words, inputs, info, device) do
     index = device || Nx.Vulkan.default_device_index()
     dev = Nx.Vulkan.device(index)
