@@ -1,8 +1,8 @@
 #include "kernels/registry.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
