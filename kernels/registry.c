@@ -84,7 +84,8 @@ struct nxv_registry {
 /* Modules whose kernels assume a fixed workgroup size (0: none). */
 static uint32_t fixed_wg(nxv_spv_module m, uint32_t variant) {
   if (m >= NXV_SPV_MATMUL_S8 && m <= NXV_SPV_MATMUL_C128) return 256;
-  if (m >= NXV_SPV_GEMM_F16 && m <= NXV_SPV_GEMM_F32) return variant == 0 ? 256 : 64;
+  if (m >= NXV_SPV_GEMM_F16 && m <= NXV_SPV_GEMM_F32)
+    return variant == 0 || variant == 3 ? 256 : 64;
   if (m == NXV_SPV_COOPMAT_F16 || m == NXV_SPV_COOPMAT_F16_KHR || m == NXV_SPV_COOPMAT_BF16)
     return NXV_COOPMAT_THREADS;
   /* The tiled elementwise variants (tile2d.glsl). */

@@ -8,15 +8,17 @@
 //
 // VARIANT 0: 128x128 tile of C per workgroup, 256 threads.
 // VARIANT 1: 64x64 tile, 64 threads (more workgroups for mid sizes).
+// VARIANT 3: 128x256 tile, 256 threads of 8x16 results (the host's choice
+// for large f32 products whose A is read along k).
 // Split k (few tiles, long sums): with nsplit > 1 the k axis is cut into
 // chunks of kchunk; workgroup z = batch * nsplit + chunk writes its f32
 // partial tile to part[chunk * outs + b * m * n + ...] (outs = nbatch * m
 // * n), and VARIANT 2 (64 threads, one per result) adds the partials of
 // each result in chunk order and stores it (results do not depend on
 // scheduling).
-// Each thread accumulates an 8x8 block: rows {ty*4 + i, BM/2 + ty*4 + i},
-// columns {tx*4 + j, BN/2 + tx*4 + j}, i, j < 4, so its shared-memory reads
-// are 4-wide and conflict-free. A and B advance through k in slices of BK,
+// Each thread accumulates an 8x(4 NGC) block: rows {ty*4 + i, BM/2 + ty*4
+// + i}, columns {h*BN/NGC + tx*4 + j}, i, j < 4, h < NGC (2, or 4 for
+// VARIANT 3), so its shared-memory reads are 4-wide and conflict-free. A and B advance through k in slices of BK,
 // staged in shared memory (double-buffered: the next slice is read from
 // memory into registers while the current one is multiplied). Each operand
 // is read along its contiguous axis, whichever it is (k for a row-major A,
@@ -28,7 +30,7 @@
 // there; warps covering 32x64 results instead of 16x128, which halves
 // their shared-memory wavefronts, measured 2% slower).
 // Dispatch: (ceil(n/BN), ceil(m/BM), batch * nsplit); spec constant 0
-// must be 256 (VARIANT 0) or 64 (VARIANTS 1 and 2).
+// must be 256 (VARIANTS 0 and 3) or 64 (VARIANTS 1 and 2).
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
@@ -56,20 +58,25 @@ layout(push_constant, std430) uniform PC {
   uint pad;
 } pc;
 
-const uint BM = VARIANT == 0u ? 128u : 64u;
-const uint BN = BM;
-const uint NT = (BM / 8u) * (BN / 8u);  // threads
+const uint BM = VARIANT == 1u ? 64u : 128u;
+const uint BN = VARIANT == 3u ? 256u : BM;
+// Column groups of 4 per thread, BN / NGC apart.
+const uint NGC = VARIANT == 3u ? 4u : 2u;
+const uint TXN = BN / (4u * NGC), TYN = BM / 8u; // threads along n and m
+const uint NT = TXN * TYN;                       // threads
 #ifndef GEMM_BK
 #define GEMM_BK 8u
 #endif
 const uint BK = GEMM_BK;
 const uint GPR = BK / 4u;                // 4-element groups per row of a k slice
 const uint PAD = 4u;                     // keeps transposed stores conflict-free
-const uint QT = BM * BK / 4u / NT;       // 4-element groups per thread and operand
-// [buffer][k][m] and [buffer][k][n], row length BM + PAD.
-shared vec4 As[2 * BK * (128u + PAD) / 4u];
-shared vec4 Bs[2 * BK * (128u + PAD) / 4u];
-const uint ROW4 = (BM + PAD) / 4u;       // vec4s per shared row
+const uint QTA = BM * BK / 4u / NT;      // 4-element groups per thread of A
+const uint QTB = BN * BK / 4u / NT;      // and of B
+// [buffer][k][m] and [buffer][k][n], row lengths BM + PAD and BN + PAD.
+shared vec4 As[2u * BK * (BM + PAD) / 4u];
+shared vec4 Bs[2u * BK * (BN + PAD) / 4u];
+const uint ROW4A = (BM + PAD) / 4u;      // vec4s per shared row of A
+const uint ROW4B = (BN + PAD) / 4u;      // and of B
 
 uint k_end;  // end of this workgroup's k range
 
@@ -108,7 +115,7 @@ void main() {
     return;
   }
   uint lid = gl_LocalInvocationID.x;
-  uint tx = lid % (BN / 8u), ty = lid / (BN / 8u);
+  uint tx = lid % TXN, ty = lid / TXN;
   uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
   uint chunk = gl_WorkGroupID.z % nsplit;
   uint bat = gl_WorkGroupID.z / nsplit + pc.batch_base;
@@ -127,7 +134,7 @@ void main() {
   bool b_vec = bbase % 4u == 0u && (uint(b_walk_k ? pc.b_sn : pc.b_sk) & 3u) == 0u &&
                (b_walk_k || pc.b_sn == 1);
 
-  vec4 ra[QT], rb[QT];  // the next slice, in registers
+  vec4 ra[QTA], rb[QTB];  // the next slice, in registers
 
   // Loads slice k0 into ra/rb: group q of thread lid covers 4 consecutive
   // elements along the walked axis.
@@ -136,7 +143,7 @@ void main() {
 #define VEC_B_K(gs, gp) (b_vec && (gs) < pc.n && (gp) + 4u <= k_end)
 #define VEC_B_N(gs, gp) (b_vec && (gs) + 4u <= pc.n && (gp) < k_end)
 #define LOAD_SLICE(k0)                                                        \
-  [[unroll]] for (uint q = 0u; q < QT; ++q) {                                 \
+  [[unroll]] for (uint q = 0u; q < QTA; ++q) {                                \
     uint g = lid + NT * q;                                                    \
     if (a_walk_k) {                                                           \
       uint r = g / GPR, gp = (k0) + (g % GPR) * 4u;                           \
@@ -154,6 +161,9 @@ void main() {
         ra[q] = vec4(load_a(abase, gr, gp, sk), load_a(abase, gr + 1u, gp, sk), \
                      load_a(abase, gr + 2u, gp, sk), load_a(abase, gr + 3u, gp, sk)); \
     }                                                                         \
+  }                                                                           \
+  [[unroll]] for (uint q = 0u; q < QTB; ++q) {                                \
+    uint g = lid + NT * q;                                                    \
     if (b_walk_k) {                                                           \
       uint gs = col0 + g / GPR, gp = (k0) + (g % GPR) * 4u;                   \
       if (VEC_B_K(gs, gp))                                                    \
@@ -174,23 +184,26 @@ void main() {
 
   // Stores ra/rb into shared buffer buf ([k][m] and [k][n] layouts).
 #define STORE_SLICE(buf)                                                      \
-  [[unroll]] for (uint q = 0u; q < QT; ++q) {                                 \
-    uint g = lid + NT * q, base = (buf) * BK * ROW4;                          \
+  [[unroll]] for (uint q = 0u; q < QTA; ++q) {                                \
+    uint g = lid + NT * q, base = (buf) * BK * ROW4A;                         \
     if (a_walk_k) {                                                           \
       uint r = g / GPR, p = (g % GPR) * 4u;                                   \
       for (uint e = 0u; e < 4u; ++e)                                          \
-        As[base + (p + e) * ROW4 + r / 4u][r % 4u] = ra[q][e];                \
+        As[base + (p + e) * ROW4A + r / 4u][r % 4u] = ra[q][e];               \
     } else {                                                                  \
       uint p = g / (BM / 4u), r4 = g % (BM / 4u);                             \
-      As[base + p * ROW4 + r4] = ra[q];                                       \
+      As[base + p * ROW4A + r4] = ra[q];                                      \
     }                                                                         \
+  }                                                                           \
+  [[unroll]] for (uint q = 0u; q < QTB; ++q) {                                \
+    uint g = lid + NT * q, base = (buf) * BK * ROW4B;                         \
     if (b_walk_k) {                                                           \
       uint s = g / GPR, p = (g % GPR) * 4u;                                   \
       for (uint e = 0u; e < 4u; ++e)                                          \
-        Bs[base + (p + e) * ROW4 + s / 4u][s % 4u] = rb[q][e];                \
+        Bs[base + (p + e) * ROW4B + s / 4u][s % 4u] = rb[q][e];               \
     } else {                                                                  \
       uint p = g / (BN / 4u), s4 = g % (BN / 4u);                             \
-      Bs[base + p * ROW4 + s4] = rb[q];                                       \
+      Bs[base + p * ROW4B + s4] = rb[q];                                      \
     }                                                                         \
   }
 
@@ -207,33 +220,33 @@ void main() {
   const bool unchecked = true;
 #endif
   bool interior = unchecked && a_vec && b_vec && row0 + BM <= pc.m && col0 + BN <= pc.n;
-  uint ia[QT], ib[QT];  // element index of group q in the slice at kf
+  uint ia[QTA], ib[QTB];  // element index of group q in the slice at kf
   uint a_step = a_walk_k ? BK : BK * uint(pc.a_sk);
   uint b_step = b_walk_k ? BK : BK * uint(pc.b_sk);
-  [[unroll]] for (uint q = 0u; q < QT; ++q) {
+  [[unroll]] for (uint q = 0u; q < QTA; ++q) {
     uint g = lid + NT * q;
     ia[q] = a_walk_k ? abase + (row0 + g / GPR) * uint(pc.a_sm) + k0 + (g % GPR) * 4u
                      : abase + row0 + (g % (BM / 4u)) * 4u + (k0 + g / (BM / 4u)) * uint(pc.a_sk);
+  }
+  [[unroll]] for (uint q = 0u; q < QTB; ++q) {
+    uint g = lid + NT * q;
     ib[q] = b_walk_k ? bbase + (col0 + g / GPR) * uint(pc.b_sn) + k0 + (g % GPR) * 4u
                      : bbase + col0 + (g % (BN / 4u)) * 4u + (k0 + g / (BN / 4u)) * uint(pc.b_sk);
   }
   // Loads the slice at kf (ia/ib point at it) and advances ia/ib.
 #define LOAD_NEXT(kf)                                                         \
   if (interior && (kf) + BK <= k_end) {                                       \
-    [[unroll]] for (uint q = 0u; q < QT; ++q) {                               \
-      ra[q] = load4(pc.a, ia[q]);                                                    \
-      rb[q] = load4(pc.b, ib[q]);                                             \
-    }                                                                         \
+    [[unroll]] for (uint q = 0u; q < QTA; ++q) ra[q] = load4(pc.a, ia[q]);    \
+    [[unroll]] for (uint q = 0u; q < QTB; ++q) rb[q] = load4(pc.b, ib[q]);    \
   } else {                                                                    \
     LOAD_SLICE(kf)                                                            \
   }                                                                           \
-  [[unroll]] for (uint q = 0u; q < QT; ++q) {                                 \
-    ia[q] += a_step;                                                          \
-    ib[q] += b_step;                                                          \
-  }
+  [[unroll]] for (uint q = 0u; q < QTA; ++q) ia[q] += a_step;                 \
+  [[unroll]] for (uint q = 0u; q < QTB; ++q) ib[q] += b_step;
 
-  vec4 acc[8][2];
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) acc[i][0] = acc[i][1] = vec4(0.0);
+  vec4 acc[8][NGC];
+  [[unroll]] for (uint i = 0u; i < 8u; ++i)
+    [[unroll]] for (uint h = 0u; h < NGC; ++h) acc[i][h] = vec4(0.0);
 
   LOAD_NEXT(k0)
   STORE_SLICE(0u)
@@ -243,18 +256,18 @@ void main() {
     uint cur = slice & 1u;
     bool more = slice + 1u < nslices;
     if (more) { LOAD_NEXT(k0 + (slice + 1u) * BK) }
-    uint base = cur * BK * ROW4;
+    uint base_a = cur * BK * ROW4A, base_b = cur * BK * ROW4B;
     [[unroll]] for (uint p = 0u; p < BK; ++p) {
-      vec4 a0 = As[base + p * ROW4 + ty];
-      vec4 a1 = As[base + p * ROW4 + BM / 8u + ty];
-      vec4 b0 = Bs[base + p * ROW4 + tx];
-      vec4 b1 = Bs[base + p * ROW4 + BN / 8u + tx];
-      [[unroll]] for (uint i = 0u; i < 4u; ++i) {
-        acc[i][0] += a0[i] * b0;
-        acc[i][1] += a0[i] * b1;
-        acc[4u + i][0] += a1[i] * b0;
-        acc[4u + i][1] += a1[i] * b1;
-      }
+      vec4 a0 = As[base_a + p * ROW4A + ty];
+      vec4 a1 = As[base_a + p * ROW4A + BM / 8u + ty];
+      vec4 b[NGC];
+      [[unroll]] for (uint h = 0u; h < NGC; ++h)
+        b[h] = Bs[base_b + p * ROW4B + h * (BN / NGC / 4u) + tx];
+      [[unroll]] for (uint i = 0u; i < 4u; ++i)
+        [[unroll]] for (uint h = 0u; h < NGC; ++h) {
+          acc[i][h] += a0[i] * b[h];
+          acc[4u + i][h] += a1[i] * b[h];
+        }
     }
     if (more) { STORE_SLICE(cur ^ 1u) }
     barrier();
@@ -266,8 +279,8 @@ void main() {
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint gr = row0 + (i < 4u ? ty * 4u + i : BM / 2u + ty * 4u + (i - 4u));
     if (gr >= pc.m) continue;
-    [[unroll]] for (uint h = 0u; h < 2u; ++h) {
-      uint gc = col0 + h * (BN / 2u) + tx * 4u;
+    [[unroll]] for (uint h = 0u; h < NGC; ++h) {
+      uint gc = col0 + h * (BN / NGC) + tx * 4u;
 #if T_VEC
       uint o = cbase + gr * pc.n + gc;
       if (!split && gc + 4u <= pc.n && o % 4u == 0u) {  // 4 in bounds, aligned

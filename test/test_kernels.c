@@ -2221,6 +2221,13 @@ NXV_TEST(kernels, matmul) {
       {1, 1024, 576, 20, MM_TB | MM_REV},
       {2, 512, 512, 24, MM_REV},
       {1, 128, 128, 1028, MM_TA},
+      /* f32 with A read along k and 96 tiles of 128x256 or more takes
+       * gemm.comp's wide tile: edges in m and n, B either way, checked and
+       * unchecked loads; A transposed keeps 128x128 */
+      {1, 1540, 2050, 20, 0},
+      {1, 1544, 2056, 24, MM_TB},
+      {2, 1024, 1540, 12, MM_TB | MM_OFF},
+      {1, 1544, 2056, 16, MM_TA},
       /* fewer 64x64 tiles with a short k take matmul.comp: aligned, and a
        * weight gradient's shape (A transposed, k the batch) */
       {1, 256, 256, 40, MM_TA | MM_TB},
