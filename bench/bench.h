@@ -147,8 +147,8 @@ extern bool g_defer_elementwise;
  * of the pipeline suite's children; set from --no-spirv-prune. */
 extern bool g_no_spirv_prune;
 /* nxv_device_config.pipeline_threads of every device open_device opens and
- * of the pipeline suite's children (0: the runtime's default, -1: none);
- * set from --pipeline-threads. */
+ * of the pipeline suite's cold and warm children (0: the runtime's
+ * default, none); set from --pipeline-threads. */
 extern int32_t g_pipeline_threads;
 nxv_stats stats_of(nxv_device *d);
 /* The largest buffer the device takes (storage range, allocation and

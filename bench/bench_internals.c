@@ -25,11 +25,12 @@
  *   and with --no-spirv-prune when this run has it (pipelines from whole
  *   modules: the cold figure with and without pruning), and with this
  *   run's --pipeline-threads.
- * - pipeline_cold_sync: the cold child again, in another new directory,
- *   with pipeline_threads off (each pipeline created by the thread that
- *   queues its op), unless this run already has them off; its per-op
- *   times (pipeline_cold_op, shape = the op) are each op's pipeline
- *   creation.
+ * - pipeline_cold_sync, pipeline_cold_threads: the cold child without
+ *   pipeline threads (each pipeline created by the thread that queues its
+ *   op) and with them (auto, or this run's), one of them the cold child
+ *   above and the other a third child in another new directory; the
+ *   per-op times of the one without (pipeline_cold_op, shape = the op) are
+ *   each op's pipeline creation.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -431,7 +432,8 @@ static bool has_prefix(const char *s, const char *p) {
 
 /* Runs `self --pipeline-child dir --device index` with the driver caches
  * disabled, and parses its result line. threads: the child's
- * --pipeline-threads (0: none given, -1: off). */
+ * --pipeline-threads (0: none given; NXV_PIPELINE_THREADS_NONE: off,
+ * NXV_PIPELINE_THREADS_AUTO: auto). */
 static child_result run_child(const options *o, uint32_t index,
                               const char *dir, int32_t threads) {
   /* Everything the child needs is built before fork: between fork and exec
@@ -450,7 +452,8 @@ static child_result run_child(const options *o, uint32_t index,
   char idx[16];
   snprintf(idx, sizeof idx, "%u", index);
   char nthreads[16];
-  if (threads < 0) snprintf(nthreads, sizeof nthreads, "off");
+  if (threads == NXV_PIPELINE_THREADS_AUTO) snprintf(nthreads, sizeof nthreads, "auto");
+  else if (threads < 0) snprintf(nthreads, sizeof nthreads, "off");
   else snprintf(nthreads, sizeof nthreads, "%d", threads);
   char *argv[10] = {(char *)o->self, (char *)"--pipeline-child", (char *)dir,
                     (char *)"--device", idx, NULL, NULL, NULL, NULL, NULL};
@@ -577,28 +580,30 @@ void suite_pipeline(const options *o, const nxv_device_info *info) {
   if (warm.pipelines != cold.pipelines)
     die("pipeline: the cold child created %" PRIu64 " pipelines, the warm "
         "one %" PRIu64, cold.pipelines, warm.pipelines);
-  /* The cold run again with each pipeline created by the thread that
-   * queues its op (pipeline_threads off): the time of each op is then its
-   * pipeline's creation, and the total what background creation saves. */
-  bool has_sync = g_pipeline_threads >= 0;
-  child_result sync = cold;
-  if (has_sync) {
-    make_cache_dir(dir);
-    sync = run_child(o, info->index, dir, -1);
-    remove_cache_dir();
-    if (sync.pipelines != cold.pipelines)
-      die("pipeline: the cold child created %" PRIu64 " pipelines, the one "
-          "without pipeline threads %" PRIu64, cold.pipelines, sync.pipelines);
-  }
+  /* The cold run again with the other setting of pipeline threads (auto
+   * when this run has none, off when it has some): without them the time
+   * of each op is its pipeline's creation; the two totals say what
+   * creating pipelines in the background saves. */
+  bool threads = g_pipeline_threads > 0 || g_pipeline_threads == NXV_PIPELINE_THREADS_AUTO;
+  make_cache_dir(dir);
+  child_result alt = run_child(o, info->index, dir,
+                               threads ? NXV_PIPELINE_THREADS_NONE : NXV_PIPELINE_THREADS_AUTO);
+  remove_cache_dir();
+  if (alt.pipelines != cold.pipelines)
+    die("pipeline: the cold child created %" PRIu64 " pipelines, the one %s "
+        "pipeline threads %" PRIu64, cold.pipelines, threads ? "without" : "with",
+        alt.pipelines);
+  const child_result sync = threads ? alt : cold, with = threads ? cold : alt;
   emit("pipeline_cold", "-", "-", "ms", cold.total_ms);
   emit("pipeline_warm", "-", "-", "ms", warm.total_ms);
-  if (has_sync) emit("pipeline_cold_sync", "-", "-", "ms", sync.total_ms);
+  emit("pipeline_cold_sync", "-", "-", "ms", sync.total_ms);
+  emit("pipeline_cold_threads", "-", "-", "ms", with.total_ms);
   /* The same without the device's opening: the first ops and the
    * synchronize, where the pipelines are created. */
   emit("pipeline_cold", "-", "ops", "ms", cold.total_ms - cold.open_ms);
   emit("pipeline_warm", "-", "ops", "ms", warm.total_ms - warm.open_ms);
-  if (has_sync)
-    emit("pipeline_cold_sync", "-", "ops", "ms", sync.total_ms - sync.open_ms);
+  emit("pipeline_cold_sync", "-", "ops", "ms", sync.total_ms - sync.open_ms);
+  emit("pipeline_cold_threads", "-", "ops", "ms", with.total_ms - with.open_ms);
   emit("pipeline_cold", "-", "-", "count", (double)cold.pipelines);
   emit("pipeline_warm", "-", "-", "count", (double)warm.pipelines);
   for (int i = 0; i < sync.nops; i++)
@@ -611,12 +616,15 @@ void suite_pipeline(const options *o, const nxv_device_info *info) {
          "= empty cache directory, warm = the file the cold run wrote (%lld "
          "bytes); pipeline threads: %s\n", cold.ops, o->quick ? "short (--quick)" : "fixed",
          cold.skipped, cold.cache_bytes,
-         g_pipeline_threads < 0 ? "off" : g_pipeline_threads ? "as given" : "the default");
+         g_pipeline_threads == NXV_PIPELINE_THREADS_AUTO ? "auto"
+         : g_pipeline_threads > 0                       ? "as given"
+                                                        : "none (the default)");
   printf("%-26s %10s %10s %12s %10s %10s\n", "run", "total ms", "open ms",
          "ops+sync ms", "pipelines", "disk hits");
-  const child_result *rs[3] = {&cold, &warm, &sync};
-  const char *names[3] = {"cold", "warm", "cold, threads off"};
-  for (int i = 0; i < (has_sync ? 3 : 2); i++)
+  const child_result *rs[3] = {&cold, &warm, &alt};
+  const char *names[3] = {"cold", "warm",
+                          threads ? "cold, threads off" : "cold, threads auto"};
+  for (int i = 0; i < 3; i++)
     printf("%-26s %10.2f %10.2f %12.2f %10" PRIu64 " %10" PRIu64 "\n",
            names[i], rs[i]->total_ms, rs[i]->open_ms,
            rs[i]->total_ms - rs[i]->open_ms, rs[i]->pipelines,
@@ -624,10 +632,9 @@ void suite_pipeline(const options *o, const nxv_device_info *info) {
   printf("ratio warm / cold: %.3f (total), %.3f (ops+sync only)\n",
          warm.total_ms / cold.total_ms,
          (warm.total_ms - warm.open_ms) / (cold.total_ms - cold.open_ms));
-  if (has_sync)
-    printf("ratio cold / cold with threads off: %.3f (total), %.3f (ops+sync only)\n",
-           cold.total_ms / sync.total_ms,
-           (cold.total_ms - cold.open_ms) / (sync.total_ms - sync.open_ms));
+  printf("ratio with pipeline threads / without: %.3f (total), %.3f (ops+sync only)\n",
+         with.total_ms / sync.total_ms,
+         (with.total_ms - with.open_ms) / (sync.total_ms - sync.open_ms));
   printf("per op, pipeline threads off (its pipeline's creation where it "
          "needed one)%s:\n", g_no_spirv_prune ? ", whole modules (--no-spirv-prune)" : "");
   printf("%-28s %10s\n", "op", "cold ms");

@@ -121,10 +121,11 @@ static void usage(FILE *f) {
       "                  batch timestamps: no GPU time)\n"
       "  --no-spirv-prune  the devices' no_spirv_prune option (pipelines\n"
       "                  from whole modules, not pruned ones)\n"
-      "  --pipeline-threads N|off  the devices' pipeline_threads option\n"
-      "                  (threads creating pipelines in the background;\n"
-      "                  off: on the thread that queues the op; default:\n"
-      "                  the runtime's)\n"
+      "  --pipeline-threads N|auto|off  the devices' pipeline_threads\n"
+      "                  option (threads creating pipelines in the\n"
+      "                  background; auto: half the CPUs; off, the\n"
+      "                  runtime's default: on the thread that queues\n"
+      "                  the op)\n"
       "  --defer         the devices' defer_elementwise option (basic\n"
       "                  elementwise ops return deferred results)\n"
       "  --kick-nodes N  the devices' kick_nodes option (submit at N nodes\n"
@@ -236,7 +237,8 @@ static options parse_options(int argc, char **argv) {
     } else if (!strcmp(a, "--no-spirv-prune")) {
       g_no_spirv_prune = true;
     } else if (!strcmp(a, "--pipeline-threads")) {
-      if (v && !strcmp(v, "off")) g_pipeline_threads = -1;
+      if (v && !strcmp(v, "off")) g_pipeline_threads = NXV_PIPELINE_THREADS_NONE;
+      else if (v && !strcmp(v, "auto")) g_pipeline_threads = NXV_PIPELINE_THREADS_AUTO;
       else g_pipeline_threads = (int32_t)parse_u64(a, v, 1, NXV_PIPELINE_THREADS_MAX);
       i++;
     } else if (!strcmp(a, "--defer")) {

@@ -2,9 +2,9 @@
 # pipelines must all be created, under two settings of the device:
 #
 #   * `--compare threads` (the default): pipelines created in the
-#     background by the runtime's pipeline threads (the default) against
-#     `pipeline_threads: :off` (each created by the thread that queues its
-#     op, one at a time);
+#     background by pipeline threads (`pipeline_threads: :auto`) against
+#     the default (each created by the thread that queues its op, one at a
+#     time);
 #   * `--compare prune`: pipelines from SPIR-V pruned for their
 #     specialization constants (the default) against whole modules (the
 #     `no_spirv_prune` device option).
@@ -36,10 +36,10 @@ if invalid != [] or Keyword.get(opts, :compare, "threads") not in ["threads", "p
   System.halt(1)
 end
 
-# {label, device options} of the two settings, the default first.
+# {label, device options} of the two settings, the one under test first.
 settings =
   case Keyword.get(opts, :compare, "threads") do
-    "threads" -> [{"threads", %{}}, {"threads off", %{pipeline_threads: :off}}]
+    "threads" -> [{"threads auto", %{pipeline_threads: :auto}}, {"threads off", %{}}]
     "prune" -> [{"pruned", %{}}, {"whole", %{no_spirv_prune: true}}]
   end
 

@@ -74,7 +74,7 @@ TEST_ORDER = ("chain", "chain_tensor", "independent", "to_number", "count",
               "mlp_step_compiled", "cnn_step_compiled",
               "mlp_step_compiled_gc", "cnn_step_compiled_gc",
               "pool_alloc", "pool_steady_device_allocs", "pipeline_cold",
-              "pipeline_warm", "pipeline_cold_sync")
+              "pipeline_warm", "pipeline_cold_sync", "pipeline_cold_threads")
 DTYPE_ORDER = ("f32", "f16", "bf16", "f64", "-")
 # Shapes in the order the schema lists them.
 CANONICAL_SHAPES = {

@@ -165,8 +165,11 @@ nxv_status nxv_device_default_index(uint32_t *out_index);
 
 /* Most ops nxv_device_config.reorder_window may hold. */
 #define NXV_REORDER_WINDOW_MAX 64
-/* Most pipeline_threads a device may have. */
+/* Most pipeline_threads a device may have, and its two special values:
+ * none (the default) and half the CPUs the process may run on, 1 to 8. */
 #define NXV_PIPELINE_THREADS_MAX 64
+#define NXV_PIPELINE_THREADS_NONE (-1)
+#define NXV_PIPELINE_THREADS_AUTO (-2)
 
 /* Device options. Zero-initialise, then set what you need: zero fields take
  * their defaults. */
@@ -248,17 +251,20 @@ typedef struct nxv_device_config {
                                  double-precision math library from about
                                  a second to milliseconds */
   int32_t pipeline_threads;   /* threads that create pipelines in the
-                                 background, so that an op whose pipeline
-                                 does not exist yet returns at once and
-                                 the scheduler waits for the pipeline when
-                                 it records the op (a failed creation then
-                                 fails the device, sticky); 0 = the
-                                 default, half the CPUs (1 to 8); -1 =
-                                 none: the thread queuing the op creates
-                                 its pipeline and a failure is that op's
-                                 error; at most NXV_PIPELINE_THREADS_MAX.
-                                 The default counts the CPUs the process
-                                 may run on (its affinity) */
+                                 background: an op whose pipeline does not
+                                 exist yet returns at once and the
+                                 scheduler waits for the pipeline when it
+                                 records the op, so the pipelines of a
+                                 first training step are created several
+                                 at a time (a failed creation then fails
+                                 the device, sticky). 0 or
+                                 NXV_PIPELINE_THREADS_NONE (the default):
+                                 the thread that queues an op creates its
+                                 pipeline, and a failure is that op's
+                                 error. NXV_PIPELINE_THREADS_AUTO: half the
+                                 CPUs the process may run on (its
+                                 affinity), 1 to 8. At most
+                                 NXV_PIPELINE_THREADS_MAX */
 } nxv_device_config;
 
 /* Opens the device at index (index < 0: the default choice) with config

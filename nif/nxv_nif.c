@@ -421,7 +421,8 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   ERL_NIF_TERM pt;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "pipeline_threads"), &pt)) {
     unsigned w;
-    if (enif_is_identical(pt, mk_atom(env, "off"))) cfg.pipeline_threads = -1;
+    if (enif_is_identical(pt, mk_atom(env, "off"))) cfg.pipeline_threads = NXV_PIPELINE_THREADS_NONE;
+    else if (enif_is_identical(pt, mk_atom(env, "auto"))) cfg.pipeline_threads = NXV_PIPELINE_THREADS_AUTO;
     else if (enif_get_uint(env, pt, &w) && w <= NXV_PIPELINE_THREADS_MAX)
       cfg.pipeline_threads = (int32_t)w;
     else bad = true;

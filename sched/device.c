@@ -67,7 +67,8 @@ static void resolve_config(nxv_device *d, const nxv_device_config *in) {
   if (!c.idle_spin_us) c.idle_spin_us = 200;
   if (!c.staging_bytes) c.staging_bytes = 64ull << 20;
   if (!c.arena_bytes) c.arena_bytes = 4ull << 20;
-  if (!c.pipeline_threads) {
+  if (!c.pipeline_threads) c.pipeline_threads = NXV_PIPELINE_THREADS_NONE;
+  if (c.pipeline_threads == NXV_PIPELINE_THREADS_AUTO) {
     /* Half the CPUs this process may run on (its affinity: taskset,
      * cpusets), 1 to 8. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -112,10 +113,10 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "reorder_window %d is not -1 (off), 0 (default) or 1..%d",
                     config->reorder_window, NXV_REORDER_WINDOW_MAX);
-  if (config && (config->pipeline_threads < -1 ||
+  if (config && (config->pipeline_threads < NXV_PIPELINE_THREADS_AUTO ||
                  config->pipeline_threads > NXV_PIPELINE_THREADS_MAX))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
-                    "pipeline_threads %d is not -1 (none), 0 (default) or 1..%d",
+                    "pipeline_threads %d is not -2 (auto), -1 or 0 (none) or 1..%d",
                     config->pipeline_threads, NXV_PIPELINE_THREADS_MAX);
   nxv_device *d = calloc(1, sizeof *d);
   if (!d) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "device");

@@ -286,8 +286,8 @@ NXV_TEST(pipelines, failed_creation_on_the_calling_thread_is_the_ops_error) {
   nxv_device_release(d);
 }
 
-NXV_TEST(pipelines, bad_thread_counts_are_refused) {
-  const int32_t bad[2] = {-2, NXV_PIPELINE_THREADS_MAX + 1};
+NXV_TEST(pipelines, bad_thread_counts_refused_auto_and_none_work) {
+  const int32_t bad[2] = {NXV_PIPELINE_THREADS_AUTO - 1, NXV_PIPELINE_THREADS_MAX + 1};
   for (int i = 0; i < 2; i++) {
     nxv_device_config config = {0};
     config.disable_disk_cache = true;
@@ -296,6 +296,25 @@ NXV_TEST(pipelines, bad_thread_counts_are_refused) {
     EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_device_open(-1, &config, &d));
     CHECK(d == NULL);
     CHECK(strstr(nxv_last_error(), "pipeline_threads"));
+  }
+  /* auto and none open and compute. */
+  const int32_t good[3] = {NXV_PIPELINE_THREADS_AUTO, NXV_PIPELINE_THREADS_NONE, 0};
+  for (int i = 0; i < 3; i++) {
+    nxv_device *d = open_with_threads(good[i]);
+    REQUIRE(d);
+    const int64_t n = 64;
+    nxv_tensor *x = upload_random(d, NXV_F32, 64, 17), *y = NULL;
+    nxv_view vx = {x, 0, NULL};
+    float host[64], got[64];
+    CHECK_OK(nxv_tensor_download(x, 0, 64, host));
+    CHECK_OK(nxv_unary(d, NXV_ABS, 1, &n, &vx, &y));
+    if (y) {
+      CHECK_OK(nxv_tensor_download(y, 0, 64, got));
+      for (int k = 0; k < 64; k++) CHECK(got[k] == (host[k] < 0 ? -host[k] : host[k]));
+      nxv_tensor_release(y);
+    }
+    nxv_tensor_release(x);
+    nxv_device_release(d);
   }
 }
 

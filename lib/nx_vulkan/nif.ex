@@ -59,8 +59,8 @@ defmodule Nx.Vulkan.NIF do
   :no_latency_timing, :no_gpu_timestamps, :defer_elementwise, :no_spirv_prune`,
   `:download_kernel` (`:auto`,
   `:always` or `:never`), `:reorder_window` (0..64, 0 the default, or
-  `:off`), `:pipeline_threads` (1..64, 0 the default, or `:off`). Each
-  call opens a new context.
+  `:off`), `:pipeline_threads` (1..64, `:auto` for half the CPUs, or
+  `:off`/0, the default). Each call opens a new context.
   """
   def open_device(_index, _opts), do: nif_error()
   @doc "Counters of a device as a map (pool, queue, pipeline cache)."

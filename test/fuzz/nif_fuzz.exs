@@ -1012,7 +1012,7 @@ defmodule NxVulkan.NifFuzz do
     no_gpu_timestamps: [true, false],
     defer_elementwise: [true, false],
     no_spirv_prune: [true, false],
-    pipeline_threads: [:off, 1, 3],
+    pipeline_threads: [:off, :auto, 1, 3],
     download_kernel: [:auto, :always, :never]
   ]
 
