@@ -98,6 +98,9 @@ nxv_device *test_open_device(void);
 /* The same with defer_elementwise: basic elementwise ops return deferred
  * results. */
 nxv_device *test_open_device_deferred(void);
+/* The same with config's other fields (poisoned outputs and the disk
+ * cache off whatever config says). */
+nxv_device *test_open_device_with(nxv_device_config config);
 /* Deterministic xorshift random numbers. */
 uint64_t test_rand_u64(uint64_t *state);
 double test_rand_uniform(uint64_t *state, double lo, double hi);

@@ -41,11 +41,9 @@ void nxv_test_register(nxv_test_case *test_case) {
   test_tail = &test_case->next;
 }
 
-static nxv_device *open_test_device(bool defer) {
-  nxv_device_config config = {0};
+nxv_device *test_open_device_with(nxv_device_config config) {
   config.poison_outputs = true;
   config.disable_disk_cache = true;
-  config.defer_elementwise = defer;
   nxv_device *device = NULL;
   if (nxv_device_open(-1, &config, &device) != NXV_OK) {
     fprintf(stderr, "  cannot open a Vulkan device: %s\n", nxv_last_error());
@@ -54,8 +52,11 @@ static nxv_device *open_test_device(bool defer) {
   return device;
 }
 
-nxv_device *test_open_device(void) { return open_test_device(false); }
-nxv_device *test_open_device_deferred(void) { return open_test_device(true); }
+nxv_device *test_open_device(void) { return test_open_device_with((nxv_device_config){0}); }
+
+nxv_device *test_open_device_deferred(void) {
+  return test_open_device_with((nxv_device_config){.defer_elementwise = true});
+}
 
 void *test_xcalloc(size_t n, size_t size) {
   void *p = calloc(n ? n : 1, size ? size : 1);

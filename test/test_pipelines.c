@@ -19,16 +19,7 @@
 #include "test.h"
 
 static nxv_device *open_with_threads(int32_t threads) {
-  nxv_device_config config = {0};
-  config.poison_outputs = true;
-  config.disable_disk_cache = true;
-  config.pipeline_threads = threads;
-  nxv_device *d = NULL;
-  if (nxv_device_open(-1, &config, &d) != NXV_OK) {
-    fprintf(stderr, "  cannot open a Vulkan device: %s\n", nxv_last_error());
-    return NULL;
-  }
-  return d;
+  return test_open_device_with((nxv_device_config){.pipeline_threads = threads});
 }
 
 /* count random elements of float type t in [-2, 2], from seed. */
