@@ -16,6 +16,10 @@
 #define PROGRAM_TABLE (2 * NXV_REGISTRY_PROGRAMS)
 /* Bytes of a failed creation's message kept for its waiters. */
 #define JOB_MSG 384
+/* Stack of a worker thread: drivers compile pipelines on it, and threads
+ * get 2 MiB by default where the stack limit is unlimited, against the
+ * 8 MiB or more a main thread has. Reserved, touched only as used. */
+#define WORKER_STACK (16u << 20)
 
 typedef enum entry_state {
   ENTRY_EMPTY = 0,  /* never used: ends a probe */
@@ -135,9 +139,13 @@ nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache, bool pru
   pthread_mutex_init(&r->mu, NULL);
   pthread_cond_init(&r->work_cv, NULL);
   pthread_cond_init(&r->done_cv, NULL);
+  pthread_attr_t attr;
+  bool attr_ok = threads && pthread_attr_init(&attr) == 0;
+  if (attr_ok) pthread_attr_setstacksize(&attr, WORKER_STACK); /* else the default */
   for (uint32_t i = 0; i < threads; i++) {
-    int e = pthread_create(&r->threads[i], NULL, worker_main, r);
+    int e = pthread_create(&r->threads[i], attr_ok ? &attr : NULL, worker_main, r);
     if (e != 0) {
+      if (attr_ok) pthread_attr_destroy(&attr);
       nxv_registry_destroy(r); /* joins the r->nthreads started */
       return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY,
                       "kernel registry: starting pipeline thread %u of %u failed (error %d)",
@@ -145,6 +153,7 @@ nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache, bool pru
     }
     r->nthreads = i + 1;
   }
+  if (attr_ok) pthread_attr_destroy(&attr);
   *out = r;
   return NXV_OK;
 }
