@@ -24,9 +24,14 @@
  * after the last epoch that used them), frees their staging and argument
  * space, and wakes waiters.
  *
- * Errors are sticky: the first failed submission or device loss records
- * its cause; waiters wake with it, queued nodes are cancelled (their
- * references dropped, nothing executed), and nxv_sched_push fails fast.
+ * A dispatch whose pipeline was still being created when it was queued
+ * (nxv_node.pending) is recorded once the pipeline exists: the scheduler
+ * submits what it has recorded, then waits for it.
+ *
+ * Errors are sticky: the first failed submission, device loss or failed
+ * pipeline creation of a pending node records its cause; waiters wake
+ * with it, queued nodes are cancelled (their references dropped, nothing
+ * executed), and nxv_sched_push fails fast.
  */
 #ifndef NXV_SCHED_SCHEDULER_H
 #define NXV_SCHED_SCHEDULER_H
