@@ -88,7 +88,12 @@ defmodule Nx.Vulkan.NIF do
   def trim(_device), do: nif_error()
   @doc "Writes the pipeline cache file now. `:ok` or raises."
   def save_pipeline_cache(_device), do: nif_error()
-  @doc "Test hook: the next submission fails with `:device_lost` or `:submit_failed`."
+
+  @doc """
+  Test hook: the next submission fails with `:device_lost` or
+  `:submit_failed`, or (`:pipeline_failed`) the next pipeline creation
+  fails as if the driver were out of device memory.
+  """
   def inject_fault(_device, _fault), do: nif_error()
 
   @doc """
