@@ -593,21 +593,21 @@ void suite_pipeline(const options *o, const nxv_device_info *info) {
     die("pipeline: the cold child created %" PRIu64 " pipelines, the one %s "
         "pipeline threads %" PRIu64, cold.pipelines, threads ? "without" : "with",
         alt.pipelines);
-  const child_result sync = threads ? alt : cold, with = threads ? cold : alt;
+  const child_result *sync = threads ? &alt : &cold, *with = threads ? &cold : &alt;
   emit("pipeline_cold", "-", "-", "ms", cold.total_ms);
   emit("pipeline_warm", "-", "-", "ms", warm.total_ms);
-  emit("pipeline_cold_sync", "-", "-", "ms", sync.total_ms);
-  emit("pipeline_cold_threads", "-", "-", "ms", with.total_ms);
+  emit("pipeline_cold_sync", "-", "-", "ms", sync->total_ms);
+  emit("pipeline_cold_threads", "-", "-", "ms", with->total_ms);
   /* The same without the device's opening: the first ops and the
    * synchronize, where the pipelines are created. */
   emit("pipeline_cold", "-", "ops", "ms", cold.total_ms - cold.open_ms);
   emit("pipeline_warm", "-", "ops", "ms", warm.total_ms - warm.open_ms);
-  emit("pipeline_cold_sync", "-", "ops", "ms", sync.total_ms - sync.open_ms);
-  emit("pipeline_cold_threads", "-", "ops", "ms", with.total_ms - with.open_ms);
+  emit("pipeline_cold_sync", "-", "ops", "ms", sync->total_ms - sync->open_ms);
+  emit("pipeline_cold_threads", "-", "ops", "ms", with->total_ms - with->open_ms);
   emit("pipeline_cold", "-", "-", "count", (double)cold.pipelines);
   emit("pipeline_warm", "-", "-", "count", (double)warm.pipelines);
-  for (int i = 0; i < sync.nops; i++)
-    emit("pipeline_cold_op", "-", sync.op_label[i], "ms", sync.op_ms[i]);
+  for (int i = 0; i < sync->nops; i++)
+    emit("pipeline_cold_op", "-", sync->op_label[i], "ms", sync->op_ms[i]);
   if (o->csv) return;
   printf("Pipeline cache: device open + %u tiny ops of the %s list "
          "(%u skipped: no kernel on this device) + synchronize, in a fresh "
@@ -633,13 +633,13 @@ void suite_pipeline(const options *o, const nxv_device_info *info) {
          warm.total_ms / cold.total_ms,
          (warm.total_ms - warm.open_ms) / (cold.total_ms - cold.open_ms));
   printf("ratio with pipeline threads / without: %.3f (total), %.3f (ops+sync only)\n",
-         with.total_ms / sync.total_ms,
-         (with.total_ms - with.open_ms) / (sync.total_ms - sync.open_ms));
+         with->total_ms / sync->total_ms,
+         (with->total_ms - with->open_ms) / (sync->total_ms - sync->open_ms));
   printf("per op, pipeline threads off (its pipeline's creation where it "
          "needed one)%s:\n", g_no_spirv_prune ? ", whole modules (--no-spirv-prune)" : "");
   printf("%-28s %10s\n", "op", "cold ms");
-  for (int i = 0; i < sync.nops; i++)
-    printf("%-28s %10.2f\n", sync.op_label[i], sync.op_ms[i]);
+  for (int i = 0; i < sync->nops; i++)
+    printf("%-28s %10.2f\n", sync->op_label[i], sync->op_ms[i]);
   printf("\n");
   fflush(stdout);
 }

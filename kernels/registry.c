@@ -472,14 +472,20 @@ nxv_status nxv_registry_pipeline_start(nxv_registry *r, nxv_spv_module m, uint32
   return job_hand_over(r, j, fresh, out, out_pending);
 }
 
+/* The synchronous end of a *_start call that returned st: waits for what
+ * it left pending, if anything, and drops it. */
+static nxv_status await_start(nxv_status st, nxv_pending_pipeline *pending, VkPipeline *out) {
+  if (st != NXV_OK || !pending) return st;
+  st = pending->wait(pending, out);
+  pending->release(pending);
+  return st;
+}
+
 nxv_status nxv_registry_pipeline(nxv_registry *r, nxv_spv_module m, uint32_t op,
                                  uint32_t variant, VkPipeline *out) {
   nxv_pending_pipeline *pending;
-  NXV_TRY(nxv_registry_pipeline_start(r, m, op, variant, out, &pending));
-  if (!pending) return NXV_OK;
-  nxv_status st = pending->wait(pending, out);
-  pending->release(pending);
-  return st;
+  nxv_status st = nxv_registry_pipeline_start(r, m, op, variant, out, &pending);
+  return await_start(st, pending, out);
 }
 
 /* FNV-1a over the module and the words. */
@@ -552,11 +558,8 @@ nxv_status nxv_registry_program(nxv_registry *r, nxv_spv_module m,
                                 const uint32_t *words, uint32_t nwords,
                                 VkPipeline *out) {
   nxv_pending_pipeline *pending;
-  NXV_TRY(nxv_registry_program_start(r, m, words, nwords, out, &pending));
-  if (!pending) return NXV_OK;
-  nxv_status st = pending->wait(pending, out);
-  pending->release(pending);
-  return st;
+  nxv_status st = nxv_registry_program_start(r, m, words, nwords, out, &pending);
+  return await_start(st, pending, out);
 }
 
 void nxv_registry_inject_fault(nxv_registry *r) { atomic_store(&r->inject, true); }

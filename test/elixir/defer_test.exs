@@ -13,13 +13,7 @@ if Code.ensure_loaded?(Nx) do
       :ok
     end
 
-    @vk Nx.Vulkan.Backend
-
-    defp random(seed, shape, type) do
-      key = Nx.Random.key(seed)
-      {t, _} = Nx.Random.uniform(key, -2.0, 2.0, shape: shape, type: type)
-      Nx.backend_transfer(t, @vk)
-    end
+    defp random(seed, shape, type), do: Nx.Vulkan.TestData.uniform(seed, shape, type, -2.0, 2.0)
 
     # An SGD-like update, a ReLU and a normalisation: basic ops, numbers as
     # operands, a broadcast row, then a reduction and an exp that read the

@@ -19,13 +19,7 @@ if Code.ensure_loaded?(Nx) do
       :ok
     end
 
-    @vk Nx.Vulkan.Backend
-
-    defp random(seed, shape, type) do
-      key = Nx.Random.key(seed)
-      {t, _} = Nx.Random.uniform(key, -3.0, 3.0, shape: shape, type: type)
-      Nx.backend_transfer(t, @vk)
-    end
+    defp random(seed, shape, type), do: Nx.Vulkan.TestData.uniform(seed, shape, type, -3.0, 3.0)
 
     defp step(x, y) do
       a = Nx.exp(x) |> Nx.add(y) |> Nx.abs() |> Nx.log()

@@ -18,3 +18,4 @@ exclude = if Code.ensure_loaded?(:telemetry), do: exclude, else: [:telemetry | e
 ExUnit.start(exclude: exclude)
 
 Code.require_file("support/workload.exs", __DIR__)
+if Code.ensure_loaded?(Nx), do: Code.require_file("support/nx_data.exs", __DIR__)
