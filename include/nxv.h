@@ -104,6 +104,7 @@ typedef struct nxv_device_info {
   char driver_info[256];
   nxv_device_type type;
   uint32_t vendor_id, device_id, driver_version, api_version;
+  uint32_t driver_id;        /* VkDriverId (VkPhysicalDeviceDriverProperties) */
   uint8_t pipeline_cache_uuid[16];
 
   /* features */

@@ -68,6 +68,8 @@ struct nxv_registry {
   VkPipelineLayout layout;          /* owned */
   uint32_t wg_size;
   bool prune;                       /* nxv_spv_prune each pipeline's module */
+  bool serial;                      /* vkCreateComputePipelines under create_mu */
+  pthread_mutex_t create_mu;        /* one creation at a time when serial */
   pthread_mutex_t mu;               /* guards jobs, programs, the queue */
   pthread_cond_t work_cv;           /* wakes workers */
   pthread_cond_t done_cv;           /* a job finished */
@@ -83,6 +85,8 @@ struct nxv_registry {
   atomic_uint_fast64_t hits, misses, disk_hits, created, pruned;
   atomic_uint_fast64_t programs_created; /* program pipelines created */
   atomic_bool inject;               /* the next creation fails (test hook) */
+  atomic_uint creating;             /* vkCreateComputePipelines calls under way */
+  atomic_uint max_creating;         /* the most of them at once */
 };
 
 /* Modules whose kernels assume a fixed workgroup size (0: none). */
@@ -101,7 +105,7 @@ static uint32_t fixed_wg(nxv_spv_module m, uint32_t variant) {
 static void *worker_main(void *arg);
 
 nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache, bool prune,
-                               uint32_t threads, nxv_registry **out) {
+                               uint32_t threads, bool serial, nxv_registry **out) {
   if (threads > NXV_REGISTRY_MAX_THREADS)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "kernel registry: %u pipeline threads (at most %d)", threads,
@@ -111,6 +115,7 @@ nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache, bool pru
   r->vk = vk;
   r->cache = cache;
   r->prune = prune;
+  r->serial = serial;
   uint32_t limit = vk->info.max_workgroup_invocations;
   if (vk->info.max_workgroup_size[0] < limit) limit = vk->info.max_workgroup_size[0];
   r->wg_size = 256;
@@ -137,6 +142,7 @@ nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache, bool pru
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "kernel registry programs");
   }
   pthread_mutex_init(&r->mu, NULL);
+  pthread_mutex_init(&r->create_mu, NULL);
   pthread_cond_init(&r->work_cv, NULL);
   pthread_cond_init(&r->done_cv, NULL);
   pthread_attr_t attr;
@@ -228,6 +234,7 @@ void nxv_registry_destroy(nxv_registry *r) {
   vkDestroyPipelineLayout(dev, r->layout, NULL);
   pthread_cond_destroy(&r->done_cv);
   pthread_cond_destroy(&r->work_cv);
+  pthread_mutex_destroy(&r->create_mu);
   pthread_mutex_destroy(&r->mu);
   free(r);
 }
@@ -314,8 +321,15 @@ static nxv_status create_pipeline(nxv_registry *r, nxv_spv_module m, uint32_t op
       .layout = r->layout};
   VkPipeline p = VK_NULL_HANDLE;
   bool injected = atomic_exchange(&r->inject, false);
+  if (r->serial) pthread_mutex_lock(&r->create_mu);
+  unsigned now = atomic_fetch_add(&r->creating, 1) + 1;
+  unsigned most = atomic_load(&r->max_creating);
+  while (now > most && !atomic_compare_exchange_weak(&r->max_creating, &most, now)) {
+  }
   VkResult res = injected ? VK_ERROR_OUT_OF_DEVICE_MEMORY
                           : vkCreateComputePipelines(dev, r->cache, 1, &ci, NULL, &p);
+  atomic_fetch_sub(&r->creating, 1);
+  if (r->serial) pthread_mutex_unlock(&r->create_mu);
   if (own) {
     vkDestroyShaderModule(dev, own, NULL);
     if (res == VK_SUCCESS) atomic_fetch_add(&r->pruned, 1);
@@ -511,7 +525,12 @@ nxv_status nxv_registry_program_start(nxv_registry *r, nxv_spv_module m,
   uint32_t i = program_hash(m, words, nwords) & (PROGRAM_TABLE - 1);
   int32_t free_at = -1; /* the first dead entry of the probe */
   pthread_mutex_lock(&r->mu);
-  for (;; i = (i + 1) & (PROGRAM_TABLE - 1)) {
+  /* Failed creations leave dead entries that only a later insertion
+   * reuses, so empty ones may run out: the probe stops after a full turn.
+   * At most NXV_REGISTRY_PROGRAMS entries are live in a table twice that
+   * size, so a full turn has passed a dead entry if no empty one. */
+  for (uint32_t probed = 0; probed < PROGRAM_TABLE;
+       probed++, i = (i + 1) & (PROGRAM_TABLE - 1)) {
     program_entry *e = &r->programs[i];
     if (e->state == ENTRY_EMPTY) break;
     if (e->state == ENTRY_DEAD) {
@@ -563,6 +582,10 @@ nxv_status nxv_registry_program(nxv_registry *r, nxv_spv_module m,
 }
 
 void nxv_registry_inject_fault(nxv_registry *r) { atomic_store(&r->inject, true); }
+
+uint32_t nxv_registry_max_concurrent_creations(nxv_registry *r) {
+  return atomic_load(&r->max_creating);
+}
 
 void nxv_registry_stats(nxv_registry *r, nxv_stats *st) {
   st->pipeline_hits = atomic_load(&r->hits);

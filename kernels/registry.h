@@ -27,6 +27,15 @@
  * return, on the calling thread. Two requests for one pipeline share one
  * creation either way.
  *
+ * A registry created serial calls vkCreateComputePipelines for one
+ * pipeline at a time, whatever the threads creating (workers or callers);
+ * the rest of a creation (pruning, its module) still runs in parallel.
+ * The device asks for it on NVIDIA's proprietary driver: there, pipelines
+ * created at once on several threads into one pipeline cache, each from a
+ * pruned module of its own, now and then ran other code than their own on
+ * the GPU, and hung it (docs/benchmarks.md, "the stall with pipeline
+ * threads reproduced").
+ *
  * Thread safety: every function is thread-safe.
  */
 #ifndef NXV_KERNELS_REGISTRY_H
@@ -65,9 +74,11 @@ typedef struct nxv_registry nxv_registry;
  * specialization constants (nxv_spv_prune) rather than the whole module.
  * threads: worker threads creating pipelines in the background (at most
  * NXV_REGISTRY_MAX_THREADS); 0: each pipeline is created by the first
- * thread that asks for it. */
+ * thread that asks for it. serial: one vkCreateComputePipelines call at a
+ * time (above). */
 nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache, bool prune,
-                               uint32_t threads, nxv_registry **out_registry);
+                               uint32_t threads, bool serial,
+                               nxv_registry **out_registry);
 /* Stops the workers (creations under way finish first; queued ones are
  * dropped, failing whoever still waits for them) and destroys every
  * pipeline and module. The GPU must be done with them. */
@@ -115,6 +126,10 @@ nxv_status nxv_registry_program_start(nxv_registry *registry, nxv_spv_module mod
  * NXV_ERR_OUT_OF_DEVICE_MEMORY, as if the driver had returned
  * VK_ERROR_OUT_OF_DEVICE_MEMORY. */
 void nxv_registry_inject_fault(nxv_registry *registry);
+
+/* The most vkCreateComputePipelines calls this registry has had under way
+ * at once (1 or less when serial). */
+uint32_t nxv_registry_max_concurrent_creations(nxv_registry *registry);
 
 /* Fills pipeline_hits, pipeline_misses, pipeline_disk_hits, pipelines,
  * pipelines_pruned, program_pipelines. */

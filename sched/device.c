@@ -142,6 +142,9 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
                              d->config.pipeline_threads < 0
                                  ? 0
                                  : (uint32_t)d->config.pipeline_threads,
+                             /* One creation at a time on NVIDIA's driver:
+                              * see kernels/registry.h. */
+                             d->vk.info.driver_id == VK_DRIVER_ID_NVIDIA_PROPRIETARY,
                              &d->kernels);
   if (st == NXV_OK) {
     nxv_sched_config sc = {

@@ -330,6 +330,7 @@ nxv_status nxv_vk_describe(VkPhysicalDevice phys, uint32_t index,
   vkGetPhysicalDeviceProperties2(phys, &p2);
   snprintf(out->driver_name, sizeof out->driver_name, "%s", drv.driverName);
   snprintf(out->driver_info, sizeof out->driver_info, "%s", drv.driverInfo);
+  out->driver_id = (uint32_t)drv.driverID;
   out->max_memory_allocation_size = p11.maxMemoryAllocationSize;
   out->max_buffer_size = v13 ? m4.maxBufferSize : p11.maxMemoryAllocationSize;
   out->subgroup_size = p11.subgroupSize;
