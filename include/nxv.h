@@ -266,6 +266,19 @@ typedef struct nxv_device_config {
                                  CPUs the process may run on (its
                                  affinity), 1 to 8. At most
                                  NXV_PIPELINE_THREADS_MAX */
+  uint32_t batch_timeout_ms;  /* a batch still running this long after it
+                                 became the oldest in flight (submitted,
+                                 the batches before it done) fails the
+                                 device with NXV_ERR_DEVICE_LOST (sticky):
+                                 every waiter wakes with the error instead
+                                 of waiting for a GPU that stopped making
+                                 progress (a kernel that never ends, a
+                                 driver fault). Its work stays in flight
+                                 and its buffers are released only if it
+                                 completes; releasing the device still
+                                 waits for it. 0 (the default): never.
+                                 Set it above the longest batch the
+                                 application runs */
 } nxv_device_config;
 
 /* Opens the device at index (index < 0: the default choice) with config
@@ -436,6 +449,13 @@ void nxv_device_inject_fault(nxv_device *device, nxv_status fault);
  * scheduler reaches it; without, that op returns the error and the device
  * goes on. Thread-safe. */
 void nxv_device_inject_pipeline_fault(nxv_device *device);
+
+/* Test hook: the device's next submission does not run until the device
+ * is released (it waits on a semaphore that only the release signals), as
+ * if the GPU had stopped making progress. With batch_timeout_ms the device
+ * fails once that batch has been the oldest in flight that long. Releasing
+ * the device ends the hang. Thread-safe. */
+void nxv_device_inject_hang(nxv_device *device);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */

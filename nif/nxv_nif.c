@@ -402,6 +402,10 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   if (opt_u64(env, argv[1], "arena_bytes", &v, &bad)) cfg.arena_bytes = v;
   if (opt_u64(env, argv[1], "pool_limit_bytes", &v, &bad)) cfg.pool_limit_bytes = v;
   if (opt_u64(env, argv[1], "max_batch_cost", &v, &bad)) cfg.max_batch_cost = v;
+  if (opt_u64(env, argv[1], "batch_timeout_ms", &v, &bad)) {
+    if (v > UINT32_MAX) bad = true;
+    else cfg.batch_timeout_ms = (uint32_t)v;
+  }
   opt_bool(env, argv[1], "disable_disk_cache", &cfg.disable_disk_cache, &bad);
   opt_bool(env, argv[1], "poison_outputs", &cfg.poison_outputs, &bad);
   opt_bool(env, argv[1], "fast_math", &cfg.fast_math, &bad);
@@ -636,9 +640,11 @@ static ERL_NIF_TERM nif_inject_fault(ErlNifEnv *env, int argc,
     nxv_device_inject_fault(r->dev, NXV_ERR_SUBMIT_FAILED);
   else if (enif_is_identical(argv[1], mk_atom(env, "pipeline_failed")))
     nxv_device_inject_pipeline_fault(r->dev);
+  else if (enif_is_identical(argv[1], mk_atom(env, "hang")))
+    nxv_device_inject_hang(r->dev);
   else
     return raise_argument(
-        env, "inject_fault: expected :device_lost, :submit_failed or :pipeline_failed");
+        env, "inject_fault: expected :device_lost, :submit_failed, :pipeline_failed or :hang");
   return am_ok;
 }
 

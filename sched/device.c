@@ -161,7 +161,8 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
             d->vk.info.type == NXV_DEVICE_CPU ? 0 : d->config.wait_spin_us,
         .arena_bytes = d->config.arena_bytes,
         .no_latency_timing = d->config.no_latency_timing,
-        .no_gpu_timestamps = d->config.no_gpu_timestamps};
+        .no_gpu_timestamps = d->config.no_gpu_timestamps,
+        .batch_timeout_ms = d->config.batch_timeout_ms};
     st = nxv_sched_create(&d->vk, &sc, d->staging,
                           nxv_registry_layout(d->kernels), &d->sched);
   }
@@ -253,6 +254,10 @@ nxv_status nxv_device_save_pipeline_cache(nxv_device *d) {
 
 void nxv_device_inject_fault(nxv_device *d, nxv_status fault) {
   if (d) nxv_sched_inject_fault(d->sched, fault);
+}
+
+void nxv_device_inject_hang(nxv_device *d) {
+  if (d) nxv_sched_inject_hang(d->sched);
 }
 
 void nxv_device_inject_pipeline_fault(nxv_device *d) {

@@ -95,6 +95,13 @@ struct nxv_sched {
   atomic_bool stop;
   atomic_int failed;              /* mirrors error != NXV_OK, lock-free */
   atomic_int inject;              /* fault for the next submission */
+  atomic_bool inject_hang;        /* the next submission waits on hang_sem */
+  VkSemaphore hang_sem;           /* owned; test hook (nxv_sched_inject_hang):
+                                     created once under mu; submissions
+                                     held wait for value 1, which destroy
+                                     signals */
+  bool hung;                      /* a submission waited on hang_sem
+                                     (scheduler thread) */
   atomic_uint_fast64_t submitted_epoch, completed_epoch;
   atomic_uint_fast64_t enqueued, completed_ops, submits, barriers, ring_full;
   atomic_uint_fast64_t wakeups;   /* producers' signals to a sleeping scheduler */
@@ -215,6 +222,21 @@ nxv_status nxv_sched_status(nxv_sched *s, const char **out_message) {
   /* error_msg is written once, before error is published; stable after. */
   if (out_message) *out_message = st == NXV_OK ? "" : s->error_msg;
   return st;
+}
+
+void nxv_sched_inject_hang(nxv_sched *s) {
+  pthread_mutex_lock(&s->mu);
+  if (!s->hang_sem) {
+    VkSemaphoreTypeCreateInfo ti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                    .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+    VkSemaphoreCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO,
+                                .pNext = &ti};
+    if (vkCreateSemaphore(s->vk->device, &ci, NULL, &s->hang_sem) != VK_SUCCESS)
+      s->hang_sem = VK_NULL_HANDLE;
+  }
+  /* Published after the semaphore (release); without one, no hang. */
+  if (s->hang_sem) atomic_store(&s->inject_hang, true);
+  pthread_mutex_unlock(&s->mu);
 }
 
 void nxv_sched_inject_fault(nxv_sched *s, nxv_status fault) {
@@ -424,6 +446,17 @@ static void submit_open(nxv_sched *s) {
                          .pCommandBuffers = &b->cb,
                          .signalSemaphoreCount = 1,
                          .pSignalSemaphores = &s->timeline};
+      /* Test hook: wait until destroy. */
+      static const uint64_t hang_value = 1;
+      static const VkPipelineStageFlags hang_stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+      if (atomic_exchange(&s->inject_hang, false)) {
+        s->hung = true;
+        ts.waitSemaphoreValueCount = 1;
+        ts.pWaitSemaphoreValues = &hang_value;
+        si.waitSemaphoreCount = 1;
+        si.pWaitSemaphores = &s->hang_sem;
+        si.pWaitDstStageMask = &hang_stage;
+      }
       b->submit_call_ns = now_ns();
       r = vkQueueSubmit(s->vk->queue, 1, &si, VK_NULL_HANDLE);
       what = "vkQueueSubmit";
@@ -798,6 +831,7 @@ static void retire(nxv_sched *s, batch *b, bool completed) {
 
 static void *completion_main(void *arg) {
   nxv_sched *s = arg;
+  uint64_t retired_ns = 0; /* when a batch was last retired */
   for (;;) {
     pthread_mutex_lock(&s->mu);
     while (s->inflight_count == 0 && !s->completion_stop)
@@ -808,6 +842,8 @@ static void *completion_main(void *arg) {
     }
     batch *oldest = &s->batches[s->inflight[s->inflight_head]];
     uint64_t target = oldest->epoch;
+    uint64_t submitted = oldest->submit_ns;
+    uint32_t ops = oldest->nnodes;
     pthread_mutex_unlock(&s->mu);
 
     /* Poll briefly first: a blocking wait wakes tens of microseconds
@@ -824,8 +860,33 @@ static void *completion_main(void *arg) {
                               .semaphoreCount = 1,
                               .pSemaphores = &s->timeline,
                               .pValues = &target};
-    VkResult r = vkWaitSemaphores(s->vk->device, &wi, 1000000000ull);
-    if (r == VK_TIMEOUT) continue;
+    /* With batch_timeout_ms, the wait ends at the oldest batch's deadline
+     * (until the queue has failed): batch_timeout_ms after it became the
+     * oldest in flight, submitted and the batches before it retired (a
+     * batch queued behind long work is not charged for that work). */
+    uint64_t wait_ns = 1000000000ull;
+    bool watched = s->cfg.batch_timeout_ms && !atomic_load(&s->failed);
+    uint64_t deadline = (submitted > retired_ns ? submitted : retired_ns) +
+                        (uint64_t)s->cfg.batch_timeout_ms * 1000000u;
+    if (watched) {
+      uint64_t now = now_ns();
+      uint64_t left = deadline > now ? deadline - now : 0;
+      if (left < wait_ns) wait_ns = left;
+    }
+    VkResult r = vkWaitSemaphores(s->vk->device, &wi, wait_ns);
+    if (r == VK_TIMEOUT) {
+      if (watched && now_ns() >= deadline) {
+        /* Its work stays in flight: retired (its buffers released) only
+         * if the GPU ever completes it. */
+        char msg[256];
+        snprintf(msg, sizeof msg,
+                 "batch %llu (%u ops) has not completed %u ms after it became the oldest "
+                 "in flight (batch_timeout_ms): the GPU stopped making progress",
+                 (unsigned long long)target, ops, s->cfg.batch_timeout_ms);
+        set_error(s, NXV_ERR_DEVICE_LOST, msg);
+      }
+      continue;
+    }
     uint64_t value = 0;
     bool lost = false;
     if (r == VK_SUCCESS)
@@ -854,6 +915,7 @@ static void *completion_main(void *arg) {
       retire(s, b, !lost);
       pthread_mutex_lock(&s->mu);
       s->retiring--;
+      retired_ns = now_ns();
       if (!lost) atomic_store(&s->completed_epoch, b->epoch);
       s->free_batches[s->nfree++] = (uint32_t)(b - s->batches);
       pthread_cond_broadcast(&s->done_cv);
@@ -1098,6 +1160,14 @@ void nxv_sched_destroy(nxv_sched *s) {
     nxv_node *n;
     while ((n = nxv_ring_pop(s->ring))) node_free(s, n);
   }
+  if (s->hung) {
+    /* Ends the injected hangs: the batches waiting on them run. The
+     * scheduler thread, which submitted them, has exited. */
+    VkSemaphoreSignalInfo si = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
+                                .semaphore = s->hang_sem,
+                                .value = 1};
+    vkSignalSemaphore(s->vk->device, &si);
+  }
   if (s->completion_started) {
     pthread_mutex_lock(&s->mu);
     s->completion_stop = true;
@@ -1110,6 +1180,7 @@ void nxv_sched_destroy(nxv_sched *s) {
   if (s->cmd_pool) vkDestroyCommandPool(dev, s->cmd_pool, NULL);
   if (s->queries) vkDestroyQueryPool(dev, s->queries, NULL);
   if (s->timeline) vkDestroySemaphore(dev, s->timeline, NULL);
+  if (s->hang_sem) vkDestroySemaphore(dev, s->hang_sem, NULL);
   nxv_hostring_destroy(s->arena);
   nxv_ring_destroy(s->ring);
   pthread_cond_destroy(&s->done_cv);

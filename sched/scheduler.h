@@ -149,6 +149,10 @@ typedef struct nxv_sched_config {
   uint64_t arena_bytes;
   bool no_latency_timing;     /* no clock read per op (op_latency empty) */
   bool no_gpu_timestamps;     /* no batch timestamps (no GPU time) */
+  uint32_t batch_timeout_ms;  /* a batch still in flight this long after it
+                                 became the oldest (submitted, the batches
+                                 before it retired) fails the queue
+                                 (NXV_ERR_DEVICE_LOST); 0 = never */
 } nxv_sched_config;
 
 /* Creates the queue and starts its threads. vk, staging and layout must
@@ -205,6 +209,11 @@ nxv_status nxv_sched_status(nxv_sched *sched, const char **out_message);
  * completion thread's wait would report it: every waiter wakes with it;
  * that work is retired only once the GPU has finished it. Thread-safe. */
 void nxv_sched_inject_fault(nxv_sched *sched, nxv_status fault);
+
+/* Test hook: the next submission waits on a semaphore that only
+ * nxv_sched_destroy signals, so its batch stays in flight until then (a
+ * GPU that stopped making progress). Thread-safe. */
+void nxv_sched_inject_hang(nxv_sched *sched);
 
 /* Fills the queue fields of stats. Thread-safe. */
 void nxv_sched_stats(nxv_sched *sched, nxv_stats *stats);

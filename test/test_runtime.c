@@ -1516,6 +1516,59 @@ NXV_TEST(error, injected_loss_wakes_waiters_of_gpu_work) {
   nxv_device_release(d);
 }
 
+/* A GPU that stops making progress (nxv_device_inject_hang: a batch that
+ * waits on a semaphore only the release signals) with batch_timeout_ms:
+ * every waiter (on the hung work, on work queued behind it, on
+ * synchronize) wakes with NXV_ERR_DEVICE_LOST naming the batch once it has
+ * been the oldest in flight that long, later ops fail fast, and the
+ * release (which ends the hang) waits for the work and frees it. */
+NXV_TEST(error, batch_timeout_fails_a_hung_gpu) {
+  nxv_device_config cfg = {.disable_disk_cache = true, .batch_timeout_ms = 300};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  nxv_tensor *a = upload_s32(d, (int32_t[4]){1, 2, 3, 4}, 4), *b = NULL, *c = NULL;
+  REQUIRE(a);
+  int32_t got[4];
+  REQUIRE_OK(add_s32(d, a, a, 4, &b)); /* its pipeline exists before the hang */
+  REQUIRE_OK(nxv_tensor_download(b, 0, 4, got));
+  CHECK(got[3] == 8);
+  nxv_tensor_release(b);
+  nxv_device_inject_hang(d);
+  double queued = mono_s();
+  REQUIRE_OK(add_s32(d, a, a, 4, &b));
+  REQUIRE_OK(add_s32(d, b, a, 4, &c));
+  enum { W = 3 };
+  gpu_waiter w[W] = {{d, b, NXV_OK, 0}, {d, c, NXV_OK, 0}, {d, NULL, NXV_OK, 0}};
+  pthread_t th[W];
+  for (int i = 0; i < W; i++) REQUIRE(pthread_create(&th[i], NULL, gpu_waiter_main, &w[i]) == 0);
+  for (int i = 0; i < W; i++) {
+    pthread_join(th[i], NULL);
+    double after = w[i].woke_s - queued;
+    CHECK_MSG(w[i].status == NXV_ERR_DEVICE_LOST, "waiter %d got %s", i,
+              nxv_status_name(w[i].status));
+    CHECK_MSG(after >= 0.29 && after < 3.0, "waiter %d woke %.3f s after the op", i, after);
+  }
+  const char *msg = NULL;
+  CHECK(nxv_device_status(d, &msg) == NXV_ERR_DEVICE_LOST);
+  CHECK_MSG(msg && strstr(msg, "has not completed 300 ms") && strstr(msg, "batch_timeout_ms"),
+            "message: %s", msg ? msg : "(none)");
+  nxv_stats st;
+  REQUIRE_OK(nxv_device_stats(d, &st));
+  CHECK_MSG(st.ops_completed < st.ops_enqueued, "%llu of %llu ops completed",
+            (unsigned long long)st.ops_completed, (unsigned long long)st.ops_enqueued);
+  /* Later ops fail fast with the same cause. */
+  double t1 = mono_s();
+  nxv_tensor *z = NXV_TEST_SENTINEL;
+  CHECK(add_s32(d, a, a, 4, &z) == NXV_ERR_DEVICE_LOST);
+  CHECK(z == NXV_TEST_SENTINEL);
+  CHECK(strstr(nxv_last_error(), "batch_timeout_ms") != NULL);
+  CHECK(mono_s() - t1 < 0.1);
+  nxv_tensor_release(c);
+  nxv_tensor_release(b);
+  nxv_tensor_release(a);
+  nxv_device_release(d); /* ends the hang, waits for the GPU, then frees */
+}
+
 NXV_TEST(shutdown, release_with_work_in_flight) {
   for (int round = 0; round < 3; round++) {
     nxv_device *d = test_open_device();

@@ -60,7 +60,9 @@ defmodule Nx.Vulkan.NIF do
   `:download_kernel` (`:auto`,
   `:always` or `:never`), `:reorder_window` (0..64, 0 the default, or
   `:off`), `:pipeline_threads` (1..64, `:auto` for half the CPUs, or
-  `:off`/0, the default). Each call opens a new context.
+  `:off`/0, the default), `:batch_timeout_ms` (a batch still running that
+  long after it became the oldest in flight fails the device with
+  `:device_lost`; 0, the default, never). Each call opens a new context.
   """
   def open_device(_index, _opts), do: nif_error()
   @doc "Counters of a device as a map (pool, queue, pipeline cache)."
@@ -92,7 +94,9 @@ defmodule Nx.Vulkan.NIF do
   @doc """
   Test hook: the next submission fails with `:device_lost` or
   `:submit_failed`, or (`:pipeline_failed`) the next pipeline creation
-  fails as if the driver were out of device memory.
+  fails as if the driver were out of device memory, or (`:hang`) the next
+  submission does not run until the device is released, as if the GPU had
+  stopped making progress.
   """
   def inject_fault(_device, _fault), do: nif_error()
 

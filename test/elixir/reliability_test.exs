@@ -329,6 +329,33 @@ defmodule Nx.Vulkan.ReliabilityTest do
     end
   end
 
+  describe "a GPU that stops making progress" do
+    test "with batch_timeout_ms the device fails and its waiters wake" do
+      dev = open(%{batch_timeout_ms: 300})
+      a = NIF.upload(dev, :f32, f32([1, -2]))
+      assert to_f32(NIF.download(NIF.unary(:negate, [2], a, 0, nil), 0, 2)) == [-1, 2]
+      # The next submission waits on a semaphore that only the release
+      # signals.
+      NIF.inject_fault(dev, :hang)
+      t0 = System.monotonic_time(:millisecond)
+      b = NIF.unary(:negate, [2], a, 0, nil)
+      error = assert_raise Nx.Vulkan.Error, fn -> NIF.download(b, 0, 2) end
+      waited = System.monotonic_time(:millisecond) - t0
+      assert error.status == :device_lost
+      assert error.message =~ "has not completed 300 ms" and error.message =~ "batch_timeout_ms"
+      assert waited >= 290 and waited < 3000, "woke after #{waited} ms"
+      assert {:device_lost, _} = NIF.device_status(dev)
+
+      assert %Nx.Vulkan.Error{status: :device_lost} = catch_error(NIF.unary(:abs, [2], a, 0, nil))
+    end
+
+    test "bad timeouts are refused" do
+      for bad <- [-1, 4_294_967_296, :off, 1.5] do
+        assert_raise ArgumentError, fn -> open(%{batch_timeout_ms: bad}) end
+      end
+    end
+  end
+
   describe "process death" do
     test "a process killed with ops in flight leaks nothing" do
       dev = open()
