@@ -50,7 +50,7 @@ TEST_SRC := $(wildcard test/*.c)
 TEST_OBJ := $(patsubst %.c,$(B)/obj/%.o,$(TEST_SRC))
 SHADERS  := $(wildcard shaders/*.comp shaders/*.glsl) shaders/variants.txt
 
-.PHONY: all lib nif nif-asan test test-nif-fuzz test-c test-c-asan test-c-tsan test-elixir bench vk-floor demo deps clean bench-all
+.PHONY: all lib nif nif-asan test test-nif-fuzz test-c test-c-threads test-c-asan test-c-tsan test-elixir bench vk-floor demo deps clean bench-all
 
 all: lib
 lib: $(B)/libnxv.a
@@ -233,6 +233,12 @@ demo: $(B)/examples/demo
 test-c: $(B)/test/nxv_tests
 	$(B)/test/nxv_tests $(TESTS)
 
+# The C tests again with pipelines created in the background on every
+# device whose test leaves pipeline_threads unset: each op queued behind
+# its pipeline's creation.
+test-c-threads: $(B)/test/nxv_tests
+	NX_VULKAN_PIPELINE_THREADS=4 $(B)/test/nxv_tests $(TESTS)
+
 test-c-asan:
 	$(MAKE) SAN=asan build/asan/test/nxv_tests
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
@@ -270,7 +276,7 @@ test-nif-fuzz: nif-asan
 	  mix run --no-compile --no-deps-check --no-start test/fuzz/nif_fuzz.exs \
 	    --calls $(FUZZ_CALLS) $(if $(FUZZ_SEED),--seed $(FUZZ_SEED))
 
-test: test-c test-c-asan test-c-tsan test-elixir test-nif-fuzz
+test: test-c test-c-threads test-c-asan test-c-tsan test-elixir test-nif-fuzz
 
 deps:
 	sh tools/install_deps.sh

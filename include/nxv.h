@@ -265,7 +265,10 @@ typedef struct nxv_device_config {
                                  error. NXV_PIPELINE_THREADS_AUTO: half the
                                  CPUs the process may run on (its
                                  affinity), 1 to 8. At most
-                                 NXV_PIPELINE_THREADS_MAX */
+                                 NXV_PIPELINE_THREADS_MAX. Left 0, the
+                                 environment variable
+                                 NX_VULKAN_PIPELINE_THREADS (auto, off or
+                                 a count) decides, if set */
   uint32_t batch_timeout_ms;  /* a batch still running this long after it
                                  became the oldest in flight (submitted,
                                  the batches before it done) fails the

@@ -96,6 +96,30 @@ static void device_destroy(nxv_device *d) {
   free(d);
 }
 
+/* NX_VULKAN_PIPELINE_THREADS, the default of pipeline_threads: "auto",
+ * "off" (or "none", "0") or 1..NXV_PIPELINE_THREADS_MAX; *out unchanged
+ * (0) when unset or empty. */
+static nxv_status env_pipeline_threads(int32_t *out) {
+  const char *env = getenv("NX_VULKAN_PIPELINE_THREADS");
+  if (!env || !env[0]) return NXV_OK;
+  if (!strcmp(env, "auto")) {
+    *out = NXV_PIPELINE_THREADS_AUTO;
+    return NXV_OK;
+  }
+  if (!strcmp(env, "off") || !strcmp(env, "none")) {
+    *out = NXV_PIPELINE_THREADS_NONE;
+    return NXV_OK;
+  }
+  char *end = NULL;
+  long v = env[0] >= '0' && env[0] <= '9' ? strtol(env, &end, 10) : -1;
+  if (v < 0 || *end != 0 || v > NXV_PIPELINE_THREADS_MAX)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "NX_VULKAN_PIPELINE_THREADS=%s is not auto, off or 0..%d", env,
+                    NXV_PIPELINE_THREADS_MAX);
+  *out = v == 0 ? NXV_PIPELINE_THREADS_NONE : (int32_t)v;
+  return NXV_OK;
+}
+
 nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
                            nxv_device **out_device) {
   if (!out_device) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "out_device is NULL");
@@ -118,6 +142,9 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "pipeline_threads %d is not -2 (auto), -1 or 0 (none) or 1..%d",
                     config->pipeline_threads, NXV_PIPELINE_THREADS_MAX);
+  nxv_device_config given = config ? *config : (nxv_device_config){0};
+  if (!given.pipeline_threads) NXV_TRY(env_pipeline_threads(&given.pipeline_threads));
+  config = &given;
   nxv_device *d = calloc(1, sizeof *d);
   if (!d) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "device");
   atomic_init(&d->refs, 1);

@@ -8,8 +8,8 @@
  * with its cause, one on the calling thread is the op's error and leaves
  * the device (and a retried program) working; a table of programs
  * full of failed ones still working; a serial registry's creations one at
- * a time; bad thread counts; and a device released with
- * creations still queued. The suite runs under
+ * a time; bad thread counts; NX_VULKAN_PIPELINE_THREADS as the default;
+ * and a device released with creations still queued. The suite runs under
  * ThreadSanitizer in CI.
  */
 #include <pthread.h>
@@ -388,6 +388,63 @@ NXV_TEST(pipelines, bad_thread_counts_refused_auto_and_none_work) {
     nxv_tensor_release(x);
     nxv_device_release(d);
   }
+}
+
+NXV_TEST(pipelines, environment_sets_the_default) {
+  /* NX_VULKAN_PIPELINE_THREADS applies where the config leaves
+   * pipeline_threads 0, a value in the config wins, and a bad value fails
+   * the open naming the variable. The variable is restored (the suite may
+   * run under it). */
+  const char *was = getenv("NX_VULKAN_PIPELINE_THREADS");
+  char saved[32] = "";
+  if (was) snprintf(saved, sizeof saved, "%s", was);
+  static const struct {
+    const char *env;
+    int32_t config, want; /* want 0: auto, 1 to 8 */
+  } cases[] = {{"3", 0, 3},
+               {"3", NXV_PIPELINE_THREADS_NONE, NXV_PIPELINE_THREADS_NONE},
+               {"3", 2, 2},
+               {"off", 0, NXV_PIPELINE_THREADS_NONE},
+               {"none", 0, NXV_PIPELINE_THREADS_NONE},
+               {"0", 0, NXV_PIPELINE_THREADS_NONE},
+               {"", 0, NXV_PIPELINE_THREADS_NONE},
+               {"auto", 0, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    setenv("NX_VULKAN_PIPELINE_THREADS", cases[i].env, 1);
+    nxv_device *d = open_with_threads(cases[i].config);
+    CHECK_MSG(d != NULL, "NX_VULKAN_PIPELINE_THREADS=%s: %s", cases[i].env, nxv_last_error());
+    if (!d) continue;
+    int32_t got = d->config.pipeline_threads;
+    if (cases[i].want == 0)
+      CHECK_MSG(got >= 1 && got <= 8, "auto: %d threads", got);
+    else
+      CHECK_MSG(got == cases[i].want, "NX_VULKAN_PIPELINE_THREADS=%s, config %d: %d threads",
+                cases[i].env, cases[i].config, got);
+    const int64_t n = 64;
+    nxv_tensor *x = upload_random(d, NXV_F32, 64, 19), *y = NULL;
+    nxv_view vx = {x, 0, NULL};
+    float host[64], out[64];
+    CHECK_OK(nxv_tensor_download(x, 0, 64, host));
+    CHECK_OK(nxv_unary(d, NXV_NEG, 1, &n, &vx, &y));
+    if (y) {
+      CHECK_OK(nxv_tensor_download(y, 0, 64, out));
+      for (int k = 0; k < 64; k++) CHECK(out[k] == -host[k]);
+      nxv_tensor_release(y);
+    }
+    nxv_tensor_release(x);
+    nxv_device_release(d);
+  }
+  static const char *const bad[] = {"many", "65", "-1", "2x", " 3"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("NX_VULKAN_PIPELINE_THREADS", bad[i], 1);
+    nxv_device_config config = {.disable_disk_cache = true};
+    nxv_device *d = NULL;
+    EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_device_open(-1, &config, &d));
+    CHECK(d == NULL);
+    CHECK_MSG(strstr(nxv_last_error(), "NX_VULKAN_PIPELINE_THREADS"), "%s", nxv_last_error());
+  }
+  if (was) setenv("NX_VULKAN_PIPELINE_THREADS", saved, 1);
+  else unsetenv("NX_VULKAN_PIPELINE_THREADS");
 }
 
 NXV_TEST(pipelines, release_with_creations_still_queued) {

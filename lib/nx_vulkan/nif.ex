@@ -60,7 +60,8 @@ defmodule Nx.Vulkan.NIF do
   `:download_kernel` (`:auto`,
   `:always` or `:never`), `:reorder_window` (0..64, 0 the default, or
   `:off`), `:pipeline_threads` (1..64, `:auto` for half the CPUs, or
-  `:off`/0, the default), `:batch_timeout_ms` (a batch still running that
+  `:off`/0; unset, `NX_VULKAN_PIPELINE_THREADS` decides, else none),
+  `:batch_timeout_ms` (a batch still running that
   long after it became the oldest in flight fails the device with
   `:device_lost`; 0, the default, never). Each call opens a new context.
   """
