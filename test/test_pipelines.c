@@ -358,6 +358,23 @@ NXV_TEST(pipelines, failed_creation_on_the_calling_thread_is_the_ops_error) {
   nxv_device_release(d);
 }
 
+/* |x| of 64 random f32 elements (from seed) on d, checked exactly. */
+static void check_abs(nxv_device *d, uint64_t seed) {
+  const int64_t n = 64;
+  nxv_tensor *x = upload_random(d, NXV_F32, 64, seed), *y = NULL;
+  if (!x) return;
+  nxv_view vx = {x, 0, NULL};
+  float host[64], got[64];
+  CHECK_OK(nxv_tensor_download(x, 0, 64, host));
+  CHECK_OK(nxv_unary(d, NXV_ABS, 1, &n, &vx, &y));
+  if (y) {
+    CHECK_OK(nxv_tensor_download(y, 0, 64, got));
+    for (int k = 0; k < 64; k++) CHECK(got[k] == (host[k] < 0 ? -host[k] : host[k]));
+    nxv_tensor_release(y);
+  }
+  nxv_tensor_release(x);
+}
+
 NXV_TEST(pipelines, bad_thread_counts_refused_auto_and_none_work) {
   const int32_t bad[2] = {NXV_PIPELINE_THREADS_AUTO - 1, NXV_PIPELINE_THREADS_MAX + 1};
   for (int i = 0; i < 2; i++) {
@@ -374,18 +391,7 @@ NXV_TEST(pipelines, bad_thread_counts_refused_auto_and_none_work) {
   for (int i = 0; i < 3; i++) {
     nxv_device *d = open_with_threads(good[i]);
     REQUIRE(d);
-    const int64_t n = 64;
-    nxv_tensor *x = upload_random(d, NXV_F32, 64, 17), *y = NULL;
-    nxv_view vx = {x, 0, NULL};
-    float host[64], got[64];
-    CHECK_OK(nxv_tensor_download(x, 0, 64, host));
-    CHECK_OK(nxv_unary(d, NXV_ABS, 1, &n, &vx, &y));
-    if (y) {
-      CHECK_OK(nxv_tensor_download(y, 0, 64, got));
-      for (int k = 0; k < 64; k++) CHECK(got[k] == (host[k] < 0 ? -host[k] : host[k]));
-      nxv_tensor_release(y);
-    }
-    nxv_tensor_release(x);
+    check_abs(d, 17);
     nxv_device_release(d);
   }
 }
@@ -420,18 +426,7 @@ NXV_TEST(pipelines, environment_sets_the_default) {
     else
       CHECK_MSG(got == cases[i].want, "NX_VULKAN_PIPELINE_THREADS=%s, config %d: %d threads",
                 cases[i].env, cases[i].config, got);
-    const int64_t n = 64;
-    nxv_tensor *x = upload_random(d, NXV_F32, 64, 19), *y = NULL;
-    nxv_view vx = {x, 0, NULL};
-    float host[64], out[64];
-    CHECK_OK(nxv_tensor_download(x, 0, 64, host));
-    CHECK_OK(nxv_unary(d, NXV_NEG, 1, &n, &vx, &y));
-    if (y) {
-      CHECK_OK(nxv_tensor_download(y, 0, 64, out));
-      for (int k = 0; k < 64; k++) CHECK(out[k] == -host[k]);
-      nxv_tensor_release(y);
-    }
-    nxv_tensor_release(x);
+    check_abs(d, 19);
     nxv_device_release(d);
   }
   static const char *const bad[] = {"many", "65", "-1", "2x", " 3"};
