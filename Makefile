@@ -246,11 +246,14 @@ test-c-asan:
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  build/asan/test/nxv_tests $(TESTS)
 
+# Twice: as the tests choose, then with 4 pipeline threads wherever they
+# do not (ops queued behind creations on worker threads).
 TSAN_TESTS ?= ring sched concurrency shutdown error histogram pipelines
+TSAN_RUN := TSAN_OPTIONS=suppressions=$(CURDIR)/test/tsan.supp:halt_on_error=0:second_deadlock_stack=1
 test-c-tsan:
 	$(MAKE) SAN=tsan build/tsan/test/nxv_tests
-	TSAN_OPTIONS=suppressions=$(CURDIR)/test/tsan.supp:halt_on_error=0:second_deadlock_stack=1 \
-	  build/tsan/test/nxv_tests $(TSAN_TESTS)
+	$(TSAN_RUN) build/tsan/test/nxv_tests $(TSAN_TESTS)
+	$(TSAN_RUN) NX_VULKAN_PIPELINE_THREADS=4 build/tsan/test/nxv_tests $(TSAN_TESTS)
 
 # The ExUnit suites (NIF, backend, Nx conformance); mix builds the NIF.
 test-elixir:
