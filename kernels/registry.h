@@ -22,8 +22,8 @@
  * pipeline suite took 0.52-0.61 s with four threads against 1.65-2.05 s
  * created one at a time, before NVIDIA's driver got a serial registry).
  * The *_start functions hand back the creation as an
- * nxv_pending_pipeline, which a node carries
- * to the scheduler; it waits for the pipeline when it records the node.
+ * nxv_pending_pipeline, which a node carries to the scheduler; it waits
+ * for the pipeline when it records the node.
  * Without workers, the *_start functions create the pipeline before they
  * return, on the calling thread. Two requests for one pipeline share one
  * creation either way.
