@@ -9,6 +9,7 @@
  *   784x128x512, the training steps' weight gradients 512x128x784,
  *   10x128x512 and 10x128x2704, and 4096x4096x4096 (MxKxN).
  * - matmul_nt: C = A B^T with B stored [N,K]: 128x512x784, 4096^3.
+ * - matmul_tt: C = A^T B^T, A stored [K,M] and B [N,K]: 4096^3.
  * - matmul_batched: BxMxKxN = 32x256x256x256 and 8x1024x1024x1024.
  *
  * dtypes f32, f16 and bf16 (results in the input type), and f64 for the
@@ -48,7 +49,7 @@
 #define MM_SEED_A 1
 #define MM_SEED_B 2
 
-typedef enum mm_layout { MM_NN, MM_TN, MM_NT } mm_layout;
+typedef enum mm_layout { MM_NN, MM_TN, MM_NT, MM_TT } mm_layout;
 
 typedef struct mm_case {
   const char *test;
@@ -79,12 +80,14 @@ static const mm_case kCases[] = {
     {"matmul_tn", 1, 4096, 4096, 4096, MM_TN, false, false},
     {"matmul_nt", 1, 128, 512, 784, MM_NT, false, false},
     {"matmul_nt", 1, 4096, 4096, 4096, MM_NT, false, false},
+    {"matmul_tt", 1, 4096, 4096, 4096, MM_TT, false, false},
     {"matmul_batched", 32, 256, 256, 256, MM_NN, false, false},
     {"matmul_batched", 8, 1024, 1024, 1024, MM_NN, false, false},
     /* --quick runs the canonical cases of at most 2^25 FLOPs and these,
      * so that every layout is exercised (edges not multiples of 64). */
     {"matmul_tn", 1, 96, 64, 80, MM_TN, false, true},
     {"matmul_nt", 1, 80, 64, 96, MM_NT, false, true},
+    {"matmul_tt", 1, 72, 64, 88, MM_TT, false, true},
     {"matmul_batched", 4, 64, 48, 80, MM_NN, false, true},
 };
 #define MM_CASES (sizeof kCases / sizeof kCases[0])
@@ -116,7 +119,7 @@ static double mm_value(uint64_t seed, uint64_t index) {
  * same. */
 static void a_strides(const mm_case *c, int64_t s[3]) {
   s[0] = (int64_t)(c->m * c->k);
-  if (c->layout == MM_TN) { /* stored [K, M] */
+  if (c->layout == MM_TN || c->layout == MM_TT) { /* stored [K, M] */
     s[1] = 1;
     s[2] = (int64_t)c->m;
   } else { /* stored [M, K] */
@@ -127,7 +130,7 @@ static void a_strides(const mm_case *c, int64_t s[3]) {
 
 static void b_strides(const mm_case *c, int64_t s[3]) {
   s[0] = (int64_t)(c->k * c->n);
-  if (c->layout == MM_NT) { /* stored [N, K] */
+  if (c->layout == MM_NT || c->layout == MM_TT) { /* stored [N, K] */
     s[1] = 1;
     s[2] = (int64_t)c->k;
   } else { /* stored [K, N] */

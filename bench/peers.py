@@ -60,7 +60,7 @@ What each figure means (see the schema for the exact definitions):
   the input type (torch's default reduced-precision reduction setting is
   left as it is). `matmul_tn` multiplies the transposed view of an operand
   stored [K,M] (`a.t() @ b`, `a.T @ b` under jit), `matmul_nt` the
-  transposed view of one stored [N,K]; `matmul_batched` is `bmm`/`matmul`
+  transposed view of one stored [N,K], `matmul_tt` both; `matmul_batched` is `bmm`/`matmul`
   on [B,M,K] x [B,K,N]. Timing: repetitions of back-to-back products, each
   at least ~10 ms (5 of them; 3 where one product takes longer), so small
   sizes include the launch cost of each product, as a user pays it.
@@ -152,7 +152,8 @@ class Config:
             cases += [("matmul_tn", 1, 4096, 4096, 4096)]
         cases += [("matmul_nt", 1, 128, 512, 784)]
         if not quick:
-            cases += [("matmul_nt", 1, 4096, 4096, 4096)]
+            cases += [("matmul_nt", 1, 4096, 4096, 4096),
+                      ("matmul_tt", 1, 4096, 4096, 4096)]
         cases += [("matmul_batched", 32, 256, 256, 256)]
         if not quick:
             cases += [("matmul_batched", 8, 1024, 1024, 1024)]
@@ -501,6 +502,9 @@ class TorchSuite:
         elif test == "matmul_nt":
             a, b_stored = rnd(m, k), rnd(n, k)   # B stored [N,K]
             op = lambda: a @ b_stored.t()  # noqa: E731
+        elif test == "matmul_tt":
+            a_stored, b_stored = rnd(k, m), rnd(n, k)   # both transposed
+            op = lambda: a_stored.t() @ b_stored.t()  # noqa: E731
         elif test == "matmul_batched":
             a, b = rnd(bsz, m, k), rnd(bsz, k, n)
             op = lambda: torch.bmm(a, b)  # noqa: E731
@@ -810,6 +814,10 @@ class JaxSuite:
             args = (jax.random.normal(ka, (m, k), dtype=dtype),
                     jax.random.normal(kb, (n, k), dtype=dtype))
             fn = jax.jit(lambda a, bt: mm(a, bt.T))
+        elif test == "matmul_tt":   # A stored [K,M], B stored [N,K]
+            args = (jax.random.normal(ka, (k, m), dtype=dtype),
+                    jax.random.normal(kb, (n, k), dtype=dtype))
+            fn = jax.jit(lambda at, bt: mm(at.T, bt.T))
         elif test == "matmul_batched":
             args = (jax.random.normal(ka, (bsz, m, k), dtype=dtype),
                     jax.random.normal(kb, (bsz, k, n), dtype=dtype))

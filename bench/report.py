@@ -66,7 +66,8 @@ LOWER_BETTER = {"us", "us_per_op", "ms", "count"}
 HIGHER_BETTER = {"GB_s", "TFLOP_s"}
 BANDWIDTH_OPS = ("add", "add_bcast", "add_strided", "sum_all", "sum_rows",
                  "sum_cols")
-MATMUL_TESTS = ("matmul", "matmul_tn", "matmul_nt", "matmul_batched")
+MATMUL_TESTS = ("matmul", "matmul_tn", "matmul_nt", "matmul_tt",
+                "matmul_batched")
 TEST_ORDER = ("chain", "chain_tensor", "independent", "to_number", "count",
               "submit_wait", "copy",
               *BANDWIDTH_OPS, *MATMUL_TESTS, "mlp_step", "cnn_step",
@@ -83,6 +84,7 @@ CANONICAL_SHAPES = {
     + ("128x784x512", "128x512x512", "128x512x10", "128x2704x10"),
     "matmul_tn": ("784x128x512", "2704x128x10", "4096x4096x4096"),
     "matmul_nt": ("128x512x784", "4096x4096x4096"),
+    "matmul_tt": ("4096x4096x4096",),
     "matmul_batched": ("32x256x256x256", "8x1024x1024x1024"),
 }
 HEADER = ["impl", "test", "dtype", "shape", "metric", "value"]
