@@ -27,7 +27,12 @@
  * registers, spills, shared memory, where the driver tells): the
  * register-blocked gemm.comp per type and coopmat.comp, built from the
  * SPIR-V embedded in the runtime with the specialization it uses for large
- * products.
+ * products: the NV module on a context with VK_NV_cooperative_matrix, the
+ * KHR modules (f16, bf16 where offered) on one with
+ * VK_KHR_cooperative_matrix, as the runtime picks them. Where the driver
+ * offers internal representations of a pipeline it lists their names and
+ * sizes, and with VK_CEILING_IR_DIR set writes each to a file there
+ * (<module>_v<variant>_<index>.txt or .bin).
  *
  * Usage: build/bench/vk_ceiling [--stats] [device index]   (make bench)
  */
@@ -150,6 +155,50 @@ static bool coopmat_shape(const ctx *c) {
   return ok;
 }
 
+/* Lists the internal representations of executable ei (name, size) and,
+ * with VK_CEILING_IR_DIR set, writes each to a file there. */
+static void print_irs(const ctx *c, const VkPipelineExecutableInfoKHR *ei, const char *name,
+                      uint32_t variant, uint32_t e) {
+  PFN_vkGetPipelineExecutableInternalRepresentationsKHR ir_fn =
+      (PFN_vkGetPipelineExecutableInternalRepresentationsKHR)vkGetDeviceProcAddr(
+          c->raw.dev, "vkGetPipelineExecutableInternalRepresentationsKHR");
+  uint32_t n = 0;
+  if (!ir_fn || ir_fn(c->raw.dev, ei, &n, NULL) != VK_SUCCESS || n == 0) {
+    printf("  internal representations: none\n");
+    return;
+  }
+  VkPipelineExecutableInternalRepresentationKHR *ir = calloc(n, sizeof *ir);
+  if (!ir) exit(1);
+  for (uint32_t i = 0; i < n; i++)
+    ir[i].sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INTERNAL_REPRESENTATION_KHR;
+  RAW_VK(ir_fn(c->raw.dev, ei, &n, ir)); /* sizes */
+  for (uint32_t i = 0; i < n; i++) {
+    ir[i].pData = malloc(ir[i].dataSize ? ir[i].dataSize : 1);
+    if (!ir[i].pData) exit(1);
+  }
+  VkResult r = ir_fn(c->raw.dev, ei, &n, ir);
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) RAW_VK(r);
+  const char *dir = getenv("VK_CEILING_IR_DIR");
+  for (uint32_t i = 0; i < n; i++) {
+    printf("  internal representation %u: %s (%s), %zu bytes%s\n", i, ir[i].name,
+           ir[i].description, ir[i].dataSize, ir[i].isText ? ", text" : "");
+    if (dir) {
+      char path[512];
+      snprintf(path, sizeof path, "%s/%s_v%u_e%u_%u.%s", dir, name, variant, e, i,
+               ir[i].isText ? "txt" : "bin");
+      FILE *f = fopen(path, "wb");
+      if (f) {
+        size_t len = ir[i].dataSize;
+        if (ir[i].isText && len && ((char *)ir[i].pData)[len - 1] == '\0') len--;
+        fwrite(ir[i].pData, 1, len, f);
+        fclose(f);
+      }
+    }
+    free(ir[i].pData);
+  }
+  free(ir);
+}
+
 /* Prints the executable statistics of module m (spec constants 0 wg, 1 op
  * 0, 2 variant), as the driver reports them. */
 static void print_stats(const ctx *c, nxv_spv_module m, uint32_t wg, uint32_t variant) {
@@ -175,7 +224,8 @@ static void print_stats(const ctx *c, nxv_spv_module m, uint32_t wg, uint32_t va
   RAW_VK(vkCreateShaderModule(c->raw.dev, &smi, NULL, &sm));
   VkComputePipelineCreateInfo cpi = {
       .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-      .flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR,
+      .flags = VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR |
+               VK_PIPELINE_CREATE_CAPTURE_INTERNAL_REPRESENTATIONS_BIT_KHR,
       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                 .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                 .module = sm,
@@ -216,6 +266,7 @@ static void print_stats(const ctx *c, nxv_spv_module m, uint32_t wg, uint32_t va
     }
     printf("\n");
     free(st);
+    print_irs(c, &ei, nxv_spv_name[m], variant, e);
   }
   vkDestroyPipeline(c->raw.dev, p, NULL);
   vkDestroyPipelineLayout(c->raw.dev, layout, NULL);
@@ -227,10 +278,20 @@ static void stats(const ctx *c) {
     return;
   }
   print_stats(c, NXV_SPV_GEMM_F32, 256, 0);
+  print_stats(c, NXV_SPV_GEMM_F32, 256, 3);
   print_stats(c, NXV_SPV_GEMM_F16, 256, 0);
   print_stats(c, NXV_SPV_GEMM_BF16, 256, 0);
   if (c->raw.coopmat_nv)
     for (uint32_t v = 0; v < 4; v++) print_stats(c, NXV_SPV_COOPMAT_F16, NXV_COOPMAT_THREADS, v);
+}
+
+/* The KHR tensor-core modules' statistics (a context opened with
+ * RAW_COOPMAT_KHR). */
+static void stats_khr(const ctx *c) {
+  if (!c->raw.executable_stats || !c->raw.coopmat_khr) return;
+  for (uint32_t v = 0; v < 4; v++) print_stats(c, NXV_SPV_COOPMAT_F16_KHR, NXV_COOPMAT_THREADS, v);
+  if (c->raw.bf16)
+    for (uint32_t v = 0; v < 4; v++) print_stats(c, NXV_SPV_COOPMAT_BF16, NXV_COOPMAT_THREADS, v);
 }
 
 /* The timestamp queries and the output buffer of c's device. */
@@ -284,6 +345,10 @@ int main(int argc, char **argv) {
   raw_open(&c.raw, index, RAW_COOPMAT_NV);
   if (want_stats) {
     stats(&c);
+    raw_close(&c.raw);
+    raw_open(&c.raw, index, RAW_COOPMAT_KHR);
+    stats_khr(&c);
+    raw_close(&c.raw);
     return 0;
   }
   open_resources(&c);

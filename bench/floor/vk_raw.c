@@ -178,7 +178,7 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
   VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                   .pNext = &have12};
   bool nv = extras == RAW_COOPMAT_NV && has_extension(c->pd, "VK_NV_cooperative_matrix");
-  bool ex = extras == RAW_COOPMAT_NV &&
+  bool ex = (extras == RAW_COOPMAT_NV || extras == RAW_COOPMAT_KHR) &&
             has_extension(c->pd, "VK_KHR_pipeline_executable_properties");
   bool khr = (extras == RAW_COOPMAT_KHR || extras == RAW_COOPMAT2) &&
              has_extension(c->pd, "VK_KHR_cooperative_matrix");
@@ -230,6 +230,11 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
                                                    : c->bf16   ? (void *)&bf_on
                                                                : NULL,
                                           .cooperativeMatrix = VK_TRUE};
+  if (c->coopmat_khr && c->executable_stats) { /* exe_on ends the KHR chain */
+    if (c->bf16) bf_on.pNext = &exe_on;
+    else if (c->coopmat2) coop2_on.pNext = &exe_on;
+    else coop_khr_on.pNext = &exe_on;
+  }
   VkPhysicalDeviceVulkan11Features f11 = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
       .pNext = c->coopmat_nv         ? (void *)&coop_on

@@ -69,8 +69,8 @@ typedef enum raw_extras {
    * (c->executable_stats). */
   RAW_COOPMAT_NV = 1,
   /* The same through VK_KHR_cooperative_matrix where it offers 16x16x16
-   * f16 x f16 -> f32 products of subgroup scope (c->coopmat_khr), without
-   * the executable statistics, and VK_KHR_shader_bfloat16's types and
+   * f16 x f16 -> f32 products of subgroup scope (c->coopmat_khr), the
+   * executable statistics, and VK_KHR_shader_bfloat16's types and
    * cooperative matrices where present (c->bf16). */
   RAW_COOPMAT_KHR = 2,
   /* RAW_COOPMAT_KHR's, and VK_NV_cooperative_matrix2 with workgroup-scope
