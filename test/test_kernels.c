@@ -2207,6 +2207,12 @@ NXV_TEST(kernels, matmul) {
       {2, 128, 128, 64, MM_TB},
       {3, 72, 40, 48, MM_TA | MM_TB},
       {4, 16, 24, 8, MM_BB},
+      /* k a multiple of the tensor-core kernel's slice (64): tiles inside
+       * C take its unchecked loads, edge tiles the checked ones */
+      {1, 256, 384, 192, 0},
+      {1, 264, 392, 128, MM_TA},
+      {2, 256, 136, 256, MM_TB},
+      {1, 384, 136, 320, MM_TA | MM_TB},
       /* few tiles, long k: f16/bf16/f32 split k into chunks (partial
        * tiles, then a combining pass) */
       {1, 5, 3, 1500, 0},
