@@ -20,6 +20,13 @@ defmodule Nx.Vulkan.ReliabilityTest do
 
   defp open(opts \\ %{}), do: NIF.open_device(-1, Map.merge(%{disable_disk_cache: true}, opts))
 
+  # Opening a device with each of the bad values of option raises.
+  defp assert_refused(option, bad_values) do
+    for bad <- bad_values do
+      assert_raise ArgumentError, fn -> open(%{option => bad}) end
+    end
+  end
+
   defp f32(list), do: for(x <- list, into: <<>>, do: <<x * 1.0::float-32-native>>)
   defp to_f32(bin), do: for(<<x::float-32-native <- bin>>, do: x)
 
@@ -323,9 +330,7 @@ defmodule Nx.Vulkan.ReliabilityTest do
     end
 
     test "bad thread counts are refused" do
-      for bad <- [-1, 65, :on, 1.5] do
-        assert_raise ArgumentError, fn -> open(%{pipeline_threads: bad}) end
-      end
+      assert_refused(:pipeline_threads, [-1, 65, :on, 1.5])
     end
   end
 
@@ -350,9 +355,7 @@ defmodule Nx.Vulkan.ReliabilityTest do
     end
 
     test "bad timeouts are refused" do
-      for bad <- [-1, 4_294_967_296, :off, 1.5] do
-        assert_raise ArgumentError, fn -> open(%{batch_timeout_ms: bad}) end
-      end
+      assert_refused(:batch_timeout_ms, [-1, 4_294_967_296, :off, 1.5])
     end
   end
 
