@@ -1,12 +1,18 @@
 # Nx-level benchmark of nx_vulkan: tiny-op latency and training steps.
 #
 #   mix run bench/nx_bench.exs [--csv-out FILE] [--quick] [--ops N] [--steps N]
+#                              [--busy-ms MS]
 #
 #   --csv-out FILE  also write the figures as CSV (`impl,test,dtype,shape,
 #                   metric,value`, the schema shared by the benchmarks of
 #                   this project; values formatted as C's %.6g)
 #   --ops N         tiny ops per chain / independent run (default 10000)
 #   --steps N       timed training steps per model (default 30)
+#   --busy-ms MS    GPU work (1024x1024 products) between each model's
+#                   warm-up and timed steps (default 500, 0 with --quick;
+#                   CPU devices skip it): a GPU that idled lowers its
+#                   clocks, and the steps' short batches alone do not
+#                   raise them
 #   --quick         smoke run for CI (ops 200, 2 runs per figure, 100
 #                   to_number iterations, 1 warm-up and 3 timed training
 #                   steps); explicit options still win
@@ -42,9 +48,12 @@
 #     2x2 max pool, dense to 10; batch 128 of 1x28x28), written in plain
 #     defn with value_and_grad and called as a user calls a defn function
 #     (so each call includes tracing the expression). Data and weights come
-#     from a fixed :rand seed. 20 warm-up steps (the pool grows until
-#     process garbage collection, which returns dropped tensors, has run a
-#     few times), then 30 timed steps, each feeding its parameters to the
+#     from a fixed :rand seed. Warm-up steps until the pool is steady (at
+#     least 20, then on until the process has garbage-collected 3 times,
+#     which returns dropped tensors' buffers to the pool, and 10 steps in a
+#     row made no device allocation; at most 200; the table's "warm-up
+#     steps"), 500 ms of other GPU work (--busy-ms), then 30 timed
+#     steps, each feeding its parameters to the
 #     next, each timed until its loss is on
 #     the host (Nx.to_number); median.
 #   * mlp_step_aot, cnn_step_aot (ms): the same steps compiled ahead of
@@ -295,16 +304,76 @@ defmodule NxBench do
 
   ## Training steps
 
-  # Warm-up and timed steps of step_fun under the fallback policy `mode`.
-  def train(index, step_fun, {params, x, y}, warmup, steps, mode) do
-    Nx.Vulkan.with_host_fallback(mode, fn ->
-      {params, first_loss} =
-        Enum.reduce(1..warmup, {params, nil}, fn _, {p, first} ->
-          {p, loss} = step_fun.(p, x, y)
-          loss = Nx.to_number(loss)
-          {p, first || loss}
-        end)
+  # Keeps the GPU busy for `ms` milliseconds with 1024 x 1024 products: a
+  # GPU that idled lowers its clocks, and a training loop's short batches
+  # alone do not raise them again. CPU devices skip it.
+  def busy_gpu(index, ms) do
+    if ms > 0 and Nx.Vulkan.NIF.device_info(index).type != :cpu do
+      big =
+        Nx.iota({1024, 1024}, type: :f32, backend: {Nx.Vulkan.Backend, device: index})
+        |> Nx.divide(1024 * 1024)
 
+      t_end = System.monotonic_time(:millisecond) + ms
+
+      # Each product's buffer goes back to the pool at once, so the next
+      # one reuses it and the pool ends as it was.
+      Stream.repeatedly(fn ->
+        Enum.each(1..8, fn _ -> Nx.dot(big, big) |> Nx.backend_deallocate() end)
+      end)
+      |> Enum.find(fn :ok ->
+        :ok = Nx.Vulkan.synchronize(index)
+        System.monotonic_time(:millisecond) >= t_end
+      end)
+
+      Nx.backend_deallocate(big)
+    end
+
+    :ok
+  end
+
+  # The process's garbage collections so far are counted by the changes of
+  # its minor-collection counter (which a full sweep resets).
+  defp gc_marker do
+    {:garbage_collection, info} = Process.info(self(), :garbage_collection)
+    info[:minor_gcs]
+  end
+
+  # Warm-up steps: at least `warmup`; with `steady`, then on until the pool
+  # is steady, at most 10 x `warmup` in all. A dropped tensor returns its
+  # buffer to the pool only when the process garbage-collects, so the pool
+  # grows until the process has collected a few times: steady means at
+  # least 3 collections since the warm-up began and no device allocation
+  # in the last 10 steps. Returns {params, first loss, warm-up steps}.
+  def warm_up(index, step_fun, {params, x, y}, warmup, steady) do
+    Stream.iterate(1, &(&1 + 1))
+    |> Enum.reduce_while({params, nil, 0, 0, gc_marker()}, fn i, {p, first, quiet, gcs, mark} ->
+      a0 = Nx.Vulkan.stats(index).pool_allocations
+      {p, loss} = step_fun.(p, x, y)
+      loss = Nx.to_number(loss)
+      quiet = if Nx.Vulkan.stats(index).pool_allocations == a0, do: quiet + 1, else: 0
+      {gcs, mark} = if gc_marker() != mark, do: {gcs + 1, gc_marker()}, else: {gcs, mark}
+
+      done =
+        i >= warmup and
+          (not steady or (gcs >= 3 and quiet >= 10) or i >= 10 * warmup)
+
+      if done,
+        do: {:halt, {p, first || loss, i}},
+        else: {:cont, {p, first || loss, quiet, gcs, mark}}
+    end)
+  end
+
+  # Warm-up steps, `cfg.busy_ms` of GPU work, then `cfg.steps` timed steps
+  # of step_fun under the fallback policy `mode`. cfg: %{warmup, steady,
+  # busy_ms, steps} (see warm_up/5 and busy_gpu/2).
+  def train(index, step_fun, {params, x, y}, cfg, mode) do
+    steps = cfg.steps
+
+    Nx.Vulkan.with_host_fallback(mode, fn ->
+      {params, first_loss, warm_steps} =
+        warm_up(index, step_fun, {params, x, y}, cfg.warmup, cfg.steady)
+
+      :ok = busy_gpu(index, cfg.busy_ms)
       :ok = Nx.Vulkan.synchronize(index)
       s0 = Nx.Vulkan.stats(index)
 
@@ -336,6 +405,7 @@ defmodule NxBench do
         last_loss: last_loss,
         device_allocs: s1.pool_allocations - s0.pool_allocations,
         late_allocs: late_allocs,
+        warm_steps: warm_steps,
         ops_per_step: (s1.ops_enqueued - s0.ops_enqueued) / steps,
         submits_per_step: (s1.submits - s0.submits) / steps,
         peak_mib: s1.pool_bytes_peak / 1_048_576
@@ -345,12 +415,12 @@ defmodule NxBench do
 
   # Runs `train` with fallbacks raising; if an op falls back, reports it
   # and runs again with fallbacks allowed.
-  def train_checked(index, name, step_fun, data, warmup, steps) do
+  def train_checked(index, name, step_fun, data, cfg) do
     Nx.Vulkan.reset_fallbacks()
 
     result =
       try do
-        train(index, step_fun, data, warmup, steps, :raise)
+        train(index, step_fun, data, cfg, :raise)
       rescue
         e in ArgumentError ->
           message = Exception.message(e)
@@ -361,7 +431,7 @@ defmodule NxBench do
           IO.puts("#{name}: host fallback under :raise: #{message}")
           IO.puts("#{name}: running again with host fallbacks allowed")
           Nx.Vulkan.reset_fallbacks()
-          train(index, step_fun, data, warmup, steps, :allow)
+          train(index, step_fun, data, cfg, :allow)
       end
 
     Map.put(result, :fallbacks, Nx.Vulkan.fallbacks())
@@ -372,13 +442,19 @@ alias NxBench, as: B
 
 {opts, rest, invalid} =
   OptionParser.parse(System.argv(),
-    strict: [csv_out: :string, quick: :boolean, ops: :integer, steps: :integer]
+    strict: [
+      csv_out: :string,
+      quick: :boolean,
+      ops: :integer,
+      steps: :integer,
+      busy_ms: :integer
+    ]
   )
 
 if rest != [] or invalid != [] do
   IO.puts(
     :stderr,
-    "usage: mix run bench/nx_bench.exs [--csv-out FILE] [--quick] [--ops N] [--steps N]"
+    "usage: mix run bench/nx_bench.exs [--csv-out FILE] [--quick] [--ops N] [--steps N] [--busy-ms MS]"
   )
 
   System.halt(2)
@@ -388,11 +464,13 @@ quick = Keyword.get(opts, :quick, false)
 ops = Keyword.get(opts, :ops, if(quick, do: 200, else: 10_000))
 steps = Keyword.get(opts, :steps, if(quick, do: 3, else: 30))
 warmup_steps = if quick, do: 1, else: 20
+busy_ms = Keyword.get(opts, :busy_ms, if(quick, do: 0, else: 500))
 reps = if quick, do: 2, else: 5
 to_number_iters = if quick, do: 100, else: 1000
 {count_side, count_iters} = if quick, do: {256, 10}, else: {4096, 100}
 
-if ops < 1 or steps < 1, do: raise(ArgumentError, "--ops and --steps must be positive")
+if ops < 1 or steps < 1 or busy_ms < 0,
+  do: raise(ArgumentError, "--ops and --steps must be positive, --busy-ms not negative")
 
 Nx.global_default_backend(Nx.Vulkan.Backend)
 Nx.default_backend(Nx.Vulkan.Backend)
@@ -485,7 +563,8 @@ train =
           step_fun
       end
 
-    r = B.train_checked(index, name <> suffix, step_fun, data, warmup_steps, steps)
+    cfg = %{warmup: warmup_steps, steady: not quick, busy_ms: busy_ms, steps: steps}
+    r = B.train_checked(index, name <> suffix, step_fun, data, cfg)
     {name <> suffix, shape, r}
   end
 
@@ -494,7 +573,7 @@ Nx.Defn.default_options(compiler: Nx.Defn.Evaluator)
 IO.puts(
   "\ntraining steps (f32; *_compiled: Nx.Vulkan.Compiler, others Nx.Defn.Evaluator; " <>
     "*_aot: compiled ahead of time), " <>
-    "#{warmup_steps} warm-up + #{steps} timed"
+    "#{warmup_steps}+ warm-up + #{steps} timed"
 )
 
 B.table(
@@ -506,6 +585,7 @@ B.table(
     "host ms",
     "GPU ms",
     "loss first -> last",
+    "warm-up steps",
     "device allocs (2nd half)",
     "device ops/step",
     "submits/step",
@@ -521,6 +601,7 @@ B.table(
       B.fmt(r.host_ms, 2),
       B.fmt(r.gpu_ms, 2),
       "#{B.fmt(r.first_loss, 4)} -> #{B.fmt(r.last_loss, 4)}",
+      Integer.to_string(r.warm_steps),
       "#{r.device_allocs} (#{r.late_allocs})",
       B.fmt(r.ops_per_step, 0),
       B.fmt(r.submits_per_step, 1),

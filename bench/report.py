@@ -43,7 +43,9 @@ chain, mlp_step and cnn_step targets are on nx_vulkan_nx only.
 * each bandwidth test >= 90% of the same layer's copy of the same dtype;
 * f32 matmul (every matmul test and shape) >= 90% of torch;
   f16 / bf16 matmul >= 50% of torch;
-* to_number <= 20 us; pool_alloc <= 1 us; pool_steady_device_allocs == 0;
+* to_number <= 20 us; pool_alloc <= 1 us; pool_steady_device_allocs == 0
+  for every model (the worst model's count; repeated rows keep the
+  largest);
 * pipeline_warm <= 10% of pipeline_cold: the first ops' time (shape
   "ops": the device's opening left out) where the run has it, else the
   totals;
@@ -64,6 +66,9 @@ PEER_IMPLS = ("torch", "jax")
 COLUMNS = ("nx_vulkan_c", "nx_vulkan_nif", "nx_vulkan_nx", "torch", "jax")
 LOWER_BETTER = {"us", "us_per_op", "ms", "count"}
 HIGHER_BETTER = {"GB_s", "TFLOP_s"}
+# Tests whose repeated rows keep the largest value (a count that must stay
+# 0 in every run).
+WORST_KEPT = {"pool_steady_device_allocs"}
 BANDWIDTH_OPS = ("add", "add_bcast", "add_strided", "sum_all", "sum_rows",
                  "sum_cols")
 MATMUL_TESTS = ("matmul", "matmul_tn", "matmul_nt", "matmul_tt",
@@ -136,7 +141,8 @@ def read_csvs(paths):
                     continue
                 cell = data.setdefault((test, dtype, shape, metric), {})
                 if impl in cell:
-                    v = better(metric, cell[impl], v)
+                    v = max(cell[impl], v) if test in WORST_KEPT \
+                        else better(metric, cell[impl], v)
                 cell[impl] = v
     return data, devices
 
@@ -316,6 +322,24 @@ def absolute(data, name, impls, test, limit, unit, dtype=None, exact=False):
                   ok=(v <= limit))
 
 
+def steady_allocs(data):
+    """pool_steady_device_allocs == 0: the largest count over the models
+    (the shape column), named in the figure."""
+    name = "pool_steady_device_allocs == 0"
+    worst = None
+    for (t, _d, s, _m), cell in data.items():
+        if t != "pool_steady_device_allocs":
+            continue
+        for impl in NXV_IMPLS:
+            if impl in cell and (worst is None or cell[impl] > worst[1]):
+                worst = (impl, cell[impl], s)
+    if worst is None:
+        return Target(name, ref=0.0, unit="count", need="= 0")
+    impl, v, model = worst
+    return Target(name, v, f"{impl}, {model}" if v else impl, ref=0.0,
+                  unit="count", need="= 0", ok=(v == 0))
+
+
 def relative(name, fig_impl, fig, ref_label, ref, r, need, ok, unit):
     if fig is None or ref is None or r is None:
         return Target(name, fig, fig_impl, ref, ref_label, need=need,
@@ -386,9 +410,7 @@ def targets(data) -> str:
     # Runtime internals.
     rows.append(absolute(data, "pool_alloc <= 1 us", NXV_IMPLS, "pool_alloc",
                          1.0, "us"))
-    rows.append(absolute(data, "pool_steady_device_allocs == 0", NXV_IMPLS,
-                         "pool_steady_device_allocs", 0.0, "count",
-                         exact=True))
+    rows.append(steady_allocs(data))
     # The time the first ops take (where the pipelines are created), the
     # device's opening left out; the totals where a run has no such rows.
     shape = "ops" if lookup(data, NXV_IMPLS, "pipeline_warm",
