@@ -8,8 +8,8 @@
 #                   this project; values formatted as C's %.6g)
 #   --ops N         tiny ops per chain / independent run (default 10000)
 #   --steps N       timed training steps per model (default 30)
-#   --busy-ms MS    GPU work (1024x1024 products) between each model's
-#                   warm-up and timed steps (default 500, 0 with --quick;
+#   --busy-ms MS    GPU work (1024x1024 products) before each model's
+#                   warm-up steps (default 500, 0 with --quick;
 #                   CPU devices skip it): a GPU that idled lowers its
 #                   clocks, and the steps' short batches alone do not
 #                   raise them
@@ -48,14 +48,14 @@
 #     2x2 max pool, dense to 10; batch 128 of 1x28x28), written in plain
 #     defn with value_and_grad and called as a user calls a defn function
 #     (so each call includes tracing the expression). Data and weights come
-#     from a fixed :rand seed. Warm-up steps until the pool is steady (at
-#     least 20, then on until the process has garbage-collected 3 times,
-#     which returns dropped tensors' buffers to the pool, and 10 steps in a
-#     row made no device allocation; at most 200; the table's "warm-up
-#     steps"), 500 ms of other GPU work (--busy-ms), then 30 timed
-#     steps, each feeding its parameters to the
-#     next, each timed until its loss is on
-#     the host (Nx.to_number); median.
+#     from a fixed :rand seed. After 500 ms of other GPU work
+#     (--busy-ms), warm-up steps until the pool is steady (at least 20,
+#     then on until the process has garbage-collected 3 times, which
+#     returns dropped tensors' buffers to the pool, and neither the last
+#     whole interval between two collections nor the last 10 steps made a
+#     device allocation; at most 200; the table's "warm-up steps"), then
+#     30 timed steps, each feeding its parameters to the next, each timed
+#     until its loss is on the host (Nx.to_number); median.
 #   * mlp_step_aot, cnn_step_aot (ms): the same steps compiled ahead of
 #     time with Nx.Defn.compile/3 and Nx.Defn.Evaluator (the expression is
 #     traced once; each step evaluates it).
@@ -340,40 +340,60 @@ defmodule NxBench do
 
   # Warm-up steps: at least `warmup`; with `steady`, then on until the pool
   # is steady, at most 10 x `warmup` in all. A dropped tensor returns its
-  # buffer to the pool only when the process garbage-collects, so the pool
-  # grows until the process has collected a few times: steady means at
-  # least 3 collections since the warm-up began and no device allocation
-  # in the last 10 steps. Returns {params, first loss, warm-up steps}.
+  # buffer to the pool only when the process collects garbage, so the pool
+  # grows until the most garbage held between two collections fits:
+  # steady means at least 3 collections since the warm-up began, no device
+  # allocation since the one before the last (a whole interval between two
+  # collections, and the steps after it, allocated nothing) and none in
+  # the last 10 steps. Returns {params, first loss, warm-up steps}.
   def warm_up(index, step_fun, {params, x, y}, warmup, steady) do
+    st0 = %{p: params, first: nil, mark: gc_marker(), gc_steps: [], last_alloc: 0}
+
     Stream.iterate(1, &(&1 + 1))
-    |> Enum.reduce_while({params, nil, 0, 0, gc_marker()}, fn i, {p, first, quiet, gcs, mark} ->
+    |> Enum.reduce_while(st0, fn i, st ->
       a0 = Nx.Vulkan.stats(index).pool_allocations
-      {p, loss} = step_fun.(p, x, y)
+      {p, loss} = step_fun.(st.p, x, y)
       loss = Nx.to_number(loss)
-      quiet = if Nx.Vulkan.stats(index).pool_allocations == a0, do: quiet + 1, else: 0
-      {gcs, mark} = if gc_marker() != mark, do: {gcs + 1, gc_marker()}, else: {gcs, mark}
+      allocated = Nx.Vulkan.stats(index).pool_allocations != a0
+      mark = gc_marker()
+
+      st = %{
+        st
+        | p: p,
+          first: st.first || loss,
+          mark: mark,
+          gc_steps: if(mark != st.mark, do: [i | st.gc_steps], else: st.gc_steps),
+          last_alloc: if(allocated, do: i, else: st.last_alloc)
+      }
 
       done =
         i >= warmup and
-          (not steady or (gcs >= 3 and quiet >= 10) or i >= 10 * warmup)
+          (not steady or i >= 10 * warmup or steady?(st.gc_steps, st.last_alloc, i))
 
-      if done,
-        do: {:halt, {p, first || loss, i}},
-        else: {:cont, {p, first || loss, quiet, gcs, mark}}
+      if done, do: {:halt, {p, st.first, i}}, else: {:cont, st}
     end)
   end
 
-  # Warm-up steps, `cfg.busy_ms` of GPU work, then `cfg.steps` timed steps
+  # gc_steps: the steps in which the process collected, latest first.
+  defp steady?([_last, before | _] = gc_steps, last_alloc, i),
+    do: length(gc_steps) >= 3 and last_alloc < before and i - last_alloc >= 10
+
+  defp steady?(_gc_steps, _last_alloc, _i), do: false
+
+  # `cfg.busy_ms` of GPU work, warm-up steps, then `cfg.steps` timed steps
   # of step_fun under the fallback policy `mode`. cfg: %{warmup, steady,
-  # busy_ms, steps} (see warm_up/5 and busy_gpu/2).
+  # busy_ms, steps} (see warm_up/5 and busy_gpu/2). The GPU work comes
+  # first: between the warm-up and the timed steps its garbage would move
+  # the process's collections to other points of the steps.
   def train(index, step_fun, {params, x, y}, cfg, mode) do
     steps = cfg.steps
 
     Nx.Vulkan.with_host_fallback(mode, fn ->
+      :ok = busy_gpu(index, cfg.busy_ms)
+
       {params, first_loss, warm_steps} =
         warm_up(index, step_fun, {params, x, y}, cfg.warmup, cfg.steady)
 
-      :ok = busy_gpu(index, cfg.busy_ms)
       :ok = Nx.Vulkan.synchronize(index)
       s0 = Nx.Vulkan.stats(index)
 
