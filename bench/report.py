@@ -307,16 +307,12 @@ def dtype_of(data, test):
     return sorted(dts)[0] if dts else "f32"
 
 
-def absolute(data, name, impls, test, limit, unit, dtype=None, exact=False):
-    """Target figure <= limit (== limit with exact)."""
+def absolute(data, name, impls, test, limit, unit, dtype=None):
+    """Target figure <= limit."""
     dtype = dtype or dtype_of(data, test)
     impl, v, _ = lookup(data, impls, test, dtype)
     if v is None:
-        return Target(name, ref=limit, unit=unit,
-                      need="= 0" if exact else "<= 1")
-    if exact:
-        return Target(name, v, impl, ref=limit, unit=unit, need="= 0",
-                      ok=(v == limit))
+        return Target(name, ref=limit, unit=unit, need="<= 1")
     r = v / limit if limit else None
     return Target(name, v, impl, ref=limit, unit=unit, ratio=r, need="<= 1",
                   ok=(v <= limit))
