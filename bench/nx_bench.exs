@@ -304,33 +304,6 @@ defmodule NxBench do
 
   ## Training steps
 
-  # Keeps the GPU busy for `ms` milliseconds with 1024 x 1024 products: a
-  # GPU that idled lowers its clocks, and a training loop's short batches
-  # alone do not raise them again. CPU devices skip it.
-  def busy_gpu(index, ms) do
-    if ms > 0 and Nx.Vulkan.NIF.device_info(index).type != :cpu do
-      big =
-        Nx.iota({1024, 1024}, type: :f32, backend: {Nx.Vulkan.Backend, device: index})
-        |> Nx.divide(1024 * 1024)
-
-      t_end = System.monotonic_time(:millisecond) + ms
-
-      # Each product's buffer goes back to the pool at once, so the next
-      # one reuses it and the pool ends as it was.
-      Stream.repeatedly(fn ->
-        Enum.each(1..8, fn _ -> Nx.dot(big, big) |> Nx.backend_deallocate() end)
-      end)
-      |> Enum.find(fn :ok ->
-        :ok = Nx.Vulkan.synchronize(index)
-        System.monotonic_time(:millisecond) >= t_end
-      end)
-
-      Nx.backend_deallocate(big)
-    end
-
-    :ok
-  end
-
   # The process's garbage collections so far are counted by the changes of
   # its minor-collection counter (which a full sweep resets).
   defp gc_marker do
@@ -382,14 +355,14 @@ defmodule NxBench do
 
   # `cfg.busy_ms` of GPU work, warm-up steps, then `cfg.steps` timed steps
   # of step_fun under the fallback policy `mode`. cfg: %{warmup, steady,
-  # busy_ms, steps} (see warm_up/5 and busy_gpu/2). The GPU work comes
-  # first: between the warm-up and the timed steps its garbage would move
-  # the process's collections to other points of the steps.
+  # busy_ms, steps} (see warm_up/5 and NxBench.Steps.busy_gpu/2). The GPU
+  # work comes first: between the warm-up and the timed steps its garbage
+  # would move the process's collections to other points of the steps.
   def train(index, step_fun, {params, x, y}, cfg, mode) do
     steps = cfg.steps
 
     Nx.Vulkan.with_host_fallback(mode, fn ->
-      :ok = busy_gpu(index, cfg.busy_ms)
+      :ok = NxBench.Steps.busy_gpu(index, cfg.busy_ms)
 
       {params, first_loss, warm_steps} =
         warm_up(index, step_fun, {params, x, y}, cfg.warmup, cfg.steady)

@@ -55,21 +55,11 @@ interval = Application.get_env(:nx_vulkan, :telemetry_interval_ms, 500)
 Process.sleep(2 * interval)
 params = run.(warmup, params)
 
-# Products of 1024 x 1024 matrices for --busy-ms: a GPU that idled lowers
-# its clocks, and one op per batch alone does not raise them. CPU devices
-# skip it.
-info = Nx.Vulkan.NIF.device_info(Nx.Vulkan.default_device_index())
-
-if info.type != :cpu do
-  big = Nx.iota({1024, 1024}, type: :f32) |> Nx.divide(1024 * 1024)
-  t_busy = System.monotonic_time(:millisecond) + busy_ms
-
-  Stream.repeatedly(fn -> Enum.each(1..8, fn _ -> Nx.dot(big, big) end) end)
-  |> Enum.find(fn :ok ->
-    Nx.Vulkan.synchronize()
-    System.monotonic_time(:millisecond) >= t_busy
-  end)
-end
+# A GPU that idled lowers its clocks, and one op per batch alone does not
+# raise them.
+index = Nx.Vulkan.default_device_index()
+info = Nx.Vulkan.NIF.device_info(index)
+:ok = NxBench.Steps.busy_gpu(index, busy_ms)
 
 submits0 = Nx.Vulkan.stats().submits
 
