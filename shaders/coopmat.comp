@@ -69,6 +69,16 @@
 
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer BufT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufV { uvec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer BufO { uvec4 v[]; };
+
+// Two results rounded to T, as one word (the first in the low half).
+uint cm_pack2(float x, float y) {
+#if defined(T_BF16)
+  return uint(T_ST(x)) | (uint(T_ST(y)) << 16);
+#else
+  return packFloat2x16(f16vec2(T_ST(x), T_ST(y)));
+#endif
+}
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -231,15 +241,31 @@ void main() {
   }
 
   // Epilogue: each subgroup stages one accumulator at a time in its slice
-  // of Cs and writes it out with bounds checks, rounding to T.
+  // of Cs and writes it out rounded to T: in tiles inside C whose rows are
+  // 16-byte multiples, 8 elements per invocation in one 16-byte store;
+  // elsewhere element by element with bounds checks. On an H200 (f16
+  // TFLOP/s, element stores -> 16-byte stores, binaries alternating):
+  // 8192^3 319.4-319.6 -> 322.5-323.6, 4096^3 296-298 -> 306, A
+  // transposed 292.3-292.7 -> 303.9-305.0, B transposed 306-307 -> 318.
   uint lane = gl_SubgroupInvocationID;
   uint cbase = bat * pc.m * pc.n;
+  bool wide = row0 + BM <= pc.m && col0 + BN <= pc.n && pc.n % 8u == 0u &&
+              gl_SubgroupSize == 32u;
+  BufO cv = BufO(uint64_t(pc.c));
   [[unroll]] for (uint i = 0u; i < FM; ++i)
     [[unroll]] for (uint j = 0u; j < FN; ++j) {
       coopMatStoreNV(acc[i][j], Cs, sg * 256u, 16u, false);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       uint r0 = row0 + wm * SM + i * 16u, c0 = col0 + wn * SN + j * 16u;
+      if (wide) {
+        uint e = lane * 8u, o = sg * 256u + e;
+        cv.v[(cbase + (r0 + e / 16u) * pc.n + c0 + e % 16u) / 8u] =
+            uvec4(cm_pack2(Cs[o], Cs[o + 1u]), cm_pack2(Cs[o + 2u], Cs[o + 3u]),
+                  cm_pack2(Cs[o + 4u], Cs[o + 5u]), cm_pack2(Cs[o + 6u], Cs[o + 7u]));
+        subgroupBarrier();
+        continue;
+      }
       for (uint e = lane; e < 256u; e += gl_SubgroupSize) {
         uint gr = r0 + e / 16u, gc = c0 + e % 16u;
         if (gr < pc.m && gc < pc.n) pc.c.v[cbase + gr * pc.n + gc] = T_ST(Cs[sg * 256u + e]);
