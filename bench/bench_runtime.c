@@ -749,6 +749,68 @@ static void run_to_number(nxv_device *dev, uint32_t n, double *secs) {
   nxv_tensor_release(c1);
 }
 
+/* Where a to_number round trip spends its time: n more rounds of
+ * run_to_number's y = x + 1 and download on dev with batch records on,
+ * each matched with the batch submitted between its start and its end.
+ * Fills ph[0..3] with the medians, in seconds, of: start -> the batch's
+ * vkQueueSubmit call, that call -> the batch's first timestamp on the GPU,
+ * the GPU's start -> end timestamps, and the end timestamp -> the value
+ * read on the host (the last three through VK_EXT_calibrated_timestamps).
+ * Returns the rounds matched, 0 where the device cannot place its
+ * timestamps on the host's clock. */
+enum { PHASES = 4 };
+static uint32_t run_to_number_phases(nxv_device *dev, uint32_t n, double ph[PHASES]) {
+  const int64_t shape[1] = {1};
+  float x0 = 41.0f, one = 1.0f;
+  nxv_tensor *x, *c1;
+  NXV_CHECK(nxv_tensor_upload(dev, NXV_F32, 1, &x0, &x));
+  NXV_CHECK(nxv_fill(dev, NXV_F32, 1, &one, &c1));
+  NXV_CHECK(nxv_device_synchronize(dev));
+  NXV_CHECK(nxv_device_record_batches(dev, true));
+  uint64_t *t0 = xcalloc(n, sizeof *t0), *t1 = xcalloc(n, sizeof *t1);
+  nxv_view vx = {x, 0, NULL}, vone = {c1, 0, NULL};
+  for (uint32_t i = 0; i < n; i++) {
+    nxv_tensor *y;
+    float got;
+    t0[i] = nxv_clock_ns();
+    NXV_CHECK(nxv_binary(dev, NXV_ADD, 1, shape, &vx, &vone, &y));
+    NXV_CHECK(nxv_tensor_download(y, 0, 1, &got));
+    t1[i] = nxv_clock_ns();
+    nxv_tensor_release(y);
+    if (got != 42.0f) die("to_number phases: round %u read %.9g, expected 42", i, (double)got);
+  }
+  NXV_CHECK(nxv_device_synchronize(dev));
+  nxv_batch_record *rec = xcalloc(NXV_BATCH_RECORDS, sizeof *rec);
+  uint32_t nrec = 0;
+  uint64_t dropped = 0;
+  NXV_CHECK(nxv_device_take_batches(dev, rec, NXV_BATCH_RECORDS, &nrec, &dropped));
+  NXV_CHECK(nxv_device_record_batches(dev, false));
+  double *v[PHASES];
+  for (int k = 0; k < PHASES; k++) v[k] = xcalloc(n, sizeof *v[k]);
+  uint32_t m = 0, j = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    while (j < nrec && rec[j].submit_time_ns < t0[i]) j++;
+    if (j == nrec) break;
+    const nxv_batch_record *b = &rec[j];
+    if (b->submit_time_ns > t1[i] || !b->gpu_start_time_ns || !b->gpu_end_time_ns) continue;
+    v[0][m] = (double)(b->submit_time_ns - t0[i]) * 1e-9;
+    v[1][m] = ((double)b->gpu_start_time_ns - (double)b->submit_time_ns) * 1e-9;
+    v[2][m] = ((double)b->gpu_end_time_ns - (double)b->gpu_start_time_ns) * 1e-9;
+    v[3][m] = ((double)t1[i] - (double)b->gpu_end_time_ns) * 1e-9;
+    m++;
+  }
+  for (int k = 0; k < PHASES; k++) {
+    ph[k] = m ? median_of(v[k], m) : 0;
+    free(v[k]);
+  }
+  free(rec);
+  free(t0);
+  free(t1);
+  nxv_tensor_release(x);
+  nxv_tensor_release(c1);
+  return m;
+}
+
 /* Benchmarks 3 and 4 on dev (default config). chain_s: the batched chain's
  * median e2e time per op, for the ratio (0 when not measured). to_number
  * runs in blocks alternating between dev and a second context on the same
@@ -810,6 +872,9 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
     run_to_number(staged, per, ts + b * per);
   }
   NXV_CHECK(nxv_device_stats(dev, &st1));
+  double ph[PHASES];
+  uint32_t nph = o->quick ? 20 : 300;
+  uint32_t ph_matched = run_to_number_phases(dev, nph, ph);
   nxv_device_release(staged);
   tiny_teardown(&t);
   const double n = (double)o->ops;
@@ -827,6 +892,10 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
     csv_num("burst_after_idle", "batched", "wakeups_per_burst", (double)bwake / nbursts, "");
   emit("to_number", "f32", "1", "us", tn_med * 1e6);
   emit("to_number_staged", "f32", "1", "us", ts_med * 1e6);
+  static const char *const ph_names[PHASES] = {
+      "to_number_to_submit", "to_number_submit_to_gpu", "to_number_gpu", "to_number_gpu_to_host"};
+  if (ph_matched)
+    for (int k = 0; k < PHASES; k++) emit(ph_names[k], "f32", "1", "us", ph[k] * 1e6);
   if (o->csv) return;
   printf("Round trips (batched context): submit_wait = x = x + 1 then "
          "nxv_device_synchronize, %" PRIu64 " per run, median of %u runs; "
@@ -847,6 +916,12 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
          " of %u; %" PRIu64 " submits\n",
          st1.reads_in_place - st0.reads_in_place, tn_count,
          st1.submits - st0.submits);
+  if (ph_matched)
+    printf("to_number phases, median of %u rounds (us): start -> vkQueueSubmit %.2f, "
+           "-> GPU start %.2f, GPU start -> end %.2f, GPU end -> value on the host %.2f\n",
+           ph_matched, ph[0] * 1e6, ph[1] * 1e6, ph[2] * 1e6, ph[3] * 1e6);
+  else
+    printf("to_number phases: not measured (no calibrated GPU timestamps)\n");
   if (chain_s > 0)
     printf("ratio submit_wait / batched chain (per op): %.2fx\n",
            sw_med / chain_s);
