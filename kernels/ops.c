@@ -23,6 +23,16 @@
  * queued back to back faster (their chunks overlap) but each product alone
  * 2-11 us slower on an H100; 512 and 1024 were no faster. */
 #define NXV_SPLIT_TARGET_GROUPS 256
+/* Mid-sized products (fewer than 96 tiles of 128x128, at least 128 of
+ * 64x64) take 128x128 tiles over chunks of k of at least
+ * NXV_SPLIT128_MIN_CHUNK, aiming for NXV_SPLIT128_TARGET_GROUPS
+ * workgroups. On an H100, f32 1024^3 (64 tiles): 64x64 tiles 25.2 TFLOP/s
+ * queued back to back, 101.8 us alone; 128x128 tiles, k in 2 chunks
+ * 28.3, 82.0 us; in 4 chunks 26.1, 87.7 us; 128x128 tiles unsplit 36.8
+ * back to back (the products overlap) but 128.2 us alone; matmul.comp's
+ * 256 threads of 4x4 per 64x64 tile 23.4, 98.6 us. */
+#define NXV_SPLIT128_MIN_CHUNK 256
+#define NXV_SPLIT128_TARGET_GROUPS 128
 
 #define MAX_GROUPS 65535u
 
@@ -1454,9 +1464,10 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
   NXV_TRY(check_operand("a", m->a, m->a_offset, m->a_strides, adims));
   NXV_TRY(check_operand("b", m->b, m->b_offset, m->b_strides, bdims));
   /* f16, bf16 and f32 take the register-blocked kernel (gemm.comp): 128x128
-   * tiles when there are enough of them to fill a large GPU, 64x64 tiles
-   * with 64 threads otherwise, and 64x64 tiles over chunks of k when even
-   * those are too few for a long k (skinny products: a dense layer's
+   * tiles when there are enough of them to fill a large GPU, 128x128
+   * tiles over chunks of k when fewer tiles have a long enough k, 64x64
+   * tiles with 64 threads otherwise, and 64x64 tiles over chunks of k when
+   * even those are too few for a long k (skinny products: a dense layer's
    * forward pass with few outputs). Fewer 64x64 tiles than that with a
    * short k take matmul.comp, as other types do (64x64 tiles, 256
    * threads). */
@@ -1525,6 +1536,17 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
       tile_m = tile_n = 128;
     } else {
       variant = 1;
+      uint64_t ns = (NXV_SPLIT128_TARGET_GROUPS + tiles128 - 1) / tiles128;
+      if (ns > m->k / NXV_SPLIT128_MIN_CHUNK) ns = m->k / NXV_SPLIT128_MIN_CHUNK;
+      if (ns * m->batch > d->vk.info.max_workgroup_count[2]) ns = 1;
+      if (ns >= 2) {
+        uint64_t kc = (m->k + ns - 1) / ns;
+        kc = (kc + 7) / 8 * 8;
+        kchunk = (uint32_t)kc;
+        nsplit = (uint32_t)((m->k + kc - 1) / kc);
+        variant = 0;
+        tile_m = tile_n = 128;
+      }
     }
   }
   uint32_t gx = (uint32_t)((m->n + tile_n - 1) / tile_n),

@@ -2246,6 +2246,11 @@ NXV_TEST(kernels, matmul) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
       run_matmul(d, types[ti], cases[i].batch, cases[i].m, cases[i].n,
                  cases[i].k, cases[i].opts, &rng);
+  /* Fewer 128x128 tiles than 96 with a long k take 128x128 tiles over
+   * chunks of k: 2 chunks (f32) and 4 (f16, whose kernel is the same
+   * code), edges in m, n and k. Large products: one type each. */
+  run_matmul(d, NXV_F32, 1, 520, 1030, 530, MM_TA | MM_OFF, &rng);
+  run_matmul(d, NXV_F16, 2, 512, 520, 1030, MM_TB | MM_REV, &rng);
   nxv_device_release(d);
 }
 
