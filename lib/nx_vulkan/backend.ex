@@ -228,6 +228,20 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     impl_if_callback(:constant, 3)
 
+    # The numbers Nx turns into tensors most often (Nx.add(x, 1),
+    # Nx.multiply(g, 0.1): s64 and f32 scalars on the default device): the
+    # value as stored, without the general clause's conversions.
+    def constant(%T{shape: {}, type: {:f, 32}} = out, number, [])
+        when is_float(number) and abs(number) <= @f32_max do
+      <<value::float-32-native>> = <<number::float-32-native>>
+      %{out | data: %__MODULE__{ref: nil, device: Nx.Vulkan.default_device_index(), value: value}}
+    end
+
+    def constant(%T{shape: {}, type: {:s, 64}} = out, number, []) when is_integer(number) do
+      <<value::signed-64-native>> = <<number::signed-64-native>>
+      %{out | data: %__MODULE__{ref: nil, device: Nx.Vulkan.default_device_index(), value: value}}
+    end
+
     def constant(%T{type: type} = out, number, backend_options) do
       index = opts_device(backend_options)
       nif_type = nif_type!(type, :constant, index)
@@ -838,9 +852,39 @@ if Code.ensure_loaded?(Nx.Backend) do
       def unquote(op)(out, left, right), do: element_wise_binary(unquote(op), out, left, right)
     end
 
-    # The common case first: both operands dense on one device, of out's
-    # type (dense_pair/3: x + y on equal tensors, a bias added to each row):
-    # no operand to convert, so the NIF call is all there is.
+    # The commonest number first: dense x of out's type (f32, f64, s32 or
+    # s64) and a real number c that Nx made a constant without a buffer
+    # (Nx.add(x, 1), Nx.multiply(g, 0.1)), on either side: c's value in
+    # out's type is the kernel's immediate, with none of the general path's
+    # conversions (element_wise_binary_scalar/4 does the same for any type
+    # and constant).
+    defp element_wise_binary(
+           op,
+           %T{type: type, shape: shape} = out,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
+             x,
+           %T{shape: {}, data: %__MODULE__{device: index, ref: nil, value: value}} = c
+         )
+         when is_number(value) and is_reference(a) and tuple_size(shape) <= @max_rank and
+                type in [{:f, 32}, {:f, 64}, {:s, 32}, {:s, 64}] do
+      immediate_number(op, out, x, c, false)
+    end
+
+    defp element_wise_binary(
+           op,
+           %T{type: type, shape: shape} = out,
+           %T{shape: {}, data: %__MODULE__{device: index, ref: nil, value: value}} = c,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
+             x
+         )
+         when is_number(value) and is_reference(b) and tuple_size(shape) <= @max_rank and
+                type in [{:f, 32}, {:f, 64}, {:s, 32}, {:s, 64}] do
+      immediate_number(op, out, x, c, true)
+    end
+
+    # Then both operands dense on one device, of out's type (dense_pair/3:
+    # x + y on equal tensors, a bias added to each row): no operand to
+    # convert, so the NIF call is all there is.
     defp element_wise_binary(op, %T{type: type} = out, %T{type: type} = left, right) do
       case dense_pair(out, left, right) do
         {:ok, as, bs} -> binary_dense(op, out, left, right, as, bs)
@@ -879,6 +923,39 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     defp element_wise_binary_scalar(op, out, left, right),
       do: element_wise_binary_any(op, out, left, right)
+
+    # element_wise_binary/4's number fast path: x op c (c op x when
+    # c_first), c's value as bytes of out's type (as convert_value/3 gives
+    # them: floats round, integers to s32 wrap, floats to s32 truncate).
+    # The general path (element_wise_binary_scalar/4) takes the rest: a
+    # device without the kernel, a value beyond f32's range.
+    defp immediate_number(op, %T{type: type} = out, %T{data: xd} = x, %T{data: cd} = c, c_first) do
+      bytes = number_bytes(type, cd.value)
+      index = xd.device
+
+      if bytes != nil and supported?(index, :binary, op, Map.fetch!(@nif_types, type)) do
+        {a, dims} = {xd.ref, dims(out)}
+
+        ref =
+          if c_first,
+            do: alloc(index, fn -> NIF.binary(op, dims, bytes, 0, nil, a, 0, nil) end),
+            else: alloc(index, fn -> NIF.binary(op, dims, a, 0, nil, bytes, 0, nil) end)
+
+        wrap(out, ref, index)
+      else
+        if c_first,
+          do: element_wise_binary_scalar(op, out, c, x),
+          else: element_wise_binary_scalar(op, out, x, c)
+      end
+    end
+
+    defp number_bytes({:f, 32}, x) when abs(x) <= @f32_max, do: <<x::float-32-native>>
+    defp number_bytes({:f, 32}, _x), do: nil
+    defp number_bytes({:f, 64}, x), do: <<x::float-64-native>>
+    defp number_bytes({:s, 32}, x) when is_integer(x), do: <<x::signed-32-native>>
+    defp number_bytes({:s, 32}, x), do: <<trunc(x)::signed-32-native>>
+    defp number_bytes({:s, 64}, x) when is_integer(x), do: <<x::signed-64-native>>
+    defp number_bytes({:s, 64}, _x), do: nil
 
     # {:ok, as, bs}: the strides reading left and right in place for out,
     # when both are dense on one device, of one type, and of out's shape

@@ -367,6 +367,51 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    test "numbers Nx makes device constants, on either side, in f32, f64, s32 and s64" do
+      # Nx.add(x, 1) with Vulkan the default backend: the number is a
+      # constant without a buffer whose value goes straight into the
+      # kernel, converted to the result's type (a float beyond f32's range
+      # is infinity there, an integer rounds to f32's precision).
+      on_device = fn fun -> native(fn -> Nx.with_default_backend(VB, fun) end) end
+      before = Nx.Vulkan.Scalars.size()
+
+      cases = [
+        {{:f, 32}, [3, 2.75, -0.0, 1.0e-40, 1.0e39, 16_777_217]},
+        {{:f, 64}, [3, 2.75, -0.0, 1.0e300, 9_007_199_254_740_993]},
+        {{:s, 32}, [3, -7, 2_147_483_647, -2_147_483_648]},
+        {{:s, 64}, [3, -7, 9_223_372_036_854_775_807]}
+      ]
+
+      for {type, numbers} <- cases, shape <- [{}, {3, 5}], n <- numbers do
+        x =
+          if type == {:s, 64},
+            do: Nx.as_type(random(shape, :s32), type),
+            else: random(shape, type)
+
+        d = vk(x)
+        ops = [:add, :subtract, :multiply, :max, :min]
+        ops = if elem(type, 0) == :f, do: ops ++ [:divide, :atan2], else: ops
+        # (the host reference raises dividing by zero)
+        ops = if n == 0, do: ops -- [:divide], else: ops
+
+        for op <- ops do
+          # Sums, differences and extremes are exact in IEEE arithmetic,
+          # but for a denormal number (a GPU may flush it) and for a number
+          # f32 cannot hold (rounded to f32 first, as XLA does; the host
+          # reference adds it in f64).
+          exact = op in [:add, :subtract, :max, :min] and n not in [1.0e-40, 16_777_217]
+          tol = if exact, do: 0, else: nil
+          expected = apply(Nx, op, [x, n])
+          got = on_device.(fn -> apply(Nx, op, [d, n]) end)
+          assert got.type == expected.type, "#{op}(#{inspect(type)}, #{inspect(n)})"
+          assert_same(got, expected, tol)
+          assert_same(on_device.(fn -> apply(Nx, op, [n, d]) end), apply(Nx, op, [n, x]), tol)
+        end
+      end
+
+      assert Nx.Vulkan.Scalars.size() == before
+    end
+
     test "constants convert with the value of their type" do
       for {value, from, to} <- [
             {0.1, :f32, :f64},
