@@ -726,13 +726,19 @@ static double run_submit_wait(const tiny_ctx *t, uint64_t n) {
 
 /* to_number: y = x + 1 on one f32 element, then y read on the host; each
  * round trip timed alone. Fills secs[0..n). */
+/* The operands of a to_number round trip on dev: x = 41 and c1 = 1, one
+ * f32 each, ready on the device. */
+static void to_number_operands(nxv_device *dev, nxv_tensor **x, nxv_tensor **c1) {
+  float x0 = 41.0f, one = 1.0f;
+  NXV_CHECK(nxv_tensor_upload(dev, NXV_F32, 1, &x0, x));
+  NXV_CHECK(nxv_fill(dev, NXV_F32, 1, &one, c1));
+  NXV_CHECK(nxv_device_synchronize(dev));
+}
+
 static void run_to_number(nxv_device *dev, uint32_t n, double *secs) {
   const int64_t shape[1] = {1};
-  float x0 = 41.0f, one = 1.0f;
   nxv_tensor *x, *c1;
-  NXV_CHECK(nxv_tensor_upload(dev, NXV_F32, 1, &x0, &x));
-  NXV_CHECK(nxv_fill(dev, NXV_F32, 1, &one, &c1));
-  NXV_CHECK(nxv_device_synchronize(dev));
+  to_number_operands(dev, &x, &c1);
   nxv_view vx = {x, 0, NULL}, vone = {c1, 0, NULL};
   for (uint32_t i = 0; i < n; i++) {
     double t0 = now_s();
@@ -761,11 +767,8 @@ static void run_to_number(nxv_device *dev, uint32_t n, double *secs) {
 enum { PHASES = 4 };
 static uint32_t run_to_number_phases(nxv_device *dev, uint32_t n, double ph[PHASES]) {
   const int64_t shape[1] = {1};
-  float x0 = 41.0f, one = 1.0f;
   nxv_tensor *x, *c1;
-  NXV_CHECK(nxv_tensor_upload(dev, NXV_F32, 1, &x0, &x));
-  NXV_CHECK(nxv_fill(dev, NXV_F32, 1, &one, &c1));
-  NXV_CHECK(nxv_device_synchronize(dev));
+  to_number_operands(dev, &x, &c1);
   NXV_CHECK(nxv_device_record_batches(dev, true));
   uint64_t *t0 = xcalloc(n, sizeof *t0), *t1 = xcalloc(n, sizeof *t1);
   nxv_view vx = {x, 0, NULL}, vone = {c1, 0, NULL};

@@ -1440,6 +1440,22 @@ static bool coopmat_layout(nxv_device *d, nxv_dtype t, const nxv_matmul_desc *m,
   return true;
 }
 
+/* Chunks of k for a product of `tiles` tiles (batches included) split
+ * over about target workgroups, each chunk a multiple of 8 and at least
+ * min_chunk long: returns their number (1: no split) and sets *kchunk to
+ * their length when there are several; within the device's grid. */
+static uint32_t split_k(const nxv_device *d, const nxv_matmul_desc *m, uint64_t tiles,
+                        uint64_t target, uint64_t min_chunk, uint32_t *kchunk) {
+  uint64_t ns = (target + tiles - 1) / tiles;
+  if (ns > m->k / min_chunk) ns = m->k / min_chunk;
+  if (ns * m->batch > d->vk.info.max_workgroup_count[2]) ns = 1;
+  if (ns < 2) return 1;
+  uint64_t kc = (m->k + ns - 1) / ns;
+  kc = (kc + 7) / 8 * 8;
+  *kchunk = (uint32_t)kc;
+  return (uint32_t)((m->k + kc - 1) / kc);
+}
+
 nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
                       nxv_tensor **out) {
   if (!d || !m || !out || !m->a || !m->b)
@@ -1488,19 +1504,8 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
   uint64_t cm_tiles = ((m->m + NXV_COOPMAT_BM - 1) / NXV_COOPMAT_BM) *
                       ((m->n + NXV_COOPMAT_BN - 1) / NXV_COOPMAT_BN) * m->batch;
   if (cm && cm_tiles < 2 && m->k > 4096) cm = false;
-  if (!cm && gemm_type && tiles64 && tiles64 < 128 && m->k >= NXV_SPLIT_MIN_K) {
-    /* Aim for NXV_SPLIT_TARGET_GROUPS workgroups with at least
-     * NXV_SPLIT_MIN_CHUNK of k each. */
-    uint64_t ns = (NXV_SPLIT_TARGET_GROUPS + tiles64 - 1) / tiles64;
-    if (ns > m->k / NXV_SPLIT_MIN_CHUNK) ns = m->k / NXV_SPLIT_MIN_CHUNK;
-    if (ns * m->batch > d->vk.info.max_workgroup_count[2]) ns = 1;
-    if (ns >= 2) {
-      uint64_t kc = (m->k + ns - 1) / ns;
-      kc = (kc + 7) / 8 * 8;
-      kchunk = (uint32_t)kc;
-      nsplit = (uint32_t)((m->k + kc - 1) / kc);
-    }
-  }
+  if (!cm && gemm_type && tiles64 && tiles64 < 128 && m->k >= NXV_SPLIT_MIN_K)
+    nsplit = split_k(d, m, tiles64, NXV_SPLIT_TARGET_GROUPS, NXV_SPLIT_MIN_CHUNK, &kchunk);
   if (nsplit > 1) {
     module = t == NXV_F32 ? NXV_SPV_GEMM_F32 : t == NXV_F16 ? NXV_SPV_GEMM_F16 : NXV_SPV_GEMM_BF16;
     variant = 1;
@@ -1536,14 +1541,9 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
       tile_m = tile_n = 128;
     } else {
       variant = 1;
-      uint64_t ns = (NXV_SPLIT128_TARGET_GROUPS + tiles128 - 1) / tiles128;
-      if (ns > m->k / NXV_SPLIT128_MIN_CHUNK) ns = m->k / NXV_SPLIT128_MIN_CHUNK;
-      if (ns * m->batch > d->vk.info.max_workgroup_count[2]) ns = 1;
-      if (ns >= 2) {
-        uint64_t kc = (m->k + ns - 1) / ns;
-        kc = (kc + 7) / 8 * 8;
-        kchunk = (uint32_t)kc;
-        nsplit = (uint32_t)((m->k + kc - 1) / kc);
+      nsplit = split_k(d, m, tiles128, NXV_SPLIT128_TARGET_GROUPS, NXV_SPLIT128_MIN_CHUNK,
+                       &kchunk);
+      if (nsplit > 1) {
         variant = 0;
         tile_m = tile_n = 128;
       }
