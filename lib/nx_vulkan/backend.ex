@@ -856,8 +856,8 @@ if Code.ensure_loaded?(Nx.Backend) do
     # s64) and a real number c that Nx made a constant without a buffer
     # (Nx.add(x, 1), Nx.multiply(g, 0.1)), on either side: c's value in
     # out's type is the kernel's immediate, with none of the general path's
-    # conversions (element_wise_binary_scalar/4 does the same for any type
-    # and constant).
+    # operand planning (element_wise_binary_scalar/4 does the same for any
+    # type and constant).
     defp element_wise_binary(
            op,
            %T{type: type, shape: shape} = out,
@@ -925,16 +925,14 @@ if Code.ensure_loaded?(Nx.Backend) do
       do: element_wise_binary_any(op, out, left, right)
 
     # element_wise_binary/4's number fast path: x op c (c op x when
-    # c_first), c's value as bytes of out's type (as convert_value/3 gives
-    # them: floats round, integers to s32 wrap, floats to s32 truncate).
-    # The general path (element_wise_binary_scalar/4) takes the rest: a
-    # device without the kernel, a value beyond f32's range.
-    defp immediate_number(op, %T{type: type} = out, %T{data: xd} = x, %T{data: cd} = c, c_first) do
-      bytes = number_bytes(type, cd.value)
+    # c_first), c's value converted to out's type (convert_value/3) as the
+    # kernel's immediate. A device without the kernel takes the general
+    # path (element_wise_binary_scalar/4).
+    defp immediate_number(op, %T{type: type} = out, %T{data: xd} = x, c, c_first) do
       index = xd.device
 
-      if bytes != nil and supported?(index, :binary, op, Map.fetch!(@nif_types, type)) do
-        {a, dims} = {xd.ref, dims(out)}
+      if supported?(index, :binary, op, Map.fetch!(@nif_types, type)) do
+        {a, dims, bytes} = {xd.ref, dims(out), convert_value(c.data.value, c.type, type)}
 
         ref =
           if c_first,
@@ -948,14 +946,6 @@ if Code.ensure_loaded?(Nx.Backend) do
           else: element_wise_binary_scalar(op, out, x, c)
       end
     end
-
-    defp number_bytes({:f, 32}, x) when abs(x) <= @f32_max, do: <<x::float-32-native>>
-    defp number_bytes({:f, 32}, _x), do: nil
-    defp number_bytes({:f, 64}, x), do: <<x::float-64-native>>
-    defp number_bytes({:s, 32}, x) when is_integer(x), do: <<x::signed-32-native>>
-    defp number_bytes({:s, 32}, x), do: <<trunc(x)::signed-32-native>>
-    defp number_bytes({:s, 64}, x) when is_integer(x), do: <<x::signed-64-native>>
-    defp number_bytes({:s, 64}, _x), do: nil
 
     # {:ok, as, bs}: the strides reading left and right in place for out,
     # when both are dense on one device, of one type, and of out's shape
