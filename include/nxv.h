@@ -201,6 +201,10 @@ typedef struct nxv_device_config {
   uint64_t arena_bytes;       /* kernel-argument arena size; 4 MiB */
   uint64_t pool_limit_bytes;  /* cap on reserved device memory; 0 = 90% of
                                  the heap budget */
+  uint64_t pool_chunk_bytes;  /* size of the pool's chunks, the device
+                                 allocations that buffers of up to 8 MiB
+                                 (and slabs of smaller ones) are carved
+                                 from; 0 = 64 MiB */
   const char *cache_dir;      /* pipeline cache directory; NULL =
                                  NX_VULKAN_CACHE_DIR, then XDG cache dir */
   bool disable_disk_cache;    /* do not read or write the cache file */

@@ -401,6 +401,7 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   if (opt_u64(env, argv[1], "staging_bytes", &v, &bad)) cfg.staging_bytes = v;
   if (opt_u64(env, argv[1], "arena_bytes", &v, &bad)) cfg.arena_bytes = v;
   if (opt_u64(env, argv[1], "pool_limit_bytes", &v, &bad)) cfg.pool_limit_bytes = v;
+  if (opt_u64(env, argv[1], "pool_chunk_bytes", &v, &bad)) cfg.pool_chunk_bytes = v;
   if (opt_u64(env, argv[1], "max_batch_cost", &v, &bad)) cfg.max_batch_cost = v;
   if (opt_u64(env, argv[1], "batch_timeout_ms", &v, &bad)) {
     if (v > UINT32_MAX) bad = true;

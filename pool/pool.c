@@ -9,18 +9,46 @@
 #define NXV_POOL_CLASSES (1 + 4 * 56)
 #define NXV_SLAB_MIN_BYTES (256u << 10)
 #define NXV_SLAB_MAX_BYTES (8u << 20)
+/* Offsets and sizes of blocks in chunks are multiples of this. */
+#define NXV_CHUNK_ALIGN 256u
 
-struct nxv_block {
+/* A free byte range of a chunk: a node of the chunk's list. */
+typedef struct nxv_range {
+  VkDeviceSize off;          /* first byte, from the chunk's start */
+  VkDeviceSize size;         /* bytes */
+  struct nxv_range *next;    /* the next free range, at a higher offset */
+} nxv_range;
+
+/* A device allocation that blocks are carved from. */
+typedef struct nxv_chunk {
   VkDeviceMemory mem;        /* owned */
-  VkBuffer buf;              /* owned */
+  VkBuffer buf;              /* owned; spans the allocation */
   VkDeviceAddress addr;      /* device address of buf */
   VkDeviceSize size;         /* bytes */
+  VkDeviceSize used;         /* bytes in blocks carved from it */
+  nxv_range *free;           /* its free ranges by offset, no two adjacent;
+                                owned */
+  struct nxv_chunk *next;    /* all chunks of the pool */
+} nxv_chunk;
+
+struct nxv_block {
+  VkDeviceMemory mem;        /* owned; VK_NULL_HANDLE for a chunk's block */
+  VkBuffer buf;              /* owned, or the chunk's */
+  VkDeviceAddress addr;      /* device address of the block's first byte */
+  VkDeviceSize offset;       /* the block's first byte in buf */
+  VkDeviceSize size;         /* bytes */
   void *host;                /* persistent mapping of mem, or NULL */
+  nxv_chunk *chunk;          /* the chunk it lies in, or NULL (not owned) */
+  nxv_range *spare;          /* a chunk's block: the range node its return
+                                may need, so that returning allocates
+                                nothing; owned */
   uint32_t class_idx;
-  uint32_t slots;            /* buffers the block can hold (1 if dedicated) */
+  uint32_t slots;            /* buffers the block can hold (1 if a single
+                                buffer's) */
   uint32_t carved;           /* slots handed out at least once */
   uint32_t free_slots;       /* carved slots now on the free list */
-  struct nxv_block *next;    /* all blocks of the pool */
+  struct nxv_block *prev;    /* all blocks of the pool, doubly linked */
+  struct nxv_block *next;
 };
 
 struct nxv_pool {
@@ -33,9 +61,11 @@ struct nxv_pool {
   uint64_t mapped;           /* bytes reserved in mapped blocks */
   uint64_t limit_config;     /* 0 = derive from the budget */
   uint64_t max_buffer;       /* largest single buffer */
+  uint64_t chunk_bytes;      /* size of a new chunk */
   nxv_buffer *free_lists[NXV_POOL_CLASSES];
   nxv_block *slab_open[NXV_POOL_CLASSES]; /* slab being carved */
-  nxv_block *blocks;
+  nxv_block *blocks;         /* owned */
+  nxv_chunk *chunks;         /* owned */
   uint64_t reserved, in_use, peak, hits, misses, allocations, frees, trims;
   uint64_t live;
 };
@@ -60,7 +90,8 @@ static const VkBufferUsageFlags kUsage =
     VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
 
 nxv_status nxv_pool_create(const nxv_vk *vk, uint64_t limit_bytes,
-                           bool map_small, nxv_pool **out_pool) {
+                           uint64_t chunk_bytes, bool map_small,
+                           nxv_pool **out_pool) {
   /* Learn which memory types a storage buffer may use. */
   VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                             .size = 256,
@@ -104,37 +135,106 @@ nxv_status nxv_pool_create(const nxv_vk *vk, uint64_t limit_bytes,
   if (vk->info.max_buffer_size && vk->info.max_buffer_size < m)
     m = vk->info.max_buffer_size;
   p->max_buffer = m;
+  if (!chunk_bytes) chunk_bytes = NXV_POOL_CHUNK_DEFAULT;
+  chunk_bytes = (chunk_bytes + 0xFFFFull) & ~0xFFFFull;
+  p->chunk_bytes = chunk_bytes < m ? chunk_bytes : m & ~(uint64_t)(NXV_CHUNK_ALIGN - 1);
   pthread_mutex_init(&p->mutex, NULL);
   *out_pool = p;
   return NXV_OK;
 }
 
-static void block_free(nxv_pool *p, nxv_block *b) {
-  vkDestroyBuffer(p->vk->device, b->buf, NULL);
-  vkFreeMemory(p->vk->device, b->mem, NULL); /* also unmaps */
-  p->reserved -= b->size;
-  if (b->host) p->mapped -= b->size;
+/* Returns bytes [off, off + size) to ch, merging them with the free
+ * ranges next to them; spare is a node for them when they merge with
+ * neither (freed otherwise). */
+static void chunk_return(nxv_chunk *ch, VkDeviceSize off, VkDeviceSize size,
+                         nxv_range *spare) {
+  nxv_range *prev = NULL, *r = ch->free;
+  while (r && r->off < off) {
+    prev = r;
+    r = r->next;
+  }
+  bool join_prev = prev && prev->off + prev->size == off;
+  bool join_next = r && off + size == r->off;
+  if (join_prev && join_next) {
+    prev->size += size + r->size;
+    prev->next = r->next;
+    free(r);
+    free(spare);
+  } else if (join_prev) {
+    prev->size += size;
+    free(spare);
+  } else if (join_next) {
+    r->off = off;
+    r->size += size;
+    free(spare);
+  } else {
+    spare->off = off;
+    spare->size = size;
+    spare->next = r;
+    if (prev) prev->next = spare;
+    else ch->free = spare;
+  }
+  ch->used -= size;
+}
+
+/* Frees the device allocation of a chunk and the chunk; pool mutex held. */
+static void chunk_free(nxv_pool *p, nxv_chunk *ch) {
+  vkDestroyBuffer(p->vk->device, ch->buf, NULL);
+  vkFreeMemory(p->vk->device, ch->mem, NULL);
+  p->reserved -= ch->size;
   p->frees++;
-  free(b);
+  while (ch->free) {
+    nxv_range *n = ch->free->next;
+    free(ch->free);
+    ch->free = n;
+  }
+  free(ch);
 }
 
 static void unlink_block(nxv_pool *p, nxv_block *b) {
-  for (nxv_block **pp = &p->blocks; *pp; pp = &(*pp)->next)
-    if (*pp == b) {
-      *pp = b->next;
-      return;
-    }
+  if (b->prev) b->prev->next = b->next;
+  else p->blocks = b->next;
+  if (b->next) b->next->prev = b->prev;
 }
 
-/* Frees free memory; pool mutex held. Returns bytes released. */
-static uint64_t trim_locked(nxv_pool *p) {
+static void link_block(nxv_pool *p, nxv_block *b) {
+  b->prev = NULL;
+  b->next = p->blocks;
+  if (p->blocks) p->blocks->prev = b;
+  p->blocks = b;
+}
+
+/* Frees a block (unlinked): a chunk's goes back to its chunk, another's
+ * memory is freed. Pool mutex held. */
+static void block_free(nxv_pool *p, nxv_block *b) {
+  if (b->chunk) {
+    chunk_return(b->chunk, b->offset, b->size, b->spare);
+  } else {
+    vkDestroyBuffer(p->vk->device, b->buf, NULL);
+    vkFreeMemory(p->vk->device, b->mem, NULL); /* also unmaps */
+    p->reserved -= b->size;
+    if (b->host) p->mapped -= b->size;
+    p->frees++;
+  }
+  free(b);
+}
+
+/* Takes free buffers off the free lists: single buffers' blocks and
+ * wholly free slabs go back to their chunks, and with release those of
+ * their own and then wholly free chunks are freed as well. Pool mutex
+ * held. Returns the device bytes freed. */
+static uint64_t trim_locked(nxv_pool *p, bool release) {
   uint64_t before = p->reserved;
   for (uint32_t c = 0; c < NXV_POOL_CLASSES; c++) {
     nxv_buffer **pp = &p->free_lists[c];
     while (*pp) {
       nxv_buffer *buf = *pp;
       nxv_block *b = buf->block;
-      if (b->slots == 1) { /* dedicated */
+      if (!release && !b->chunk) {
+        pp = &buf->next;
+        continue;
+      }
+      if (b->slots == 1) {
         *pp = buf->next;
         unlink_block(p, b);
         block_free(p, b);
@@ -158,13 +258,24 @@ static uint64_t trim_locked(nxv_pool *p) {
       pp = &buf->next;
     }
   }
-  p->trims++;
+  if (release) {
+    for (nxv_chunk **cp = &p->chunks; *cp;) {
+      nxv_chunk *ch = *cp;
+      if (ch->used == 0) {
+        *cp = ch->next;
+        chunk_free(p, ch);
+      } else {
+        cp = &ch->next;
+      }
+    }
+    p->trims++;
+  }
   return before - p->reserved;
 }
 
 uint64_t nxv_pool_trim(nxv_pool *p) {
   pthread_mutex_lock(&p->mutex);
-  uint64_t r = trim_locked(p);
+  uint64_t r = trim_locked(p, true);
   pthread_mutex_unlock(&p->mutex);
   return r;
 }
@@ -181,16 +292,28 @@ static uint64_t mapped_limit_locked(nxv_pool *p) {
   return quarter < NXV_POOL_MAPPED_CAP ? quarter : NXV_POOL_MAPPED_CAP;
 }
 
-/* New block of size bytes for class c; pool mutex held. mapped: in the
- * mapped memory type, persistently mapped (a failure there is returned
- * without trimming: the caller falls back to ordinary memory). */
-static nxv_status block_new(nxv_pool *p, uint32_t c, uint64_t size,
-                            uint32_t slots, bool mapped, nxv_block **out) {
+/* A device allocation of the pool. */
+typedef struct {
+  VkDeviceMemory mem;
+  VkBuffer buf;        /* spans mem */
+  VkDeviceAddress addr;
+  VkDeviceSize size;   /* bytes allocated (>= the request) */
+  void *host;          /* persistent mapping, or NULL */
+} memory;
+
+/* New device allocation of size bytes, counted in reserved; pool mutex
+ * held. mapped: in the mapped memory type, persistently mapped. trim:
+ * when it would pass the limit or the driver is out of memory, trim the
+ * pool once and try again (never for mapped memory, whose caller falls
+ * back to ordinary memory). */
+static nxv_status memory_new(nxv_pool *p, uint64_t size, bool mapped, bool trim,
+                             memory *out) {
   uint32_t memory_type = mapped ? (uint32_t)p->mapped_type : p->memory_type;
+  trim = trim && !mapped;
   for (int attempt = 0;; attempt++) {
     uint64_t limit = limit_locked(p);
     if (p->reserved + size > limit) {
-      if (!mapped && attempt == 0 && trim_locked(p) > 0) continue;
+      if (trim && attempt == 0 && trim_locked(p, true) > 0) continue;
       return nxv_fail(NXV_ERR_OUT_OF_DEVICE_MEMORY,
                       "device memory pool: %llu bytes requested, %llu "
                       "reserved, limit %llu (heap budget)",
@@ -244,33 +367,150 @@ static nxv_status block_new(nxv_pool *p, uint32_t c, uint64_t size,
       if (mem) vkFreeMemory(dev, mem, NULL);
       if ((r == VK_ERROR_OUT_OF_DEVICE_MEMORY ||
            r == VK_ERROR_OUT_OF_HOST_MEMORY) &&
-          !mapped && attempt == 0 && trim_locked(p) > 0)
+          trim && attempt == 0 && trim_locked(p, true) > 0)
         continue;
       return nxv_fail_vk(r, what);
     }
-    nxv_block *b = calloc(1, sizeof *b);
-    if (!b) {
-      vkDestroyBuffer(dev, buf, NULL);
-      vkFreeMemory(dev, mem, NULL);
-      return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "pool block");
-    }
     VkBufferDeviceAddressInfo ai = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO, .buffer = buf};
-    b->mem = mem;
-    b->buf = buf;
-    b->addr = vkGetBufferDeviceAddress(dev, &ai);
-    b->size = req.size;
-    b->host = host;
-    b->class_idx = c;
-    b->slots = slots;
-    b->next = p->blocks;
-    p->blocks = b;
+    out->mem = mem;
+    out->buf = buf;
+    out->addr = vkGetBufferDeviceAddress(dev, &ai);
+    out->size = req.size;
+    out->host = host;
     p->reserved += req.size;
     if (host) p->mapped += req.size;
     p->allocations++;
-    *out = b;
     return NXV_OK;
   }
+}
+
+/* The best-fitting free range of any chunk for size bytes: its chunk and
+ * the node before it (NULL when it is its chunk's first). false when
+ * none is large enough. */
+static bool best_fit(nxv_pool *p, VkDeviceSize size, nxv_chunk **out_chunk,
+                     nxv_range **out_prev) {
+  nxv_range *best = NULL;
+  for (nxv_chunk *ch = p->chunks; ch; ch = ch->next) {
+    nxv_range *prev = NULL;
+    for (nxv_range *r = ch->free; r; prev = r, r = r->next)
+      if (r->size >= size && (!best || r->size < best->size)) {
+        best = r;
+        *out_chunk = ch;
+        *out_prev = prev;
+        if (r->size == size) return true;
+      }
+  }
+  return best != NULL;
+}
+
+/* A new chunk with room for need bytes: chunk_bytes when that is larger
+ * and stays within the limit, else (or when the driver cannot allocate
+ * it) need bytes. Pool mutex held. */
+static nxv_status chunk_new(nxv_pool *p, VkDeviceSize need, nxv_chunk **out) {
+  nxv_chunk *ch = calloc(1, sizeof *ch);
+  nxv_range *r = calloc(1, sizeof *r);
+  if (!ch || !r) {
+    free(ch);
+    free(r);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "pool chunk");
+  }
+  memory m;
+  nxv_status st = NXV_ERR_OUT_OF_DEVICE_MEMORY;
+  if (p->chunk_bytes > need && p->reserved + p->chunk_bytes <= limit_locked(p))
+    st = memory_new(p, p->chunk_bytes, false, false, &m);
+  if (st != NXV_OK) st = memory_new(p, need, false, true, &m);
+  if (st != NXV_OK) {
+    free(ch);
+    free(r);
+    return st;
+  }
+  ch->mem = m.mem;
+  ch->buf = m.buf;
+  ch->addr = m.addr;
+  ch->size = m.size & ~(VkDeviceSize)(NXV_CHUNK_ALIGN - 1);
+  p->reserved -= m.size - ch->size; /* reserved counts what chunk_free returns */
+  r->off = 0;
+  r->size = ch->size;
+  ch->free = r;
+  ch->next = p->chunks;
+  p->chunks = ch;
+  *out = ch;
+  return NXV_OK;
+}
+
+/* Carves size bytes (a multiple of NXV_CHUNK_ALIGN) from a chunk into b:
+ * the best-fitting free range; else, after the free lists' blocks of
+ * chunks went back to them, the best-fitting again; else a new chunk.
+ * Pool mutex held. */
+static nxv_status carve(nxv_pool *p, VkDeviceSize size, nxv_block *b) {
+  nxv_range *spare = calloc(1, sizeof *spare);
+  if (!spare) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "pool range");
+  nxv_chunk *ch = NULL;
+  nxv_range *prev = NULL;
+  if (!best_fit(p, size, &ch, &prev)) {
+    trim_locked(p, false);
+    if (!best_fit(p, size, &ch, &prev)) {
+      nxv_status st = chunk_new(p, size, &ch);
+      if (st != NXV_OK) {
+        free(spare);
+        return st;
+      }
+      prev = NULL;
+    }
+  }
+  nxv_range *r = prev ? prev->next : ch->free;
+  b->offset = r->off;
+  r->off += size;
+  r->size -= size;
+  if (r->size == 0) {
+    if (prev) prev->next = r->next;
+    else ch->free = r->next;
+    free(r);
+  }
+  ch->used += size;
+  b->chunk = ch;
+  b->spare = spare;
+  b->mem = VK_NULL_HANDLE;
+  b->buf = ch->buf;
+  b->addr = ch->addr + b->offset;
+  b->size = size;
+  b->host = NULL;
+  return NXV_OK;
+}
+
+/* New block of size bytes for class c, linked; pool mutex held. A block
+ * of at most NXV_POOL_CARVE_MAX bytes in ordinary memory is carved from a
+ * chunk; others are device allocations of their own. mapped: in the
+ * mapped memory type, persistently mapped (a failure there is returned
+ * without trimming: the caller falls back to ordinary memory). */
+static nxv_status block_new(nxv_pool *p, uint32_t c, uint64_t size,
+                            uint32_t slots, bool mapped, nxv_block **out) {
+  nxv_block *b = calloc(1, sizeof *b);
+  if (!b) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "pool block");
+  nxv_status st;
+  if (!mapped && size <= NXV_POOL_CARVE_MAX) {
+    st = carve(p, (size + NXV_CHUNK_ALIGN - 1) & ~(uint64_t)(NXV_CHUNK_ALIGN - 1), b);
+  } else {
+    memory m;
+    st = memory_new(p, size, mapped, true, &m);
+    if (st == NXV_OK) {
+      b->mem = m.mem;
+      b->buf = m.buf;
+      b->addr = m.addr;
+      b->size = m.size;
+      b->host = m.host;
+    }
+  }
+  if (st != NXV_OK) {
+    free(b);
+    return st;
+  }
+  b->class_idx = c;
+  b->slots = slots;
+  link_block(p, b);
+  *out = b;
+  return NXV_OK;
 }
 
 nxv_status nxv_pool_alloc(nxv_pool *p, uint64_t bytes,
@@ -327,10 +567,11 @@ nxv_status nxv_pool_alloc(nxv_pool *p, uint64_t bytes,
     buf->pool = p;
     buf->block = b;
     buf->vk = b->buf;
-    buf->offset = (VkDeviceSize)b->carved * csize;
+    VkDeviceSize at = (VkDeviceSize)b->carved * csize; /* in the block */
+    buf->offset = b->offset + at;
     buf->size = csize;
-    buf->addr = b->addr + buf->offset;
-    buf->host = b->host ? (uint8_t *)b->host + buf->offset : NULL;
+    buf->addr = b->addr + at;
+    buf->host = b->host ? (uint8_t *)b->host + at : NULL;
     b->carved++;
   }
   p->in_use += buf->size;
@@ -387,6 +628,12 @@ void nxv_pool_destroy(nxv_pool *p, uint64_t *out_leaked) {
     nxv_block *n = b->next;
     block_free(p, b);
     b = n;
+  }
+  nxv_chunk *ch = p->chunks;
+  while (ch) {
+    nxv_chunk *n = ch->next;
+    chunk_free(p, ch);
+    ch = n;
   }
   pthread_mutex_destroy(&p->mutex);
   free(p);

@@ -3,10 +3,25 @@
  *
  * Requests are rounded up to a size class: 256 bytes, then four classes per
  * power of two (2^k * 5/4, 6/4, 7/4, 8/4), so no more than 25% is wasted.
- * Classes up to NXV_POOL_SLAB_MAX bytes are carved from shared slabs (one
- * VkDeviceMemory + VkBuffer holding many buffers of one class); larger
- * classes get a dedicated allocation each. A released buffer goes on its
- * class's free list and is handed out again as is.
+ * Classes up to NXV_POOL_SLAB_MAX bytes are carved from slabs (a block
+ * holding many buffers of one class); larger classes get a block each. A
+ * released buffer goes on its class's free list and is handed out again
+ * as is.
+ *
+ * Chunks: blocks of at most NXV_POOL_CARVE_MAX bytes (every slab, and the
+ * buffers of the classes above NXV_POOL_SLAB_MAX up to that size) are
+ * ranges of chunks, device allocations of chunk_bytes (default
+ * NXV_POOL_CHUNK_DEFAULT) shared by every class, rather than allocations
+ * of their own. A class with an empty free list takes the best-fitting
+ * free range of any chunk; when none fits, the free buffers of every
+ * class first go back to their chunks (adjacent free ranges merge) and
+ * the search is repeated, and only then is a chunk allocated. A process
+ * whose dropped tensors return to the pool only when it collects garbage
+ * (the BEAM's) holds a varying number of them of each class from one
+ * step to the next: once the chunks hold the largest total, later steps
+ * that need more of one class and fewer of another allocate nothing.
+ * Larger blocks, and blocks in mapped memory, are allocations of their
+ * own (VkMemoryDedicatedAllocateInfo).
  *
  * Reuse is safe by construction: every queued node holds a reference on the
  * buffers it touches and drops it only when its epoch has retired, so a
@@ -21,11 +36,13 @@
  * buffers come from ordinary memory (host == NULL).
  *
  * Limits: one buffer may not exceed maxMemoryAllocationSize,
- * maxStorageBufferRange or maxBufferSize; the pool's reserved bytes may not
- * exceed its limit (default 90% of the heap budget). When a request would
- * pass the limit, or the driver reports out of memory, the pool trims its
- * free buffers once and retries before failing with
- * NXV_ERR_OUT_OF_DEVICE_MEMORY.
+ * maxStorageBufferRange or maxBufferSize; the pool's reserved bytes (its
+ * device allocations: chunks, whole, and blocks of their own) may not
+ * exceed its limit (default 90% of the heap budget). A chunk that would
+ * pass the limit, or that the driver cannot allocate, is replaced by one
+ * of just the block's size. When a request would pass the limit, or the
+ * driver reports out of memory, the pool trims its free buffers once and
+ * retries before failing with NXV_ERR_OUT_OF_DEVICE_MEMORY.
  *
  * Thread safety: every function is thread-safe (one mutex per pool; the
  * free-list fast path holds it for a few dozen instructions).
@@ -41,6 +58,8 @@
 #include "sched/vk.h"
 
 #define NXV_POOL_SLAB_MAX (256u * 1024u)
+#define NXV_POOL_CARVE_MAX (8u << 20)          /* largest block in a chunk */
+#define NXV_POOL_CHUNK_DEFAULT (64ull << 20)   /* chunk_bytes when 0 */
 #define NXV_POOL_MAPPED_MAX 256u           /* largest mapped class */
 #define NXV_POOL_MAPPED_CAP (32ull << 20)  /* mapped bytes per pool */
 
@@ -53,8 +72,10 @@ typedef struct nxv_buffer {
   atomic_uint refs;          /* tensors + queued nodes holding it */
   uint32_t class_idx;        /* size class (immutable) */
   nxv_pool *pool;            /* owning pool (immutable) */
-  nxv_block *block;          /* memory it lives in (immutable, pool-owned) */
-  VkBuffer vk;               /* the block's VkBuffer (shared by a slab) */
+  nxv_block *block;          /* the block it was carved from (immutable,
+                                pool-owned) */
+  VkBuffer vk;               /* the VkBuffer it lies in (a slab's, a
+                                chunk's or its own; not owned) */
   VkDeviceSize offset;       /* byte offset of this buffer in vk */
   VkDeviceSize size;         /* class size in bytes, >= the request */
   VkDeviceAddress addr;      /* device address of byte 0 of this buffer */
@@ -73,10 +94,13 @@ typedef struct nxv_buffer {
 
 /* Creates a pool on vk's device-local memory. limit_bytes caps reserved
  * memory (0: 90% of the heap budget, re-read on every new allocation).
- * map_small: place the smallest class in mapped memory where possible (see
- * above). vk must outlive the pool. */
+ * chunk_bytes: size of a chunk (0: NXV_POOL_CHUNK_DEFAULT; rounded up to
+ * 64 KiB; a block larger than it gets a chunk of its own size). map_small:
+ * place the smallest class in mapped memory where possible (see above).
+ * vk must outlive the pool. */
 nxv_status nxv_pool_create(const nxv_vk *vk, uint64_t limit_bytes,
-                           bool map_small, nxv_pool **out_pool);
+                           uint64_t chunk_bytes, bool map_small,
+                           nxv_pool **out_pool);
 
 /* Frees every block. Buffers still referenced are reported through
  * *out_leaked (may be NULL) and their memory is freed anyway; the GPU must
@@ -95,8 +119,9 @@ static inline void nxv_buffer_retain(nxv_buffer *b) {
 /* Drops a reference; the last one returns the buffer to its free list. */
 void nxv_buffer_release(nxv_buffer *b);
 
-/* Frees unused memory: dedicated free buffers and wholly free slabs.
- * Returns the bytes released. */
+/* Frees unused memory: free buffers of their own, wholly free slabs and
+ * wholly free chunks (free buffers and slabs of chunks go back to them
+ * first). Returns the bytes released. */
 uint64_t nxv_pool_trim(nxv_pool *pool);
 
 /* Fills the pool_* fields of stats. */

@@ -1013,9 +1013,10 @@ NXV_TEST(pool, reuse_after_retirement_and_counters) {
   REQUIRE_OK(nxv_tensor_download(t, 0, 900, v));
   for (int i = 0; i < 900; i++) CHECK(v[i] == 1.0f);
   nxv_tensor_release(t);
-  /* Large (dedicated) buffers are freed by a trim. */
+  /* Buffers larger than a chunk's blocks (allocations of their own) are
+   * freed by a trim. */
   nxv_tensor *big;
-  REQUIRE_OK(nxv_tensor_empty(d, NXV_F32, 1 << 20, &big));
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_F32, 4 << 20, &big));
   nxv_tensor_release(big);
   REQUIRE_OK(nxv_device_synchronize(d));
   REQUIRE_OK(nxv_device_stats(d, &s1));
@@ -1076,6 +1077,105 @@ NXV_TEST(pool, budget_limit_is_enforced) {
   REQUIRE_OK(nxv_tensor_download(a, 0, 10, got));
   CHECK(got[9] == 2);
   nxv_tensor_release(a);
+  nxv_device_release(d);
+}
+
+/* Fills n tensors of count f32 each with the values base + i; NULL
+ * entries where a fill failed. */
+static void fill_many(nxv_device *d, nxv_tensor **ts, int n, uint64_t count, float base) {
+  for (int i = 0; i < n; i++) {
+    float v = base + (float)i;
+    if (nxv_fill(d, NXV_F32, count, &v, &ts[i]) != NXV_OK) ts[i] = NULL;
+  }
+}
+
+/* Whether each of n tensors of count f32 still holds base + i at both
+ * ends (carved ranges that overlapped would not). */
+static bool check_many(nxv_tensor **ts, int n, uint64_t count, float base) {
+  bool ok = true;
+  for (int i = 0; i < n; i++) {
+    float head[16], tail[16];
+    if (!ts[i] || nxv_tensor_download(ts[i], 0, 16, head) != NXV_OK ||
+        nxv_tensor_download(ts[i], count - 16, 16, tail) != NXV_OK)
+      return false;
+    for (int j = 0; j < 16; j++)
+      ok = ok && head[j] == base + (float)i && tail[j] == base + (float)i;
+  }
+  return ok;
+}
+
+static void release_many(nxv_tensor **ts, int n) {
+  for (int i = 0; i < n; i++) nxv_tensor_release(ts[i]);
+}
+
+NXV_TEST(pool, chunks_serve_other_classes_without_allocating) {
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  enum { NA = 40, NB = 29, NC = 6 };
+  const uint64_t ca = 393216, cb = 524288, cc = 1u << 20; /* 1.5, 2, 4 MiB */
+  nxv_tensor *a[NA], *b[NB], *c[NC];
+  nxv_stats s0, s1, s2, s3;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  fill_many(d, a, NA, ca, 1000.0f);
+  CHECK(check_many(a, NA, ca, 1000.0f));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  /* 60 MiB in chunks of 64 MiB: one or two device allocations, not 40. */
+  CHECK(s1.pool_allocations - s0.pool_allocations <= 2);
+  CHECK(s1.pool_misses - s0.pool_misses >= NA);
+  release_many(a, NA);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  /* Another class, 58 MiB: the free 1.5 MiB buffers go back to their
+   * chunk and merge, so it fits where they were. */
+  fill_many(d, b, NB, cb, 2000.0f);
+  CHECK(check_many(b, NB, cb, 2000.0f));
+  REQUIRE_OK(nxv_device_stats(d, &s2));
+  CHECK(s2.pool_allocations == s1.pool_allocations);
+  /* A third class beside the live second: the rest of the chunks, then
+   * one more chunk at most. Every range stays distinct. */
+  fill_many(d, c, NC, cc, 3000.0f);
+  CHECK(check_many(c, NC, cc, 3000.0f));
+  CHECK(check_many(b, NB, cb, 2000.0f));
+  REQUIRE_OK(nxv_device_stats(d, &s3));
+  CHECK(s3.pool_allocations - s2.pool_allocations <= 1);
+  CHECK(s3.pool_bytes_reserved >= s3.pool_bytes_in_use);
+  release_many(b, NB);
+  release_many(c, NC);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  /* Wholly free chunks are freed by a trim. */
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  REQUIRE_OK(nxv_device_trim(d));
+  REQUIRE_OK(nxv_device_stats(d, &s2));
+  CHECK(s2.pool_bytes_reserved + (58u << 20) <= s1.pool_bytes_reserved);
+  CHECK(s2.pool_frees > s1.pool_frees);
+  /* And the pool carves again afterwards. */
+  fill_many(d, a, 4, ca, 4000.0f);
+  CHECK(check_many(a, 4, ca, 4000.0f));
+  release_many(a, 4);
+  nxv_device_release(d);
+}
+
+NXV_TEST(pool, chunks_smaller_than_a_buffer_fit_it) {
+  /* Chunks of 1 MiB: a 1.5 MiB buffer gets a chunk of its own size. */
+  nxv_device_config cfg = {.pool_chunk_bytes = 1u << 20, .disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  enum { N = 6 };
+  const uint64_t count = 393216;
+  nxv_tensor *t[N];
+  nxv_stats s0, s1, s2;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  fill_many(d, t, N, count, 5.0f);
+  CHECK(check_many(t, N, count, 5.0f));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  CHECK(s1.pool_allocations - s0.pool_allocations >= N);
+  CHECK(s1.pool_bytes_reserved - s0.pool_bytes_reserved >= N * count * 4);
+  CHECK(s1.pool_bytes_reserved - s0.pool_bytes_reserved < N * (count * 4 + (1u << 20)));
+  release_many(t, N);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_trim(d));
+  REQUIRE_OK(nxv_device_stats(d, &s2));
+  CHECK(s2.pool_bytes_reserved + N * count * 4 <= s1.pool_bytes_reserved);
   nxv_device_release(d);
 }
 
