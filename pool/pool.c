@@ -26,6 +26,7 @@ typedef struct nxv_chunk {
   VkDeviceAddress addr;      /* device address of buf */
   VkDeviceSize size;         /* bytes */
   VkDeviceSize used;         /* bytes in blocks carved from it */
+  bool slabs;                /* holds slabs (else single buffers' blocks) */
   nxv_range *free;           /* its free ranges by offset, no two adjacent;
                                 owned */
   struct nxv_chunk *next;    /* all chunks of the pool */
@@ -385,13 +386,14 @@ static nxv_status memory_new(nxv_pool *p, uint64_t size, bool mapped, bool trim,
   }
 }
 
-/* The best-fitting free range of any chunk for size bytes: its chunk and
- * the node before it (NULL when it is its chunk's first). false when
- * none is large enough. */
-static bool best_fit(nxv_pool *p, VkDeviceSize size, nxv_chunk **out_chunk,
-                     nxv_range **out_prev) {
+/* The best-fitting free range for size bytes among the chunks of slabs
+ * (slabs) or of single buffers: its chunk and the node before it (NULL
+ * when it is its chunk's first). false when none is large enough. */
+static bool best_fit(nxv_pool *p, VkDeviceSize size, bool slabs,
+                     nxv_chunk **out_chunk, nxv_range **out_prev) {
   nxv_range *best = NULL;
   for (nxv_chunk *ch = p->chunks; ch; ch = ch->next) {
+    if (ch->slabs != slabs) continue;
     nxv_range *prev = NULL;
     for (nxv_range *r = ch->free; r; prev = r, r = r->next)
       if (r->size >= size && (!best || r->size < best->size)) {
@@ -407,7 +409,8 @@ static bool best_fit(nxv_pool *p, VkDeviceSize size, nxv_chunk **out_chunk,
 /* A new chunk with room for need bytes: chunk_bytes when that is larger
  * and stays within the limit, else (or when the driver cannot allocate
  * it) need bytes. Pool mutex held. */
-static nxv_status chunk_new(nxv_pool *p, VkDeviceSize need, nxv_chunk **out) {
+static nxv_status chunk_new(nxv_pool *p, VkDeviceSize need, bool slabs,
+                            nxv_chunk **out) {
   nxv_chunk *ch = calloc(1, sizeof *ch);
   nxv_range *r = calloc(1, sizeof *r);
   if (!ch || !r) {
@@ -429,6 +432,7 @@ static nxv_status chunk_new(nxv_pool *p, VkDeviceSize need, nxv_chunk **out) {
   ch->buf = m.buf;
   ch->addr = m.addr;
   ch->size = m.size & ~(VkDeviceSize)(NXV_CHUNK_ALIGN - 1);
+  ch->slabs = slabs;
   p->reserved -= m.size - ch->size; /* reserved counts what chunk_free returns */
   r->off = 0;
   r->size = ch->size;
@@ -439,19 +443,21 @@ static nxv_status chunk_new(nxv_pool *p, VkDeviceSize need, nxv_chunk **out) {
   return NXV_OK;
 }
 
-/* Carves size bytes (a multiple of NXV_CHUNK_ALIGN) from a chunk into b:
- * the best-fitting free range; else, after the free lists' blocks of
- * chunks went back to them, the best-fitting again; else a new chunk.
- * Pool mutex held. */
-static nxv_status carve(nxv_pool *p, VkDeviceSize size, nxv_block *b) {
+/* Carves size bytes (a multiple of NXV_CHUNK_ALIGN) into b from a chunk
+ * of slabs (slabs) or of single buffers: the best-fitting free range;
+ * else, after the free lists' blocks of chunks went back to them, the
+ * best-fitting again; else a new chunk. Slabs and single buffers keep to
+ * chunks of their own kind, so that small long-lived tensors do not keep
+ * chunks of large transient ones from being freed. Pool mutex held. */
+static nxv_status carve(nxv_pool *p, VkDeviceSize size, bool slabs, nxv_block *b) {
   nxv_range *spare = calloc(1, sizeof *spare);
   if (!spare) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "pool range");
   nxv_chunk *ch = NULL;
   nxv_range *prev = NULL;
-  if (!best_fit(p, size, &ch, &prev)) {
+  if (!best_fit(p, size, slabs, &ch, &prev)) {
     trim_locked(p, false);
-    if (!best_fit(p, size, &ch, &prev)) {
-      nxv_status st = chunk_new(p, size, &ch);
+    if (!best_fit(p, size, slabs, &ch, &prev)) {
+      nxv_status st = chunk_new(p, size, slabs, &ch);
       if (st != NXV_OK) {
         free(spare);
         return st;
@@ -490,7 +496,8 @@ static nxv_status block_new(nxv_pool *p, uint32_t c, uint64_t size,
   if (!b) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "pool block");
   nxv_status st;
   if (!mapped && size <= NXV_POOL_CARVE_MAX) {
-    st = carve(p, (size + NXV_CHUNK_ALIGN - 1) & ~(uint64_t)(NXV_CHUNK_ALIGN - 1), b);
+    st = carve(p, (size + NXV_CHUNK_ALIGN - 1) & ~(uint64_t)(NXV_CHUNK_ALIGN - 1),
+               slots > 1, b);
   } else {
     memory m;
     st = memory_new(p, size, mapped, true, &m);

@@ -12,7 +12,9 @@
  * buffers of the classes above NXV_POOL_SLAB_MAX up to that size) are
  * ranges of chunks, device allocations of chunk_bytes (default
  * NXV_POOL_CHUNK_DEFAULT) shared by every class, rather than allocations
- * of their own. A class with an empty free list takes the best-fitting
+ * of their own; slabs and single buffers keep to chunks of their own
+ * kind (small long-lived tensors would otherwise keep chunks of large
+ * transient ones from being freed). A class with an empty free list takes the best-fitting
  * free range of any chunk; when none fits, the free buffers of every
  * class first go back to their chunks (adjacent free ranges merge) and
  * the search is repeated, and only then is a chunk allocated. A process

@@ -1155,6 +1155,29 @@ NXV_TEST(pool, chunks_serve_other_classes_without_allocating) {
   nxv_device_release(d);
 }
 
+NXV_TEST(pool, small_live_tensors_do_not_pin_chunks_of_large_ones) {
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  nxv_tensor *small[3], *big[4];
+  fill_many(d, small, 3, 1000, 7.0f);            /* slabs */
+  fill_many(d, big, 4, 1u << 20, 70.0f);         /* 4 MiB buffers */
+  fill_many(d, small + 1, 2, 20000, 17.0f);      /* slabs, after them */
+  CHECK(check_many(big, 4, 1u << 20, 70.0f));
+  release_many(big, 4);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_stats s1, s2;
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  REQUIRE_OK(nxv_device_trim(d));
+  REQUIRE_OK(nxv_device_stats(d, &s2));
+  /* The buffers' chunk is freed whole while the small tensors live. */
+  CHECK(s2.pool_bytes_reserved + (16u << 20) <= s1.pool_bytes_reserved);
+  CHECK(check_many(small, 1, 1000, 7.0f));
+  CHECK(check_many(small + 1, 2, 20000, 17.0f));
+  release_many(small, 3);
+  nxv_device_release(d);
+}
+
 NXV_TEST(pool, chunks_smaller_than_a_buffer_fit_it) {
   /* Chunks of 1 MiB: a 1.5 MiB buffer gets a chunk of its own size. */
   nxv_device_config cfg = {.pool_chunk_bytes = 1u << 20, .disable_disk_cache = true};
