@@ -1160,7 +1160,7 @@ NXV_TEST(pool, small_live_tensors_do_not_pin_chunks_of_large_ones) {
   nxv_device *d = open_with(&cfg);
   REQUIRE(d);
   nxv_tensor *small[3], *big[4];
-  fill_many(d, small, 3, 1000, 7.0f);            /* slabs */
+  fill_many(d, small, 1, 1000, 7.0f);            /* a slab */
   fill_many(d, big, 4, 1u << 20, 70.0f);         /* 4 MiB buffers */
   fill_many(d, small + 1, 2, 20000, 17.0f);      /* slabs, after them */
   CHECK(check_many(big, 4, 1u << 20, 70.0f));
