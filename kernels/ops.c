@@ -466,6 +466,30 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
   bool contiguous = r <= 1;
   for (int o = 0; o < nops && contiguous; o++)
     if (r == 1 && strides[o][0] != 1 && strides[o][0] != 0) contiguous = false;
+  /* Binary ops on a [rows, cols] output whose operands are each dense, a
+   * row repeated down the rows (a bias, a broadcast vector) or a scalar
+   * take the contiguous variant too, 4 elements at a time: a repeated
+   * operand is read at the output's index modulo cols (flag bit 5 + o).
+   * The tiled variant's short-lived tiles read such a row at 86% of the
+   * copy bandwidth for f16 on an H100; the grid-stride loop reads it
+   * like a dense operand. */
+  uint32_t repeated = 0;
+  if (r == 2 && tiled_variant == 2 && allow_vec && shape[1] % 4 == 0) {
+    bool ok = true;
+    for (int o = 0; o < nops && ok; o++) {
+      if (o == imm_o) continue;
+      size_t es = nxv_dtype_size(in_types[o]);
+      uint64_t addr = views[o]->tensor->buf->addr + (uint64_t)views[o]->offset * es;
+      if (strides[o][0] == 0 && strides[o][1] == 1)
+        repeated |= 32u << o;
+      else if (!(strides[o][0] == shape[1] && strides[o][1] == 1) &&
+               !(strides[o][0] == 0 && strides[o][1] == 0))
+        ok = false;
+      if (strides[o][1] == 1 && addr % (4 * es)) ok = false;
+    }
+    if (!ok) repeated = 0;
+    contiguous = repeated != 0;
+  }
   bool tiled = !contiguous && tiled_variant && tiled_fits(d, r, shape, in_types[0]);
   uint32_t args_words = contiguous ? 0
                         : tiled    ? 2 + 4 * (uint32_t)nops
@@ -488,6 +512,15 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
   uint32_t variant = 0;
   if (contiguous) {
     bool vec = allow_vec;
+    /* 8- and 16-bit inputs of the binary and unary kernels: 16 bytes per
+     * access where every operand read in place starts 16-byte aligned and
+     * a repeated row is a whole number of 16-byte groups (flag bit 7). On
+     * an H200 (f16, GPU time) a row broadcast went from 86% to 98% of the
+     * copy bandwidth, x + y from 99% to 101%. */
+    size_t es0 = nxv_dtype_size(in_types[0]);
+    uint64_t wide = 16 / es0; /* elements per 16 bytes */
+    bool wide_ok = (tiled_variant == 2 || tiled_variant == 3) && es0 <= 2 && n >= wide &&
+                   (!repeated || shape[1] % (int64_t)wide == 0);
     for (int o = 0; o < nops; o++) {
       if (o == imm_o) {
         /* Its slot gets another operand's address: valid, never read. */
@@ -498,15 +531,33 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
       }
       const nxv_view *v = views[o];
       size_t es = nxv_dtype_size(in_types[o]);
-      bool scalar = r == 0 || strides[o][0] == 0;
+      bool scalar = r == 0 || strides[o][r - 1] == 0;
       uint64_t addr = v->tensor->buf->addr + (uint64_t)v->offset * es;
       if (scalar) pc.flags |= 1u << o;
       else if (addr % (4 * es)) vec = false;
+      if (!scalar && addr % 16) wide_ok = false;
       *slots[o] = addr;
     }
+    uint64_t group = 4;
     if (vec && n >= 4) {
       pc.flags |= 4u;
       threads = n / 4;
+      if (wide_ok) {
+        pc.flags |= 128u;
+        group = wide;
+        threads = n / wide;
+      }
+    }
+    if (repeated) {
+      /* Group i (of 4 elements, or of 16 bytes) reads group i % p of a
+       * repeated operand, the quotient as (i * magic) >> (32 + shift),
+       * exact for i < 2^31 (magic 0: p is a power of two, masked). */
+      uint32_t p = (uint32_t)((uint64_t)shape[1] / group),
+               sh = 31u - (uint32_t)__builtin_clz(p);
+      pc.flags |= repeated;
+      pc.rank = p;
+      pc.pad = sh;
+      pc.in2 = (p & (p - 1)) ? ((1ull << (32 + sh)) + p - 1) / p : 0;
     }
   } else if (tiled) {
     /* Arena: rows, columns, then per operand its strides along depth,

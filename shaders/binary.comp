@@ -5,7 +5,14 @@
 // in TC and wrapped or rounded to T on store.
 // VARIANT 0: contiguous operands (flags bit0/bit1: a/b is a broadcast
 //            scalar; bit2: 4-wide vector loads allowed; bit3/bit4: a/b is
-//            an immediate scalar, its bits in pc.args, nxv_imm).
+//            an immediate scalar, its bits in pc.args, nxv_imm; with bit2,
+//            bit5/bit6: a/b is a row of 4 pc.rank elements repeated down
+//            the rows of the output, group i of 4 reading its group
+//            i % pc.rank, the quotient (i * m) >> (32 + pc.pad) with m the
+//            low word of pc.imm, or a mask where m is 0; bit7, 8- and
+//            16-bit types: 16 bytes at a time, every operand that is not
+//            a scalar 16-byte aligned, the groups of bit5/bit6 then of 16
+//            bytes).
 // VARIANT 1: strided operands; the argument arena holds
 //            shape[rank], a_strides[rank], b_strides[rank], a_off, b_off
 //            (flags bit3/bit4: a/b is an immediate, its bits in pc.imm).
@@ -23,6 +30,13 @@
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) buffer BufT4 { T4 v[]; };
+#if T_VEC && T_BITS <= 16
+// 16 bytes of an 8- or 16-bit type: Q groups of 4, loaded and stored at
+// once (flags bit 7).
+const uint Q = 4u / T_ALIGN;
+struct T16 { T4 q[Q]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufT16 { T16 v[]; };
+#endif
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -100,12 +114,47 @@ void main() {
 #endif
     uint start = 0u;
 #if T_VEC
+    bool a_row = (pc.flags & 32u) != 0u, b_row = (pc.flags & 64u) != 0u;
+    uint p = pc.rank, m = uint(pc.imm);
+#if T_BITS <= 16
+    if ((pc.flags & 128u) != 0u) {
+      uint n16 = pc.n / (4u * Q);
+      BufT16 a16 = BufT16(pc.a), b16 = BufT16(pc.b), c16 = BufT16(pc.c);
+      for (uint i = gid; i < n16; i += stride) {
+        uint col = i;
+        if (a_row || b_row) {
+          uint hi, lo;
+          umulExtended(i, m, hi, lo);
+          col = m != 0u ? i - (hi >> pc.pad) * p : i & (p - 1u);
+        }
+        // (8- and 16-bit values cannot be locals without the arithmetic
+        // extensions: each group is converted as it is read; the groups
+        // of one 16-byte element are adjacent, aligned accesses.)
+        uint ia = a_row ? col : i, ib = b_row ? col : i;
+        TC4 x[Q], y[Q];
+        [[unroll]] for (uint q = 0u; q < Q; ++q) {
+          x[q] = a_scalar ? TC4(sa) : TC4(a16.v[ia].q[q]);
+          y[q] = b_scalar ? TC4(sb) : TC4(b16.v[ib].q[q]);
+        }
+        [[unroll]] for (uint q = 0u; q < Q; ++q)
+          c16.v[i].q[q] = T4(TC4(apply(x[q].x, y[q].x), apply(x[q].y, y[q].y),
+                                 apply(x[q].z, y[q].z), apply(x[q].w, y[q].w)));
+      }
+      start = n16 * 4u * Q;
+    }
+#endif
     if ((pc.flags & 4u) != 0u) {
       uint n4 = pc.n / 4u;
       BufT4 a4 = BufT4(pc.a), b4 = BufT4(pc.b), c4 = BufT4(pc.c);
-      for (uint i = gid; i < n4; i += stride) {
-        TC4 x = a_scalar ? TC4(sa) : TC4(a4.v[i]);
-        TC4 y = b_scalar ? TC4(sb) : TC4(b4.v[i]);
+      for (uint i = start / 4u + gid; i < n4; i += stride) {
+        uint col = i;
+        if (a_row || b_row) {
+          uint hi, lo;
+          umulExtended(i, m, hi, lo);
+          col = m != 0u ? i - (hi >> pc.pad) * p : i & (p - 1u);
+        }
+        TC4 x = a_scalar ? TC4(sa) : TC4(a4.v[a_row ? col : i]);
+        TC4 y = b_scalar ? TC4(sb) : TC4(b4.v[b_row ? col : i]);
         c4.v[i] = T4(TC4(apply(x.x, y.x), apply(x.y, y.y), apply(x.z, y.z), apply(x.w, y.w)));
       }
       start = n4 * 4u;

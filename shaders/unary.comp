@@ -6,7 +6,9 @@
 // bits, f16/bf16 in f32); CONVERT_ONLY builds a module that only converts
 // (OP 0), for the T != O pairs.
 // Element type conversion is OP 0 (copy) with O != T; a strided copy is a
-// transpose. VARIANT 0: contiguous (flags bit2: 4-wide loads allowed);
+// transpose. VARIANT 0: contiguous (flags bit2: 4-wide loads allowed;
+// bit7, 8- and 16-bit inputs: 16 bytes of input at a time, the input
+// 16-byte aligned);
 // VARIANT 1: strided, the arena holds shape[rank], a_strides[rank], a_off;
 // VARIANT 2: strided output too (see main).
 // VARIANT 3: strided input, output collapsed to at most three axes: tiles
@@ -42,6 +44,16 @@ layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT {
 layout(buffer_reference, std430, buffer_reference_align = O_ALIGN) buffer BufO { O v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) buffer BufT4 { T4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4 * O_ALIGN) buffer BufO4 { O4 v[]; };
+#if T_VEC && O_VEC && T_BITS <= 16
+// 16 bytes of an 8- or 16-bit input: Q groups of 4, read at once, and
+// their Q groups of results (flags bit 7).
+const uint Q = 4u / T_ALIGN;
+#define O16_ALIGN (Q * 4 * O_ALIGN < 16 ? Q * 4 * O_ALIGN : 16)
+struct T16 { T4 q[Q]; };
+struct O16 { O4 q[Q]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufT16 { T16 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = O16_ALIGN) buffer BufO16 { O16 v[]; };
+#endif
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -168,11 +180,29 @@ void main() {
     OC sv = scalar ? cvt(apply(T_LD(pc.a.v[0]))) : OC(0);
     uint start = 0u;
 #if T_VEC && O_VEC
+#if T_BITS <= 16
+    if ((pc.flags & 128u) != 0u) {
+      uint n16 = pc.n / (4u * Q);
+      BufT16 a16 = BufT16(pc.a);
+      BufO16 c16 = BufO16(pc.c);
+      for (uint i = gid; i < n16; i += stride) {
+        // (8- and 16-bit values cannot be locals without the arithmetic
+        // extensions: each group is converted as it is read.)
+        TC4 x[Q];
+        [[unroll]] for (uint q = 0u; q < Q; ++q) x[q] = scalar ? TC4(0) : TC4(a16.v[i].q[q]);
+        [[unroll]] for (uint q = 0u; q < Q; ++q)
+          c16.v[i].q[q] = scalar ? O4(OC4(sv))
+                                 : O4(OC4(cvt(apply(x[q].x)), cvt(apply(x[q].y)),
+                                          cvt(apply(x[q].z)), cvt(apply(x[q].w))));
+      }
+      start = n16 * 4u * Q;
+    }
+#endif
     if ((pc.flags & 4u) != 0u) {
       uint n4 = pc.n / 4u;
       BufT4 a4 = BufT4(pc.a);
       BufO4 c4 = BufO4(pc.c);
-      for (uint i = gid; i < n4; i += stride) {
+      for (uint i = start / 4u + gid; i < n4; i += stride) {
         if (scalar) {
           c4.v[i] = O4(OC4(sv));
         } else {

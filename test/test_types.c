@@ -609,15 +609,19 @@ static nxv_view tiled_view(nxv_tensor *t, const tiled_arg *g, int64_t D) {
  * (partial tiles, several tiles down and across, rows not a multiple of 4
  * wide, a batch axis, odd row counts and offsets). */
 static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
+  /* Rows of 4, 12, 96 and 1028 elements: repeated rows read by the
+   * contiguous kernel, their period a power of two of groups of 4 or not. */
   static const int64_t shapes[][3] = {{1, 37, 44}, {3, 19, 33}, {2, 64, 16}, {1, 20, 130},
-                                      {2, 34, 70}, {1, 131, 66}, {2, 65, 129}};
+                                      {2, 34, 70}, {1, 131, 66}, {2, 65, 129}, {1, 9, 4},
+                                      {3, 7, 12},  {2, 20, 96}, {1, 33, 1028}};
   static const int pairs[][2] = {
       {TA_TRANSPOSED, TA_DENSE},         {TA_DENSE, TA_ROWS},
       {TA_COLUMNS, TA_TRANSPOSED},       {TA_TRANSPOSED, TA_TRANSPOSED},
       {TA_DENSE_OFF1, TA_REV_COLUMNS},   {TA_EVERY_OTHER, TA_BATCH_BCAST_T},
       {TA_BATCH_BCAST_T, TA_COLUMNS},    {TA_ROWS, TA_EVERY_OTHER},
       {TA_TRANSPOSED_OFF1, TA_TRANSPOSED}, {TA_TRANSPOSED_PADDED, TA_ROWS},
-      {TA_DENSE, TA_TRANSPOSED_PADDED}};
+      {TA_DENSE, TA_TRANSPOSED_PADDED},  {TA_ROWS, TA_DENSE},
+      {TA_ROWS, TA_ROWS},                {TA_DENSE_OFF1, TA_ROWS}};
   nxv_dtype to = (nxv_dtype)((t + 5) % NREAL);
   bool conv = nxv_convert_supported(d, to);
   for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
