@@ -1320,6 +1320,21 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
       variant = reduce_plan(n_out / 4, k, rows, cols, splittable, &nsplit, &kchunk);
     }
   }
+  /* 16-bit types go further where groups of 8 start 16-byte aligned: a
+   * thread takes 8 neighbouring results, reading 16 bytes at a time. On
+   * an H200 (GPU time) f16 column sums of an 8192x8192 tensor went from
+   * 82% to 113% of the copy bandwidth (a read-only kernel). */
+  bool octets = false;
+  if (quads && esize == 2 && ks[rk - 1] % 8 == 0 && a->offset % 8 == 0 &&
+      a->tensor->buf->addr % 16 == 0) {
+    octets = true;
+    for (uint32_t i = 0; i + 1 < rk; i++) octets = octets && kst[0][i] % 8 == 0;
+    for (uint32_t i = 0; i < rr; i++) octets = octets && rst[0][i] % 8 == 0;
+    if (octets) {
+      pc.flags = (pc.flags & ~2u) | 4u;
+      variant = reduce_plan(n_out / 8, k, rows, cols, splittable, &nsplit, &kchunk);
+    }
+  }
   memcpy(node->pc, &pc, sizeof pc);
   nxv_tensor *part = NULL;
   if (nsplit > 1) {
@@ -1338,7 +1353,7 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
   if (variant == 1 || variant == 3) {
     node->groups[0] = groups_capped(d, n_out);
   } else {
-    node->groups[0] = groups_for(d, quads ? n_out / 4 : n_out);
+    node->groups[0] = groups_for(d, octets ? n_out / 8 : quads ? n_out / 4 : n_out);
   }
   node->groups[1] = nsplit;
   node->groups[2] = 1;

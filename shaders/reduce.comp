@@ -29,6 +29,8 @@
 // axis, whose extent is a multiple of 4; the other strides and the offset
 // multiples of 4): a thread reduces 4 neighbouring results, reading 4
 // elements at a time (results 4q .. 4q + 3 for q < n_out / 4).
+// flags bit 2 (the same for 16-bit types, with 8 and 16-byte alignment):
+// a thread reduces 8 neighbouring results, reading 16 bytes at a time.
 #include "common.glsl"
 
 // RC: the accumulator (and partials') type; R: the result's storage type.
@@ -54,6 +56,11 @@ layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT {
 layout(buffer_reference, std430, buffer_reference_align = R_ALIGN) buffer BufR { R v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufRC { RC v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) readonly buffer BufT4 { T4 v[]; };
+#if T_VEC && T_BITS == 16
+// 8 elements of a 16-bit type, read at once (flags bit 2).
+struct T16 { T4 q[2]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufT16 { T16 v[]; };
+#endif
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -92,6 +99,43 @@ void main() {
     k0 = split * pc.kchunk;
     k1 = min(pc.k, k0 + pc.kchunk);
   }
+#if T_VEC && T_BITS == 16
+  if ((VARIANT == 0u || VARIANT == 2u) && (pc.flags & 4u) != 0u) {
+    BufT16 a16 = BufT16(pc.a);
+    uint st = s_args[2u * pc.rank_kept + 1u];
+    for (uint q = nxv_gid(); q < pc.n_out / 8u; q += nxv_nthreads()) {
+      uint base = kept_offset(8u * q);
+      RC4 lo = RC4(identity()), hi = RC4(identity());
+      uint k = k0;
+      if (pc.rank_red == 1u) {  // 4 rows in flight, combined in order
+        for (; k + 4u <= k1; k += 4u) {
+          uint e = (base + k * st) / 8u, s8 = st / 8u;
+          RC4 x0 = A_LD4(a16.v[e].q[0]), y0 = A_LD4(a16.v[e].q[1]);
+          RC4 x1 = A_LD4(a16.v[e + s8].q[0]), y1 = A_LD4(a16.v[e + s8].q[1]);
+          RC4 x2 = A_LD4(a16.v[e + 2u * s8].q[0]), y2 = A_LD4(a16.v[e + 2u * s8].q[1]);
+          RC4 x3 = A_LD4(a16.v[e + 3u * s8].q[0]), y3 = A_LD4(a16.v[e + 3u * s8].q[1]);
+          lo = combine4(combine4(combine4(combine4(lo, x0), x1), x2), x3);
+          hi = combine4(combine4(combine4(combine4(hi, y0), y1), y2), y3);
+        }
+      }
+      for (; k < k1; ++k) {
+        uint e = (base + (pc.rank_red == 1u ? k * st : red_offset(k))) / 8u;
+        lo = combine4(lo, A_LD4(a16.v[e].q[0]));
+        hi = combine4(hi, A_LD4(a16.v[e].q[1]));
+      }
+      for (uint j = 0u; j < 4u; ++j) {
+        if (VARIANT == 0u) {
+          pc.c.v[8u * q + j] = R_ST(lo[j]);
+          pc.c.v[8u * q + 4u + j] = R_ST(hi[j]);
+        } else {
+          pc.part.v[split * pc.n_out + 8u * q + j] = lo[j];
+          pc.part.v[split * pc.n_out + 8u * q + 4u + j] = hi[j];
+        }
+      }
+    }
+    return;
+  }
+#endif
 #if T_VEC
   if ((VARIANT == 0u || VARIANT == 2u) && (pc.flags & 2u) != 0u) {
     BufT4 a4 = BufT4(pc.a);
