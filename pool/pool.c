@@ -137,8 +137,9 @@ nxv_status nxv_pool_create(const nxv_vk *vk, uint64_t limit_bytes,
     m = vk->info.max_buffer_size;
   p->max_buffer = m;
   if (!chunk_bytes) chunk_bytes = NXV_POOL_CHUNK_DEFAULT;
+  if (chunk_bytes > m) chunk_bytes = m;
   chunk_bytes = (chunk_bytes + 0xFFFFull) & ~0xFFFFull;
-  p->chunk_bytes = chunk_bytes < m ? chunk_bytes : m & ~(uint64_t)(NXV_CHUNK_ALIGN - 1);
+  p->chunk_bytes = chunk_bytes <= m ? chunk_bytes : m & ~(uint64_t)(NXV_CHUNK_ALIGN - 1);
   pthread_mutex_init(&p->mutex, NULL);
   *out_pool = p;
   return NXV_OK;
@@ -293,14 +294,14 @@ static uint64_t mapped_limit_locked(nxv_pool *p) {
   return quarter < NXV_POOL_MAPPED_CAP ? quarter : NXV_POOL_MAPPED_CAP;
 }
 
-/* A device allocation of the pool. */
+/* A device allocation of the pool (memory_new's result). */
 typedef struct {
-  VkDeviceMemory mem;
+  VkDeviceMemory mem;  /* the allocation */
   VkBuffer buf;        /* spans mem */
-  VkDeviceAddress addr;
+  VkDeviceAddress addr; /* device address of buf */
   VkDeviceSize size;   /* bytes allocated (>= the request) */
   void *host;          /* persistent mapping, or NULL */
-} memory;
+} pool_memory;
 
 /* New device allocation of size bytes, counted in reserved; pool mutex
  * held. mapped: in the mapped memory type, persistently mapped. trim:
@@ -308,7 +309,7 @@ typedef struct {
  * pool once and try again (never for mapped memory, whose caller falls
  * back to ordinary memory). */
 static nxv_status memory_new(nxv_pool *p, uint64_t size, bool mapped, bool trim,
-                             memory *out) {
+                             pool_memory *out) {
   uint32_t memory_type = mapped ? (uint32_t)p->mapped_type : p->memory_type;
   trim = trim && !mapped;
   for (int attempt = 0;; attempt++) {
@@ -418,7 +419,7 @@ static nxv_status chunk_new(nxv_pool *p, VkDeviceSize need, bool slabs,
     free(r);
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "pool chunk");
   }
-  memory m;
+  pool_memory m;
   nxv_status st = NXV_ERR_OUT_OF_DEVICE_MEMORY;
   if (p->chunk_bytes > need && p->reserved + p->chunk_bytes <= limit_locked(p))
     st = memory_new(p, p->chunk_bytes, false, false, &m);
@@ -499,7 +500,7 @@ static nxv_status block_new(nxv_pool *p, uint32_t c, uint64_t size,
     st = carve(p, (size + NXV_CHUNK_ALIGN - 1) & ~(uint64_t)(NXV_CHUNK_ALIGN - 1),
                slots > 1, b);
   } else {
-    memory m;
+    pool_memory m;
     st = memory_new(p, size, mapped, true, &m);
     if (st == NXV_OK) {
       b->mem = m.mem;
