@@ -417,6 +417,16 @@ static bool tiled_fits(nxv_device *d, uint32_t r, const int64_t *shape,
          depth <= d->vk.info.max_workgroup_count[2];
 }
 
+/* With s = floor(log2 p) and m = ceil(2^(32+s) / p) (< 2^32 when p is
+ * not a power of two), i * m / 2^(32+s) = i / p + i * e / (p 2^(32+s))
+ * with e = m p - 2^(32+s) < p: the error stays below 1/p, and floor()
+ * exact, while i * p < 2^(32+s), which holds for i < 2^31. */
+void nxv_ops_div_magic(uint32_t p, uint32_t *out_shift, uint32_t *out_magic) {
+  uint32_t s = 31u - (uint32_t)__builtin_clz(p);
+  *out_shift = s;
+  *out_magic = (p & (p - 1)) ? (uint32_t)(((1ull << (32 + s)) + p - 1) / p) : 0;
+}
+
 /* Shared by the elementwise ops: nops inputs (1 to 3) of types in_types
  * through views, output dense of out_type. Operand o goes to push-constant
  * slot a, b, in2 in turn; in the contiguous variant, flag bit o marks a
@@ -553,12 +563,12 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
       /* Group i (of 4 elements, or of 16 bytes) reads group i % p of a
        * repeated operand, the quotient as (i * magic) >> (32 + shift),
        * exact for i < 2^31 (magic 0: p is a power of two, masked). */
-      uint32_t p = (uint32_t)((uint64_t)shape[1] / group),
-               sh = 31u - (uint32_t)__builtin_clz(p);
+      uint32_t p = (uint32_t)((uint64_t)shape[1] / group), sh, magic;
+      nxv_ops_div_magic(p, &sh, &magic);
       pc.flags |= repeated;
       pc.rank = p;
       pc.pad = sh;
-      pc.in2 = (p & (p - 1)) ? ((1ull << (32 + sh)) + p - 1) / p : 0;
+      pc.in2 = magic;
     }
   } else if (tiled) {
     /* Arena: rows, columns, then per operand its strides along depth,

@@ -18,6 +18,12 @@
 nxv_status nxv_ops_push_word_copy(nxv_device *device, nxv_node *node, uint64_t src,
                                   uint64_t dst, uint64_t words);
 
+/* The constants that divide by p (>= 1) in binary.comp's repeated rows:
+ * for every i < 2^31, i / p == (uint32_t)(((uint64_t)i * *out_magic) >> 32)
+ * >> *out_shift, or, where *out_magic is 0 (p a power of two),
+ * i >> *out_shift. Pure. */
+void nxv_ops_div_magic(uint32_t p, uint32_t *out_shift, uint32_t *out_magic);
+
 /* Validates a shape (rank at most NXV_MAX_RANK, no negative dimension,
  * fewer than 2^32 elements); *out_n is its element count, 0 when a
  * dimension is 0. Pure apart from the error message. */

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "test.h"
+#include "kernels/ops.h"
 
 #define NTYPES 3
 static const nxv_dtype kTypes[NTYPES] = {NXV_F32, NXV_F64, NXV_S32};
@@ -3280,4 +3281,27 @@ NXV_TEST(kernels, u32_ops) {
   nxv_tensor_release(ta);
   nxv_tensor_release(tb);
   nxv_device_release(d);
+}
+
+/* The constants that divide by a repeated row's length in binary.comp:
+ * checked against division for every length up to 70,000, random lengths
+ * below 2^30 (the most a row of fewer than 2^32 elements has in groups of
+ * 4) and indices at the edges and at random below 2^31. */
+NXV_TEST(kernels, division_by_row_length) {
+  uint64_t r = 0xD1F1DE;
+  uint64_t bad = 0;
+  for (uint32_t k = 0; k < 300000; k++) {
+    uint32_t p = k < 70000 ? k + 1 : (uint32_t)(test_rand_u64(&r) % (1u << 30)) + 1;
+    uint32_t sh, m;
+    nxv_ops_div_magic(p, &sh, &m);
+    const uint32_t top = 0x7FFFFFFFu;
+    uint32_t is[8] = {0, p - 1, p, p + 1, top, top / p * p, top / p * p - 1,
+                      (uint32_t)(test_rand_u64(&r) & top)};
+    for (int j = 0; j < 8; j++) {
+      uint32_t i = is[j] & top;
+      uint32_t q = m ? (uint32_t)(((uint64_t)i * m) >> 32) >> sh : i >> sh;
+      if (q != i / p && bad++ < 5) printf("  %u / %u: %u\n", i, p, q);
+    }
+  }
+  CHECK(bad == 0);
 }
