@@ -724,8 +724,6 @@ static double run_submit_wait(const tiny_ctx *t, uint64_t n) {
   return t1 - t0;
 }
 
-/* to_number: y = x + 1 on one f32 element, then y read on the host; each
- * round trip timed alone. Fills secs[0..n). */
 /* The operands of a to_number round trip on dev: x = 41 and c1 = 1, one
  * f32 each, ready on the device. */
 static void to_number_operands(nxv_device *dev, nxv_tensor **x, nxv_tensor **c1) {
@@ -735,6 +733,8 @@ static void to_number_operands(nxv_device *dev, nxv_tensor **x, nxv_tensor **c1)
   NXV_CHECK(nxv_device_synchronize(dev));
 }
 
+/* to_number: y = x + 1 on one f32 element, then y read on the host; each
+ * round trip timed alone. Fills secs[0..n). */
 static void run_to_number(nxv_device *dev, uint32_t n, double *secs) {
   const int64_t shape[1] = {1};
   nxv_tensor *x, *c1;

@@ -50,6 +50,14 @@ layout(push_constant, std430) uniform PC {
   uint64_t imm;  // strided variants: an immediate operand's bits
 } pc;
 
+// VARIANT 0, flags bit 5 / 6: the group of a repeated row that group i
+// of the output reads, i % pc.rank (see the header).
+uint row_group(uint i) {
+  uint m = uint(pc.imm), hi, lo;
+  umulExtended(i, m, hi, lo);
+  return m != 0u ? i - (hi >> pc.pad) * pc.rank : i & (pc.rank - 1u);
+}
+
 #define BINARY_FN apply
 #define BINARY_ARGS
 #define BINARY_SEL OP
@@ -115,18 +123,12 @@ void main() {
     uint start = 0u;
 #if T_VEC
     bool a_row = (pc.flags & 32u) != 0u, b_row = (pc.flags & 64u) != 0u;
-    uint p = pc.rank, m = uint(pc.imm);
 #if T_BITS <= 16
     if ((pc.flags & 128u) != 0u) {
       uint n16 = pc.n / (4u * Q);
       BufT16 a16 = BufT16(pc.a), b16 = BufT16(pc.b), c16 = BufT16(pc.c);
       for (uint i = gid; i < n16; i += stride) {
-        uint col = i;
-        if (a_row || b_row) {
-          uint hi, lo;
-          umulExtended(i, m, hi, lo);
-          col = m != 0u ? i - (hi >> pc.pad) * p : i & (p - 1u);
-        }
+        uint col = a_row || b_row ? row_group(i) : i;
         // (8- and 16-bit values cannot be locals without the arithmetic
         // extensions: each group is converted as it is read; the groups
         // of one 16-byte element are adjacent, aligned accesses.)
@@ -147,12 +149,7 @@ void main() {
       uint n4 = pc.n / 4u;
       BufT4 a4 = BufT4(pc.a), b4 = BufT4(pc.b), c4 = BufT4(pc.c);
       for (uint i = start / 4u + gid; i < n4; i += stride) {
-        uint col = i;
-        if (a_row || b_row) {
-          uint hi, lo;
-          umulExtended(i, m, hi, lo);
-          col = m != 0u ? i - (hi >> pc.pad) * p : i & (p - 1u);
-        }
+        uint col = a_row || b_row ? row_group(i) : i;
         TC4 x = a_scalar ? TC4(sa) : TC4(a4.v[a_row ? col : i]);
         TC4 y = b_scalar ? TC4(sb) : TC4(b4.v[b_row ? col : i]);
         c4.v[i] = T4(TC4(apply(x.x, y.x), apply(x.y, y.y), apply(x.z, y.z), apply(x.w, y.w)));
