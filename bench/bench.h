@@ -124,7 +124,8 @@ void results_free(void);
 /* ------------------------------------------------------------------ */
 
 /* Opens device index with the default config, except max_batch_nodes
- * (0: the default), kick_nodes (g_kick_nodes), no_gpu_timestamps
+ * (0: the default), kick_nodes (g_kick_nodes), max_batch_cost
+ * (g_max_batch_cost), no_gpu_timestamps
  * (g_no_gpu_timestamps), defer_elementwise (g_defer_elementwise),
  * no_spirv_prune (g_no_spirv_prune) and the
  * on-disk pipeline cache (off). */
@@ -137,6 +138,10 @@ nxv_device *open_device_timing(int32_t index, uint32_t max_batch_nodes,
 /* nxv_device_config.kick_nodes of every device open_device opens (0: the
  * runtime's default); set from --kick-nodes before any device is opened. */
 extern uint32_t g_kick_nodes;
+/* nxv_device_config.max_batch_cost of every device open_device opens (0:
+ * the runtime's default); set from --max-batch-cost before any device is
+ * opened. */
+extern uint64_t g_max_batch_cost;
 /* nxv_device_config.no_gpu_timestamps of every device open_device opens;
  * set from --no-gpu-timestamps before any device is opened. */
 extern bool g_no_gpu_timestamps;

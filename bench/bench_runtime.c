@@ -58,7 +58,8 @@
  * instead of reporting fast garbage.
  *
  * Usage: nxv_bench [--device N] [--ops N] [--mb N] [--reps N] [--side N]
- *                  [--mm-max N] [--kick-nodes N] [--suite LIST] [--csv]
+ *                  [--mm-max N] [--kick-nodes N] [--max-batch-cost N]
+ *                  [--suite LIST] [--csv]
  *                  [--csv-out FILE]
  *                  [--quick]
  * --csv prints rows test,mode,metric,value,unit; --csv-out FILE writes the
@@ -130,6 +131,9 @@ static void usage(FILE *f) {
       "                  elementwise ops return deferred results)\n"
       "  --kick-nodes N  the devices' kick_nodes option (submit at N nodes\n"
       "                  when the GPU is idle; default: the runtime's)\n"
+      "  --max-batch-cost N  the devices' max_batch_cost option (submit\n"
+      "                  once a batch's estimated work reaches N\n"
+      "                  elements; default: the runtime's)\n"
       "  --csv           machine-readable stdout: test,mode,metric,value,unit\n"
       "  --csv-out FILE  also write every figure to FILE in the shared schema\n"
       "                  impl,test,dtype,shape,metric,value\n"
@@ -245,6 +249,9 @@ static options parse_options(int argc, char **argv) {
       g_defer_elementwise = true;
     } else if (!strcmp(a, "--kick-nodes")) {
       g_kick_nodes = (uint32_t)parse_u64(a, v, 1, 1u << 20);
+      i++;
+    } else if (!strcmp(a, "--max-batch-cost")) {
+      g_max_batch_cost = parse_u64(a, v, 1, UINT64_MAX);
       i++;
     } else if (!strcmp(a, "--suite")) {
       o.suites = parse_suites(v);

@@ -301,6 +301,7 @@ void results_free(void) {
 /* ------------------------------------------------------------------ */
 
 uint32_t g_kick_nodes;
+uint64_t g_max_batch_cost;
 bool g_no_gpu_timestamps;
 bool g_defer_elementwise;
 bool g_no_spirv_prune;
@@ -317,6 +318,7 @@ nxv_device *open_device_timing(int32_t index, uint32_t max_batch_nodes,
   config.max_batch_nodes = max_batch_nodes;
   config.no_latency_timing = no_latency_timing;
   config.kick_nodes = g_kick_nodes;
+  config.max_batch_cost = g_max_batch_cost;
   config.no_gpu_timestamps = g_no_gpu_timestamps;
   config.defer_elementwise = g_defer_elementwise;
   config.no_spirv_prune = g_no_spirv_prune;

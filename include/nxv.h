@@ -191,8 +191,12 @@ typedef struct nxv_device_config {
                                  are recorded ahead of it, so that they
                                  share barrier intervals; 0 = the default,
                                  32; -1 = record in queue order */
-  uint32_t wait_spin_us;      /* downloads busy-poll this long before
-                                 sleeping; 50 */
+  uint32_t wait_spin_us;      /* downloads and synchronize busy-poll the
+                                 timeline this long before sleeping (and
+                                 retire the batches they saw complete);
+                                 the completion thread polls at most
+                                 50 us of it; 1000 on GPUs, 50 on CPU
+                                 devices */
   uint32_t idle_spin_us;      /* the scheduler thread polls an empty ring
                                  this long before sleeping, so an op that
                                  follows soon (a download after its

@@ -63,7 +63,7 @@ static void resolve_config(nxv_device *d, const nxv_device_config *in) {
   if (!c.idle_flush_us) c.idle_flush_us = 20;
   if (!c.kick_nodes) c.kick_nodes = 16;
   if (!c.reorder_window) c.reorder_window = 32;
-  if (!c.wait_spin_us) c.wait_spin_us = 50;
+  /* wait_spin_us 0: resolved by the device type in nxv_device_open. */
   if (!c.idle_spin_us) c.idle_spin_us = 200;
   if (!c.staging_bytes) c.staging_bytes = 64ull << 20;
   if (!c.arena_bytes) c.arena_bytes = 4ull << 20;
@@ -175,6 +175,14 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
                              d->vk.info.driver_id == VK_DRIVER_ID_NVIDIA_PROPRIETARY,
                              &d->kernels);
   if (st == NXV_OK) {
+    /* Waiters poll the timeline for up to 1 ms on GPUs, long enough to see
+     * most waits end without the wake-up of a blocked thread (tens of
+     * microseconds late on some drivers); on CPU devices, whose work needs
+     * the cores, 50 us. The completion thread, which polls whether or not
+     * anyone waits, at most 50 us (none on CPU devices). */
+    bool cpu = d->vk.info.type == NXV_DEVICE_CPU;
+    if (!d->config.wait_spin_us) d->config.wait_spin_us = cpu ? 50 : 1000;
+    uint32_t completion_spin = d->config.wait_spin_us < 50 ? d->config.wait_spin_us : 50;
     nxv_sched_config sc = {
         .ring_capacity = d->config.ring_capacity,
         .max_batch_nodes = d->config.max_batch_nodes,
@@ -185,8 +193,7 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
             d->config.reorder_window < 0 ? 0 : (uint32_t)d->config.reorder_window,
         .wait_spin_us = d->config.wait_spin_us,
         .idle_spin_us = d->config.idle_spin_us,
-        .completion_spin_us =
-            d->vk.info.type == NXV_DEVICE_CPU ? 0 : d->config.wait_spin_us,
+        .completion_spin_us = cpu ? 0 : completion_spin,
         .arena_bytes = d->config.arena_bytes,
         .no_latency_timing = d->config.no_latency_timing,
         .no_gpu_timestamps = d->config.no_gpu_timestamps,

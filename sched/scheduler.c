@@ -82,10 +82,10 @@ struct nxv_sched {
   uint32_t nfree;
   uint32_t inflight[NXV_MAX_BATCHES]; /* FIFO of submitted batches */
   uint32_t inflight_head, inflight_count;
-  uint32_t retiring;              /* batches the completion thread took off
-                                     inflight and is still retiring (their
-                                     arena and staging space not yet free);
-                                     under mu */
+  uint32_t retiring;              /* batches taken off inflight and still
+                                     being retired (their arena and
+                                     staging space not yet free); under mu */
+  uint64_t retired_ns;            /* when a batch was last retired; under mu */
   bool completion_stop;
   nxv_status error;
   char error_msg[512];
@@ -116,8 +116,11 @@ struct nxv_sched {
   nxv_hist queue_wait;            /* first enqueue -> submit, per batch */
   nxv_hist batch_gpu;             /* GPU time per batch */
   nxv_hist download_wait;         /* nxv_sched_note_download */
+  /* Serializes retirement (retire_ready): the completion thread and a
+   * waiter that saw the timeline reach its epoch both retire, in order. */
+  pthread_mutex_t retire_mu;
   /* Batch records for telemetry: a ring of NXV_BATCH_RECORDS written by
-   * the completion thread while recording is on, under rec_mu. */
+   * retirement while recording is on, under rec_mu. */
   pthread_mutex_t rec_mu;
   atomic_bool recording;
   nxv_batch_record *records;      /* owned; NULL until recording starts */
@@ -740,7 +743,7 @@ static void *sched_main(void *arg) {
 
 /* Samples the device's timestamp clock and CLOCK_MONOTONIC together when
  * the last sample is older than NXV_CALIBRATE_NS. false where timestamps
- * cannot be calibrated (or sampling them fails). Completion thread. */
+ * cannot be calibrated (or sampling them fails). Under retire_mu. */
 static bool calibrate(nxv_sched *s) {
   if (!s->vk->get_calibrated) return false;
   uint64_t now = now_ns();
@@ -760,7 +763,7 @@ static bool calibrate(nxv_sched *s) {
 
 /* The now_ns() time of device timestamp ticks, through the last
  * calibrate(). Ticks before the calibration point come out negative
- * (modulo the timestamp's valid bits). Completion thread. */
+ * (modulo the timestamp's valid bits). Under retire_mu. */
 static uint64_t host_time_of(const nxv_sched *s, uint64_t ticks) {
   uint64_t ahead = (ticks - s->cal_ticks) & s->tick_mask;
   double ns = ahead <= s->tick_mask / 2
@@ -771,7 +774,7 @@ static uint64_t host_time_of(const nxv_sched *s, uint64_t ticks) {
 }
 
 /* Releases a batch's nodes; for a batch that ran (completed), adds its GPU
- * time from its timestamps. Completion thread. */
+ * time from its timestamps. Under retire_mu. */
 static void retire(nxv_sched *s, batch *b, bool completed) {
   uint64_t gpu_ns = 0;
   uint64_t t[2] = {0, 0};
@@ -829,9 +832,44 @@ static void retire(nxv_sched *s, batch *b, bool completed) {
   atomic_fetch_add(&s->completed_ops, nodes);
 }
 
+/* Retires, oldest first, every batch in flight whose epoch the timeline
+ * has reached (value), or every batch when the queue is lost (their work
+ * never runs). Serialized by retire_mu, so that completed_epoch only
+ * grows: called by the completion thread and by waiters (spin_ticket)
+ * that saw the timeline pass their epoch before the completion thread
+ * woke (a thread blocked in vkWaitSemaphores wakes tens of microseconds
+ * after the signal on some drivers). */
+static void retire_ready(nxv_sched *s, uint64_t value, bool lost) {
+  pthread_mutex_lock(&s->retire_mu);
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    if (s->inflight_count == 0) {
+      pthread_mutex_unlock(&s->mu);
+      break;
+    }
+    batch *b = &s->batches[s->inflight[s->inflight_head]];
+    if (!lost && b->epoch > value) {
+      pthread_mutex_unlock(&s->mu);
+      break;
+    }
+    s->inflight_head = (s->inflight_head + 1) % NXV_MAX_BATCHES;
+    s->inflight_count--;
+    s->retiring++;
+    pthread_mutex_unlock(&s->mu);
+    retire(s, b, !lost);
+    pthread_mutex_lock(&s->mu);
+    s->retiring--;
+    s->retired_ns = now_ns();
+    if (!lost) atomic_store(&s->completed_epoch, b->epoch);
+    s->free_batches[s->nfree++] = (uint32_t)(b - s->batches);
+    pthread_cond_broadcast(&s->done_cv);
+    pthread_mutex_unlock(&s->mu);
+  }
+  pthread_mutex_unlock(&s->retire_mu);
+}
+
 static void *completion_main(void *arg) {
   nxv_sched *s = arg;
-  uint64_t retired_ns = 0; /* when a batch was last retired */
   for (;;) {
     pthread_mutex_lock(&s->mu);
     while (s->inflight_count == 0 && !s->completion_stop)
@@ -844,6 +882,7 @@ static void *completion_main(void *arg) {
     uint64_t target = oldest->epoch;
     uint64_t submitted = oldest->submit_ns;
     uint32_t ops = oldest->nnodes;
+    uint64_t retired_ns = s->retired_ns;
     pthread_mutex_unlock(&s->mu);
 
     /* Poll briefly first: a blocking wait wakes tens of microseconds
@@ -897,30 +936,7 @@ static void *completion_main(void *arg) {
                 nxv_last_error());
       lost = true; /* the GPU runs nothing more: release everything */
     }
-    for (;;) {
-      pthread_mutex_lock(&s->mu);
-      if (s->inflight_count == 0) {
-        pthread_mutex_unlock(&s->mu);
-        break;
-      }
-      batch *b = &s->batches[s->inflight[s->inflight_head]];
-      if (!lost && b->epoch > value) {
-        pthread_mutex_unlock(&s->mu);
-        break;
-      }
-      s->inflight_head = (s->inflight_head + 1) % NXV_MAX_BATCHES;
-      s->inflight_count--;
-      s->retiring++;
-      pthread_mutex_unlock(&s->mu);
-      retire(s, b, !lost);
-      pthread_mutex_lock(&s->mu);
-      s->retiring--;
-      retired_ns = now_ns();
-      if (!lost) atomic_store(&s->completed_epoch, b->epoch);
-      s->free_batches[s->nfree++] = (uint32_t)(b - s->batches);
-      pthread_cond_broadcast(&s->done_cv);
-      pthread_mutex_unlock(&s->mu);
-    }
+    retire_ready(s, value, lost);
   }
   return NULL;
 }
@@ -991,11 +1007,15 @@ static int spin_ticket(nxv_sched *s, nxv_ticket *t, bool retired,
   for (;;) {
     uint64_t e = atomic_load(&t->epoch);
     if (e && atomic_load(&s->completed_epoch) >= e) return 1;
-    if (!retired && e && atomic_load(&s->submitted_epoch) >= e) {
+    if (e && atomic_load(&s->submitted_epoch) >= e) {
       uint64_t v = 0;
       if (vkGetSemaphoreCounterValue(s->vk->device, s->timeline, &v) ==
-              VK_SUCCESS && v >= e)
-        return 1;
+              VK_SUCCESS && v >= e) {
+        if (!retired) return 1;
+        /* Retire it here rather than wait for the completion thread. */
+        retire_ready(s, v, false);
+        if (atomic_load(&s->completed_epoch) >= e) return 1;
+      }
     }
     if (atomic_load(&s->failed)) return -1;
     if (now_ns() >= ns_deadline) return 0;
@@ -1068,6 +1088,7 @@ nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *cfg,
   nxv_hist_init(&s->batch_gpu);
   nxv_hist_init(&s->download_wait);
   pthread_mutex_init(&s->rec_mu, NULL);
+  pthread_mutex_init(&s->retire_mu, NULL);
   atomic_init(&s->recording, false);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->sched_cv, NULL);
@@ -1189,6 +1210,7 @@ void nxv_sched_destroy(nxv_sched *s) {
   pthread_cond_destroy(&s->sched_cv);
   pthread_mutex_destroy(&s->mu);
   pthread_mutex_destroy(&s->rec_mu);
+  pthread_mutex_destroy(&s->retire_mu);
   free(s->records);
   free(s);
 }

@@ -185,8 +185,10 @@ void nxv_ticket_release(nxv_ticket *ticket);
 /* Waits until the node holding ticket has completed on the GPU (retired:
  * also until its batch has been retired, so every resource it released is
  * back in the pool and the counters include it), busy-polling the timeline
- * for wait_spin_us before sleeping. Returns the sticky error if the queue
- * fails first. Thread-safe. */
+ * for wait_spin_us before sleeping. A retired wait that sees the timeline
+ * reach its batch retires the batches completed so far itself, on the
+ * calling thread, instead of waiting for the completion thread. Returns
+ * the sticky error if the queue fails first. Thread-safe. */
 nxv_status nxv_sched_wait(nxv_sched *sched, nxv_ticket *ticket, bool retired);
 
 /* Busy-polls for up to spin_us microseconds (at least one check) for the

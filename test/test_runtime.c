@@ -615,6 +615,70 @@ NXV_TEST(concurrency, sixteen_producers_dependent_and_independent_chains) {
   nxv_device_release(d);
 }
 
+/* Threads that synchronize while others queue work: each synchronize
+ * returns only once every op queued before it has completed and been
+ * retired, whichever thread retires it (the completion thread, or a waiter
+ * that saw the timeline pass its batch first), and retirement keeps epoch
+ * order (completed epochs never go back). */
+typedef struct sync_ctx {
+  nxv_device *d;
+  nxv_tensor *one;
+  int iters;
+  nxv_status status;
+  int violations;
+} sync_ctx;
+
+static void *sync_worker(void *arg) {
+  sync_ctx *c = arg;
+  uint64_t last_epoch = 0;
+  for (int i = 0; i < c->iters && c->status == NXV_OK; i++) {
+    nxv_tensor *y = NULL, *z = NULL;
+    if ((c->status = add_s32(c->d, c->one, c->one, CHAIN_N, &y)) != NXV_OK) break;
+    c->status = add_s32(c->d, y, c->one, CHAIN_N, &z);
+    nxv_tensor_release(y);
+    if (c->status != NXV_OK) break;
+    nxv_tensor_release(z);
+    nxv_stats s0, s1;
+    if ((c->status = nxv_device_stats(c->d, &s0)) != NXV_OK) break;
+    if ((c->status = nxv_device_synchronize(c->d)) != NXV_OK) break;
+    if ((c->status = nxv_device_stats(c->d, &s1)) != NXV_OK) break;
+    if (s1.ops_completed < s0.ops_enqueued) c->violations++;
+    if (s1.epoch_completed < s0.epoch_submitted) c->violations++;
+    if (s1.epoch_completed < last_epoch) c->violations++;
+    last_epoch = s1.epoch_completed;
+  }
+  return NULL;
+}
+
+NXV_TEST(concurrency, synchronize_from_many_threads_retires_in_order) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  int32_t ones[CHAIN_N];
+  for (int i = 0; i < CHAIN_N; i++) ones[i] = 1;
+  nxv_tensor *one = upload_s32(d, ones, CHAIN_N);
+  REQUIRE(one);
+  enum { THREADS = 8 };
+  pthread_t th[THREADS];
+  sync_ctx ctx[THREADS];
+  for (int t = 0; t < THREADS; t++) {
+    ctx[t] = (sync_ctx){.d = d, .one = one, .iters = 500};
+    pthread_create(&th[t], NULL, sync_worker, &ctx[t]);
+  }
+  for (int t = 0; t < THREADS; t++) {
+    pthread_join(th[t], NULL);
+    CHECK_MSG(ctx[t].status == NXV_OK, "thread %d: %s", t, nxv_status_name(ctx[t].status));
+    CHECK_MSG(ctx[t].violations == 0, "thread %d: %d synchronize calls returned early", t,
+              ctx[t].violations);
+  }
+  nxv_stats s;
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s));
+  CHECK(s.ops_completed == s.ops_enqueued);
+  CHECK(s.pool_live_buffers == 1); /* one */
+  nxv_tensor_release(one);
+  nxv_device_release(d);
+}
+
 NXV_TEST(concurrency, full_ring_loses_nothing) {
   nxv_device_config cfg = {.ring_capacity = 4, .max_batch_nodes = 3,
                            .disable_disk_cache = true, .poison_outputs = true};
