@@ -674,7 +674,7 @@ NXV_TEST(concurrency, synchronize_from_many_threads_retires_in_order) {
   REQUIRE_OK(nxv_device_synchronize(d));
   REQUIRE_OK(nxv_device_stats(d, &s));
   CHECK(s.ops_completed == s.ops_enqueued);
-  CHECK(s.pool_live_buffers == 1); /* one */
+  CHECK(s.pool_live_buffers == 1); /* only one's buffer is still live */
   nxv_tensor_release(one);
   nxv_device_release(d);
 }
