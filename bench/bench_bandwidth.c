@@ -226,16 +226,19 @@ static nxv_tensor *bw_enqueue(const bw_ctx *c, bw_kind k) {
 
 /* Enqueues the op inner times, then synchronizes; returns the seconds from
  * the first enqueue to the synchronize returning; the last result goes to
- * *out_last and the GPU time of the batches that ran them (nxv_stats'
+ * *out_last, the GPU time of the batches that ran them (nxv_stats'
  * gpu_busy_ns: timestamps at the start and end of each batch, so idle gaps
  * between batches are not counted; 0 where the queue has no timestamps)
- * to *out_gpu_s. */
+ * to *out_gpu_s, and the time from the last batch's end on the GPU to the
+ * synchronize returning (batch records on the host's clock; 0 where the
+ * device cannot calibrate its timestamps) to *out_tail_s. */
 static double bw_run(const bw_ctx *c, bw_kind k, nxv_tensor **out_last,
-                     double *out_gpu_s) {
+                     double *out_gpu_s, double *out_tail_s) {
   nxv_tensor *last = NULL;
   nxv_stats st0, st1;
   NXV_CHECK(nxv_device_synchronize(c->dev));
   NXV_CHECK(nxv_device_stats(c->dev, &st0));
+  NXV_CHECK(nxv_device_record_batches(c->dev, true));
   double t0 = now_s();
   for (uint32_t r = 0; r < c->inner; r++) {
     nxv_tensor *y = bw_enqueue(c, k);
@@ -243,8 +246,17 @@ static double bw_run(const bw_ctx *c, bw_kind k, nxv_tensor **out_last,
     last = y;
   }
   NXV_CHECK(nxv_device_synchronize(c->dev));
+  uint64_t returned = nxv_clock_ns();
   double t1 = now_s();
   NXV_CHECK(nxv_device_stats(c->dev, &st1));
+  nxv_batch_record rec[64];
+  uint32_t nrec = 0;
+  uint64_t dropped = 0, end = 0;
+  NXV_CHECK(nxv_device_take_batches(c->dev, rec, 64, &nrec, &dropped));
+  NXV_CHECK(nxv_device_record_batches(c->dev, false));
+  for (uint32_t i = 0; i < nrec; i++)
+    if (rec[i].gpu_end_time_ns > end) end = rec[i].gpu_end_time_ns;
+  *out_tail_s = nrec == 64 || !end || end > returned ? 0 : (double)(returned - end) * 1e-9;
   *out_last = last;
   *out_gpu_s = (double)(st1.gpu_busy_ns - st0.gpu_busy_ns) * 1e-9;
   return t1 - t0;
@@ -328,6 +340,9 @@ typedef struct bw_result {
   double gpu[BW_KINDS];        /* GB/s over the GPU time of the batches
                                   (best run); 0 without timestamps */
   double ms[BW_KINDS];         /* best ms per op */
+  double tail_us[BW_KINDS];    /* median time from the last batch's GPU
+                                  end to synchronize returning; 0 without
+                                  calibrated timestamps */
   int copy;                    /* the faster copy */
 } bw_result;
 
@@ -341,20 +356,21 @@ static void bw_dtype(const options *o, nxv_device *dev, nxv_dtype t,
   c.row = upload_pattern(dev, t, 1, s, NULL, row_val);
   NXV_CHECK(nxv_device_synchronize(dev));
   nxv_tensor *y;
-  double gpu_s;
+  double gpu_s, tail_s;
   for (int k = 0; k < BW_KINDS; k++) { /* warm-up, checked */
-    (void)bw_run(&c, (bw_kind)k, &y, &gpu_s);
+    (void)bw_run(&c, (bw_kind)k, &y, &gpu_s, &tail_s);
     bw_verify(&c, (bw_kind)k, y);
     nxv_tensor_release(y);
   }
-  double *secs[BW_KINDS], gpu_best[BW_KINDS];
+  double *secs[BW_KINDS], *tails[BW_KINDS], gpu_best[BW_KINDS];
   for (int k = 0; k < BW_KINDS; k++) {
     secs[k] = xcalloc(o->reps, sizeof(double));
+    tails[k] = xcalloc(o->reps, sizeof(double));
     gpu_best[k] = 0;
   }
   for (uint32_t r = 0; r < o->reps; r++) /* interleaved against drift */
     for (int k = 0; k < BW_KINDS; k++) {
-      secs[k][r] = bw_run(&c, (bw_kind)k, &y, &gpu_s);
+      secs[k][r] = bw_run(&c, (bw_kind)k, &y, &gpu_s, &tails[k][r]);
       if (gpu_s > 0 && (gpu_best[k] == 0 || gpu_s < gpu_best[k])) gpu_best[k] = gpu_s;
       if (r + 1 == o->reps) bw_verify(&c, (bw_kind)k, y);
       nxv_tensor_release(y);
@@ -370,7 +386,9 @@ static void bw_dtype(const options *o, nxv_device *dev, nxv_dtype t,
     res->med[k] = bytes / tmed / 1e9;
     res->ms[k] = tbest / p->inner * 1e3;
     res->gpu[k] = gpu_best[k] > 0 ? bytes / gpu_best[k] / 1e9 : 0;
+    res->tail_us[k] = median_of(tails[k], o->reps) * 1e6;
     free(secs[k]);
+    free(tails[k]);
   }
   res->copy = res->best[BW_COPY_KERNEL] > res->best[BW_COPY_TENSOR]
                   ? BW_COPY_KERNEL : BW_COPY_TENSOR;
@@ -413,11 +431,13 @@ void suite_bandwidth(const options *o, nxv_device *dev,
          "= 1e9 logical bytes read + written per second; %% of copy = best "
          "GB/s over the same dtype's copy (the faster copy, marked *); GPU "
          "GB/s = the same bytes over the GPU time of the batches (idle gaps "
-         "between batches excluded; - without timestamps)\n",
+         "between batches excluded; - without timestamps); sync tail = "
+         "median us from the last batch's end on the GPU to synchronize "
+         "returning (- without calibrated timestamps)\n",
          p.side, p.side, p.note, p.inner, o->reps);
-  printf("%-5s %-19s %10s %11s %12s %11s %10s %9s\n", "dtype", "test",
+  printf("%-5s %-19s %10s %11s %12s %11s %10s %9s %10s\n", "dtype", "test",
          "MiB/op", "best GB/s", "median GB/s", "best ms/op", "% of copy",
-         "GPU GB/s");
+         "GPU GB/s", "sync tail");
   for (int i = 0; i < 3; i++) {
     const char *dt = nxv_dtype_name(kTypes[i]);
     if (!res[i].ran) {
@@ -431,10 +451,12 @@ void suite_bandwidth(const options *o, nxv_device *dev,
                k == res[i].copy ? " *" : "");
       char gpu[16] = "-";
       if (res[i].gpu[k] > 0) snprintf(gpu, sizeof gpu, "%.1f", res[i].gpu[k]);
-      printf("%-5s %-19s %10.2f %11.3f %12.3f %11.3f %9.1f%% %9s\n", dt, label,
+      char tail[16] = "-";
+      if (res[i].tail_us[k] > 0) snprintf(tail, sizeof tail, "%.1f", res[i].tail_us[k]);
+      printf("%-5s %-19s %10.2f %11.3f %12.3f %11.3f %9.1f%% %9s %10s\n", dt, label,
              bw_bytes((bw_kind)k, p.side, nxv_dtype_size(kTypes[i])) / MIB,
              res[i].best[k], res[i].med[k], res[i].ms[k],
-             100.0 * res[i].best[k] / copy, gpu);
+             100.0 * res[i].best[k] / copy, gpu, tail);
     }
   }
   printf("\n");
