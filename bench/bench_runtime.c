@@ -765,13 +765,14 @@ static void run_to_number(nxv_device *dev, uint32_t n, double *secs) {
 /* Where a to_number round trip spends its time: n more rounds of
  * run_to_number's y = x + 1 and download on dev with batch records on,
  * each matched with the batch submitted between its start and its end.
- * Fills ph[0..3] with the medians, in seconds, of: start -> the batch's
+ * Fills ph[0..4] with the medians, in seconds, of: start -> the batch's
+ * first op taken off the queue by the scheduler, -> the batch's
  * vkQueueSubmit call, that call -> the batch's first timestamp on the GPU,
  * the GPU's start -> end timestamps, and the end timestamp -> the value
  * read on the host (the last three through VK_EXT_calibrated_timestamps).
  * Returns the rounds matched, 0 where the device cannot place its
  * timestamps on the host's clock. */
-enum { PHASES = 4 };
+enum { PHASES = 5 };
 static uint32_t run_to_number_phases(nxv_device *dev, uint32_t n, double ph[PHASES]) {
   const int64_t shape[1] = {1};
   nxv_tensor *x, *c1;
@@ -803,10 +804,11 @@ static uint32_t run_to_number_phases(nxv_device *dev, uint32_t n, double ph[PHAS
     if (j == nrec) break;
     const nxv_batch_record *b = &rec[j];
     if (b->submit_time_ns > t1[i] || !b->gpu_start_time_ns || !b->gpu_end_time_ns) continue;
-    v[0][m] = (double)(b->submit_time_ns - t0[i]) * 1e-9;
-    v[1][m] = ((double)b->gpu_start_time_ns - (double)b->submit_time_ns) * 1e-9;
-    v[2][m] = ((double)b->gpu_end_time_ns - (double)b->gpu_start_time_ns) * 1e-9;
-    v[3][m] = ((double)t1[i] - (double)b->gpu_end_time_ns) * 1e-9;
+    v[0][m] = ((double)b->record_time_ns - (double)t0[i]) * 1e-9;
+    v[1][m] = (double)(b->submit_time_ns - b->record_time_ns) * 1e-9;
+    v[2][m] = ((double)b->gpu_start_time_ns - (double)b->submit_time_ns) * 1e-9;
+    v[3][m] = ((double)b->gpu_end_time_ns - (double)b->gpu_start_time_ns) * 1e-9;
+    v[4][m] = ((double)t1[i] - (double)b->gpu_end_time_ns) * 1e-9;
     m++;
   }
   for (int k = 0; k < PHASES; k++) {
@@ -903,7 +905,8 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   emit("to_number", "f32", "1", "us", tn_med * 1e6);
   emit("to_number_staged", "f32", "1", "us", ts_med * 1e6);
   static const char *const ph_names[PHASES] = {
-      "to_number_to_submit", "to_number_submit_to_gpu", "to_number_gpu", "to_number_gpu_to_host"};
+      "to_number_to_record", "to_number_record", "to_number_submit_to_gpu", "to_number_gpu",
+      "to_number_gpu_to_host"};
   if (ph_matched)
     for (int k = 0; k < PHASES; k++) emit(ph_names[k], "f32", "1", "us", ph[k] * 1e6);
   if (o->csv) return;
@@ -927,9 +930,10 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
          st1.reads_in_place - st0.reads_in_place, tn_count,
          st1.submits - st0.submits);
   if (ph_matched)
-    printf("to_number phases, median of %u rounds (us): start -> vkQueueSubmit %.2f, "
-           "-> GPU start %.2f, GPU start -> end %.2f, GPU end -> value on the host %.2f\n",
-           ph_matched, ph[0] * 1e6, ph[1] * 1e6, ph[2] * 1e6, ph[3] * 1e6);
+    printf("to_number phases, median of %u rounds (us): start -> first op off the queue "
+           "%.2f, -> vkQueueSubmit %.2f, -> GPU start %.2f, GPU start -> end %.2f, GPU end "
+           "-> value on the host %.2f\n",
+           ph_matched, ph[0] * 1e6, ph[1] * 1e6, ph[2] * 1e6, ph[3] * 1e6, ph[4] * 1e6);
   else
     printf("to_number phases: not measured (no calibrated GPU timestamps)\n");
   if (chain_s > 0)

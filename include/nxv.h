@@ -399,13 +399,16 @@ typedef struct nxv_batch_record {
   uint64_t queue_wait_ns; /* enqueue of its first op -> its submission */
   uint64_t gpu_ns;        /* GPU time from timestamps; 0 without them */
   uint64_t latency_ns;    /* submission -> completion seen */
-  /* Times on the CLOCK_MONOTONIC clock, in ns: its submission (the call
-   * to vkQueueSubmit), and its start and end timestamps on the GPU
-   * converted to that clock through VK_EXT_calibrated_timestamps (the last
-   * two 0 where the device cannot calibrate them or writes no timestamps).
-   * gpu_start_time_ns - submit_time_ns is how long the GPU took to start
-   * the batch; the start of one batch minus the end of the one before is
-   * how long the GPU idled between them. */
+  /* Times on the CLOCK_MONOTONIC clock, in ns: its first op taken off
+   * the queue to be recorded, its submission (the call to vkQueueSubmit),
+   * and its start and end timestamps on the GPU converted to that clock
+   * through VK_EXT_calibrated_timestamps (the last two 0 where the device
+   * cannot calibrate them or writes no timestamps). submit_time_ns -
+   * record_time_ns is how long it took to record; gpu_start_time_ns -
+   * submit_time_ns how long the GPU took to start the batch; the start of
+   * one batch minus the end of the one before is how long the GPU idled
+   * between them. */
+  uint64_t record_time_ns;
   uint64_t submit_time_ns;
   uint64_t gpu_start_time_ns;
   uint64_t gpu_end_time_ns;

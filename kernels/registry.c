@@ -157,6 +157,7 @@ nxv_status nxv_registry_create(const nxv_vk *vk, VkPipelineCache cache, bool pru
                       "kernel registry: starting pipeline thread %u of %u failed (error %d)",
                       i + 1, threads, e);
     }
+    (void)pthread_setname_np(r->threads[i], "nxv-pipeline");
     r->nthreads = i + 1;
   }
   if (attr_ok) pthread_attr_destroy(&attr);

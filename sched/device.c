@@ -145,7 +145,7 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
   nxv_device_config given = config ? *config : (nxv_device_config){0};
   if (!given.pipeline_threads) NXV_TRY(env_pipeline_threads(&given.pipeline_threads));
   config = &given;
-  nxv_device *d = calloc(1, sizeof *d);
+  nxv_device *d = nxv_lines_alloc(sizeof *d);
   if (!d) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "device");
   atomic_init(&d->refs, 1);
   atomic_init(&d->deferred_ops, 0);

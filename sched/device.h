@@ -19,12 +19,16 @@
 #include "nxv.h"
 #include "pool/hostring.h"
 #include "pool/pool.h"
+#include "sched/lines.h"
 #include "sched/scheduler.h"
 #include "sched/vk.h"
 
 struct nxv_device {
-  atomic_uint refs;             /* caller references + one per tensor */
-  nxv_vk vk;                    /* owned */
+  atomic_uint refs;             /* caller references + one per tensor:
+                                   written on every tensor's creation and
+                                   release, so on a cache line apart from
+                                   what the device's threads read */
+  NXV_LINE_ALIGNED nxv_vk vk;   /* owned */
   nxv_device_config config;     /* resolved (no zero fields; download_kernel
                                    1 or -1); cache_dir points into
                                    cache_dir_buf */

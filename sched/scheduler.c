@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "sched/histogram.h"
+#include "sched/lines.h"
 #include "sched/ring.h"
 #include "sched/status.h"
 
@@ -29,7 +30,8 @@ typedef struct batch {
   uint64_t queue_wait_ns; /* first enqueue -> submit (set on submit) */
   uint64_t submit_ns;     /* when it was submitted (vkQueueSubmit returned) */
   uint64_t submit_call_ns; /* when vkQueueSubmit was called for it */
-  uint64_t open_ns;       /* when its first node was recorded */
+  uint64_t open_ns;       /* when its first node was taken off the ring
+                             to be recorded (0 while it has none) */
   bool host_read;         /* ends with a HOST_READ barrier */
   VkPipeline bound;       /* pipeline bound last in cb */
 } batch;
@@ -56,8 +58,9 @@ struct nxv_sched {
    * only. */
   uint64_t cal_ticks, cal_ns, cal_at;
 
-  /* scheduler thread only */
-  batch *open;
+  /* scheduler thread only (a line apart from the configuration producers
+   * read) */
+  NXV_LINE_ALIGNED batch *open;
   uint64_t next_epoch;
   uint64_t gen;                   /* barrier generation */
   /* Reordering window: nodes that needed a barrier when they arrived,
@@ -90,29 +93,39 @@ struct nxv_sched {
   nxv_status error;
   char error_msg[512];
 
-  atomic_bool sleeping;           /* scheduler waits on sched_cv */
-  atomic_uint blocked_producers;  /* producers waiting on space_cv */
-  atomic_bool stop;
-  atomic_int failed;              /* mirrors error != NXV_OK, lock-free */
-  atomic_int inject;              /* fault for the next submission */
-  atomic_bool inject_hang;        /* the next submission waits on hang_sem */
   VkSemaphore hang_sem;           /* owned; test hook (nxv_sched_inject_hang):
                                      created once under mu; submissions
                                      held wait for value 1, which destroy
                                      signals */
   bool hung;                      /* a submission waited on hang_sem
                                      (scheduler thread) */
-  atomic_uint_fast64_t submitted_epoch, completed_epoch;
-  atomic_uint_fast64_t enqueued, completed_ops, submits, barriers, ring_full;
+
+  /* Read by every push and status check, written rarely: a cache line of
+   * their own (sched/lines.h), which the counters below do not evict. */
+  NXV_LINE_ALIGNED atomic_int failed; /* mirrors error != NXV_OK, lock-free */
+  atomic_bool stop;
+  atomic_bool sleeping;           /* scheduler waits on sched_cv */
+  atomic_uint blocked_producers;  /* producers waiting on space_cv */
+  atomic_int inject;              /* fault for the next submission */
+  atomic_bool inject_hang;        /* the next submission waits on hang_sem */
+  /* Written by producers. */
+  NXV_LINE_ALIGNED atomic_uint_fast64_t enqueued;
+  atomic_uint_fast64_t ring_full;
   atomic_uint_fast64_t wakeups;   /* producers' signals to a sleeping scheduler */
+  /* Written by the scheduler thread. */
+  NXV_LINE_ALIGNED atomic_uint_fast64_t submitted_epoch;
+  atomic_uint_fast64_t submits, barriers;
   atomic_uint_fast64_t reads_in_place;
   atomic_uint_fast64_t reordered; /* nodes recorded before an earlier one */
   atomic_uint_fast64_t pipeline_waits;   /* nodes whose pipeline was not
                                             created yet when recorded */
   atomic_uint_fast64_t pipeline_wait_ns; /* time spent waiting for them */
-  atomic_uint_fast64_t gpu_ns;    /* sum of the batches' GPU durations */
   atomic_uint_fast64_t bytes_submitted;
-  nxv_hist op_latency;            /* enqueue -> completion seen, per node */
+  /* Written by retirement. */
+  NXV_LINE_ALIGNED atomic_uint_fast64_t completed_epoch;
+  atomic_uint_fast64_t completed_ops;
+  atomic_uint_fast64_t gpu_ns;    /* sum of the batches' GPU durations */
+  NXV_LINE_ALIGNED nxv_hist op_latency; /* enqueue -> completion seen, per node */
   nxv_hist queue_wait;            /* first enqueue -> submit, per batch */
   nxv_hist batch_gpu;             /* GPU time per batch */
   nxv_hist download_wait;         /* nxv_sched_note_download */
@@ -153,10 +166,72 @@ static inline void cpu_relax(void) {
 /* Nodes and tickets                                                   */
 /* ------------------------------------------------------------------ */
 
+/* Freed nodes of up to NODE_CACHE_WORDS argument words (every node is
+ * allocated with room for at least that many) wait on a process-wide list,
+ * at most NODE_CACHE_MAX of them, for the next nxv_node_new. The thread
+ * that queues an op then takes a node the retiring thread gave back, one
+ * list lock per batch retired, instead of malloc freeing each node into
+ * the allocating thread's arena under that arena's lock while the
+ * allocating thread takes from it: on an H200 host malloc and free of
+ * nodes were a tenth of an independent op's cost on the calling thread. */
+#define NODE_CACHE_WORDS 32u
+#define NODE_CACHE_MAX 8192u
+static pthread_mutex_t node_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static nxv_node *node_cache;       /* linked through next; under node_cache_mu */
+static uint32_t node_cache_count;  /* nodes on it; under node_cache_mu */
+
+/* Frees the cached nodes when the library is unloaded or the process
+ * exits. */
+__attribute__((destructor)) static void node_cache_drain(void) {
+  pthread_mutex_lock(&node_cache_mu);
+  nxv_node *n = node_cache;
+  node_cache = NULL;
+  node_cache_count = 0;
+  pthread_mutex_unlock(&node_cache_mu);
+  while (n) {
+    nxv_node *next = n->next;
+    free(n);
+    n = next;
+  }
+}
+
 nxv_node *nxv_node_new(uint32_t args_words) {
-  nxv_node *n = calloc(1, sizeof *n + (size_t)args_words * sizeof(uint32_t));
+  size_t used = sizeof(nxv_node) + (size_t)args_words * sizeof(uint32_t);
+  nxv_node *n = NULL;
+  if (args_words <= NODE_CACHE_WORDS) {
+    pthread_mutex_lock(&node_cache_mu);
+    n = node_cache;
+    if (n) {
+      node_cache = n->next;
+      node_cache_count--;
+    }
+    pthread_mutex_unlock(&node_cache_mu);
+    if (n) memset(n, 0, used);
+    else n = calloc(1, sizeof(nxv_node) + NODE_CACHE_WORDS * sizeof(uint32_t));
+  } else {
+    n = calloc(1, used);
+  }
   if (n) n->args_words = args_words;
   return n;
+}
+
+/* Gives the chain head..tail of count nodes, their resources released, back
+ * to the cache; frees what does not fit. */
+static void node_cache_put(nxv_node *head, nxv_node *tail, uint32_t count) {
+  if (!head) return;
+  pthread_mutex_lock(&node_cache_mu);
+  if (node_cache_count + count <= NODE_CACHE_MAX) {
+    tail->next = node_cache;
+    node_cache = head;
+    node_cache_count += count;
+    head = NULL;
+  }
+  pthread_mutex_unlock(&node_cache_mu);
+  while (head) {
+    nxv_node *next = head->next;
+    free(head);
+    head = next;
+  }
 }
 
 nxv_ticket *nxv_ticket_new(void) {
@@ -172,13 +247,23 @@ void nxv_ticket_release(nxv_ticket *t) {
   free(t);
 }
 
-static void node_free(nxv_sched *s, nxv_node *n) {
+/* Releases what n holds; true when n may go back to the node cache. */
+static bool node_release(nxv_sched *s, nxv_node *n) {
   if (n->pending) n->pending->release(n->pending);
   for (uint32_t i = 0; i < n->nbufs; i++) nxv_buffer_release(n->bufs[i]);
   if (n->has_staging) nxv_hostring_free(n->staging_ring, &n->staging);
   if (n->has_arena && s) nxv_hostring_free(s->arena, &n->arena);
   if (n->ticket) nxv_ticket_release(n->ticket);
-  free(n);
+  return n->args_words <= NODE_CACHE_WORDS;
+}
+
+static void node_free(nxv_sched *s, nxv_node *n) {
+  if (node_release(s, n)) {
+    n->next = NULL;
+    node_cache_put(n, n, 1);
+  } else {
+    free(n);
+  }
 }
 
 void nxv_node_discard(nxv_node *n) {
@@ -268,11 +353,21 @@ void nxv_sched_inject_fault(nxv_sched *s, nxv_status fault) {
 /* ------------------------------------------------------------------ */
 
 static void cancel_list(nxv_sched *s, nxv_node *n) {
+  nxv_node *head = NULL, *tail = NULL;
+  uint32_t count = 0;
   while (n) {
     nxv_node *next = n->next;
-    node_free(s, n);
+    if (node_release(s, n)) {
+      n->next = head;
+      head = n;
+      if (!tail) tail = n;
+      count++;
+    } else {
+      free(n);
+    }
     n = next;
   }
+  node_cache_put(head, tail, count);
 }
 
 /* Whether n may wait in the reordering window: a plain data op. Nodes
@@ -358,15 +453,17 @@ static void cancel_held(nxv_sched *s) {
   s->hold_gen++;
 }
 
-/* Gets a free batch slot, waiting for the completion thread if all are in
- * flight. Fails only with the sticky error. */
-static nxv_status open_batch(nxv_sched *s) {
+/* Opens a batch: takes a free batch slot, waiting for the completion
+ * thread if all are in flight (wait) or leaving s->open NULL (!wait), and
+ * begins its command buffer. Fails only with the sticky error. */
+static nxv_status open_batch(nxv_sched *s, bool wait) {
   pthread_mutex_lock(&s->mu);
-  while (s->nfree == 0 && s->error == NXV_OK)
+  while (wait && s->nfree == 0 && s->error == NXV_OK)
     pthread_cond_wait(&s->done_cv, &s->mu);
-  if (s->nfree == 0) {
+  if (s->nfree == 0 || s->error != NXV_OK) {
+    nxv_status err = s->error;
     pthread_mutex_unlock(&s->mu);
-    return s->error;
+    return err;
   }
   batch *b = &s->batches[s->free_batches[--s->nfree]];
   pthread_mutex_unlock(&s->mu);
@@ -395,7 +492,7 @@ static nxv_status open_batch(nxv_sched *s) {
   b->nnodes = 0;
   b->cost = 0;
   b->bytes = 0;
-  b->open_ns = now_ns();
+  b->open_ns = 0;
   b->host_read = false;
   b->bound = VK_NULL_HANDLE;
   s->open = b;
@@ -533,6 +630,7 @@ static nxv_status place_args(nxv_sched *s, nxv_node *n) {
  * freed), or it was a mapped read whose buffer's writer is already
  * submitted (its ticket took that epoch and it was freed). */
 static bool record(nxv_sched *s, nxv_node *n) {
+  uint64_t taken = s->open && s->open->open_ns ? 0 : now_ns();
   if (n->pending) {
     /* Its pipeline is still being created: the GPU gets what is recorded
      * meanwhile. A creation that failed fails the device, as its ops'
@@ -585,11 +683,12 @@ static bool record(nxv_sched *s, nxv_node *n) {
       return false;
     }
   }
-  if (!s->open && open_batch(s) != NXV_OK) {
+  if (!s->open && (open_batch(s, true) != NXV_OK || !s->open)) {
     node_free(s, n);
     return false;
   }
   batch *b = s->open;
+  if (!b->open_ns) b->open_ns = taken;
   if (s->window && holdable(n)) {
     bool need = hazard(s, n);
     if (!need && !held_conflict(s, n)) {
@@ -706,14 +805,30 @@ static void *sched_main(void *arg) {
         s->open = NULL;
         continue;
       }
-      uint64_t until = now_ns() + (uint64_t)s->cfg.idle_flush_us * 1000u;
-      while (nxv_ring_size(s->ring) == 0 && now_ns() < until &&
-             !atomic_load(&s->stop))
-        cpu_relax();
-      if (nxv_ring_size(s->ring) == 0) submit_open(s);
-      continue;
+      if (s->open->nnodes || s->nheld) {
+        uint64_t until = now_ns() + (uint64_t)s->cfg.idle_flush_us * 1000u;
+        while (nxv_ring_size(s->ring) == 0 && now_ns() < until &&
+               !atomic_load(&s->stop))
+          cpu_relax();
+        if (nxv_ring_size(s->ring) == 0) submit_open(s);
+        continue;
+      }
     }
-    if (atomic_load(&s->stop)) break;
+    if (atomic_load(&s->stop)) {
+      if (s->open) {
+        /* Opened ahead and never used: its epoch is never signalled,
+         * which no ticket waits for. */
+        vkEndCommandBuffer(s->open->cb);
+        release_batch_slot(s, s->open);
+        s->open = NULL;
+      }
+      break;
+    }
+    /* Nothing to record: open the next batch now (a free slot, its
+     * command buffer begun, its start timestamp written), so that the
+     * next op is recorded and submitted without that on its path. A
+     * failure is the sticky error, seen on the next pass. */
+    if (!s->open) (void)open_batch(s, false);
     /* Idle: poll a while before sleeping; producers signal only a
      * sleeping scheduler, so a node pushed meanwhile costs no wake-up.
      * The producer that wakes it clears `sleeping` itself (wake_scheduler);
@@ -820,6 +935,7 @@ static void retire(nxv_sched *s, batch *b, bool completed) {
           .queue_wait_ns = b->queue_wait_ns,
           .gpu_ns = gpu_ns,
           .latency_ns = seen - b->submit_ns,
+          .record_time_ns = b->open_ns,
           .submit_time_ns = b->submit_call_ns,
           .gpu_start_time_ns = start,
           .gpu_end_time_ns = end};
@@ -1074,7 +1190,7 @@ nxv_status nxv_sched_synchronize(nxv_sched *s) {
 nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *cfg,
                             nxv_hostring *staging, VkPipelineLayout layout,
                             nxv_sched **out_sched) {
-  nxv_sched *s = calloc(1, sizeof *s);
+  nxv_sched *s = nxv_lines_alloc(sizeof *s);
   if (!s) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "scheduler");
   s->vk = vk;
   s->cfg = *cfg;
@@ -1147,14 +1263,19 @@ nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *cfg,
   if (st == NXV_OK) {
     if (pthread_create(&s->completion_thread, NULL, completion_main, s) != 0)
       st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "starting the completion thread");
-    else
+    else {
+      /* Named for operators (top -H, perf): best effort. */
+      (void)pthread_setname_np(s->completion_thread, "nxv-completion");
       s->completion_started = true;
+    }
   }
   if (st == NXV_OK) {
     if (pthread_create(&s->sched_thread, NULL, sched_main, s) != 0)
       st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "starting the scheduler thread");
-    else
+    else {
+      (void)pthread_setname_np(s->sched_thread, "nxv-scheduler");
       s->sched_started = true;
+    }
   }
   if (st != NXV_OK) {
     char msg[512];

@@ -934,6 +934,10 @@ NXV_TEST(histogram, batch_record_times) {
               "record %u: submitted at %llu, outside [%llu, %llu]", i,
               (unsigned long long)r->submit_time_ns, (unsigned long long)before,
               (unsigned long long)after);
+    CHECK_MSG(r->record_time_ns >= before && r->record_time_ns <= r->submit_time_ns,
+              "record %u: first op recorded at %llu, outside [%llu, %llu]", i,
+              (unsigned long long)r->record_time_ns, (unsigned long long)before,
+              (unsigned long long)r->submit_time_ns);
     if (!r->gpu_start_time_ns) {
       CHECK(r->gpu_end_time_ns == 0);
       continue;
