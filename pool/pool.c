@@ -592,17 +592,42 @@ nxv_status nxv_pool_alloc(nxv_pool *p, uint64_t bytes,
   return NXV_OK;
 }
 
-void nxv_buffer_release(nxv_buffer *buf) {
-  if (atomic_fetch_sub_explicit(&buf->refs, 1, memory_order_acq_rel) != 1)
-    return;
-  nxv_pool *p = buf->pool;
-  pthread_mutex_lock(&p->mutex);
+/* Puts buf, unreferenced, on its pool's free list. Under p->mutex. */
+static void return_locked(nxv_pool *p, nxv_buffer *buf) {
   buf->next = p->free_lists[buf->class_idx];
   p->free_lists[buf->class_idx] = buf;
   buf->block->free_slots++;
   p->in_use -= buf->size;
   p->live--;
+}
+
+void nxv_buffer_release(nxv_buffer *buf) {
+  if (atomic_fetch_sub_explicit(&buf->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  nxv_pool *p = buf->pool;
+  pthread_mutex_lock(&p->mutex);
+  return_locked(p, buf);
   pthread_mutex_unlock(&p->mutex);
+}
+
+void nxv_buffer_release_into(nxv_buffer *buf, nxv_buffer **list) {
+  if (atomic_fetch_sub_explicit(&buf->refs, 1, memory_order_acq_rel) != 1)
+    return;
+  buf->next = *list;
+  *list = buf;
+}
+
+void nxv_pool_return_list(nxv_buffer *list) {
+  while (list) {
+    nxv_pool *p = list->pool;
+    pthread_mutex_lock(&p->mutex);
+    while (list && list->pool == p) {
+      nxv_buffer *next = list->next;
+      return_locked(p, list);
+      list = next;
+    }
+    pthread_mutex_unlock(&p->mutex);
+  }
 }
 
 void nxv_pool_stats(nxv_pool *p, nxv_stats *st) {

@@ -118,8 +118,21 @@ static inline void nxv_buffer_retain(nxv_buffer *b) {
   atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
 }
 
-/* Drops a reference; the last one returns the buffer to its free list. */
+/* Drops a reference; the last one returns the buffer to its free list.
+ * Thread-safe. */
 void nxv_buffer_release(nxv_buffer *b);
+
+/* Drops a reference like nxv_buffer_release but, when it was the last,
+ * pushes the buffer onto *list (linked through next) instead of returning
+ * it: the caller then owns it and returns the whole list with
+ * nxv_pool_return_list. For a thread releasing many buffers at once (a
+ * batch's retirement): one pool lock for all of them. Thread-safe. */
+void nxv_buffer_release_into(nxv_buffer *b, nxv_buffer **list);
+
+/* Returns every buffer of list (from nxv_buffer_release_into) to its
+ * pool's free lists, locking each pool once per run of its buffers.
+ * Thread-safe. */
+void nxv_pool_return_list(nxv_buffer *list);
 
 /* Frees unused memory: free buffers of their own, wholly free slabs and
  * wholly free chunks (free buffers and slabs of chunks go back to them

@@ -247,10 +247,12 @@ void nxv_ticket_release(nxv_ticket *t) {
   free(t);
 }
 
-/* Releases what n holds; true when n may go back to the node cache. */
-static bool node_release(nxv_sched *s, nxv_node *n) {
+/* Releases what n holds, its buffers whose last reference it held onto
+ * *freed (nxv_pool_return_list returns them); true when n may go back to
+ * the node cache. */
+static bool node_release(nxv_sched *s, nxv_node *n, nxv_buffer **freed) {
   if (n->pending) n->pending->release(n->pending);
-  for (uint32_t i = 0; i < n->nbufs; i++) nxv_buffer_release(n->bufs[i]);
+  for (uint32_t i = 0; i < n->nbufs; i++) nxv_buffer_release_into(n->bufs[i], freed);
   if (n->has_staging) nxv_hostring_free(n->staging_ring, &n->staging);
   if (n->has_arena && s) nxv_hostring_free(s->arena, &n->arena);
   if (n->ticket) nxv_ticket_release(n->ticket);
@@ -258,7 +260,10 @@ static bool node_release(nxv_sched *s, nxv_node *n) {
 }
 
 static void node_free(nxv_sched *s, nxv_node *n) {
-  if (node_release(s, n)) {
+  nxv_buffer *freed = NULL;
+  bool cached = node_release(s, n, &freed);
+  nxv_pool_return_list(freed);
+  if (cached) {
     n->next = NULL;
     node_cache_put(n, n, 1);
   } else {
@@ -352,12 +357,16 @@ void nxv_sched_inject_fault(nxv_sched *s, nxv_status fault) {
 /* Recording (scheduler thread)                                        */
 /* ------------------------------------------------------------------ */
 
+/* Releases the nodes of the list starting at n (a retired or cancelled
+ * batch's) and what they hold: their buffers' pools and the node cache
+ * are locked once for the whole list. */
 static void cancel_list(nxv_sched *s, nxv_node *n) {
   nxv_node *head = NULL, *tail = NULL;
+  nxv_buffer *freed = NULL;
   uint32_t count = 0;
   while (n) {
     nxv_node *next = n->next;
-    if (node_release(s, n)) {
+    if (node_release(s, n, &freed)) {
       n->next = head;
       head = n;
       if (!tail) tail = n;
@@ -367,6 +376,7 @@ static void cancel_list(nxv_sched *s, nxv_node *n) {
     }
     n = next;
   }
+  nxv_pool_return_list(freed);
   node_cache_put(head, tail, count);
 }
 

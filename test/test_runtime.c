@@ -1096,6 +1096,62 @@ NXV_TEST(pool, reuse_after_retirement_and_counters) {
   nxv_device_release(d);
 }
 
+NXV_TEST(pool, retirement_returns_many_buffers_at_once) {
+  /* Tensors of several size classes released while the ops writing them
+   * (and reading a shared input) are still queued: their last references
+   * are the nodes', dropped a batch at a time by retirement. Every buffer
+   * must be back, once, and serve later allocations correctly. */
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  nxv_stats s1, s2;
+  enum { OPS = 300 };
+  float one = 1.0f;
+  nxv_tensor *x;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 5000, &one, &x));
+  static const int64_t unit[1] = {1};
+  nxv_view vx = {x, 0, unit}; /* the first elements of x */
+  for (int i = 0; i < OPS; i++) {
+    int64_t shape[1] = {1 + (i * 397) % 5000};
+    nxv_tensor *y;
+    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &vx, &vx, &y));
+    nxv_tensor_release(y);
+  }
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  CHECK_MSG(s1.pool_live_buffers == 1, "%llu live buffers, expected x's alone",
+            (unsigned long long)s1.pool_live_buffers);
+  CHECK(s1.pool_bytes_in_use >= 5000 * 4 && s1.pool_bytes_in_use < 2 * 5000 * 4);
+  /* The same sizes again come from the free lists, each buffer once: a
+   * buffer handed out twice would show the later fill's value. */
+  nxv_tensor *ys[OPS];
+  for (int i = 0; i < OPS; i++) {
+    float v = (float)i;
+    REQUIRE_OK(nxv_fill(d, NXV_F32, 1 + (uint64_t)((i * 397) % 5000), &v, &ys[i]));
+  }
+  REQUIRE_OK(nxv_device_stats(d, &s2));
+  CHECK_MSG(s2.pool_allocations == s1.pool_allocations,
+            "%llu new device allocations for sizes already freed",
+            (unsigned long long)(s2.pool_allocations - s1.pool_allocations));
+  CHECK(s2.pool_live_buffers == OPS + 1);
+  float got[5000];
+  for (int i = 0; i < OPS; i++) {
+    uint64_t n = 1 + (uint64_t)((i * 397) % 5000);
+    for (uint64_t j = 0; j < n; j++) got[j] = -1.0f;
+    REQUIRE_OK(nxv_tensor_download(ys[i], 0, n, got));
+    uint64_t bad = 0;
+    for (uint64_t j = 0; j < n; j++) bad += got[j] != (float)i;
+    CHECK_MSG(bad == 0, "tensor %d: %llu of %llu elements not %d", i, (unsigned long long)bad,
+              (unsigned long long)n, i);
+  }
+  for (int i = 0; i < OPS; i++) nxv_tensor_release(ys[i]);
+  nxv_tensor_release(x);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s2));
+  CHECK(s2.pool_live_buffers == 0 && s2.pool_bytes_in_use == 0);
+  nxv_device_release(d);
+}
+
 NXV_TEST(pool, buffer_held_by_queued_node_is_not_reused) {
   /* Release an input while ops reading it are still queued; allocations
    * that follow must not receive its memory until those ops retired. */
