@@ -554,9 +554,9 @@ static ERL_NIF_TERM nif_record_batches(ErlNifEnv *env, int argc,
   return am_ok;
 }
 
-/* {[{ops, bytes, queue_wait_ns, gpu_ns, latency_ns, submit_time_ns,
- * gpu_start_time_ns, gpu_end_time_ns}], dropped}, oldest first; at most 256
- * records per call (they live on the stack). */
+/* {[{ops, bytes, queue_wait_ns, gpu_ns, latency_ns, record_time_ns,
+ * submit_time_ns, gpu_start_time_ns, gpu_end_time_ns}], dropped}, oldest
+ * first; at most 256 records per call (they live on the stack). */
 static ERL_NIF_TERM nif_take_batches(ErlNifEnv *env, int argc,
                                      const ERL_NIF_TERM argv[]) {
   (void)argc;
@@ -569,10 +569,11 @@ static ERL_NIF_TERM nif_take_batches(ErlNifEnv *env, int argc,
   if (st != NXV_OK) return raise_status(env, st, "take_batches");
   ERL_NIF_TERM list = enif_make_list(env, 0);
   for (uint32_t i = n; i-- > 0;) {
-    ERL_NIF_TERM t = enif_make_tuple8(
+    ERL_NIF_TERM t = enif_make_tuple9(
         env, enif_make_uint64(env, rec[i].ops), enif_make_uint64(env, rec[i].bytes),
         enif_make_uint64(env, rec[i].queue_wait_ns), enif_make_uint64(env, rec[i].gpu_ns),
-        enif_make_uint64(env, rec[i].latency_ns), enif_make_uint64(env, rec[i].submit_time_ns),
+        enif_make_uint64(env, rec[i].latency_ns), enif_make_uint64(env, rec[i].record_time_ns),
+        enif_make_uint64(env, rec[i].submit_time_ns),
         enif_make_uint64(env, rec[i].gpu_start_time_ns),
         enif_make_uint64(env, rec[i].gpu_end_time_ns));
     list = enif_make_list_cell(env, t, list);

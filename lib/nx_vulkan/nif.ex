@@ -73,8 +73,8 @@ defmodule Nx.Vulkan.NIF do
 
   @doc """
   Takes up to 256 of the oldest batch records: `{[{ops, bytes,
-  queue_wait_ns, gpu_ns, latency_ns, submit_time_ns, gpu_start_time_ns,
-  gpu_end_time_ns}], dropped}`, `dropped` the batches not recorded since
+  queue_wait_ns, gpu_ns, latency_ns, record_time_ns, submit_time_ns,
+  gpu_start_time_ns, gpu_end_time_ns}], dropped}`, `dropped` the batches not recorded since
   the previous call because the backlog was full. The `_time_ns` fields are
   times on `clock_ns/0`'s clock (the GPU's two 0 where its timestamps
   cannot be calibrated against it).

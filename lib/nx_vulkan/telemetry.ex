@@ -290,7 +290,7 @@ defmodule Nx.Vulkan.Telemetry do
     {records, dropped} = NIF.take_batches(ref)
     meta = %{device: index}
 
-    for {ops, bytes, wait, gpu, latency, submitted, started, ended} <- records do
+    for {ops, bytes, wait, gpu, latency, recorded, submitted, started, ended} <- records do
       :telemetry.execute(
         @submit,
         %{
@@ -299,6 +299,7 @@ defmodule Nx.Vulkan.Telemetry do
           queue_wait_ns: wait,
           gpu_time_ns: gpu,
           latency_ns: latency,
+          record_time_ns: recorded,
           submit_time_ns: submitted,
           gpu_start_time_ns: started,
           gpu_end_time_ns: ended

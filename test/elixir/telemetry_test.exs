@@ -91,11 +91,13 @@ defmodule Nx.Vulkan.TelemetryTest do
                :latency_ns,
                :ops,
                :queue_wait_ns,
+               :record_time_ns,
                :submit_time_ns
              ]
 
       assert m.latency_ns > 0
       assert m.submit_time_ns >= t0 and m.submit_time_ns <= t1
+      assert m.record_time_ns >= t0 and m.record_time_ns <= m.submit_time_ns
 
       # GPU start and end on the same clock where the device calibrates its
       # timestamps and the queue writes them (lavapipe does both): after the
