@@ -762,6 +762,28 @@ static void run_to_number(nxv_device *dev, uint32_t n, double *secs) {
   nxv_tensor_release(c1);
 }
 
+/* read_completed: the same one-element result read again once its write
+ * has completed (after a synchronize), each read timed alone. Fills
+ * secs[0..n). */
+static void run_read_completed(nxv_device *dev, uint32_t n, double *secs) {
+  const int64_t shape[1] = {1};
+  nxv_tensor *x, *c1, *y;
+  to_number_operands(dev, &x, &c1);
+  nxv_view vx = {x, 0, NULL}, vone = {c1, 0, NULL};
+  NXV_CHECK(nxv_binary(dev, NXV_ADD, 1, shape, &vx, &vone, &y));
+  NXV_CHECK(nxv_device_synchronize(dev));
+  for (uint32_t i = 0; i < n; i++) {
+    float got = 0.0f;
+    double t0 = now_s();
+    NXV_CHECK(nxv_tensor_download(y, 0, 1, &got));
+    secs[i] = now_s() - t0;
+    if (got != 42.0f) die("read_completed: round %u read %.9g, expected 42", i, (double)got);
+  }
+  nxv_tensor_release(y);
+  nxv_tensor_release(x);
+  nxv_tensor_release(c1);
+}
+
 /* Where a to_number round trip spends its time: n more rounds of
  * run_to_number's y = x + 1 and download on dev with batch records on,
  * each matched with the batch submitted between its start and its end.
@@ -884,6 +906,10 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
     run_to_number(staged, per, ts + b * per);
   }
   NXV_CHECK(nxv_device_stats(dev, &st1));
+  double *rc = xcalloc(tn_count, sizeof *rc);
+  run_read_completed(dev, tn_count, rc);
+  double rc_med = median_of(rc, tn_count), rc_best = min_of(rc, tn_count);
+  free(rc);
   double ph[PHASES];
   uint32_t nph = o->quick ? 20 : 300;
   uint32_t ph_matched = run_to_number_phases(dev, nph, ph);
@@ -904,6 +930,7 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
     csv_num("burst_after_idle", "batched", "wakeups_per_burst", (double)bwake / nbursts, "");
   emit("to_number", "f32", "1", "us", tn_med * 1e6);
   emit("to_number_staged", "f32", "1", "us", ts_med * 1e6);
+  emit("read_completed", "f32", "1", "us", rc_med * 1e6);
   static const char *const ph_names[PHASES] = {
       "to_number_to_record", "to_number_record", "to_number_submit_to_gpu", "to_number_gpu",
       "to_number_gpu_to_host"};
@@ -921,6 +948,8 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   printf("%-16s %12.3f %12.3f\n", "to_number", tn_med * 1e6, tn_best * 1e6);
   printf("%-16s %12.3f %12.3f\n", "to_number_staged", ts_med * 1e6,
          ts_best * 1e6);
+  printf("%-16s %12.3f %12.3f   (the result read again after a synchronize)\n",
+         "read_completed", rc_med * 1e6, rc_best * 1e6);
   printf("%-16s %12.3f %12.3f   (enqueue us/op of %d independent adds after "
          "a 1 ms pause, %u bursts; %.2f scheduler wake-ups per burst)\n",
          "burst_after_idle", bu_med * 1e6, bu_best * 1e6, BURST_OPS, nbursts,

@@ -348,8 +348,9 @@ typedef struct nxv_stats {
   uint64_t ops_reordered;        /* ops recorded ahead of an op queued
                                     before them (reorder_window) */
   uint64_t reads_in_place;       /* downloads read from a mapped buffer
-                                    whose writer was already submitted:
-                                    no copy, no submission of their own */
+                                    whose writer was already submitted
+                                    (no copy, no submission of their own)
+                                    or had completed (not even a node) */
   uint64_t gpu_busy_ns;          /* GPU time of the retired batches, from
                                     timestamps written at the start and end
                                     of each; 0 where the queue has none */

@@ -72,6 +72,11 @@ typedef struct nxv_block nxv_block;
  * reclaims it when the count reaches zero. */
 typedef struct nxv_buffer {
   atomic_uint refs;          /* tensors + queued nodes holding it */
+  atomic_uint pending_writes; /* queued nodes that write it and have not
+                                 retired (nxv_sched_push counts them,
+                                 retirement or cancellation uncounts them,
+                                 before dropping their reference): 0 means
+                                 every write queued so far has completed */
   uint32_t class_idx;        /* size class (immutable) */
   nxv_pool *pool;            /* owning pool (immutable) */
   nxv_block *block;          /* the block it was carved from (immutable,

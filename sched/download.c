@@ -71,6 +71,32 @@ nxv_status nxv_download_start(nxv_tensor *t, uint64_t offset, uint64_t count,
     *out = dl;
     return NXV_OK;
   }
+  bool in_place = t->buf->host &&
+                  bytes <= (d->vk.info.type == NXV_DEVICE_CPU
+                                ? NXV_DOWNLOAD_MAPPED_BYTES_CPU
+                                : NXV_DOWNLOAD_MAPPED_BYTES);
+  /* Every write queued to the buffer has retired (its batch ended with a
+   * barrier to the host): read it now, without a round trip through the
+   * scheduler thread. The count drops only after the completion was seen
+   * on the timeline (release; acquire here). A failed queue cancels its
+   * nodes after publishing the failure, so the check that follows the
+   * load sees it. */
+  if (in_place && atomic_load_explicit(&t->buf->pending_writes, memory_order_acquire) == 0) {
+    nxv_status st = nxv_device_check(d);
+    if (st != NXV_OK) {
+      free(dl);
+      return st;
+    }
+    nxv_buffer_retain(t->buf);
+    dl->buf = t->buf;
+    dl->src = (const uint8_t *)t->buf->host + offset * es;
+    nxv_device_retain(d);
+    dl->device = d;
+    nxv_sched_note_read_in_place(d->sched);
+    finish(dl);
+    *out = dl;
+    return NXV_OK;
+  }
   nxv_ticket *tk = nxv_ticket_new();
   nxv_node *n = nxv_node_new(0);
   if (!tk || !n) {
@@ -79,10 +105,6 @@ nxv_status nxv_download_start(nxv_tensor *t, uint64_t offset, uint64_t count,
     free(dl);
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "download node");
   }
-  bool in_place = t->buf->host &&
-                  bytes <= (d->vk.info.type == NXV_DEVICE_CPU
-                                ? NXV_DOWNLOAD_MAPPED_BYTES_CPU
-                                : NXV_DOWNLOAD_MAPPED_BYTES);
   uint64_t src_addr = t->buf->addr + offset * es;
   bool kernel = !in_place && d->config.download_kernel > 0 &&
                 bytes <= NXV_DOWNLOAD_KERNEL_BYTES && src_addr % 4 == 0;

@@ -253,6 +253,10 @@ void nxv_ticket_release(nxv_ticket *t) {
  * the node cache. */
 static bool node_release(nxv_sched *s, nxv_node *n, nxv_buffer **freed) {
   if (n->pending) n->pending->release(n->pending);
+  if (n->writes_counted)
+    for (uint32_t i = 0; i < n->nbufs; i++)
+      if ((n->write_mask >> i) & 1u)
+        atomic_fetch_sub_explicit(&n->bufs[i]->pending_writes, 1, memory_order_release);
   for (uint32_t i = 0; i < n->nbufs; i++) nxv_buffer_release_into(n->bufs[i], freed);
   if (n->has_staging) nxv_hostring_free(n->staging_ring, &n->staging);
   if (n->has_arena && s) nxv_hostring_free(s->arena, &n->arena);
@@ -1095,6 +1099,14 @@ nxv_status nxv_sched_push(nxv_sched *s, nxv_node *n) {
   }
   atomic_fetch_add_explicit(&s->enqueued, 1, memory_order_relaxed);
   if (!s->cfg.no_latency_timing) n->enqueue_ns = now_ns();
+  /* Before the push: once the node is in the ring, retirement may
+   * uncount it. */
+  if (n->write_mask) {
+    for (uint32_t i = 0; i < n->nbufs; i++)
+      if ((n->write_mask >> i) & 1u)
+        atomic_fetch_add_explicit(&n->bufs[i]->pending_writes, 1, memory_order_relaxed);
+    n->writes_counted = true;
+  }
   if (!nxv_ring_push(s->ring, n)) {
     /* Full: the scheduler is behind. Spin briefly, then sleep until it
      * pops; the node keeps its place in this producer's order. */
@@ -1366,6 +1378,10 @@ void nxv_sched_stats(nxv_sched *s, nxv_stats *st) {
   nxv_hist_snapshot(&s->queue_wait, &st->queue_wait);
   nxv_hist_snapshot(&s->batch_gpu, &st->batch_gpu);
   nxv_hist_snapshot(&s->download_wait, &st->download_wait);
+}
+
+void nxv_sched_note_read_in_place(nxv_sched *s) {
+  atomic_fetch_add_explicit(&s->reads_in_place, 1, memory_order_relaxed);
 }
 
 void nxv_sched_note_download(nxv_sched *s, uint64_t wait_ns) {

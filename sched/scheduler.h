@@ -124,6 +124,8 @@ typedef struct nxv_node {
   nxv_host_alloc arena;         /* set by the scheduler, freed at retire */
   nxv_ticket *ticket;           /* optional, one reference owned */
   uint64_t enqueue_ns;          /* set by nxv_sched_push (monotonic clock) */
+  bool writes_counted;          /* nxv_sched_push counted it in its written
+                                   buffers' pending_writes */
   struct nxv_node *next;        /* batch list link (scheduler) */
   uint8_t pc[NXV_PUSH_CONSTANTS_MAX];
   uint32_t args[];              /* metadata copied to the argument arena */
@@ -223,6 +225,10 @@ void nxv_sched_stats(nxv_sched *sched, nxv_stats *stats);
 /* Adds a download's wait (from its start to its completion seen by the
  * caller) to the download_wait histogram. Thread-safe. */
 void nxv_sched_note_download(nxv_sched *sched, uint64_t wait_ns);
+
+/* Counts a download read in place without a node (nxv_stats.reads_in_place).
+ * Thread-safe. */
+void nxv_sched_note_read_in_place(nxv_sched *sched);
 
 /* Starts or stops recording retired batches (see nxv_device_record_batches).
  * Thread-safe. */

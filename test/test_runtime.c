@@ -2020,6 +2020,100 @@ NXV_TEST(sched, download_in_place) {
   nxv_device_release(d);
 }
 
+/* Every element of the 16 f32 of t equals want (downloaded with
+ * nxv_tensor_download). */
+static bool all_equal16(nxv_tensor *t, float want) {
+  float v[16];
+  for (int i = 0; i < 16; i++) v[i] = -1.0f;
+  if (nxv_tensor_download(t, 0, 16, v) != NXV_OK) return false;
+  for (int i = 0; i < 16; i++)
+    if (v[i] != want) return false;
+  return true;
+}
+
+NXV_TEST(sched, completed_writes_read_without_a_node) {
+  /* A small mapped result whose every queued write has retired is read at
+   * once, with no node through the scheduler; one with a write still
+   * queued (or a buffer reused by a new writer) never is. */
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  float v42 = 42.0f;
+  nxv_tensor *t;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 16, &v42, &t));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_stats s0, s1;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  CHECK(all_equal16(t, 42.0f));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  bool mapped = s1.reads_in_place == s0.reads_in_place + 1;
+  if (mapped) CHECK_MSG(s1.ops_enqueued == s0.ops_enqueued, "%llu nodes for a completed read",
+                        (unsigned long long)(s1.ops_enqueued - s0.ops_enqueued));
+  else printf("    results are not in mapped memory on this device: reads go through nodes\n");
+
+  /* Two writers into one tensor (concatenation): the read waits for both. */
+  float v1 = 1.0f, v2 = 2.0f;
+  nxv_tensor *a, *b, *e;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 8, &v1, &a));
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 8, &v2, &b));
+  for (int r = 0; r < 50; r++) {
+    REQUIRE_OK(nxv_tensor_empty(d, NXV_F32, 16, &e));
+    int64_t shape[1] = {8}, unit[1] = {1};
+    nxv_view va = {a, 0, NULL}, vb = {b, 0, NULL};
+    REQUIRE_OK(nxv_copy_into(d, e, 0, unit, 1, shape, &va));
+    REQUIRE_OK(nxv_copy_into(d, e, 8, unit, 1, shape, &vb));
+    float got[16];
+    REQUIRE_OK(nxv_tensor_download(e, 0, 16, got));
+    int bad = 0;
+    for (int i = 0; i < 16; i++) bad += got[i] != (i < 8 ? 1.0f : 2.0f);
+    CHECK_MSG(bad == 0, "round %d: %d elements of the concatenation wrong", r, bad);
+    nxv_tensor_release(e);
+  }
+  nxv_tensor_release(a);
+  nxv_tensor_release(b);
+
+  /* Buffers reused at once by new writers: never the previous contents. */
+  nxv_tensor_release(t);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  int stale = 0;
+  for (int r = 0; r < 200; r++) {
+    float v = (float)r;
+    REQUIRE_OK(nxv_fill(d, NXV_F32, 16, &v, &t));
+    stale += !all_equal16(t, v);
+    nxv_tensor_release(t);
+    if (r % 3 == 0) REQUIRE_OK(nxv_device_synchronize(d));
+  }
+  CHECK_MSG(stale == 0, "%d of 200 reads saw another value", stale);
+
+  /* The GPU stopped: a completed tensor is still read at once (mapped),
+   * one whose write is queued is not done. */
+  nxv_tensor *done_t, *queued_t;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 16, &v42, &done_t));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_device_inject_hang(d);
+  float v5 = 5.0f;
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 16, &v5, &queued_t));
+  nxv_download *dq, *dd;
+  REQUIRE_OK(nxv_download_start(queued_t, 0, 16, &dq));
+  bool qdone = true;
+  REQUIRE_OK(nxv_download_poll(dq, 2000, &qdone));
+  CHECK_MSG(!qdone, "a read of a write the GPU has not run completed");
+  REQUIRE_OK(nxv_download_start(done_t, 0, 16, &dd));
+  bool ddone = false;
+  REQUIRE_OK(nxv_download_poll(dd, 0, &ddone));
+  if (mapped) CHECK_MSG(ddone, "a completed mapped tensor was not read at once");
+  if (ddone) {
+    float got[16];
+    REQUIRE_OK(nxv_download_read(dd, got));
+    for (int i = 0; i < 16; i++) CHECK(got[i] == 42.0f);
+  }
+  nxv_download_release(dd);
+  nxv_download_release(dq);
+  nxv_tensor_release(done_t);
+  nxv_tensor_release(queued_t);
+  nxv_device_release(d); /* ends the hang */
+}
+
 NXV_TEST(sched, downloads_by_kernel_and_by_transfer) {
   /* Both copy paths, whatever the device would choose: every dtype,
    * offsets that do and do not start on a word, partial last words, and
