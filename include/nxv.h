@@ -514,7 +514,9 @@ typedef struct nxv_download nxv_download;
 
 /* Queues the copy of elements [offset, offset+count) of tensor to host
  * memory, after the ops enqueued before the call, and returns at once.
- * The tensor may be released right after. */
+ * A small result in mapped memory whose every queued write has completed
+ * is read in place with nothing queued: the download is then complete on
+ * return. The tensor may be released right after. */
 nxv_status nxv_download_start(nxv_tensor *tensor, uint64_t offset,
                               uint64_t count, nxv_download **out_download);
 

@@ -175,9 +175,11 @@ nxv_node *nxv_node_new(uint32_t args_words);
 void nxv_node_discard(nxv_node *node);
 
 /* Queues node, taking ownership in every case. Returns the sticky error
- * (and discards the node) if the queue has failed. Never waits for the GPU;
- * if the ring is full it yields until the scheduler makes room, losing and
- * reordering nothing. Thread-safe. */
+ * (and discards the node) if the queue has failed. Counts the node in the
+ * pending_writes of the buffers it writes (retirement or cancellation
+ * uncounts it). Never waits for the GPU; if the ring is full it yields
+ * until the scheduler makes room, losing and reordering nothing.
+ * Thread-safe. */
 nxv_status nxv_sched_push(nxv_sched *sched, nxv_node *node);
 
 /* New ticket with two references (one for the node, one for the caller). */
