@@ -1057,11 +1057,15 @@ defmodule NxVulkan.NifFuzz do
     dev_call(:record_batches, [chance(0.5)], [:bool], &ok_result/1)
   end
 
-  # A batch record: counts and durations, then its submission and (0, or
-  # in order after it) its GPU start and end on the runtime's clock.
-  defp valid_batch_record?({ops, bytes, wait, gpu, latency, submitted, started, ended} = record) do
+  # A batch record: counts and durations, then its first op's recording
+  # and its submission (in that order), and (0, or in order after them) its
+  # GPU start and end on the runtime's clock.
+  defp valid_batch_record?(
+         {ops, bytes, wait, gpu, latency, recorded, submitted, started, ended} = record
+       ) do
     Enum.all?(Tuple.to_list(record), &(is_integer(&1) and &1 >= 0)) and ops >= 1 and
-      bytes >= 0 and wait >= 0 and gpu >= 0 and latency >= 0 and submitted > 0 and
+      bytes >= 0 and wait >= 0 and gpu >= 0 and latency >= 0 and recorded > 0 and
+      submitted >= recorded and
       ((started == 0 and ended == 0) or (started > 0 and ended >= started))
   end
 
