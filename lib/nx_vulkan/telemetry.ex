@@ -13,12 +13,14 @@ defmodule Nx.Vulkan.Telemetry do
       write), `queue_wait_ns` (enqueue of its first op to its submission),
       `gpu_time_ns` (GPU time from timestamp queries; 0 where the queue
       writes none), `latency_ns` (submission to completion seen), and
-      `submit_time_ns`, `gpu_start_time_ns`, `gpu_end_time_ns`: when it was
-      submitted and when the GPU started and ended it, in nanoseconds on
-      the runtime's monotonic clock (`Nx.Vulkan.NIF.clock_ns/0`; the GPU's
-      two through calibrated timestamps, 0 where the device has none), so
-      that the time from submission to start and the GPU's idle time
-      between batches can be read off. Metadata:
+      `record_time_ns`, `submit_time_ns`, `gpu_start_time_ns`,
+      `gpu_end_time_ns`: when its first op was taken off the queue to be
+      recorded, when it was submitted and when the GPU started and ended
+      it, in nanoseconds on the runtime's monotonic clock
+      (`Nx.Vulkan.NIF.clock_ns/0`; the GPU's two through calibrated
+      timestamps, 0 where the device has none), so that the host's
+      recording time, the time from submission to start and the GPU's idle
+      time between batches can be read off. Metadata:
       `device` (index). Batches are recorded in C only while a handler is
       attached to this event, and delivered every `:telemetry_interval_ms`
       (oldest first); when more than 4096 batches wait between two
