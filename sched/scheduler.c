@@ -270,16 +270,12 @@ static bool node_release(nxv_sched *s, nxv_node *n, nxv_buffer **freed) {
   return n->args_words <= NODE_CACHE_WORDS;
 }
 
+static void cancel_list(nxv_sched *s, nxv_node *n);
+
+/* Releases one node that is in no batch's list, as cancel_list does. */
 static void node_free(nxv_sched *s, nxv_node *n) {
-  nxv_buffer *freed = NULL;
-  bool cached = node_release(s, n, &freed);
-  nxv_pool_return_list(freed);
-  if (cached) {
-    n->next = NULL;
-    node_cache_put(n, n, 1);
-  } else {
-    free(n);
-  }
+  n->next = NULL;
+  cancel_list(s, n);
 }
 
 void nxv_node_discard(nxv_node *n) {
@@ -704,7 +700,7 @@ static bool record(nxv_sched *s, nxv_node *n) {
       return false;
     }
   }
-  if (!s->open && (open_batch(s, true) != NXV_OK || !s->open)) {
+  if (!s->open && open_batch(s, true) != NXV_OK) {
     node_free(s, n);
     return false;
   }
@@ -786,6 +782,17 @@ static void emit(nxv_sched *s, batch *b, nxv_node *n) {
   }
 }
 
+/* Ends the open batch unsubmitted and frees its slot, cancelling what it
+ * and the reordering window hold (the queue failed, or nothing was
+ * recorded into it and the scheduler stops). */
+static void discard_open(nxv_sched *s) {
+  cancel_held(s);
+  cancel_list(s, s->open->head);
+  vkEndCommandBuffer(s->open->cb);
+  release_batch_slot(s, s->open);
+  s->open = NULL;
+}
+
 static void *sched_main(void *arg) {
   nxv_sched *s = arg;
   for (;;) {
@@ -819,11 +826,7 @@ static void *sched_main(void *arg) {
     }
     if (s->open) {
       if (atomic_load(&s->failed)) {
-        cancel_held(s);
-        cancel_list(s, s->open->head);
-        vkEndCommandBuffer(s->open->cb);
-        release_batch_slot(s, s->open);
-        s->open = NULL;
+        discard_open(s);
         continue;
       }
       if (s->open->nnodes || s->nheld) {
@@ -836,13 +839,9 @@ static void *sched_main(void *arg) {
       }
     }
     if (atomic_load(&s->stop)) {
-      if (s->open) {
-        /* Opened ahead and never used: its epoch is never signalled,
-         * which no ticket waits for. */
-        vkEndCommandBuffer(s->open->cb);
-        release_batch_slot(s, s->open);
-        s->open = NULL;
-      }
+      /* A batch opened ahead and never used: its epoch is never
+       * signalled, which no ticket waits for. */
+      if (s->open) discard_open(s);
       break;
     }
     /* Nothing to record: open the next batch now (a free slot, its
