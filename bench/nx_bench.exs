@@ -39,6 +39,9 @@
 #   * to_number (us): `Nx.add(x, 1) |> Nx.to_number()` on a scalar f32
 #     tensor, a fresh result each time; median of 1000 timed iterations
 #     after 100 untimed ones.
+#   * read_completed (us): `Nx.to_number/1` of one scalar f32 result again
+#     and again once `Nx.Vulkan.synchronize/1` has seen it complete (no
+#     device work left); median of as many timed reads.
 #   * count (us; shape column: the input's): `Nx.sum(Nx.greater(x, 0.0))
 #     |> Nx.to_number()` on a 4096x4096 f32 device tensor (256x256 with
 #     --quick), as an accuracy metric counts; median of 100 timed calls
@@ -279,6 +282,22 @@ defmodule NxBench do
     median(times)
   end
 
+  def read_completed_us(iters) do
+    y = Nx.add(Nx.tensor(1.0, type: :f32), 1)
+    :ok = Nx.Vulkan.synchronize()
+
+    times =
+      for _ <- 1..iters do
+        t0 = now()
+        v = Nx.to_number(y)
+        t1 = now()
+        if v != 2.0, do: raise("read_completed result #{v}, expected 2.0")
+        (t1 - t0) / 1000
+      end
+
+    median(times)
+  end
+
   # Nx.sum(Nx.greater(x, 0.0)) |> Nx.to_number() on a side x side f32
   # device tensor (a count, as an accuracy metric makes one): median us of
   # iters calls after 3 warm-up calls, and device ops per call.
@@ -494,6 +513,7 @@ indep_nx = measure.(fn -> B.nx_independent(index, ops) end)
 indep_nif = measure.(fn -> B.nif_independent(dev, ops) end)
 to_number = B.to_number_us(to_number_iters)
 to_number_dev = B.with_backend(explicit, fn -> B.to_number_us(to_number_iters) end)
+read_completed = B.read_completed_us(to_number_iters)
 {count, count_ops} = B.count_us(index, count_side, count_iters)
 
 IO.puts("\ntiny ops, 16 f32, #{ops} ops, median of #{reps} runs")
@@ -515,6 +535,11 @@ B.table(
 IO.puts(
   "to_number, Nx.add(x, 1) |> Nx.to_number(), median of #{to_number_iters}: " <>
     "#{B.fmt(to_number, 1)} us (backend device: #{index}: #{B.fmt(to_number_dev, 1)} us)"
+)
+
+IO.puts(
+  "read_completed, Nx.to_number() of a completed result, median of #{to_number_iters}: " <>
+    "#{B.fmt(read_completed, 2)} us"
 )
 
 IO.puts(
@@ -612,6 +637,7 @@ rows =
     {"nx_vulkan_nx", "independent", "f32", "16", "us_per_op", indep_nx.e2e},
     {"nx_vulkan_nif", "independent", "f32", "16", "us_per_op", indep_nif.e2e},
     {"nx_vulkan_nx", "to_number", "f32", "1", "us", to_number},
+    {"nx_vulkan_nx", "read_completed", "f32", "1", "us", read_completed},
     {"nx_vulkan_nx", "count", "f32", "#{count_side}x#{count_side}", "us", count}
   ] ++
     Enum.flat_map(train, fn {name, shape, r} ->
