@@ -592,8 +592,13 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
       if (sc == 1 && vec_out && (addr + (uint64_t)v->offset * es) % (4 * es) == 0 &&
           sr % 4 == 0 && sb % 4 == 0)
         mode = 1;
-      else if (sr == 1 && sc != 0 && sc != 1)
+      else if (sr == 1 && sc != 0 && sc != 1) {
         mode = 2;
+        /* 16-bit types read 8 rows per 16-byte load (tile2d.glsl). */
+        if (es == 2 && (addr + (uint64_t)v->offset * es) % 16 == 0 && sc % 8 == 0 &&
+            sb % 8 == 0 && rows % 8 == 0)
+          pc.flags |= 256u << o;
+      }
       pc.flags |= mode << (2 * o);
       *slots[o] = addr;
       uint32_t *w = a + 2 + 4 * o;

@@ -558,7 +558,7 @@ typedef struct tiled_arg {
 
 enum { TA_DENSE, TA_DENSE_OFF1, TA_TRANSPOSED, TA_ROWS, TA_COLUMNS,
        TA_REV_COLUMNS, TA_EVERY_OTHER, TA_TRANSPOSED_OFF1, TA_BATCH_BCAST_T,
-       TA_TRANSPOSED_PADDED, TA_COUNT };
+       TA_TRANSPOSED_PADDED, TA_TRANSPOSED_ALIGNED, TA_COUNT };
 
 static tiled_arg tiled_layout(int kind, int64_t D, int64_t R, int64_t C) {
   size_t n = (size_t)(D * R * C);
@@ -579,6 +579,13 @@ static tiled_arg tiled_layout(int kind, int64_t D, int64_t R, int64_t C) {
        * (an even length, at offset 2): the column stride is not R */
       int64_t p = (R | 1) + 1;
       return (tiled_arg){"transposed, columns padded", 2, {C * p, 1, p}, (size_t)(D * C * p + 2)};
+    }
+    case TA_TRANSPOSED_ALIGNED: {
+      /* columns padded to a multiple of 8 elements past R, at offset 8:
+       * with R % 8 == 0, 16-bit types read 8 rows per 16-byte load */
+      int64_t p = (R + 7) / 8 * 8 + 8;
+      return (tiled_arg){"transposed, columns of 8-element groups", 8, {C * p, 1, p},
+                         (size_t)(D * C * p + 8)};
     }
     default:
       return (tiled_arg){"transposed, batch broadcast", 0, {0, 1, R}, (size_t)(R * C)};
@@ -610,10 +617,13 @@ static nxv_view tiled_view(nxv_tensor *t, const tiled_arg *g, int64_t D) {
  * wide, a batch axis, odd row counts and offsets). */
 static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
   /* Rows of 4, 12, 96 and 1028 elements: repeated rows read by the
-   * contiguous kernel, their period a power of two of groups of 4 or not. */
+   * contiguous kernel, their period a power of two of groups of 4 or not.
+   * Row counts that are multiples of 8 (64, 40, 24): transposed 16-bit
+   * operands read 8 rows at a time, over tiles partly past the columns. */
   static const int64_t shapes[][3] = {{1, 37, 44}, {3, 19, 33}, {2, 64, 16}, {1, 20, 130},
                                       {2, 34, 70}, {1, 131, 66}, {2, 65, 129}, {1, 9, 4},
-                                      {3, 7, 12},  {2, 20, 96}, {1, 33, 1028}};
+                                      {3, 7, 12},  {2, 20, 96}, {1, 33, 1028},
+                                      {1, 40, 136}, {2, 24, 72}};
   static const int pairs[][2] = {
       {TA_TRANSPOSED, TA_DENSE},         {TA_DENSE, TA_ROWS},
       {TA_COLUMNS, TA_TRANSPOSED},       {TA_TRANSPOSED, TA_TRANSPOSED},
@@ -621,7 +631,8 @@ static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
       {TA_BATCH_BCAST_T, TA_COLUMNS},    {TA_ROWS, TA_EVERY_OTHER},
       {TA_TRANSPOSED_OFF1, TA_TRANSPOSED}, {TA_TRANSPOSED_PADDED, TA_ROWS},
       {TA_DENSE, TA_TRANSPOSED_PADDED},  {TA_ROWS, TA_DENSE},
-      {TA_ROWS, TA_ROWS},                {TA_DENSE_OFF1, TA_ROWS}};
+      {TA_ROWS, TA_ROWS},                {TA_DENSE_OFF1, TA_ROWS},
+      {TA_TRANSPOSED_ALIGNED, TA_TRANSPOSED_ALIGNED}, {TA_DENSE, TA_TRANSPOSED_ALIGNED}};
   nxv_dtype to = (nxv_dtype)((t + 5) % NREAL);
   bool conv = nxv_convert_supported(d, to);
   for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
