@@ -43,28 +43,31 @@
 #define T2_FLAG_VEC_OUT 64u
 #define T2_FLAG_WIDE 256u
 
+#define T2_SSIZE (T2_SCOLS * (T2_TILE + 1u))
 #if T_BITS == 16
 // Mode 2's wide form stages the whole tile at once as packed pairs of
 // rows: column c's rows 2i and 2i + 1 in word c * T2_WROW + i. With
 // T2_WROW = 17 the 8 columns a warp reads at a time fall on distinct banks.
-// The words share t2_s, as TC bits.
+// For 16-bit types t2_s holds 32-bit words: the packed pairs, or in the
+// two-pass form the bits of TC values (T2_PUT, T2_GET).
 #define T2_WROW (T2_TILE / 2u + 1u)
 #define T2_SWORDS (T2_COLS * T2_WROW)
+shared uint t2_s[T2_SWORDS > T2_SSIZE ? T2_SWORDS : T2_SSIZE];
+#if T_KIND == 0
+#define T2_PUT(x) floatBitsToUint(x)
+#define T2_GET(w) uintBitsToFloat(w)
 #else
-#define T2_SWORDS 0u
+#define T2_PUT(x) uint(x)
+#define T2_GET(w) TC(w)
 #endif
-#define T2_SSIZE (T2_SCOLS * (T2_TILE + 1u))
-shared TC t2_s[T2_SWORDS > T2_SSIZE ? T2_SWORDS : T2_SSIZE];
+#else
+shared TC t2_s[T2_SSIZE];
+#define T2_PUT(x) (x)
+#define T2_GET(w) (w)
+#endif
 
 #if T_BITS == 16
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer T2BufW { uvec4 v[]; };
-#if T_KIND == 0
-#define T2_TO_S(w) uintBitsToFloat(w)
-#define T2_FROM_S(x) floatBitsToUint(x)
-#else
-#define T2_TO_S(w) TC(w)
-#define T2_FROM_S(x) uint(x)
-#endif
 // Half h (0 low, 1 high) of a packed word, as TC (what T_LD gives).
 TC t2_half(uint w, uint h) {
   uint b = (w >> (16u * h)) & 0xFFFFu;
@@ -112,14 +115,14 @@ void t2_load(BufT p, uint o, out TC v[T2_PER]) {
       g = T2BufW(p).v[(base + r0 + rg + (c0 + cc) * sc) / 8u];
     barrier();  // an earlier operand's readers are done with t2_s
     uint s = cc * T2_WROW + rg / 2u;
-    t2_s[s] = T2_TO_S(g.x);
-    t2_s[s + 1u] = T2_TO_S(g.y);
-    t2_s[s + 2u] = T2_TO_S(g.z);
-    t2_s[s + 3u] = T2_TO_S(g.w);
+    t2_s[s] = g.x;
+    t2_s[s + 1u] = g.y;
+    t2_s[s + 2u] = g.z;
+    t2_s[s + 3u] = g.w;
     barrier();
     uint rl = lid / 8u, cl = (lid % 8u) * 4u;
     [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
-      v[j] = t2_half(T2_FROM_S(t2_s[(cl + t2_dc(j)) * T2_WROW + rl / 2u]), rl & 1u);
+      v[j] = t2_half(t2_s[(cl + t2_dc(j)) * T2_WROW + rl / 2u], rl & 1u);
     return;
   }
 #endif
@@ -134,11 +137,11 @@ void t2_load(BufT p, uint o, out TC v[T2_PER]) {
       [[unroll]] for (uint k = 0u; k < T2_SCOLS / 8u; ++k) {
         uint c = cc + 8u * k;
         if (r0 + rr < R && c0 + c < C)
-          t2_s[c * (T2_TILE + 1u) + rr] = T_LD(p.v[base + (r0 + rr) * sr + (c0 + c) * sc]);
+          t2_s[c * (T2_TILE + 1u) + rr] = T2_PUT(T_LD(p.v[base + (r0 + rr) * sr + (c0 + c) * sc]));
       }
       barrier();
       [[unroll]] for (uint j = 4u * h; j < 4u * h + 4u; ++j)
-        v[j] = t2_s[(cl + j % 4u) * (T2_TILE + 1u) + rl];
+        v[j] = T2_GET(t2_s[(cl + j % 4u) * (T2_TILE + 1u) + rl]);
     }
     return;
   }
