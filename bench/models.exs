@@ -2,7 +2,9 @@
 # bench/step_profile.exs, bench/step_gpu.exs): an MLP (784-512-512-10) and
 # a small CNN, each a defn loss and an SGD step, on deterministic host data
 # of batch 128, their steps compiled ahead of time, and the GPU work that
-# brings a GPU that idled back to its clocks before steps are timed.
+# brings a GPU that idled back to its clocks before steps are timed; and a
+# backend that does nothing (NxBench.NullBackend), which measures what Nx
+# costs by itself (bench/host_split.exs, nx_bench.exs's front-end row).
 
 defmodule NxBench.Models do
   @moduledoc false
@@ -176,4 +178,45 @@ defmodule NxBench.Steps do
       p
     end)
   end
+end
+
+defmodule NxBench.NullBackend do
+  @moduledoc false
+  # Every callback returns its output (the first argument) on this backend,
+  # doing nothing else: what the Evaluator costs by itself. null/1 moves a
+  # tensor (or a tuple of them) to it.
+  @behaviour Nx.Backend
+  defstruct []
+
+  @own [:init, :optional, :constant, :from_binary, :to_binary, :backend_transfer] ++
+         [:backend_copy, :backend_deallocate, :inspect, :to_batched, :eye, :iota]
+
+  for {name, arity} <- Nx.Backend.behaviour_info(:callbacks), name not in @own do
+    args = Macro.generate_arguments(arity, __MODULE__)
+
+    def unquote(name)(unquote_splicing(args)) do
+      _ = {unquote_splicing(args)}
+      null(unquote(hd(args)))
+    end
+  end
+
+  def null(%Nx.Tensor{} = t), do: %{t | data: %__MODULE__{}}
+
+  def null(tuple) when is_tuple(tuple),
+    do: tuple |> Tuple.to_list() |> Enum.map(&null/1) |> List.to_tuple()
+
+  def null(other), do: other
+
+  def init(opts), do: opts
+  def optional(_name, args, fun), do: apply(fun, args)
+  def constant(out, _number, _opts), do: null(out)
+  def eye(out, _opts), do: null(out)
+  def iota(out, _axis, _opts), do: null(out)
+  def from_binary(out, _binary, _opts), do: null(out)
+  def to_binary(t, _limit), do: :binary.copy(<<0>>, Nx.byte_size(t))
+  def backend_transfer(t, _backend, _opts), do: null(t)
+  def backend_copy(t, _backend, _opts), do: null(t)
+  def backend_deallocate(_t), do: :ok
+  def inspect(_t, _opts), do: Inspect.Algebra.string("null")
+  def to_batched(out, _t, _opts), do: [null(out)]
 end

@@ -36,6 +36,9 @@
 #   * independent (us_per_op): N ops y_i = x + 1 on the same input, results
 #     dropped, timed until `Nx.Vulkan.synchronize/1` (NIF.synchronize/1)
 #     returns. Median of 5 runs after a warm-up run.
+#   * nx_frontend (us_per_op): the same N `Nx.add(x, 1)` on
+#     NxBench.NullBackend (bench/models.exs), whose callbacks do nothing:
+#     what Nx itself costs per op, the floor under the Nx rows.
 #   * to_number (us): `Nx.add(x, 1) |> Nx.to_number()` on a scalar f32
 #     tensor, a fresh result each time; median of 1000 timed iterations
 #     after 100 untimed ones.
@@ -235,6 +238,19 @@ defmodule NxBench do
     <<v::float-32-native, _::binary>> = NIF.download(first, 0, 16)
     if v != 3.0, do: raise("NIF independent result #{v}, expected 3.0")
     {(t1 - t0) / n / 1000, (t2 - t0) / n / 1000}
+  end
+
+  # independent ops through Nx on NxBench.NullBackend, whose callbacks do
+  # nothing: {us/op, us/op}, what Nx's own front end costs per
+  # `Nx.add(x, 1)` (the floor under the Nx rows).
+  def nx_frontend(n) do
+    with_backend(NxBench.NullBackend, fn ->
+      x = NxBench.NullBackend.null(Nx.template({16}, :f32))
+      t0 = now()
+      Enum.each(1..n//1, fn _ -> Nx.add(x, 1) end)
+      us = (now() - t0) / n / 1000
+      {us, us}
+    end)
   end
 
   # One warm-up run, then `reps` timed runs: {median enqueue, median e2e,
@@ -511,6 +527,7 @@ chain_nx_ones = measure.(fn -> B.nx_chain(index, ops, :ones) end)
 chain_nif = measure.(fn -> B.nif_chain(dev, ops) end)
 indep_nx = measure.(fn -> B.nx_independent(index, ops) end)
 indep_nif = measure.(fn -> B.nif_independent(dev, ops) end)
+indep_frontend = measure.(fn -> B.nx_frontend(ops) end)
 to_number = B.to_number_us(to_number_iters)
 to_number_dev = B.with_backend(explicit, fn -> B.to_number_us(to_number_iters) end)
 read_completed = B.read_completed_us(to_number_iters)
@@ -526,7 +543,8 @@ B.table(
         {"chain, Nx.add(x, ones)", chain_nx_ones},
         {"chain, NIF.binary(:add)", chain_nif},
         {"independent, Nx.add(x, 1) + synchronize", indep_nx},
-        {"independent, NIF.binary(:add) + synchronize", indep_nif}
+        {"independent, NIF.binary(:add) + synchronize", indep_nif},
+        {"independent, Nx.add(x, 1) on a backend doing nothing", indep_frontend}
       ] do
     [label, B.fmt(m.enqueue), B.fmt(m.e2e), B.fmt(m.ops, 2), B.fmt(m.submits, 4)]
   end
@@ -636,6 +654,7 @@ rows =
     {"nx_vulkan_nif", "chain", "f32", "16", "us_per_op", chain_nif.e2e},
     {"nx_vulkan_nx", "independent", "f32", "16", "us_per_op", indep_nx.e2e},
     {"nx_vulkan_nif", "independent", "f32", "16", "us_per_op", indep_nif.e2e},
+    {"nx_vulkan_nx", "nx_frontend", "f32", "16", "us_per_op", indep_frontend.e2e},
     {"nx_vulkan_nx", "to_number", "f32", "1", "us", to_number},
     {"nx_vulkan_nx", "read_completed", "f32", "1", "us", read_completed},
     {"nx_vulkan_nx", "count", "f32", "#{count_side}x#{count_side}", "us", count}
