@@ -38,7 +38,8 @@
 #define T2_COLS (8u * T2_PER)
 // Columns staged at a time by the transposed mode: 32 (two passes for
 // types of 16 bits or less), so that the workgroup's shared memory stays
-// at 33 x 32 compute-type elements.
+// at 33 x 32 compute-type elements (16-bit types: 64 x 17 32-bit words,
+// for the wide form below).
 #define T2_SCOLS 32u
 #define T2_FLAG_VEC_OUT 64u
 #define T2_FLAG_WIDE 256u
