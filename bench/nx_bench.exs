@@ -286,12 +286,17 @@ defmodule NxBench do
     x = Nx.tensor(1.0, type: :f32)
     for _ <- 1..max(div(iters, 10), 10), do: Nx.add(x, 1) |> Nx.to_number()
 
+    median_us(iters, "to_number", fn -> Nx.add(x, 1) |> Nx.to_number() end)
+  end
+
+  # Median us of iters calls of fun, each checked to return 2.0.
+  defp median_us(iters, what, fun) do
     times =
       for _ <- 1..iters do
         t0 = now()
-        v = Nx.add(x, 1) |> Nx.to_number()
+        v = fun.()
         t1 = now()
-        if v != 2.0, do: raise("to_number result #{v}, expected 2.0")
+        if v != 2.0, do: raise("#{what} result #{v}, expected 2.0")
         (t1 - t0) / 1000
       end
 
@@ -302,16 +307,7 @@ defmodule NxBench do
     y = Nx.add(Nx.tensor(1.0, type: :f32), 1)
     :ok = Nx.Vulkan.synchronize()
 
-    times =
-      for _ <- 1..iters do
-        t0 = now()
-        v = Nx.to_number(y)
-        t1 = now()
-        if v != 2.0, do: raise("read_completed result #{v}, expected 2.0")
-        (t1 - t0) / 1000
-      end
-
-    median(times)
+    median_us(iters, "read_completed", fn -> Nx.to_number(y) end)
   end
 
   # Nx.sum(Nx.greater(x, 0.0)) |> Nx.to_number() on a side x side f32
