@@ -1,13 +1,16 @@
 /*
  * bench_bandwidth.c - the bandwidth suite of the shared benchmark schema:
- * copy, add, add_bcast, add_strided, sum_all, sum_rows and sum_cols on
- * S x S operands (S = --side, 8192 by default) of f32, f16 and f64.
+ * copy, add, add_bcast, add_strided, transpose, sum_all, sum_rows and
+ * sum_cols on S x S operands (S = --side, 8192 by default) of f32, f16 and
+ * f64.
  *
  * - copy: the faster of nxv_tensor_copy and nxv_unary(NXV_COPY).
  * - add: c = a + b, all S x S (nxv_binary, dense views).
  * - add_bcast: c = a + row, row a 1 x S tensor broadcast through a stride
  *   of 0 (nxv_broadcast_strides).
  * - add_strided: c = transpose(a) + b, a read through strides {1, S}.
+ * - transpose: c = transpose(a) made dense (nxv_unary copy of a read
+ *   through strides {1, S}): what materializing Nx.transpose/1 costs.
  * - sum_all, sum_rows, sum_cols: nxv_reduce sum with axes masks 0x3, 0x2
  *   (the last axis: S results) and 0x1 (the first axis: S results).
  *
@@ -41,6 +44,7 @@ typedef enum bw_kind {
   BW_ADD,
   BW_ADD_BCAST,
   BW_ADD_STRIDED,
+  BW_TRANSPOSE,
   BW_SUM_ALL,
   BW_SUM_ROWS,
   BW_SUM_COLS,
@@ -49,10 +53,10 @@ typedef enum bw_kind {
 
 static const char *const kLabel[BW_KINDS] = {
     "copy (tensor_copy)", "copy (unary copy)", "add", "add_bcast",
-    "add_strided", "sum_all", "sum_rows", "sum_cols"};
+    "add_strided", "transpose", "sum_all", "sum_rows", "sum_cols"};
 static const char *const kTest[BW_KINDS] = {
-    "copy", "copy", "add", "add_bcast", "add_strided", "sum_all",
-    "sum_rows", "sum_cols"};
+    "copy", "copy", "add", "add_bcast", "add_strided", "transpose",
+    "sum_all", "sum_rows", "sum_cols"};
 
 /* The input patterns. */
 static int a_val(uint64_t r, uint64_t c) { return (int)((3 * r + 5 * c) % 11) - 5; }
@@ -209,6 +213,12 @@ static nxv_tensor *bw_enqueue(const bw_ctx *c, bw_kind k) {
       NXV_CHECK(nxv_binary(c->dev, NXV_ADD, 2, shape, &vt, &vb, &y));
       break;
     }
+    case BW_TRANSPOSE: {
+      const int64_t st[2] = {1, s};
+      nxv_view vt = {c->a, 0, st};
+      NXV_CHECK(nxv_unary(c->dev, NXV_COPY, 2, shape, &vt, &y));
+      break;
+    }
     case BW_SUM_ALL:
       NXV_CHECK(nxv_reduce(c->dev, NXV_REDUCE_SUM, 2, shape, &va, 0x3u, &y));
       break;
@@ -267,7 +277,8 @@ static double bw_bytes(bw_kind k, uint64_t side, size_t es) {
   double n = (double)side * (double)side * (double)es, row = (double)side * es;
   switch (k) {
     case BW_COPY_TENSOR:
-    case BW_COPY_KERNEL: return 2 * n;
+    case BW_COPY_KERNEL:
+    case BW_TRANSPOSE: return 2 * n;
     case BW_ADD: return 3 * n;
     case BW_ADD_BCAST: return 2 * n + row;
     case BW_ADD_STRIDED: return 3 * n;
@@ -319,6 +330,7 @@ static void bw_verify(const bw_ctx *c, bw_kind k, nxv_tensor *y) {
       case BW_ADD: want = a_val(i, j) + b_val(i, j); break;
       case BW_ADD_BCAST: want = a_val(i, j) + row_val(j); break;
       case BW_ADD_STRIDED: want = a_val(j, i) + b_val(i, j); break;
+      case BW_TRANSPOSE: want = a_val(j, i); break;
       default: want = NAN;
     }
     double got = download_elem(y, idx);

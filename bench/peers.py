@@ -45,6 +45,7 @@ What each figure means (see the schema for the exact definitions):
   `add_bcast` (b is 1x8192), `add_strided` (`a.t() + b` / `a.T + b` on
   row-major a and b: the layouts disagree, so one operand is read across
   the other's order; torch eager lays the output out like `a.t()`),
+  `transpose` (`a.t().contiguous()` / `a.T`: the transposed copy),
   `sum_all`, `sum_rows` (sum over the last axis), `sum_cols` (over the
   first). GB_s counts logical bytes read + written once; best of 10 timed
   repetitions, each a run of back-to-back ops of at least ~1 ms (a few ops
@@ -103,8 +104,8 @@ import traceback
 # torch and JAX share the device in one process.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-BANDWIDTH_TESTS = ("copy", "add", "add_bcast", "add_strided", "sum_all",
-                   "sum_rows", "sum_cols")
+BANDWIDTH_TESTS = ("copy", "add", "add_bcast", "add_strided", "transpose",
+                   "sum_all", "sum_rows", "sum_cols")
 BANDWIDTH_DTYPES = ("f32", "f16", "f64")
 MATMUL_DTYPES = ("f32", "f16", "bf16")
 ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8}
@@ -175,6 +176,7 @@ def bandwidth_bytes(test: str, side: int, elem: int) -> int:
         "add": 3 * n,
         "add_bcast": 2 * n + side,
         "add_strided": 3 * n,
+        "transpose": 2 * n,
         "sum_all": n + 1,
         "sum_rows": n + side,
         "sum_cols": n + side,
@@ -460,6 +462,7 @@ class TorchSuite:
             "add": lambda: a + b,
             "add_bcast": lambda: a + brow,
             "add_strided": lambda: a.t() + b,
+            "transpose": lambda: a.t().contiguous(),
             "sum_all": lambda: a.sum(),
             "sum_rows": lambda: a.sum(1),
             "sum_cols": lambda: a.sum(0),
@@ -756,6 +759,7 @@ class JaxSuite:
             "add": (jax.jit(lambda a, b: a + b), (a, b)),
             "add_bcast": (jax.jit(lambda a, b: a + b), (a, brow)),
             "add_strided": (jax.jit(lambda a, b: a.T + b), (a, b)),
+            "transpose": (jax.jit(lambda a: a.T), (a,)),
             "sum_all": (jax.jit(lambda a: jnp.sum(a)), (a,)),
             "sum_rows": (jax.jit(lambda a: jnp.sum(a, axis=1)), (a,)),
             "sum_cols": (jax.jit(lambda a: jnp.sum(a, axis=0)), (a,)),

@@ -23,7 +23,7 @@ The `ratio` column compares nx_vulkan with its peers:
 * `-` where either side is missing, and for counts.
 
 For the bandwidth tests other than `copy` (add, add_bcast, add_strided,
-sum_all, sum_rows, sum_cols) each figure is followed by its percentage of
+transpose, sum_all, sum_rows, sum_cols) each figure is followed by its percentage of
 the same implementation's `copy` of the same dtype and shape, e.g.
 `2905 (97%)`: how close the op gets to the memory speed a copy reaches.
 
@@ -69,8 +69,8 @@ HIGHER_BETTER = {"GB_s", "TFLOP_s"}
 # Tests whose repeated rows keep the largest value (a count that must stay
 # 0 in every run).
 WORST_KEPT = {"pool_steady_device_allocs"}
-BANDWIDTH_OPS = ("add", "add_bcast", "add_strided", "sum_all", "sum_rows",
-                 "sum_cols")
+BANDWIDTH_OPS = ("add", "add_bcast", "add_strided", "transpose", "sum_all",
+                 "sum_rows", "sum_cols")
 MATMUL_TESTS = ("matmul", "matmul_tn", "matmul_nt", "matmul_tt",
                 "matmul_batched")
 TEST_ORDER = ("chain", "chain_tensor", "independent", "to_number", "count",

@@ -608,6 +608,24 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
       w[3] = (uint32_t)v->offset;
     }
     if (vec_out) pc.flags |= 64u;
+    /* 16-bit inputs and outputs, an operand transposed in the wide form,
+     * the others immediates or rows of 16-byte aligned groups of 8, rows
+     * of a multiple of 8 elements: the 16-byte tiles (binary.comp and
+     * unary.comp VARIANT 4, tile2d.glsl), whose kernels read every
+     * operand that is not transposed 8 elements at a time whatever its
+     * mode. */
+    if (nxv_dtype_size(in_types[0]) == 2 && nxv_dtype_size(out_type) == 2 && cols % 8 == 0 &&
+        t->buf->addr % 16 == 0 && (pc.flags & (256u | 512u)) != 0) {
+      bool ok = true;
+      for (int o = 0; o < nops && ok; o++) {
+        if (o == imm_o || (pc.flags & (256u << o)) != 0) continue;
+        const nxv_view *v = views[o];
+        int64_t sb = r == 3 ? strides[o][0] : 0, sr = strides[o][r - 2], sc = strides[o][r - 1];
+        ok = sc == 1 && (v->tensor->buf->addr + (uint64_t)v->offset * 2) % 16 == 0 &&
+             sr % 8 == 0 && sb % 8 == 0;
+      }
+      if (ok) variant = 4;
+    }
     node->args_pc_offset = offsetof(pc_ew, args);
     node->groups[0] = (uint32_t)((cols + tile_cols(in_types[0]) - 1) / tile_cols(in_types[0]));
     node->groups[1] = (uint32_t)((rows + 31) / 32);

@@ -20,6 +20,9 @@
 //            tiles of 32 rows (tile2d.glsl); 256 threads. Operand mode 3
 //            (see tile2d.glsl): an immediate, its bits in pc.imm. Not in
 //            c128 modules.
+// VARIANT 4: 16-bit types, the same arguments: tile2d.glsl's 16-byte form
+//            (an operand transposed in the wide form, C % 8 == 0); 256
+//            threads.
 // OP follows nxv_binary_op in include/nxv.h.
 #include "common.glsl"
 #if T_KIND == KIND_COMPLEX
@@ -103,6 +106,50 @@ void tiled() {
   [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
     if (c + t2_dc(j) < C) pc.c.v[i + t2_dc(j)] = T_ST(apply(x[j], y[j]));
 }
+
+#if T_BITS == 16
+layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer T16BufO { uvec4 v[]; };
+#if T_VEC
+struct T8 { T4 q[2]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer T16BufT { T8 v[]; };
+#endif
+
+// Operand o of VARIANT 4: its packed elements; zeros for an immediate
+// (mode 3), whose value tiled16 takes from pc.imm.
+uvec4 t16_operand(BufT p, uint o) {
+  if (((pc.flags >> (2u * o)) & 3u) == 3u) return uvec4(0u);
+  return t16_load(p, o);
+}
+
+// VARIANT 4: the 16-byte tiles (tile2d.glsl's 16-byte form).
+void tiled16() {
+  uvec4 xa = t16_operand(pc.a, 0u), xb = t16_operand(pc.b, 1u);
+  uint R = t2_rows(), C = t2_cols(), r = t2_row(), c = t16_col();
+  if (r >= R || c >= C) return;
+  TC sa = TC(0), sb = TC(0);
+  bool a_imm = (pc.flags & 3u) == 3u, b_imm = ((pc.flags >> 2u) & 3u) == 3u;
+#ifdef NXV_IMM
+  if (a_imm) sa = nxv_imm(pc.imm);
+  if (b_imm) sb = nxv_imm(pc.imm);
+#endif
+  TC z[8];
+  [[unroll]] for (uint j = 0u; j < 8u; ++j) {
+    TC x = a_imm ? sa : t2_half(xa[j / 2u], j % 2u);
+    TC y = b_imm ? sb : t2_half(xb[j / 2u], j % 2u);
+    z[j] = apply(x, y);
+  }
+  uint i = ((gl_WorkGroupID.z * R + r) * C + c) / 8u;
+#if T_VEC
+  T16BufT(pc.c).v[i].q[0] = T4(TC4(z[0], z[1], z[2], z[3]));
+  T16BufT(pc.c).v[i].q[1] = T4(TC4(z[4], z[5], z[6], z[7]));
+#else
+  uvec4 o;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k)
+    o[k] = (uint(T_ST(z[2u * k])) & 0xFFFFu) | (uint(T_ST(z[2u * k + 1u])) << 16u);
+  T16BufO(pc.c).v[i] = o;
+#endif
+}
+#endif
 #endif
 
 void main() {
@@ -165,6 +212,10 @@ void main() {
   } else if (VARIANT == 2u) {
 #if TILED
     tiled();
+#endif
+  } else if (VARIANT == 4u) {
+#if TILED && T_BITS == 16
+    tiled16();
 #endif
   } else {
     uint rank = pc.rank;

@@ -26,6 +26,17 @@
 // and C are multiples of 8 elements, its buffer address of 16 bytes, and
 // R % 8 == 0.
 //
+// The 16-byte form (t16_*, the includers' VARIANT 4) serves 16-bit inputs
+// and outputs where C % 8 == 0, some operand is transposed in the wide
+// form and every other one is an immediate or has rows of 16-byte aligned
+// groups of 8 (stride 1 along C, strides along R and D multiples of 8):
+// thread t takes 8 consecutive columns of row t / 8, so that every access
+// moves 16 bytes and 8 threads cover 128 contiguous bytes, as the 32-bit
+// tiles' 4-wide accesses do. On an H200 f16 x + transpose(y) on 8192x8192
+// operands went from 3625-3642 to 3710-3729 GPU GB/s (86% -> 88% of copy);
+// the same form with 64-row tiles of 512 threads (a transposed column's
+// 128 bytes per load pair) measured 3570-3577.
+//
 // The includer defines T, TC, T_LD, BufT, T_VEC (and BufT4, TC4 where
 // T_VEC) and a push-constant block pc with members args and flags.
 #extension GL_EXT_control_flow_attributes : enable
@@ -170,3 +181,54 @@ void t2_load(BufT p, uint o, out TC v[T2_PER]) {
   [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
     if (c + t2_dc(j) < C) v[j] = T_LD(p.v[i + t2_dc(j) * sc]);
 }
+
+#if T_BITS == 16
+// The 16-byte form (see the header). Elements travel as packed words:
+// element j of a thread's 8 in half j % 2 of word j / 2.
+uint t16_col() { return gl_WorkGroupID.x * T2_COLS + (gl_LocalInvocationID.x % 8u) * 8u; }
+
+// Word w (columns 2w, 2w + 1) of row r of the staged tile: rows of 32
+// words whose 16-byte chunks are permuted by row ((chunk ^ (r / 4)) % 8),
+// so that the stores below (8 rows 4 apart, one chunk) and the 16-byte
+// reads (8 chunks of one row per 8 threads) both fall on distinct banks.
+uint t16_word(uint r, uint w) { return r * 32u + (((w >> 2u) ^ ((r >> 2u) & 7u)) << 2u) + (w & 3u); }
+
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer T16BufD { uvec2 v[]; };
+
+// Operand o's 8 elements at this thread's row and columns, packed; zeros
+// past the tile's rows or columns. Mode 2 (the wide form only): thread t
+// reads rows 4 (t % 8).. of the tile's columns 2 (t / 8) and 2 (t / 8) + 1
+// (8 bytes each), pairs them into the words of 4 rows and stages them in
+// t2_s; any other mode (never 3: the includer supplies immediates) reads
+// 16 bytes of the operand's row. Call from uniform control flow: mode 2
+// synchronizes the workgroup.
+uvec4 t16_load(BufT p, uint o) {
+  uint mode = (pc.flags >> (2u * o)) & 3u;
+  uint R = t2_rows(), C = t2_cols();
+  uint w = 2u + 4u * o;
+  uint sb = pc.args.d[w], sr = pc.args.d[w + 1u], sc = pc.args.d[w + 2u];
+  uint base = pc.args.d[w + 3u] + gl_WorkGroupID.z * sb;
+  uint lid = gl_LocalInvocationID.x;
+  if (mode == 2u) {
+    uint r0 = gl_WorkGroupID.y * T2_TILE, pr = lid / 8u, rq = (lid % 8u) * 4u;
+    uint c = gl_WorkGroupID.x * T2_COLS + 2u * pr;
+    uvec2 a = uvec2(0u), b = uvec2(0u);
+    if (r0 + rq < R) {  // R % 8 == 0: the 4 rows are all inside or all past
+      uint i = base + r0 + rq + c * sc;
+      if (c < C) a = T16BufD(p).v[i / 4u];
+      if (c + 1u < C) b = T16BufD(p).v[(i + sc) / 4u];
+    }
+    barrier();  // an earlier operand's readers are done with t2_s
+    t2_s[t16_word(rq, pr)] = (a.x & 0xFFFFu) | (b.x << 16u);
+    t2_s[t16_word(rq + 1u, pr)] = (a.x >> 16u) | (b.x & 0xFFFF0000u);
+    t2_s[t16_word(rq + 2u, pr)] = (a.y & 0xFFFFu) | (b.y << 16u);
+    t2_s[t16_word(rq + 3u, pr)] = (a.y >> 16u) | (b.y & 0xFFFF0000u);
+    barrier();
+    uint rl = lid / 8u, s0 = t16_word(rl, (lid % 8u) * 4u);
+    return uvec4(t2_s[s0], t2_s[s0 + 1u], t2_s[s0 + 2u], t2_s[s0 + 3u]);
+  }
+  uint r = t2_row(), c = t16_col();
+  if (r >= R || c >= C) return uvec4(0u);
+  return T2BufW(p).v[(base + r * sr + c) / 8u];
+}
+#endif

@@ -13,6 +13,9 @@
 // VARIANT 2: strided output too (see main).
 // VARIANT 3: strided input, output collapsed to at most three axes: tiles
 // of 32 rows (tile2d.glsl); 256 threads. Not for c128 inputs.
+// VARIANT 4: 16-bit input and output, the same arguments: tile2d.glsl's
+// 16-byte form (the input transposed in the wide form, C % 8 == 0); 256
+// threads.
 // OP follows nxv_unary_op in include/nxv.h.
 #include "common.glsl"
 #if T_KIND == 0 && (TC_BITS == 64 || defined(PRECISE32)) && !defined(CONVERT_ONLY)
@@ -170,6 +173,34 @@ void tiled() {
   [[unroll]] for (uint j = 0u; j < T2_PER; ++j)
     if (c + t2_dc(j) < C) pc.c.v[i + t2_dc(j)] = O_ST(cvt(apply(x[j])));
 }
+
+#if T_BITS == 16 && O_BITS == 16
+layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer T16BufO { uvec4 v[]; };
+#if O_VEC
+struct O8 { O4 q[2]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer T16BufOV { O8 v[]; };
+#endif
+
+// VARIANT 4: the 16-byte tiles (tile2d.glsl's 16-byte form), for a
+// transposed input of 16 bits and an output of 16 bits.
+void tiled16() {
+  uvec4 xa = t16_load(pc.a, 0u);
+  uint R = t2_rows(), C = t2_cols(), r = t2_row(), c = t16_col();
+  if (r >= R || c >= C) return;
+  OC z[8];
+  [[unroll]] for (uint j = 0u; j < 8u; ++j) z[j] = cvt(apply(t2_half(xa[j / 2u], j % 2u)));
+  uint i = ((gl_WorkGroupID.z * R + r) * C + c) / 8u;
+#if O_VEC
+  T16BufOV(pc.c).v[i].q[0] = O4(OC4(z[0], z[1], z[2], z[3]));
+  T16BufOV(pc.c).v[i].q[1] = O4(OC4(z[4], z[5], z[6], z[7]));
+#else
+  uvec4 o;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k)
+    o[k] = (uint(O_ST(z[2u * k])) & 0xFFFFu) | (uint(O_ST(z[2u * k + 1u])) << 16u);
+  T16BufO(pc.c).v[i] = o;
+#endif
+}
+#endif
 #endif
 
 void main() {
@@ -218,6 +249,10 @@ void main() {
   } else if (VARIANT == 3u) {
 #if TILED
     tiled();
+#endif
+  } else if (VARIANT == 4u) {
+#if TILED && T_BITS == 16 && O_BITS == 16
+    tiled16();
 #endif
   } else {
     // VARIANT 1: dense output; VARIANT 2: the output is strided too (a

@@ -619,7 +619,11 @@ static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
   /* Rows of 4, 12, 96 and 1028 elements: repeated rows read by the
    * contiguous kernel, their period a power of two of groups of 4 or not.
    * Row counts that are multiples of 8 (64, 40, 24): transposed 16-bit
-   * operands read 8 rows at a time, over tiles partly past the columns. */
+   * operands read 8 rows at a time, over tiles partly past the columns;
+   * with columns of a multiple of 8 too (16, 136, 72) and the other
+   * operand transposed the same way, dense, an immediate or a repeated
+   * row, 16-bit types take the 16-byte tiles (a misaligned or broadcast
+   * column the 8-row form). */
   static const int64_t shapes[][3] = {{1, 37, 44}, {3, 19, 33}, {2, 64, 16}, {1, 20, 130},
                                       {2, 34, 70}, {1, 131, 66}, {2, 65, 129}, {1, 9, 4},
                                       {3, 7, 12},  {2, 20, 96}, {1, 33, 1028},
@@ -632,7 +636,9 @@ static void run_tiled(nxv_device *d, nxv_dtype t, uint64_t *r) {
       {TA_TRANSPOSED_OFF1, TA_TRANSPOSED}, {TA_TRANSPOSED_PADDED, TA_ROWS},
       {TA_DENSE, TA_TRANSPOSED_PADDED},  {TA_ROWS, TA_DENSE},
       {TA_ROWS, TA_ROWS},                {TA_DENSE_OFF1, TA_ROWS},
-      {TA_TRANSPOSED_ALIGNED, TA_TRANSPOSED_ALIGNED}, {TA_DENSE, TA_TRANSPOSED_ALIGNED}};
+      {TA_TRANSPOSED_ALIGNED, TA_TRANSPOSED_ALIGNED}, {TA_DENSE, TA_TRANSPOSED_ALIGNED},
+      {TA_TRANSPOSED_ALIGNED, TA_ROWS},  {TA_DENSE_OFF1, TA_TRANSPOSED_ALIGNED},
+      {TA_COLUMNS, TA_TRANSPOSED_ALIGNED}};
   nxv_dtype to = (nxv_dtype)((t + 5) % NREAL);
   bool conv = nxv_convert_supported(d, to);
   for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {

@@ -23,9 +23,12 @@
  * products and a subgroup of 32, and are skipped otherwise.
  *
  * With --stats it prints instead what the driver reports about the
- * runtime's matmul pipelines (VK_KHR_pipeline_executable_properties:
- * registers, spills, shared memory, where the driver tells): the
- * register-blocked gemm.comp per type and coopmat.comp, built from the
+ * runtime's tiled elementwise and matmul pipelines
+ * (VK_KHR_pipeline_executable_properties: registers, spills, shared
+ * memory, where the driver tells): binary.comp's tiles (f16 VARIANT 2 and
+ * the 16-byte VARIANT 4, f32 VARIANT 2), unary.comp's f16 copy tiles
+ * (VARIANT 3 and 4), the register-blocked gemm.comp per type and
+ * coopmat.comp, built from the
  * SPIR-V embedded in the runtime with the specialization it uses for large
  * products: the NV module on a context with VK_NV_cooperative_matrix, the
  * KHR modules (f16, bf16 where offered) on one with
@@ -277,6 +280,11 @@ static void stats(const ctx *c) {
     printf("the driver has no VK_KHR_pipeline_executable_properties\n");
     return;
   }
+  print_stats(c, NXV_SPV_BINARY_F16, 256, 2);
+  print_stats(c, NXV_SPV_BINARY_F16, 256, 4);
+  print_stats(c, NXV_SPV_BINARY_F32, 256, 2);
+  print_stats(c, NXV_SPV_UNARY_F16_F16, 256, 3);
+  print_stats(c, NXV_SPV_UNARY_F16_F16, 256, 4);
   print_stats(c, NXV_SPV_GEMM_F32, 256, 0);
   print_stats(c, NXV_SPV_GEMM_F32, 256, 3);
   print_stats(c, NXV_SPV_GEMM_F16, 256, 0);
