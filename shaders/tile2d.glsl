@@ -201,7 +201,8 @@ layout(buffer_reference, std430, buffer_reference_align = 8) readonly buffer T16
 // (8 bytes each), pairs them into the words of 4 rows and stages them in
 // t2_s; any other mode (never 3: the includer supplies immediates) reads
 // 16 bytes of the operand's row. Call from uniform control flow: mode 2
-// synchronizes the workgroup.
+// synchronizes the workgroup. (The arena is unpacked as in t2_load: a
+// helper shared by both measured 0.4-1.3% slower on an H200.)
 uvec4 t16_load(BufT p, uint o) {
   uint mode = (pc.flags >> (2u * o)) & 3u;
   uint R = t2_rows(), C = t2_cols();
