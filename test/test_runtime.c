@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -619,11 +620,18 @@ NXV_TEST(concurrency, sixteen_producers_dependent_and_independent_chains) {
  * returns only once every op queued before it has completed and been
  * retired, whichever thread retires it (the completion thread, or a waiter
  * that saw the timeline pass its batch first), and retirement keeps epoch
- * order (completed epochs never go back). */
+ * order (completed epochs never go back). An op counts as queued before a
+ * synchronize once its call has returned (*queued, bumped after each
+ * add): the device's ops_enqueued also counts ops whose push into the ring
+ * another thread has begun but not finished, which a synchronize need not
+ * wait for. */
 typedef struct sync_ctx {
   nxv_device *d;
   nxv_tensor *one;
   int iters;
+  atomic_uint_fast64_t *queued; /* shared: ops completed before the
+                                   workers started, plus every add that
+                                   has returned */
   nxv_status status;
   int violations;
 } sync_ctx;
@@ -634,15 +642,18 @@ static void *sync_worker(void *arg) {
   for (int i = 0; i < c->iters && c->status == NXV_OK; i++) {
     nxv_tensor *y = NULL, *z = NULL;
     if ((c->status = add_s32(c->d, c->one, c->one, CHAIN_N, &y)) != NXV_OK) break;
+    atomic_fetch_add(c->queued, 1);
     c->status = add_s32(c->d, y, c->one, CHAIN_N, &z);
     nxv_tensor_release(y);
     if (c->status != NXV_OK) break;
+    atomic_fetch_add(c->queued, 1);
     nxv_tensor_release(z);
     nxv_stats s0, s1;
+    uint64_t queued = atomic_load(c->queued);
     if ((c->status = nxv_device_stats(c->d, &s0)) != NXV_OK) break;
     if ((c->status = nxv_device_synchronize(c->d)) != NXV_OK) break;
     if ((c->status = nxv_device_stats(c->d, &s1)) != NXV_OK) break;
-    if (s1.ops_completed < s0.ops_enqueued) c->violations++;
+    if (s1.ops_completed < queued) c->violations++;
     if (s1.epoch_completed < s0.epoch_submitted) c->violations++;
     if (s1.epoch_completed < last_epoch) c->violations++;
     last_epoch = s1.epoch_completed;
@@ -657,11 +668,16 @@ NXV_TEST(concurrency, synchronize_from_many_threads_retires_in_order) {
   for (int i = 0; i < CHAIN_N; i++) ones[i] = 1;
   nxv_tensor *one = upload_s32(d, ones, CHAIN_N);
   REQUIRE(one);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_stats s0;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  atomic_uint_fast64_t queued;
+  atomic_init(&queued, s0.ops_completed);
   enum { THREADS = 8 };
   pthread_t th[THREADS];
   sync_ctx ctx[THREADS];
   for (int t = 0; t < THREADS; t++) {
-    ctx[t] = (sync_ctx){.d = d, .one = one, .iters = 500};
+    ctx[t] = (sync_ctx){.d = d, .one = one, .iters = 500, .queued = &queued};
     pthread_create(&th[t], NULL, sync_worker, &ctx[t]);
   }
   for (int t = 0; t < THREADS; t++) {
