@@ -353,7 +353,16 @@ typedef struct nxv_stats {
                                     or had completed (not even a node) */
   uint64_t gpu_busy_ns;          /* GPU time of the retired batches, from
                                     timestamps written at the start and end
-                                    of each; 0 where the queue has none */
+                                    of each; 0 where the queue has none.
+                                    Batches of at most 2 ops under 2^16
+                                    elements of work in all (a small op and
+                                    its download) are not timed, and a
+                                    batch is timed from the op that takes
+                                    it past that (from its start while
+                                    batch records are kept) */
+  uint64_t batches_untimed;      /* retired batches without timestamps
+                                    (small ones; every batch where the
+                                    queue has none or no_gpu_timestamps) */
   uint64_t deferred_ops;         /* elementwise ops that returned a
                                     deferred result (defer_elementwise) */
   uint64_t deferred_fused;       /* deferred results computed by one
@@ -366,8 +375,9 @@ typedef struct nxv_stats {
                                     completion thread seeing its batch done */
   nxv_histogram queue_wait;      /* each batch, from the enqueue of its
                                     first op to its submission */
-  nxv_histogram batch_gpu;       /* each batch's GPU time (timestamps;
-                                    empty where the queue has none) */
+  nxv_histogram batch_gpu;       /* each timed batch's GPU time
+                                    (timestamps; empty where the queue has
+                                    none; see gpu_busy_ns) */
   nxv_histogram download_wait;   /* each download, from its start to the
                                     caller seeing it complete */
   /* pipelines */

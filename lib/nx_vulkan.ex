@@ -134,7 +134,9 @@ defmodule Nx.Vulkan do
   in use and peak, pool hits/misses, device allocations and frees, ops
   enqueued and completed, submits, barriers, epochs, `gpu_busy_ns` (GPU
   time of the completed batches, from timestamps at their start and end;
-  0 where the queue writes none), `bytes_submitted` (bytes the submitted
+  0 where the queue writes none; a batch of at most two ops under 2^16
+  elements of work, such as a small op and its download, writes none),
+  `batches_untimed` (batches completed without timestamps), `bytes_submitted` (bytes the submitted
   ops write: the size-class bytes of the buffers a kernel writes, a copy's
   or fill's byte count), pipeline cache hits/misses and whether the cache
   file was loaded or rejected (and why).
@@ -146,8 +148,8 @@ defmodule Nx.Vulkan do
     * `op_latency` - each op, from its enqueue to its batch seen complete;
     * `queue_wait` - each batch, from the enqueue of its first op to its
       submission;
-    * `batch_gpu` - each batch's GPU time (empty where the queue writes no
-      timestamps);
+    * `batch_gpu` - each timed batch's GPU time (empty where the queue
+      writes no timestamps);
     * `download_wait` - each download, from its start to the caller seeing
       it complete.
 

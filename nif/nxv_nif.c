@@ -512,6 +512,7 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "submits", s.submits);
   PUT_U64(m, "barriers", s.barriers);
   PUT_U64(m, "gpu_busy_ns", s.gpu_busy_ns);
+  PUT_U64(m, "batches_untimed", s.batches_untimed);
   PUT_U64(m, "bytes_submitted", s.bytes_submitted);
   PUT(m, "op_latency", histogram_map(env, &s.op_latency));
   PUT(m, "queue_wait", histogram_map(env, &s.queue_wait));

@@ -20,6 +20,17 @@
 #define NXV_EARLY_NODES 8
 #define NXV_EARLY_COST (1ull << 18)
 
+/* A batch of at most NXV_UNTIMED_NODES ops whose estimated work stays under
+ * NXV_UNTIMED_COST (elements touched) writes no timestamps: a round trip's
+ * op and its download or synchronize, whose GPU time is about what the two
+ * timestamps add to the round trip (1.7 us on an H200, most of it the end
+ * one, which the timeline's signal waits for). A batch is timed from the
+ * first op that takes it past either limit (the ops before it are not
+ * counted in gpu_busy_ns), and from its start while batch records are
+ * kept. */
+#define NXV_UNTIMED_NODES 2
+#define NXV_UNTIMED_COST (1ull << 16)
+
 typedef struct batch {
   VkCommandBuffer cb;     /* owned by the scheduler's command pool */
   uint64_t epoch;         /* timeline value its submission signals */
@@ -33,6 +44,9 @@ typedef struct batch {
   uint64_t open_ns;       /* when its first node was taken off the ring
                              to be recorded (0 while it has none) */
   bool host_read;         /* ends with a HOST_READ barrier */
+  bool timed;             /* its start timestamp is recorded, so it ends
+                             with one and its GPU time is counted (see
+                             NXV_UNTIMED_NODES) */
   VkPipeline bound;       /* pipeline bound last in cb */
 } batch;
 
@@ -125,6 +139,8 @@ struct nxv_sched {
   NXV_LINE_ALIGNED atomic_uint_fast64_t completed_epoch;
   atomic_uint_fast64_t completed_ops;
   atomic_uint_fast64_t gpu_ns;    /* sum of the batches' GPU durations */
+  atomic_uint_fast64_t untimed;   /* batches retired without timestamps
+                                     (NXV_UNTIMED_NODES) */
   NXV_LINE_ALIGNED nxv_hist op_latency; /* enqueue -> completion seen, per node */
   nxv_hist queue_wait;            /* first enqueue -> submit, per batch */
   nxv_hist batch_gpu;             /* GPU time per batch */
@@ -489,12 +505,19 @@ static nxv_status open_batch(nxv_sched *s, bool wait) {
       .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
       .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
   if (r == VK_SUCCESS) r = vkBeginCommandBuffer(b->cb, &bi);
+  b->timed = false;
   if (r == VK_SUCCESS && s->queries) {
     uint32_t q = 2 * (uint32_t)(b - s->batches);
     /* The slot's previous batch has retired: its queries are idle. */
     if (s->vk->host_query_reset) vkResetQueryPool(s->vk->device, s->queries, q, 2);
     else vkCmdResetQueryPool(b->cb, s->queries, q, 2);
-    vkCmdWriteTimestamp(b->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, s->queries, q);
+    /* While batch records are kept every batch is timed from its start;
+     * otherwise emit() starts the timing once the batch is past
+     * NXV_UNTIMED_NODES. */
+    if (atomic_load_explicit(&s->recording, memory_order_relaxed)) {
+      vkCmdWriteTimestamp(b->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, s->queries, q);
+      b->timed = true;
+    }
   }
   if (r != VK_SUCCESS) {
     nxv_status st = nxv_fail_vk(r, "vkBeginCommandBuffer");
@@ -539,7 +562,7 @@ static void submit_open(nxv_sched *s) {
                          VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0,
                          NULL);
   }
-  if (s->queries)
+  if (b->timed)
     vkCmdWriteTimestamp(b->cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->queries,
                         2 * (uint32_t)(b - s->batches) + 1);
   VkResult r = vkEndCommandBuffer(b->cb);
@@ -731,6 +754,12 @@ static bool record(nxv_sched *s, nxv_node *n) {
  * in b's node list. */
 static void emit(nxv_sched *s, batch *b, nxv_node *n) {
   if (s->nheld) atomic_fetch_add_explicit(&s->reordered, 1, memory_order_relaxed);
+  if (s->queries && !b->timed && n->kind != NXV_NODE_MARKER &&
+      (b->nnodes >= NXV_UNTIMED_NODES || b->cost + n->cost >= NXV_UNTIMED_COST)) {
+    vkCmdWriteTimestamp(b->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, s->queries,
+                        2 * (uint32_t)(b - s->batches));
+    b->timed = true;
+  }
   for (uint32_t i = 0; i < n->nbufs; i++) {
     nxv_buffer *buf = n->bufs[i];
     if ((n->write_mask >> i) & 1u) {
@@ -845,7 +874,7 @@ static void *sched_main(void *arg) {
       break;
     }
     /* Nothing to record: open the next batch now (a free slot, its
-     * command buffer begun, its start timestamp written), so that the
+     * command buffer begun), so that the
      * next op is recorded and submitted without that on its path. A
      * failure is the sticky error, seen on the next pass. */
     if (!s->open) (void)open_batch(s, false);
@@ -914,7 +943,8 @@ static void retire(nxv_sched *s, batch *b, bool completed) {
   uint64_t gpu_ns = 0;
   uint64_t t[2] = {0, 0};
   bool stamped = false;
-  if (completed && s->queries) {
+  if (completed && !b->timed) atomic_fetch_add_explicit(&s->untimed, 1, memory_order_relaxed);
+  if (completed && b->timed) {
     VkResult r = vkGetQueryPoolResults(s->vk->device, s->queries,
                                        2 * (uint32_t)(b - s->batches), 2, sizeof t, t,
                                        sizeof t[0], VK_QUERY_RESULT_64_BIT);
@@ -1378,6 +1408,7 @@ void nxv_sched_stats(nxv_sched *s, nxv_stats *st) {
   st->pipeline_waits = atomic_load(&s->pipeline_waits);
   st->pipeline_wait_ns = atomic_load(&s->pipeline_wait_ns);
   st->gpu_busy_ns = atomic_load(&s->gpu_ns);
+  st->batches_untimed = atomic_load(&s->untimed);
   st->bytes_submitted = atomic_load(&s->bytes_submitted);
   nxv_hist_snapshot(&s->op_latency, &st->op_latency);
   nxv_hist_snapshot(&s->queue_wait, &st->queue_wait);

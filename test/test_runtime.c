@@ -866,8 +866,10 @@ NXV_TEST(histogram, device_records_ops_batches_and_downloads) {
   CHECK(s1.op_latency.count - s0.op_latency.count == ops);
   CHECK(s1.queue_wait.count - s0.queue_wait.count == s1.submits - s0.submits);
   CHECK(s1.download_wait.count - s0.download_wait.count == 2);
-  CHECK(s1.batch_gpu.count == 0 || s1.batch_gpu.count - s0.batch_gpu.count ==
-                                       s1.submits - s0.submits);
+  /* Every batch is timed or counted untimed (the downloads' small batches;
+   * all of them where the queue writes no timestamps). */
+  CHECK(s1.batch_gpu.count - s0.batch_gpu.count + s1.batches_untimed - s0.batches_untimed ==
+        s1.submits - s0.submits);
   CHECK(s1.op_latency.max_ns > 0 && s1.op_latency.sum_ns >= s1.op_latency.max_ns);
   CHECK(s1.download_wait.sum_ns > 0);
   /* Each of the OPS adds and two fills writes 4000 bytes or more (a size
@@ -902,6 +904,76 @@ NXV_TEST(histogram, no_gpu_timestamps) {
     else CHECK_MSG(s.gpu_busy_ns > 0, "no GPU time with timestamps on");
     nxv_device_release(d);
   }
+}
+
+/* A round trip's batch (one small op and its download, or a synchronize)
+ * writes no timestamps and adds no GPU time; a batch with an op past
+ * 2^16 elements of work is timed; while batch records are kept, small
+ * batches are timed too. */
+NXV_TEST(histogram, small_round_trips_untimed) {
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  nxv_device_info info;
+  REQUIRE_OK(nxv_device_info_get(d, &info));
+  float one = 1.0f, got = 0.0f;
+  nxv_tensor *x, *y, *big;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 1, &one, &x));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_stats s0, s1, s2, s3;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  int64_t shape[1] = {1};
+  nxv_view vx = {x, 0, NULL};
+  enum { ROUNDS = 20 };
+  for (int i = 0; i < ROUNDS; i++) {
+    got = 0.0f;
+    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &vx, &vx, &y));
+    REQUIRE_OK(nxv_tensor_download(y, 0, 1, &got));
+    CHECK_MSG(got == 2.0f, "round %d read %g", i, (double)got);
+    nxv_tensor_release(y);
+  }
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  uint64_t submits = s1.submits - s0.submits;
+  CHECK_MSG(submits >= ROUNDS, "%llu submits", (unsigned long long)submits);
+  CHECK_MSG(s1.batches_untimed - s0.batches_untimed == submits, "%llu of %llu untimed",
+            (unsigned long long)(s1.batches_untimed - s0.batches_untimed),
+            (unsigned long long)submits);
+  CHECK(s1.gpu_busy_ns == s0.gpu_busy_ns);
+  CHECK(s1.batch_gpu.count == s0.batch_gpu.count);
+  /* One large fill: timed where the queue writes timestamps. */
+  REQUIRE_OK(nxv_fill(d, NXV_F32, 1 << 16, &one, &big));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s2));
+  uint64_t timed = s2.batch_gpu.count - s1.batch_gpu.count;
+  if (info.timestamp_bits) {
+    CHECK_MSG(timed == 1, "%llu batches timed", (unsigned long long)timed);
+    CHECK(s2.gpu_busy_ns > s1.gpu_busy_ns);
+  } else {
+    CHECK(timed == 0 && s2.gpu_busy_ns == 0);
+  }
+  /* With records kept, the round trips' batches are timed (the batch open
+   * when recording started is submitted by the synchronize first). */
+  REQUIRE_OK(nxv_device_record_batches(d, true));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s2));
+  for (int i = 0; i < 5; i++) {
+    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &vx, &vx, &y));
+    REQUIRE_OK(nxv_tensor_download(y, 0, 1, &got));
+    nxv_tensor_release(y);
+  }
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s3));
+  REQUIRE_OK(nxv_device_record_batches(d, false));
+  if (info.timestamp_bits)
+    CHECK_MSG(s3.batch_gpu.count - s2.batch_gpu.count == s3.submits - s2.submits &&
+                  s3.batches_untimed == s2.batches_untimed,
+              "%llu of %llu batches timed with records kept",
+              (unsigned long long)(s3.batch_gpu.count - s2.batch_gpu.count),
+              (unsigned long long)(s3.submits - s2.submits));
+  nxv_tensor_release(big);
+  nxv_tensor_release(x);
+  nxv_device_release(d);
 }
 
 /* Records of retired batches: every op in exactly one record while

@@ -22,8 +22,39 @@
  *   ... one-time submit      recorded with ONE_TIME_SUBMIT instead of
  *                            SIMULTANEOUS_USE (what the runtime records)
  *
+ * Then the runtime's read of a small fresh result, piece by piece: each
+ * round the host zeroes the result, resets and records (ONE_TIME_SUBMIT)
+ * one dispatch writing 42 into it from device memory and a barrier to the
+ * host, submits, waits and reads the value; timed from before the
+ * recording to the value read (the wait column includes the read):
+ *
+ *   -> host memory           the result in host memory
+ *   -> mapped device memory  in device-local host-visible memory, where the
+ *                            runtime keeps small results
+ *   + timestamps             a timestamp at the start (top of pipe) and one
+ *                            at the end (bottom of pipe), the two queries
+ *                            reset from the host, as the runtime's batches
+ *   + polling thread         a second thread polls the timeline meanwhile,
+ *                            as the runtime's completion thread does
+ *   value polled             the host polls the result itself for the
+ *                            value instead of the timeline (the timeline is
+ *                            waited for afterwards, untimed)
+ *   + start / end timestamp only, timestamps at the compute stage, the end
+ *                            one before the host barrier: which part of the
+ *                            timestamps' cost is which
+ *   + a flag ..., + ... end query polled, + an event ...: completion seen
+ *                            through something other than the timeline: a
+ *                            word filled after a barrier (and made visible
+ *                            by a second one), the end timestamp's
+ *                            availability (vkGetQueryPoolResults), an event
+ *                            set after the host barrier (vkGetEventStatus)
+ *
+ * and the cost of one vkGetSemaphoreCounterValue call.
+ *
  * Usage: build/bench/vk_floor [device index]   (make vk-floor)
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +73,12 @@ typedef struct ctx {
   VkPipelineLayout layout;
   VkPipeline pipeline;
   raw_buf local, host;     /* device-local and host-visible, 256 bytes */
+  raw_buf mapped;          /* device-local and host-visible, 256 bytes */
+  raw_buf src;             /* device-local, 256 bytes of 41.0f */
+  volatile float *host_map, *mapped_map; /* host and mapped, mapped */
+  VkQueryPool queries;     /* 2 timestamps */
+  VkEvent event;           /* set at the end of "event polled" rounds */
+  bool host_reset;         /* vkResetQueryPool available */
 } ctx;
 
 enum { EMPTY, DISPATCH_HOST, KERNEL_COPY, TRANSFER_COPY };
@@ -50,9 +87,36 @@ static void open_ctx(ctx *c, uint32_t index) {
   raw_open(&c->raw, index, RAW_PLAIN);
   raw_pipeline(&c->raw, add_one_spv, sizeof add_one_spv, 24, NULL, &c->layout, &c->pipeline);
   c->local = raw_buffer(&c->raw, 256, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
-  c->host = raw_buffer(&c->raw, 256,
-                       VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                       VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  const VkMemoryPropertyFlags hv =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  c->host = raw_buffer(&c->raw, 256, hv, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+  c->mapped = raw_buffer(&c->raw, 256, hv | VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  void *p;
+  RAW_VK(vkMapMemory(c->raw.dev, c->host.memory, 0, 256, 0, &p));
+  c->host_map = p;
+  RAW_VK(vkMapMemory(c->raw.dev, c->mapped.memory, 0, 256, 0, &p));
+  c->mapped_map = p;
+  VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                               .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                               .queryCount = 2};
+  RAW_VK(vkCreateQueryPool(c->raw.dev, &qci, NULL, &c->queries));
+  VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+  RAW_VK(vkCreateEvent(c->raw.dev, &eci, NULL, &c->event));
+  VkPhysicalDeviceVulkan12Features f12 = {
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                  .pNext = &f12};
+  vkGetPhysicalDeviceFeatures2(c->raw.pd, &f2);
+  c->host_reset = f12.hostQueryReset;
+  c->src = raw_buffer(&c->raw, 256, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  VkCommandBuffer cb = raw_command_buffer(&c->raw);
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  RAW_VK(vkBeginCommandBuffer(cb, &bi));
+  vkCmdFillBuffer(cb, c->src.buffer, 0, 256, 0x42240000u); /* 41.0f */
+  RAW_VK(vkEndCommandBuffer(cb));
+  raw_submit_wait(&c->raw, cb, true);
+  vkFreeCommandBuffers(c->raw.dev, c->raw.pool, 1, &cb);
 }
 
 static void dispatch(const ctx *c, VkCommandBuffer cb, VkDeviceAddress src, VkDeviceAddress dst) {
@@ -135,6 +199,148 @@ static floor_row measure(ctx *c, int kind, bool blocking, bool rerecord, bool on
   return r;
 }
 
+/* One piece of the runtime's small read (see the header). */
+enum { TS_NONE, TS_TOP, TS_COMPUTE };                  /* start timestamp */
+enum { TE_NONE, TE_BOTTOM, TE_COMPUTE, TE_BEFORE };     /* end timestamp */
+enum { W_SEMAPHORE, W_VALUE, W_FLAG, W_QUERY, W_EVENT }; /* what the host polls */
+typedef struct piece {
+  const char *name;
+  bool mapped, poller;
+  int ts, te, wait;
+} piece;
+
+static atomic_bool poller_run;
+
+/* The second thread of "+ polling thread": polls c's timeline until
+ * poller_run clears. */
+static void *poller_main(void *arg) {
+  const ctx *c = arg;
+  while (atomic_load_explicit(&poller_run, memory_order_relaxed)) {
+    uint64_t v;
+    RAW_VK(vkGetSemaphoreCounterValue(c->raw.dev, c->raw.timeline, &v));
+  }
+  return NULL;
+}
+
+static void end_timestamp(ctx *c, VkCommandBuffer cb, int te) {
+  vkCmdWriteTimestamp(cb,
+                      te == TE_COMPUTE ? VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+                                       : VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                      c->queries, 1);
+}
+
+static floor_row measure_piece(ctx *c, const piece *pc) {
+  static double t[REPS], tr[REPS], ts[REPS], tw[REPS];
+  VkCommandBuffer cb = raw_command_buffer(&c->raw);
+  volatile float *res = pc->mapped ? c->mapped_map : c->host_map;
+  volatile uint32_t *flag = (volatile uint32_t *)c->host_map + 32;
+  VkDeviceAddress dst = pc->mapped ? c->mapped.addr : c->host.addr;
+  pthread_t poller;
+  if (pc->poller) {
+    atomic_store(&poller_run, true);
+    if (pthread_create(&poller, NULL, poller_main, c) != 0) {
+      fprintf(stderr, "%s: cannot start the polling thread\n", raw_program);
+      exit(1);
+    }
+  }
+  for (int i = 0; i < WARM + REPS; i++) {
+    res[0] = 0.0f;
+    flag[0] = 0;
+    double t0 = raw_now_us();
+    RAW_VK(vkResetCommandBuffer(cb, 0));
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    RAW_VK(vkBeginCommandBuffer(cb, &bi));
+    if (pc->wait == W_EVENT) RAW_VK(vkResetEvent(c->raw.dev, c->event));
+    if (pc->ts || pc->te) {
+      if (c->host_reset) vkResetQueryPool(c->raw.dev, c->queries, 0, 2);
+      else vkCmdResetQueryPool(cb, c->queries, 0, 2);
+    }
+    if (pc->ts)
+      vkCmdWriteTimestamp(cb,
+                          pc->ts == TS_TOP ? VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT
+                                           : VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                          c->queries, 0);
+    dispatch(c, cb, c->src.addr, dst);
+    if (pc->te == TE_BEFORE) end_timestamp(c, cb, pc->te);
+    if (pc->wait == W_FLAG) {
+      /* The result visible to the host, then the flag written after it. */
+      barrier(cb, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+              VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+      vkCmdFillBuffer(cb, c->host.buffer, 128, 4, 1);
+    }
+    barrier(cb, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    if (pc->te && pc->te != TE_BEFORE) end_timestamp(c, cb, pc->te);
+    if (pc->wait == W_EVENT)
+      vkCmdSetEvent(cb, c->event,
+                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT);
+    RAW_VK(vkEndCommandBuffer(cb));
+    double t1 = raw_now_us();
+    uint64_t v = raw_submit(&c->raw, cb);
+    double t2 = raw_now_us();
+    float got;
+    if (pc->wait == W_VALUE) {
+      while ((got = res[0]) != 42.0f) {
+      }
+    } else if (pc->wait == W_FLAG) {
+      while (flag[0] != 1) {
+      }
+      got = res[0];
+    } else if (pc->wait == W_EVENT) {
+      VkResult er;
+      while ((er = vkGetEventStatus(c->raw.dev, c->event)) == VK_EVENT_RESET) {
+      }
+      if (er != VK_EVENT_SET) RAW_VK(er);
+      got = res[0];
+    } else if (pc->wait == W_QUERY) {
+      uint64_t q[2];
+      while (vkGetQueryPoolResults(c->raw.dev, c->queries, 1, 1, sizeof q, q, sizeof q,
+                                   VK_QUERY_RESULT_64_BIT |
+                                       VK_QUERY_RESULT_WITH_AVAILABILITY_BIT) == VK_NOT_READY ||
+             q[1] == 0) {
+      }
+      got = res[0];
+    } else {
+      raw_wait(&c->raw, v, false);
+      got = res[0];
+    }
+    double t3 = raw_now_us();
+    if (pc->wait != W_SEMAPHORE) raw_wait(&c->raw, v, false);
+    if (got != 42.0f) {
+      fprintf(stderr, "%s: %s read %g, expected 42\n", raw_program, pc->name, (double)got);
+      exit(1);
+    }
+    if (i >= WARM) {
+      t[i - WARM] = t3 - t0;
+      tr[i - WARM] = t1 - t0;
+      ts[i - WARM] = t2 - t1;
+      tw[i - WARM] = t3 - t2;
+    }
+  }
+  if (pc->poller) {
+    atomic_store(&poller_run, false);
+    pthread_join(poller, NULL);
+  }
+  vkFreeCommandBuffers(c->raw.dev, c->raw.pool, 1, &cb);
+  floor_row r = {raw_median(t, REPS), raw_median(tr, REPS), raw_median(ts, REPS),
+                 raw_median(tw, REPS)};
+  return r;
+}
+
+/* Median cost of one vkGetSemaphoreCounterValue call, ns. */
+static double counter_cost_ns(ctx *c) {
+  static double t[REPS];
+  for (int i = 0; i < REPS; i++) {
+    double t0 = raw_now_us();
+    for (int j = 0; j < 100; j++) {
+      uint64_t v;
+      RAW_VK(vkGetSemaphoreCounterValue(c->raw.dev, c->raw.timeline, &v));
+    }
+    t[i] = (raw_now_us() - t0) * 10.0;
+  }
+  return raw_median(t, REPS);
+}
+
 int main(int argc, char **argv) {
   ctx c = {0};
   open_ctx(&c, argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 0);
@@ -163,6 +369,36 @@ int main(int argc, char **argv) {
     else
       printf("%-48s %8.2f %8s %8.2f %8.2f\n", rows[i].name, r.total, "-", r.submit, r.wait);
   }
+  static const piece pieces[] = {
+      {"-> host memory", false, false, TS_NONE, TE_NONE, W_SEMAPHORE},
+      {"-> mapped device memory", true, false, TS_NONE, TE_NONE, W_SEMAPHORE},
+      {"-> mapped device memory + timestamps", true, false, TS_TOP, TE_BOTTOM, W_SEMAPHORE},
+      {"-> mapped device memory + polling thread", true, true, TS_NONE, TE_NONE, W_SEMAPHORE},
+      {"-> mapped device memory + both (the runtime)", true, true, TS_TOP, TE_BOTTOM,
+       W_SEMAPHORE},
+      {"-> host memory, value polled", false, false, TS_NONE, TE_NONE, W_VALUE},
+      {"-> mapped device memory, value polled", true, false, TS_NONE, TE_NONE, W_VALUE},
+      {"   + start timestamp only (top of pipe)", true, false, TS_TOP, TE_NONE, W_SEMAPHORE},
+      {"   + end timestamp only (bottom of pipe)", true, false, TS_NONE, TE_BOTTOM, W_SEMAPHORE},
+      {"   + timestamps at the compute stage", true, false, TS_COMPUTE, TE_COMPUTE, W_SEMAPHORE},
+      {"   + timestamps, the end before the barrier", true, false, TS_TOP, TE_BEFORE,
+       W_SEMAPHORE},
+      {"   + a flag written after it, flag polled", true, false, TS_NONE, TE_NONE, W_FLAG},
+      {"   + timestamps, end query polled", true, false, TS_TOP, TE_BOTTOM, W_QUERY},
+      {"   + an event set after it, event polled", true, false, TS_NONE, TE_NONE, W_EVENT},
+      {"   + timestamps, event polled", true, false, TS_TOP, TE_BOTTOM, W_EVENT},
+      {"   + timestamps and polling thread, event polled", true, true, TS_TOP, TE_BOTTOM,
+       W_EVENT},
+  };
+  printf("\nsmall read, re-recorded (median of 3000), us      %8s %8s %8s %8s\n", "total",
+         "record", "submit", "wait");
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
+      floor_row r = measure_piece(&c, &pieces[i]);
+      printf("%-48s %8.2f %8.2f %8.2f %8.2f\n", pieces[i].name, r.total, r.record, r.submit,
+             r.wait);
+    }
+  printf("vkGetSemaphoreCounterValue: %.1f ns per call\n", counter_cost_ns(&c));
   RAW_VK(vkDeviceWaitIdle(c.raw.dev));
   return 0;
 }

@@ -247,6 +247,7 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
       .pNext = &f11,
       .timelineSemaphore = VK_TRUE,
       .bufferDeviceAddress = VK_TRUE,
+      .hostQueryReset = have12.hostQueryReset,
       .shaderFloat16 = coopmat,
       .vulkanMemoryModel = coopmat};
   const char *exts[5];
