@@ -98,7 +98,8 @@
 #     ms: the host's share; the rest of a step is waiting for its loss),
 #     the GPU time per step (GPU ms: `gpu_busy_ns` of `Nx.Vulkan.stats/1`,
 #     from timestamps at the start and end of each batch, over the timed
-#     steps),
+#     steps; a batch's first ops are not counted while they stay under two
+#     ops and 2^16 elements of work, such as the loss read's batch),
 #     the first loss of the warm-up and the last timed loss, device
 #     allocations in the second half of the timed steps, device ops and
 #     submits per step, the pool's peak and the host fallbacks.
