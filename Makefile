@@ -121,6 +121,10 @@ $(GEN)/peak_ffma.h: bench/floor/peak_ffma.comp
 	@mkdir -p $(GEN)
 	$(GLSLANG) -V --target-env vulkan1.3 --vn peak_ffma_spv $< -o $@ >/dev/null
 
+$(GEN)/peak_dfma.h: bench/floor/peak_dfma.comp
+	@mkdir -p $(GEN)
+	$(GLSLANG) -V --target-env vulkan1.3 --vn peak_dfma_spv $< -o $@ >/dev/null
+
 $(GEN)/peak_hmma_reg.h: bench/floor/peak_hmma.comp
 	@mkdir -p $(GEN)
 	$(GLSLANG) -V --target-env vulkan1.3 -DFROM_SHARED=0 --vn peak_hmma_reg_spv $< -o $@ >/dev/null
@@ -184,7 +188,7 @@ $(B)/bench/vk_floor: bench/floor/vk_floor.c bench/floor/vk_raw.c bench/floor/vk_
 	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/vk_floor.c bench/floor/vk_raw.c $(LDFLAGS) -lvulkan -o $@
 
 $(B)/bench/vk_ceiling: bench/floor/vk_ceiling.c bench/floor/vk_raw.c bench/floor/vk_raw.h sched/vk_khr.h \
-		$(GEN)/peak_ffma.h $(GEN)/peak_hmma_reg.h $(GEN)/peak_hmma_shared.h \
+		$(GEN)/peak_ffma.h $(GEN)/peak_dfma.h $(GEN)/peak_hmma_reg.h $(GEN)/peak_hmma_shared.h \
 		$(GEN)/peak_hmma_reg_khr.h $(GEN)/peak_hmma_shared_khr.h $(B)/libnxv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/vk_ceiling.c bench/floor/vk_raw.c $(B)/libnxv.a \

@@ -5,6 +5,8 @@
  *   f32 FMA                      16 independent fma chains per thread
  *                                (peak_ffma.comp): the ceiling of the f32
  *                                matmul kernel (gemm.comp)
+ *   f64 FMA                      the same in double (peak_dfma.comp), where
+ *                                the device has shaderFloat64
  *   f16 tensor cores, registers  GL_NV_cooperative_matrix 16x16x16 products
  *                                on fragments held in registers, FM x FN
  *                                accumulators per subgroup (peak_hmma.comp)
@@ -27,7 +29,8 @@
  * (VK_KHR_pipeline_executable_properties: registers, spills, shared
  * memory, where the driver tells): binary.comp's tiles (f16 VARIANT 2 and
  * the 16-byte VARIANT 4, f32 VARIANT 2), unary.comp's f16 copy tiles
- * (VARIANT 3 and 4), the register-blocked gemm.comp per type and
+ * (VARIANT 3 and 4), the register-blocked gemm.comp per type, the generic
+ * matmul.comp in f32 and f64 (where the device has shaderFloat64) and
  * coopmat.comp, built from the
  * SPIR-V embedded in the runtime with the specialization it uses for large
  * products: the NV module on a context with VK_NV_cooperative_matrix, the
@@ -44,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "peak_dfma.h"        /* peak_dfma_spv */
 #include "peak_ffma.h"        /* peak_ffma_spv */
 #include "peak_hmma_reg.h"    /* peak_hmma_reg_spv: FROM_SHARED 0 */
 #include "peak_hmma_shared.h" /* peak_hmma_shared_spv: FROM_SHARED 1 */
@@ -289,6 +293,8 @@ static void stats(const ctx *c) {
   print_stats(c, NXV_SPV_GEMM_F32, 256, 3);
   print_stats(c, NXV_SPV_GEMM_F16, 256, 0);
   print_stats(c, NXV_SPV_GEMM_BF16, 256, 0);
+  print_stats(c, NXV_SPV_MATMUL_F32, 256, 0);
+  if (c->raw.float64) print_stats(c, NXV_SPV_MATMUL_F64, 256, 0);
   if (c->raw.coopmat_nv)
     for (uint32_t v = 0; v < 4; v++) print_stats(c, NXV_SPV_COOPMAT_F16, NXV_COOPMAT_THREADS, v);
 }
@@ -309,7 +315,8 @@ static void open_resources(ctx *c) {
                               .queryCount = 2};
   RAW_VK(vkCreateQueryPool(c->raw.dev, &qi, NULL, &c->queries));
   c->ns_per_tick = c->raw.props.limits.timestampPeriod;
-  c->dst = raw_buffer(&c->raw, (VkDeviceSize)GROUPS * 256 * sizeof(float),
+  /* One double per thread: the f64 row's sums are the widest written. */
+  c->dst = raw_buffer(&c->raw, (VkDeviceSize)GROUPS * 256 * sizeof(double),
                       VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
 }
 
@@ -366,6 +373,13 @@ int main(int argc, char **argv) {
   make_kernel(&c, &k, "f32 FMA, GFLOP/s", peak_ffma_spv, sizeof peak_ffma_spv, NULL,
               threads * 64 * 2);
   measure(&c, &k);
+  if (c.raw.float64) {
+    make_kernel(&c, &k, "f64 FMA, GFLOP/s", peak_dfma_spv, sizeof peak_dfma_spv, NULL,
+                threads * 64 * 2);
+    measure(&c, &k);
+  } else {
+    printf("f64 FMA: skipped (no shaderFloat64)\n");
+  }
   if (coopmat_shape(&c))
     tensor_core_rows(&c, "NV", peak_hmma_reg_spv, sizeof peak_hmma_reg_spv,
                      peak_hmma_shared_spv, sizeof peak_hmma_shared_spv);

@@ -257,8 +257,11 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
   if (c->coopmat2) exts[nexts++] = "VK_NV_cooperative_matrix2";
   if (c->bf16) exts[nexts++] = "VK_KHR_shader_bfloat16";
   if (c->executable_stats) exts[nexts++] = "VK_KHR_pipeline_executable_properties";
+  c->float64 = f2.features.shaderFloat64 == VK_TRUE;
+  VkPhysicalDeviceFeatures core = {.shaderFloat64 = f2.features.shaderFloat64};
   VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                             .pNext = &f12,
+                            .pEnabledFeatures = &core,
                             .queueCreateInfoCount = 1,
                             .pQueueCreateInfos = &qi,
                             .enabledExtensionCount = nexts,

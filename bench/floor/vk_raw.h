@@ -57,6 +57,7 @@ typedef struct raw_ctx {
   bool coopmat2_tensor; /* coopmat2, and its tensor-addressing loads */
   bool bf16;            /* with coopmat_khr: VK_KHR_shader_bfloat16's
                            bfloat16 types and cooperative matrices */
+  bool float64;         /* shaderFloat64 enabled (the device has it) */
 } raw_ctx;
 
 /* What raw_open enables besides timeline semaphores and buffer device
