@@ -136,10 +136,11 @@ defmodule Nx.Vulkan do
   time of the completed batches, from timestamps at their start and end;
   0 where the queue writes none; a batch of at most two ops under 2^16
   elements of work, such as a small op and its download, writes none),
-  `batches_untimed` (batches completed without timestamps), `bytes_submitted` (bytes the submitted
-  ops write: the size-class bytes of the buffers a kernel writes, a copy's
-  or fill's byte count), pipeline cache hits/misses and whether the cache
-  file was loaded or rejected (and why).
+  `batches_untimed` (batches completed without timestamps),
+  `bytes_submitted` (bytes the submitted ops write: the size-class bytes of
+  the buffers a kernel writes, a copy's or fill's byte count), pipeline
+  cache hits/misses and whether the cache file was loaded or rejected (and
+  why).
 
   Four latency histograms, kept in C since the device opened, each
   `%{count:, sum_ns:, max_ns:, buckets:}` with `buckets` the count per
