@@ -233,11 +233,11 @@ typedef struct nxv_device_config {
                                  op_latency histogram stays empty (the
                                  per-batch and download figures remain) */
   bool no_gpu_timestamps;     /* write no timestamps at the start and end
-                                 of each batch: nxv_stats.gpu_busy_ns, the
+                                 of any batch: nxv_stats.gpu_busy_ns, the
                                  batch_gpu histogram and the batch records'
-                                 gpu_ns stay 0. Saved 0-2 us per round
-                                 trip (a submit that the host waits for)
-                                 on H200 hosts. */
+                                 gpu_ns stay 0. Small batches (see
+                                 gpu_busy_ns) write none without it,
+                                 unless batch records are kept. */
   bool defer_elementwise;     /* nxv_unary, nxv_binary and
                                  nxv_binary_scalar of f16, bf16, f32 and
                                  f64 of a basic op (copy, negate, abs,
