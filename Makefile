@@ -121,9 +121,9 @@ $(GEN)/peak_ffma.h: bench/floor/peak_ffma.comp
 	@mkdir -p $(GEN)
 	$(GLSLANG) -V --target-env vulkan1.3 --vn peak_ffma_spv $< -o $@ >/dev/null
 
-$(GEN)/peak_dfma.h: bench/floor/peak_dfma.comp
+$(GEN)/peak_dfma.h: bench/floor/peak_ffma.comp
 	@mkdir -p $(GEN)
-	$(GLSLANG) -V --target-env vulkan1.3 --vn peak_dfma_spv $< -o $@ >/dev/null
+	$(GLSLANG) -V --target-env vulkan1.3 -DF64=1 --vn peak_dfma_spv $< -o $@ >/dev/null
 
 $(GEN)/peak_hmma_reg.h: bench/floor/peak_hmma.comp
 	@mkdir -p $(GEN)

@@ -5,8 +5,9 @@
  *   f32 FMA                      16 independent fma chains per thread
  *                                (peak_ffma.comp): the ceiling of the f32
  *                                matmul kernel (gemm.comp)
- *   f64 FMA                      the same in double (peak_dfma.comp), where
- *                                the device has shaderFloat64
+ *   f64 FMA                      the same in double (peak_ffma.comp with
+ *                                -DF64=1), where the device has
+ *                                shaderFloat64
  *   f16 tensor cores, registers  GL_NV_cooperative_matrix 16x16x16 products
  *                                on fragments held in registers, FM x FN
  *                                accumulators per subgroup (peak_hmma.comp)
