@@ -13,7 +13,7 @@
  * - matmul_batched: BxMxKxN = 32x256x256x256 and 8x1024x1024x1024.
  *
  * dtypes f32, f16 and bf16 (results in the input type), and f64 for the
- * 1024 square only. TFLOP/s = 2*M*N*K*batch / time per product, best (and
+ * 1024 and 4096 squares, 128x784x512 and the transposed 784x128x512. TFLOP/s = 2*M*N*K*batch / time per product, best (and
  * median) of --reps timed runs after one checked warm-up product; one
  * timed run enqueues the product R times, then synchronizes, with R derived
  * from the FLOP count so that a run is about 20 ms of work at 100 TFLOP/s
@@ -64,14 +64,14 @@ static const mm_case kCases[] = {
     {"matmul", 1, 512, 512, 512, MM_NN, false, false},
     {"matmul", 1, 1024, 1024, 1024, MM_NN, true, false},
     {"matmul", 1, 2048, 2048, 2048, MM_NN, false, false},
-    {"matmul", 1, 4096, 4096, 4096, MM_NN, false, false},
+    {"matmul", 1, 4096, 4096, 4096, MM_NN, true, false},
     {"matmul", 1, 8192, 8192, 8192, MM_NN, false, false},
-    {"matmul", 1, 128, 784, 512, MM_NN, false, false},
+    {"matmul", 1, 128, 784, 512, MM_NN, true, false},
     {"matmul", 1, 128, 512, 512, MM_NN, false, false},
     {"matmul", 1, 128, 512, 10, MM_NN, false, false},
     {"matmul", 1, 128, 2704, 10, MM_NN, false, false},
     {"matmul_tn", 1, 2704, 128, 10, MM_TN, false, false},
-    {"matmul_tn", 1, 784, 128, 512, MM_TN, false, false},
+    {"matmul_tn", 1, 784, 128, 512, MM_TN, true, false},
     /* The training steps' weight gradients, as Nx's gradient of a dot
      * issues them (g^T x: few output rows, k = the batch). */
     {"matmul_tn", 1, 512, 128, 784, MM_TN, false, false},

@@ -59,7 +59,9 @@ What each figure means (see the schema for the exact definitions):
   `set_float32_matmul_precision("highest")`), jax with
   `precision=jax.lax.Precision.HIGHEST`. f16 and bf16 produce results in
   the input type (torch's default reduced-precision reduction setting is
-  left as it is). `matmul_tn` multiplies the transposed view of an operand
+  left as it is); f64 runs the 1024 and 4096 squares, 128x784x512 and
+  `matmul_tn` 784x128x512 (cuBLAS takes f64 on FP64 tensor cores where
+  the GPU has them). `matmul_tn` multiplies the transposed view of an operand
   stored [K,M] (`a.t() @ b`, `a.T @ b` under jit), `matmul_nt` the
   transposed view of one stored [N,K], `matmul_tt` both; `matmul_batched` is `bmm`/`matmul`
   on [B,M,K] x [B,K,N]. Timing: repetitions of back-to-back products, each
@@ -159,6 +161,10 @@ class Config:
         if not quick:
             cases += [("matmul_batched", 8, 1024, 1024, 1024)]
         self.matmul_cases = cases
+        # f64: the cases nxv_bench runs in f64.
+        self.matmul_f64_cases = [
+            ("matmul", 1, n, n, n) for n in ([256, 512] if quick else [1024, 4096])
+        ] + [("matmul", 1, 128, 784, 512), ("matmul_tn", 1, 784, 128, 512)]
 
 
 def matmul_shape(test: str, b: int, m: int, k: int, n: int) -> str:
@@ -208,6 +214,9 @@ def run_groups(suite) -> None:
             for case in suite.cfg.matmul_cases:
                 suite.attempt(f"{case[0]} {dt} {case[1:]}", suite.matmul, dt,
                               *case)
+        for case in suite.cfg.matmul_f64_cases:
+            suite.attempt(f"{case[0]} f64 {case[1:]}", suite.matmul, "f64",
+                          *case)
     if "steps" in groups:
         suite.attempt("mlp_step", suite.mlp_step)
         suite.attempt("cnn_step", suite.cnn_step)
