@@ -184,7 +184,9 @@ typedef struct nxv_device_config {
                                  been empty this long; 20 */
   uint32_t kick_nodes;        /* submit an open batch of this many nodes
                                  at once when nothing is in flight (the
-                                 GPU is idle); 16 */
+                                 GPU is idle) and the ring holds no more
+                                 nodes, of four times as many when it
+                                 does; 16 */
   int32_t reorder_window;     /* an op that must wait for a barrier is
                                  held in a window of at most this many ops
                                  (up to NXV_REORDER_WINDOW_MAX) while later independent ops

@@ -31,6 +31,14 @@
 #define NXV_UNTIMED_NODES 2
 #define NXV_UNTIMED_COST (1ull << 16)
 
+/* With the GPU idle, a batch of kick_nodes nodes is submitted only when
+ * no more nodes wait in the ring, or once it holds NXV_KICK_BACKLOG times
+ * kick_nodes: a producer that queues faster than the scheduler records
+ * then gets batches long enough that their submission (8-11 us of the
+ * scheduler's time on an H200) does not bound the stream, while a burst
+ * that has ended is submitted at once. */
+#define NXV_KICK_BACKLOG 4u
+
 typedef struct batch {
   VkCommandBuffer cb;     /* owned by the scheduler's command pool */
   uint64_t epoch;         /* timeline value its submission signals */
@@ -845,7 +853,8 @@ static void *sched_main(void *arg) {
                    cost >= s->cfg.max_batch_cost;
       if (!flush && nodes >= NXV_EARLY_NODES && cost >= NXV_EARLY_COST)
         flush = true;
-      if (!flush && s->cfg.kick_nodes && nodes >= s->cfg.kick_nodes) {
+      if (!flush && s->cfg.kick_nodes && nodes >= s->cfg.kick_nodes &&
+          (nodes >= NXV_KICK_BACKLOG * s->cfg.kick_nodes || nxv_ring_size(s->ring) == 0)) {
         pthread_mutex_lock(&s->mu);
         flush = s->inflight_count == 0;
         pthread_mutex_unlock(&s->mu);
