@@ -51,6 +51,17 @@
  *
  * and the cost of one vkGetSemaphoreCounterValue call.
  *
+ * Last, what recording an op costs the host: 1000 commands of each kind
+ * recorded into one command buffer (begun with ONE_TIME_SUBMIT, never
+ * submitted), median over REC_REPS command buffers of the time per
+ * command: vkCmdDispatch alone (1 workgroup, the pipeline bound once),
+ * vkCmdPushConstants alone (8, 24, 56 and 128 bytes), push constants then a
+ * dispatch (the runtime's op: 56 bytes), the same with the pipeline bound
+ * again before each, 16 per command buffer (its reset, begin and end
+ * included, as the runtime's small batches), with a second thread polling
+ * the timeline meanwhile, vkCmdPipelineBarrier alone and
+ * vkCmdWriteTimestamp alone.
+ *
  * Usage: build/bench/vk_floor [device index]   (make vk-floor)
  */
 #include <pthread.h>
@@ -341,6 +352,75 @@ static double counter_cost_ns(ctx *c) {
   return raw_median(t, REPS);
 }
 
+/* Commands recorded per command buffer and command buffers timed by
+ * record_cost. */
+#define REC_CMDS 1000
+#define REC_REPS 50
+
+enum { R_DISPATCH, R_PUSH, R_PUSH_DISPATCH, R_BIND_PUSH_DISPATCH, R_BARRIER, R_TIMESTAMP };
+
+/* Median time to record one command of kind (push constants of pc_bytes
+ * through layout), ns: REC_CMDS commands in one command buffer, or with
+ * per_buffer > 0 that many per command buffer, the reset, begin, bind and
+ * end of each included. With poller, a second thread polls the timeline
+ * meanwhile (as the runtime's completion thread does while a batch runs). */
+static double record_cost(ctx *c, VkPipelineLayout layout, int kind, uint32_t pc_bytes,
+                          int per_buffer, bool poller) {
+  static double t[REC_REPS];
+  uint8_t pc[128] = {0};
+  pthread_t th;
+  if (poller) {
+    atomic_store(&poller_run, true);
+    if (pthread_create(&th, NULL, poller_main, c) != 0) {
+      fprintf(stderr, "%s: cannot start the polling thread\n", raw_program);
+      exit(1);
+    }
+  }
+  VkCommandBuffer cb = raw_command_buffer(&c->raw);
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+  for (int r = 0; r < REC_REPS; r++) {
+    RAW_VK(vkResetCommandBuffer(cb, 0));
+    RAW_VK(vkBeginCommandBuffer(cb, &bi));
+    vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c->pipeline);
+    if (c->host_reset) vkResetQueryPool(c->raw.dev, c->queries, 0, 2);
+    double t0 = raw_now_us();
+    for (int i = 0; i < REC_CMDS; i++) {
+      if (per_buffer && i && i % per_buffer == 0) {
+        RAW_VK(vkEndCommandBuffer(cb));
+        RAW_VK(vkResetCommandBuffer(cb, 0));
+        RAW_VK(vkBeginCommandBuffer(cb, &bi));
+        vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c->pipeline);
+      }
+      pc[0] = (uint8_t)i;
+      switch (kind) {
+        case R_DISPATCH: vkCmdDispatch(cb, 1, 1, 1); break;
+        case R_PUSH:
+          vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_bytes, pc);
+          break;
+        case R_BIND_PUSH_DISPATCH:
+          vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c->pipeline);
+          /* fall through */
+        case R_PUSH_DISPATCH:
+          vkCmdPushConstants(cb, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, pc_bytes, pc);
+          vkCmdDispatch(cb, 1, 1, 1);
+          break;
+        case R_BARRIER: barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT); break;
+        default:
+          vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, c->queries, (uint32_t)i & 1u);
+      }
+    }
+    RAW_VK(vkEndCommandBuffer(cb));
+    t[r] = (raw_now_us() - t0) * 1000.0 / REC_CMDS;
+  }
+  vkFreeCommandBuffers(c->raw.dev, c->raw.pool, 1, &cb);
+  if (poller) {
+    atomic_store(&poller_run, false);
+    pthread_join(th, NULL);
+  }
+  return raw_median(t, REC_REPS);
+}
+
 int main(int argc, char **argv) {
   ctx c = {0};
   open_ctx(&c, argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 0);
@@ -399,6 +479,41 @@ int main(int argc, char **argv) {
              r.wait);
     }
   printf("vkGetSemaphoreCounterValue: %.1f ns per call\n", counter_cost_ns(&c));
+  /* A layout with 128 bytes of push constants for the same pipeline's
+   * shader (its block is 24 bytes). */
+  VkPushConstantRange pcr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, 128};
+  VkPipelineLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                    .pushConstantRangeCount = 1,
+                                    .pPushConstantRanges = &pcr};
+  VkPipelineLayout wide;
+  RAW_VK(vkCreatePipelineLayout(c.raw.dev, &lci, NULL, &wide));
+  static const struct {
+    const char *name;
+    int kind;
+    uint32_t bytes;
+    int per_buffer;
+    bool poller;
+  } recs[] = {
+      {"vkCmdDispatch", R_DISPATCH, 0, 0, false},
+      {"vkCmdPushConstants, 8 bytes", R_PUSH, 8, 0, false},
+      {"vkCmdPushConstants, 24 bytes", R_PUSH, 24, 0, false},
+      {"vkCmdPushConstants, 56 bytes", R_PUSH, 56, 0, false},
+      {"vkCmdPushConstants, 128 bytes", R_PUSH, 128, 0, false},
+      {"push constants (8 bytes) + dispatch", R_PUSH_DISPATCH, 8, 0, false},
+      {"push constants (56 bytes) + dispatch", R_PUSH_DISPATCH, 56, 0, false},
+      {"bind + push constants (56 bytes) + dispatch", R_BIND_PUSH_DISPATCH, 56, 0, false},
+      {"push (56) + dispatch, 16 per command buffer", R_PUSH_DISPATCH, 56, 16, false},
+      {"push (56) + dispatch, timeline polled meanwhile", R_PUSH_DISPATCH, 56, 0, true},
+      {"vkCmdPipelineBarrier", R_BARRIER, 0, 0, false},
+      {"vkCmdWriteTimestamp", R_TIMESTAMP, 0, 0, false},
+  };
+  printf("\nrecording, ns per command (median of %d buffers of %d)\n", REC_REPS, REC_CMDS);
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < sizeof recs / sizeof recs[0]; i++)
+      printf("%-48s %8.1f\n", recs[i].name,
+             record_cost(&c, recs[i].bytes > 24 ? wide : c.layout, recs[i].kind, recs[i].bytes,
+                         recs[i].per_buffer, recs[i].poller));
+  vkDestroyPipelineLayout(c.raw.dev, wide, NULL);
   RAW_VK(vkDeviceWaitIdle(c.raw.dev));
   return 0;
 }
