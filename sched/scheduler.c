@@ -27,7 +27,7 @@
  * one, which the timeline's signal waits for). A batch is timed from the
  * first op that takes it past either limit (the ops before it are not
  * counted in gpu_busy_ns), and from its start while batch records are
- * kept. */
+ * kept (from its first op when it was opened before they were). */
 #define NXV_UNTIMED_NODES 2
 #define NXV_UNTIMED_COST (1ull << 16)
 
@@ -722,6 +722,21 @@ static bool record(nxv_sched *s, nxv_node *n) {
      * holds the buffer; the marker records nothing and needs no barrier. */
     nxv_buffer_release(n->bufs[0]);
     n->nbufs = 0;
+  } else if (n->kind == NXV_NODE_MARKER && n->ticket && (!s->open || s->open->nnodes == 0)) {
+    /* A synchronize with everything before it submitted already: it waits
+     * for the last submission, and submits nothing (an empty batch would
+     * add a launch to the wait). Published as a read in place is. */
+    uint64_t e = atomic_load(&s->submitted_epoch);
+    if (e) {
+      if (!s->cfg.no_latency_timing) nxv_hist_add(&s->op_latency, now_ns() - n->enqueue_ns);
+      atomic_fetch_add(&s->completed_ops, 1);
+      pthread_mutex_lock(&s->mu);
+      atomic_store(&n->ticket->epoch, e);
+      pthread_cond_broadcast(&s->done_cv);
+      pthread_mutex_unlock(&s->mu);
+      node_free(s, n);
+      return false;
+    }
   }
   if (n->kind == NXV_NODE_DISPATCH && n->args_words > 0) {
     nxv_status st = place_args(s, n);
@@ -763,7 +778,8 @@ static bool record(nxv_sched *s, nxv_node *n) {
 static void emit(nxv_sched *s, batch *b, nxv_node *n) {
   if (s->nheld) atomic_fetch_add_explicit(&s->reordered, 1, memory_order_relaxed);
   if (s->queries && !b->timed && n->kind != NXV_NODE_MARKER &&
-      (b->nnodes >= NXV_UNTIMED_NODES || b->cost + n->cost >= NXV_UNTIMED_COST)) {
+      (b->nnodes >= NXV_UNTIMED_NODES || b->cost + n->cost >= NXV_UNTIMED_COST ||
+       atomic_load_explicit(&s->recording, memory_order_relaxed))) {
     vkCmdWriteTimestamp(b->cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, s->queries,
                         2 * (uint32_t)(b - s->batches));
     b->timed = true;
