@@ -36,8 +36,22 @@ layout(push_constant, std430) uniform PC {
 #define MUL(x, y) ((x) * (y))
 #endif
 
+#if T_ID == 11
+// f64: shared memory as pairs of doubles, so that one 16-byte read gives a
+// thread two of its rows (2 ty, 2 ty + 1, then 32 on) or columns: 6
+// shared-memory wavefronts per k step instead of 8 (the rows of a warp
+// are a broadcast, its columns 256 contiguous bytes).
+#define F64_PAIRS 1
+shared dvec2 As[BK][BM / 2 + 1];
+shared dvec2 Bs[BK][BN / 2 + 1];
+#define SM_STORE(arr, p, r, v) arr[p][(r) >> 1u][(r) & 1u] = (v)
+#define RC_OF(t, i) (2u * (t) + ((i) & 1u) + 32u * ((i) >> 1u))
+#else
 shared TC As[BK][BM + 1];
 shared TC Bs[BK][BN + 1];
+#define SM_STORE(arr, p, r, v) arr[p][r] = (v)
+#define RC_OF(t, i) ((t) + 16u * (i))
+#endif
 
 void main() {
   uint lid = gl_LocalInvocationID.x;
@@ -69,19 +83,25 @@ void main() {
       uint r, p;
       if (a_kmajor) { r = e / BK; p = e % BK; } else { r = e % BM; p = e / BM; }
       uint gr = row0 + r, gp = k0 + p;
-      As[p][r] = (gr < pc.m && gp < pc.k)
-          ? T_LD(pc.a.v[abase + gr * uint(pc.a_sm) + gp * uint(pc.a_sk)]) : TC(0);
+      SM_STORE(As, p, r, (gr < pc.m && gp < pc.k)
+          ? T_LD(pc.a.v[abase + gr * uint(pc.a_sm) + gp * uint(pc.a_sk)]) : TC(0));
       uint q, s;
       if (b_nmajor) { q = e / BN; s = e % BN; } else { q = e % BK; s = e / BK; }
       uint gq = k0 + q, gs = col0 + s;
-      Bs[q][s] = (gq < pc.k && gs < pc.n)
-          ? T_LD(pc.b.v[bbase + gq * uint(pc.b_sk) + gs * uint(pc.b_sn)]) : TC(0);
+      SM_STORE(Bs, q, s, (gq < pc.k && gs < pc.n)
+          ? T_LD(pc.b.v[bbase + gq * uint(pc.b_sk) + gs * uint(pc.b_sn)]) : TC(0));
     }
     barrier();
     for (uint p = 0u; p < BK; ++p) {
-#if TC_BITS == 64
+#if defined(F64_PAIRS)
+      dvec2 a01 = As[p][ty], a23 = As[p][ty + 16u], b01 = Bs[p][tx], b23 = Bs[p][tx + 16u];
+      TC a0 = a01.x, a1 = a01.y, a2 = a23.x, a3 = a23.y;
+      TC b0 = b01.x, b1 = b01.y, b2 = b23.x, b3 = b23.y;
+#elif TC_BITS == 64
       TC a0 = As[p][ty], a1 = As[p][ty + 16u], a2 = As[p][ty + 32u], a3 = As[p][ty + 48u];
       TC b0 = Bs[p][tx], b1 = Bs[p][tx + 16u], b2 = Bs[p][tx + 32u], b3 = Bs[p][tx + 48u];
+#endif
+#if TC_BITS == 64
 #define ACC_ROW(i)                                                            \
   acc##i##0 += MUL(a##i, b0); acc##i##1 += MUL(a##i, b1);                      \
   acc##i##2 += MUL(a##i, b2); acc##i##3 += MUL(a##i, b3);
@@ -99,11 +119,11 @@ void main() {
   uint cbase = bat * pc.m * pc.n;
 #if TC_BITS == 64
 #define ST(i, j)                                                              \
-  if (gr < pc.m && col0 + tx + 16u * j < pc.n)                                \
-    pc.c.v[cbase + gr * pc.n + col0 + tx + 16u * j] = T_ST(acc##i##j);
+  if (gr < pc.m && col0 + RC_OF(tx, j) < pc.n)                                \
+    pc.c.v[cbase + gr * pc.n + col0 + RC_OF(tx, j)] = T_ST(acc##i##j);
 #define ST_ROW(i)                                                             \
   {                                                                           \
-    uint gr = row0 + ty + 16u * i;                                            \
+    uint gr = row0 + RC_OF(ty, i);                                            \
     ST(i, 0) ST(i, 1) ST(i, 2) ST(i, 3)                                       \
   }
   ST_ROW(0) ST_ROW(1) ST_ROW(2) ST_ROW(3)
