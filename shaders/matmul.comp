@@ -7,7 +7,8 @@
 // column), so transposed and broadcast operands need no copy. Each
 // workgroup (256 threads, spec constant 0 must be 256) computes a 64x64
 // tile of C, 4x4 elements per thread, staging 64x16 / 16x64 tiles of A and
-// B in shared memory. Dispatch: (ceil(n/64), ceil(m/64), batch).
+// B in shared memory (f64: read from memory a slice ahead, see below).
+// Dispatch: (ceil(n/64), ceil(m/64), batch).
 #include "common.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
@@ -77,7 +78,51 @@ void main() {
     for (int j = 0; j < 4; ++j) acc[i][j] = TC(0);
 #endif
 
+#if defined(F64_PAIRS)
+  // The next k slice is read from memory into registers (4 elements of A
+  // and 4 of B per thread) while the current one is multiplied (H200:
+  // 4096^3 14.6 -> 16.5 TFLOP/s, 128x784x512 10.9 -> 11.7).
+#define A_POS(t, r, p)                                                        \
+  {                                                                           \
+    uint e_ = lid + 256u * (t);                                               \
+    if (a_kmajor) { r = e_ / BK; p = e_ % BK; } else { r = e_ % BM; p = e_ / BM; } \
+  }
+#define B_POS(t, q, s)                                                        \
+  {                                                                           \
+    uint e_ = lid + 256u * (t);                                               \
+    if (b_nmajor) { q = e_ / BN; s = e_ % BN; } else { q = e_ % BK; s = e_ / BK; } \
+  }
+#define A_LOAD(t, kk, val)                                                       \
+  {                                                                           \
+    uint r_, p_;                                                              \
+    A_POS(t, r_, p_)                                                          \
+    uint gr_ = row0 + r_, gp_ = (kk) + p_;                                     \
+    val = (gr_ < pc.m && gp_ < pc.k)                                            \
+        ? T_LD(pc.a.v[abase + gr_ * uint(pc.a_sm) + gp_ * uint(pc.a_sk)]) : TC(0); \
+  }
+#define B_LOAD(t, kk, val)                                                       \
+  {                                                                           \
+    uint q_, s_;                                                              \
+    B_POS(t, q_, s_)                                                          \
+    uint gq_ = (kk) + q_, gs_ = col0 + s_;                                     \
+    val = (gq_ < pc.k && gs_ < pc.n)                                            \
+        ? T_LD(pc.b.v[bbase + gq_ * uint(pc.b_sk) + gs_ * uint(pc.b_sn)]) : TC(0); \
+  }
+#define A_STORE(t, val) { uint r_, p_; A_POS(t, r_, p_) SM_STORE(As, p_, r_, val); }
+#define B_STORE(t, val) { uint q_, s_; B_POS(t, q_, s_) SM_STORE(Bs, q_, s_, val); }
+#define FETCH(kk)                                                             \
+  A_LOAD(0u, kk, pa0) A_LOAD(1u, kk, pa1) A_LOAD(2u, kk, pa2) A_LOAD(3u, kk, pa3) \
+  B_LOAD(0u, kk, pb0) B_LOAD(1u, kk, pb1) B_LOAD(2u, kk, pb2) B_LOAD(3u, kk, pb3)
+  TC pa0, pa1, pa2, pa3, pb0, pb1, pb2, pb3;
+  FETCH(0u)
+#endif
   for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
+#if defined(F64_PAIRS)
+    A_STORE(0u, pa0) A_STORE(1u, pa1) A_STORE(2u, pa2) A_STORE(3u, pa3)
+    B_STORE(0u, pb0) B_STORE(1u, pb1) B_STORE(2u, pb2) B_STORE(3u, pb3)
+    barrier();
+    if (k0 + BK < pc.k) FETCH(k0 + BK)
+#else
     for (uint t = 0u; t < BM * BK / 256u; ++t) {  // each thread loads BM*BK/256
       uint e = lid + 256u * t;
       uint r, p;
@@ -92,6 +137,7 @@ void main() {
           ? T_LD(pc.b.v[bbase + gq * uint(pc.b_sk) + gs * uint(pc.b_sn)]) : TC(0));
     }
     barrier();
+#endif
     for (uint p = 0u; p < BK; ++p) {
 #if defined(F64_PAIRS)
       dvec2 a01 = As[p][ty], a23 = As[p][ty + 16u], b01 = Bs[p][tx], b23 = Bs[p][tx + 16u];
