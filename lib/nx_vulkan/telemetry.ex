@@ -9,7 +9,7 @@ defmodule Nx.Vulkan.Telemetry do
 
     * `[:nx_vulkan, :submit]` - one per batch of device ops the scheduler
       submitted and the device completed. Measurements: `ops` (ops in the
-      batch, a synchronize marker counting as one), `bytes` (bytes its ops
+      batch, a synchronize marker that joined it counting as one), `bytes` (bytes its ops
       write), `queue_wait_ns` (enqueue of its first op to its submission),
       `gpu_time_ns` (GPU time from timestamp queries; 0 where the queue
       writes none), `latency_ns` (submission to completion seen), and
