@@ -672,6 +672,20 @@ static nxv_status place_args(nxv_sched *s, nxv_node *n) {
   return NXV_OK;
 }
 
+/* Completes n, a node that records nothing, with the submitted epoch e:
+ * its ticket takes e and n is freed. Counted before the waiter can see its
+ * epoch, so that its stats include it. The epoch may have retired already,
+ * with no wake-up to come: it is published under the mutex a sleeping
+ * waiter checks it under. */
+static void complete_at(nxv_sched *s, nxv_node *n, uint64_t e) {
+  atomic_fetch_add(&s->completed_ops, 1);
+  pthread_mutex_lock(&s->mu);
+  atomic_store(&n->ticket->epoch, e);
+  pthread_cond_broadcast(&s->done_cv);
+  pthread_mutex_unlock(&s->mu);
+  node_free(s, n);
+}
+
 /* Records n into the open batch (opening one if needed), or holds it in
  * the reordering window when it needs a barrier or follows a held node.
  * Returns false when n was not added to a batch: it failed (and was
@@ -705,17 +719,8 @@ static bool record(nxv_sched *s, nxv_node *n) {
   if (n->flags & NXV_NODE_MAPPED_READ) {
     uint64_t e = n->bufs[0]->sched_write_epoch;
     if (e && !(s->open && s->open->epoch == e)) {
-      /* Counted before the waiter can see its epoch, so that its stats
-       * include it. The epoch may have retired already, with no wake-up
-       * to come: publish it under the mutex a sleeping waiter checks it
-       * under. */
       atomic_fetch_add(&s->reads_in_place, 1);
-      atomic_fetch_add(&s->completed_ops, 1);
-      pthread_mutex_lock(&s->mu);
-      atomic_store(&n->ticket->epoch, e);
-      pthread_cond_broadcast(&s->done_cv);
-      pthread_mutex_unlock(&s->mu);
-      node_free(s, n);
+      complete_at(s, n, e);
       return false;
     }
     /* It joins the open batch, which its flush submits. The download
@@ -725,16 +730,11 @@ static bool record(nxv_sched *s, nxv_node *n) {
   } else if (n->kind == NXV_NODE_MARKER && n->ticket && (!s->open || s->open->nnodes == 0)) {
     /* A synchronize with everything before it submitted already: it waits
      * for the last submission, and submits nothing (an empty batch would
-     * add a launch to the wait). Published as a read in place is. */
+     * add a launch to the wait). */
     uint64_t e = atomic_load(&s->submitted_epoch);
     if (e) {
       if (!s->cfg.no_latency_timing) nxv_hist_add(&s->op_latency, now_ns() - n->enqueue_ns);
-      atomic_fetch_add(&s->completed_ops, 1);
-      pthread_mutex_lock(&s->mu);
-      atomic_store(&n->ticket->epoch, e);
-      pthread_cond_broadcast(&s->done_cv);
-      pthread_mutex_unlock(&s->mu);
-      node_free(s, n);
+      complete_at(s, n, e);
       return false;
     }
   }
