@@ -13,8 +13,9 @@
  * - matmul_batched: BxMxKxN = 32x256x256x256 and 8x1024x1024x1024.
  *
  * dtypes f32, f16 and bf16 (results in the input type), and f64 for the
- * 1024 and 4096 squares, 128x784x512 and the transposed 784x128x512. TFLOP/s = 2*M*N*K*batch / time per product, best (and
- * median) of --reps timed runs after one checked warm-up product; one
+ * 1024 and 4096 squares, 128x784x512 and the transposed 784x128x512.
+ * TFLOP/s = 2*M*N*K*batch / time per product, best (and median) of --reps
+ * timed runs after one checked warm-up product; one
  * timed run enqueues the product R times, then synchronizes, with R derived
  * from the FLOP count so that a run is about 20 ms of work at 100 TFLOP/s
  * on a GPU, between 1 and 1024 (1 on CPU devices, where one product takes

@@ -161,10 +161,12 @@ class Config:
         if not quick:
             cases += [("matmul_batched", 8, 1024, 1024, 1024)]
         self.matmul_cases = cases
-        # f64: the cases nxv_bench runs in f64.
-        self.matmul_f64_cases = [
-            ("matmul", 1, n, n, n) for n in ([256, 512] if quick else [1024, 4096])
-        ] + [("matmul", 1, 128, 784, 512), ("matmul_tn", 1, 784, 128, 512)]
+        # f64: the cases nxv_bench runs in f64 (--quick: the step shapes).
+        self.matmul_f64_cases = [("matmul", 1, 128, 784, 512),
+                                 ("matmul_tn", 1, 784, 128, 512)]
+        if not quick:
+            self.matmul_f64_cases += [("matmul", 1, 1024, 1024, 1024),
+                                      ("matmul", 1, 4096, 4096, 4096)]
 
 
 def matmul_shape(test: str, b: int, m: int, k: int, n: int) -> str:
