@@ -484,6 +484,12 @@ void nxv_device_inject_pipeline_fault(nxv_device *device);
  * the device ends the hang. Thread-safe. */
 void nxv_device_inject_hang(nxv_device *device);
 
+/* Test hook: while paused, the device's scheduler thread takes no op off
+ * its ring: ops are still queued (producers wait once ring_capacity - 1
+ * are), as if the scheduler were slower than its producers; resuming lets
+ * it record what waits. Destroying a paused device is allowed. Thread-safe. */
+void nxv_device_inject_pause(nxv_device *device, bool paused);
+
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
 /* ------------------------------------------------------------------------ */

@@ -295,6 +295,10 @@ void nxv_device_inject_hang(nxv_device *d) {
   if (d) nxv_sched_inject_hang(d->sched);
 }
 
+void nxv_device_inject_pause(nxv_device *d, bool paused) {
+  if (d) nxv_sched_inject_pause(d->sched, paused);
+}
+
 void nxv_device_inject_pipeline_fault(nxv_device *d) {
   if (d) nxv_registry_inject_fault(d->kernels);
 }

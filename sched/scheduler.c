@@ -130,6 +130,8 @@ struct nxv_sched {
   atomic_uint blocked_producers;  /* producers waiting on space_cv */
   atomic_int inject;              /* fault for the next submission */
   atomic_bool inject_hang;        /* the next submission waits on hang_sem */
+  atomic_bool paused;             /* the scheduler takes nothing off the ring
+                                     (nxv_sched_inject_pause) */
   /* Written by producers. */
   NXV_LINE_ALIGNED atomic_uint_fast64_t enqueued;
   atomic_uint_fast64_t ring_full;
@@ -361,6 +363,13 @@ void nxv_sched_inject_hang(nxv_sched *s) {
   /* Published after the semaphore (release); without one, no hang. */
   if (s->hang_sem) atomic_store(&s->inject_hang, true);
   pthread_mutex_unlock(&s->mu);
+}
+
+static void wake_scheduler(nxv_sched *s);
+
+void nxv_sched_inject_pause(nxv_sched *s, bool paused) {
+  atomic_store(&s->paused, paused);
+  if (!paused) wake_scheduler(s);
 }
 
 void nxv_sched_inject_fault(nxv_sched *s, nxv_status fault) {
@@ -849,6 +858,10 @@ static void discard_open(nxv_sched *s) {
 static void *sched_main(void *arg) {
   nxv_sched *s = arg;
   for (;;) {
+    if (atomic_load_explicit(&s->paused, memory_order_relaxed) && !atomic_load(&s->stop)) {
+      cpu_relax();
+      continue;
+    }
     nxv_node *n = nxv_ring_pop(s->ring);
     if (n) {
       if (atomic_load(&s->blocked_producers)) {

@@ -221,6 +221,11 @@ void nxv_sched_inject_fault(nxv_sched *sched, nxv_status fault);
  * GPU that stopped making progress). Thread-safe. */
 void nxv_sched_inject_hang(nxv_sched *sched);
 
+/* Test hook: while paused the scheduler thread takes nothing off the ring
+ * (producers still queue, and wait once it is full); resuming lets it
+ * record what waits. Thread-safe. */
+void nxv_sched_inject_pause(nxv_sched *sched, bool paused);
+
 /* Fills the queue fields of stats. Thread-safe. */
 void nxv_sched_stats(nxv_sched *sched, nxv_stats *stats);
 
