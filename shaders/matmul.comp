@@ -39,9 +39,8 @@ layout(push_constant, std430) uniform PC {
 
 #if T_ID == 11
 // f64: shared memory as pairs of doubles, so that one 16-byte read gives a
-// thread two of its rows (2 ty, 2 ty + 1, then 32 on) or columns: 6
-// shared-memory wavefronts per k step instead of 8 (the rows of a warp
-// are a broadcast, its columns 256 contiguous bytes).
+// thread two of its rows (2 ty, 2 ty + 1, then 32 on) or columns (H200:
+// 0.5-5% faster than a double per read).
 #define F64_PAIRS 1
 shared dvec2 As[BK][BM / 2 + 1];
 shared dvec2 Bs[BK][BN / 2 + 1];
@@ -78,10 +77,9 @@ void main() {
     for (int j = 0; j < 4; ++j) acc[i][j] = TC(0);
 #endif
 
-#if defined(F64_PAIRS)
-  // The next k slice is read from memory into registers (4 elements of A
-  // and 4 of B per thread) while the current one is multiplied (H200:
-  // 4096^3 14.6 -> 16.5 TFLOP/s, 128x784x512 10.9 -> 11.7).
+  // Element t (0 .. BM*BK/256 - 1) of this thread's share of a k slice:
+  // its place in the A and B tiles, its value read from memory (0 outside
+  // the operands), and its store to shared memory.
 #define A_POS(t, r, p)                                                        \
   {                                                                           \
     uint e_ = lid + 256u * (t);                                               \
@@ -92,24 +90,28 @@ void main() {
     uint e_ = lid + 256u * (t);                                               \
     if (b_nmajor) { q = e_ / BN; s = e_ % BN; } else { q = e_ % BK; s = e_ / BK; } \
   }
-#define A_LOAD(t, kk, val)                                                       \
+#define A_LOAD(t, kk, val)                                                    \
   {                                                                           \
     uint r_, p_;                                                              \
     A_POS(t, r_, p_)                                                          \
-    uint gr_ = row0 + r_, gp_ = (kk) + p_;                                     \
-    val = (gr_ < pc.m && gp_ < pc.k)                                            \
+    uint gr_ = row0 + r_, gp_ = (kk) + p_;                                    \
+    val = (gr_ < pc.m && gp_ < pc.k)                                          \
         ? T_LD(pc.a.v[abase + gr_ * uint(pc.a_sm) + gp_ * uint(pc.a_sk)]) : TC(0); \
   }
-#define B_LOAD(t, kk, val)                                                       \
+#define B_LOAD(t, kk, val)                                                    \
   {                                                                           \
     uint q_, s_;                                                              \
     B_POS(t, q_, s_)                                                          \
-    uint gq_ = (kk) + q_, gs_ = col0 + s_;                                     \
-    val = (gq_ < pc.k && gs_ < pc.n)                                            \
+    uint gq_ = (kk) + q_, gs_ = col0 + s_;                                    \
+    val = (gq_ < pc.k && gs_ < pc.n)                                          \
         ? T_LD(pc.b.v[bbase + gq_ * uint(pc.b_sk) + gs_ * uint(pc.b_sn)]) : TC(0); \
   }
 #define A_STORE(t, val) { uint r_, p_; A_POS(t, r_, p_) SM_STORE(As, p_, r_, val); }
 #define B_STORE(t, val) { uint q_, s_; B_POS(t, q_, s_) SM_STORE(Bs, q_, s_, val); }
+#if defined(F64_PAIRS)
+  // The next k slice is read from memory into registers (4 elements of A
+  // and 4 of B per thread) while the current one is multiplied (H200:
+  // 4096^3 14.6 -> 16.5 TFLOP/s, 128x784x512 10.9 -> 11.7).
 #define FETCH(kk)                                                             \
   A_LOAD(0u, kk, pa0) A_LOAD(1u, kk, pa1) A_LOAD(2u, kk, pa2) A_LOAD(3u, kk, pa3) \
   B_LOAD(0u, kk, pb0) B_LOAD(1u, kk, pb1) B_LOAD(2u, kk, pb2) B_LOAD(3u, kk, pb3)
@@ -124,17 +126,9 @@ void main() {
     if (k0 + BK < pc.k) FETCH(k0 + BK)
 #else
     for (uint t = 0u; t < BM * BK / 256u; ++t) {  // each thread loads BM*BK/256
-      uint e = lid + 256u * t;
-      uint r, p;
-      if (a_kmajor) { r = e / BK; p = e % BK; } else { r = e % BM; p = e / BM; }
-      uint gr = row0 + r, gp = k0 + p;
-      SM_STORE(As, p, r, (gr < pc.m && gp < pc.k)
-          ? T_LD(pc.a.v[abase + gr * uint(pc.a_sm) + gp * uint(pc.a_sk)]) : TC(0));
-      uint q, s;
-      if (b_nmajor) { q = e / BN; s = e % BN; } else { q = e % BK; s = e / BK; }
-      uint gq = k0 + q, gs = col0 + s;
-      SM_STORE(Bs, q, s, (gq < pc.k && gs < pc.n)
-          ? T_LD(pc.b.v[bbase + gq * uint(pc.b_sk) + gs * uint(pc.b_sn)]) : TC(0));
+      TC va, vb;
+      A_LOAD(t, k0, va) A_STORE(t, va)
+      B_LOAD(t, k0, vb) B_STORE(t, vb)
     }
     barrier();
 #endif
@@ -149,7 +143,7 @@ void main() {
 #endif
 #if TC_BITS == 64
 #define ACC_ROW(i)                                                            \
-  acc##i##0 += MUL(a##i, b0); acc##i##1 += MUL(a##i, b1);                      \
+  acc##i##0 += MUL(a##i, b0); acc##i##1 += MUL(a##i, b1);                     \
   acc##i##2 += MUL(a##i, b2); acc##i##3 += MUL(a##i, b3);
       ACC_ROW(0) ACC_ROW(1) ACC_ROW(2) ACC_ROW(3)
 #else
