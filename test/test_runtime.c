@@ -558,8 +558,8 @@ NXV_TEST(sched, synchronize_after_submission_submits_nothing) {
 /* With nodes still waiting in the ring, a batch that reaches kick_nodes
  * while the GPU is idle keeps recording, up to four times kick_nodes: 64
  * ops queued while the scheduler is paused make a first batch of 4 * kick
- * nodes, not kick (what it held when the idle GPU alone decided), and the
- * ops after it follow in order. */
+ * nodes, not kick (what it held when the idle GPU alone decided), and
+ * every op runs. */
 NXV_TEST(sched, backlog_grows_kicked_batch) {
   enum { KICK = 8, BURST = 64 };
   nxv_device_config cfg = {.disable_disk_cache = true, .idle_flush_us = 10000000,
