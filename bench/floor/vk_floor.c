@@ -62,6 +62,14 @@
  * the timeline meanwhile, vkCmdPipelineBarrier alone and
  * vkCmdWriteTimestamp alone.
  *
+ * Then, on the GPU's clock, how long the GPU idles between two batches
+ * queued one behind the other (each GAP_OPS dependent dispatches, a start
+ * and an end timestamp): submitted in two calls each signalling the
+ * timeline (what the runtime does), the first signalling nothing, both in
+ * one call as two VkSubmitInfo or as one VkSubmitInfo of both command
+ * buffers, the second starting with a barrier, and both halves in one
+ * command buffer (the total only, for comparison).
+ *
  * Usage: build/bench/vk_floor [device index]   (make vk-floor)
  */
 #include <pthread.h>
@@ -421,6 +429,111 @@ static double record_cost(ctx *c, VkPipelineLayout layout, int kind, uint32_t pc
   return raw_median(t, REC_REPS);
 }
 
+/* Back-to-back batches: how long the GPU idles between two batches of
+ * work queued one behind the other. Each half is GAP_OPS dependent
+ * dispatches (a barrier before each but the first), long enough that the
+ * second half is queued before the first ends. */
+#define GAP_OPS 16
+#define GAP_REPS 300
+enum {
+  G_TWO_SUBMITS,      /* two vkQueueSubmit calls, each signalling */
+  G_FIRST_SILENT,     /* two calls, the first signalling nothing */
+  G_TWO_INFOS,        /* one call, two VkSubmitInfo, each signalling */
+  G_ONE_INFO,         /* one call, one VkSubmitInfo of both buffers */
+  G_BARRIER_FIRST,    /* two calls, each signalling, the second buffer
+                         starting with a barrier (as a batch reading the
+                         previous one's results does) */
+  G_ONE_BUFFER        /* both halves in one command buffer */
+};
+
+static void gap_half(const ctx *c, VkCommandBuffer cb, bool lead_barrier) {
+  for (int i = 0; i < GAP_OPS; i++) {
+    if (i || lead_barrier)
+      barrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    dispatch(c, cb, c->local.addr, c->local.addr);
+  }
+}
+
+/* Submits n command buffers as infos VkSubmitInfos in one call (n / infos
+ * buffers each), each info signalling the next timeline value unless
+ * silent_first (the first info signals nothing). Returns the last value. */
+static uint64_t gap_submit(ctx *c, VkCommandBuffer *cbs, uint32_t n, uint32_t infos,
+                           bool silent_first) {
+  VkTimelineSemaphoreSubmitInfo ts[2];
+  VkSubmitInfo si[2];
+  uint64_t vals[2];
+  uint32_t per = n / infos;
+  for (uint32_t i = 0; i < infos; i++) {
+    bool sig = !(silent_first && i == 0);
+    vals[i] = sig ? ++c->raw.value : 0;
+    ts[i] = (VkTimelineSemaphoreSubmitInfo){
+        .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+        .signalSemaphoreValueCount = sig ? 1u : 0u,
+        .pSignalSemaphoreValues = &vals[i]};
+    si[i] = (VkSubmitInfo){.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                           .pNext = &ts[i],
+                           .commandBufferCount = per,
+                           .pCommandBuffers = cbs + i * per,
+                           .signalSemaphoreCount = sig ? 1u : 0u,
+                           .pSignalSemaphores = &c->raw.timeline};
+  }
+  RAW_VK(vkQueueSubmit(c->raw.queue, infos, si, VK_NULL_HANDLE));
+  return c->raw.value;
+}
+
+/* Medians over GAP_REPS rounds of mode, us: the GPU idle between the first
+ * half's end timestamp and the second's start timestamp (*out_gap; 0 for
+ * G_ONE_BUFFER), and the first start to the last end (*out_total). */
+static void measure_gap(ctx *c, VkQueryPool qp, int mode, double *out_gap, double *out_total) {
+  static double gap[GAP_REPS], tot[GAP_REPS];
+  VkCommandBuffer cbs[2] = {raw_command_buffer(&c->raw), raw_command_buffer(&c->raw)};
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                 .flags = VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT};
+  int nbuf = mode == G_ONE_BUFFER ? 1 : 2;
+  for (int h = 0; h < nbuf; h++) {
+    RAW_VK(vkBeginCommandBuffer(cbs[h], &bi));
+    vkCmdWriteTimestamp(cbs[h], VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 2u * (uint32_t)h);
+    gap_half(c, cbs[h], h == 1 && mode == G_BARRIER_FIRST);
+    if (mode == G_ONE_BUFFER) gap_half(c, cbs[h], true);
+    vkCmdWriteTimestamp(cbs[h], VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp,
+                        mode == G_ONE_BUFFER ? 3u : 2u * (uint32_t)h + 1u);
+    RAW_VK(vkEndCommandBuffer(cbs[h]));
+  }
+  double tick_us = c->raw.props.limits.timestampPeriod / 1000.0;
+  for (int i = 0; i < WARM / 10 + GAP_REPS; i++) {
+    vkResetQueryPool(c->raw.dev, qp, 0, 4);
+    uint64_t v;
+    switch (mode) {
+      case G_ONE_BUFFER: v = raw_submit(&c->raw, cbs[0]); break;
+      case G_TWO_INFOS: v = gap_submit(c, cbs, 2, 2, false); break;
+      case G_ONE_INFO: v = gap_submit(c, cbs, 2, 1, false); break;
+      case G_FIRST_SILENT:
+        gap_submit(c, cbs, 1, 1, true);
+        v = raw_submit(&c->raw, cbs[1]);
+        break;
+      default:
+        raw_submit(&c->raw, cbs[0]);
+        v = raw_submit(&c->raw, cbs[1]);
+    }
+    raw_wait(&c->raw, v, false);
+    uint64_t q[4] = {0};
+    if (mode == G_ONE_BUFFER) {
+      RAW_VK(vkGetQueryPoolResults(c->raw.dev, qp, 0, 1, 8, &q[0], 8, VK_QUERY_RESULT_64_BIT));
+      RAW_VK(vkGetQueryPoolResults(c->raw.dev, qp, 3, 1, 8, &q[3], 8, VK_QUERY_RESULT_64_BIT));
+    } else {
+      RAW_VK(vkGetQueryPoolResults(c->raw.dev, qp, 0, 4, sizeof q, q, 8, VK_QUERY_RESULT_64_BIT));
+    }
+    int k = i - WARM / 10;
+    if (k >= 0) {
+      gap[k] = mode == G_ONE_BUFFER ? 0.0 : (double)(int64_t)(q[2] - q[1]) * tick_us;
+      tot[k] = (double)(int64_t)(q[3] - q[0]) * tick_us;
+    }
+  }
+  vkFreeCommandBuffers(c->raw.dev, c->raw.pool, 2, cbs);
+  *out_gap = raw_median(gap, GAP_REPS);
+  *out_total = raw_median(tot, GAP_REPS);
+}
+
 int main(int argc, char **argv) {
   ctx c = {0};
   open_ctx(&c, argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 0);
@@ -514,6 +627,33 @@ int main(int argc, char **argv) {
              record_cost(&c, recs[i].bytes > 24 ? wide : c.layout, recs[i].kind, recs[i].bytes,
                          recs[i].per_buffer, recs[i].poller));
   vkDestroyPipelineLayout(c.raw.dev, wide, NULL);
+  if (c.host_reset) {
+    VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                 .queryCount = 4};
+    VkQueryPool qp;
+    RAW_VK(vkCreateQueryPool(c.raw.dev, &qci, NULL, &qp));
+    static const struct {
+      const char *name;
+      int mode;
+    } gaps[] = {
+        {"two submissions, each signalling", G_TWO_SUBMITS},
+        {"two submissions, the first signalling nothing", G_FIRST_SILENT},
+        {"one submission, two VkSubmitInfo", G_TWO_INFOS},
+        {"one submission, one VkSubmitInfo of both", G_ONE_INFO},
+        {"two submissions, the second starting with a barrier", G_BARRIER_FIRST},
+        {"one command buffer (a barrier between the halves)", G_ONE_BUFFER},
+    };
+    printf("\nback-to-back batches of %d dependent dispatches each, GPU time "
+           "(median of %d), us   gap    total\n", GAP_OPS, GAP_REPS);
+    for (int pass = 0; pass < 2; pass++)
+      for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) {
+        double g, t;
+        measure_gap(&c, qp, gaps[i].mode, &g, &t);
+        printf("%-56s %8.2f %8.2f\n", gaps[i].name, g, t);
+      }
+    vkDestroyQueryPool(c.raw.dev, qp, NULL);
+  }
   RAW_VK(vkDeviceWaitIdle(c.raw.dev));
   return 0;
 }
