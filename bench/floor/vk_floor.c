@@ -67,10 +67,14 @@
  * and an end timestamp): submitted in two calls each signalling the
  * timeline (what the runtime does), the first signalling nothing, both in
  * one call as two VkSubmitInfo or as one VkSubmitInfo of both command
- * buffers, the second starting with a barrier, and both halves in one
- * command buffer (the total only, for comparison).
+ * buffers, the second starting with a barrier, both halves in one
+ * command buffer (the total only, for comparison), and the second half on
+ * a second queue of the family waiting for the first's timeline value.
  *
- * Usage: build/bench/vk_floor [device index]   (make vk-floor)
+ * Usage: build/bench/vk_floor [--compute-only] [device index]   (make vk-floor)
+ *   --compute-only  a compute queue family without graphics where the
+ *                   device has one (the runtime's choice; by default the
+ *                   first family with compute)
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -443,7 +447,9 @@ enum {
   G_BARRIER_FIRST,    /* two calls, each signalling, the second buffer
                          starting with a barrier (as a batch reading the
                          previous one's results does) */
-  G_ONE_BUFFER        /* both halves in one command buffer */
+  G_ONE_BUFFER,       /* both halves in one command buffer */
+  G_TWO_QUEUES        /* the second half on a second queue of the family,
+                         waiting for the first's timeline value */
 };
 
 static void gap_half(const ctx *c, VkCommandBuffer cb, bool lead_barrier) {
@@ -511,6 +517,28 @@ static void measure_gap(ctx *c, VkQueryPool qp, int mode, double *out_gap, doubl
         gap_submit(c, cbs, 1, 1, true);
         v = raw_submit(&c->raw, cbs[1]);
         break;
+      case G_TWO_QUEUES: {
+        uint64_t first = raw_submit(&c->raw, cbs[0]);
+        v = ++c->raw.value;
+        const VkPipelineStageFlags stage = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+        VkTimelineSemaphoreSubmitInfo ts = {
+            .sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+            .waitSemaphoreValueCount = 1,
+            .pWaitSemaphoreValues = &first,
+            .signalSemaphoreValueCount = 1,
+            .pSignalSemaphoreValues = &v};
+        VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                           .pNext = &ts,
+                           .waitSemaphoreCount = 1,
+                           .pWaitSemaphores = &c->raw.timeline,
+                           .pWaitDstStageMask = &stage,
+                           .commandBufferCount = 1,
+                           .pCommandBuffers = &cbs[1],
+                           .signalSemaphoreCount = 1,
+                           .pSignalSemaphores = &c->raw.timeline};
+        RAW_VK(vkQueueSubmit(c->raw.queue2, 1, &si, VK_NULL_HANDLE));
+        break;
+      }
       default:
         raw_submit(&c->raw, cbs[0]);
         v = raw_submit(&c->raw, cbs[1]);
@@ -536,7 +564,12 @@ static void measure_gap(ctx *c, VkQueryPool qp, int mode, double *out_gap, doubl
 
 int main(int argc, char **argv) {
   ctx c = {0};
-  open_ctx(&c, argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 0);
+  uint32_t index = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--compute-only")) raw_compute_only = true;
+    else index = (uint32_t)strtoul(argv[i], NULL, 10);
+  }
+  open_ctx(&c, index);
   static const struct {
     const char *name;
     int kind, blocking, rerecord, one_time;
@@ -643,11 +676,13 @@ int main(int argc, char **argv) {
         {"one submission, one VkSubmitInfo of both", G_ONE_INFO},
         {"two submissions, the second starting with a barrier", G_BARRIER_FIRST},
         {"one command buffer (a barrier between the halves)", G_ONE_BUFFER},
+        {"two queues, the second waiting for the first", G_TWO_QUEUES},
     };
     printf("\nback-to-back batches of %d dependent dispatches each, GPU time "
            "(median of %d), us   gap    total\n", GAP_OPS, GAP_REPS);
     for (int pass = 0; pass < 2; pass++)
       for (size_t i = 0; i < sizeof gaps / sizeof gaps[0]; i++) {
+        if (gaps[i].mode == G_TWO_QUEUES && !c.raw.queue2) continue;
         double g, t;
         measure_gap(&c, qp, gaps[i].mode, &g, &t);
         printf("%-56s %8.2f %8.2f\n", gaps[i].name, g, t);

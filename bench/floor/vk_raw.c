@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+bool raw_compute_only = false;
+
 double raw_now_us(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
@@ -158,6 +160,17 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
   c->family = UINT32_MAX;
   for (uint32_t i = 0; i < nf && c->family == UINT32_MAX; i++)
     if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) c->family = i;
+  if (raw_compute_only)
+    for (uint32_t i = 0; i < nf; i++)
+      if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT)) {
+        c->family = i;
+        break;
+      }
+  uint32_t nqueues = c->family != UINT32_MAX && qf[c->family].queueCount > 1 ? 2 : 1;
+  if (c->family != UINT32_MAX)
+    printf("queue family %u (%s), %u queue%s\n", c->family,
+           qf[c->family].queueFlags & VK_QUEUE_GRAPHICS_BIT ? "graphics and compute" : "compute",
+           nqueues, nqueues > 1 ? "s" : "");
   free(qf);
   if (c->family == UINT32_MAX) {
     fprintf(stderr, "%s: no compute queue\n", raw_program);
@@ -204,11 +217,11 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
   c->bf16 = bfe && c->coopmat_khr && bf.shaderBFloat16Type && bf.shaderBFloat16CooperativeMatrix;
   bool coopmat = c->coopmat_nv || c->coopmat_khr;
 
-  float prio = 1.0f;
+  const float prio[2] = {1.0f, 1.0f};
   VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
                                 .queueFamilyIndex = c->family,
-                                .queueCount = 1,
-                                .pQueuePriorities = &prio};
+                                .queueCount = nqueues,
+                                .pQueuePriorities = prio};
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR exe_on = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR,
       .pipelineExecutableInfo = VK_TRUE};
@@ -268,6 +281,8 @@ void raw_open(raw_ctx *c, uint32_t index, raw_extras extras) {
                             .ppEnabledExtensionNames = exts};
   RAW_VK(vkCreateDevice(c->pd, &dci, NULL, &c->dev));
   vkGetDeviceQueue(c->dev, c->family, 0, &c->queue);
+  c->queue2 = VK_NULL_HANDLE;
+  if (nqueues > 1) vkGetDeviceQueue(c->dev, c->family, 1, &c->queue2);
   VkSemaphoreTypeCreateInfo sti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
                                    .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
   VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &sti};

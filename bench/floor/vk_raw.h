@@ -30,6 +30,11 @@
 /* Name printed in front of every error; set by the program. */
 extern const char *raw_program;
 
+/* Whether raw_open takes a compute queue family without graphics where the
+ * device has one (the runtime's choice) instead of the first family with
+ * compute; false unless the program sets it before raw_open. */
+extern bool raw_compute_only;
+
 /* A buffer, its memory (owned: the program never frees them; process exit
  * does) and its device address. */
 typedef struct raw_buf {
@@ -45,6 +50,8 @@ typedef struct raw_ctx {
   VkDevice dev;
   uint32_t family;      /* the compute queue family */
   VkQueue queue;
+  VkQueue queue2;       /* a second queue of family, VK_NULL_HANDLE where
+                           the family has one */
   VkSemaphore timeline; /* signalled by raw_submit */
   uint64_t value;       /* last timeline value signalled */
   VkCommandPool pool;   /* resettable command buffers of family */
