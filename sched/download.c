@@ -13,8 +13,12 @@
  * H100). On CPU devices the transfer is a memcpy and stays (config
  * download_kernel). */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "kernels/ops.h"
 #include "sched/device.h"
@@ -187,6 +191,34 @@ nxv_status nxv_download_wait(nxv_download *dl) {
 
 uint64_t nxv_download_bytes(const nxv_download *dl) { return dl ? dl->bytes : 0; }
 
+/* Copies bytes from src, inside buf's mapping, to dst with the fewest
+ * loads: the aligned 16-byte groups covering them, when they lie inside
+ * the buffer (class-sized, so they do), else memcpy. Reads of device
+ * memory through the PCIe window are uncached, about a microsecond each:
+ * the C library's memcpy reads a 4- to 15-byte value as two overlapping
+ * words, two reads, which made a scalar's read 2 us instead of 1 on an
+ * H200. */
+static void read_mapped(void *dst, const nxv_buffer *buf, const uint8_t *src,
+                        uint64_t bytes) {
+  uintptr_t lo = (uintptr_t)src & ~(uintptr_t)15;
+  uintptr_t hi = ((uintptr_t)src + bytes + 15) & ~(uintptr_t)15;
+  uintptr_t base = (uintptr_t)buf->host;
+  _Alignas(16) uint8_t tmp[NXV_DOWNLOAD_MAPPED_BYTES_CPU + 32];
+  if (lo < base || hi > base + buf->size || hi - lo > sizeof tmp) {
+    memcpy(dst, src, bytes);
+    return;
+  }
+  for (uintptr_t p = lo; p < hi; p += 16) {
+#if defined(__SSE2__)
+    _mm_store_si128((__m128i *)(void *)(tmp + (p - lo)), *(const volatile __m128i *)p);
+#else
+    uint64_t w[2] = {((const volatile uint64_t *)p)[0], ((const volatile uint64_t *)p)[1]};
+    memcpy(tmp + (p - lo), w, sizeof w);
+#endif
+  }
+  memcpy(dst, tmp + ((uintptr_t)src - lo), bytes);
+}
+
 nxv_status nxv_download_read(const nxv_download *dl, void *dst) {
   if (!dl) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "NULL download");
   if (!dl->done)
@@ -196,8 +228,8 @@ nxv_status nxv_download_read(const nxv_download *dl, void *dst) {
   /* Completion was observed through the timeline (an atomic load or a
    * driver call); order the reads after it. */
   atomic_thread_fence(memory_order_acquire);
-  memcpy(dst, dl->src ? dl->src : (const uint8_t *)dl->ticket->staging.ptr,
-         dl->bytes);
+  if (dl->src) read_mapped(dst, dl->buf, dl->src, dl->bytes);
+  else memcpy(dst, dl->ticket->staging.ptr, dl->bytes);
   return NXV_OK;
 }
 

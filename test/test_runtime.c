@@ -2208,6 +2208,57 @@ NXV_TEST(sched, download_in_place) {
   nxv_device_release(d);
 }
 
+NXV_TEST(sched, download_in_place_every_range) {
+  /* In-place reads copy through aligned 16-byte loads covering the range:
+   * every range of a 64-byte u8 result (unaligned starts and ends,
+   * straddling 16-byte groups) and of an 8-element f64 one comes back
+   * exactly, with nothing written past it. */
+  nxv_device_config cfg = {.disable_disk_cache = true};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  uint8_t v[64];
+  for (int i = 0; i < 64; i++) v[i] = (uint8_t)(7 * i + 3);
+  double w[8];
+  for (int i = 0; i < 8; i++) w[i] = -1.25 * i + 0.5;
+  nxv_tensor *x, *y;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_U8, 64, v, &x));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F64, 8, w, &y));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_stats s0, s1;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  uint64_t reads = 0;
+  uint8_t got[80];
+  for (int off = 0; off < 64; off++)
+    for (int n = 1; off + n <= 64; n++) {
+      memset(got, 0xa5, sizeof got);
+      REQUIRE_OK(nxv_tensor_download(x, (uint64_t)off, (uint64_t)n, got));
+      reads++;
+      bool ok = memcmp(got, v + off, (size_t)n) == 0;
+      for (int i = n; i < (int)sizeof got; i++) ok = ok && got[i] == 0xa5;
+      CHECK_MSG(ok, "u8 elements [%d, %d)", off, off + n);
+    }
+  for (int off = 0; off < 8; off++)
+    for (int n = 1; off + n <= 8; n++) {
+      double g[9];
+      for (int i = 0; i < 9; i++) g[i] = 99.0;
+      REQUIRE_OK(nxv_tensor_download(y, (uint64_t)off, (uint64_t)n, g));
+      reads++;
+      bool ok = g[n] == 99.0;
+      for (int i = 0; i < n; i++) ok = ok && g[i] == w[off + i];
+      CHECK_MSG(ok, "f64 elements [%d, %d)", off, off + n);
+    }
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  if (s0.pool_bytes_mapped > 0)
+    CHECK_MSG(s1.reads_in_place - s0.reads_in_place == reads, "%llu of %llu reads in place",
+              (unsigned long long)(s1.reads_in_place - s0.reads_in_place),
+              (unsigned long long)reads);
+  else
+    printf("    results are not in mapped memory on this device: reads go through copies\n");
+  nxv_tensor_release(y);
+  nxv_tensor_release(x);
+  nxv_device_release(d);
+}
+
 /* Every element of the 16 f32 of t equals want (downloaded with
  * nxv_tensor_download). */
 static bool all_equal16(nxv_tensor *t, float want) {
