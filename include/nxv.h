@@ -512,7 +512,9 @@ nxv_status nxv_tensor_empty(nxv_device *device, nxv_dtype dtype,
 
 /* New tensor holding a copy of count elements at data. The host bytes are
  * copied before the call returns (data may be reused at once); the device
- * copy is queued. Returns at once. */
+ * copy is queued, or, for a small tensor in mapped memory (see
+ * unmapped_small), the bytes are written into its buffer in place and
+ * nothing is queued. Returns at once. Thread-safe. */
 nxv_status nxv_tensor_upload(nxv_device *device, nxv_dtype dtype,
                              uint64_t count, const void *data,
                              nxv_tensor **out_tensor);

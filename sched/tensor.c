@@ -1,4 +1,5 @@
 /* Tensor handles: creation, upload, download, device copy. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,19 @@ nxv_status nxv_tensor_upload(nxv_device *d, nxv_dtype dtype, uint64_t count,
   nxv_tensor *t;
   NXV_TRY(tensor_alloc(d, dtype, count, &t));
   uint64_t bytes = count * nxv_dtype_size(dtype);
+  if (bytes && t->buf->host) {
+    /* A fresh buffer in mapped memory (the small class, pool.h): no queued
+     * work uses it (the pool hands out a buffer only after the last batch
+     * that used it retired), so the bytes are written in place, with no
+     * staging copy and no node. Host writes made before a submission are
+     * visible to its commands (the memory is coherent); the fence drains
+     * the write-combining buffers that hold writes to device memory before
+     * any later node can reach the scheduler. */
+    memcpy(t->buf->host, data, bytes);
+    atomic_thread_fence(memory_order_seq_cst);
+    *out = t;
+    return NXV_OK;
+  }
   nxv_node *n = nxv_node_new(0);
   if (!n) {
     nxv_tensor_release(t);
