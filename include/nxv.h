@@ -230,7 +230,8 @@ typedef struct nxv_device_config {
                                  bytes (256 on CPU devices) reads them in
                                  place once their writer's batch has
                                  completed: no copy is queued, no further
-                                 submission is needed */
+                                 submission is needed; an upload of one
+                                 writes it in place, queuing nothing */
   bool no_latency_timing;     /* do not read the clock per op: the
                                  op_latency histogram stays empty (the
                                  per-batch and download figures remain) */
