@@ -784,6 +784,36 @@ static void run_read_completed(nxv_device *dev, uint32_t n, double *secs) {
   nxv_tensor_release(c1);
 }
 
+/* upload_round_trip: TINY_ELEMS f32 uploaded, added to a resident tensor
+ * of ones, and the sum's first element read back; each round timed alone.
+ * Fills secs[0..n). */
+static void run_upload_round_trip(nxv_device *dev, uint32_t n, double *secs) {
+  const int64_t shape[1] = {TINY_ELEMS};
+  float v[TINY_ELEMS];
+  for (int j = 0; j < TINY_ELEMS; j++) v[j] = 1.0f;
+  nxv_tensor *ones;
+  NXV_CHECK(nxv_tensor_upload(dev, NXV_F32, TINY_ELEMS, v, &ones));
+  NXV_CHECK(nxv_device_synchronize(dev));
+  nxv_view vo = {ones, 0, NULL};
+  for (uint32_t i = 0; i < n; i++) {
+    for (int j = 0; j < TINY_ELEMS; j++) v[j] = (float)((i + (uint32_t)j) % 1024u);
+    double t0 = now_s();
+    nxv_tensor *u, *y;
+    float got;
+    NXV_CHECK(nxv_tensor_upload(dev, NXV_F32, TINY_ELEMS, v, &u));
+    nxv_view vu = {u, 0, NULL};
+    NXV_CHECK(nxv_binary(dev, NXV_ADD, 1, shape, &vu, &vo, &y));
+    NXV_CHECK(nxv_tensor_download(y, 0, 1, &got));
+    secs[i] = now_s() - t0;
+    nxv_tensor_release(u);
+    nxv_tensor_release(y);
+    if (got != v[0] + 1.0f)
+      die("upload_round_trip: round %u read %.9g, expected %.9g", i, (double)got,
+          (double)(v[0] + 1.0f));
+  }
+  nxv_tensor_release(ones);
+}
+
 /* Where a to_number round trip spends its time: n more rounds of
  * run_to_number's y = x + 1 and download on dev with batch records on,
  * each matched with the batch submitted between its start and its end.
@@ -909,6 +939,8 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   double *rc = xcalloc(tn_count, sizeof *rc);
   run_read_completed(dev, tn_count, rc);
   double rc_med = median_of(rc, tn_count), rc_best = min_of(rc, tn_count);
+  run_upload_round_trip(dev, tn_count, rc);
+  double up_med = median_of(rc, tn_count), up_best = min_of(rc, tn_count);
   free(rc);
   double ph[PHASES];
   uint32_t nph = o->quick ? 20 : 300;
@@ -931,6 +963,7 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   emit("to_number", "f32", "1", "us", tn_med * 1e6);
   emit("to_number_staged", "f32", "1", "us", ts_med * 1e6);
   emit("read_completed", "f32", "1", "us", rc_med * 1e6);
+  emit("upload_round_trip", "f32", "16", "us", up_med * 1e6);
   static const char *const ph_names[PHASES] = {
       "to_number_to_record", "to_number_record", "to_number_submit_to_gpu", "to_number_gpu",
       "to_number_gpu_to_host"};
@@ -950,6 +983,9 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
          ts_best * 1e6);
   printf("%-16s %12.3f %12.3f   (the result read again after a synchronize)\n",
          "read_completed", rc_med * 1e6, rc_best * 1e6);
+  printf("%-16s %12.3f %12.3f   (16 f32 uploaded, added to a resident tensor, one "
+         "element read)\n",
+         "upload_round_trip", up_med * 1e6, up_best * 1e6);
   printf("%-16s %12.3f %12.3f   (enqueue us/op of %d independent adds after "
          "a 1 ms pause, %u bursts; %.2f scheduler wake-ups per burst)\n",
          "burst_after_idle", bu_med * 1e6, bu_best * 1e6, BURST_OPS, nbursts,
