@@ -450,6 +450,16 @@ static bool held_conflict(const nxv_sched *s, const nxv_node *n) {
   return false;
 }
 
+/* Whether every batch submitted so far has completed, as the timeline
+ * says now (a failed read counts as not idle). Scheduler thread. */
+static bool gpu_idle(const nxv_sched *s) {
+  uint64_t submitted = atomic_load(&s->submitted_epoch);
+  if (submitted == 0 || atomic_load(&s->completed_epoch) >= submitted) return true;
+  uint64_t value = 0;
+  return vkGetSemaphoreCounterValue(s->vk->device, s->timeline, &value) == VK_SUCCESS &&
+         value >= submitted;
+}
+
 static void hold(nxv_sched *s, nxv_node *n) {
   for (uint32_t i = 0; i < n->nbufs; i++) {
     if ((n->write_mask >> i) & 1u) n->bufs[i]->sched_hold_write_gen = s->hold_gen;
@@ -764,6 +774,15 @@ static bool record(nxv_sched *s, nxv_node *n) {
   if (s->window && holdable(n)) {
     bool need = hazard(s, n);
     if (!need && !held_conflict(s, n)) {
+      emit(s, b, n);
+      return true;
+    }
+    /* The first op of a batch while the GPU has finished everything
+     * submitted: its barrier waits for nothing, and holding it would only
+     * put its recording after whatever comes next (a round trip's
+     * download, whose flush then records it: 1-2 us on its path). */
+    if (need && b->nnodes == 0 && s->nheld == 0 && gpu_idle(s)) {
+      barrier(s, b);
       emit(s, b, n);
       return true;
     }

@@ -361,6 +361,52 @@ NXV_TEST(sched, reorder_window_keeps_reads_and_overwrites_in_order) {
   }
 }
 
+/* With the GPU done with everything submitted, the first op of a batch
+ * that needs a barrier is recorded at once rather than held: the op
+ * queued after it goes after it (nothing reordered). z reads y, written
+ * in the batch before with no barrier since; w needs no barrier. */
+NXV_TEST(sched, reorder_window_records_a_batchs_first_op_at_once_when_the_gpu_is_idle) {
+  enum { N = 19 };
+  nxv_device_config cfg = {.disable_disk_cache = true, .kick_nodes = 1000,
+                           .idle_flush_us = 10000000};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  int32_t a[N], b[N];
+  for (int j = 0; j < N; j++) {
+    a[j] = 7 * j - 40;
+    b[j] = 1000 + j;
+  }
+  nxv_tensor *tx = upload_s32(d, a, N), *tb = upload_s32(d, b, N), *y, *z, *w;
+  REQUIRE(tx && tb);
+  REQUIRE_OK(add_s32(d, tx, tb, N, &y));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  nxv_stats s0, s1;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  REQUIRE_OK(add_s32(d, y, tb, N, &z));
+  REQUIRE_OK(add_s32(d, tx, tb, N, &w));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  int32_t gz[N], gw[N];
+  memset(gz, 0x5a, sizeof gz);
+  memset(gw, 0x5a, sizeof gw);
+  CHECK_OK(nxv_tensor_download(z, 0, N, gz));
+  CHECK_OK(nxv_tensor_download(w, 0, N, gw));
+  for (int j = 0; j < N; j++) {
+    CHECK_MSG(gz[j] == a[j] + 2 * b[j], "z[%d] = %d", j, gz[j]);
+    CHECK_MSG(gw[j] == a[j] + b[j], "w[%d] = %d", j, gw[j]);
+  }
+  CHECK_MSG(s1.ops_reordered == s0.ops_reordered, "%llu ops reordered",
+            (unsigned long long)(s1.ops_reordered - s0.ops_reordered));
+  CHECK_MSG(s1.barriers - s0.barriers == 1, "%llu barriers",
+            (unsigned long long)(s1.barriers - s0.barriers));
+  nxv_tensor_release(w);
+  nxv_tensor_release(z);
+  nxv_tensor_release(y);
+  nxv_tensor_release(tb);
+  nxv_tensor_release(tx);
+  nxv_device_release(d);
+}
+
 NXV_TEST(sched, reorder_window_out_of_range_is_rejected) {
   nxv_device *d = NULL;
   nxv_device_config bad = {.reorder_window = NXV_REORDER_WINDOW_MAX + 1};
