@@ -191,8 +191,10 @@ typedef struct nxv_device_config {
                                  held in a window of at most this many ops
                                  (up to NXV_REORDER_WINDOW_MAX) while later independent ops
                                  are recorded ahead of it, so that they
-                                 share barrier intervals; 0 = the default,
-                                 32; -1 = record in queue order */
+                                 share barrier intervals (the first op of
+                                 a batch is not held while every
+                                 submitted batch has completed); 0 = the
+                                 default, 32; -1 = record in queue order */
   uint32_t wait_spin_us;      /* downloads and synchronize busy-poll the
                                  timeline this long before sleeping (and
                                  retire the batches they saw complete);
