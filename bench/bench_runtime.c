@@ -815,30 +815,41 @@ static void run_upload_round_trip(nxv_device *dev, uint32_t n, double *secs) {
 }
 
 /* Where a to_number round trip spends its time: n more rounds of
- * run_to_number's y = x + 1 and download on dev with batch records on,
- * each matched with the batch submitted between its start and its end.
- * Fills ph[0..4] with the medians, in seconds, of: start -> the batch's
- * first op taken off the queue by the scheduler, -> the batch's
- * vkQueueSubmit call, that call -> the batch's first timestamp on the GPU,
- * the GPU's start -> end timestamps, and the end timestamp -> the value
- * read on the host (the last three through VK_EXT_calibrated_timestamps).
- * Returns the rounds matched, 0 where the device cannot place its
- * timestamps on the host's clock. */
-enum { PHASES = 5 };
+ * run_to_number's y = x + 1 and download on dev (the download through
+ * nxv_download_start, _wait and _read, which nxv_tensor_download calls)
+ * with batch records on, each matched with the batch submitted between
+ * its start and its end. Fills ph[0..7] with the medians, in seconds, of:
+ * start -> the batch's first op taken off the queue by the scheduler,
+ * -> the batch's vkQueueSubmit call, that call -> the batch's first
+ * timestamp on the GPU, the GPU's start -> end timestamps, the end
+ * timestamp -> the value read on the host (the last three through
+ * VK_EXT_calibrated_timestamps); then on the host's side: the nxv_binary
+ * call, the nxv_download_start call, and its return -> the vkQueueSubmit
+ * call (the download's flush reaching the queue). Returns the rounds
+ * matched, 0 where the device cannot place its timestamps on the host's
+ * clock. */
+enum { PHASES = 8 };
 static uint32_t run_to_number_phases(nxv_device *dev, uint32_t n, double ph[PHASES]) {
   const int64_t shape[1] = {1};
   nxv_tensor *x, *c1;
   to_number_operands(dev, &x, &c1);
   NXV_CHECK(nxv_device_record_batches(dev, true));
   uint64_t *t0 = xcalloc(n, sizeof *t0), *t1 = xcalloc(n, sizeof *t1);
+  uint64_t *top = xcalloc(n, sizeof *top), *tdl = xcalloc(n, sizeof *tdl);
   nxv_view vx = {x, 0, NULL}, vone = {c1, 0, NULL};
   for (uint32_t i = 0; i < n; i++) {
     nxv_tensor *y;
+    nxv_download *dl;
     float got;
     t0[i] = nxv_clock_ns();
     NXV_CHECK(nxv_binary(dev, NXV_ADD, 1, shape, &vx, &vone, &y));
-    NXV_CHECK(nxv_tensor_download(y, 0, 1, &got));
+    top[i] = nxv_clock_ns();
+    NXV_CHECK(nxv_download_start(y, 0, 1, &dl));
+    tdl[i] = nxv_clock_ns();
+    NXV_CHECK(nxv_download_wait(dl));
+    NXV_CHECK(nxv_download_read(dl, &got));
     t1[i] = nxv_clock_ns();
+    nxv_download_release(dl);
     nxv_tensor_release(y);
     if (got != 42.0f) die("to_number phases: round %u read %.9g, expected 42", i, (double)got);
   }
@@ -861,6 +872,9 @@ static uint32_t run_to_number_phases(nxv_device *dev, uint32_t n, double ph[PHAS
     v[2][m] = ((double)b->gpu_start_time_ns - (double)b->submit_time_ns) * 1e-9;
     v[3][m] = ((double)b->gpu_end_time_ns - (double)b->gpu_start_time_ns) * 1e-9;
     v[4][m] = ((double)t1[i] - (double)b->gpu_end_time_ns) * 1e-9;
+    v[5][m] = (double)(top[i] - t0[i]) * 1e-9;
+    v[6][m] = (double)(tdl[i] - top[i]) * 1e-9;
+    v[7][m] = ((double)b->submit_time_ns - (double)tdl[i]) * 1e-9;
     m++;
   }
   for (int k = 0; k < PHASES; k++) {
@@ -870,6 +884,8 @@ static uint32_t run_to_number_phases(nxv_device *dev, uint32_t n, double ph[PHAS
   free(rec);
   free(t0);
   free(t1);
+  free(top);
+  free(tdl);
   nxv_tensor_release(x);
   nxv_tensor_release(c1);
   return m;
@@ -965,8 +981,9 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   emit("read_completed", "f32", "1", "us", rc_med * 1e6);
   emit("upload_round_trip", "f32", "16", "us", up_med * 1e6);
   static const char *const ph_names[PHASES] = {
-      "to_number_to_record", "to_number_record", "to_number_submit_to_gpu", "to_number_gpu",
-      "to_number_gpu_to_host"};
+      "to_number_to_record",  "to_number_record",  "to_number_submit_to_gpu",
+      "to_number_gpu",        "to_number_gpu_to_host", "to_number_op_call",
+      "to_number_download_call", "to_number_download_to_submit"};
   if (ph_matched)
     for (int k = 0; k < PHASES; k++) emit(ph_names[k], "f32", "1", "us", ph[k] * 1e6);
   if (o->csv) return;
@@ -997,8 +1014,10 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
   if (ph_matched)
     printf("to_number phases, median of %u rounds (us): start -> first op off the queue "
            "%.2f, -> vkQueueSubmit %.2f, -> GPU start %.2f, GPU start -> end %.2f, GPU end "
-           "-> value on the host %.2f\n",
-           ph_matched, ph[0] * 1e6, ph[1] * 1e6, ph[2] * 1e6, ph[3] * 1e6, ph[4] * 1e6);
+           "-> value on the host %.2f; on the host: nxv_binary %.2f, nxv_download_start "
+           "%.2f, its return -> vkQueueSubmit %.2f\n",
+           ph_matched, ph[0] * 1e6, ph[1] * 1e6, ph[2] * 1e6, ph[3] * 1e6, ph[4] * 1e6,
+           ph[5] * 1e6, ph[6] * 1e6, ph[7] * 1e6);
   else
     printf("to_number phases: not measured (no calibrated GPU timestamps)\n");
   if (chain_s > 0)
