@@ -407,6 +407,49 @@ NXV_TEST(sched, reorder_window_records_a_batchs_first_op_at_once_when_the_gpu_is
   nxv_device_release(d);
 }
 
+/* The same with a batch still in flight (the GPU stopped: a hang is
+ * injected into the submission before): the first op that needs a barrier
+ * is held, and the op after it, which needs none, is recorded ahead of
+ * it. */
+NXV_TEST(sched, reorder_window_holds_a_batchs_first_op_while_the_gpu_is_busy) {
+  enum { N = 19 };
+  nxv_device_config cfg = {.disable_disk_cache = true, .kick_nodes = 1000,
+                           .idle_flush_us = 10000000};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  int32_t a[N];
+  for (int j = 0; j < N; j++) a[j] = 5 * j - 30;
+  nxv_tensor *tx = upload_s32(d, a, N), *y, *q, *z, *w;
+  REQUIRE(tx);
+  REQUIRE_OK(add_s32(d, tx, tx, N, &y));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  /* q's batch, submitted by its download's flush, never completes. */
+  nxv_device_inject_hang(d);
+  REQUIRE_OK(add_s32(d, tx, tx, N, &q));
+  nxv_download *dl;
+  REQUIRE_OK(nxv_download_start(q, 0, N, &dl));
+  nxv_stats s0, s1;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  REQUIRE_OK(add_s32(d, q, tx, N, &z)); /* reads q: needs a barrier */
+  REQUIRE_OK(add_s32(d, tx, tx, N, &w)); /* needs none */
+  /* Wait (up to 10 s) for the scheduler to record w ahead of z. */
+  for (int i = 0; i < 10000; i++) {
+    REQUIRE_OK(nxv_device_stats(d, &s1));
+    if (s1.ops_reordered != s0.ops_reordered) break;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK_MSG(s1.ops_reordered - s0.ops_reordered == 1, "%llu ops reordered",
+            (unsigned long long)(s1.ops_reordered - s0.ops_reordered));
+  nxv_download_release(dl);
+  nxv_tensor_release(w);
+  nxv_tensor_release(z);
+  nxv_tensor_release(q);
+  nxv_tensor_release(y);
+  nxv_tensor_release(tx);
+  nxv_device_release(d); /* ends the hang */
+}
+
 NXV_TEST(sched, reorder_window_out_of_range_is_rejected) {
   nxv_device *d = NULL;
   nxv_device_config bad = {.reorder_window = NXV_REORDER_WINDOW_MAX + 1};
