@@ -345,6 +345,13 @@ typedef struct nxv_stats {
   uint64_t staging_bytes, staging_dedicated; /* ring size, one-off buffers */
   /* queue */
   uint64_t ops_enqueued, ops_completed, submits, barriers;
+  uint64_t barriers_ahead;       /* of barriers, those recorded into an
+                                    empty batch while the scheduler idled,
+                                    after a batch ending with a host read
+                                    (a download), once the GPU had
+                                    completed everything submitted: ahead
+                                    of the batch's first op, which then
+                                    records none */
   uint64_t epoch_submitted, epoch_completed;
   uint64_t ring_full_waits;      /* times a producer found the ring full */
   uint64_t scheduler_wakeups;    /* times a producer woke the sleeping

@@ -524,6 +524,7 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "scheduler_wakeups", s.scheduler_wakeups);
   PUT_U64(m, "reads_in_place", s.reads_in_place);
   PUT_U64(m, "ops_reordered", s.ops_reordered);
+  PUT_U64(m, "barriers_ahead", s.barriers_ahead);
   PUT_U64(m, "deferred_ops", s.deferred_ops);
   PUT_U64(m, "deferred_fused", s.deferred_fused);
   PUT_U64(m, "pipeline_hits", s.pipeline_hits);
