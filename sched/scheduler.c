@@ -457,11 +457,18 @@ static bool held_conflict(const nxv_sched *s, const nxv_node *n) {
   return false;
 }
 
+/* Whether the retiring threads have counted every batch submitted so far
+ * complete. Scheduler thread. */
+static bool all_retired(const nxv_sched *s) {
+  uint64_t submitted = atomic_load(&s->submitted_epoch);
+  return submitted == 0 || atomic_load(&s->completed_epoch) >= submitted;
+}
+
 /* Whether every batch submitted so far has completed, as the timeline
  * says now (a failed read counts as not idle). Scheduler thread. */
 static bool gpu_idle(const nxv_sched *s) {
+  if (all_retired(s)) return true;
   uint64_t submitted = atomic_load(&s->submitted_epoch);
-  if (submitted == 0 || atomic_load(&s->completed_epoch) >= submitted) return true;
   uint64_t value = 0;
   return vkGetSemaphoreCounterValue(s->vk->device, s->timeline, &value) == VK_SUCCESS &&
          value >= submitted;
@@ -907,9 +914,9 @@ static void discard_open(nxv_sched *s) {
  * round trips). */
 static void barrier_ahead(nxv_sched *s) {
   batch *b = s->open;
-  if (!b || b->barrier_ahead || b->nnodes || s->nheld || !s->last_host_read) return;
-  uint64_t submitted = atomic_load(&s->submitted_epoch);
-  if (submitted && atomic_load(&s->completed_epoch) < submitted) return;
+  if (!b || b->barrier_ahead || b->nnodes || s->nheld || !s->last_host_read ||
+      !all_retired(s))
+    return;
   barrier(s, b);
   b->barrier_ahead = true;
   atomic_fetch_add_explicit(&s->barriers_ahead, 1, memory_order_relaxed);

@@ -55,7 +55,11 @@
 // next slice after the products instead of before them (either operand or
 // both) left the driver at 232-242 registers, short of the 168 a third
 // workgroup per multiprocessor needs, and lost at 4096^3 and 8192^3 on an
-// H200 (300 / 313 TFLOP/s at best against 312 / 330).
+// H200 (300 / 313 TFLOP/s at best against 312 / 330). On an H200 the
+// staging alone (this kernel without its products) takes 252 of its 436
+// us at 4096^3; 256x128 and 128x256 tiles of 64x64 subgroup blocks (one
+// 256-thread workgroup per multiprocessor), 64x32 blocks, and a ring of
+// three 16-deep slices all measured slower (docs/benchmarks.md).
 #ifndef CM_BM
 #define CM_BM 128u
 #define CM_BN 128u

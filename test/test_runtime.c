@@ -31,6 +31,14 @@ static nxv_device *open_with(const nxv_device_config *cfg) {
   return d;
 }
 
+/* The configuration of a context whose batches go to the GPU only when a
+ * download, synchronize or marker flushes them (no kick, no idle flush
+ * within the tests' time), so that a test sees what one batch records. */
+static nxv_device_config one_batch_config(void) {
+  return (nxv_device_config){.disable_disk_cache = true, .kick_nodes = 1000,
+                             .idle_flush_us = 10000000};
+}
+
 static nxv_tensor *upload_s32(nxv_device *d, const int32_t *v, uint64_t n) {
   nxv_tensor *t = NULL;
   if (nxv_tensor_upload(d, NXV_S32, n, v, &t) != NXV_OK) return NULL;
@@ -272,8 +280,7 @@ static void interleaved_chains(nxv_device *d, uint64_t *out_barriers,
 
 NXV_TEST(sched, reorder_window_records_independent_chains_level_by_level) {
   /* One batch: submitted by the synchronize only. */
-  nxv_device_config on = {.disable_disk_cache = true, .kick_nodes = 1000,
-                          .idle_flush_us = 10000000};
+  nxv_device_config on = one_batch_config();
   nxv_device_config off = on;
   off.reorder_window = -1;
   nxv_device *d = open_with(&on), *e = open_with(&off);
@@ -303,8 +310,8 @@ NXV_TEST(sched, reorder_window_records_independent_chains_level_by_level) {
 NXV_TEST(sched, reorder_window_keeps_reads_and_overwrites_in_order) {
   enum { N = 29, ROUNDS = 12 };
   for (int32_t window = 2; window <= 32; window *= 4) {
-    nxv_device_config cfg = {.disable_disk_cache = true, .reorder_window = window,
-                             .kick_nodes = 1000, .idle_flush_us = 10000000};
+    nxv_device_config cfg = one_batch_config();
+    cfg.reorder_window = window;
     nxv_device *d = open_with(&cfg);
     REQUIRE(d);
     int32_t b[N], v[N], zero = 0;
@@ -366,12 +373,13 @@ NXV_TEST(sched, reorder_window_keeps_reads_and_overwrites_in_order) {
  * queued after it goes after it (nothing reordered). z reads y, written
  * in the batch before with no barrier since; w needs no barrier. The
  * scheduler idles 1 us, so it sleeps before the GPU finishes and records
- * no barrier ahead of z (see the next test); should it have, z needs no
- * barrier of its own. */
+ * no barrier ahead of z (see
+ * idle_scheduler_records_the_next_batchs_barrier_ahead); should it have,
+ * z needs no barrier of its own. */
 NXV_TEST(sched, reorder_window_records_a_batchs_first_op_at_once_when_the_gpu_is_idle) {
   enum { N = 19 };
-  nxv_device_config cfg = {.disable_disk_cache = true, .kick_nodes = 1000,
-                           .idle_flush_us = 10000000, .idle_spin_us = 1};
+  nxv_device_config cfg = one_batch_config();
+  cfg.idle_spin_us = 1;
   nxv_device *d = open_with(&cfg);
   REQUIRE(d);
   int32_t a[N], b[N];
@@ -415,6 +423,48 @@ NXV_TEST(sched, reorder_window_records_a_batchs_first_op_at_once_when_the_gpu_is
   nxv_device_release(d);
 }
 
+/* The same with a batch still in flight (the GPU stopped: a hang is
+ * injected into the submission before): the first op that needs a barrier
+ * is held, and the op after it, which needs none, is recorded ahead of
+ * it. */
+NXV_TEST(sched, reorder_window_holds_a_batchs_first_op_while_the_gpu_is_busy) {
+  enum { N = 19 };
+  nxv_device_config cfg = one_batch_config();
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  int32_t a[N];
+  for (int j = 0; j < N; j++) a[j] = 5 * j - 30;
+  nxv_tensor *tx = upload_s32(d, a, N), *y, *q, *z, *w;
+  REQUIRE(tx);
+  REQUIRE_OK(add_s32(d, tx, tx, N, &y));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  /* q's batch, submitted by its download's flush, never completes. */
+  nxv_device_inject_hang(d);
+  REQUIRE_OK(add_s32(d, tx, tx, N, &q));
+  nxv_download *dl;
+  REQUIRE_OK(nxv_download_start(q, 0, N, &dl));
+  nxv_stats s0, s1;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  REQUIRE_OK(add_s32(d, q, tx, N, &z)); /* reads q: needs a barrier */
+  REQUIRE_OK(add_s32(d, tx, tx, N, &w)); /* needs none */
+  /* Wait (up to 10 s) for the scheduler to record w ahead of z. */
+  for (int i = 0; i < 10000; i++) {
+    REQUIRE_OK(nxv_device_stats(d, &s1));
+    if (s1.ops_reordered != s0.ops_reordered) break;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  CHECK_MSG(s1.ops_reordered - s0.ops_reordered == 1, "%llu ops reordered",
+            (unsigned long long)(s1.ops_reordered - s0.ops_reordered));
+  nxv_download_release(dl);
+  nxv_tensor_release(w);
+  nxv_tensor_release(z);
+  nxv_tensor_release(q);
+  nxv_tensor_release(y);
+  nxv_tensor_release(tx);
+  nxv_device_release(d); /* ends the hang */
+}
+
 /* Waits (up to 10 s) until d's scheduler has recorded n barriers ahead;
  * false if it has not. */
 static bool wait_barriers_ahead(nxv_device *d, uint64_t n) {
@@ -438,8 +488,8 @@ static bool wait_barriers_ahead(nxv_device *d, uint64_t n) {
  * each op.) */
 NXV_TEST(sched, idle_scheduler_records_the_next_batchs_barrier_ahead) {
   enum { N = 23, BIG = 4096 };
-  nxv_device_config cfg = {.disable_disk_cache = true, .kick_nodes = 1000,
-                           .idle_flush_us = 10000000, .idle_spin_us = 10000000};
+  nxv_device_config cfg = one_batch_config();
+  cfg.idle_spin_us = 10000000;
   nxv_device *d = open_with(&cfg);
   REQUIRE(d);
   int32_t a[N], b[N];
@@ -502,49 +552,6 @@ NXV_TEST(sched, idle_scheduler_records_the_next_batchs_barrier_ahead) {
   nxv_tensor_release(tb);
   nxv_tensor_release(tx);
   nxv_device_release(d);
-}
-
-/* The same with a batch still in flight (the GPU stopped: a hang is
- * injected into the submission before): the first op that needs a barrier
- * is held, and the op after it, which needs none, is recorded ahead of
- * it. */
-NXV_TEST(sched, reorder_window_holds_a_batchs_first_op_while_the_gpu_is_busy) {
-  enum { N = 19 };
-  nxv_device_config cfg = {.disable_disk_cache = true, .kick_nodes = 1000,
-                           .idle_flush_us = 10000000};
-  nxv_device *d = open_with(&cfg);
-  REQUIRE(d);
-  int32_t a[N];
-  for (int j = 0; j < N; j++) a[j] = 5 * j - 30;
-  nxv_tensor *tx = upload_s32(d, a, N), *y, *q, *z, *w;
-  REQUIRE(tx);
-  REQUIRE_OK(add_s32(d, tx, tx, N, &y));
-  REQUIRE_OK(nxv_device_synchronize(d));
-  /* q's batch, submitted by its download's flush, never completes. */
-  nxv_device_inject_hang(d);
-  REQUIRE_OK(add_s32(d, tx, tx, N, &q));
-  nxv_download *dl;
-  REQUIRE_OK(nxv_download_start(q, 0, N, &dl));
-  nxv_stats s0, s1;
-  REQUIRE_OK(nxv_device_stats(d, &s0));
-  REQUIRE_OK(add_s32(d, q, tx, N, &z)); /* reads q: needs a barrier */
-  REQUIRE_OK(add_s32(d, tx, tx, N, &w)); /* needs none */
-  /* Wait (up to 10 s) for the scheduler to record w ahead of z. */
-  for (int i = 0; i < 10000; i++) {
-    REQUIRE_OK(nxv_device_stats(d, &s1));
-    if (s1.ops_reordered != s0.ops_reordered) break;
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  CHECK_MSG(s1.ops_reordered - s0.ops_reordered == 1, "%llu ops reordered",
-            (unsigned long long)(s1.ops_reordered - s0.ops_reordered));
-  nxv_download_release(dl);
-  nxv_tensor_release(w);
-  nxv_tensor_release(z);
-  nxv_tensor_release(q);
-  nxv_tensor_release(y);
-  nxv_tensor_release(tx);
-  nxv_device_release(d); /* ends the hang */
 }
 
 NXV_TEST(sched, reorder_window_out_of_range_is_rejected) {
