@@ -427,6 +427,79 @@ void nxv_ops_div_magic(uint32_t p, uint32_t *out_shift, uint32_t *out_magic) {
   *out_magic = (p & (p - 1)) ? (uint32_t)(((1ull << (32 + s)) + p - 1) / p) : 0;
 }
 
+/* The transpose kernel's push constants (transpose.comp). */
+typedef struct pc_transpose {
+  uint64_t a, c;
+  uint32_t rows, cols, off, sb, sc, pad;
+} pc_transpose;
+_Static_assert(sizeof(pc_transpose) == 40, "pc_transpose layout");
+
+/* Tile of the transpose kernel (transpose.comp) for elements of w bits:
+ * rows (the source's contiguous runs, 256 bytes each) by columns. */
+static void transpose_tile(uint32_t w, uint32_t *out_rows, uint32_t *out_cols) {
+  *out_rows = w == 16 ? 128 : w == 32 ? 64 : 32;
+  *out_cols = w == 16 ? 64 : w == 32 ? 64 : 32;
+}
+
+/* The transpose kernel for a unary copy collapsed to r axes of shape
+ * whose operand v (strides st, of type t) is read along the rows (stride
+ * 1 there) into the dense output out: the kernel's element width in bits
+ * when every access can move 16 bytes (see transpose.comp), else 0 (the
+ * tiled kernel takes it). */
+static uint32_t transpose_width(const nxv_device *d, uint32_t r, const int64_t *shape,
+                                const int64_t *st, const nxv_view *v, nxv_dtype t,
+                                const nxv_tensor *out) {
+  size_t es = nxv_dtype_size(t);
+  if ((r != 2 && r != 3) || (es != 2 && es != 4 && es != 8)) return 0;
+  if (d->vk.info.max_workgroup_invocations < 256 || d->vk.info.max_workgroup_size[0] < 256)
+    return 0;
+  int64_t ve = 16 / (int64_t)es, depth = r == 3 ? shape[0] : 1;
+  int64_t rows = shape[r - 2], cols = shape[r - 1];
+  int64_t sb = r == 3 ? st[0] : 0, sr = st[r - 2], sc = st[r - 1];
+  if (sr != 1 || sc == 0 || sc == 1 || rows % ve || cols % ve || sc % ve || sb % ve ||
+      v->offset % ve || v->tensor->buf->addr % 16 || out->buf->addr % 16 ||
+      v->tensor->count > UINT32_MAX)
+    return 0;
+  uint32_t w = (uint32_t)es * 8, tr, tc;
+  transpose_tile(w, &tr, &tc);
+  if ((uint64_t)(cols + tc - 1) / tc > d->vk.info.max_workgroup_count[0] ||
+      (uint64_t)(rows + tr - 1) / tr > d->vk.info.max_workgroup_count[1] ||
+      (uint64_t)depth > d->vk.info.max_workgroup_count[2])
+    return 0;
+  return w;
+}
+
+/* Queues the transpose kernel (w-bit elements) writing out from v, the
+ * operand of a unary copy collapsed to r axes of shape with strides st
+ * (transpose_width() said it fits). Takes no reference on out. */
+static nxv_status transpose_copy(nxv_device *d, uint32_t w, uint32_t r, const int64_t *shape,
+                                 const int64_t *st, const nxv_view *v, nxv_tensor *out) {
+  nxv_node *node = nxv_node_new(0);
+  if (!node) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  uint32_t tr, tc;
+  transpose_tile(w, &tr, &tc);
+  int64_t rows = shape[r - 2], cols = shape[r - 1];
+  pc_transpose pc = {.a = v->tensor->buf->addr,
+                     .c = out->buf->addr,
+                     .rows = (uint32_t)rows,
+                     .cols = (uint32_t)cols,
+                     .off = (uint32_t)v->offset,
+                     .sb = (uint32_t)(r == 3 ? st[0] : 0),
+                     .sc = (uint32_t)st[r - 1]};
+  memcpy(node->pc, &pc, sizeof pc);
+  node->pc_size = sizeof pc;
+  node->groups[0] = (uint32_t)((cols + tc - 1) / tc);
+  node->groups[1] = (uint32_t)((rows + tr - 1) / tr);
+  node->groups[2] = r == 3 ? (uint32_t)shape[0] : 1;
+  node->cost = out->count * 2;
+  node_use(node, v->tensor, false);
+  node_use(node, out, true);
+  nxv_spv_module m = w == 16 ? NXV_SPV_TRANSPOSE_16
+                     : w == 32 ? NXV_SPV_TRANSPOSE_32
+                               : NXV_SPV_TRANSPOSE_64;
+  return push_dispatch(d, node, m, 0, 0);
+}
+
 /* Shared by the elementwise ops: nops inputs (1 to 3) of types in_types
  * through views, output dense of out_type. Operand o goes to push-constant
  * slot a, b, in2 in turn; in the contiguous variant, flag bit o marks a
@@ -473,6 +546,20 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
     return NXV_OK;
   }
   uint32_t r = collapse(rank, shape, nops, strides);
+  /* A transposed operand made dense (a unary copy within one type: its
+   * bits move unchanged) whose accesses can all move 16 bytes. */
+  if (nops == 1 && tiled_variant == 3 && op == NXV_COPY && in_types[0] == out_type) {
+    uint32_t w = transpose_width(d, r, shape, strides[0], views[0], in_types[0], t);
+    if (w) {
+      nxv_status st = transpose_copy(d, w, r, shape, strides[0], views[0], t);
+      if (st != NXV_OK) {
+        nxv_tensor_release(t);
+        return st;
+      }
+      *out = t;
+      return NXV_OK;
+    }
+  }
   bool contiguous = r <= 1;
   for (int o = 0; o < nops && contiguous; o++)
     if (r == 1 && strides[o][0] != 1 && strides[o][0] != 0) contiguous = false;

@@ -2054,6 +2054,110 @@ NXV_TEST(kernels, transpose) {
   nxv_device_release(d);
 }
 
+/* Random bits for one element of t at p: any bits for integers; for float
+ * types (and each part of a complex one) a random sign and mantissa with
+ * an exponent well inside the normal range, so that no copy may flush,
+ * quieten or round it. */
+static void rnd_bits(nxv_dtype t, uint8_t *p, uint64_t *rng) {
+  size_t es = nxv_dtype_size(t);
+  for (size_t i = 0; i < es; i++) p[i] = (uint8_t)test_rand_u64(rng);
+  int exp_bits = 0, mant_bits = 0;
+  size_t part = es;
+  switch (t) {
+    case NXV_F16: exp_bits = 5, mant_bits = 10; break;
+    case NXV_BF16: exp_bits = 8, mant_bits = 7; break;
+    case NXV_F32: exp_bits = 8, mant_bits = 23; break;
+    case NXV_F64: exp_bits = 11, mant_bits = 52; break;
+    case NXV_C64: exp_bits = 8, mant_bits = 23, part = 4; break;
+    case NXV_C128: exp_bits = 11, mant_bits = 52, part = 8; break;
+    default: return;
+  }
+  for (size_t o = 0; o < es; o += part) {
+    uint64_t v = 0;
+    memcpy(&v, p + o, part);
+    uint64_t bias = (1ull << (exp_bits - 1)) - 1;
+    uint64_t e = bias - 4 + (test_rand_u64(rng) % 9);
+    uint64_t mask = ((1ull << exp_bits) - 1) << mant_bits;
+    v = (v & ~mask) | (e << mant_bits);
+    memcpy(p + o, &v, part);
+  }
+}
+
+/* A transposed operand made dense, byte for byte, in every dtype: tiles
+ * whole and partial, batches, offsets, padded and negative strides where every
+ * access of the transpose kernel moves 16 bytes (transpose.comp), and
+ * layouts that miss its alignment (the tiled kernel's). */
+NXV_TEST(kernels, transpose_copy_layouts) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0x7A45;
+  static const struct {
+    int64_t depth, rows, cols; /* output [depth, rows, cols] (depth 1: rank 2) */
+    int64_t pad;               /* source column stride: rows + pad */
+    int64_t off, gap;          /* offset; batch stride cols * sc + gap */
+    bool rev;                  /* columns read last to first (sc < 0) */
+  } cases[] = {
+      {1, 64, 64, 0, 0, 0, false},       /* one 32-bit tile */
+      {1, 16, 16, 0, 0, 0, false},       /* the smallest */
+      {1, 136, 72, 8, 0, 0, false},      /* partial tiles, padded columns */
+      {1, 256, 192, 0, 16, 0, false},    /* several tiles, an offset */
+      {3, 48, 200, 16, 16, 32, false},   /* batches with gaps */
+      {2, 24, 40, 0, 8, 0, false},       /* batches back to back */
+      {1, 64, 64, 0, 1, 0, false},       /* an odd offset: unaligned */
+      {1, 36, 44, 0, 0, 0, false},       /* rows of 4 but not 8 16-bit elements */
+      {2, 18, 30, 2, 2, 2, false},       /* 2-element multiples only */
+      {2, 32, 72, 8, 8, 8, true},        /* reversed columns */
+  };
+  for (int ti = 0; ti < NXV_DTYPE_COUNT; ti++) {
+    nxv_dtype t = (nxv_dtype)ti;
+    if (!nxv_unary_supported(d, NXV_COPY, t)) continue;
+    size_t es = nxv_dtype_size(t);
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+      int64_t D = cases[ci].depth, R = cases[ci].rows, C = cases[ci].cols;
+      int64_t sc = R + cases[ci].pad, sb = C * sc + cases[ci].gap, off = cases[ci].off;
+      uint64_t count = (uint64_t)(off + (D - 1) * sb + C * sc);
+      uint64_t n = (uint64_t)(D * R * C);
+      uint8_t *host = test_xcalloc(count, es);
+      for (uint64_t i = 0; i < count; i++) rnd_bits(t, host + i * es, &rng);
+      char tag[128];
+      snprintf(tag, sizeof tag, "transpose copy %s %lldx%lldx%lld sc %s%lld off %lld",
+               nxv_dtype_name(t), (long long)D, (long long)R, (long long)C,
+               cases[ci].rev ? "-" : "", (long long)sc, (long long)off);
+      nxv_tensor *a = NULL, *out = NULL;
+      CHECK_OK(nxv_tensor_upload(d, t, count, host, &a));
+      if (a) {
+        bool rev = cases[ci].rev, batched = D > 1;
+        int64_t shape3[3] = {D, R, C}, strides3[3] = {sb, 1, rev ? -sc : sc};
+        nxv_view v = {a, off + (rev ? (C - 1) * sc : 0), batched ? strides3 : strides3 + 1};
+        nxv_status st = nxv_unary(d, NXV_COPY, batched ? 3 : 2, batched ? shape3 : shape3 + 1,
+                                  &v, &out);
+        CHECK_MSG(st == NXV_OK, "%s: %s", tag, nxv_last_error());
+        if (st == NXV_OK) {
+          uint8_t *got = test_xcalloc(n, es);
+          CHECK_OK(nxv_tensor_download(out, 0, n, got));
+          uint64_t bad = 0;
+          for (int64_t b = 0; b < D; b++)
+            for (int64_t r = 0; r < R; r++)
+              for (int64_t c = 0; c < C; c++) {
+                uint64_t o = (uint64_t)((b * R + r) * C + c);
+                uint64_t i = (uint64_t)(off + b * sb + r + (rev ? C - 1 - c : c) * sc);
+                if (memcmp(got + o * es, host + i * es, es) != 0 && bad++ < MAX_REPORT)
+                  fprintf(stderr, "    %s: element [%lld, %lld, %lld] differs\n", tag,
+                          (long long)b, (long long)r, (long long)c);
+              }
+          CHECK_MSG(bad == 0, "%s: %llu of %llu elements differ", tag,
+                    (unsigned long long)bad, (unsigned long long)n);
+          free(got);
+          nxv_tensor_release(out);
+        }
+        nxv_tensor_release(a);
+      }
+      free(host);
+    }
+  }
+  nxv_device_release(d);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Matmul                                                                    */
 /* ------------------------------------------------------------------------ */

@@ -62,6 +62,10 @@ echo "coopmat_f16_khr coopmat.comp -DT_ID=8 --spv-rewrite=khr"
 echo "coopmat_bf16 coopmat.comp -DT_ID=9 --spv-rewrite=khr-bf16"
 echo "fill_32 fill.comp -DW=32"
 echo "fill_64 fill.comp -DW=64"
+# Transposed operands made dense, moved as 16-, 32- or 64-bit elements.
+for w in 16 32 64; do
+  echo "transpose_$w transpose.comp -DW=$w"
+done
 # Fused elementwise programs (fused.comp) for the float types; the f16,
 # bf16 and f32 transcendentals in double, as the unary modules do.
 for t in f16:8 bf16:9 f32:10 f64:11; do
