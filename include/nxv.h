@@ -243,6 +243,9 @@ typedef struct nxv_device_config {
                                  gpu_ns stay 0. Small batches (see
                                  gpu_busy_ns) write none without it,
                                  unless batch records are kept. */
+  bool no_round_trip_submit;  /* never submit a round trip's op before
+                                 its download arrives (see
+                                 nxv_stats.round_trip_submits) */
   bool defer_elementwise;     /* nxv_unary, nxv_binary and
                                  nxv_binary_scalar of f16, bf16, f32 and
                                  f64 of a basic op (copy, negate, abs,
@@ -352,6 +355,12 @@ typedef struct nxv_stats {
                                     completed everything submitted: ahead
                                     of the batch's first op, which then
                                     records none */
+  uint64_t round_trip_submits;   /* of submits, batches of one op that
+                                    writes a small mapped result, submitted
+                                    as soon as it was recorded (the GPU
+                                    idle, nothing more queued, the last
+                                    download read in place) rather than
+                                    when its download arrived */
   uint64_t epoch_submitted, epoch_completed;
   uint64_t ring_full_waits;      /* times a producer found the ring full */
   uint64_t scheduler_wakeups;    /* times a producer woke the sleeping

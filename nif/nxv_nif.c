@@ -413,6 +413,7 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   opt_bool(env, argv[1], "unmapped_small", &cfg.unmapped_small, &bad);
   opt_bool(env, argv[1], "no_latency_timing", &cfg.no_latency_timing, &bad);
   opt_bool(env, argv[1], "no_gpu_timestamps", &cfg.no_gpu_timestamps, &bad);
+  opt_bool(env, argv[1], "no_round_trip_submit", &cfg.no_round_trip_submit, &bad);
   opt_bool(env, argv[1], "defer_elementwise", &cfg.defer_elementwise, &bad);
   opt_bool(env, argv[1], "no_spirv_prune", &cfg.no_spirv_prune, &bad);
   ERL_NIF_TERM rw;
@@ -525,6 +526,7 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "reads_in_place", s.reads_in_place);
   PUT_U64(m, "ops_reordered", s.ops_reordered);
   PUT_U64(m, "barriers_ahead", s.barriers_ahead);
+  PUT_U64(m, "round_trip_submits", s.round_trip_submits);
   PUT_U64(m, "deferred_ops", s.deferred_ops);
   PUT_U64(m, "deferred_fused", s.deferred_fused);
   PUT_U64(m, "pipeline_hits", s.pipeline_hits);

@@ -197,6 +197,7 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
         .arena_bytes = d->config.arena_bytes,
         .no_latency_timing = d->config.no_latency_timing,
         .no_gpu_timestamps = d->config.no_gpu_timestamps,
+        .no_round_trip_submit = d->config.no_round_trip_submit,
         .batch_timeout_ms = d->config.batch_timeout_ms};
     st = nxv_sched_create(&d->vk, &sc, d->staging,
                           nxv_registry_layout(d->kernels), &d->sched);

@@ -151,6 +151,7 @@ typedef struct nxv_sched_config {
   uint64_t arena_bytes;
   bool no_latency_timing;     /* no clock read per op (op_latency empty) */
   bool no_gpu_timestamps;     /* no batch timestamps (no GPU time) */
+  bool no_round_trip_submit;  /* round_trip_op() never holds */
   uint32_t batch_timeout_ms;  /* a batch still in flight this long after it
                                  became the oldest (submitted, the batches
                                  before it retired) fails the queue

@@ -554,6 +554,116 @@ NXV_TEST(sched, idle_scheduler_records_the_next_batchs_barrier_ahead) {
   nxv_device_release(d);
 }
 
+/* Waits up to ms milliseconds for the device's round_trip_submits to
+ * reach n; whether it is then exactly n. */
+static bool wait_round_trip_submits(nxv_device *d, uint64_t n, int ms) {
+  for (int i = 0; i < ms; i++) {
+    nxv_stats st;
+    if (nxv_device_stats(d, &st) != NXV_OK) return false;
+    if (st.round_trip_submits >= n) return st.round_trip_submits == n;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return false;
+}
+
+/* Whether, 50 ms after stats s0, d has submitted nothing more. */
+static bool nothing_submitted_since(nxv_device *d, const nxv_stats *s0) {
+  struct timespec ts = {0, 50000000};
+  nanosleep(&ts, NULL);
+  nxv_stats st;
+  return nxv_device_stats(d, &st) == NXV_OK && st.submits == s0->submits &&
+         st.round_trip_submits == s0->round_trip_submits;
+}
+
+/* Checks that t's n elements (at most 256) are times those of a. */
+static void check_times(nxv_tensor *t, const int32_t *a, uint64_t n, int32_t times,
+                        const char *what) {
+  int32_t got[256];
+  memset(got, 0x5a, sizeof got);
+  CHECK_OK(nxv_tensor_download(t, 0, n, got));
+  for (uint64_t j = 0; j < n; j++)
+    CHECK_MSG(got[j] == times * a[j], "%s[%llu] = %d, expected %d", what,
+              (unsigned long long)j, got[j], times * a[j]);
+}
+
+/* After a download read in place, an op alone in its batch writing a small
+ * mapped result is submitted as soon as it is recorded, with the GPU idle
+ * and nothing more queued (no flush, kick or idle flush would submit it:
+ * one_batch_config), and its download then reads in place. Not after a
+ * batch the host did not read, not after a download that copied, not for
+ * an op whose result is not mapped, and not while a batch is in flight. */
+NXV_TEST(sched, round_trip_op_is_submitted_before_its_download) {
+  enum { N = 8, BIG = 256 }; /* 32 bytes: read in place; 1 KiB: copied */
+  nxv_device_config cfg = one_batch_config();
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  int32_t a[BIG];
+  for (int j = 0; j < BIG; j++) a[j] = 13 * j - 700;
+  nxv_tensor *tx = upload_s32(d, a, N), *tbig = upload_s32(d, a, BIG);
+  REQUIRE(tx && tbig);
+  nxv_tensor *y, *z, *w, *big, *v, *big2, *r, *q, *q2;
+  nxv_stats s0, s1;
+  REQUIRE_OK(add_s32(d, tx, tx, N, &y));
+  check_times(y, a, N, 2, "y");
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  /* The round trip's op goes alone, before its download. */
+  REQUIRE_OK(add_s32(d, y, tx, N, &z));
+  CHECK_MSG(wait_round_trip_submits(d, s0.round_trip_submits + 1, 5000),
+            "the op after a read in place was not submitted by itself");
+  check_times(z, a, N, 3, "z");
+  REQUIRE_OK(nxv_device_stats(d, &s1));
+  CHECK_MSG(s1.reads_in_place == s0.reads_in_place + 1,
+            "z's download did not find z submitted (%llu reads in place)",
+            (unsigned long long)(s1.reads_in_place - s0.reads_in_place));
+  /* After a batch the host did not read (a result not mapped, then a
+   * synchronize), the op waits. */
+  REQUIRE_OK(add_s32(d, tbig, tbig, BIG, &big));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  REQUIRE_OK(add_s32(d, tx, tx, N, &w));
+  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted after a batch the host did not read");
+  check_times(w, a, N, 2, "w");
+  /* After a download that copied, the op waits. */
+  check_times(big, a, BIG, 2, "big");
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  REQUIRE_OK(add_s32(d, tx, tx, N, &v));
+  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted after a download that copied");
+  check_times(v, a, N, 2, "v");
+  /* After a read in place, an op whose result is not mapped waits. */
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  REQUIRE_OK(add_s32(d, tbig, tbig, BIG, &big2));
+  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted an op whose result is not mapped");
+  check_times(big2, a, BIG, 2, "big2");
+  /* While a batch is in flight (q's, which never completes), the op
+   * waits; r's read in place comes first. */
+  REQUIRE_OK(add_s32(d, tx, tx, N, &r));
+  check_times(r, a, N, 2, "r");
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  nxv_device_inject_hang(d);
+  REQUIRE_OK(add_s32(d, tx, tx, N, &q));
+  CHECK_MSG(wait_round_trip_submits(d, s0.round_trip_submits + 1, 5000),
+            "q was not submitted by itself");
+  nxv_download *dl;
+  REQUIRE_OK(nxv_download_start(q, 0, N, &dl));
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  REQUIRE_OK(add_s32(d, tx, tx, N, &q2));
+  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted while a batch was in flight");
+  nxv_download_release(dl);
+  nxv_tensor_release(q2);
+  nxv_tensor_release(q);
+  nxv_tensor_release(r);
+  nxv_tensor_release(big2);
+  nxv_tensor_release(v);
+  nxv_tensor_release(big);
+  nxv_tensor_release(w);
+  nxv_tensor_release(z);
+  nxv_tensor_release(y);
+  nxv_tensor_release(tbig);
+  nxv_tensor_release(tx);
+  nxv_device_release(d); /* ends the hang */
+}
+
 NXV_TEST(sched, reorder_window_out_of_range_is_rejected) {
   nxv_device *d = NULL;
   nxv_device_config bad = {.reorder_window = NXV_REORDER_WINDOW_MAX + 1};

@@ -56,7 +56,8 @@ defmodule Nx.Vulkan.NIF do
   keys `:max_batch_nodes, :idle_flush_us, :kick_nodes, :wait_spin_us, :idle_spin_us, :ring_capacity,
   :staging_bytes, :arena_bytes, :pool_limit_bytes, :pool_chunk_bytes, :cache_dir (binary),
   :disable_disk_cache, :poison_outputs, :fast_math, :unmapped_small,
-  :no_latency_timing, :no_gpu_timestamps, :defer_elementwise, :no_spirv_prune`,
+  :no_latency_timing, :no_gpu_timestamps, :no_round_trip_submit, :defer_elementwise,
+  :no_spirv_prune`,
   `:download_kernel` (`:auto`,
   `:always` or `:never`), `:reorder_window` (0..64, 0 the default, or
   `:off`), `:pipeline_threads` (1..64, `:auto` for half the CPUs, or
