@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <spawn.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,13 +466,15 @@ NXV_TEST(sched, reorder_window_holds_a_batchs_first_op_while_the_gpu_is_busy) {
   nxv_device_release(d); /* ends the hang */
 }
 
-/* Waits (up to 10 s) until d's scheduler has recorded n barriers ahead;
- * false if it has not. */
-static bool wait_barriers_ahead(nxv_device *d, uint64_t n) {
-  for (int i = 0; i < 10000; i++) {
+/* Waits up to ms milliseconds for the counter of d's stats at offset (a
+ * uint64_t field of nxv_stats) to reach n; whether it is then exactly n. */
+static bool wait_stat(nxv_device *d, size_t offset, uint64_t n, int ms) {
+  for (int i = 0; i < ms; i++) {
     nxv_stats st;
     if (nxv_device_stats(d, &st) != NXV_OK) return false;
-    if (st.barriers_ahead >= n) return st.barriers_ahead == n;
+    uint64_t v;
+    memcpy(&v, (const char *)&st + offset, sizeof v);
+    if (v >= n) return v == n;
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
@@ -504,7 +507,8 @@ NXV_TEST(sched, idle_scheduler_records_the_next_batchs_barrier_ahead) {
   memset(gy, 0x5a, sizeof gy);
   REQUIRE_OK(nxv_tensor_download(y, 0, N, gy));
   for (int j = 0; j < N; j++) CHECK(gy[j] == a[j] + b[j]);
-  CHECK_MSG(wait_barriers_ahead(d, 1), "no single barrier ahead after the download");
+  CHECK_MSG(wait_stat(d, offsetof(nxv_stats, barriers_ahead), 1, 10000),
+            "no single barrier ahead after the download");
   nxv_stats s0, s1;
   REQUIRE_OK(nxv_device_stats(d, &s0));
   REQUIRE_OK(add_s32(d, y, tb, N, &z));
@@ -554,19 +558,6 @@ NXV_TEST(sched, idle_scheduler_records_the_next_batchs_barrier_ahead) {
   nxv_device_release(d);
 }
 
-/* Waits up to ms milliseconds for the device's round_trip_submits to
- * reach n; whether it is then exactly n. */
-static bool wait_round_trip_submits(nxv_device *d, uint64_t n, int ms) {
-  for (int i = 0; i < ms; i++) {
-    nxv_stats st;
-    if (nxv_device_stats(d, &st) != NXV_OK) return false;
-    if (st.round_trip_submits >= n) return st.round_trip_submits == n;
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  return false;
-}
-
 /* Whether, 50 ms after stats s0, d has submitted nothing more. */
 static bool nothing_submitted_since(nxv_device *d, const nxv_stats *s0) {
   struct timespec ts = {0, 50000000};
@@ -609,7 +600,8 @@ NXV_TEST(sched, round_trip_op_is_submitted_before_its_download) {
   REQUIRE_OK(nxv_device_stats(d, &s0));
   /* The round trip's op goes alone, before its download. */
   REQUIRE_OK(add_s32(d, y, tx, N, &z));
-  CHECK_MSG(wait_round_trip_submits(d, s0.round_trip_submits + 1, 5000),
+  CHECK_MSG(wait_stat(d, offsetof(nxv_stats, round_trip_submits), s0.round_trip_submits + 1,
+                      5000),
             "the op after a read in place was not submitted by itself");
   check_times(z, a, N, 3, "z");
   REQUIRE_OK(nxv_device_stats(d, &s1));
@@ -642,7 +634,8 @@ NXV_TEST(sched, round_trip_op_is_submitted_before_its_download) {
   REQUIRE_OK(nxv_device_stats(d, &s0));
   nxv_device_inject_hang(d);
   REQUIRE_OK(add_s32(d, tx, tx, N, &q));
-  CHECK_MSG(wait_round_trip_submits(d, s0.round_trip_submits + 1, 5000),
+  CHECK_MSG(wait_stat(d, offsetof(nxv_stats, round_trip_submits), s0.round_trip_submits + 1,
+                      5000),
             "q was not submitted by itself");
   nxv_download *dl;
   REQUIRE_OK(nxv_download_start(q, 0, N, &dl));
