@@ -657,6 +657,31 @@ NXV_TEST(sched, round_trip_op_is_submitted_before_its_download) {
   nxv_device_release(d); /* ends the hang */
 }
 
+/* With no_round_trip_submit the same round trip's op waits for its
+ * download's flush. */
+NXV_TEST(sched, no_round_trip_submit_keeps_the_op_for_its_download) {
+  enum { N = 8 };
+  nxv_device_config cfg = one_batch_config();
+  cfg.no_round_trip_submit = true;
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  int32_t a[N];
+  for (int j = 0; j < N; j++) a[j] = 29 * j - 100;
+  nxv_tensor *tx = upload_s32(d, a, N), *y, *z;
+  REQUIRE(tx);
+  REQUIRE_OK(add_s32(d, tx, tx, N, &y));
+  check_times(y, a, N, 2, "y");
+  nxv_stats s0;
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  REQUIRE_OK(add_s32(d, y, tx, N, &z));
+  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted before its download");
+  check_times(z, a, N, 3, "z");
+  nxv_tensor_release(z);
+  nxv_tensor_release(y);
+  nxv_tensor_release(tx);
+  nxv_device_release(d);
+}
+
 NXV_TEST(sched, reorder_window_out_of_range_is_rejected) {
   nxv_device *d = NULL;
   nxv_device_config bad = {.reorder_window = NXV_REORDER_WINDOW_MAX + 1};
