@@ -25,9 +25,9 @@
 // On an H200 (8192x8192, GPU time, three runs alternating with the tiled
 // kernel it replaced, tile2d.glsl's 32x32 tiles of 128-byte runs): f32
 // 3833-3835 -> 4152-4157 GB/s (89% -> 97% of a buffer copy), f64
-// 3760-3765 -> 4176-4180 (88% -> 98%), f16 970-1372 -> 1621-1749 (in the
-// machine's slow f16 spells, whose copies ran at 1.63-1.82 TB/s: 60-80%
-// -> 94-96%). Other tiles measured slower: f32 128x64, 64x128 and 128x32
+// 3760-3765 -> 4176-4180 (88% -> 98%), f16 3559-3571 -> 4031-4038 in the
+// machine's fast f16 spells (84% -> 95%) and 970-1372 -> 1621-1749 in its
+// slow ones (copies at 1.63-1.82 TB/s). Other tiles measured slower: f32 128x64, 64x128 and 128x32
 // 4079-4148, 32x32 3899; f64 64x32 and 32x64 about the same, 16x32 3915;
 // f16 128x128 and 64x128 (four-way bank conflicts in the transposed
 // reads) 886 and 1146-1245, 256x32 and 128x32 (64-byte output runs) 515
