@@ -357,10 +357,11 @@ typedef struct nxv_stats {
                                     records none */
   uint64_t round_trip_submits;   /* of submits, batches of one op that
                                     writes a small mapped result, submitted
-                                    as soon as it was recorded (the GPU
-                                    idle, nothing more queued, the last
-                                    download read in place) rather than
-                                    when its download arrived */
+                                    as soon as it was recorded (the first
+                                    op after a download that read in place
+                                    and followed a single op, the GPU idle,
+                                    nothing more queued) rather than when
+                                    its download arrived */
   uint64_t epoch_submitted, epoch_completed;
   uint64_t ring_full_waits;      /* times a producer found the ring full */
   uint64_t scheduler_wakeups;    /* times a producer woke the sleeping

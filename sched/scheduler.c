@@ -89,8 +89,11 @@ struct nxv_sched {
                                      HOST_READ barrier (barrier_ahead()) */
   bool last_read_in_place;        /* the last download taken off the ring
                                      reads its result in place (a mapped
-                                     read), not through a copy
-                                     (round_trip_op()) */
+                                     read), not through a copy, and one op
+                                     was taken off the ring since the
+                                     download before it (round_trip_op()) */
+  uint32_t ops_since_read;        /* ops taken off the ring since the last
+                                     download (saturating) */
   uint64_t next_epoch;
   uint64_t gen;                   /* barrier generation */
   /* Reordering window: nodes that needed a barrier when they arrived,
@@ -762,9 +765,13 @@ static bool record(nxv_sched *s, nxv_node *n) {
   /* Everything before an unholdable node is recorded before it: a
    * download, a marker or a flush sees the work queued before it. */
   if (s->nheld && !holdable(n)) drain_held(s);
-  if (n->flags & NXV_NODE_HOST_READ) s->last_read_in_place = false;
+  if (n->flags & (NXV_NODE_HOST_READ | NXV_NODE_MAPPED_READ)) {
+    s->last_read_in_place = (n->flags & NXV_NODE_MAPPED_READ) && s->ops_since_read == 1;
+    s->ops_since_read = 0;
+  } else if (n->kind != NXV_NODE_MARKER && s->ops_since_read < UINT32_MAX) {
+    s->ops_since_read++;
+  }
   if (n->flags & NXV_NODE_MAPPED_READ) {
-    s->last_read_in_place = true;
     uint64_t e = n->bufs[0]->sched_write_epoch;
     if (e && !(s->open && s->open->epoch == e)) {
       atomic_fetch_add(&s->reads_in_place, 1);
@@ -930,21 +937,23 @@ static void barrier_ahead(nxv_sched *s) {
 }
 
 /* Whether the open batch, which the node just recorded made non-empty,
- * looks like a round trip's op: its one op writes memory the host maps (a
- * small result), the last download read in place, the batch before ended
- * with a host read, the ring holds nothing more and the timeline shows
- * everything submitted complete. Such an op is submitted at once rather
- * than when its download arrives: through Nx the BEAM queues the download
- * 1-3 us after the op, and the download then finds its epoch submitted
- * and reads in place (record()); 0.5-0.8 us off Nx's round trip on an
- * H200. After a download that copied, or a batch the host did not read,
- * the batch waits as before (submitting each op alone would cost a bursty
- * stream a submission per burst for nothing). Completion is read from the
- * timeline, not the retiring threads' counter, which often lags the next
- * op of a round trip. Off with the config's no_round_trip_submit. */
+ * looks like a round trip's op: its one op, the first since the last
+ * download, writes memory the host maps (a small result), that download
+ * read in place and followed a single op too, the ring holds nothing more
+ * and the timeline shows everything submitted complete. Such an op
+ * is submitted at once rather than when its download arrives: through Nx
+ * the BEAM queues the download 1-3 us after the op, and the download then
+ * finds its epoch submitted and reads in place (record()); 0.5-0.8 us off
+ * Nx's round trip on an H200. After a download that copied, or one that
+ * followed several ops (a loop of a few ops per read, whose later ops
+ * would wait behind the first one's submission), and for any op but the
+ * first after a download, the batch waits as before (submitting each op
+ * alone would cost a bursty stream a submission per burst for nothing). Completion is read from
+ * the timeline, not the retiring threads' counter, which often lags the
+ * next op of a round trip. Off with the config's no_round_trip_submit. */
 static bool round_trip_op(nxv_sched *s, const batch *b) {
   return !s->cfg.no_round_trip_submit && b->nnodes == 1 && s->nheld == 0 && b->host_read &&
-         s->last_read_in_place && s->last_host_read && nxv_ring_size(s->ring) == 0 &&
+         s->last_read_in_place && s->ops_since_read == 1 && nxv_ring_size(s->ring) == 0 &&
          gpu_idle(s);
 }
 

@@ -578,12 +578,14 @@ static void check_times(nxv_tensor *t, const int32_t *a, uint64_t n, int32_t tim
               (unsigned long long)j, got[j], times * a[j]);
 }
 
-/* After a download read in place, an op alone in its batch writing a small
- * mapped result is submitted as soon as it is recorded, with the GPU idle
- * and nothing more queued (no flush, kick or idle flush would submit it:
- * one_batch_config), and its download then reads in place. Not after a
- * batch the host did not read, not after a download that copied, not for
- * an op whose result is not mapped, and not while a batch is in flight. */
+/* The first op after a download read in place that followed a single op,
+ * alone in its batch and writing a small mapped result, is submitted as
+ * soon as it is recorded, with the GPU idle and nothing more queued (no
+ * flush, kick or idle flush would submit it: one_batch_config), and its
+ * download then reads in place. Not after a read that followed two ops,
+ * not for a second op since the read, not after a download that copied,
+ * not for an op whose result is not mapped, and not while a batch is in
+ * flight. */
 NXV_TEST(sched, round_trip_op_is_submitted_before_its_download) {
   enum { N = 8, BIG = 256 }; /* 32 bytes: read in place; 1 KiB: copied */
   nxv_device_config cfg = one_batch_config();
@@ -593,42 +595,50 @@ NXV_TEST(sched, round_trip_op_is_submitted_before_its_download) {
   for (int j = 0; j < BIG; j++) a[j] = 13 * j - 700;
   nxv_tensor *tx = upload_s32(d, a, N), *tbig = upload_s32(d, a, BIG);
   REQUIRE(tx && tbig);
-  nxv_tensor *y, *z, *w, *big, *v, *big2, *r, *q, *q2;
+  nxv_tensor *y, *z, *z2, *w, *big, *u, *v, *big2, *r, *q, *q2;
   nxv_stats s0, s1;
+  /* y's read follows two ops (tbig's upload, a copy, and y): z waits. */
   REQUIRE_OK(add_s32(d, tx, tx, N, &y));
   check_times(y, a, N, 2, "y");
   REQUIRE_OK(nxv_device_stats(d, &s0));
-  /* The round trip's op goes alone, before its download. */
   REQUIRE_OK(add_s32(d, y, tx, N, &z));
+  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted after a read that followed two ops");
+  check_times(z, a, N, 3, "z");
+  /* z's read follows one op: z2, a round trip's op, goes alone, before
+   * its download. */
+  REQUIRE_OK(nxv_device_stats(d, &s0));
+  REQUIRE_OK(add_s32(d, z, tx, N, &z2));
   CHECK_MSG(wait_stat(d, offsetof(nxv_stats, round_trip_submits), s0.round_trip_submits + 1,
                       5000),
             "the op after a read in place was not submitted by itself");
-  check_times(z, a, N, 3, "z");
+  check_times(z2, a, N, 4, "z2");
   REQUIRE_OK(nxv_device_stats(d, &s1));
   CHECK_MSG(s1.reads_in_place == s0.reads_in_place + 1,
-            "z's download did not find z submitted (%llu reads in place)",
+            "z2's download did not find z2 submitted (%llu reads in place)",
             (unsigned long long)(s1.reads_in_place - s0.reads_in_place));
-  /* After a batch the host did not read (a result not mapped, then a
-   * synchronize), the op waits. */
+  /* A second op since the read waits (big, not mapped, went first). */
   REQUIRE_OK(add_s32(d, tbig, tbig, BIG, &big));
   REQUIRE_OK(nxv_device_synchronize(d));
   REQUIRE_OK(nxv_device_stats(d, &s0));
   REQUIRE_OK(add_s32(d, tx, tx, N, &w));
-  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted after a batch the host did not read");
+  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted a second op since the read");
   check_times(w, a, N, 2, "w");
-  /* After a download that copied, the op waits. */
+  /* After a download that copied, the op waits (u's read comes first). */
+  REQUIRE_OK(add_s32(d, tx, tx, N, &u));
+  check_times(u, a, N, 2, "u");
   check_times(big, a, BIG, 2, "big");
   REQUIRE_OK(nxv_device_stats(d, &s0));
   REQUIRE_OK(add_s32(d, tx, tx, N, &v));
   CHECK_MSG(nothing_submitted_since(d, &s0), "submitted after a download that copied");
   check_times(v, a, N, 2, "v");
-  /* After a read in place, an op whose result is not mapped waits. */
+  /* After a read in place that followed one op (v's), an op whose result
+   * is not mapped waits. */
   REQUIRE_OK(nxv_device_stats(d, &s0));
   REQUIRE_OK(add_s32(d, tbig, tbig, BIG, &big2));
   CHECK_MSG(nothing_submitted_since(d, &s0), "submitted an op whose result is not mapped");
   check_times(big2, a, BIG, 2, "big2");
   /* While a batch is in flight (q's, which never completes), the op
-   * waits; r's read in place comes first. */
+   * waits; r's read, which follows one op, comes first. */
   REQUIRE_OK(add_s32(d, tx, tx, N, &r));
   check_times(r, a, N, 2, "r");
   REQUIRE_OK(nxv_device_stats(d, &s0));
@@ -648,8 +658,10 @@ NXV_TEST(sched, round_trip_op_is_submitted_before_its_download) {
   nxv_tensor_release(r);
   nxv_tensor_release(big2);
   nxv_tensor_release(v);
+  nxv_tensor_release(u);
   nxv_tensor_release(big);
   nxv_tensor_release(w);
+  nxv_tensor_release(z2);
   nxv_tensor_release(z);
   nxv_tensor_release(y);
   nxv_tensor_release(tbig);
