@@ -201,9 +201,11 @@ NXV_TEST(sched, barriers_only_between_dependent_nodes) {
   REQUIRE_OK(nxv_device_synchronize(d));
   REQUIRE_OK(nxv_device_stats(d, &s1));
   /* The inputs were written by an earlier, already barriered interval at
-   * most once; independent adds need no barrier between them. */
-  CHECK_MSG(s1.barriers - s0.barriers <= 1, "%llu barriers for independent ops",
-            (unsigned long long)(s1.barriers - s0.barriers));
+   * most once; independent adds need no barrier between them. (Where the
+   * scheduler idles between batches, which a loaded machine makes it do,
+   * it may record barriers ahead of the next batch: not theirs.) */
+  uint64_t own = (s1.barriers - s0.barriers) - (s1.barriers_ahead - s0.barriers_ahead);
+  CHECK_MSG(own <= 1, "%llu barriers for independent ops", (unsigned long long)own);
   nxv_tensor *x = ta;
   nxv_tensor_retain(x);
   for (int i = 0; i < OPS; i++) {
@@ -221,8 +223,8 @@ NXV_TEST(sched, barriers_only_between_dependent_nodes) {
   for (int i = 0; i < N; i++) CHECK(got[i] == a[i] + OPS * b[i]);
   for (int i = 0; i < OPS; i++) {
     int32_t v[N];
+    memset(v, 0x5a, sizeof v);
     CHECK_OK(nxv_tensor_download(outs[i], 0, N, v));
-    CHECK(memcmp(v, (int32_t[N]){0}, 0) == 0);
     for (int j = 0; j < N; j++) CHECK(v[j] == a[j] + b[j]);
     nxv_tensor_release(outs[i]);
   }
