@@ -943,8 +943,8 @@ static void barrier_ahead(nxv_sched *s) {
  * and the timeline shows everything submitted complete. Such an op
  * is submitted at once rather than when its download arrives: through Nx
  * the BEAM queues the download 1-3 us after the op, and the download then
- * finds its epoch submitted and reads in place (record()); 0.5-0.8 us off
- * Nx's round trip on an H200. After a download that copied, or one that
+ * finds its epoch submitted and reads in place (record()); 0.02-0.8 us off
+ * Nx's round trip on H200 hosts. After a download that copied, or one that
  * followed several ops (a loop of a few ops per read, whose later ops
  * would wait behind the first one's submission), and for any op but the
  * first after a download, the batch waits as before (submitting each op
