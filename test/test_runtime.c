@@ -560,13 +560,17 @@ NXV_TEST(sched, idle_scheduler_records_the_next_batchs_barrier_ahead) {
   nxv_device_release(d);
 }
 
-/* Whether, 50 ms after stats s0, d has submitted nothing more. */
-static bool nothing_submitted_since(nxv_device *d, const nxv_stats *s0) {
+/* Queues x + y (n s32 elements) into *out (NULL on failure) and says
+ * whether d then submitted nothing for 50 ms. */
+static bool add_waits(nxv_device *d, nxv_tensor *x, nxv_tensor *y, uint64_t n,
+                      nxv_tensor **out) {
+  nxv_stats s0, st;
+  *out = NULL;
+  if (nxv_device_stats(d, &s0) != NXV_OK || add_s32(d, x, y, n, out) != NXV_OK) return false;
   struct timespec ts = {0, 50000000};
   nanosleep(&ts, NULL);
-  nxv_stats st;
-  return nxv_device_stats(d, &st) == NXV_OK && st.submits == s0->submits &&
-         st.round_trip_submits == s0->round_trip_submits;
+  return nxv_device_stats(d, &st) == NXV_OK && st.submits == s0.submits &&
+         st.round_trip_submits == s0.round_trip_submits;
 }
 
 /* Checks that t's n elements (at most 256) are times those of a. */
@@ -602,9 +606,8 @@ NXV_TEST(sched, round_trip_op_is_submitted_before_its_download) {
   /* y's read follows two ops (tbig's upload, a copy, and y): z waits. */
   REQUIRE_OK(add_s32(d, tx, tx, N, &y));
   check_times(y, a, N, 2, "y");
-  REQUIRE_OK(nxv_device_stats(d, &s0));
-  REQUIRE_OK(add_s32(d, y, tx, N, &z));
-  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted after a read that followed two ops");
+  CHECK_MSG(add_waits(d, y, tx, N, &z), "submitted after a read that followed two ops");
+  REQUIRE(z);
   check_times(z, a, N, 3, "z");
   /* z's read follows one op: z2, a round trip's op, goes alone, before
    * its download. */
@@ -621,23 +624,20 @@ NXV_TEST(sched, round_trip_op_is_submitted_before_its_download) {
   /* A second op since the read waits (big, not mapped, went first). */
   REQUIRE_OK(add_s32(d, tbig, tbig, BIG, &big));
   REQUIRE_OK(nxv_device_synchronize(d));
-  REQUIRE_OK(nxv_device_stats(d, &s0));
-  REQUIRE_OK(add_s32(d, tx, tx, N, &w));
-  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted a second op since the read");
+  CHECK_MSG(add_waits(d, tx, tx, N, &w), "submitted a second op since the read");
+  REQUIRE(w);
   check_times(w, a, N, 2, "w");
   /* After a download that copied, the op waits (u's read comes first). */
   REQUIRE_OK(add_s32(d, tx, tx, N, &u));
   check_times(u, a, N, 2, "u");
   check_times(big, a, BIG, 2, "big");
-  REQUIRE_OK(nxv_device_stats(d, &s0));
-  REQUIRE_OK(add_s32(d, tx, tx, N, &v));
-  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted after a download that copied");
+  CHECK_MSG(add_waits(d, tx, tx, N, &v), "submitted after a download that copied");
+  REQUIRE(v);
   check_times(v, a, N, 2, "v");
   /* After a read in place that followed one op (v's), an op whose result
    * is not mapped waits. */
-  REQUIRE_OK(nxv_device_stats(d, &s0));
-  REQUIRE_OK(add_s32(d, tbig, tbig, BIG, &big2));
-  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted an op whose result is not mapped");
+  CHECK_MSG(add_waits(d, tbig, tbig, BIG, &big2), "submitted an op whose result is not mapped");
+  REQUIRE(big2);
   check_times(big2, a, BIG, 2, "big2");
   /* While a batch is in flight (q's, which never completes), the op
    * waits; r's read, which follows one op, comes first. */
@@ -651,9 +651,8 @@ NXV_TEST(sched, round_trip_op_is_submitted_before_its_download) {
             "q was not submitted by itself");
   nxv_download *dl;
   REQUIRE_OK(nxv_download_start(q, 0, N, &dl));
-  REQUIRE_OK(nxv_device_stats(d, &s0));
-  REQUIRE_OK(add_s32(d, tx, tx, N, &q2));
-  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted while a batch was in flight");
+  CHECK_MSG(add_waits(d, tx, tx, N, &q2), "submitted while a batch was in flight");
+  REQUIRE(q2);
   nxv_download_release(dl);
   nxv_tensor_release(q2);
   nxv_tensor_release(q);
@@ -685,10 +684,8 @@ NXV_TEST(sched, no_round_trip_submit_keeps_the_op_for_its_download) {
   REQUIRE(tx);
   REQUIRE_OK(add_s32(d, tx, tx, N, &y));
   check_times(y, a, N, 2, "y");
-  nxv_stats s0;
-  REQUIRE_OK(nxv_device_stats(d, &s0));
-  REQUIRE_OK(add_s32(d, y, tx, N, &z));
-  CHECK_MSG(nothing_submitted_since(d, &s0), "submitted before its download");
+  CHECK_MSG(add_waits(d, y, tx, N, &z), "submitted before its download");
+  REQUIRE(z);
   check_times(z, a, N, 3, "z");
   nxv_tensor_release(z);
   nxv_tensor_release(y);
