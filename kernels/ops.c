@@ -1627,18 +1627,30 @@ static bool coopmat_layout(nxv_device *d, nxv_dtype t, const nxv_matmul_desc *m,
   return true;
 }
 
+/* Shared memory of gemm.comp's variant in bytes (mirrors the shader's
+ * As and Bs): two buffers of a k slice of A (BM rows) and of B (BN
+ * columns), f32, rows padded by 4 floats for slices of 8, unpadded for the
+ * deep slices of 16 (bit 2). */
+static uint32_t gemm_shared(uint32_t variant) {
+  uint32_t shape = variant & 3u, bm = shape == 1u ? 64u : 128u, bn = shape == 3u ? 256u : bm;
+  uint32_t bk = (variant & 4u) ? 16u : 8u, pad = (variant & 4u) ? 0u : 4u;
+  return 2u * bk * (bm + pad) * 4u + 2u * bk * (bn + pad) * 4u;
+}
+
 /* Chunks of k for a product of `tiles` tiles (batches included) split
- * over about target workgroups, each chunk a multiple of 8 and at least
- * min_chunk long: returns their number (1: no split) and sets *kchunk to
- * their length when there are several; within the device's grid. */
+ * over about target workgroups, each chunk a multiple of align (a power
+ * of two: the kernel's k slice) and at least min_chunk long: returns their
+ * number (1: no split) and sets *kchunk to their length when there are
+ * several; within the device's grid. */
 static uint32_t split_k(const nxv_device *d, const nxv_matmul_desc *m, uint64_t tiles,
-                        uint64_t target, uint64_t min_chunk, uint32_t *kchunk) {
+                        uint64_t target, uint64_t min_chunk, uint64_t align,
+                        uint32_t *kchunk) {
   uint64_t ns = (target + tiles - 1) / tiles;
   if (ns > m->k / min_chunk) ns = m->k / min_chunk;
   if (ns * m->batch > d->vk.info.max_workgroup_count[2]) ns = 1;
   if (ns < 2) return 1;
   uint64_t kc = (m->k + ns - 1) / ns;
-  kc = (kc + 7) / 8 * 8;
+  kc = (kc + align - 1) & ~(align - 1);
   *kchunk = (uint32_t)kc;
   return (uint32_t)((m->k + kc - 1) / kc);
 }
@@ -1692,7 +1704,7 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
                       ((m->n + NXV_COOPMAT_BN - 1) / NXV_COOPMAT_BN) * m->batch;
   if (cm && cm_tiles < 2 && m->k > 4096) cm = false;
   if (!cm && gemm_type && tiles64 && tiles64 < 128 && m->k >= NXV_SPLIT_MIN_K)
-    nsplit = split_k(d, m, tiles64, NXV_SPLIT_TARGET_GROUPS, NXV_SPLIT_MIN_CHUNK, &kchunk);
+    nsplit = split_k(d, m, tiles64, NXV_SPLIT_TARGET_GROUPS, NXV_SPLIT_MIN_CHUNK, 8, &kchunk);
   if (nsplit > 1) {
     module = t == NXV_F32 ? NXV_SPV_GEMM_F32 : t == NXV_F16 ? NXV_SPV_GEMM_F16 : NXV_SPV_GEMM_BF16;
     variant = 1;
@@ -1720,18 +1732,27 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
      * 40.6 / 40.0, B transposed 4096^3 39.4 / 37.3, 8 x 1024^3 39.1 /
      * 38.3; A transposed lost (40.8 / 41.1) and keeps 128x128. */
     bool a_along_k = m->a_strides[2] == 1 && m->a_strides[1] != 1;
-    if (t == NXV_F32 && a_along_k && tiles256 >= 96) {
+    /* The 256-thread tiles take deep k slices (variants 4 and 7) where the
+     * device has the shared memory for them, else slices of 8. */
+    uint32_t smem = d->vk.info.max_shared_memory;
+    /* wide: the 128x256 variant, 0 where it does not fit; v128: the
+     * 128x128 one, 1 (64x64 tiles) where neither fits. */
+    uint32_t wide = smem >= gemm_shared(7) ? 7 : smem >= gemm_shared(3) ? 3 : 0;
+    uint32_t v128 = smem >= gemm_shared(4) ? 4 : smem >= gemm_shared(0) ? 0 : 1;
+    if (t == NXV_F32 && a_along_k && tiles256 >= 96 && wide) {
       tile_m = 128;
       tile_n = 256;
-      variant = 3;
-    } else if (tiles128 >= 96) {
+      variant = wide;
+    } else if (tiles128 >= 96 && v128 != 1) {
       tile_m = tile_n = 128;
+      variant = v128;
     } else {
       variant = 1;
-      nsplit = split_k(d, m, tiles128, NXV_SPLIT128_TARGET_GROUPS, NXV_SPLIT128_MIN_CHUNK,
-                       &kchunk);
+      if (v128 != 1)
+        nsplit = split_k(d, m, tiles128, NXV_SPLIT128_TARGET_GROUPS, NXV_SPLIT128_MIN_CHUNK,
+                         (v128 & 4u) ? 16 : 8, &kchunk);
       if (nsplit > 1) {
-        variant = 0;
+        variant = v128;
         tile_m = tile_n = 128;
       }
     }

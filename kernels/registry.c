@@ -93,7 +93,7 @@ struct nxv_registry {
 static uint32_t fixed_wg(nxv_spv_module m, uint32_t variant) {
   if (m >= NXV_SPV_MATMUL_S8 && m <= NXV_SPV_MATMUL_C128) return 256;
   if (m >= NXV_SPV_GEMM_F16 && m <= NXV_SPV_GEMM_F32)
-    return variant == 0 || variant == 3 ? 256 : 64;
+    return (variant & 3u) == 0 || (variant & 3u) == 3 ? 256 : 64; /* gemm.comp's SHAPE */
   if (m == NXV_SPV_COOPMAT_F16 || m == NXV_SPV_COOPMAT_F16_KHR || m == NXV_SPV_COOPMAT_BF16)
     return NXV_COOPMAT_THREADS;
   if (m >= NXV_SPV_TRANSPOSE_16 && m <= NXV_SPV_TRANSPOSE_64) return 256;

@@ -10,6 +10,7 @@
 // VARIANT 1: 64x64 tile, 64 threads (more workgroups for mid sizes).
 // VARIANT 3: 128x256 tile, 256 threads of 8x16 results (the host's choice
 // for large f32 products whose A is read along k).
+// VARIANT 4 and 7: VARIANTS 0 and 3 with deep k slices (bit 2, below).
 // Split k (few tiles, long sums): with nsplit > 1 the k axis is cut into
 // chunks of kchunk; workgroup z = batch * nsplit + chunk writes its f32
 // partial tile to part[chunk * outs + b * m * n + ...] (outs = nbatch * m
@@ -18,24 +19,36 @@
 // scheduling).
 // Each thread accumulates an 8x(4 NGC) block: rows {ty*4 + i, BM/2 + ty*4
 // + i}, columns {h*BN/NGC + tx*4 + j}, i, j < 4, h < NGC (2, or 4 for
-// VARIANT 3), so its shared-memory reads are 4-wide and conflict-free. A and B advance through k in slices of BK,
-// staged in shared memory (double-buffered: the next slice is read from
-// memory into registers while the current one is multiplied). Within a
-// slice the 128x128 and 64x64 tiles load the next k step's fragments from
-// shared memory before multiplying the current ones (f32 4096^3 on an
-// H200: A transposed 40.4 -> 41.9 TFLOP/s, both transposed 38.7 -> 40.0);
-// the 128x256 tile keeps the plain loop (the same change there: 40.2 ->
-// 38.3, at 219 registers instead of 223). Each operand
-// is read along its contiguous axis, whichever it is (k for a row-major A,
-// m for a transposed one), so global reads stay coalesced, 4 elements per
-// load where the base and the stride between runs are multiples of 4 (one
-// load instead of four: 29 -> 37 TFLOP/s for f32 4096^3 on an H100).
-// Results are stored 4 at a time where aligned. GEMM_BK sets the slice
-// length (16 measured no faster at 4096^3 and slower on small products
-// there; warps covering 32x64 results instead of 16x128, which halves
-// their shared-memory wavefronts, measured 2% slower).
+// the 128x256 tile), so its shared-memory reads are 4-wide and
+// conflict-free. A and B advance through k in slices of BK, staged in
+// shared memory (double-buffered: the next slice is read from memory into
+// registers while the current one is multiplied, one barrier per slice).
+// BK is 8, with rows padded by 4 floats so that the transposed stores of
+// an operand read along k are conflict-free, or, with VARIANT bit 2, 16
+// without padding (32 KiB of shared memory for 128x128, 48 KiB for
+// 128x256: the host takes them where the device allows that much). Deep
+// slices halve the barriers, loop overhead and address arithmetic per
+// product; on an H200 (f32 TFLOP/s, together with the separate interior
+// loop below) 4096^3 40.2 -> 46.4, 8192^3 40.6 -> 46.9, 2048^3 39.3 ->
+// 44.6, A transposed 42.0 -> 46.2, B transposed 39.4 -> 43.3, both 40.0 ->
+// 43.6, 8 x 1024^3 39.2 -> 44.7. Padded deep slices (50 KiB for 128x256,
+// over the 48 KiB Vulkan allows there) measured the same but with B
+// transposed (45.0): its stores, like A's, conflict without padding.
+// Within a slice the 128x128 and 64x64 tiles load the next k step's
+// fragments from shared memory before multiplying the current ones (f32
+// 4096^3 on an H200 with slices of 8: A transposed 40.4 -> 41.9 TFLOP/s,
+// both transposed 38.7 -> 40.0); the 128x256 tile keeps the plain loop
+// (the same change there: 40.2 -> 38.3, at 219 registers instead of 223).
+// Each operand is read along its contiguous axis, whichever it is (k for
+// a row-major A, m for a transposed one), so global reads stay coalesced,
+// 4 elements per load where the base and the stride between runs are
+// multiples of 4 (one load instead of four: 29 -> 37 TFLOP/s for f32
+// 4096^3 on an H100). Results are stored 4 at a time where aligned.
+// Warps covering 32x64 results instead of 16x128, which halves their
+// shared-memory wavefronts, measured 2% slower.
 // Dispatch: (ceil(n/BN), ceil(m/BM), batch * nsplit); spec constant 0
-// must be 256 (VARIANTS 0 and 3) or 64 (VARIANTS 1 and 2).
+// must be 256 (VARIANTS 0, 3, 4 and 7) or 64 (VARIANTS 1 and 2). The
+// host's gemm_shared() (kernels/ops.c) mirrors the shared-memory sizes.
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
 
@@ -63,18 +76,17 @@ layout(push_constant, std430) uniform PC {
   uint pad;
 } pc;
 
-const uint BM = VARIANT == 1u ? 64u : 128u;
-const uint BN = VARIANT == 3u ? 256u : BM;
+const uint SHAPE = VARIANT & 3u;         // the tile: VARIANT less bit 2
+const bool DEEP = (VARIANT & 4u) != 0u;  // slices of 16, rows unpadded
+const uint BM = SHAPE == 1u ? 64u : 128u;
+const uint BN = SHAPE == 3u ? 256u : BM;
 // Column groups of 4 per thread, BN / NGC apart.
-const uint NGC = VARIANT == 3u ? 4u : 2u;
+const uint NGC = SHAPE == 3u ? 4u : 2u;
 const uint TXN = BN / (4u * NGC), TYN = BM / 8u; // threads along n and m
 const uint NT = TXN * TYN;                       // threads
-#ifndef GEMM_BK
-#define GEMM_BK 8u
-#endif
-const uint BK = GEMM_BK;
+const uint BK = DEEP ? 16u : 8u;
 const uint GPR = BK / 4u;                // 4-element groups per row of a k slice
-const uint PAD = 4u;                     // keeps transposed stores conflict-free
+const uint PAD = DEEP ? 0u : 4u;         // keeps transposed stores conflict-free
 const uint QTA = BM * BK / 4u / NT;      // 4-element groups per thread of A
 const uint QTB = BN * BK / 4u / NT;      // and of B
 // [buffer][k][m] and [buffer][k][n], row lengths BM + PAD and BN + PAD.
@@ -109,7 +121,7 @@ vec4 load4(BufT buf, uint i) {
 
 void main() {
   uint nsplit = max(pc.nsplit, 1u);
-  if (VARIANT == 2u) {  // combine the partials of split k, in chunk order
+  if (SHAPE == 2u) {  // combine the partials of split k, in chunk order
     uint outs = pc.nbatch * pc.m * pc.n;
     uint cbase0 = pc.batch_base * pc.m * pc.n;
     for (uint o = nxv_gid(); o < outs; o += nxv_nthreads()) {
@@ -213,19 +225,16 @@ void main() {
   }
 
   // Interior tiles (every row and column inside the matrices, both
-  // operands read 4 at a time) load whole slices without bounds checks:
-  // each group's element index is computed once and advanced by a fixed
-  // step per slice instead of the checked path's index arithmetic and
-  // compares. On an H100 this made bf16 13-30% faster (4096^3 29.9 -> 35.3
-  // TFLOP/s) and the f16 products that take this kernel 13-19%, but f32
-  // 1-11% slower (1024^3 24.5 -> 21.8), and for the wide f32 tile alone
-  // 17% (4096^3 40.1 -> 33.1): f32 keeps the checked loads.
-#if T_ID == 10
-  const bool unchecked = false;
-#else
-  const bool unchecked = true;
-#endif
-  bool interior = unchecked && a_vec && b_vec && row0 + BM <= pc.m && col0 + BN <= pc.n;
+  // operands read 4 at a time, k a whole number of slices) run a loop of
+  // their own that loads whole slices without bounds checks: each group's
+  // element index is computed once and advanced by a fixed step per slice
+  // instead of the checked path's index arithmetic and compares. The two
+  // loads must not share one loop: merging their results made the driver
+  // copy the fresh load's registers at the top of every slice, which waits
+  // for the load (f32 4096^3 on an H200 40.2 -> 33.7 TFLOP/s for the wide
+  // tile, while the 128x128 tile with A transposed gained 41.9 -> 44.4).
+  bool interior = a_vec && b_vec && row0 + BM <= pc.m && col0 + BN <= pc.n &&
+                  (k_end - k0) % BK == 0u;
   uint ia[QTA], ib[QTB];  // element index of group q in the slice at kf
   uint a_step = a_walk_k ? BK : BK * uint(pc.a_sk);
   uint b_step = b_walk_k ? BK : BK * uint(pc.b_sk);
@@ -239,65 +248,81 @@ void main() {
     ib[q] = b_walk_k ? bbase + (col0 + g / GPR) * uint(pc.b_sn) + k0 + (g % GPR) * 4u
                      : bbase + col0 + (g % (BN / 4u)) * 4u + (k0 + g / (BN / 4u)) * uint(pc.b_sk);
   }
-  // Loads the slice at kf (ia/ib point at it) and advances ia/ib.
-#define LOAD_NEXT(kf)                                                         \
-  if (interior && (kf) + BK <= k_end) {                                       \
-    [[unroll]] for (uint q = 0u; q < QTA; ++q) ra[q] = load4(pc.a, ia[q]);    \
-    [[unroll]] for (uint q = 0u; q < QTB; ++q) rb[q] = load4(pc.b, ib[q]);    \
-  } else {                                                                    \
-    LOAD_SLICE(kf)                                                            \
+  // Loads the slice ia/ib point at and advances them (interior tiles).
+#define LOAD_FAST(kf)                                                         \
+  [[unroll]] for (uint q = 0u; q < QTA; ++q) {                                \
+    ra[q] = load4(pc.a, ia[q]);                                               \
+    ia[q] += a_step;                                                          \
   }                                                                           \
-  [[unroll]] for (uint q = 0u; q < QTA; ++q) ia[q] += a_step;                 \
-  [[unroll]] for (uint q = 0u; q < QTB; ++q) ib[q] += b_step;
+  [[unroll]] for (uint q = 0u; q < QTB; ++q) {                                \
+    rb[q] = load4(pc.b, ib[q]);                                               \
+    ib[q] += b_step;                                                          \
+  }
 
   vec4 acc[8][NGC];
   [[unroll]] for (uint i = 0u; i < 8u; ++i)
     [[unroll]] for (uint h = 0u; h < NGC; ++h) acc[i][h] = vec4(0.0);
 
-  LOAD_NEXT(k0)
-  STORE_SLICE(0u)
-  barrier();
+  // The k loop, loading each next slice with LOAD (LOAD_FAST or
+  // LOAD_SLICE) while the current one is multiplied.
+#define K_LOOP(LOAD)                                                          \
+  LOAD(k0)                                                                    \
+  STORE_SLICE(0u)                                                             \
+  barrier();                                                                  \
+  for (uint slice = 0u; slice < nslices; ++slice) {                           \
+    uint cur = slice & 1u;                                                    \
+    bool more = slice + 1u < nslices;                                         \
+    if (more) { LOAD(k0 + (slice + 1u) * BK) }                                \
+    MULTIPLY_SLICE(cur)                                                       \
+    if (more) { STORE_SLICE(cur ^ 1u) }                                       \
+    barrier();                                                                \
+  }
+
+  // Multiplies shared buffer buf into acc.
+#define MULTIPLY_SLICE(buf)                                                   \
+  {                                                                           \
+    uint base_a = (buf) * BK * ROW4A, base_b = (buf) * BK * ROW4B;            \
+    if (SHAPE == 3u) {                                                        \
+      [[unroll]] for (uint p = 0u; p < BK; ++p) {                             \
+        vec4 a0 = As[base_a + p * ROW4A + ty];                                \
+        vec4 a1 = As[base_a + p * ROW4A + BM / 8u + ty];                      \
+        vec4 b[NGC];                                                          \
+        [[unroll]] for (uint h = 0u; h < NGC; ++h)                            \
+          b[h] = Bs[base_b + p * ROW4B + h * (BN / NGC / 4u) + tx];           \
+        [[unroll]] for (uint i = 0u; i < 4u; ++i)                             \
+          [[unroll]] for (uint h = 0u; h < NGC; ++h) {                        \
+            acc[i][h] += a0[i] * b[h];                                        \
+            acc[4u + i][h] += a1[i] * b[h];                                   \
+          }                                                                   \
+      }                                                                       \
+    } else {                                                                  \
+      vec4 fa0[2], fa1[2], fb[2][NGC];                                        \
+      fa0[0] = As[base_a + ty];                                               \
+      fa1[0] = As[base_a + BM / 8u + ty];                                     \
+      [[unroll]] for (uint h = 0u; h < NGC; ++h)                              \
+        fb[0][h] = Bs[base_b + h * (BN / NGC / 4u) + tx];                     \
+      [[unroll]] for (uint p = 0u; p < BK; ++p) {                             \
+        uint c = p & 1u, nc = c ^ 1u;                                         \
+        if (p + 1u < BK) {                                                    \
+          fa0[nc] = As[base_a + (p + 1u) * ROW4A + ty];                       \
+          fa1[nc] = As[base_a + (p + 1u) * ROW4A + BM / 8u + ty];             \
+          [[unroll]] for (uint h = 0u; h < NGC; ++h)                          \
+            fb[nc][h] = Bs[base_b + (p + 1u) * ROW4B + h * (BN / NGC / 4u) + tx]; \
+        }                                                                     \
+        [[unroll]] for (uint i = 0u; i < 4u; ++i)                             \
+          [[unroll]] for (uint h = 0u; h < NGC; ++h) {                        \
+            acc[i][h] += fa0[c][i] * fb[c][h];                                \
+            acc[4u + i][h] += fa1[c][i] * fb[c][h];                           \
+          }                                                                   \
+      }                                                                       \
+    }                                                                         \
+  }
+
   uint nslices = (k_end - k0 + BK - 1u) / BK;
-  for (uint slice = 0u; slice < nslices; ++slice) {
-    uint cur = slice & 1u;
-    bool more = slice + 1u < nslices;
-    if (more) { LOAD_NEXT(k0 + (slice + 1u) * BK) }
-    uint base_a = cur * BK * ROW4A, base_b = cur * BK * ROW4B;
-    if (VARIANT == 3u) {
-      [[unroll]] for (uint p = 0u; p < BK; ++p) {
-        vec4 a0 = As[base_a + p * ROW4A + ty];
-        vec4 a1 = As[base_a + p * ROW4A + BM / 8u + ty];
-        vec4 b[NGC];
-        [[unroll]] for (uint h = 0u; h < NGC; ++h)
-          b[h] = Bs[base_b + p * ROW4B + h * (BN / NGC / 4u) + tx];
-        [[unroll]] for (uint i = 0u; i < 4u; ++i)
-          [[unroll]] for (uint h = 0u; h < NGC; ++h) {
-            acc[i][h] += a0[i] * b[h];
-            acc[4u + i][h] += a1[i] * b[h];
-          }
-      }
-    } else {
-      vec4 fa0[2], fa1[2], fb[2][NGC];
-      fa0[0] = As[base_a + ty];
-      fa1[0] = As[base_a + BM / 8u + ty];
-      [[unroll]] for (uint h = 0u; h < NGC; ++h) fb[0][h] = Bs[base_b + h * (BN / NGC / 4u) + tx];
-      [[unroll]] for (uint p = 0u; p < BK; ++p) {
-        uint c = p & 1u, nc = c ^ 1u;
-        if (p + 1u < BK) {
-          fa0[nc] = As[base_a + (p + 1u) * ROW4A + ty];
-          fa1[nc] = As[base_a + (p + 1u) * ROW4A + BM / 8u + ty];
-          [[unroll]] for (uint h = 0u; h < NGC; ++h)
-            fb[nc][h] = Bs[base_b + (p + 1u) * ROW4B + h * (BN / NGC / 4u) + tx];
-        }
-        [[unroll]] for (uint i = 0u; i < 4u; ++i)
-          [[unroll]] for (uint h = 0u; h < NGC; ++h) {
-            acc[i][h] += fa0[c][i] * fb[c][h];
-            acc[4u + i][h] += fa1[c][i] * fb[c][h];
-          }
-      }
-    }
-    if (more) { STORE_SLICE(cur ^ 1u) }
-    barrier();
+  if (interior) {
+    K_LOOP(LOAD_FAST)
+  } else {
+    K_LOOP(LOAD_SLICE)
   }
 
   bool split = nsplit > 1u;

@@ -2339,6 +2339,13 @@ NXV_TEST(kernels, matmul) {
       {1, 1544, 2056, 24, MM_TB},
       {2, 1024, 1540, 12, MM_TB | MM_OFF},
       {1, 1544, 2056, 16, MM_TA},
+      /* interior tiles over several k slices (8 or 16 deep by device):
+       * 128x128 (f32 with both operands transposed, every type with A
+       * read along k) and 128x256 with B either way */
+      {1, 1280, 1280, 48, MM_TA | MM_TB},
+      {1, 1280, 1280, 32, 0},
+      {1, 1544, 2056, 32, 0},
+      {1, 1544, 2056, 32, MM_TB},
       /* fewer 64x64 tiles with a short k take matmul.comp: aligned, and a
        * weight gradient's shape (A transposed, k the batch) */
       {1, 256, 256, 40, MM_TA | MM_TB},
