@@ -29,11 +29,14 @@
 // 128x256: the host takes them where the device allows that much). Deep
 // slices halve the barriers, loop overhead and address arithmetic per
 // product; on an H200 (f32 TFLOP/s, together with the separate interior
-// loop below) 4096^3 40.2 -> 46.4, 8192^3 40.6 -> 46.9, 2048^3 39.3 ->
-// 44.6, A transposed 42.0 -> 46.2, B transposed 39.4 -> 43.3, both 40.0 ->
-// 43.6, 8 x 1024^3 39.2 -> 44.7. Padded deep slices (50 KiB for 128x256,
+// loop below) 4096^3 40.2 -> 46.6, 8192^3 40.6 -> 47.0, 2048^3 39.3 ->
+// 44.6, A transposed 41.9 -> 46.2, B transposed 39.4 -> 43.3, both 40.0 ->
+// 43.7, 8 x 1024^3 39.2 -> 44.8. Padded deep slices (50 KiB for 128x256,
 // over the 48 KiB Vulkan allows there) measured the same but with B
-// transposed (45.0): its stores, like A's, conflict without padding.
+// transposed (45.0): its stores, like A's, conflict without padding; rows
+// swizzled instead (column c of row p at c ^ 2 ((p / 4) mod 4)) recovered
+// that (44.3) but cost the other layouts up to 8% (the inner loop's
+// address XORs).
 // Within a slice the 128x128 and 64x64 tiles load the next k step's
 // fragments from shared memory before multiplying the current ones (f32
 // 4096^3 on an H200 with slices of 8: A transposed 40.4 -> 41.9 TFLOP/s,
