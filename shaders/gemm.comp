@@ -81,7 +81,7 @@ layout(push_constant, std430) uniform PC {
 
 const uint SHAPE = VARIANT & 3u;         // the tile: VARIANT less bit 2
 const bool DEEP = (VARIANT & 4u) != 0u;  // slices of 16, rows unpadded
-const uint BM = SHAPE == 1u ? 64u : 128u;
+const uint BM = SHAPE == 1u || SHAPE == 2u ? 64u : 128u;  // 2: no tile (64 threads)
 const uint BN = SHAPE == 3u ? 256u : BM;
 // Column groups of 4 per thread, BN / NGC apart.
 const uint NGC = SHAPE == 3u ? 4u : 2u;
