@@ -948,9 +948,10 @@ static void barrier_ahead(nxv_sched *s) {
  * followed several ops (a loop of a few ops per read, whose later ops
  * would wait behind the first one's submission), and for any op but the
  * first after a download, the batch waits as before (submitting each op
- * alone would cost a bursty stream a submission per burst for nothing). Completion is read from
- * the timeline, not the retiring threads' counter, which often lags the
- * next op of a round trip. Off with the config's no_round_trip_submit. */
+ * alone would cost a bursty stream a submission per burst for nothing).
+ * Completion is read from the timeline, not the retiring threads' counter,
+ * which often lags the next op of a round trip. Off with the config's
+ * no_round_trip_submit. */
 static bool round_trip_op(nxv_sched *s, const batch *b) {
   return !s->cfg.no_round_trip_submit && b->nnodes == 1 && s->nheld == 0 && b->host_read &&
          s->last_read_in_place && s->ops_since_read == 1 && nxv_ring_size(s->ring) == 0 &&
