@@ -59,7 +59,11 @@
 // staging alone (this kernel without its products) takes 252 of its 436
 // us at 4096^3; 256x128 and 128x256 tiles of 64x64 subgroup blocks (one
 // 256-thread workgroup per multiprocessor), 64x32 blocks, and a ring of
-// three 16-deep slices all measured slower (docs/benchmarks.md).
+// three 16-deep slices all measured slower (docs/benchmarks.md), and so
+// did subgroups that only load (the slices handed to the multiplying
+// subgroups by a barrier per slice or by counters in shared memory:
+// 79-199 TFLOP/s against 305-321); slice boundaries shifted by half a
+// slice in half of the workgroups measured within 3%.
 #ifndef CM_BM
 #define CM_BM 128u
 #define CM_BN 128u

@@ -36,7 +36,9 @@
 // transposed (45.0): its stores, like A's, conflict without padding; rows
 // swizzled instead (column c of row p at c ^ 2 ((p / 4) mod 4)) recovered
 // that (44.3) but cost the other layouts up to 8% (the inner loop's
-// address XORs).
+// address XORs); so did loads of B transposed mapped one column per
+// thread, or 16 columns of two neighbouring groups per warp (its stores
+// conflict less, but B transposed measured 41.7-42.7).
 // Within a slice the 128x128 and 64x64 tiles load the next k step's
 // fragments from shared memory before multiplying the current ones (f32
 // 4096^3 on an H200 with slices of 8: A transposed 40.4 -> 41.9 TFLOP/s,
