@@ -1658,6 +1658,31 @@ static uint32_t split_k(const nxv_device *d, const nxv_matmul_desc *m, uint64_t 
   return (uint32_t)((m->k + kc - 1) / kc);
 }
 
+/* Large f16, bf16 and f32 products whose B is read along k (B stored
+ * transposed, [n][k]) copy B into a dense [k][n] tensor first (the
+ * transpose kernel) and read it along n, as the untransposed layout does.
+ * On an H200 (TFLOP/s at 4096^3, the copy included): f32 B transposed
+ * 43.3 -> 46.1, both transposed 43.7 -> 45.7 (cuBLAS 50.5 / 49.3); f16
+ * and bf16 both transposed 131-175 -> 284-294 in most runs, B transposed
+ * 285-294 where it ran at 175-196 in most runs and 317 in some. The copy
+ * moves k n elements against the product's 2 m n k FLOPs, a few percent
+ * of its time from m = 2048 on; where B has a batch stride each batch's
+ * B is copied. */
+#define NXV_B_COPY_MIN_M 2048
+#define NXV_B_COPY_MIN_MNK 0x1p34
+
+/* Whether m (operands of type t, arguments checked) takes that copy. */
+static bool b_copy_pays(const nxv_device *d, nxv_dtype t, const nxv_matmul_desc *m) {
+  if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32) return false;
+  if (d->vk.info.max_workgroup_invocations < 256) return false;
+  if (m->b_strides[1] != 1 || m->b_strides[2] == 1) return false; /* B read along n */
+  return m->m >= NXV_B_COPY_MIN_M &&
+         (double)m->m * (double)m->n * (double)m->k * (double)m->batch >= NXV_B_COPY_MIN_MNK;
+}
+
+static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype t,
+                             uint64_t outn, nxv_tensor **out);
+
 nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
                       nxv_tensor **out) {
   if (!d || !m || !out || !m->a || !m->b)
@@ -1681,6 +1706,30 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
   uint64_t adims[3] = {m->batch, m->m, m->k}, bdims[3] = {m->batch, m->k, m->n};
   NXV_TRY(check_operand("a", m->a, m->a_offset, m->a_strides, adims));
   NXV_TRY(check_operand("b", m->b, m->b_offset, m->b_strides, bdims));
+  if (!outn || !m->k || !b_copy_pays(d, t, m)) return matmul_run(d, m, t, outn, out);
+  /* B made dense [k][n] (per batch where B has a batch stride), then
+   * the product reads it along n. */
+  bool per_batch = m->batch > 1 && m->b_strides[0] != 0;
+  int64_t shape[3] = {(int64_t)m->batch, (int64_t)m->k, (int64_t)m->n};
+  nxv_view v = {m->b, m->b_offset, per_batch ? m->b_strides : m->b_strides + 1};
+  nxv_tensor *b_dense;
+  NXV_TRY(nxv_unary(d, NXV_COPY, per_batch ? 3 : 2, per_batch ? shape : shape + 1, &v,
+                    &b_dense));
+  nxv_matmul_desc dense = *m;
+  dense.b = b_dense;
+  dense.b_offset = 0;
+  dense.b_strides[0] = per_batch ? (int64_t)(m->k * m->n) : 0;
+  dense.b_strides[1] = (int64_t)m->n;
+  dense.b_strides[2] = 1;
+  nxv_status st = matmul_run(d, &dense, t, outn, out);
+  nxv_tensor_release(b_dense); /* the queued nodes hold its buffer */
+  return st;
+}
+
+/* nxv_matmul once its arguments are checked: outn result elements of
+ * type t. */
+static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype t,
+                             uint64_t outn, nxv_tensor **out) {
   /* f16, bf16 and f32 take the register-blocked kernel (gemm.comp): 128x128
    * tiles when there are enough of them to fill a large GPU, 128x128
    * tiles over chunks of k when fewer tiles have a long enough k, 64x64
