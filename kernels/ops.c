@@ -1664,7 +1664,7 @@ static uint32_t split_k(const nxv_device *d, const nxv_matmul_desc *m, uint64_t 
  * On an H200 (TFLOP/s at 4096^3, the copy included): f32 B transposed
  * 43.3 -> 46.1, both transposed 43.7 -> 45.7 (cuBLAS 50.5 / 49.3); f16
  * and bf16 both transposed 131-175 -> 284-294 in most runs, B transposed
- * 285-294 where it ran at 175-196 in most runs and 317 in some. The copy
+ * 285-294 where it ran at 138-196 in most runs and 317 in some. The copy
  * moves k n elements against the product's 2 m n k FLOPs, a few percent
  * of its time from m = 2048 on; where B has a batch stride each batch's
  * B is copied. */
