@@ -89,12 +89,22 @@ typedef struct options {
   uint32_t suites;       /* SUITE_* bits */
   uint32_t dtypes;       /* --dtypes: bit 0 f32, 1 f16, 2 f64, 3 bf16;
                             0 = all */
+  uint32_t warm_ms;      /* --warm-ms: GPU work before each dtype's timed
+                            runs (bandwidth, matmul, large ops) */
   const char *csv_out;   /* schema CSV file, or NULL */
   const char *child_dir; /* hidden: run as a pipeline-cache child */
   bool ops_set, mb_set, reps_set, side_set, mm_max_set;
   bool csv, quick;
   char self[4096];       /* path of this executable, for the children */
 } options;
+
+/* Keeps a GPU busy for o->warm_ms milliseconds (back-to-back copies of a
+ * 64 MiB buffer, synchronized every 16), so that the timed runs after it
+ * start at the GPU's working clocks: a GPU left idle for a fraction of a
+ * second (uploads, host-side checks) drops its SM clock and needs a few
+ * hundred milliseconds of load to raise it again. Nothing on CPU devices
+ * or with --warm-ms 0. Dies on failure. */
+void gpu_warm(const options *o, nxv_device *dev, const nxv_device_info *info);
 
 /* ------------------------------------------------------------------ */
 /* Output                                                              */

@@ -358,8 +358,8 @@ typedef struct bw_result {
   int copy;                    /* the faster copy */
 } bw_result;
 
-static void bw_dtype(const options *o, nxv_device *dev, nxv_dtype t,
-                     const bw_plan *p, const bw_ref *ref, bw_result *res) {
+static void bw_dtype(const options *o, nxv_device *dev, const nxv_device_info *info,
+                     nxv_dtype t, const bw_plan *p, const bw_ref *ref, bw_result *res) {
   bw_ctx c = {.dev = dev, .t = t, .side = p->side, .inner = p->inner,
               .ref = ref};
   const uint64_t s = p->side;
@@ -367,6 +367,7 @@ static void bw_dtype(const options *o, nxv_device *dev, nxv_dtype t,
   c.b = upload_pattern(dev, t, s, s, b_val, NULL);
   c.row = upload_pattern(dev, t, 1, s, NULL, row_val);
   NXV_CHECK(nxv_device_synchronize(dev));
+  gpu_warm(o, dev, info);
   nxv_tensor *y;
   double gpu_s, tail_s;
   for (int k = 0; k < BW_KINDS; k++) { /* warm-up, checked */
@@ -434,7 +435,7 @@ void suite_bandwidth(const options *o, nxv_device *dev,
   bw_plan p = plan_bandwidth(o, info, max_es);
   bw_ref ref = make_ref(p.side);
   for (int i = 0; i < 3; i++)
-    if (!res[i].skip) bw_dtype(o, dev, kTypes[i], &p, &ref, &res[i]);
+    if (!res[i].skip) bw_dtype(o, dev, info, kTypes[i], &p, &ref, &res[i]);
   free_ref(&ref);
   if (o->csv) return;
 

@@ -321,6 +321,7 @@ void suite_matmul(const options *o, nxv_device *dev,
     x.a = upload_values(dev, t, MM_SEED_A, a_n);
     x.b = upload_values(dev, t, MM_SEED_B, b_n);
     NXV_CHECK(nxv_device_synchronize(dev));
+    gpu_warm(o, dev, info);
     for (size_t ci = 0; ci < MM_CASES; ci++) {
       if (!run[ci]) continue;
       const mm_case *c = &kCases[ci];

@@ -58,7 +58,8 @@
  * instead of reporting fast garbage.
  *
  * Usage: nxv_bench [--device N] [--ops N] [--mb N] [--reps N] [--side N]
- *                  [--mm-max N] [--kick-nodes N] [--max-batch-cost N]
+ *                  [--mm-max N] [--warm-ms N] [--kick-nodes N]
+ *                  [--max-batch-cost N]
  *                  [--suite LIST] [--csv]
  *                  [--csv-out FILE]
  *                  [--quick]
@@ -115,6 +116,10 @@ static void usage(FILE *f) {
       "  --mm-max N      largest matmul dimension (default 8192; on CPU\n"
       "                  devices 1024 and at most 2^31 FLOPs per product)\n"
       "  --reps N        timed runs per measurement (default 5)\n"
+      "  --warm-ms N     GPU work before each dtype's timed runs of the\n"
+      "                  bandwidth, matmul and large-op tests, so they run\n"
+      "                  at the GPU's working clocks (default 500, 0 with\n"
+      "                  --quick; never on CPU devices)\n"
       "  --dtypes LIST   bandwidth and matmul suites: comma-separated among\n"
       "                  f32, f16, f64, bf16 (matmul only), run in the\n"
       "                  suites' order (default: all)\n"
@@ -206,7 +211,8 @@ static uint32_t parse_dtypes(const char *s) {
 
 static options parse_options(int argc, char **argv) {
   options o = {.device = -1, .ops = 10000, .mb = 256, .reps = 5,
-               .side = 8192, .mm_max = 8192, .suites = SUITE_ALL};
+               .side = 8192, .mm_max = 8192, .warm_ms = 500, .suites = SUITE_ALL};
+  bool warm_set = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -232,6 +238,10 @@ static options parse_options(int argc, char **argv) {
     } else if (!strcmp(a, "--mm-max")) {
       o.mm_max = parse_u64(a, v, 1, 65536);
       o.mm_max_set = true;
+      i++;
+    } else if (!strcmp(a, "--warm-ms")) {
+      o.warm_ms = (uint32_t)parse_u64(a, v, 0, 60000);
+      warm_set = true;
       i++;
     } else if (!strcmp(a, "--dtypes")) {
       o.dtypes = parse_dtypes(v);
@@ -277,6 +287,7 @@ static options parse_options(int argc, char **argv) {
     }
   }
   if (o.quick) {
+    if (!warm_set) o.warm_ms = 0;
     if (!o.ops_set) o.ops = 200;
     if (!o.mb_set) o.mb = 1;
     if (!o.reps_set) o.reps = 2;
@@ -1029,13 +1040,14 @@ static void bench_roundtrip(const options *o, nxv_device *dev, double chain_s) {
 
 /* Benchmark 3 on dev. */
 static void bench_large(const options *o, nxv_device *dev,
-                        const large_plan *lp) {
+                        const nxv_device_info *info, const large_plan *lp) {
   big_ctx big = {.dev = dev, .count = lp->bytes / 4, .inner = lp->inner};
   const int64_t shape[1] = {(int64_t)big.count};
   float half = 0.5f;
   NXV_CHECK(nxv_iota(dev, NXV_F32, 1, shape, 0, &big.a));
   NXV_CHECK(nxv_fill(dev, NXV_F32, big.count, &half, &big.b));
   NXV_CHECK(nxv_device_synchronize(dev));
+  gpu_warm(o, dev, info);
   nxv_tensor *res;
   for (int k = 0; k < 3; k++) { /* warm-up, checked */
     (void)run_big(&big, (big_mode)k, &res);
@@ -1117,7 +1129,7 @@ int main(int argc, char **argv) {
     bench_roundtrip(&o, dev, chain_s);
   }
   if (o.suites & SUITE_BANDWIDTH) {
-    bench_large(&o, dev, &lp);
+    bench_large(&o, dev, &info, &lp);
     NXV_CHECK(nxv_device_trim(dev));
     suite_bandwidth(&o, dev, &info);
     NXV_CHECK(nxv_device_trim(dev));

@@ -56,6 +56,24 @@ double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void gpu_warm(const options *o, nxv_device *dev, const nxv_device_info *info) {
+  if (!o->warm_ms || info->type == NXV_DEVICE_CPU) return;
+  const uint64_t n = 16u << 20; /* 64 MiB of f32 */
+  const float one = 1.0f;
+  nxv_tensor *src;
+  NXV_CHECK(nxv_fill(dev, NXV_F32, n, &one, &src));
+  const double end = now_s() + o->warm_ms * 1e-3;
+  do {
+    for (int i = 0; i < 16; i++) {
+      nxv_tensor *y;
+      NXV_CHECK(nxv_tensor_copy(src, &y));
+      nxv_tensor_release(y);
+    }
+    NXV_CHECK(nxv_device_synchronize(dev));
+  } while (now_s() < end);
+  nxv_tensor_release(src);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
