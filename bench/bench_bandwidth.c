@@ -17,7 +17,11 @@
  * One timed run enqueues the op R times (each result released as soon as
  * the next is enqueued), then synchronizes; GB/s = R * logical bytes (each
  * operand read once, the result written once) / time, best (and median) of
- * --reps runs after one checked warm-up run.
+ * --reps runs after one checked warm-up run. R is 8 on GPUs (2 on CPU
+ * devices) times the copy's bytes over the op's, rounded: sums, which move
+ * half a copy's bytes per op, run 2R, so every timed run moves about as
+ * many bytes as the copy's and carries the same share of the run's fixed
+ * cost (submission, the wait for the last batch).
  *
  * Inputs are small integers (a in [-5, 5], b in [-6, 6], row in [-2, 2])
  * laid out so that every row, column and whole-tensor sum is small: every
@@ -74,7 +78,7 @@ typedef struct bw_ctx {
   nxv_device *dev;
   nxv_dtype t;
   uint64_t side;
-  uint32_t inner;
+  uint32_t inner;     /* R of a copy (bw_inner() scales it per op) */
   nxv_tensor *a, *b, *row;
   const bw_ref *ref;
 } bw_ctx;
@@ -242,7 +246,7 @@ static nxv_tensor *bw_enqueue(const bw_ctx *c, bw_kind k) {
  * to *out_gpu_s, and the time from the last batch's end on the GPU to the
  * synchronize returning (batch records on the host's clock; 0 where the
  * device cannot calibrate its timestamps) to *out_tail_s. */
-static double bw_run(const bw_ctx *c, bw_kind k, nxv_tensor **out_last,
+static double bw_run(const bw_ctx *c, bw_kind k, uint32_t inner, nxv_tensor **out_last,
                      double *out_gpu_s, double *out_tail_s) {
   nxv_tensor *last = NULL;
   nxv_stats st0, st1;
@@ -250,7 +254,7 @@ static double bw_run(const bw_ctx *c, bw_kind k, nxv_tensor **out_last,
   NXV_CHECK(nxv_device_stats(c->dev, &st0));
   NXV_CHECK(nxv_device_record_batches(c->dev, true));
   double t0 = now_s();
-  for (uint32_t r = 0; r < c->inner; r++) {
+  for (uint32_t r = 0; r < inner; r++) {
     nxv_tensor *y = bw_enqueue(c, k);
     if (last) nxv_tensor_release(last);
     last = y;
@@ -287,6 +291,13 @@ static double bw_bytes(bw_kind k, uint64_t side, size_t es) {
     case BW_SUM_COLS: return n + row;
     default: return 0;
   }
+}
+
+/* Ops per timed run of kind k: the copy's R times the copy's bytes over
+ * k's, rounded, at least R. */
+static uint32_t bw_inner(uint32_t inner, bw_kind k, uint64_t side, size_t es) {
+  double scale = bw_bytes(BW_COPY_TENSOR, side, es) / bw_bytes(k, side, es);
+  return inner * (scale >= 1.5 ? (uint32_t)(scale + 0.5) : 1u);
 }
 
 static void bw_verify(const bw_ctx *c, bw_kind k, nxv_tensor *y) {
@@ -371,7 +382,7 @@ static void bw_dtype(const options *o, nxv_device *dev, const nxv_device_info *i
   nxv_tensor *y;
   double gpu_s, tail_s;
   for (int k = 0; k < BW_KINDS; k++) { /* warm-up, checked */
-    (void)bw_run(&c, (bw_kind)k, &y, &gpu_s, &tail_s);
+    (void)bw_run(&c, (bw_kind)k, p->inner, &y, &gpu_s, &tail_s);
     bw_verify(&c, (bw_kind)k, y);
     nxv_tensor_release(y);
   }
@@ -383,7 +394,8 @@ static void bw_dtype(const options *o, nxv_device *dev, const nxv_device_info *i
   }
   for (uint32_t r = 0; r < o->reps; r++) /* interleaved against drift */
     for (int k = 0; k < BW_KINDS; k++) {
-      secs[k][r] = bw_run(&c, (bw_kind)k, &y, &gpu_s, &tails[k][r]);
+      secs[k][r] = bw_run(&c, (bw_kind)k, bw_inner(p->inner, (bw_kind)k, s, nxv_dtype_size(t)),
+                          &y, &gpu_s, &tails[k][r]);
       if (gpu_s > 0 && (gpu_best[k] == 0 || gpu_s < gpu_best[k])) gpu_best[k] = gpu_s;
       if (r + 1 == o->reps) bw_verify(&c, (bw_kind)k, y);
       nxv_tensor_release(y);
@@ -393,11 +405,12 @@ static void bw_dtype(const options *o, nxv_device *dev, const nxv_device_info *i
   nxv_tensor_release(c.row);
   const size_t es = nxv_dtype_size(t);
   for (int k = 0; k < BW_KINDS; k++) {
-    double bytes = bw_bytes((bw_kind)k, s, es) * p->inner;
+    uint32_t inner = bw_inner(p->inner, (bw_kind)k, s, es);
+    double bytes = bw_bytes((bw_kind)k, s, es) * inner;
     double tbest = min_of(secs[k], o->reps), tmed = median_of(secs[k], o->reps);
     res->best[k] = bytes / tbest / 1e9;
     res->med[k] = bytes / tmed / 1e9;
-    res->ms[k] = tbest / p->inner * 1e3;
+    res->ms[k] = tbest / inner * 1e3;
     res->gpu[k] = gpu_best[k] > 0 ? bytes / gpu_best[k] / 1e9 : 0;
     res->tail_us[k] = median_of(tails[k], o->reps) * 1e6;
     free(secs[k]);
@@ -440,7 +453,8 @@ void suite_bandwidth(const options *o, nxv_device *dev,
   if (o->csv) return;
 
   printf("Bandwidth, %" PRIu64 "x%" PRIu64 " operands (%s), %u ops per "
-         "timed run (enqueue all, then synchronize), best of %u runs; GB/s "
+         "timed run, twice that for sums (enqueue all, then synchronize), "
+         "best of %u runs; GB/s "
          "= 1e9 logical bytes read + written per second; %% of copy = best "
          "GB/s over the same dtype's copy (the faster copy, marked *); GPU "
          "GB/s = the same bytes over the GPU time of the batches (idle gaps "
