@@ -1667,7 +1667,8 @@ static uint32_t split_k(const nxv_device *d, const nxv_matmul_desc *m, uint64_t 
  * 285-294 where it ran at 138-196 in most runs and 317 in some. The copy
  * moves k n elements against the product's 2 m n k FLOPs, a few percent
  * of its time from m = 2048 on; where B has a batch stride each batch's
- * B is copied. */
+ * B is copied. Only where the copy's rows can be read 4 (f32) or 8
+ * (f16, bf16: the tensor cores' alignment) elements at a time. */
 #define NXV_B_COPY_MIN_M 2048
 #define NXV_B_COPY_MIN_MNK 0x1p34
 
@@ -1676,8 +1677,31 @@ static bool b_copy_pays(const nxv_device *d, nxv_dtype t, const nxv_matmul_desc 
   if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32) return false;
   if (d->vk.info.max_workgroup_invocations < 256) return false;
   if (m->b_strides[1] != 1 || m->b_strides[2] == 1) return false; /* B read along n */
+  if (m->n % (t == NXV_F32 ? 4 : 8)) return false;
   return m->m >= NXV_B_COPY_MIN_M &&
          (double)m->m * (double)m->n * (double)m->k * (double)m->batch >= NXV_B_COPY_MIN_MNK;
+}
+
+/* Large f32 products whose A is read along k (A stored [m][k]) copy A
+ * into a dense [k][m] tensor first and read it along m, as a transposed
+ * A: the 128x256 tiles then store both operands' slices into shared
+ * memory as they are read, without the transposed stores that conflict
+ * in their unpadded deep slices. The copy moves m k elements against the
+ * product's 2 m n k FLOPs, so what it costs falls with n. On an H200
+ * (TFLOP/s, the copy included): 4096^3 46.6 -> 47.3-47.6, 8192^3 47.1 ->
+ * 48.4-48.5, B transposed (both copied) 46.1 -> 47.0-47.1; where n is
+ * 2048 or less it did not pay: 2048^3 44.6 -> 44.7, 8 x 1024^3 44.8 ->
+ * 44.3. Only where the copy's rows can be read 4 elements at a time. */
+#define NXV_A_COPY_MIN_N 4096
+#define NXV_A_COPY_MIN_MNK 0x1p34
+
+/* Whether m (operands of type t, arguments checked) takes the A copy. */
+static bool a_copy_pays(const nxv_device *d, nxv_dtype t, const nxv_matmul_desc *m) {
+  if (t != NXV_F32 || d->vk.info.max_workgroup_invocations < 256) return false;
+  if (m->a_strides[2] != 1 || m->a_strides[1] == 1) return false; /* A read along m */
+  if (m->m % 4) return false;
+  return m->n >= NXV_A_COPY_MIN_N &&
+         (double)m->m * (double)m->n * (double)m->k * (double)m->batch >= NXV_A_COPY_MIN_MNK;
 }
 
 static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype t,
@@ -1706,23 +1730,49 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
   uint64_t adims[3] = {m->batch, m->m, m->k}, bdims[3] = {m->batch, m->k, m->n};
   NXV_TRY(check_operand("a", m->a, m->a_offset, m->a_strides, adims));
   NXV_TRY(check_operand("b", m->b, m->b_offset, m->b_strides, bdims));
-  if (!outn || !m->k || !b_copy_pays(d, t, m)) return matmul_run(d, m, t, outn, out);
-  /* B made dense [k][n] (per batch where B has a batch stride), then
-   * the product reads it along n. */
-  bool per_batch = m->batch > 1 && m->b_strides[0] != 0;
-  int64_t shape[3] = {(int64_t)m->batch, (int64_t)m->k, (int64_t)m->n};
-  nxv_view v = {m->b, m->b_offset, per_batch ? m->b_strides : m->b_strides + 1};
-  nxv_tensor *b_dense;
-  NXV_TRY(nxv_unary(d, NXV_COPY, per_batch ? 3 : 2, per_batch ? shape : shape + 1, &v,
-                    &b_dense));
+  if (!outn || !m->k) return matmul_run(d, m, t, outn, out);
+  bool copy_a = a_copy_pays(d, t, m), copy_b = b_copy_pays(d, t, m);
+  if (!copy_a && !copy_b) return matmul_run(d, m, t, outn, out);
   nxv_matmul_desc dense = *m;
-  dense.b = b_dense;
-  dense.b_offset = 0;
-  dense.b_strides[0] = per_batch ? (int64_t)(m->k * m->n) : 0;
-  dense.b_strides[1] = (int64_t)m->n;
-  dense.b_strides[2] = 1;
-  nxv_status st = matmul_run(d, &dense, t, outn, out);
-  nxv_tensor_release(b_dense); /* the queued nodes hold its buffer */
+  nxv_tensor *a_dense = NULL, *b_dense = NULL;
+  nxv_status st = NXV_OK;
+  if (copy_a) {
+    /* A made dense [k][m] (per batch where A has a batch stride), then
+     * the product reads it along m. */
+    bool per_batch = m->batch > 1 && m->a_strides[0] != 0;
+    int64_t shape[3] = {(int64_t)m->batch, (int64_t)m->k, (int64_t)m->m};
+    int64_t strides[3] = {m->a_strides[0], m->a_strides[2], m->a_strides[1]};
+    nxv_view v = {m->a, m->a_offset, per_batch ? strides : strides + 1};
+    st = nxv_unary(d, NXV_COPY, per_batch ? 3 : 2, per_batch ? shape : shape + 1, &v,
+                   &a_dense);
+    if (st == NXV_OK) {
+      dense.a = a_dense;
+      dense.a_offset = 0;
+      dense.a_strides[0] = per_batch ? (int64_t)(m->k * m->m) : 0;
+      dense.a_strides[1] = 1;
+      dense.a_strides[2] = (int64_t)m->m;
+    }
+  }
+  if (st == NXV_OK && copy_b) {
+    /* B made dense [k][n] (per batch where B has a batch stride), then
+     * the product reads it along n. */
+    bool per_batch = m->batch > 1 && m->b_strides[0] != 0;
+    int64_t shape[3] = {(int64_t)m->batch, (int64_t)m->k, (int64_t)m->n};
+    nxv_view v = {m->b, m->b_offset, per_batch ? m->b_strides : m->b_strides + 1};
+    st = nxv_unary(d, NXV_COPY, per_batch ? 3 : 2, per_batch ? shape : shape + 1, &v,
+                   &b_dense);
+    if (st == NXV_OK) {
+      dense.b = b_dense;
+      dense.b_offset = 0;
+      dense.b_strides[0] = per_batch ? (int64_t)(m->k * m->n) : 0;
+      dense.b_strides[1] = (int64_t)m->n;
+      dense.b_strides[2] = 1;
+    }
+  }
+  if (st == NXV_OK) st = matmul_run(d, &dense, t, outn, out);
+  /* The queued nodes hold the copies' buffers. */
+  nxv_tensor_release(a_dense);
+  nxv_tensor_release(b_dense);
   return st;
 }
 
@@ -1778,12 +1828,14 @@ static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype 
     module = t == NXV_F32 ? NXV_SPV_GEMM_F32 : t == NXV_F16 ? NXV_SPV_GEMM_F16 : NXV_SPV_GEMM_BF16;
     uint64_t tiles128 = ((m->m + 127) / 128) * ((m->n + 127) / 128) * m->batch;
     uint64_t tiles256 = ((m->m + 127) / 128) * ((m->n + 255) / 256) * m->batch;
-    /* f32 with A read along k: 128x256 tiles (16 results per thread along
-     * n instead of 8) where there are enough of them. On an H100, TFLOP/s
-     * against 128x128: 2048^3 39.2 / 38.4, 4096^3 40.2 / 39.5, 8192^3
-     * 40.6 / 40.0, B transposed 4096^3 39.4 / 37.3, 8 x 1024^3 39.1 /
-     * 38.3; A transposed lost (40.8 / 41.1) and keeps 128x128. */
-    bool a_along_k = m->a_strides[2] == 1 && m->a_strides[1] != 1;
+    /* f32: 128x256 tiles (16 results per thread along n instead of 8)
+     * where there are enough of them. On an H100, TFLOP/s against
+     * 128x128: 2048^3 39.2 / 38.4, 4096^3 40.2 / 39.5, 8192^3 40.6 /
+     * 40.0, B transposed 4096^3 39.4 / 37.3, 8 x 1024^3 39.1 / 38.3. With
+     * A transposed (read along m, stored into shared memory as it is
+     * read) they lost with slices of 8 (40.8 / 41.1) but win with the
+     * deep slices: on an H200 4096^3 46.2 -> 48.2, both operands
+     * transposed 45.6 -> 47.6. */
     /* The 256-thread tiles take deep k slices (variants 4 and 7) where the
      * device has the shared memory for them, else slices of 8. */
     uint32_t smem = d->vk.info.max_shared_memory;
@@ -1791,7 +1843,7 @@ static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype 
      * 128x128 one, 1 (64x64 tiles) where neither fits. */
     uint32_t wide = smem >= gemm_shared(7) ? 7 : smem >= gemm_shared(3) ? 3 : 0;
     uint32_t v128 = smem >= gemm_shared(4) ? 4 : smem >= gemm_shared(0) ? 0 : 1;
-    if (t == NXV_F32 && a_along_k && tiles256 >= 96 && wide) {
+    if (t == NXV_F32 && tiles256 >= 96 && wide) {
       tile_m = 128;
       tile_n = 256;
       variant = wide;

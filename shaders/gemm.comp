@@ -9,7 +9,7 @@
 // VARIANT 0: 128x128 tile of C per workgroup, 256 threads.
 // VARIANT 1: 64x64 tile, 64 threads (more workgroups for mid sizes).
 // VARIANT 3: 128x256 tile, 256 threads of 8x16 results (the host's choice
-// for large f32 products whose A is read along k).
+// for large f32 products, A read along k or transposed).
 // VARIANT 4 and 7: VARIANTS 0 and 3 with deep k slices (bit 2, below).
 // Split k (few tiles, long sums): with nsplit > 1 the k axis is cut into
 // chunks of kchunk; workgroup z = batch * nsplit + chunk writes its f32

@@ -2356,20 +2356,22 @@ NXV_TEST(kernels, matmul) {
       {1, 1024, 576, 20, MM_TB | MM_REV},
       {2, 512, 512, 24, MM_REV},
       {1, 128, 128, 1028, MM_TA},
-      /* f32 with A read along k and 96 tiles of 128x256 or more takes
-       * gemm.comp's wide tile: edges in m and n, B either way, checked and
-       * unchecked loads; A transposed keeps 128x128 */
+      /* f32 with 96 tiles of 128x256 or more takes gemm.comp's wide tile:
+       * edges in m and n, A and B either way, checked and unchecked loads */
       {1, 1540, 2050, 20, 0},
       {1, 1544, 2056, 24, MM_TB},
       {2, 1024, 1540, 12, MM_TB | MM_OFF},
       {1, 1544, 2056, 16, MM_TA},
+      {1, 1540, 2052, 24, MM_TA | MM_TB},
       /* interior tiles over several k slices (8 or 16 deep by device):
-       * 128x128 (f32 with both operands transposed, every type with A
-       * read along k) and 128x256 with B either way */
+       * 128x128 (both operands transposed, every type with A read along
+       * k) and 128x256 with A and B either way */
       {1, 1280, 1280, 48, MM_TA | MM_TB},
       {1, 1280, 1280, 32, 0},
       {1, 1544, 2056, 32, 0},
       {1, 1544, 2056, 32, MM_TB},
+      {1, 1544, 2056, 48, MM_TA},
+      {1, 1544, 2056, 32, MM_TA | MM_TB},
       /* fewer 64x64 tiles with a short k take matmul.comp: aligned, and a
        * weight gradient's shape (A transposed, k the batch) */
       {1, 256, 256, 40, MM_TA | MM_TB},
@@ -2388,10 +2390,14 @@ NXV_TEST(kernels, matmul) {
   run_matmul(d, NXV_F32, 1, 520, 1030, 530, MM_TA | MM_OFF, &rng);
   run_matmul(d, NXV_F16, 2, 512, 520, 1030, MM_TB | MM_REV, &rng);
   /* Large products with B transposed copy B into [k][n] first (m >= 2048,
-   * m n k batch >= 2^34): B broadcast over the batch (one copy) and one
-   * per batch; edges in n and k. Checked in sampled rows and columns. */
-  run_matmul_sampled(d, NXV_F32, 2, 2048, 1030, 4100, MM_TB | MM_BB | MM_OFF, 64, &rng);
+   * m n k batch >= 2^34, n a multiple of 4 for f32, 8 for f16): B
+   * broadcast over the batch (one copy) and one per batch; edges in n and
+   * k. Large f32 products with A read along k copy A into [k][m] first (n
+   * >= 4096, m a multiple of 4): one per batch, rows reversed and padded.
+   * Checked in sampled rows and columns. */
+  run_matmul_sampled(d, NXV_F32, 2, 2048, 1028, 4100, MM_TB | MM_BB | MM_OFF, 64, &rng);
   run_matmul_sampled(d, NXV_F16, 2, 2048, 1032, 4104, MM_TA | MM_TB, 64, &rng);
+  run_matmul_sampled(d, NXV_F32, 2, 1028, 4100, 2052, MM_REV | MM_OFF, 64, &rng);
   nxv_device_release(d);
 }
 
