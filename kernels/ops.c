@@ -1704,6 +1704,24 @@ static bool a_copy_pays(const nxv_device *d, nxv_dtype t, const nxv_matmul_desc 
          (double)m->m * (double)m->n * (double)m->k * (double)m->batch >= NXV_A_COPY_MIN_MNK;
 }
 
+/* Copies the batch x rows x cols elements of x read through strides
+ * {batch, row, column} from offset into a new dense [batch][rows][cols]
+ * tensor, *out_dense (one [rows][cols] copy where the batch stride is 0),
+ * through the transpose kernel, and sets *out_batch_stride to the copy's
+ * batch stride. Queued, not waited for; the caller owns the copy. */
+static nxv_status copy_dense(nxv_device *d, nxv_tensor *x, int64_t offset,
+                             const int64_t strides[3], uint64_t batch, uint64_t rows,
+                             uint64_t cols, nxv_tensor **out_dense,
+                             int64_t *out_batch_stride) {
+  bool per_batch = batch > 1 && strides[0] != 0;
+  int64_t shape[3] = {(int64_t)batch, (int64_t)rows, (int64_t)cols};
+  nxv_view v = {x, offset, per_batch ? strides : strides + 1};
+  NXV_TRY(nxv_unary(d, NXV_COPY, per_batch ? 3 : 2, per_batch ? shape : shape + 1, &v,
+                    out_dense));
+  *out_batch_stride = per_batch ? (int64_t)(rows * cols) : 0;
+  return NXV_OK;
+}
+
 static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype t,
                              uint64_t outn, nxv_tensor **out);
 
@@ -1737,34 +1755,24 @@ nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
   nxv_tensor *a_dense = NULL, *b_dense = NULL;
   nxv_status st = NXV_OK;
   if (copy_a) {
-    /* A made dense [k][m] (per batch where A has a batch stride), then
-     * the product reads it along m. */
-    bool per_batch = m->batch > 1 && m->a_strides[0] != 0;
-    int64_t shape[3] = {(int64_t)m->batch, (int64_t)m->k, (int64_t)m->m};
-    int64_t strides[3] = {m->a_strides[0], m->a_strides[2], m->a_strides[1]};
-    nxv_view v = {m->a, m->a_offset, per_batch ? strides : strides + 1};
-    st = nxv_unary(d, NXV_COPY, per_batch ? 3 : 2, per_batch ? shape : shape + 1, &v,
-                   &a_dense);
+    /* A made dense [k][m], then the product reads it along m. */
+    const int64_t s[3] = {m->a_strides[0], m->a_strides[2], m->a_strides[1]};
+    st = copy_dense(d, m->a, m->a_offset, s, m->batch, m->k, m->m, &a_dense,
+                    &dense.a_strides[0]);
     if (st == NXV_OK) {
       dense.a = a_dense;
       dense.a_offset = 0;
-      dense.a_strides[0] = per_batch ? (int64_t)(m->k * m->m) : 0;
       dense.a_strides[1] = 1;
       dense.a_strides[2] = (int64_t)m->m;
     }
   }
   if (st == NXV_OK && copy_b) {
-    /* B made dense [k][n] (per batch where B has a batch stride), then
-     * the product reads it along n. */
-    bool per_batch = m->batch > 1 && m->b_strides[0] != 0;
-    int64_t shape[3] = {(int64_t)m->batch, (int64_t)m->k, (int64_t)m->n};
-    nxv_view v = {m->b, m->b_offset, per_batch ? m->b_strides : m->b_strides + 1};
-    st = nxv_unary(d, NXV_COPY, per_batch ? 3 : 2, per_batch ? shape : shape + 1, &v,
-                   &b_dense);
+    /* B made dense [k][n], then the product reads it along n. */
+    st = copy_dense(d, m->b, m->b_offset, m->b_strides, m->batch, m->k, m->n, &b_dense,
+                    &dense.b_strides[0]);
     if (st == NXV_OK) {
       dense.b = b_dense;
       dense.b_offset = 0;
-      dense.b_strides[0] = per_batch ? (int64_t)(m->k * m->n) : 0;
       dense.b_strides[1] = (int64_t)m->n;
       dense.b_strides[2] = 1;
     }
