@@ -60,7 +60,8 @@ typedef struct pc_matmul {        /* matmul.comp */
   int32_t a_sb, a_sm, a_sk, b_sb, b_sk, b_sn;
   uint32_t a_off, b_off;
   uint64_t part;                  /* gemm.comp split k: partial tiles */
-  uint32_t kchunk, nsplit, nbatch, pad;
+  uint32_t kchunk, nsplit, nbatch;
+  uint32_t combine4;              /* gemm.comp's combining pass: 4 results a thread */
 } pc_matmul;
 typedef struct pc_fill {          /* fill.comp */
   uint64_t c;
@@ -1919,9 +1920,12 @@ static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype 
     st = push_dispatch(d, node, module, 0, variant);
     if (st == NXV_OK && part) {
       /* Second pass: each result adds its chunks' partials in order
-       * (64 threads per workgroup). */
+       * (64 threads per workgroup), 4 results per thread where rows are
+       * whole groups of 4 and the type has 4-wide stores (not bf16). */
       uint64_t outs = nb * m->m * m->n;
-      st = push_combine(d, &pc, sizeof pc, groups_capped(d, (outs + 63) / 64),
+      pc.combine4 = (m->n % 4 == 0 && t != NXV_BF16) ? 1u : 0u;
+      uint64_t threads = pc.combine4 ? outs / 4 : outs;
+      st = push_combine(d, &pc, sizeof pc, groups_capped(d, (threads + 63) / 64),
                         (uint64_t)nsplit * outs + outs, part, tout, module, 0, 2);
     }
   }

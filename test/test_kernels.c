@@ -2343,8 +2343,11 @@ NXV_TEST(kernels, matmul) {
       {2, 256, 136, 256, MM_TB},
       {1, 384, 136, 320, MM_TA | MM_TB},
       /* few tiles, long k: f16/bf16/f32 split k into chunks (partial
-       * tiles, then a combining pass) */
+       * tiles, then a combining pass, 4 results per thread where n is a
+       * multiple of 4 and the type is not bf16) */
       {1, 5, 3, 1500, 0},
+      {3, 72, 36, 1100, MM_OFF},
+      {1, 3, 4, 1500, MM_TA | MM_REV},
       {3, 70, 9, 1100, MM_TA | MM_OFF},
       {2, 128, 10, 2704, MM_TB | MM_REV},
       {1, 1, 130, 1031, MM_BA | MM_BB},
