@@ -90,7 +90,8 @@ typedef struct options {
   uint32_t dtypes;       /* --dtypes: bit 0 f32, 1 f16, 2 f64, 3 bf16;
                             0 = all */
   uint32_t warm_ms;      /* --warm-ms: GPU work before each dtype's timed
-                            runs (bandwidth, matmul, large ops) */
+                            runs (bandwidth, matmul, large ops) and each
+                            large product's */
   const char *csv_out;   /* schema CSV file, or NULL */
   const char *child_dir; /* hidden: run as a pipeline-cache child */
   bool ops_set, mb_set, reps_set, side_set, mm_max_set;
