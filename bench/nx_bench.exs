@@ -56,9 +56,9 @@
 #     (so each call includes tracing the expression). Data and weights come
 #     from a fixed :rand seed. After 500 ms of other GPU work
 #     (--busy-ms), warm-up steps until the pool is steady (at least 20,
-#     then on until the process has garbage-collected 3 times, which
+#     then on until the process has garbage-collected 4 times, which
 #     returns dropped tensors' buffers to the pool, and neither the last
-#     whole interval between two collections nor the last 10 steps made a
+#     two whole intervals between collections nor the last 20 steps made a
 #     device allocation; at most 200; the table's "warm-up steps"), then
 #     30 timed steps, each feeding its parameters to the next, each timed
 #     until its loss is on the host (Nx.to_number); median.
@@ -347,10 +347,14 @@ defmodule NxBench do
   # is steady, at most 10 x `warmup` in all. A dropped tensor returns its
   # buffer to the pool only when the process collects garbage, so the pool
   # grows until the most garbage held between two collections fits:
-  # steady means at least 3 collections since the warm-up began, no device
-  # allocation since the one before the last (a whole interval between two
-  # collections, and the steps after it, allocated nothing) and none in
-  # the last 10 steps. Returns {params, first loss, warm-up steps}.
+  # steady means at least 4 collections since the warm-up began, no device
+  # allocation since the third-latest (two whole intervals between
+  # collections, and the steps after them, allocated nothing) and none in
+  # the last 20 steps: with one whole interval and 10 steps, a CNN step
+  # that ended its warm-up at 20 steps allocated once in its timed steps,
+  # most likely because two of their collections fell further apart than
+  # any two of the warm-up's.
+  # Returns {params, first loss, warm-up steps}.
   def warm_up(index, step_fun, {params, x, y}, warmup, steady) do
     st0 = %{p: params, first: nil, mark: gc_marker(), gc_steps: [], last_alloc: 0}
 
@@ -380,8 +384,8 @@ defmodule NxBench do
   end
 
   # gc_steps: the steps in which the process collected, latest first.
-  defp steady?([_last, before | _] = gc_steps, last_alloc, i),
-    do: length(gc_steps) >= 3 and last_alloc < before and i - last_alloc >= 10
+  defp steady?([_last, _previous, before | _] = gc_steps, last_alloc, i),
+    do: length(gc_steps) >= 4 and last_alloc < before and i - last_alloc >= 20
 
   defp steady?(_gc_steps, _last_alloc, _i), do: false
 

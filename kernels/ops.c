@@ -21,7 +21,10 @@
 #define NXV_SPLIT_MIN_CHUNK 32
 /* Workgroups a split product aims for. 128 made the benchmark's products
  * queued back to back faster (their chunks overlap) but each product alone
- * 2-11 us slower on an H100; 512 and 1024 were no faster. */
+ * 2-11 us slower on an H100; 512 and 1024 were no faster. Again on an H200
+ * with the 4-wide combining pass: 128 took 512^3 from 15.1 to 22.1 TFLOP/s
+ * back to back but from 17.7 to 25.2 us alone (128x784x512 12.3 -> 14.9
+ * us alone), and 512 lost both ways. */
 #define NXV_SPLIT_TARGET_GROUPS 256
 /* Mid-sized products (fewer than 96 tiles of 128x128, at least 128 of
  * 64x64) take 128x128 tiles over chunks of k of at least
