@@ -24,7 +24,8 @@
  * 2-11 us slower on an H100; 512 and 1024 were no faster. Again on an H200
  * with the 4-wide combining pass: 128 took 512^3 from 15.1 to 22.1 TFLOP/s
  * back to back but from 17.7 to 25.2 us alone (128x784x512 12.3 -> 14.9
- * us alone), and 512 lost both ways. */
+ * us alone); 512 lost back to back (512^3 14.2) and alone measured within
+ * 0.4 us or 1.2 us slower (128x784x512 13.5 us). */
 #define NXV_SPLIT_TARGET_GROUPS 256
 /* Mid-sized products (fewer than 96 tiles of 128x128, at least 128 of
  * 64x64) take 128x128 tiles over chunks of k of at least
