@@ -50,7 +50,7 @@
 #include "spirv.h"
 
 #define NXV_REGISTRY_OPS 64
-#define NXV_REGISTRY_VARIANTS 8
+#define NXV_REGISTRY_VARIANTS 16
 /* Pipelines specialized by a program (nxv_registry_program): at most this
  * many per registry, of at most NXV_REGISTRY_PROGRAM_WORDS words each. */
 #define NXV_REGISTRY_PROGRAMS 1024

@@ -11,6 +11,13 @@
 // VARIANT 3: 128x256 tile, 256 threads of 8x16 results (the host's choice
 // for large f32 products, A read along k or transposed).
 // VARIANT 4 and 7: VARIANTS 0 and 3 with deep k slices (bit 2, below).
+// VARIANT 15: VARIANT 7 with A's rows swizzled in shared memory (bit 3,
+// below), the host's choice when A is read along k. On an H200 (f32
+// TFLOP/s, five rounds over two leases) 2048^3 44.5-44.6 -> 44.9-45.0 (one
+// product alone 377-380 -> 375 us of GPU time), 8 x 1024^3 44.7-44.9 ->
+// 45.2-45.3; where A is read along m its stores do not conflict, and the
+// same swizzle there cost 0.2-0.5% (4096^3 and 8192^3, whose A is copied
+// [k][m] first), so those keep VARIANT 7.
 // Split k (few tiles, long sums): with nsplit > 1 the k axis is cut into
 // chunks of kchunk; workgroup z = batch * nsplit + chunk writes its f32
 // partial tile to part[chunk * outs + b * m * n + ...] (outs = nbatch * m
@@ -55,7 +62,7 @@
 // Warps covering 32x64 results instead of 16x128, which halves their
 // shared-memory wavefronts, measured 2% slower.
 // Dispatch: (ceil(n/BN), ceil(m/BM), batch * nsplit); spec constant 0
-// must be 256 (VARIANTS 0, 3, 4 and 7) or 64 (VARIANTS 1 and 2). The
+// must be 256 (VARIANTS 0, 3, 4, 7 and 15) or 64 (VARIANTS 1 and 2). The
 // host's gemm_shared() (kernels/ops.c) mirrors the shared-memory sizes.
 #extension GL_EXT_control_flow_attributes : require
 #include "common.glsl"
@@ -85,8 +92,13 @@ layout(push_constant, std430) uniform PC {
   uint combine4; // VARIANT 2: 1 when each thread combines 4 results
 } pc;
 
-const uint SHAPE = VARIANT & 3u;         // the tile: VARIANT less bit 2
+const uint SHAPE = VARIANT & 3u;         // the tile: VARIANT less bits 2-3
 const bool DEEP = (VARIANT & 4u) != 0u;  // slices of 16, rows unpadded
+// Bit 3 (with SHAPE 3 and DEEP alone: VARIANT 15): A's rows swizzled in
+// shared memory, element (p, r) at column group (r / 4) ^ 2 ((p / 4) mod 4),
+// so that the transposed stores of an A read along k, 4 lanes per row of
+// A, reach 4 banks instead of 1 (4-way conflicts otherwise).
+const bool SWZA = (VARIANT & 8u) != 0u && SHAPE == 3u && DEEP;
 const uint BM = SHAPE == 1u || SHAPE == 2u ? 64u : 128u;  // 2: no tile (64 threads)
 const uint BN = SHAPE == 3u ? 256u : BM;
 // Column groups of 4 per thread, BN / NGC apart.
@@ -103,6 +115,8 @@ shared vec4 As[2u * BK * (BM + PAD) / 4u];
 shared vec4 Bs[2u * BK * (BN + PAD) / 4u];
 const uint ROW4A = (BM + PAD) / 4u;      // vec4s per shared row of A
 const uint ROW4B = (BN + PAD) / 4u;      // and of B
+// The column group of A's row p that holds group g (identity unless SWZA).
+#define SWZ(p) (SWZA ? (((p) >> 2u) & 3u) * 2u : 0u)
 
 uint k_end;  // end of this workgroup's k range
 
@@ -226,10 +240,10 @@ void main() {
     if (a_walk_k) {                                                           \
       uint r = g / GPR, p = (g % GPR) * 4u;                                   \
       for (uint e = 0u; e < 4u; ++e)                                          \
-        As[base + (p + e) * ROW4A + r / 4u][r % 4u] = ra[q][e];               \
+        As[base + (p + e) * ROW4A + ((r / 4u) ^ SWZ(p))][r % 4u] = ra[q][e];  \
     } else {                                                                  \
       uint p = g / (BM / 4u), r4 = g % (BM / 4u);                             \
-      As[base + p * ROW4A + r4] = ra[q];                                      \
+      As[base + p * ROW4A + (r4 ^ SWZ(p))] = ra[q];                           \
     }                                                                         \
   }                                                                           \
   [[unroll]] for (uint q = 0u; q < QTB; ++q) {                                \
@@ -304,8 +318,8 @@ void main() {
     uint base_a = (buf) * BK * ROW4A, base_b = (buf) * BK * ROW4B;            \
     if (SHAPE == 3u) {                                                        \
       [[unroll]] for (uint p = 0u; p < BK; ++p) {                             \
-        vec4 a0 = As[base_a + p * ROW4A + ty];                                \
-        vec4 a1 = As[base_a + p * ROW4A + BM / 8u + ty];                      \
+        vec4 a0 = As[base_a + p * ROW4A + (ty ^ SWZ(p))];                     \
+        vec4 a1 = As[base_a + p * ROW4A + BM / 8u + (ty ^ SWZ(p))];           \
         vec4 b[NGC];                                                          \
         [[unroll]] for (uint h = 0u; h < NGC; ++h)                            \
           b[h] = Bs[base_b + p * ROW4B + h * (BN / NGC / 4u) + tx];           \

@@ -2360,7 +2360,10 @@ NXV_TEST(kernels, matmul) {
       {2, 512, 512, 24, MM_REV},
       {1, 128, 128, 1028, MM_TA},
       /* f32 with 96 tiles of 128x256 or more takes gemm.comp's wide tile:
-       * edges in m and n, A and B either way, checked and unchecked loads */
+       * edges in m and n, A and B either way, checked and unchecked loads.
+       * Devices with 48 KiB of shared memory take its deep slices, A's rows
+       * swizzled where A is read along k (variant 15: 0 and MM_TB below);
+       * devices with less (lavapipe: 32 KiB) slices of 8. */
       {1, 1540, 2050, 20, 0},
       {1, 1544, 2056, 24, MM_TB},
       {2, 1024, 1540, 12, MM_TB | MM_OFF},
