@@ -13,7 +13,7 @@
 #   make nif-asan     the NIF with ASan + UBSan, build/asan/libnx_vulkan_nif.so
 #   make demo         build and run the demo on the default device
 #   make bench        build the C benchmarks (build/bench/nxv_bench, vk_floor,
-#                     vk_ceiling)
+#                     vk_ceiling, cpu_pace, ...)
 #   make vk-floor     build build/bench/vk_floor (raw Vulkan round trips)
 #   make deps         install the Debian packages the build needs, if missing
 #
@@ -109,7 +109,7 @@ $(B)/bench/nxv_bench: $(BENCH_OBJ) $(B)/libnxv.a
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 
 bench: $(B)/bench/nxv_bench $(B)/bench/vk_floor $(B)/bench/vk_ceiling $(B)/bench/vk_coopmat2 \
-	$(B)/bench/vk_f32split
+	$(B)/bench/vk_f32split $(B)/bench/cpu_pace
 
 # Raw Vulkan round-trip floors and arithmetic ceilings, without the runtime
 # (bench/floor/).
@@ -193,6 +193,11 @@ $(B)/bench/vk_ceiling: bench/floor/vk_ceiling.c bench/floor/vk_raw.c bench/floor
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/vk_ceiling.c bench/floor/vk_raw.c $(B)/libnxv.a \
 		$(LDFLAGS) $(LDLIBS) -o $@
+
+# The host CPUs' single-thread pace, and a busy-polling thread's effect on it.
+$(B)/bench/cpu_pace: bench/floor/cpu_pace.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) bench/floor/cpu_pace.c $(LDFLAGS) -pthread -o $@
 
 vk-floor: $(B)/bench/vk_floor
 
