@@ -1700,10 +1700,16 @@ static bool b_copy_pays(const nxv_device *d, nxv_dtype t, const nxv_matmul_desc 
 #define NXV_A_COPY_MIN_N 4096
 #define NXV_A_COPY_MIN_MNK 0x1p34
 
+/* Whether gemm.comp reads m's A along k (k contiguous, m not: A stored
+ * [m][k]), as the shader's a_walk_k decides; else along m. */
+static bool a_along_k(const nxv_matmul_desc *m) {
+  return m->a_strides[2] == 1 && m->a_strides[1] != 1;
+}
+
 /* Whether m (operands of type t, arguments checked) takes the A copy. */
 static bool a_copy_pays(const nxv_device *d, nxv_dtype t, const nxv_matmul_desc *m) {
   if (t != NXV_F32 || d->vk.info.max_workgroup_invocations < 256) return false;
-  if (m->a_strides[2] != 1 || m->a_strides[1] == 1) return false; /* A read along m */
+  if (!a_along_k(m)) return false;
   if (m->m % 4) return false;
   return m->n >= NXV_A_COPY_MIN_N &&
          (double)m->m * (double)m->n * (double)m->k * (double)m->batch >= NXV_A_COPY_MIN_MNK;
@@ -1862,10 +1868,9 @@ static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype 
       variant = wide;
       /* A read along k (not copied [k][m] first: n below
        * NXV_A_COPY_MIN_N) stores its deep slices transposed: variant 15
-       * swizzles A's rows so those stores do not conflict (on an H200
-       * 2048^3 44.6 -> 45.0 TFLOP/s, 8 x 1024^3 44.8 -> 45.2; with A read
-       * along m the swizzle only costs, 0.2-0.5%). */
-      if (wide == 7 && m->a_strides[2] == 1 && m->a_strides[1] != 1) variant = 15;
+       * swizzles A's rows so those stores do not conflict (figures in
+       * gemm.comp; with A read along m the swizzle only costs). */
+      if (wide == 7 && a_along_k(m)) variant = 15;
     } else if (tiles128 >= 96 && v128 != 1) {
       tile_m = tile_n = 128;
       variant = v128;
