@@ -1,8 +1,8 @@
 /*
  * bench_bandwidth.c - the bandwidth suite of the shared benchmark schema:
- * copy, add, add_bcast, add_strided, transpose, sum_all, sum_rows and
- * sum_cols on S x S operands (S = --side, 8192 by default) of f32, f16 and
- * f64.
+ * copy, add, add_bcast, add_strided, transpose, sum_all, sum_rows,
+ * sum_cols, mul_u8 and mul_u8_two_step on S x S operands (S = --side, 8192
+ * by default) of f32, f16 and f64.
  *
  * - copy: the faster of nxv_tensor_copy and nxv_unary(NXV_COPY).
  * - add: c = a + b, all S x S (nxv_binary, dense views).
@@ -13,6 +13,11 @@
  *   through strides {1, S}): what materializing Nx.transpose/1 costs.
  * - sum_all, sum_rows, sum_cols: nxv_reduce sum with axes masks 0x3, 0x2
  *   (the last axis: S results) and 0x1 (the first axis: S results).
+ * - mul_u8: c = a * mask, mask an S x S u8 tensor of zeros and ones read
+ *   and converted by the multiply itself (a mixed-type nxv_binary), as Nx
+ *   multiplies a float tensor by a comparison's result; mul_u8_two_step:
+ *   the mask converted to a's dtype first (nxv_convert), then multiplied,
+ *   the two ops such a product took before.
  *
  * One timed run enqueues the op R times (each result released as soon as
  * the next is enqueued), then synchronizes; GB/s = R * logical bytes (each
@@ -52,20 +57,28 @@ typedef enum bw_kind {
   BW_SUM_ALL,
   BW_SUM_ROWS,
   BW_SUM_COLS,
+  BW_MUL_U8,
+  BW_MUL_U8_TWO_STEP,
   BW_KINDS
 } bw_kind;
 
+/* mul_u8: a times a u8 mask in one op (the mask converted as it is read);
+ * mul_u8_two_step: the same as the mask converted to a's dtype first, then
+ * multiplied (two ops; what a mixed-type op cost before). Both count the
+ * same logical bytes (a, the mask, the result). */
 static const char *const kLabel[BW_KINDS] = {
     "copy (tensor_copy)", "copy (unary copy)", "add", "add_bcast",
-    "add_strided", "transpose", "sum_all", "sum_rows", "sum_cols"};
+    "add_strided", "transpose", "sum_all", "sum_rows", "sum_cols",
+    "mul_u8", "mul_u8_two_step"};
 static const char *const kTest[BW_KINDS] = {
     "copy", "copy", "add", "add_bcast", "add_strided", "transpose",
-    "sum_all", "sum_rows", "sum_cols"};
+    "sum_all", "sum_rows", "sum_cols", "mul_u8", "mul_u8_two_step"};
 
 /* The input patterns. */
 static int a_val(uint64_t r, uint64_t c) { return (int)((3 * r + 5 * c) % 11) - 5; }
 static int b_val(uint64_t r, uint64_t c) { return (int)((7 * r + 2 * c) % 13) - 6; }
 static int row_val(uint64_t c) { return (int)(c % 5) - 2; }
+static int mask_val(uint64_t r, uint64_t c) { return (r + 2 * c) % 3 != 0; }
 
 typedef struct bw_ref {
   uint64_t side;
@@ -80,6 +93,7 @@ typedef struct bw_ctx {
   uint64_t side;
   uint32_t inner;     /* R of a copy (bw_inner() scales it per op) */
   nxv_tensor *a, *b, *row;
+  nxv_tensor *mask;   /* u8, mask_val */
   const bw_ref *ref;
 } bw_ctx;
 
@@ -232,6 +246,20 @@ static nxv_tensor *bw_enqueue(const bw_ctx *c, bw_kind k) {
     case BW_SUM_COLS:
       NXV_CHECK(nxv_reduce(c->dev, NXV_REDUCE_SUM, 2, shape, &va, 0x1u, &y));
       break;
+    case BW_MUL_U8: {
+      nxv_view vm = {c->mask, 0, NULL};
+      NXV_CHECK(nxv_binary(c->dev, NXV_MUL, 2, shape, &va, &vm, &y));
+      break;
+    }
+    case BW_MUL_U8_TWO_STEP: {
+      nxv_view vm = {c->mask, 0, NULL};
+      nxv_tensor *m;
+      NXV_CHECK(nxv_convert(c->dev, c->t, 2, shape, &vm, &m));
+      nxv_view vc = {m, 0, NULL};
+      NXV_CHECK(nxv_binary(c->dev, NXV_MUL, 2, shape, &va, &vc, &y));
+      nxv_tensor_release(m);
+      break;
+    }
     default:
       die("bandwidth: bad kind %d", (int)k);
   }
@@ -289,6 +317,8 @@ static double bw_bytes(bw_kind k, uint64_t side, size_t es) {
     case BW_SUM_ALL: return n + (double)es;
     case BW_SUM_ROWS:
     case BW_SUM_COLS: return n + row;
+    case BW_MUL_U8:
+    case BW_MUL_U8_TWO_STEP: return 2 * n + (double)side * (double)side;
     default: return 0;
   }
 }
@@ -306,7 +336,7 @@ static void bw_verify(const bw_ctx *c, bw_kind k, nxv_tensor *y) {
   if (nxv_tensor_dtype(y) != c->t)
     die("bandwidth %s %s: result is %s", kLabel[k], dt,
         nxv_dtype_name(nxv_tensor_dtype(y)));
-  if (k >= BW_SUM_ALL) {
+  if (k >= BW_SUM_ALL && k <= BW_SUM_COLS) {
     uint64_t n = k == BW_SUM_ALL ? 1 : s;
     if (nxv_tensor_count(y) != n)
       die("bandwidth %s %s: %" PRIu64 " results, expected %" PRIu64,
@@ -342,6 +372,8 @@ static void bw_verify(const bw_ctx *c, bw_kind k, nxv_tensor *y) {
       case BW_ADD_BCAST: want = a_val(i, j) + row_val(j); break;
       case BW_ADD_STRIDED: want = a_val(j, i) + b_val(i, j); break;
       case BW_TRANSPOSE: want = a_val(j, i); break;
+      case BW_MUL_U8:
+      case BW_MUL_U8_TWO_STEP: want = a_val(i, j) * mask_val(i, j); break;
       default: want = NAN;
     }
     double got = download_elem(y, idx);
@@ -377,6 +409,7 @@ static void bw_dtype(const options *o, nxv_device *dev, const nxv_device_info *i
   c.a = upload_pattern(dev, t, s, s, a_val, NULL);
   c.b = upload_pattern(dev, t, s, s, b_val, NULL);
   c.row = upload_pattern(dev, t, 1, s, NULL, row_val);
+  c.mask = upload_pattern(dev, NXV_U8, s, s, mask_val, NULL);
   NXV_CHECK(nxv_device_synchronize(dev));
   gpu_warm(o, dev, info);
   nxv_tensor *y;
@@ -403,6 +436,7 @@ static void bw_dtype(const options *o, nxv_device *dev, const nxv_device_info *i
   nxv_tensor_release(c.a);
   nxv_tensor_release(c.b);
   nxv_tensor_release(c.row);
+  nxv_tensor_release(c.mask);
   const size_t es = nxv_dtype_size(t);
   for (int k = 0; k < BW_KINDS; k++) {
     uint32_t inner = bw_inner(p->inner, (bw_kind)k, s, es);

@@ -157,6 +157,7 @@ void store_elem(nxv_dtype t, void *base, uint64_t i, double x) {
     case NXV_BF16: ((uint16_t *)base)[i] = bf16_bits(x); break;
     case NXV_F32: ((float *)base)[i] = (float)x; break;
     case NXV_F64: ((double *)base)[i] = x; break;
+    case NXV_U8: ((uint8_t *)base)[i] = (uint8_t)x; break;
     default: die("store_elem: dtype %s", nxv_dtype_name(t));
   }
 }

@@ -655,7 +655,13 @@ const char *nxv_compare_op_name(nxv_compare_op op);
 /* out[i] = a[i] op b[i] over shape (rank dims), a and b of the same dtype
  * (every dtype; which ops each supports: nxv_binary_supported, docs/ops.md).
  * Broadcasting is expressed through the views' strides. The result is a new
- * dense tensor of that shape. */
+ * dense tensor of that shape.
+ * Mixed types: one operand of float type T (f16, bf16, f32, f64) and the
+ * other of an integer type, or of a float type narrower than T (f32 with
+ * f16 or bf16; f64 with f16, bf16 or f32), give a result of type T, the
+ * other operand converted to T as it is read, exactly as nxv_convert would
+ * convert it (Nx's type promotion of such a pair is T). Any other pair of
+ * distinct types is NXV_ERR_INVALID_ARGUMENT. */
 nxv_status nxv_binary(nxv_device *device, nxv_binary_op op, uint32_t rank,
                       const int64_t *shape, const nxv_view *a,
                       const nxv_view *b, nxv_tensor **out_tensor);

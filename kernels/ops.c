@@ -192,6 +192,28 @@ static nxv_spv_module unary_module(nxv_dtype from, nxv_dtype to) {
   return (nxv_spv_module)(NXV_SPV_UNARY_S8_S8 + (int)from * NXV_DTYPE_COUNT + (int)to);
 }
 
+/* Binary modules of a float type t with one operand of type u converted
+ * as it is read (tools/gen_variants.sh): per t, the 8 integer types in
+ * nxv_dtype order, then the float types narrower than t. */
+_Static_assert(NXV_U64 == 7 && NXV_F16 == 8 && NXV_BF16 == 9 && NXV_F32 == 10,
+               "integer types first, then f16, bf16, f32");
+_Static_assert(NXV_SPV_BINARY_BF16_S8 - NXV_SPV_BINARY_F16_S8 == 8, "f16 mixed family");
+_Static_assert(NXV_SPV_BINARY_F32_S8 - NXV_SPV_BINARY_BF16_S8 == 8, "bf16 mixed family");
+_Static_assert(NXV_SPV_BINARY_F64_S8 - NXV_SPV_BINARY_F32_S8 == 10, "f32 mixed family");
+_Static_assert(NXV_SPV_BINARY_F64_F32 - NXV_SPV_BINARY_F64_S8 == 10, "f64 mixed family");
+
+/* The module of binary ops on float type t with one operand of type u;
+ * false when there is none (u not an integer type or a float type
+ * narrower than t). */
+static bool mixed_module(nxv_dtype t, nxv_dtype u, nxv_spv_module *out_m) {
+  static const int first[4] = {NXV_SPV_BINARY_F16_S8, NXV_SPV_BINARY_BF16_S8,
+                               NXV_SPV_BINARY_F32_S8, NXV_SPV_BINARY_F64_S8};
+  if (t < NXV_F16 || t > NXV_F64 || u >= t) return false;
+  if (u >= NXV_F16 && t < NXV_F32) return false; /* f16 and bf16: integers only */
+  *out_m = (nxv_spv_module)(first[t - NXV_F16] + (int)u);
+  return true;
+}
+
 /* The device can hold and compute dtype: a type whose storage width (and
  * for f64 and c128, double arithmetic) the device supports. */
 static nxv_status check_type(nxv_device *d, nxv_dtype t, const char *op) {
@@ -521,13 +543,14 @@ static nxv_status transpose_copy(nxv_device *d, uint32_t w, uint32_t r, const in
  * bits travel in pc.args (flag bit 3 + o); in the strided variant in
  * pc.in2 (flag bit 3 + o), in the tiled one in pc.in2 too (operand mode
  * 3). Its slot holds the other operand's address, never read. */
-static nxv_status elementwise(nxv_device *d, const char *opname,
-                              nxv_spv_module module, uint32_t op, int nops,
-                              uint32_t rank, const int64_t *shape_in,
-                              const nxv_view *const views_in[3],
-                              const nxv_dtype in_types[3], nxv_dtype out_type,
-                              bool allow_vec, uint32_t tiled_variant,
-                              const void *imm, nxv_tensor **out) {
+static nxv_status elementwise_bits(nxv_device *d, const char *opname,
+                                   nxv_spv_module module, uint32_t op, int nops,
+                                   uint32_t rank, const int64_t *shape_in,
+                                   const nxv_view *const views_in[3],
+                                   const nxv_dtype in_types[3], nxv_dtype out_type,
+                                   bool allow_vec, uint32_t tiled_variant,
+                                   const void *imm, uint32_t variant_bits,
+                                   nxv_tensor **out) {
   uint64_t n;
   NXV_TRY(nxv_ops_check_shape(rank, shape_in, &n));
   int64_t shape[NXV_MAX_RANK], strides[3][NXV_MAX_RANK];
@@ -751,13 +774,22 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
   for (int o = 0; o < nops; o++)
     if (o != imm_o) node_use(node, views[o]->tensor, false);
   node_use(node, t, true);
-  nxv_status st = push_dispatch(d, node, module, op, variant);
+  nxv_status st = push_dispatch(d, node, module, op, variant | variant_bits);
   if (st != NXV_OK) {
     nxv_tensor_release(t);
     return st;
   }
   *out = t;
   return NXV_OK;
+}
+
+static nxv_status elementwise(nxv_device *d, const char *opname, nxv_spv_module module,
+                              uint32_t op, int nops, uint32_t rank, const int64_t *shape,
+                              const nxv_view *const views[3], const nxv_dtype in_types[3],
+                              nxv_dtype out_type, bool allow_vec, uint32_t tiled_variant,
+                              const void *imm, nxv_tensor **out) {
+  return elementwise_bits(d, opname, module, op, nops, rank, shape, views, in_types, out_type,
+                          allow_vec, tiled_variant, imm, 0, out);
 }
 
 bool nxv_binary_supported(nxv_device *d, nxv_binary_op op, nxv_dtype t) {
@@ -807,6 +839,34 @@ static nxv_status two_operands(const char *what, const nxv_view *x, const void *
   return NXV_OK;
 }
 
+/* nxv_binary of operands of different types: one of float type T (the
+ * result's), the other of an integer or narrower float type U, which the
+ * kernel converts to T as it reads it (as nxv_convert would), element at a
+ * time (no vector accesses, no tiles). Never deferred. */
+static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
+                               const int64_t *shape, const nxv_view *a, const nxv_view *b,
+                               nxv_tensor **out) {
+  nxv_dtype ta = a->tensor->dtype, tb = b->tensor->dtype;
+  const char *name = nxv_binary_op_name(op);
+  nxv_spv_module m;
+  bool u_is_a = mixed_module(tb, ta, &m);
+  if (!u_is_a && !mixed_module(ta, tb, &m))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "%s: operands of types %s and %s (mixed operands take a float type "
+                    "and an integer or narrower float type)",
+                    name, nxv_dtype_name(ta), nxv_dtype_name(tb));
+  nxv_dtype t = u_is_a ? tb : ta, u = u_is_a ? ta : tb;
+  NXV_TRY(check_type(d, t, name));
+  NXV_TRY(check_type(d, u, name));
+  if (!((binary_ops(t) >> op) & 1u))
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s", name,
+                    nxv_dtype_name(t), d->vk.info.name);
+  const nxv_view *const views[3] = {a, b, NULL};
+  const nxv_dtype types[3] = {ta, tb, t};
+  return elementwise_bits(d, name, m, op, 2, rank, shape, views, types, t, false, 0, NULL,
+                          u_is_a ? 8u : 0u, out);
+}
+
 /* nxv_binary and nxv_binary_scalar: a op b, one of a and b (NULL) the
  * immediate imm when imm is set. */
 static nxv_status binary_op(nxv_device *d, nxv_binary_op op, uint32_t rank,
@@ -818,6 +878,8 @@ static nxv_status binary_op(nxv_device *d, nxv_binary_op op, uint32_t rank,
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "binary: invalid op %d", (int)op);
   nxv_dtype t;
   NXV_TRY(two_operands("binary", a ? a : b, imm, &t));
+  if (!imm && b->tensor && a->tensor->dtype != b->tensor->dtype)
+    return binary_mixed(d, op, rank, shape, a, b, out);
   NXV_TRY(check_type(d, t, nxv_binary_op_name(op)));
   if (!((binary_ops(t) >> op) & 1u))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s",

@@ -23,6 +23,11 @@
 // VARIANT 4: 16-bit types, the same arguments: tile2d.glsl's 16-byte form
 //            (an operand transposed in the wide form, C % 8 == 0); 256
 //            threads.
+// With U_ID (T a float type, U an integer or narrower float type): one
+// operand is of type U, converted to T as it is read (exactly as as_type
+// would store it), so that a mixed-type op needs no conversion first.
+// Only VARIANT 0 (element at a time, no vector loads) and 1, and no
+// immediates; VARIANT bit 3 set: the U operand is a, else b.
 // OP follows nxv_binary_op in include/nxv.h.
 #include "common.glsl"
 #if T_KIND == KIND_COMPLEX
@@ -39,6 +44,17 @@ layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) buffer Bu
 const uint Q = 4u / T_ALIGN;
 struct T16 { T4 q[Q]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufT16 { T16 v[]; };
+#endif
+
+#ifdef U_ID
+layout(buffer_reference, std430, buffer_reference_align = U_ALIGN) buffer BufU { U v[]; };
+// Element i of the U operand at p, converted to T and read back in TC:
+// what as_type to T and a load would give.
+TC u_ld(BufT p, uint i) { return T_LD(T_ST(TC(U_LD(BufU(p).v[i])))); }
+const bool U_IS_A = (VARIANT & 8u) != 0u;
+#define BASE_VARIANT (VARIANT & 7u)
+#else
+#define BASE_VARIANT VARIANT
 #endif
 
 layout(push_constant, std430) uniform PC {
@@ -69,7 +85,12 @@ uint row_group(uint i) {
 shared uint s_args[3 * NXV_MAX_RANK + 2];
 
 // c128 would need 17 KiB of shared memory for the tile: it keeps VARIANT 1.
+// Mixed-type modules (U_ID) have no tiled variants either.
+#ifdef U_ID
+#define TILED 0
+#else
 #define TILED !(T_KIND == KIND_COMPLEX && TC_BITS == 64)
+#endif
 #if TILED
 #include "tile2d.glsl"
 
@@ -178,20 +199,25 @@ void tiled16() {
 void main() {
   uint gid = nxv_gid();
   uint stride = nxv_nthreads();
-  if (VARIANT == 0) {
+  if (BASE_VARIANT == 0u) {
     // A scalar operand comes from its buffer (flag bit 0 / 1) or, as an
     // immediate, from pc.args's bits (bit 3 / 4; its slot then holds a
     // valid address that is never read).
     bool a_scalar = (pc.flags & 9u) != 0u;
     bool b_scalar = (pc.flags & 18u) != 0u;
+#ifdef U_ID
+    TC sa = (pc.flags & 1u) != 0u ? (U_IS_A ? u_ld(pc.a, 0u) : T_LD(pc.a.v[0])) : TC(0);
+    TC sb = (pc.flags & 2u) != 0u ? (U_IS_A ? T_LD(pc.b.v[0]) : u_ld(pc.b, 0u)) : TC(0);
+#else
     TC sa = (pc.flags & 1u) != 0u ? T_LD(pc.a.v[0]) : TC(0);
     TC sb = (pc.flags & 2u) != 0u ? T_LD(pc.b.v[0]) : TC(0);
-#ifdef NXV_IMM
+#endif
+#if defined(NXV_IMM) && !defined(U_ID)
     if ((pc.flags & 8u) != 0u) sa = nxv_imm(uint64_t(pc.args));
     if ((pc.flags & 16u) != 0u) sb = nxv_imm(uint64_t(pc.args));
 #endif
     uint start = 0u;
-#if T_VEC
+#if T_VEC && !defined(U_ID)
     bool a_row = (pc.flags & 32u) != 0u, b_row = (pc.flags & 64u) != 0u;
 #if T_BITS <= 16
     if ((pc.flags & 128u) != 0u) {
@@ -228,15 +254,20 @@ void main() {
     }
 #endif
     for (uint i = start + gid; i < pc.n; i += stride) {
+#ifdef U_ID
+      TC x = a_scalar ? sa : U_IS_A ? u_ld(pc.a, i) : T_LD(pc.a.v[i]);
+      TC y = b_scalar ? sb : U_IS_A ? T_LD(pc.b.v[i]) : u_ld(pc.b, i);
+#else
       TC x = a_scalar ? sa : T_LD(pc.a.v[i]);
       TC y = b_scalar ? sb : T_LD(pc.b.v[i]);
+#endif
       pc.c.v[i] = T_ST(apply(x, y));
     }
-  } else if (VARIANT == 2u) {
+  } else if (BASE_VARIANT == 2u) {
 #if TILED
     tiled();
 #endif
-  } else if (VARIANT == 4u) {
+  } else if (BASE_VARIANT == 4u) {
 #if TILED && T_BITS == 16
     tiled16();
 #endif
@@ -249,7 +280,7 @@ void main() {
     // An immediate operand (flag bit 3 / 4; strides and offset 0) is
     // never read from its slot.
     TC imm = TC(0);
-#ifdef NXV_IMM
+#if defined(NXV_IMM) && !defined(U_ID)
     imm = nxv_imm(pc.imm);
 #endif
     bool a_imm = (pc.flags & 8u) != 0u, b_imm = (pc.flags & 16u) != 0u;
@@ -263,8 +294,13 @@ void main() {
         ia += r * s_args[rank + uint(d)];
         ib += r * s_args[2u * rank + uint(d)];
       }
+#ifdef U_ID
+      TC x = U_IS_A ? u_ld(pc.a, ia) : T_LD(pc.a.v[ia]);
+      TC y = U_IS_A ? T_LD(pc.b.v[ib]) : u_ld(pc.b, ib);
+#else
       TC x = a_imm ? imm : T_LD(pc.a.v[ia]);
       TC y = b_imm ? imm : T_LD(pc.b.v[ib]);
+#endif
       pc.c.v[i] = T_ST(apply(x, y));
     }
   }

@@ -1,7 +1,9 @@
 // types.glsl - element types by Nx type id (the order of nxv_dtype in
 // include/nxv.h): T_ID names the input type, O_ID (optional) the output
-// type. Include it right after GL_GOOGLE_include_directive, before any
-// declaration: it enables the storage extensions the types need.
+// type, U_ID (optional) a second input type that binary.comp reads for one
+// operand (a real type other than T). Include it right after
+// GL_GOOGLE_include_directive, before any declaration: it enables the
+// storage extensions the types need.
 //
 // For each slot X in {T, O} it defines:
 //   X          the storage type (what the buffer holds)
@@ -14,6 +16,8 @@
 //   XR         complex types only: the component type (float, double)
 //   X_MIN/MAX  integer range, as XC literals
 //   X_LD(v)    storage -> compute;  X_ST(c) compute -> storage
+// U defines only U (storage), U_ALIGN and U_LD(v), v in U's own compute
+// type (int or uint for narrow integers, float for f16 and bf16).
 // Complex types (c64, c128) are float pairs (vec2, dvec2: re, im) computed
 // in their own precision; X_FROM_REAL(x) makes one from a real value.
 // bf16 is stored as its bits (uint16_t): the upper half of an f32, written
@@ -26,11 +30,13 @@
 
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 
-#if (T_ID == 0 || T_ID == 4) || (defined(O_ID) && (O_ID == 0 || O_ID == 4)) || defined(NEED_8BIT)
+#if (T_ID == 0 || T_ID == 4) || (defined(O_ID) && (O_ID == 0 || O_ID == 4)) || \
+    (defined(U_ID) && (U_ID == 0 || U_ID == 4)) || defined(NEED_8BIT)
 #extension GL_EXT_shader_8bit_storage : require
 #endif
 #if (T_ID == 1 || T_ID == 5 || T_ID == 8 || T_ID == 9) || \
-    (defined(O_ID) && (O_ID == 1 || O_ID == 5 || O_ID == 8 || O_ID == 9))
+    (defined(O_ID) && (O_ID == 1 || O_ID == 5 || O_ID == 8 || O_ID == 9)) || \
+    (defined(U_ID) && (U_ID == 1 || U_ID == 5 || U_ID == 8 || U_ID == 9))
 #extension GL_EXT_shader_16bit_storage : require
 #endif
 
@@ -349,5 +355,55 @@
 #define O_ST(c) nxv_bf16_st(c)
 #else
 #define O_ST(c) O(c)
+#endif
+#endif
+
+#if defined(U_ID)
+#if U_ID == 0
+#define U int8_t
+#define U_ALIGN 1
+#define U_LD(v) int(v)
+#elif U_ID == 1
+#define U int16_t
+#define U_ALIGN 2
+#define U_LD(v) int(v)
+#elif U_ID == 2
+#define U int
+#define U_ALIGN 4
+#define U_LD(v) (v)
+#elif U_ID == 3
+#define U int64_t
+#define U_ALIGN 8
+#define U_LD(v) (v)
+#elif U_ID == 4
+#define U uint8_t
+#define U_ALIGN 1
+#define U_LD(v) uint(v)
+#elif U_ID == 5
+#define U uint16_t
+#define U_ALIGN 2
+#define U_LD(v) uint(v)
+#elif U_ID == 6
+#define U uint
+#define U_ALIGN 4
+#define U_LD(v) (v)
+#elif U_ID == 7
+#define U uint64_t
+#define U_ALIGN 8
+#define U_LD(v) (v)
+#elif U_ID == 8
+#define U float16_t
+#define U_ALIGN 2
+#define U_LD(v) float(v)
+#elif U_ID == 9
+#define U uint16_t
+#define U_ALIGN 2
+#define U_LD(v) uintBitsToFloat(uint(v) << 16)
+#elif U_ID == 10
+#define U float
+#define U_ALIGN 4
+#define U_LD(v) (v)
+#else
+#error "U_ID must name a real type other than f64 (0..10)"
 #endif
 #endif

@@ -812,6 +812,206 @@ NXV_TEST(types, convert) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Binary ops with operands of two types                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Whether nxv_binary takes float type t with an operand of type u: every
+ * integer type, and the float types narrower than t (include/nxv.h). */
+static bool mixed_pair(nxv_dtype t, nxv_dtype u) {
+  if (!is_fp(t) || u >= t) return false;
+  return !is_fp(u) || t >= NXV_F32;
+}
+
+/* An operand of type u for mixed op: moderate values for the ops whose
+ * reference needs them (remainder and atan2: integers within +-100 and
+ * floats within +-100; pow: within +-4, as base or exponent), else
+ * conversion inputs of every magnitude. */
+static val rnd_mixed_u(uint64_t *r, nxv_dtype u, nxv_binary_op op, size_t i, const val *wide) {
+  int64_t lim = op == NXV_POW ? 4 : 100;
+  if (op != NXV_REM && op != NXV_ATAN2 && op != NXV_POW) return wide[i % NCONV];
+  if (is_fp(u)) return fval(u, coin(r, 8) ? 0.0 : uni(r, -(double)lim, (double)lim));
+  int64_t x = (int64_t)(test_rand_u64(r) % (uint64_t)(2 * lim + 1)) - (is_sint(u) ? lim : 0);
+  return nxv_test_wrap(u, (uint64_t)x);
+}
+
+/* The device's own two steps for a op b with one operand of type u: that
+ * operand converted to t (nxv_convert), then the op in t; NULL after a
+ * failed CHECK. x is the u operand's view, y the t one's. */
+static nxv_tensor *two_step(nxv_device *d, nxv_binary_op op, nxv_dtype t, uint32_t rank,
+                            const int64_t *shape, const nxv_view *x, const nxv_view *y,
+                            bool u_is_a, const char *tag) {
+  nxv_tensor *cv = NULL, *out = NULL;
+  nxv_status st = nxv_convert(d, t, rank, shape, x, &cv);
+  if (!result(st, cv, tag)) return NULL;
+  nxv_view vc = {cv, 0, NULL};
+  st = nxv_binary(d, op, rank, shape, u_is_a ? &vc : y, u_is_a ? y : &vc, &out);
+  nxv_tensor_release(cv);
+  return result(st, out, tag);
+}
+
+/* Downloads n elements of type t into vals (decoded). */
+static bool download_vals(nxv_tensor *x, nxv_dtype t, size_t n, val *vals) {
+  if (!x) return false;
+  void *h = test_xcalloc(n ? n : 1, nxv_dtype_size(t));
+  nxv_status st = nxv_tensor_download(x, 0, n, h);
+  CHECK_OK(st);
+  for (size_t i = 0; st == NXV_OK && i < n; i++) vals[i] = nxv_test_decode(t, load_raw(t, h, i));
+  free(h);
+  nxv_tensor_release(x);
+  return st == NXV_OK;
+}
+
+/* a op b over N elements with one operand of type u, the result of type t:
+ * the u operand as b, as a, as a broadcast scalar b, read backwards as a
+ * (the strided variant), as a column broadcast down a [13, 17] b, and at
+ * rank 0 and with no elements. Each result is checked against the CPU
+ * reference (the u operand converted to t, then the op) and bit for bit
+ * against the device's own two steps (nxv_convert, then nxv_binary). */
+static void run_mixed(nxv_device *d, nxv_dtype t, nxv_dtype u, nxv_binary_op op,
+                      uint64_t *r) {
+  static val uv[N], tv[N], uc[N], e[N], e2[N], got[N], wide[NCONV];
+  static double abs_tol[N];
+  /* Float remainder: accurate to a few ulps of the dividend (run_binary). */
+  bool rem_abs = op == NXV_REM && (t == NXV_F32 || t == NXV_F64);
+  conv_inputs(u, r, wide);
+  for (size_t i = 0; i < N; i++) {
+    uv[i] = rnd_mixed_u(r, u, op, i, wide);
+    uc[i] = ref_convert(u, t, uv[i]);
+  }
+  int ulps = binary_ulps(t, op);
+  for (int side = 0; side < 2; side++) {
+    bool u_is_a = side == 0;
+    for (size_t i = 0; i < N; i++) tv[i] = rnd_binary_fp(r, t, op, u_is_a ? 1 : 0);
+    nxv_tensor *tu = upload(d, u, N, uv, false), *tur = upload(d, u, N, uv, true),
+               *tt = upload(d, t, N, tv, false);
+    if (!tu || !tur || !tt) {
+      nxv_tensor_release(tu);
+      nxv_tensor_release(tur);
+      nxv_tensor_release(tt);
+      continue;
+    }
+    const int64_t shape[1] = {N}, zero[1] = {0}, back[1] = {-1};
+    const int64_t s2[2] = {13, 17}, col[2] = {1, 0}, rows[2] = {17, 1};
+    nxv_view vu = {tu, 0, NULL}, vus = {tu, 7, zero}, vur = {tur, N - 1, back},
+             vt = {tt, 0, NULL}, vt2 = {tt, 0, rows}, vucol = {tu, 11, col},
+             vu0 = {tu, 5, NULL},
+             vt0 = {tt, 9, NULL};
+    struct {
+      const char *name;
+      uint32_t rank;
+      const int64_t *shape;
+      const nxv_view *x; /* the u operand */
+      const nxv_view *y; /* the t operand */
+      size_t n;
+    } runs[6] = {{"contiguous", 1, shape, &vu, &vt, N},
+                 {"broadcast scalar", 1, shape, &vus, &vt, N},
+                 {"reversed", 1, shape, &vur, &vt, N},
+                 {"column broadcast", 2, s2, &vucol, &vt2, 13 * 17},
+                 {"rank 0", 0, NULL, &vu0, &vt0, 1},
+                 {"empty", 1, zero, &vu, &vt, 0}};
+    for (int k = 0; k < 6; k++) {
+      char tag[128];
+      snprintf(tag, sizeof tag, "binary %s %s (%s operand %c %s)", nxv_binary_op_name(op),
+               nxv_dtype_name(t), nxv_dtype_name(u), u_is_a ? 'a' : 'b', runs[k].name);
+      size_t n = runs[k].n;
+      int64_t idx[2] = {0, 0};
+      for (size_t i = 0; i < n; i++) {
+        size_t iu, it;
+        switch (k) {
+          case 1: iu = 7; it = i; break;
+          case 2: iu = i; it = i; break; /* tur holds uv reversed */
+          case 3: iu = 11 + (size_t)idx[0]; it = i; break;
+          case 4: iu = 5; it = 9; break;
+          default: iu = it = i; break;
+        }
+        if (k == 3 && ++idx[1] == 17) {
+          idx[1] = 0;
+          idx[0]++;
+        }
+        val x = uc[iu], y = tv[it];
+        e[i] = u_is_a ? ref_binary(op, t, x, y) : ref_binary(op, t, y, x);
+        abs_tol[i] = rem_abs ? 4 * eps_of(t) * fabs(u_is_a ? x.f : y.f) : 0;
+      }
+      const nxv_view *a = u_is_a ? runs[k].x : runs[k].y, *b = u_is_a ? runs[k].y : runs[k].x;
+      nxv_tensor *out = NULL;
+      nxv_status st = nxv_binary(d, op, runs[k].rank, runs[k].shape, a, b, &out);
+      if (result(st, out, tag)) {
+        bool ok = nxv_tensor_dtype(out) == t && nxv_tensor_count(out) == n;
+        CHECK_MSG(ok, "%s: result is %llu %s", tag, (unsigned long long)nxv_tensor_count(out),
+                  nxv_dtype_name(nxv_tensor_dtype(out)));
+        nxv_tensor_retain(out);
+        check_out(tag, t, out, n, e, ulps, abs_tol, t, NULL, NULL);
+        if (ok && download_vals(out, t, n, got)) {
+          if (download_vals(two_step(d, op, t, runs[k].rank, runs[k].shape, runs[k].x,
+                                     runs[k].y, u_is_a, tag),
+                            t, n, e2)) {
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++) {
+              uint64_t g = nxv_test_encode(t, got[i]), w = nxv_test_encode(t, e2[i]);
+              if (g == w || (isnan(got[i].f) && isnan(e2[i].f))) continue;
+              if (++bad <= MAX_REPORT)
+                fprintf(stderr, "  %s [%zu]: 0x%llx, two steps give 0x%llx\n", tag, i,
+                        (unsigned long long)g, (unsigned long long)w);
+            }
+            CHECK_MSG(bad == 0, "%s: %zu of %zu elements differ from the two steps", tag,
+                      bad, n);
+          }
+        } else if (ok) {
+          CHECK_MSG(false, "%s: download failed", tag);
+        }
+      }
+    }
+    nxv_tensor_release(tu);
+    nxv_tensor_release(tur);
+    nxv_tensor_release(tt);
+  }
+}
+
+/* Every pair nxv_binary takes with operands of two types: subtract and
+ * divide (the operand order matters) on each, every float op on four
+ * pairs; pairs outside the set, and integer pairs, are refused. */
+NXV_TEST(types, binary_mixed) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t r = 0x313ED;
+  for (int ti = NXV_F16; ti <= NXV_F64; ti++) {
+    nxv_dtype t = (nxv_dtype)ti;
+    if (!usable(d, t)) continue;
+    for (int ui = 0; ui < NREAL; ui++) {
+      nxv_dtype u = (nxv_dtype)ui;
+      if (!mixed_pair(t, u) || !nxv_convert_supported(d, u)) continue;
+      bool all = (t == NXV_F32 && u == NXV_U8) || (t == NXV_F16 && u == NXV_S32) ||
+                 (t == NXV_BF16 && u == NXV_U64) || (t == NXV_F64 && u == NXV_F32);
+      for (int op = 0; op < NXV_BINARY_OP_COUNT; op++) {
+        if (!nxv_binary_supported(d, (nxv_binary_op)op, t)) continue;
+        if (all || op == NXV_SUB || op == NXV_DIV) run_mixed(d, t, u, (nxv_binary_op)op, &r);
+      }
+    }
+  }
+  /* Pairs without a mixed kernel: refused, naming both types. */
+  static const nxv_dtype bad[][2] = {{NXV_S32, NXV_U8}, {NXV_F16, NXV_BF16},
+                                     {NXV_BF16, NXV_F16}, {NXV_S64, NXV_S32},
+                                     {NXV_C64, NXV_F32}, {NXV_U8, NXV_S8}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (!nxv_convert_supported(d, bad[i][0]) || !nxv_convert_supported(d, bad[i][1])) continue;
+    val v[4] = {{.u = 0}, {.u = 0}, {.u = 0}, {.u = 0}};
+    nxv_tensor *x = upload(d, bad[i][0], 4, v, false), *y = upload(d, bad[i][1], 4, v, false);
+    if (x && y) {
+      const int64_t shape[1] = {4};
+      nxv_view vx = {x, 0, NULL}, vy = {y, 0, NULL};
+      nxv_tensor *out = NULL;
+      EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_binary(d, NXV_ADD, 1, shape, &vx, &vy, &out));
+      CHECK(strstr(nxv_last_error(), nxv_dtype_name(bad[i][0])) != NULL);
+      CHECK(strstr(nxv_last_error(), nxv_dtype_name(bad[i][1])) != NULL);
+      EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_binary(d, NXV_ADD, 1, shape, &vy, &vx, &out));
+    }
+    nxv_tensor_release(x);
+    nxv_tensor_release(y);
+  }
+  nxv_device_release(d);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Comparisons and select                                                    */
 /* ------------------------------------------------------------------------ */
 

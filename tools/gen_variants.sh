@@ -3,8 +3,9 @@
 #
 # Writes the shader manifest: one module per kernel family and element type
 # (types by their nxv_dtype id, see shaders/types.glsl), a conversion module
-# for every ordered pair of distinct types, and f32/f16/bf16 transcendental
-# modules evaluated in double. Complex types (c64, c128) follow the real
+# for every ordered pair of distinct types, binary modules of a float type
+# with one operand of an integer or narrower float type, and f32/f16/bf16
+# transcendental modules evaluated in double. Complex types (c64, c128) follow the real
 # ones in the families that have them. Run it after adding a family or a
 # type.
 set -eu
@@ -77,4 +78,14 @@ done
 # Programs of the basic ops interpreted: one pipeline for every program.
 for t in f16:8 bf16:9 f32:10 f64:11; do
   echo "fused_interp_${t%%:*} fused.comp -DT_ID=${t#*:} -DINTERP=1"
+done
+# Binary ops of a float type T with one operand of type U converted as it
+# is read: every integer type, then the narrower float types (Nx's result
+# type of T and U is T). Ordered by T, then U's id (kernels/ops.c).
+ints="s8:0 s16:1 s32:2 s64:3 u8:4 u16:5 u32:6 u64:7"
+for tu in "f16:8:" "bf16:9:" "f32:10:f16:8 bf16:9" "f64:11:f16:8 bf16:9 f32:10"; do
+  t=${tu%%:*}; rest=${tu#*:}; tid=${rest%%:*}; floats=${rest#*:}
+  for u in $ints $floats; do
+    echo "binary_${t}_${u%%:*} binary.comp -DT_ID=$tid -DU_ID=${u#*:}"
+  done
 done

@@ -1055,16 +1055,95 @@ if Code.ensure_loaded?(Nx.Backend) do
       index = device_of_args([left, right])
       nif_type = nif_type!(type, op, index)
 
+      kernel = fn shape, a, as, b, bs -> NIF.binary(op, shape, a, 0, as, b, 0, bs) end
+
       with true <- supported?(index, :binary, op, nif_type) and rank_ok?(out),
            {:ok, result} <-
-             broadcast_pair(out, left, right, nif_type, index, fn shape, a, as, b, bs ->
-               NIF.binary(op, shape, a, 0, as, b, 0, bs)
-             end) do
+             mixed_pair(out, left, right, nif_type, index, kernel) ||
+               broadcast_pair(out, left, right, nif_type, index, kernel) do
         result
       else
         _ -> host(op, [out, left, right], no_kernel(op, type, index))
       end
     end
+
+    # element_wise_binary_any/4 when one operand is a tensor on the device
+    # whose type the binary kernels of out's float type read directly,
+    # converting each element as as_type would (an integer type, or a float
+    # type narrower than out's: `mixed_type?/2`): that operand is read in
+    # place, dense or a view, and the other converted to out's type as
+    # broadcast_pair/6 would (a number becomes the cached one-element buffer
+    # of its value, as these kernels take no immediates). One device op
+    # instead of a conversion and the op. nil when neither operand is such
+    # a tensor, or out has no elements.
+    defp mixed_pair(%T{type: type} = out, left, right, nif_type, index, kernel) do
+      {lm, rm} =
+        {mixed_operand(type, left, index, out.shape),
+         mixed_operand(type, right, index, out.shape)}
+
+      cond do
+        Nx.size(out) == 0 ->
+          nil
+
+        lm != nil ->
+          with {:ok, b, bs} <- mixed_other(right, nif_type, index, out.shape) do
+            {a, as} = lm
+            {:ok, wrap(out, alloc(index, fn -> kernel.(dims(out), a, as, b, bs) end), index)}
+          end
+
+        rm != nil ->
+          with {:ok, a, as} <- mixed_other(left, nif_type, index, out.shape) do
+            {b, bs} = rm
+            {:ok, wrap(out, alloc(index, fn -> kernel.(dims(out), a, as, b, bs) end), index)}
+          end
+
+        true ->
+          nil
+      end
+    end
+
+    # {ref, strides} reading t broadcast to out_shape in place, when t is
+    # a tensor on device index, of a type mixed_type?(type, t.type), with
+    # no known value (those take the immediate paths); else nil.
+    defp mixed_operand(
+           type,
+           %T{type: t_type, data: %__MODULE__{device: index, ref: ref, value: nil} = data} = t,
+           index,
+           out_shape
+         )
+         when t_type != type and is_reference(ref) do
+      if mixed_type?(type, t_type) do
+        strides =
+          case data.strides do
+            nil -> broadcast_strides(t.shape, out_shape)
+            strides -> broadcast_strides(t.shape, out_shape, strides)
+          end
+
+        {ref, strides}
+      end
+    end
+
+    defp mixed_operand(_type, _t, _index, _out_shape), do: nil
+
+    # mixed_pair/6's other operand, in out's type: {:ok, ref, strides}.
+    defp mixed_other(t, nif_type, index, out_shape) do
+      with {:ok, x, xs} <- strided_operand(&kernel_operand/3, t, nif_type, index, out_shape) do
+        if is_binary(x),
+          do: {:ok, shared_scalar(index, nif_type, x), xs},
+          else: {:ok, x, xs}
+      end
+    end
+
+    # The binary kernels of float type t read operands of type u directly
+    # (the runtime's mixed modules, include/nxv.h): every integer type,
+    # and the float types narrower than t.
+    defp mixed_type?(t, {k, _})
+         when t in [{:f, 16}, {:bf, 16}, {:f, 32}, {:f, 64}] and k in [:s, :u],
+         do: true
+
+    defp mixed_type?({:f, 32}, u) when u in [{:f, 16}, {:bf, 16}], do: true
+    defp mixed_type?({:f, 64}, u) when u in [{:f, 16}, {:bf, 16}, {:f, 32}], do: true
+    defp mixed_type?(_t, _u), do: false
 
     # Runs a two-operand kernel on left and right, converted to nif_type and
     # broadcast to out's shape: {:ok, out tensor}, or :error when an operand

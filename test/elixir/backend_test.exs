@@ -249,6 +249,78 @@ if Code.ensure_loaded?(Nx) do
       assert_same(got, Nx.divide(a, b))
     end
 
+    test "an integer or narrower float operand is read as it is, in one device op" do
+      # {result type, the other operand's type}
+      pairs = [
+        {{:f, 32}, {:u, 8}},
+        {{:f, 32}, {:s, 64}},
+        {{:f, 32}, {:u, 64}},
+        {{:f, 32}, {:f, 16}},
+        {{:f, 32}, {:bf, 16}},
+        {{:f, 16}, {:s, 32}},
+        {{:f, 16}, {:u, 8}},
+        {{:bf, 16}, {:u, 16}},
+        {{:f, 64}, {:f, 32}},
+        {{:f, 64}, {:s, 8}}
+      ]
+
+      # u's operand: the same shape, a row broadcast, a column broadcast, a
+      # transposed view (read in place), and the other operand a number.
+      layouts = [:same, :row, :column, :transposed, :number]
+
+      for {t, u} <- pairs,
+          layout <- layouts,
+          op <- [:add, :subtract, :multiply, :divide, :max, :min],
+          u_first <- [true, false] do
+        {lo, hi} = if elem(u, 0) == :u, do: {0.0, 200.0}, else: {-100.0, 100.0}
+
+        u_host =
+          case layout do
+            :row -> random({4}, :f32, {lo, hi})
+            :column -> random({3, 1}, :f32, {lo, hi})
+            :transposed -> random({4, 3}, :f32, {lo, hi})
+            _ -> random({3, 4}, :f32, {lo, hi})
+          end
+          |> Nx.as_type(u)
+
+        # No zeros: Nx.BinaryBackend raises on a float division by zero.
+        u_host = Nx.select(Nx.equal(u_host, 0), Nx.tensor(3, type: u), u_host)
+        t_host = random({3, 4}, :f32, {0.5, 50.0}) |> Nx.as_type(t)
+        t_dev = if layout == :number, do: 0.75, else: vk(t_host)
+        t_ref = if layout == :number, do: 0.75, else: t_host
+        u_dev = vk(u_host)
+        u_dev = if layout == :transposed, do: Nx.transpose(u_dev), else: u_dev
+        u_ref = if layout == :transposed, do: Nx.transpose(u_host), else: u_host
+
+        run = fn ->
+          native(fn ->
+            if u_first,
+              do: apply(Nx, op, [u_dev, t_dev]),
+              else: apply(Nx, op, [t_dev, u_dev])
+          end)
+        end
+
+        # A number is the cached one-element buffer of its value: filled by
+        # the first use.
+        if layout == :number, do: run.()
+        :ok = Nx.Vulkan.synchronize()
+        before = Nx.Vulkan.stats().ops_enqueued
+        got = run.()
+
+        assert Nx.Vulkan.stats().ops_enqueued == before + 1,
+               "#{op} of #{inspect(t)} and #{inspect(u)} (#{layout}) took more than one op"
+
+        expected =
+          if u_first, do: apply(Nx, op, [u_ref, t_ref]), else: apply(Nx, op, [t_ref, u_ref])
+
+        # (A float number with an integer tensor gives f32, with a float
+        # tensor that tensor's type.)
+        assert got.type == if(layout == :number, do: Nx.Type.merge_number(u, 0.75), else: t)
+        tol = %{{:f, 16} => 1.0e-3, {:bf, 16} => 8.0e-3}[got.type]
+        assert_same(got, expected, tol)
+      end
+    end
+
     test "numbers and constants combine with any tensor type on the device" do
       for type <- [:f32, :f64, :s32] do
         a = random({2, 3}, type)

@@ -171,16 +171,39 @@ if Code.ensure_loaded?(Nx) do
         x = Nx.as_type(uniform(14, {17, 9}), type)
 
         {expected, evaluated} = ops_of(fn -> evaluator(&relu_step/4, [w1, b1, w2, x]) end)
+
+        # The same plan without fusion (the Evaluator's calls, less those
+        # that depend on no argument: done once).
+        Compiler.clear_cache()
+        Application.put_env(:nx_vulkan, :compiler_fusion, false)
+
+        unfused =
+          try do
+            assert bits(relu_step(w1, b1, w2, x)) == bits(expected)
+            {got, unfused} = ops_of(fn -> relu_step(w1, b1, w2, x) end)
+            assert bits(got) == bits(expected), "#{type} unfused replay differs"
+            assert unfused <= evaluated, "#{type}: #{unfused} ops unfused, evaluated #{evaluated}"
+            unfused
+          after
+            Application.delete_env(:nx_vulkan, :compiler_fusion)
+            Compiler.clear_cache()
+          end
+
         assert bits(relu_step(w1, b1, w2, x)) == bits(expected)
 
         for _ <- 1..3 do
           {got, replayed} = ops_of(fn -> relu_step(w1, b1, w2, x) end)
           assert bits(got) == bits(expected), "#{type} replay differs"
           # The ReLU gradient and the three updates (a multiply and a
-          # subtract each) fuse: 4 ops fewer at least (12 for f32), beyond
+          # subtract each) fuse: 4 ops fewer at least (10 for f32), beyond
           # the transposes and broadcasts the Evaluator's backend already
-          # reads as views.
-          assert replayed <= evaluated - 4, "#{type}: #{replayed} ops, evaluated #{evaluated}"
+          # reads as views. In f16 and bf16 part of the step is f32
+          # arithmetic on f16 or bf16 operands (Nx.select of 1.0 and 0.0,
+          # in the gradient of max, is f32): those ops read their f16 or
+          # bf16 operand directly (mixed-type ops), which fused programs,
+          # of one type, do not take, so fewer ops are left to fuse.
+          saved = if type in [:f16, :bf16], do: 1, else: 4
+          assert replayed <= unfused - saved, "#{type}: #{replayed} ops, unfused #{unfused}"
         end
       end
 
