@@ -1364,7 +1364,19 @@ defmodule NxVulkan.NifFuzz do
     n = prod(shape)
     # b: a view, or an immediate scalar on either side (one element's bytes).
     {vb, b_args, b_kinds} = operand_or_immediate(tag, type, shape, verify, costly)
-    swap = vb.imm and chance(0.5)
+
+    # Now and then, b a view of a type that type's binary kernels read
+    # directly (an integer type or a narrower float type), on either side.
+    {vb, b_args, b_kinds} =
+      if not verify and not costly and type in [:f16, :bf16, :f32] and chance(0.1) do
+        u = pick(if type == :f32, do: @ints ++ [:f16, :bf16], else: @ints)
+        v = tag |> make_view(u, shape) |> Map.put(:imm, false)
+        {v, view_args(v), view_kinds(v)}
+      else
+        {vb, b_args, b_kinds}
+      end
+
+    swap = (vb.imm or vb.t.type != type) and chance(0.5)
 
     {args, kinds} =
       if swap,
