@@ -841,8 +841,10 @@ static nxv_status two_operands(const char *what, const nxv_view *x, const void *
 
 /* nxv_binary of operands of different types: one of float type T (the
  * result's), the other of an integer or narrower float type U, which the
- * kernel converts to T as it reads it (as nxv_convert would), element at a
- * time (no vector accesses, no tiles). Never deferred. */
+ * kernel converts to T as it reads it (as nxv_convert would): dense
+ * operands and broadcast scalars 4 elements at a time where aligned (not
+ * for bf16 results), strided ones through the generic strided variant (no
+ * tiles, no 16-byte or repeated-row forms). Never deferred. */
 static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
                                const int64_t *shape, const nxv_view *a, const nxv_view *b,
                                nxv_tensor **out) {
@@ -863,7 +865,7 @@ static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
                     nxv_dtype_name(t), d->vk.info.name);
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {ta, tb, t};
-  return elementwise_bits(d, name, m, op, 2, rank, shape, views, types, t, false, 0, NULL,
+  return elementwise_bits(d, name, m, op, 2, rank, shape, views, types, t, vec_ok(t), 0, NULL,
                           u_is_a ? 8u : 0u, out);
 }
 

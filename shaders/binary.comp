@@ -26,8 +26,8 @@
 // With U_ID (T a float type, U an integer or narrower float type): one
 // operand is of type U, converted to T as it is read (exactly as as_type
 // would store it), so that a mixed-type op needs no conversion first.
-// Only VARIANT 0 (element at a time, no vector loads) and 1, and no
-// immediates; VARIANT bit 3 set: the U operand is a, else b.
+// Only VARIANT 0 (4 elements at a time with flag bit 2, no 16-byte, row or
+// immediate forms) and 1; VARIANT bit 3 set: the U operand is a, else b.
 // OP follows nxv_binary_op in include/nxv.h.
 #include "common.glsl"
 #if T_KIND == KIND_COMPLEX
@@ -50,7 +50,18 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufT16 { T1
 layout(buffer_reference, std430, buffer_reference_align = U_ALIGN) buffer BufU { U v[]; };
 // Element i of the U operand at p, converted to T and read back in TC:
 // what as_type to T and a load would give.
-TC u_ld(BufT p, uint i) { return T_LD(T_ST(TC(U_LD(BufU(p).v[i])))); }
+// (8- and 16-bit values cannot be locals without the arithmetic
+// extensions: an element is converted as it is read.)
+#define U_CVT(e) T_LD(T_ST(TC(U_LD(e))))
+TC u_ld(BufT p, uint i) { return U_CVT(BufU(p).v[i]); }
+#if T_VEC
+// Group i of 4 elements of the U operand at p (4-element aligned), converted.
+layout(buffer_reference, std430, buffer_reference_align = 4 * U_ALIGN) buffer BufU4 { U4 v[]; };
+TC4 u_ld4(BufT p, uint i) {
+  TC4 w = TC4(U_LD4(BufU4(p).v[i]));
+  return TC4(T_LD(T_ST(w.x)), T_LD(T_ST(w.y)), T_LD(T_ST(w.z)), T_LD(T_ST(w.w)));
+}
+#endif
 const bool U_IS_A = (VARIANT & 8u) != 0u;
 #define BASE_VARIANT (VARIANT & 7u)
 #else
@@ -248,6 +259,18 @@ void main() {
         uint col = a_row || b_row ? row_group(i) : i;
         TC4 x = a_scalar ? TC4(sa) : TC4(a4.v[a_row ? col : i]);
         TC4 y = b_scalar ? TC4(sb) : TC4(b4.v[b_row ? col : i]);
+        c4.v[i] = T4(TC4(apply(x.x, y.x), apply(x.y, y.y), apply(x.z, y.z), apply(x.w, y.w)));
+      }
+      start = n4 * 4u;
+    }
+#endif
+#if T_VEC && defined(U_ID)
+    if ((pc.flags & 4u) != 0u) {
+      uint n4 = pc.n / 4u;
+      BufT4 a4 = BufT4(pc.a), b4 = BufT4(pc.b), c4 = BufT4(pc.c);
+      for (uint i = gid; i < n4; i += stride) {
+        TC4 x = a_scalar ? TC4(sa) : U_IS_A ? u_ld4(pc.a, i) : TC4(a4.v[i]);
+        TC4 y = b_scalar ? TC4(sb) : U_IS_A ? TC4(b4.v[i]) : u_ld4(pc.b, i);
         c4.v[i] = T4(TC4(apply(x.x, y.x), apply(x.y, y.y), apply(x.z, y.z), apply(x.w, y.w)));
       }
       start = n4 * 4u;

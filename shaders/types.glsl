@@ -16,8 +16,9 @@
 //   XR         complex types only: the component type (float, double)
 //   X_MIN/MAX  integer range, as XC literals
 //   X_LD(v)    storage -> compute;  X_ST(c) compute -> storage
-// U defines only U (storage), U_ALIGN and U_LD(v), v in U's own compute
-// type (int or uint for narrow integers, float for f16 and bf16).
+// U defines only U (storage), U4, U_ALIGN, U_LD(v) and U_LD4(v) (a U4),
+// v in U's own compute type (int or uint for narrow integers, float for
+// f16 and bf16).
 // Complex types (c64, c128) are float pairs (vec2, dvec2: re, im) computed
 // in their own precision; X_FROM_REAL(x) makes one from a real value.
 // bf16 is stored as its bits (uint16_t): the upper half of an f32, written
@@ -361,48 +362,70 @@
 #if defined(U_ID)
 #if U_ID == 0
 #define U int8_t
+#define U4 i8vec4
 #define U_ALIGN 1
 #define U_LD(v) int(v)
+#define U_LD4(v) ivec4(v)
 #elif U_ID == 1
 #define U int16_t
+#define U4 i16vec4
 #define U_ALIGN 2
 #define U_LD(v) int(v)
+#define U_LD4(v) ivec4(v)
 #elif U_ID == 2
 #define U int
+#define U4 ivec4
 #define U_ALIGN 4
 #define U_LD(v) (v)
+#define U_LD4(v) (v)
 #elif U_ID == 3
 #define U int64_t
+#define U4 i64vec4
 #define U_ALIGN 8
 #define U_LD(v) (v)
+#define U_LD4(v) (v)
 #elif U_ID == 4
 #define U uint8_t
+#define U4 u8vec4
 #define U_ALIGN 1
 #define U_LD(v) uint(v)
+#define U_LD4(v) uvec4(v)
 #elif U_ID == 5
 #define U uint16_t
+#define U4 u16vec4
 #define U_ALIGN 2
 #define U_LD(v) uint(v)
+#define U_LD4(v) uvec4(v)
 #elif U_ID == 6
 #define U uint
+#define U4 uvec4
 #define U_ALIGN 4
 #define U_LD(v) (v)
+#define U_LD4(v) (v)
 #elif U_ID == 7
 #define U uint64_t
+#define U4 u64vec4
 #define U_ALIGN 8
 #define U_LD(v) (v)
+#define U_LD4(v) (v)
 #elif U_ID == 8
 #define U float16_t
+#define U4 f16vec4
 #define U_ALIGN 2
 #define U_LD(v) float(v)
+#define U_LD4(v) vec4(v)
 #elif U_ID == 9
 #define U uint16_t
+#define U4 u16vec4
 #define U_ALIGN 2
 #define U_LD(v) uintBitsToFloat(uint(v) << 16)
+#define U_LD4(v) uintBitsToFloat(uvec4(v) << 16)
 #elif U_ID == 10
 #define U float
+#define U4 vec4
 #define U_ALIGN 4
 #define U_LD(v) (v)
+#define U_LD4(v) (v)
 #else
 #error "U_ID must name a real type other than f64 (0..10)"
 #endif
