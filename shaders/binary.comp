@@ -52,14 +52,33 @@ layout(buffer_reference, std430, buffer_reference_align = U_ALIGN) buffer BufU {
 // what as_type to T and a load would give.
 // (8- and 16-bit values cannot be locals without the arithmetic
 // extensions: an element is converted as it is read.)
-#define U_CVT(e) T_LD(T_ST(TC(U_LD(e))))
+#if T_ID == 8
+// x rounded to f16 as a store rounds it (to nearest even; 65520 and above
+// to infinity), kept in f32. In integer arithmetic: NVIDIA's compiler
+// folds float -> float16_t -> float into nothing.
+float nxv_f16_round(float x) {
+  uint u = floatBitsToUint(x), sign = u & 0x80000000u, a = u & 0x7FFFFFFFu;
+  if (a >= 0x7F800000u) return x;                                   // inf, NaN
+  if (a >= 0x477FF000u) return uintBitsToFloat(sign | 0x7F800000u); // >= 65520
+  if (a < 0x38800000u) {  // below 2^-14: multiples of 2^-24
+    float r = roundEven(uintBitsToFloat(a) * 16777216.0) * (1.0 / 16777216.0);
+    return uintBitsToFloat(sign | floatBitsToUint(r));
+  }
+  a = (a + 0x0FFFu + ((a >> 13) & 1u)) & ~0x1FFFu;  // 10 fraction bits, ties to even
+  return uintBitsToFloat(sign | a);
+}
+#define U_ROUND(x) nxv_f16_round(x)
+#else
+#define U_ROUND(x) T_LD(T_ST(x))
+#endif
+#define U_CVT(e) U_ROUND(TC(U_LD(e)))
 TC u_ld(BufT p, uint i) { return U_CVT(BufU(p).v[i]); }
 #if T_VEC
 // Group i of 4 elements of the U operand at p (4-element aligned), converted.
 layout(buffer_reference, std430, buffer_reference_align = 4 * U_ALIGN) buffer BufU4 { U4 v[]; };
 TC4 u_ld4(BufT p, uint i) {
   TC4 w = TC4(U_LD4(BufU4(p).v[i]));
-  return TC4(T_LD(T_ST(w.x)), T_LD(T_ST(w.y)), T_LD(T_ST(w.z)), T_LD(T_ST(w.w)));
+  return TC4(U_ROUND(w.x), U_ROUND(w.y), U_ROUND(w.z), U_ROUND(w.w));
 }
 #endif
 const bool U_IS_A = (VARIANT & 8u) != 0u;
