@@ -52,22 +52,20 @@ layout(buffer_reference, std430, buffer_reference_align = U_ALIGN) buffer BufU {
 // what as_type to T and a load would give.
 // (8- and 16-bit values cannot be locals without the arithmetic
 // extensions: an element is converted as it is read.)
-#if T_ID == 8
-// x rounded to f16 as a store rounds it (to nearest even; 65520 and above
-// to infinity), kept in f32. In integer arithmetic: NVIDIA's compiler
-// folds float -> float16_t -> float into nothing.
-float nxv_f16_round(float x) {
-  uint u = floatBitsToUint(x), sign = u & 0x80000000u, a = u & 0x7FFFFFFFu;
-  if (a >= 0x7F800000u) return x;                                   // inf, NaN
-  if (a >= 0x477FF000u) return uintBitsToFloat(sign | 0x7F800000u); // >= 65520
-  if (a < 0x38800000u) {  // below 2^-14: multiples of 2^-24
-    float r = roundEven(uintBitsToFloat(a) * 16777216.0) * (1.0 / 16777216.0);
-    return uintBitsToFloat(sign | floatBitsToUint(r));
-  }
-  a = (a + 0x0FFFu + ((a >> 13) & 1u)) & ~0x1FFFu;  // 10 fraction bits, ties to even
-  return uintBitsToFloat(sign | a);
+#if T_ID == 8 && U_ID != 0 && U_ID != 4
+// x, an integer (f16 modules take integer operands only) in f32, rounded
+// to f16 as a store rounds it (to nearest even; 65520 and above to
+// infinity), kept in f32. In integer arithmetic, without branches:
+// NVIDIA's compiler folds float -> float16_t -> float into nothing.
+// (8-bit integers are exact in f16: no rounding.)
+float nxv_f16_round_int(float x) {
+  uint u = floatBitsToUint(x), a = u & 0x7FFFFFFFu;
+  uint r = (a + 0x0FFFu + ((a >> 13) & 1u)) & ~0x1FFFu;  // 10 fraction bits
+  return uintBitsToFloat((u & 0x80000000u) | (a >= 0x477FF000u ? 0x7F800000u : r));
 }
-#define U_ROUND(x) nxv_f16_round(x)
+#define U_ROUND(x) nxv_f16_round_int(x)
+#elif T_ID == 8
+#define U_ROUND(x) (x)
 #else
 #define U_ROUND(x) T_LD(T_ST(x))
 #endif
