@@ -542,15 +542,18 @@ static nxv_status transpose_copy(nxv_device *d, uint32_t w, uint32_t r, const in
  * bytes), read by nxv_imm in common.glsl. In the contiguous variant its
  * bits travel in pc.args (flag bit 3 + o); in the strided variant in
  * pc.in2 (flag bit 3 + o), in the tiled one in pc.in2 too (operand mode
- * 3). Its slot holds the other operand's address, never read. */
-static nxv_status elementwise_bits(nxv_device *d, const char *opname,
-                                   nxv_spv_module module, uint32_t op, int nops,
-                                   uint32_t rank, const int64_t *shape_in,
-                                   const nxv_view *const views_in[3],
-                                   const nxv_dtype in_types[3], nxv_dtype out_type,
-                                   bool allow_vec, uint32_t tiled_variant,
-                                   const void *imm, uint32_t variant_bits,
-                                   nxv_tensor **out) {
+ * 3). Its slot holds the other operand's address, never read.
+ * mixed: a binary op whose operands are of two types, the result of one of
+ * them (binary.comp's mixed modules; no immediate): 16-byte accesses
+ * (flag bit 7) go by the result's type, and VARIANT bit 3 marks operand a
+ * as the one of the other type. */
+static nxv_status elementwise_mixed(nxv_device *d, const char *opname,
+                                    nxv_spv_module module, uint32_t op, int nops,
+                                    uint32_t rank, const int64_t *shape_in,
+                                    const nxv_view *const views_in[3],
+                                    const nxv_dtype in_types[3], nxv_dtype out_type,
+                                    bool allow_vec, uint32_t tiled_variant,
+                                    const void *imm, bool mixed, nxv_tensor **out) {
   uint64_t n;
   NXV_TRY(nxv_ops_check_shape(rank, shape_in, &n));
   int64_t shape[NXV_MAX_RANK], strides[3][NXV_MAX_RANK];
@@ -646,10 +649,10 @@ static nxv_status elementwise_bits(nxv_device *d, const char *opname,
      * a repeated row is a whole number of 16-byte groups (flag bit 7). On
      * an H200 (f16, GPU time) a row broadcast went from 86% to 98% of the
      * copy bandwidth, x + y from 99% to 101%. */
-    size_t es0 = nxv_dtype_size(in_types[0]);
+    size_t es0 = nxv_dtype_size(mixed ? out_type : in_types[0]);
     uint64_t wide = 16 / es0; /* elements per 16 bytes */
-    bool wide_ok = (tiled_variant == 2 || tiled_variant == 3) && es0 <= 2 && n >= wide &&
-                   (!repeated || shape[1] % (int64_t)wide == 0);
+    bool wide_ok = (tiled_variant == 2 || tiled_variant == 3 || (mixed && es0 == 2)) &&
+                   es0 <= 2 && n >= wide && (!repeated || shape[1] % (int64_t)wide == 0);
     for (int o = 0; o < nops; o++) {
       if (o == imm_o) {
         /* Its slot gets another operand's address: valid, never read. */
@@ -774,7 +777,10 @@ static nxv_status elementwise_bits(nxv_device *d, const char *opname,
   for (int o = 0; o < nops; o++)
     if (o != imm_o) node_use(node, views[o]->tensor, false);
   node_use(node, t, true);
-  nxv_status st = push_dispatch(d, node, module, op, variant | variant_bits);
+  /* binary.comp's mixed modules: VARIANT bit 3 when a is the operand of
+   * the other type. */
+  if (mixed && in_types[0] != out_type) variant |= 8u;
+  nxv_status st = push_dispatch(d, node, module, op, variant);
   if (st != NXV_OK) {
     nxv_tensor_release(t);
     return st;
@@ -788,8 +794,8 @@ static nxv_status elementwise(nxv_device *d, const char *opname, nxv_spv_module 
                               const nxv_view *const views[3], const nxv_dtype in_types[3],
                               nxv_dtype out_type, bool allow_vec, uint32_t tiled_variant,
                               const void *imm, nxv_tensor **out) {
-  return elementwise_bits(d, opname, module, op, nops, rank, shape, views, in_types, out_type,
-                          allow_vec, tiled_variant, imm, 0, out);
+  return elementwise_mixed(d, opname, module, op, nops, rank, shape, views, in_types, out_type,
+                           allow_vec, tiled_variant, imm, false, out);
 }
 
 bool nxv_binary_supported(nxv_device *d, nxv_binary_op op, nxv_dtype t) {
@@ -865,8 +871,8 @@ static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
                     nxv_dtype_name(t), d->vk.info.name);
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {ta, tb, t};
-  return elementwise_bits(d, name, m, op, 2, rank, shape, views, types, t, vec_ok(t), 0, NULL,
-                          u_is_a ? 8u : 0u, out);
+  return elementwise_mixed(d, name, m, op, 2, rank, shape, views, types, t, vec_ok(t), 0, NULL,
+                           true, out);
 }
 
 /* nxv_binary and nxv_binary_scalar: a op b, one of a and b (NULL) the
