@@ -848,9 +848,10 @@ static nxv_status two_operands(const char *what, const nxv_view *x, const void *
 /* nxv_binary of operands of different types: one of float type T (the
  * result's), the other of an integer or narrower float type U, which the
  * kernel converts to T as it reads it (as nxv_convert would): dense
- * operands and broadcast scalars 4 elements at a time where aligned (not
- * for bf16 results), strided ones through the generic strided variant (no
- * tiles, no 16-byte or repeated-row forms). Never deferred. */
+ * operands and broadcast scalars 4 elements at a time where aligned (f16
+ * results 16 bytes at a time, bf16 results one element at a time),
+ * strided ones through the generic strided variant (no tiles, no
+ * repeated-row form). Never deferred. */
 static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
                                const int64_t *shape, const nxv_view *a, const nxv_view *b,
                                nxv_tensor **out) {
