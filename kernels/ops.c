@@ -547,13 +547,13 @@ static nxv_status transpose_copy(nxv_device *d, uint32_t w, uint32_t r, const in
  * them (binary.comp's mixed modules; no immediate): 16-byte accesses
  * (flag bit 7) go by the result's type, and VARIANT bit 3 marks operand a
  * as the one of the other type. */
-static nxv_status elementwise_mixed(nxv_device *d, const char *opname,
-                                    nxv_spv_module module, uint32_t op, int nops,
-                                    uint32_t rank, const int64_t *shape_in,
-                                    const nxv_view *const views_in[3],
-                                    const nxv_dtype in_types[3], nxv_dtype out_type,
-                                    bool allow_vec, uint32_t tiled_variant,
-                                    const void *imm, bool mixed, nxv_tensor **out) {
+static nxv_status elementwise(nxv_device *d, const char *opname,
+                              nxv_spv_module module, uint32_t op, int nops,
+                              uint32_t rank, const int64_t *shape_in,
+                              const nxv_view *const views_in[3],
+                              const nxv_dtype in_types[3], nxv_dtype out_type,
+                              bool allow_vec, uint32_t tiled_variant,
+                              const void *imm, bool mixed, nxv_tensor **out) {
   uint64_t n;
   NXV_TRY(nxv_ops_check_shape(rank, shape_in, &n));
   int64_t shape[NXV_MAX_RANK], strides[3][NXV_MAX_RANK];
@@ -789,15 +789,6 @@ static nxv_status elementwise_mixed(nxv_device *d, const char *opname,
   return NXV_OK;
 }
 
-static nxv_status elementwise(nxv_device *d, const char *opname, nxv_spv_module module,
-                              uint32_t op, int nops, uint32_t rank, const int64_t *shape,
-                              const nxv_view *const views[3], const nxv_dtype in_types[3],
-                              nxv_dtype out_type, bool allow_vec, uint32_t tiled_variant,
-                              const void *imm, nxv_tensor **out) {
-  return elementwise_mixed(d, opname, module, op, nops, rank, shape, views, in_types, out_type,
-                           allow_vec, tiled_variant, imm, false, out);
-}
-
 bool nxv_binary_supported(nxv_device *d, nxv_binary_op op, nxv_dtype t) {
   if ((unsigned)op >= NXV_BINARY_OP_COUNT || !type_ok(d, t)) return false;
   return (binary_ops(t) >> op) & 1u;
@@ -872,8 +863,8 @@ static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
                     nxv_dtype_name(t), d->vk.info.name);
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {ta, tb, t};
-  return elementwise_mixed(d, name, m, op, 2, rank, shape, views, types, t, vec_ok(t), 0, NULL,
-                           true, out);
+  return elementwise(d, name, m, op, 2, rank, shape, views, types, t, vec_ok(t), 0, NULL, true,
+                     out);
 }
 
 /* nxv_binary and nxv_binary_scalar: a op b, one of a and b (NULL) the
@@ -902,7 +893,7 @@ static nxv_status binary_op(nxv_device *d, nxv_binary_op op, uint32_t rank,
   }
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_binary_op_name(op), family(NXV_SPV_BINARY_S8, t), op,
-                     2, rank, shape, views, types, t, vec_ok(t), 2, imm, out);
+                     2, rank, shape, views, types, t, vec_ok(t), 2, imm, false, out);
 }
 
 nxv_status nxv_ops_binary_eager(nxv_device *d, nxv_binary_op op, uint32_t rank,
@@ -960,7 +951,7 @@ static nxv_status unary_op(nxv_device *d, nxv_unary_op op, uint32_t rank,
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_unary_op_name(op), m, op, 1, rank, shape, views,
-                     types, to, vec_ok(t) && vec_ok(to), 3, NULL, out);
+                     types, to, vec_ok(t) && vec_ok(to), 3, NULL, false, out);
 }
 
 nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank, const int64_t *shape,
@@ -985,7 +976,7 @@ nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
   const nxv_dtype types[3] = {from, from, from};
   return elementwise(d, "as_type", unary_module(from, dtype), NXV_COPY, 1, rank,
                      shape, views, types, dtype, vec_ok(from) && vec_ok(dtype), 3, NULL,
-                     out);
+                     false, out);
 }
 
 /* nxv_compare and nxv_compare_scalar, as binary_op. */
@@ -1007,7 +998,7 @@ static nxv_status compare_op(nxv_device *d, nxv_compare_op op, uint32_t rank,
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, name, family(NXV_SPV_COMPARE_S8, t), op, 2, rank, shape,
-                     views, types, NXV_U8, false, 0, imm, out);
+                     views, types, NXV_U8, false, 0, imm, false, out);
 }
 
 nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
@@ -1035,7 +1026,7 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
   const nxv_view *const views[3] = {pred, on_true, on_false};
   const nxv_dtype types[3] = {NXV_U8, t, t};
   return elementwise(d, "select", family(NXV_SPV_SELECT_S8, t), 0, 3, rank, shape,
-                     views, types, t, false, 0, NULL, out);
+                     views, types, t, false, 0, NULL, false, out);
 }
 
 /* Checks instruction k of a fused program over ninputs inputs of type t;
