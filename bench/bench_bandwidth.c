@@ -1,8 +1,8 @@
 /*
  * bench_bandwidth.c - the bandwidth suite of the shared benchmark schema:
  * copy, add, add_bcast, add_strided, transpose, sum_all, sum_rows,
- * sum_cols, mul_u8 and mul_u8_two_step on S x S operands (S = --side, 8192
- * by default) of f32, f16 and f64.
+ * sum_cols, mul_u8, mul_u8_two_step and convert_u8 on S x S operands (S =
+ * --side, 8192 by default) of f32, f16 and f64.
  *
  * - copy: the faster of nxv_tensor_copy and nxv_unary(NXV_COPY).
  * - add: c = a + b, all S x S (nxv_binary, dense views).
@@ -18,6 +18,8 @@
  *   multiplies a float tensor by a comparison's result; mul_u8_two_step:
  *   the mask converted to a's dtype first (nxv_convert), then multiplied,
  *   the two ops such a product took before.
+ * - convert_u8: the u8 mask converted to the dtype (nxv_convert): what
+ *   Nx.as_type/2 of a u8 tensor (an image, a comparison's result) costs.
  *
  * One timed run enqueues the op R times (each result released as soon as
  * the next is enqueued), then synchronizes; GB/s = R * logical bytes (each
@@ -59,6 +61,7 @@ typedef enum bw_kind {
   BW_SUM_COLS,
   BW_MUL_U8,
   BW_MUL_U8_TWO_STEP,
+  BW_CONVERT_U8,
   BW_KINDS
 } bw_kind;
 
@@ -69,10 +72,10 @@ typedef enum bw_kind {
 static const char *const kLabel[BW_KINDS] = {
     "copy (tensor_copy)", "copy (unary copy)", "add", "add_bcast",
     "add_strided", "transpose", "sum_all", "sum_rows", "sum_cols",
-    "mul_u8", "mul_u8_two_step"};
+    "mul_u8", "mul_u8_two_step", "convert_u8"};
 static const char *const kTest[BW_KINDS] = {
     "copy", "copy", "add", "add_bcast", "add_strided", "transpose",
-    "sum_all", "sum_rows", "sum_cols", "mul_u8", "mul_u8_two_step"};
+    "sum_all", "sum_rows", "sum_cols", "mul_u8", "mul_u8_two_step", "convert_u8"};
 
 /* The input patterns. */
 static int a_val(uint64_t r, uint64_t c) { return (int)((3 * r + 5 * c) % 11) - 5; }
@@ -260,6 +263,11 @@ static nxv_tensor *bw_enqueue(const bw_ctx *c, bw_kind k) {
       nxv_tensor_release(m);
       break;
     }
+    case BW_CONVERT_U8: {
+      nxv_view vm = {c->mask, 0, NULL};
+      NXV_CHECK(nxv_convert(c->dev, c->t, 2, shape, &vm, &y));
+      break;
+    }
     default:
       die("bandwidth: bad kind %d", (int)k);
   }
@@ -319,6 +327,7 @@ static double bw_bytes(bw_kind k, uint64_t side, size_t es) {
     case BW_SUM_COLS: return n + row;
     case BW_MUL_U8:
     case BW_MUL_U8_TWO_STEP: return 2 * n + (double)side * (double)side;
+    case BW_CONVERT_U8: return n + (double)side * (double)side;
     default: return 0;
   }
 }
@@ -374,6 +383,7 @@ static void bw_verify(const bw_ctx *c, bw_kind k, nxv_tensor *y) {
       case BW_TRANSPOSE: want = a_val(j, i); break;
       case BW_MUL_U8:
       case BW_MUL_U8_TWO_STEP: want = a_val(i, j) * mask_val(i, j); break;
+      case BW_CONVERT_U8: want = mask_val(i, j); break;
       default: want = NAN;
     }
     double got = download_elem(y, idx);

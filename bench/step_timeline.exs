@@ -1,6 +1,6 @@
 # Where the wall time of a training step goes, host and GPU side by side.
 #
-#   mix run bench/step_timeline.exs [--model mlp|cnn] [--steps N] [--warmup N]
+#   mix run bench/step_timeline.exs [--model mlp|cnn] [--steps N] [--warmup N] [--show N]
 #
 # Runs the step (bench/models.exs, compiled ahead of time with
 # Nx.Defn.Evaluator, on the default device and its default batching) as a
@@ -24,18 +24,24 @@
 #     seen, the download, the return to Elixir).
 #
 # head + busy + starved + launch + tail is the step, so the figures say
-# which side bounds it.
+# which side bounds it. `--show N` then lists the batches of N steps (those
+# nearest the median step time): each batch's submission, GPU start and
+# end from the step's start, its ops and GPU time, and the gap before it.
 {opts, rest, invalid} =
-  OptionParser.parse(System.argv(), strict: [model: :string, steps: :integer, warmup: :integer])
+  OptionParser.parse(System.argv(),
+    strict: [model: :string, steps: :integer, warmup: :integer, show: :integer]
+  )
 
 model = Keyword.get(opts, :model, "mlp")
 steps = Keyword.get(opts, :steps, 200)
 warmup = Keyword.get(opts, :warmup, 50)
+show = Keyword.get(opts, :show, 0)
 
-if rest != [] or invalid != [] or model not in ["mlp", "cnn"] or steps < 1 or warmup < 1 do
+if rest != [] or invalid != [] or model not in ["mlp", "cnn"] or steps < 1 or warmup < 1 or
+     show < 0 do
   IO.puts(
     :stderr,
-    "usage: mix run bench/step_timeline.exs [--model mlp|cnn] [--steps N] [--warmup N]"
+    "usage: mix run bench/step_timeline.exs [--model mlp|cnn] [--steps N] [--warmup N] [--show N]"
   )
 
   System.halt(2)
@@ -149,4 +155,34 @@ else
       complete |> Enum.map(&Map.fetch!(&1, k)) |> median.() |> us.() |> String.pad_leading(8)
     end)
   )
+end
+
+if show > 0 and complete != [] do
+  mid = median.(Enum.map(complete, & &1.step))
+
+  spans
+  |> Enum.sort_by(fn {t0, _, t1} -> abs(t1 - t0 - mid) end)
+  |> Enum.take(show)
+  |> Enum.each(fn {t0, th, t1} ->
+    mine = for {s, _, _, _} = b <- batches, s >= t0 and s <= t1, do: b
+
+    IO.puts(
+      "\nstep of #{us.(t1 - t0)} us, host returned at #{us.(th - t0)}; " <>
+        "per batch (us from the step's start): submit, start, end, ops, GPU, gap before"
+    )
+
+    Enum.reduce(mine, nil, fn {sub, start, stop, ops}, prev_end ->
+      gap = if prev_end, do: us.(start - prev_end), else: "-"
+
+      IO.puts(
+        Enum.map_join(
+          [us.(sub - t0), us.(start - t0), us.(stop - t0), ops, us.(stop - start), gap],
+          " ",
+          &String.pad_leading(to_string(&1), 8)
+        )
+      )
+
+      stop
+    end)
+  end)
 end

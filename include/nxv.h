@@ -660,8 +660,13 @@ const char *nxv_compare_op_name(nxv_compare_op op);
  * other of an integer type, or of a float type narrower than T (f32 with
  * f16 or bf16; f64 with f16, bf16 or f32), give a result of type T, the
  * other operand converted to T as it is read, exactly as nxv_convert would
- * convert it (Nx's type promotion of such a pair is T). Any other pair of
- * distinct types is NXV_ERR_INVALID_ARGUMENT. */
+ * convert it (Nx's type promotion of such a pair is T). So do an integer
+ * type T and an integer type that T holds every value of: a narrower
+ * signed type into a signed T (s8 into s16, s32, s64; s16 into s32, s64;
+ * s32 into s64), a narrower unsigned type into any T (u8 into s16, s32,
+ * s64, u16, u32, u64; u16 into s32, s64, u32, u64; u32 into s64, u64).
+ * Any other pair of distinct types (s32 with u32, u64 with s64: Nx widens
+ * both) is NXV_ERR_INVALID_ARGUMENT. */
 nxv_status nxv_binary(nxv_device *device, nxv_binary_op op, uint32_t rank,
                       const int64_t *shape, const nxv_view *a,
                       const nxv_view *b, nxv_tensor **out_tensor);

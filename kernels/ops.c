@@ -202,13 +202,44 @@ _Static_assert(NXV_SPV_BINARY_F32_S8 - NXV_SPV_BINARY_BF16_S8 == 8, "bf16 mixed 
 _Static_assert(NXV_SPV_BINARY_F64_S8 - NXV_SPV_BINARY_F32_S8 == 10, "f32 mixed family");
 _Static_assert(NXV_SPV_BINARY_F64_F32 - NXV_SPV_BINARY_F64_S8 == 10, "f64 mixed family");
 
-/* The module of binary ops on float type t with one operand of type u;
- * false when there is none (u not an integer type or a float type
- * narrower than t). */
+/* Then those of an integer type t with one operand of an integer type u
+ * whose every value t holds (a narrower signed type into a signed one, a
+ * narrower unsigned type into either): from NXV_SPV_BINARY_S16_S8, ordered
+ * by t, then u. */
+_Static_assert(NXV_S8 == 0 && NXV_S64 == 3 && NXV_U8 == 4, "signed integer types first");
+_Static_assert(NXV_SPV_BINARY_U64_U32 - NXV_SPV_BINARY_S16_S8 == 17, "integer mixed family");
+
+/* Whether every value of integer type u is one of integer type t's. */
+static bool int_holds(nxv_dtype t, nxv_dtype u) {
+  if (t > NXV_U64 || u > NXV_U64 || t == u) return false;
+  bool t_signed = t <= NXV_S64, u_signed = u <= NXV_S64;
+  if (u_signed && !t_signed) return false;
+  return nxv_dtype_size(t) > nxv_dtype_size(u);
+}
+
+/* The module of binary ops on type t with one operand of type u converted
+ * as it is read; false when there is none: t a float type and u neither an
+ * integer type nor a float type narrower than t (f16 and bf16 take
+ * integers only), or t an integer type that does not hold every value of
+ * u. */
 static bool mixed_module(nxv_dtype t, nxv_dtype u, nxv_spv_module *out_m) {
   static const int first[4] = {NXV_SPV_BINARY_F16_S8, NXV_SPV_BINARY_BF16_S8,
                                NXV_SPV_BINARY_F32_S8, NXV_SPV_BINARY_F64_S8};
-  if (t < NXV_F16 || t > NXV_F64 || u >= t) return false;
+  if (t <= NXV_U64) {
+    if (!int_holds(t, u)) return false;
+    /* Count the modules before (t, u) in their order. */
+    int k = 0;
+    for (int ti = 0; ti <= (int)NXV_U64; ti++)
+      for (int ui = 0; ui <= (int)NXV_U64; ui++) {
+        if (ti == (int)t && ui == (int)u) {
+          *out_m = (nxv_spv_module)(NXV_SPV_BINARY_S16_S8 + k);
+          return true;
+        }
+        k += int_holds((nxv_dtype)ti, (nxv_dtype)ui);
+      }
+    return false;
+  }
+  if (t > NXV_F64 || u >= t) return false;
   if (u >= NXV_F16 && t < NXV_F32) return false; /* f16 and bf16: integers only */
   *out_m = (nxv_spv_module)(first[t - NXV_F16] + (int)u);
   return true;
@@ -648,11 +679,15 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
      * access where every operand read in place starts 16-byte aligned and
      * a repeated row is a whole number of 16-byte groups (flag bit 7). On
      * an H200 (f16, GPU time) a row broadcast went from 86% to 98% of the
-     * copy bandwidth, x + y from 99% to 101%. */
+     * copy bandwidth, x + y from 99% to 101%. Not where the result is
+     * wider than the input (a conversion): a thread's 16 bytes of input
+     * would be several 16-byte stores apart from its neighbours', where 4
+     * elements at a time store in one contiguous run. */
     size_t es0 = nxv_dtype_size(mixed ? out_type : in_types[0]);
     uint64_t wide = 16 / es0; /* elements per 16 bytes */
     bool wide_ok = (tiled_variant == 2 || tiled_variant == 3 || (mixed && es0 == 2)) &&
-                   es0 <= 2 && n >= wide && (!repeated || shape[1] % (int64_t)wide == 0);
+                   es0 <= 2 && nxv_dtype_size(out_type) <= es0 && n >= wide &&
+                   (!repeated || shape[1] % (int64_t)wide == 0);
     for (int o = 0; o < nops; o++) {
       if (o == imm_o) {
         /* Its slot gets another operand's address: valid, never read. */
@@ -836,8 +871,10 @@ static nxv_status two_operands(const char *what, const nxv_view *x, const void *
   return NXV_OK;
 }
 
-/* nxv_binary of operands of different types: one of float type T (the
- * result's), the other of an integer or narrower float type U, which the
+/* nxv_binary of operands of different types: one of type T (the
+ * result's), the other of type U (an integer or narrower float type for a
+ * float T, an integer type all of whose values T holds for an integer T:
+ * mixed_module()), which the
  * kernel converts to T as it reads it (as nxv_convert would): dense
  * operands and broadcast scalars 4 elements at a time where aligned (f16
  * results 16 bytes at a time, bf16 results one element at a time),
@@ -853,7 +890,8 @@ static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
   if (!u_is_a && !mixed_module(ta, tb, &m))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "%s: operands of types %s and %s (mixed operands take a float type "
-                    "and an integer or narrower float type)",
+                    "and an integer or narrower float type, or an integer type and an "
+                    "integer type all of whose values it holds)",
                     name, nxv_dtype_name(ta), nxv_dtype_name(tb));
   nxv_dtype t = u_is_a ? tb : ta, u = u_is_a ? ta : tb;
   NXV_TRY(check_type(d, t, name));

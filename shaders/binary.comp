@@ -23,7 +23,8 @@
 // VARIANT 4: 16-bit types, the same arguments: tile2d.glsl's 16-byte form
 //            (an operand transposed in the wide form, C % 8 == 0); 256
 //            threads.
-// With U_ID (T a float type, U an integer or narrower float type): one
+// With U_ID (T a float type, U an integer or narrower float type; or T an
+// integer type, U an integer type all of whose values T holds): one
 // operand is of type U, converted to T as it is read (exactly as as_type
 // would store it), so that a mixed-type op needs no conversion first.
 // Only VARIANT 0 (4 elements at a time with flag bit 2, f16 results 8 with
@@ -70,7 +71,15 @@ float nxv_f16_round_int(float x) {
 #else
 #define U_ROUND(x) T_LD(T_ST(x))
 #endif
+#if T_KIND == KIND_SINT && TC_BITS == 64 && U_ID == 2
+// s32 into s64: the sign extension spelled out as the high word. On
+// lavapipe (Mesa 22.3, LLVM 15) the strided variant's shifts and powers
+// read int64_t(x) of a loaded int x as if zero-extended (negative values
+// became large positive ones), where this form reads right.
+#define U_CVT(e) packInt2x32(ivec2(int(e), int(e) >> 31))
+#else
 #define U_CVT(e) U_ROUND(TC(U_LD(e)))
+#endif
 TC u_ld(BufT p, uint i) { return U_CVT(BufU(p).v[i]); }
 #if T_VEC
 // Group i of 4 elements of the U operand at p (4-element aligned), converted.

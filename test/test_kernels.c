@@ -2511,12 +2511,12 @@ NXV_TEST(kernels, bad_inputs) {
   REQUIRE(d);
   float fa[6] = {1, 2, 3, 4, 5, 6}, fb[6] = {6, 5, 4, 3, 2, 1};
   int32_t ia[6] = {1, 2, 3, 4, 5, 6};
-  uint8_t ua[4] = {1, 2, 3, 4};
+  uint32_t ua[4] = {1, 2, 3, 4};
   nxv_tensor *ta = NULL, *tb = NULL, *ti = NULL, *tu = NULL, *out;
   CHECK_OK(nxv_tensor_upload(d, NXV_F32, 4, fa, &ta));
   CHECK_OK(nxv_tensor_upload(d, NXV_F32, 4, fb, &tb));
   CHECK_OK(nxv_tensor_upload(d, NXV_S32, 4, ia, &ti));
-  CHECK_OK(nxv_tensor_upload(d, NXV_U8, 4, ua, &tu));
+  CHECK_OK(nxv_tensor_upload(d, NXV_U32, 4, ua, &tu));
   if (!ta || !tb || !ti || !tu) goto done;
   {
     int64_t shape[1] = {4}, neg[1] = {-1}, five[1] = {5};
@@ -2562,7 +2562,8 @@ NXV_TEST(kernels, bad_inputs) {
     EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &vneg_off, &vb, &out));
     EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &vstride, &vb, &out));
     EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &va, &vnegreach, &out));
-    /* Operands of two types without a mixed kernel (include/nxv.h). */
+    /* Operands of two types without a mixed kernel (include/nxv.h): u32
+     * and s32, which Nx widens both of to s64. */
     EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &vu, &vi, &out));
     EXPECT_FAIL(I, out, nxv_binary(d, NXV_ADD, 1, shape, &vi, &vu, &out));
     EXPECT_FAIL(I, out,

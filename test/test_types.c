@@ -818,6 +818,11 @@ NXV_TEST(types, convert) {
 /* Whether nxv_binary takes float type t with an operand of type u: every
  * integer type, and the float types narrower than t (include/nxv.h). */
 static bool mixed_pair(nxv_dtype t, nxv_dtype u) {
+  if (t <= NXV_U64) {
+    /* An integer t: u an integer type all of whose values t holds. */
+    if (u > NXV_U64 || u == t || (is_sint(u) && !is_sint(t))) return false;
+    return nxv_dtype_size(t) > nxv_dtype_size(u);
+  }
   if (!is_fp(t) || u >= t) return false;
   return !is_fp(u) || t >= NXV_F32;
 }
@@ -881,7 +886,8 @@ static void run_mixed(nxv_device *d, nxv_dtype t, nxv_dtype u, nxv_binary_op op,
   int ulps = binary_ulps(t, op);
   for (int side = 0; side < 2; side++) {
     bool u_is_a = side == 0;
-    for (size_t i = 0; i < N; i++) tv[i] = rnd_binary_fp(r, t, op, u_is_a ? 1 : 0);
+    for (size_t i = 0; i < N; i++)
+      tv[i] = is_fp(t) ? rnd_binary_fp(r, t, op, u_is_a ? 1 : 0) : rnd_int(r, t);
     nxv_tensor *tu = upload(d, u, N, uv, false), *tur = upload(d, u, N, uv, true),
                *tt = upload(d, t, N, tv, false);
     if (!tu || !tur || !tt) {
@@ -948,7 +954,7 @@ static void run_mixed(nxv_device *d, nxv_dtype t, nxv_dtype u, nxv_binary_op op,
             size_t bad = 0;
             for (size_t i = 0; i < n; i++) {
               uint64_t g = nxv_test_encode(t, got[i]), w = nxv_test_encode(t, e2[i]);
-              if (g == w || (isnan(got[i].f) && isnan(e2[i].f))) continue;
+              if (g == w || (is_fp(t) && isnan(got[i].f) && isnan(e2[i].f))) continue;
               if (++bad <= MAX_REPORT)
                 fprintf(stderr, "  %s [%zu]: 0x%llx, two steps give 0x%llx\n", tag, i,
                         (unsigned long long)g, (unsigned long long)w);
@@ -968,30 +974,36 @@ static void run_mixed(nxv_device *d, nxv_dtype t, nxv_dtype u, nxv_binary_op op,
 }
 
 /* Every pair nxv_binary takes with operands of two types: subtract and
- * divide (the operand order matters) on each, every float op on four
- * pairs; pairs outside the set, and integer pairs, are refused. */
+ * divide (the operand order matters) on each, and the shifts on the
+ * integer pairs; every op on four float pairs and four integer pairs;
+ * pairs outside the set are refused. */
 NXV_TEST(types, binary_mixed) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
   uint64_t r = 0x313ED;
-  for (int ti = NXV_F16; ti <= NXV_F64; ti++) {
+  for (int ti = 0; ti <= NXV_F64; ti++) {
     nxv_dtype t = (nxv_dtype)ti;
     if (!usable(d, t)) continue;
     for (int ui = 0; ui < NREAL; ui++) {
       nxv_dtype u = (nxv_dtype)ui;
       if (!mixed_pair(t, u) || !nxv_convert_supported(d, u)) continue;
       bool all = (t == NXV_F32 && u == NXV_U8) || (t == NXV_F16 && u == NXV_S32) ||
-                 (t == NXV_BF16 && u == NXV_U64) || (t == NXV_F64 && u == NXV_F32);
+                 (t == NXV_BF16 && u == NXV_U64) || (t == NXV_F64 && u == NXV_F32) ||
+                 (t == NXV_S64 && u == NXV_S32) || (t == NXV_S32 && u == NXV_U8) ||
+                 (t == NXV_U16 && u == NXV_U8) || (t == NXV_S16 && u == NXV_S8);
       for (int op = 0; op < NXV_BINARY_OP_COUNT; op++) {
         if (!nxv_binary_supported(d, (nxv_binary_op)op, t)) continue;
-        if (all || op == NXV_SUB || op == NXV_DIV) run_mixed(d, t, u, (nxv_binary_op)op, &r);
+        bool shift = !is_fp(t) && (op == NXV_LEFT_SHIFT || op == NXV_RIGHT_SHIFT);
+        if (all || shift || op == NXV_SUB || op == NXV_DIV)
+          run_mixed(d, t, u, (nxv_binary_op)op, &r);
       }
     }
   }
   /* Pairs without a mixed kernel: refused, naming both types. */
-  static const nxv_dtype bad[][2] = {{NXV_S32, NXV_U8}, {NXV_F16, NXV_BF16},
-                                     {NXV_BF16, NXV_F16}, {NXV_S64, NXV_S32},
-                                     {NXV_C64, NXV_F32}, {NXV_U8, NXV_S8}};
+  static const nxv_dtype bad[][2] = {{NXV_S32, NXV_U32}, {NXV_F16, NXV_BF16},
+                                     {NXV_BF16, NXV_F16}, {NXV_S64, NXV_U64},
+                                     {NXV_C64, NXV_F32}, {NXV_U8, NXV_S8},
+                                     {NXV_U32, NXV_S16}, {NXV_S16, NXV_U16}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     if (!nxv_convert_supported(d, bad[i][0]) || !nxv_convert_supported(d, bad[i][1])) continue;
     val v[4] = {{.u = 0}, {.u = 0}, {.u = 0}, {.u = 0}};

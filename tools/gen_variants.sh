@@ -4,7 +4,8 @@
 # Writes the shader manifest: one module per kernel family and element type
 # (types by their nxv_dtype id, see shaders/types.glsl), a conversion module
 # for every ordered pair of distinct types, binary modules of a float type
-# with one operand of an integer or narrower float type, and f32/f16/bf16
+# with one operand of an integer or narrower float type (and of an integer
+# type with one of a narrower integer type it holds), and f32/f16/bf16
 # transcendental modules evaluated in double. Complex types (c64, c128) follow the real
 # ones in the families that have them. Run it after adding a family or a
 # type.
@@ -86,6 +87,17 @@ ints="s8:0 s16:1 s32:2 s64:3 u8:4 u16:5 u32:6 u64:7"
 for tu in "f16:8:" "bf16:9:" "f32:10:f16:8 bf16:9" "f64:11:f16:8 bf16:9 f32:10"; do
   t=${tu%%:*}; rest=${tu#*:}; tid=${rest%%:*}; floats=${rest#*:}
   for u in $ints $floats; do
+    echo "binary_${t}_${u%%:*} binary.comp -DT_ID=$tid -DU_ID=${u#*:}"
+  done
+done
+# The same for an integer type T and an integer type U whose every value T
+# holds (Nx's result type of T and U is T): ordered by T, then U's id
+# (kernels/ops.c's int_mixed table).
+for tu in "s16:1:s8:0 u8:4" "s32:2:s8:0 s16:1 u8:4 u16:5" \
+          "s64:3:s8:0 s16:1 s32:2 u8:4 u16:5 u32:6" "u16:5:u8:4" "u32:6:u8:4 u16:5" \
+          "u64:7:u8:4 u16:5 u32:6"; do
+  t=${tu%%:*}; rest=${tu#*:}; tid=${rest%%:*}; us=${rest#*:}
+  for u in $us; do
     echo "binary_${t}_${u%%:*} binary.comp -DT_ID=$tid -DU_ID=${u#*:}"
   done
 done

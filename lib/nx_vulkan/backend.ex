@@ -1134,11 +1134,17 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
-    # The binary kernels of float type t read operands of type u directly
-    # (the runtime's mixed modules, include/nxv.h): every integer type,
-    # and the float types narrower than t.
+    # The binary kernels of type t read operands of type u directly (the
+    # runtime's mixed modules, include/nxv.h): for a float t every integer
+    # type and the float types narrower than t; for an integer t the
+    # integer types all of whose values it holds (narrower, and unsigned
+    # where t is unsigned).
     defp mixed_type?(t, {k, _})
          when t in [{:f, 16}, {:bf, 16}, {:f, 32}, {:f, 64}] and k in [:s, :u],
+         do: true
+
+    defp mixed_type?({tk, tb}, {uk, ub})
+         when tk in [:s, :u] and uk in [:s, :u] and ub < tb and (uk == :u or tk == :s),
          do: true
 
     defp mixed_type?({:f, 32}, u) when u in [{:f, 16}, {:bf, 16}], do: true

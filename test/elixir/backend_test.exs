@@ -321,6 +321,83 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    test "an integer operand that the integer result type holds is read as it is, in one op" do
+      # {result type, the other operand's type}: Nx's promotion of the pair
+      # is the result type, and every value of the other type is one of it.
+      pairs = [
+        {{:s, 64}, {:s, 32}},
+        {{:s, 64}, {:u, 32}},
+        {{:s, 32}, {:u, 8}},
+        {{:s, 32}, {:s, 16}},
+        {{:s, 16}, {:s, 8}},
+        {{:u, 16}, {:u, 8}},
+        {{:u, 64}, {:u, 16}}
+      ]
+
+      layouts = [:same, :row, :column, :transposed]
+
+      ops = [
+        :add,
+        :subtract,
+        :multiply,
+        :max,
+        :min,
+        :bitwise_xor,
+        :quotient,
+        :remainder,
+        :left_shift,
+        :right_shift
+      ]
+
+      for {t, u} <- pairs, layout <- layouts, op <- ops, u_first <- [true, false] do
+        # Shift amounts and divisors small and positive; other values of
+        # either sign where the type has one.
+        {lo, hi} =
+          cond do
+            op in [:left_shift, :right_shift] -> {0, 12}
+            elem(u, 0) == :u -> {0, 200}
+            true -> {-100, 100}
+          end
+
+        u_host =
+          case layout do
+            :row -> random({4}, :s32, {lo, hi})
+            :column -> random({3, 1}, :s32, {lo, hi})
+            :transposed -> random({4, 3}, :s32, {lo, hi})
+            _ -> random({3, 4}, :s32, {lo, hi})
+          end
+          |> Nx.as_type(u)
+
+        {tlo, thi} = if op in [:left_shift, :right_shift], do: {0, 12}, else: {1, 90}
+        t_host = random({3, 4}, :s32, {tlo, thi}) |> Nx.as_type(t)
+        # No zero divisors.
+        u_host = Nx.select(Nx.equal(u_host, 0), Nx.tensor(3, type: u), u_host)
+        u_dev = vk(u_host)
+        u_dev = if layout == :transposed, do: Nx.transpose(u_dev), else: u_dev
+        u_ref = if layout == :transposed, do: Nx.transpose(u_host), else: u_host
+        t_dev = vk(t_host)
+
+        :ok = Nx.Vulkan.synchronize()
+        before = Nx.Vulkan.stats().ops_enqueued
+
+        got =
+          native(fn ->
+            if u_first,
+              do: apply(Nx, op, [u_dev, t_dev]),
+              else: apply(Nx, op, [t_dev, u_dev])
+          end)
+
+        assert Nx.Vulkan.stats().ops_enqueued == before + 1,
+               "#{op} of #{inspect(t)} and #{inspect(u)} (#{layout}) took more than one op"
+
+        expected =
+          if u_first, do: apply(Nx, op, [u_ref, t_host]), else: apply(Nx, op, [t_host, u_ref])
+
+        assert got.type == t
+        assert_same(got, expected)
+      end
+    end
+
     test "numbers and constants combine with any tensor type on the device" do
       for type <- [:f32, :f64, :s32] do
         a = random({2, 3}, type)

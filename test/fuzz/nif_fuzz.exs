@@ -1366,14 +1366,15 @@ defmodule NxVulkan.NifFuzz do
     {vb, b_args, b_kinds} = operand_or_immediate(tag, type, shape, verify, costly)
 
     # Now and then, b a view of a type that type's binary kernels read
-    # directly (an integer type or a narrower float type), on either side.
+    # directly (for a float type an integer type or a narrower float type,
+    # for an integer type one all of whose values it holds), on either side.
     {vb, b_args, b_kinds} =
-      if not verify and not costly and type in [:f16, :bf16, :f32] and chance(0.1) do
-        u = pick(if type == :f32, do: @ints ++ [:f16, :bf16], else: @ints)
-        v = tag |> make_view(u, shape) |> Map.put(:imm, false)
+      with true <- not verify and not costly and chance(0.1),
+           [_ | _] = us <- mixed_types(type) do
+        v = tag |> make_view(pick(us), shape) |> Map.put(:imm, false)
         {v, view_args(v), view_kinds(v)}
       else
-        {vb, b_args, b_kinds}
+        _ -> {vb, b_args, b_kinds}
       end
 
     swap = (vb.imm or vb.t.type != type) and chance(0.5)
@@ -1403,6 +1404,20 @@ defmodule NxVulkan.NifFuzz do
       supported?(tag, :binary, op, type)
     )
   end
+
+  # The types whose operands the binary kernels of type read directly.
+  defp mixed_types(type) when type in [:f16, :bf16], do: @ints
+  defp mixed_types(:f32), do: @ints ++ [:f16, :bf16]
+
+  defp mixed_types(type) when type in @ints do
+    for u <- @ints,
+        u != type,
+        es(u) < es(type),
+        u in @uints or type in @sints,
+        do: u
+  end
+
+  defp mixed_types(_type), do: []
 
   # The second operand of binary/8 and compare/8: a view (imm: false), or
   # in a quarter of the calls an immediate scalar, a nice value given as
