@@ -14,7 +14,9 @@
 # queue writes none), the device ops per call (the synchronize's marker not
 # counted) and GB/s counted over the
 # bytes the one op reads and writes (both operands in their own types, the
-# result), so that the two rows compare their times.
+# result), so that the two rows compare their times. Then the same for
+# `Nx.as_type/2` of an N x N tensor between pairs of types (GB/s over the
+# bytes read and written).
 {opts, rest, invalid} =
   OptionParser.parse(System.argv(), strict: [side: :integer, reps: :integer])
 
@@ -90,4 +92,40 @@ for {t, u} <- pairs do
 
   Nx.backend_deallocate(x)
   Nx.backend_deallocate(y)
+end
+
+conversions = [
+  {{:u, 8}, {:f, 16}},
+  {{:u, 8}, {:bf, 16}},
+  {{:u, 8}, {:f, 32}},
+  {{:u, 8}, {:f, 64}},
+  {{:f, 16}, {:f, 32}},
+  {{:bf, 16}, {:f, 32}},
+  {{:s, 32}, {:s, 64}},
+  {{:f, 32}, {:f, 64}},
+  {{:f, 32}, {:f, 16}}
+]
+
+IO.puts("\nNx.as_type on #{info.name}, #{side} x #{side}, #{reps} calls each")
+
+IO.puts(
+  String.pad_trailing("from -> to", 16) <>
+    String.pad_leading("GPU us/call", 12) <>
+    String.pad_leading("ops/call", 10) <> String.pad_leading("GB/s", 10)
+)
+
+for {from, to} <- conversions do
+  x = Nx.iota({side, side}, type: from) |> Nx.remainder(7)
+  bytes = side * side * (elem(from, 1) + elem(to, 1)) / 8
+  {us, ops} = measure.(fn -> Nx.as_type(x, to) end)
+  gbs = if us > 0, do: bytes / (us * 1000), else: 0.0
+
+  IO.puts(
+    String.pad_trailing("#{name.(from)} -> #{name.(to)}", 16) <>
+      String.pad_leading(:erlang.float_to_binary(us, decimals: 1), 12) <>
+      String.pad_leading(:erlang.float_to_binary(ops, decimals: 1), 10) <>
+      String.pad_leading(:erlang.float_to_binary(gbs, decimals: 0), 10)
+  )
+
+  Nx.backend_deallocate(x)
 end

@@ -8,7 +8,9 @@
 // Element type conversion is OP 0 (copy) with O != T; a strided copy is a
 // transpose. VARIANT 0: contiguous (flags bit2: 4-wide loads allowed;
 // bit7, 8- and 16-bit inputs: 16 bytes of input at a time, the input
-// 16-byte aligned);
+// 16-byte aligned; bit8, a conversion to a wider 16- or 64-bit type: 16
+// bytes of output at a time, 8 or 2 elements, the input aligned to as many
+// elements);
 // VARIANT 1: strided, the arena holds shape[rank], a_strides[rank], a_off;
 // VARIANT 2: strided output too (see main).
 // VARIANT 3: strided input, output collapsed to at most three axes: tiles
@@ -47,6 +49,44 @@ layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT {
 layout(buffer_reference, std430, buffer_reference_align = O_ALIGN) buffer BufO { O v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) buffer BufT4 { T4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4 * O_ALIGN) buffer BufO4 { O4 v[]; };
+#if defined(CONVERT_ONLY) && T_KIND != KIND_COMPLEX && \
+    ((O_BITS == 16 && T_BITS == 8 && T_VEC) || (O_BITS == 64 && T_BITS < 64 && O_KIND != KIND_COMPLEX))
+// A conversion to a wider type, 16 bytes of output per thread (flags bit
+// 8): 8 elements (two groups of 4) of a 16-bit output from an 8-bit input,
+// 2 of a 64-bit output, so that neighbouring threads store neighbouring
+// 16-byte runs, each in one store (bf16 results too, which have no 4-wide
+// path).
+#define WIDEN16 1
+#if O_BITS == 16
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufW { uvec4 v[]; };
+// The bits of a 16-bit result, its value z in OC, in a word's low half
+// (no 16-bit locals without the arithmetic extensions). The input is an
+// 8-bit integer: z is an integer within [-128, 255], exact in f16 and bf16.
+uint w16(OC z) {
+#if O_ID == 8
+  return packHalf2x16(vec2(z, 0.0));
+#elif O_ID == 9
+  return floatBitsToUint(z) >> 16;
+#else
+  return uint(z) & 0xFFFFu;
+#endif
+}
+// Two groups of 4 results as the 16 bytes that hold them.
+uvec4 w16x8(OC4 p, OC4 q) {
+  return uvec4(w16(p.x) | (w16(p.y) << 16), w16(p.z) | (w16(p.w) << 16),
+               w16(q.x) | (w16(q.y) << 16), w16(q.z) | (w16(q.w) << 16));
+}
+#else
+#if O_KIND == KIND_FLOAT
+#define O2 dvec2
+#elif O_KIND == KIND_SINT
+#define O2 i64vec2
+#else
+#define O2 u64vec2
+#endif
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufW { O2 v[]; };
+#endif
+#endif
 #if T_VEC && O_VEC && T_BITS <= 16
 // 16 bytes of an 8- or 16-bit input: Q groups of 4, read at once, and
 // their Q groups of results (flags bit 7).
@@ -210,6 +250,31 @@ void main() {
     bool scalar = (pc.flags & 1u) != 0u;  // a is one element, broadcast
     OC sv = scalar ? cvt(apply(T_LD(pc.a.v[0]))) : OC(0);
     uint start = 0u;
+#ifdef WIDEN16
+    if ((pc.flags & 256u) != 0u) {
+      BufW w = BufW(pc.c);
+#if O_BITS == 16
+      uint nw = pc.n / 8u;
+      BufT4 a4 = BufT4(pc.a);
+      for (uint i = gid; i < nw; i += stride) {
+        TC4 x0 = scalar ? TC4(0) : TC4(a4.v[2u * i]);
+        TC4 x1 = scalar ? TC4(0) : TC4(a4.v[2u * i + 1u]);
+        OC4 p = scalar ? OC4(sv) : OC4(cvt(x0.x), cvt(x0.y), cvt(x0.z), cvt(x0.w));
+        OC4 q = scalar ? OC4(sv) : OC4(cvt(x1.x), cvt(x1.y), cvt(x1.z), cvt(x1.w));
+        w.v[i] = w16x8(p, q);
+      }
+      start = nw * 8u;
+#else
+      uint nw = pc.n / 2u;
+      for (uint i = gid; i < nw; i += stride) {
+        OC x = scalar ? sv : cvt(apply(T_LD(pc.a.v[2u * i])));
+        OC y = scalar ? sv : cvt(apply(T_LD(pc.a.v[2u * i + 1u])));
+        w.v[i] = O2(O_ST(x), O_ST(y));
+      }
+      start = nw * 2u;
+#endif
+    }
+#endif
 #if T_VEC && O_VEC
 #if T_BITS <= 16
     if ((pc.flags & 128u) != 0u) {
@@ -241,7 +306,7 @@ void main() {
           c4.v[i] = O4(OC4(cvt(apply(x.x)), cvt(apply(x.y)), cvt(apply(x.z)), cvt(apply(x.w))));
         }
       }
-      start = n4 * 4u;
+      start = max(start, n4 * 4u);
     }
 #endif
     for (uint i = start + gid; i < pc.n; i += stride)

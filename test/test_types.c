@@ -811,6 +811,61 @@ NXV_TEST(types, convert) {
   nxv_device_release(d);
 }
 
+/* Conversions to a wider type, which store 16 bytes of results per thread
+ * where the input allows (8-bit inputs to 16-bit types, real inputs to
+ * 64-bit ones): every size from 0 to 40 and a few larger odd ones, each
+ * read from offsets 0 to 9 of its buffer (aligned for those stores or not),
+ * and a broadcast scalar; results poisoned first, compared bit for bit with
+ * the CPU conversion. */
+NXV_TEST(types, convert_widening_sizes_and_offsets) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  static const nxv_dtype pairs[][2] = {
+      {NXV_U8, NXV_F16}, {NXV_S8, NXV_BF16}, {NXV_S8, NXV_U16}, {NXV_U8, NXV_S16},
+      {NXV_U8, NXV_F64}, {NXV_S16, NXV_S64}, {NXV_F32, NXV_F64}, {NXV_S32, NXV_U64},
+      {NXV_BF16, NXV_F64}, {NXV_U32, NXV_S64}};
+  enum { MAXN = 1100, OFFS = 10 };
+  static val in[MAXN + OFFS], e[MAXN];
+  uint64_t r = 0x51DE;
+  for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+    nxv_dtype from = pairs[p][0], to = pairs[p][1];
+    if (!usable(d, from) || !nxv_convert_supported(d, to)) continue;
+    val c[NCONV];
+    int nc = conv_inputs(from, &r, c);
+    for (size_t i = 0; i < MAXN + OFFS; i++) in[i] = c[test_rand_u64(&r) % (uint64_t)nc];
+    nxv_tensor *src = upload(d, from, MAXN + OFFS, in, false);
+    if (!src) continue;
+    static const int64_t big[] = {255, 1023, 1031, 1097};
+    for (int k = 0; k < 41 + 4; k++) {
+      int64_t n = k <= 40 ? k : big[k - 41];
+      for (int64_t off = 0; off < OFFS; off++) {
+        for (int64_t i = 0; i < n; i++) e[i] = ref_convert(from, to, in[off + i]);
+        char tag[96];
+        snprintf(tag, sizeof tag, "convert %s -> %s [%lld] at offset %lld", nxv_dtype_name(from),
+                 nxv_dtype_name(to), (long long)n, (long long)off);
+        const int64_t shape[1] = {n}, one[1] = {1};
+        nxv_view v = {src, off, one};
+        nxv_tensor *out = NULL;
+        nxv_status st = nxv_convert(d, to, 1, shape, &v, &out);
+        check_out(tag, to, result(st, out, tag), (size_t)n, e, EXACT, NULL, from, in + off,
+                  NULL);
+      }
+      /* A broadcast scalar (stride 0). */
+      const int64_t shape[1] = {n}, zero[1] = {0};
+      nxv_view vs = {src, 3, zero};
+      for (int64_t i = 0; i < n; i++) e[i] = ref_convert(from, to, in[3]);
+      char tag[96];
+      snprintf(tag, sizeof tag, "convert %s -> %s [%lld] broadcast", nxv_dtype_name(from),
+               nxv_dtype_name(to), (long long)n);
+      nxv_tensor *out = NULL;
+      nxv_status st = nxv_convert(d, to, 1, shape, &vs, &out);
+      check_out(tag, to, result(st, out, tag), (size_t)n, e, EXACT, NULL, from, NULL, NULL);
+    }
+    nxv_tensor_release(src);
+  }
+  nxv_device_release(d);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Binary ops with operands of two types                                     */
 /* ------------------------------------------------------------------------ */
