@@ -103,7 +103,8 @@ conversions = [
   {{:bf, 16}, {:f, 32}},
   {{:s, 32}, {:s, 64}},
   {{:f, 32}, {:f, 64}},
-  {{:f, 32}, {:f, 16}}
+  {{:f, 32}, {:f, 16}},
+  {{:f, 32}, {:bf, 16}}
 ]
 
 IO.puts("\nNx.as_type on #{info.name}, #{side} x #{side}, #{reps} calls each")

@@ -811,19 +811,21 @@ NXV_TEST(types, convert) {
   nxv_device_release(d);
 }
 
-/* Conversions to a wider type, which store 16 bytes of results per thread
- * where the input allows (8-bit inputs to 16-bit types, real inputs to
- * 64-bit ones): every size from 0 to 40 and a few larger odd ones, each
- * read from offsets 0 to 9 of its buffer (aligned for those stores or not),
- * and a broadcast scalar; results poisoned first, compared bit for bit with
- * the CPU conversion. */
-NXV_TEST(types, convert_widening_sizes_and_offsets) {
+/* Conversions with paths of their own where the input is aligned: to a
+ * wider type, 16 bytes of results per thread (8-bit inputs to 16-bit
+ * types, real inputs to 64-bit ones), and from or to bf16, 4 elements per
+ * thread: every size from 0 to 40 and a few larger odd ones, each read from
+ * offsets 0 to 9 of its buffer (aligned for those paths or not), and a
+ * broadcast scalar; compared bit for bit with the CPU conversion. */
+NXV_TEST(types, convert_sizes_and_offsets) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
   static const nxv_dtype pairs[][2] = {
       {NXV_U8, NXV_F16}, {NXV_S8, NXV_BF16}, {NXV_S8, NXV_U16}, {NXV_U8, NXV_S16},
       {NXV_U8, NXV_F64}, {NXV_S16, NXV_S64}, {NXV_F32, NXV_F64}, {NXV_S32, NXV_U64},
-      {NXV_BF16, NXV_F64}, {NXV_U32, NXV_S64}};
+      {NXV_BF16, NXV_F64}, {NXV_U32, NXV_S64}, {NXV_BF16, NXV_F32}, {NXV_F32, NXV_BF16},
+      {NXV_F16, NXV_BF16}, {NXV_BF16, NXV_F16}, {NXV_BF16, NXV_S32}, {NXV_S32, NXV_BF16},
+      {NXV_BF16, NXV_U8}};
   enum { MAXN = 1100, OFFS = 10 };
   static val in[MAXN + OFFS], e[MAXN];
   uint64_t r = 0x51DE;
