@@ -2,7 +2,8 @@
  * bench_bandwidth.c - the bandwidth suite of the shared benchmark schema:
  * copy, add, add_bcast, add_strided, transpose, sum_all, sum_rows,
  * sum_cols, mul_u8, mul_u8_two_step and convert_u8 on S x S operands (S =
- * --side, 8192 by default) of f32, f16 and f64.
+ * --side, 8192 by default) of f32, f16 and f64, and of bf16 when --dtypes
+ * names it.
  *
  * - copy: the faster of nxv_tensor_copy and nxv_unary(NXV_COPY).
  * - add: c = a + b, all S x S (nxv_binary, dense views).
@@ -473,13 +474,14 @@ static void bw_dtype(const options *o, nxv_device *dev, const nxv_device_info *i
 
 void suite_bandwidth(const options *o, nxv_device *dev,
                      const nxv_device_info *info) {
-  static const nxv_dtype kTypes[3] = {NXV_F32, NXV_F16, NXV_F64};
-  bw_result res[3];
+  /* bf16 on request only (--dtypes): the targets name f32, f16, f64. */
+  static const nxv_dtype kTypes[4] = {NXV_F32, NXV_F16, NXV_F64, NXV_BF16};
+  bw_result res[4];
   memset(res, 0, sizeof res);
   size_t max_es = 0;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     nxv_dtype t = kTypes[i];
-    if (o->dtypes && !(o->dtypes & (1u << i)))
+    if (o->dtypes ? !(o->dtypes & (1u << i)) : t == NXV_BF16)
       res[i].skip = "not in --dtypes";
     else if (!nxv_binary_supported(dev, NXV_ADD, t) ||
         !nxv_unary_supported(dev, NXV_COPY, t))
@@ -491,7 +493,7 @@ void suite_bandwidth(const options *o, nxv_device *dev,
   if (!max_es) die("bandwidth: the device supports none of the dtypes asked for");
   bw_plan p = plan_bandwidth(o, info, max_es);
   bw_ref ref = make_ref(p.side);
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 4; i++)
     if (!res[i].skip) bw_dtype(o, dev, info, kTypes[i], &p, &ref, &res[i]);
   free_ref(&ref);
   if (o->csv) return;
@@ -509,7 +511,7 @@ void suite_bandwidth(const options *o, nxv_device *dev,
   printf("%-5s %-19s %10s %11s %12s %11s %10s %9s %10s\n", "dtype", "test",
          "MiB/op", "best GB/s", "median GB/s", "best ms/op", "% of copy",
          "GPU GB/s", "sync tail");
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     const char *dt = nxv_dtype_name(kTypes[i]);
     if (!res[i].ran) {
       printf("%-5s skipped: %s\n", dt, res[i].skip);

@@ -40,7 +40,7 @@
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) buffer BufT4 { T4 v[]; };
-#if T_VEC && T_BITS <= 16
+#if (T_VEC || defined(T_BF16)) && T_BITS <= 16
 // 16 bytes of an 8- or 16-bit type: Q groups of 4, loaded and stored at
 // once (flags bit 7).
 const uint Q = 4u / T_ALIGN;
@@ -255,7 +255,7 @@ void main() {
     if ((pc.flags & 16u) != 0u) sb = nxv_imm(uint64_t(pc.args));
 #endif
     uint start = 0u;
-#if T_VEC && !defined(U_ID)
+#if (T_VEC || defined(T_BF16)) && !defined(U_ID)
     bool a_row = (pc.flags & 32u) != 0u, b_row = (pc.flags & 64u) != 0u;
 #if T_BITS <= 16
     if ((pc.flags & 128u) != 0u) {
@@ -269,11 +269,11 @@ void main() {
         uint ia = a_row ? col : i, ib = b_row ? col : i;
         TC4 x[Q], y[Q];
         [[unroll]] for (uint q = 0u; q < Q; ++q) {
-          x[q] = a_scalar ? TC4(sa) : TC4(a16.v[ia].q[q]);
-          y[q] = b_scalar ? TC4(sb) : TC4(b16.v[ib].q[q]);
+          x[q] = a_scalar ? TC4(sa) : T_LD4(a16.v[ia].q[q]);
+          y[q] = b_scalar ? TC4(sb) : T_LD4(b16.v[ib].q[q]);
         }
         [[unroll]] for (uint q = 0u; q < Q; ++q)
-          c16.v[i].q[q] = T4(TC4(apply(x[q].x, y[q].x), apply(x[q].y, y[q].y),
+          c16.v[i].q[q] = T_ST4(TC4(apply(x[q].x, y[q].x), apply(x[q].y, y[q].y),
                                  apply(x[q].z, y[q].z), apply(x[q].w, y[q].w)));
       }
       start = n16 * 4u * Q;
@@ -284,9 +284,9 @@ void main() {
       BufT4 a4 = BufT4(pc.a), b4 = BufT4(pc.b), c4 = BufT4(pc.c);
       for (uint i = start / 4u + gid; i < n4; i += stride) {
         uint col = a_row || b_row ? row_group(i) : i;
-        TC4 x = a_scalar ? TC4(sa) : TC4(a4.v[a_row ? col : i]);
-        TC4 y = b_scalar ? TC4(sb) : TC4(b4.v[b_row ? col : i]);
-        c4.v[i] = T4(TC4(apply(x.x, y.x), apply(x.y, y.y), apply(x.z, y.z), apply(x.w, y.w)));
+        TC4 x = a_scalar ? TC4(sa) : T_LD4(a4.v[a_row ? col : i]);
+        TC4 y = b_scalar ? TC4(sb) : T_LD4(b4.v[b_row ? col : i]);
+        c4.v[i] = T_ST4(TC4(apply(x.x, y.x), apply(x.y, y.y), apply(x.z, y.z), apply(x.w, y.w)));
       }
       start = n4 * 4u;
     }

@@ -204,6 +204,17 @@
 #define T_LD(v) TC(v)
 #define T_ST(c) T(c)
 #endif
+// 4-vectors: T_LD4(v) a T4 -> TC4, T_ST4(c) a TC4 -> T4 (bf16: its bits,
+// stored as nxv_bf16_st stores them). bf16 has no T_VEC (a TC4(T4)
+// conversion would convert its bits as numbers): the flat paths of
+// binary.comp and unary.comp that take it use these.
+#if defined(T_BF16)
+#define T_LD4(v) uintBitsToFloat(uvec4(v) << 16)
+#define T_ST4(c) T4(mix(floatBitsToUint(c) >> 16, uvec4(0x7FC0u), isnan(c)))
+#else
+#define T_LD4(v) TC4(v)
+#define T_ST4(c) T4(c)
+#endif
 #if T_KIND == KIND_COMPLEX
 #define T_FROM_REAL(x) TC(TR(x), TR(0))
 #else
@@ -354,8 +365,10 @@
 #endif
 #if defined(O_BF16)
 #define O_ST(c) nxv_bf16_st(c)
+#define O_ST4(c) O4(mix(floatBitsToUint(c) >> 16, uvec4(0x7FC0u), isnan(c)))
 #else
 #define O_ST(c) O(c)
+#define O_ST4(c) O4(c)
 #endif
 #endif
 

@@ -97,7 +97,7 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufW { O2 v
 layout(buffer_reference, std430, buffer_reference_align = 8) buffer BufP { uvec2 v[]; };
 uint bf16_bits(float z) { return isnan(z) ? 0x7FC0u : floatBitsToUint(z) >> 16; }
 #endif
-#if T_VEC && O_VEC && T_BITS <= 16
+#if ((T_VEC && O_VEC) || (defined(T_BF16) && defined(O_BF16))) && T_BITS <= 16
 // 16 bytes of an 8- or 16-bit input: Q groups of 4, read at once, and
 // their Q groups of results (flags bit 7).
 const uint Q = 4u / T_ALIGN;
@@ -305,7 +305,8 @@ void main() {
 #endif
     }
 #endif
-#if T_VEC && O_VEC
+// (bf16 to bf16 too: its same-type ops, through T_LD4 and O_ST4.)
+#if ((T_VEC && O_VEC) || (defined(T_BF16) && defined(O_BF16)))
 #if T_BITS <= 16
     if ((pc.flags & 128u) != 0u) {
       uint n16 = pc.n / (4u * Q);
@@ -315,11 +316,11 @@ void main() {
         // (8- and 16-bit values cannot be locals without the arithmetic
         // extensions: each group is converted as it is read.)
         TC4 x[Q];
-        [[unroll]] for (uint q = 0u; q < Q; ++q) x[q] = scalar ? TC4(0) : TC4(a16.v[i].q[q]);
+        [[unroll]] for (uint q = 0u; q < Q; ++q) x[q] = scalar ? TC4(0) : T_LD4(a16.v[i].q[q]);
         [[unroll]] for (uint q = 0u; q < Q; ++q)
-          c16.v[i].q[q] = scalar ? O4(OC4(sv))
-                                 : O4(OC4(cvt(apply(x[q].x)), cvt(apply(x[q].y)),
-                                          cvt(apply(x[q].z)), cvt(apply(x[q].w))));
+          c16.v[i].q[q] = scalar ? O_ST4(OC4(sv))
+                                 : O_ST4(OC4(cvt(apply(x[q].x)), cvt(apply(x[q].y)),
+                                             cvt(apply(x[q].z)), cvt(apply(x[q].w))));
       }
       start = n16 * 4u * Q;
     }
@@ -330,10 +331,10 @@ void main() {
       BufO4 c4 = BufO4(pc.c);
       for (uint i = start / 4u + gid; i < n4; i += stride) {
         if (scalar) {
-          c4.v[i] = O4(OC4(sv));
+          c4.v[i] = O_ST4(OC4(sv));
         } else {
-          TC4 x = TC4(a4.v[i]);
-          c4.v[i] = O4(OC4(cvt(apply(x.x)), cvt(apply(x.y)), cvt(apply(x.z)), cvt(apply(x.w))));
+          TC4 x = T_LD4(a4.v[i]);
+          c4.v[i] = O_ST4(OC4(cvt(apply(x.x)), cvt(apply(x.y)), cvt(apply(x.z)), cvt(apply(x.w))));
         }
       }
       start = max(start, n4 * 4u);
