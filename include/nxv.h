@@ -665,8 +665,9 @@ const char *nxv_compare_op_name(nxv_compare_op op);
  * signed type into a signed T (s8 into s16, s32, s64; s16 into s32, s64;
  * s32 into s64), a narrower unsigned type into any T (u8 into s16, s32,
  * s64, u16, u32, u64; u16 into s32, s64, u32, u64; u32 into s64, u64).
- * Any other pair of distinct types (s32 with u32, u64 with s64: Nx widens
- * both) is NXV_ERR_INVALID_ARGUMENT. */
+ * Any other pair of distinct types (s32 with u32, which Nx widens both of
+ * to s64; u64 with s64, whose values s64 does not all hold) is
+ * NXV_ERR_INVALID_ARGUMENT. */
 nxv_status nxv_binary(nxv_device *device, nxv_binary_op op, uint32_t rank,
                       const int64_t *shape, const nxv_view *a,
                       const nxv_view *b, nxv_tensor **out_tensor);
