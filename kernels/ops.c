@@ -564,8 +564,10 @@ static nxv_status transpose_copy(nxv_device *d, uint32_t w, uint32_t r, const in
 /* Shared by the elementwise ops: nops inputs (1 to 3) of types in_types
  * through views, output dense of out_type. Operand o goes to push-constant
  * slot a, b, in2 in turn; in the contiguous variant, flag bit o marks a
- * broadcast scalar operand and, where allow_vec, bit 2 enables 4-wide
- * accesses (unary and binary kernels). Strided operands take the kernel's
+ * broadcast scalar operand and, where allow_vec (or for binary and unary
+ * ops of bf16 alone), bit 2 enables 4-wide accesses (unary and binary
+ * kernels); conversions to a wider type and from or to bf16 take bits 8
+ * and 9 where their input is aligned (unary.comp). Strided operands take the kernel's
  * tiled variant tiled_variant where it has one (not 0) and the collapsed
  * shape suits it (tiled_fits), else variant 1.
  * One operand of a binary or compare kernel (nops 2) may be an immediate
