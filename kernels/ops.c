@@ -567,8 +567,8 @@ static nxv_status transpose_copy(nxv_device *d, uint32_t w, uint32_t r, const in
  * broadcast scalar operand and, where allow_vec (or for binary and unary
  * ops of bf16 alone), bit 2 enables 4-wide accesses (unary and binary
  * kernels); conversions to a wider type and from or to bf16 take bits 8
- * and 9 where their input is aligned (unary.comp). Strided operands take the kernel's
- * tiled variant tiled_variant where it has one (not 0) and the collapsed
+ * and 9 where their input is aligned (unary.comp). Strided operands take
+ * the kernel's tiled variant tiled_variant where it has one (not 0) and the collapsed
  * shape suits it (tiled_fits), else variant 1.
  * One operand of a binary or compare kernel (nops 2) may be an immediate
  * scalar: views[o] NULL and imm one element of in_types[o] (at most 8
@@ -753,7 +753,8 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
         (in_types[0] == NXV_BF16) != (out_type == NXV_BF16)) {
       nxv_dtype other = in_types[0] == NXV_BF16 ? out_type : in_types[0];
       uint64_t addr = views[0]->tensor->buf->addr + (uint64_t)views[0]->offset * ein;
-      if (vec_ok(other) && nxv_dtype_size(other) <= 4 && ((pc.flags & 1u) || addr % (4 * ein) == 0)) {
+      if (vec_ok(other) && nxv_dtype_size(other) <= 4 &&
+          ((pc.flags & 1u) || addr % (4 * ein) == 0)) {
         pc.flags |= 512u;
         threads = n / 4;
       }

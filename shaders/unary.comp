@@ -51,7 +51,8 @@ layout(buffer_reference, std430, buffer_reference_align = O_ALIGN) buffer BufO {
 layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) buffer BufT4 { T4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4 * O_ALIGN) buffer BufO4 { O4 v[]; };
 #if defined(CONVERT_ONLY) && T_KIND != KIND_COMPLEX && \
-    ((O_BITS == 16 && T_BITS == 8 && T_VEC) || (O_BITS == 64 && T_BITS < 64 && O_KIND != KIND_COMPLEX))
+    ((O_BITS == 16 && T_BITS == 8 && T_VEC) ||                       \
+     (O_BITS == 64 && T_BITS < 64 && O_KIND != KIND_COMPLEX))
 // A conversion to a wider type, 16 bytes of output per thread (flags bit
 // 8): 8 elements (two groups of 4) of a 16-bit output from an 8-bit input,
 // 2 of a 64-bit output, so that neighbouring threads store neighbouring
