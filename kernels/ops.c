@@ -568,8 +568,8 @@ static nxv_status transpose_copy(nxv_device *d, uint32_t w, uint32_t r, const in
  * ops of bf16 alone), bit 2 enables 4-wide accesses (unary and binary
  * kernels); conversions to a wider type and from or to bf16 take bits 8
  * and 9 where their input is aligned (unary.comp). Strided operands take
- * the kernel's tiled variant tiled_variant where it has one (not 0) and the collapsed
- * shape suits it (tiled_fits), else variant 1.
+ * the kernel's tiled variant tiled_variant where it has one (not 0) and
+ * the collapsed shape suits it (tiled_fits), else variant 1.
  * One operand of a binary or compare kernel (nops 2) may be an immediate
  * scalar: views[o] NULL and imm one element of in_types[o] (at most 8
  * bytes), read by nxv_imm in common.glsl. In the contiguous variant its
