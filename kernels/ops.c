@@ -565,9 +565,9 @@ static nxv_status transpose_copy(nxv_device *d, uint32_t w, uint32_t r, const in
  * through views, output dense of out_type. Operand o goes to push-constant
  * slot a, b, in2 in turn; in the contiguous variant, flag bit o marks a
  * broadcast scalar operand and, where allow_vec (or for binary and unary
- * ops of bf16 alone), bit 2 enables 4-wide accesses (unary and binary
- * kernels); conversions to a wider type and from or to bf16 take bits 8
- * and 9 where their input is aligned (unary.comp). Strided operands take
+ * ops with bf16 among types that have them), bit 2 enables 4-wide
+ * accesses (unary and binary kernels); conversions to a wider type take
+ * bit 8 where their input is aligned (unary.comp). Strided operands take
  * the kernel's tiled variant tiled_variant where it has one (not 0) and
  * the collapsed shape suits it (tiled_fits), else variant 1.
  * One operand of a binary or compare kernel (nops 2) may be an immediate
@@ -627,15 +627,20 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
       return NXV_OK;
     }
   }
-  /* Binary and unary ops of bf16 (not conversions, not the mixed modules)
-   * take the contiguous variant's 4-wide and 16-byte paths too, which read
-   * and write its bits (T_LD4, T_ST4 in types.glsl; bf16 has no 4-wide
-   * path elsewhere). On an H200 (8192 x 8192, % of the copy by wall clock)
-   * add 57% -> 102-103%, a row broadcast 37% -> 90%, a unary copy 43% ->
-   * 79%. */
+  /* Binary and unary ops (conversions included, not the mixed modules)
+   * whose types are bf16 or have 4-wide paths take the contiguous
+   * variant's 4-wide and 16-byte paths with bf16 too, which read and write
+   * its bits (T_LD4, T_ST4, O_ST4 in types.glsl; bf16 has no 4-wide path
+   * elsewhere). On an H200 (8192 x 8192): bf16 add 57% -> 102-103% of the
+   * copy by wall clock, a row broadcast 37% -> 90%, a unary copy 43% ->
+   * 79%; bf16 -> f32 2480 -> 3990 GB/s by GPU time, f32 -> bf16 2600 ->
+   * 4120. */
   bool bf16_flat = !mixed && (tiled_variant == 2 || tiled_variant == 3) &&
-                   out_type == NXV_BF16 && in_types[0] == NXV_BF16 &&
-                   (nops < 2 || in_types[1] == NXV_BF16);
+                   (out_type == NXV_BF16 || in_types[0] == NXV_BF16);
+  for (int o = 0; o <= nops && bf16_flat; o++) {
+    nxv_dtype ty = o == nops ? out_type : in_types[o];
+    bf16_flat = ty == NXV_BF16 || vec_ok(ty);
+  }
   bool flat_vec = allow_vec || bf16_flat;
   bool contiguous = r <= 1;
   for (int o = 0; o < nops && contiguous; o++)
@@ -742,21 +747,6 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
       if ((pc.flags & 1u) || addr % (e * ein) == 0) {
         pc.flags |= 256u;
         threads = n / e;
-      }
-    }
-    /* Otherwise a conversion from or to bf16 (the other type real, at most
-     * 32 bits wide, with a 4-wide path of its own): 4 elements per thread
-     * (flag bit 9, unary.comp), where bf16 has no 4-wide path and went one
-     * element at a time. On an H200 (GB/s by GPU time, 8192 x 8192): bf16
-     * -> f32 2480 -> 3990, f32 -> bf16 2600 -> 4120. */
-    if (!(pc.flags & 256u) && tiled_variant == 3 && op == NXV_COPY && !repeated && n >= 4 &&
-        (in_types[0] == NXV_BF16) != (out_type == NXV_BF16)) {
-      nxv_dtype other = in_types[0] == NXV_BF16 ? out_type : in_types[0];
-      uint64_t addr = views[0]->tensor->buf->addr + (uint64_t)views[0]->offset * ein;
-      if (vec_ok(other) && nxv_dtype_size(other) <= 4 &&
-          ((pc.flags & 1u) || addr % (4 * ein) == 0)) {
-        pc.flags |= 512u;
-        threads = n / 4;
       }
     }
     if (repeated) {

@@ -10,8 +10,7 @@
 // bit7, 8- and 16-bit inputs: 16 bytes of input at a time, the input
 // 16-byte aligned; bit8, a conversion to a wider 16- or 64-bit type: 16
 // bytes of output at a time, 8 or 2 elements, the input aligned to as many
-// elements; bit9, a conversion from or to bf16 (types of at most 32 bits,
-// which have no 4-wide path otherwise): 4 elements at a time);
+// elements);
 // VARIANT 1: strided, the arena holds shape[rank], a_strides[rank], a_off;
 // VARIANT 2: strided output too (see main).
 // VARIANT 3: strided input, output collapsed to at most three axes: tiles
@@ -89,16 +88,15 @@ uvec4 w16x8(OC4 p, OC4 q) {
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufW { O2 v[]; };
 #endif
 #endif
-#if defined(CONVERT_ONLY) && T_KIND != KIND_COMPLEX && O_KIND != KIND_COMPLEX && \
-    ((defined(T_BF16) && O_VEC && O_BITS <= 32) || (defined(O_BF16) && T_VEC && T_BITS <= 32))
-// A conversion from or to bf16, 4 elements per thread (flags bit 9): bf16
-// inputs read as their bits (T4 is u16vec4), bf16 results packed two to a
-// word as a store rounds them (truncated, NaN 0x7FC0).
-#define BF16X4 1
-layout(buffer_reference, std430, buffer_reference_align = 8) buffer BufP { uvec2 v[]; };
-uint bf16_bits(float z) { return isnan(z) ? 0x7FC0u : floatBitsToUint(z) >> 16; }
+// The contiguous variant's 4-wide and 16-byte paths: types with T_VEC and
+// O_VEC, and bf16 on either side (no T_VEC: its bits move through T_LD4
+// and O_ST4).
+#if (T_VEC || defined(T_BF16)) && (O_VEC || defined(O_BF16))
+#define FLAT_VEC 1
+#else
+#define FLAT_VEC 0
 #endif
-#if ((T_VEC && O_VEC) || (defined(T_BF16) && defined(O_BF16))) && T_BITS <= 16
+#if FLAT_VEC && T_BITS <= 16
 // 16 bytes of an 8- or 16-bit input: Q groups of 4, read at once, and
 // their Q groups of results (flags bit 7).
 const uint Q = 4u / T_ALIGN;
@@ -261,26 +259,6 @@ void main() {
     bool scalar = (pc.flags & 1u) != 0u;  // a is one element, broadcast
     OC sv = scalar ? cvt(apply(T_LD(pc.a.v[0]))) : OC(0);
     uint start = 0u;
-#ifdef BF16X4
-    if ((pc.flags & 512u) != 0u) {
-      uint n4 = pc.n / 4u;
-      for (uint i = gid; i < n4; i += stride) {
-#if defined(T_BF16)
-        vec4 x = scalar ? vec4(0) : uintBitsToFloat(uvec4(BufT4(pc.a).v[i]) << 16);
-        BufO4(pc.c).v[i] = scalar ? O4(OC4(sv))
-                                  : O4(OC4(cvt(apply(x.x)), cvt(apply(x.y)), cvt(apply(x.z)),
-                                           cvt(apply(x.w))));
-#else
-        TC4 x = scalar ? TC4(0) : TC4(BufT4(pc.a).v[i]);
-        OC4 z = scalar ? OC4(sv)
-                       : OC4(cvt(apply(x.x)), cvt(apply(x.y)), cvt(apply(x.z)), cvt(apply(x.w)));
-        BufP(pc.c).v[i] = uvec2(bf16_bits(z.x) | (bf16_bits(z.y) << 16),
-                                bf16_bits(z.z) | (bf16_bits(z.w) << 16));
-#endif
-      }
-      start = n4 * 4u;
-    }
-#endif
 #ifdef WIDEN16
     if ((pc.flags & 256u) != 0u) {
       BufW w = BufW(pc.c);
@@ -306,8 +284,7 @@ void main() {
 #endif
     }
 #endif
-// (bf16 to bf16 too: its same-type ops, through T_LD4 and O_ST4.)
-#if ((T_VEC && O_VEC) || (defined(T_BF16) && defined(O_BF16)))
+#if FLAT_VEC
 #if T_BITS <= 16
     if ((pc.flags & 128u) != 0u) {
       uint n16 = pc.n / (4u * Q);
