@@ -209,13 +209,18 @@ _Static_assert(NXV_SPV_BINARY_F64_F32 - NXV_SPV_BINARY_F64_S8 == 10, "f64 mixed 
 _Static_assert(NXV_S8 == 0 && NXV_S64 == 3 && NXV_U8 == 4, "signed integer types first");
 _Static_assert(NXV_SPV_BINARY_U64_U32 - NXV_SPV_BINARY_S16_S8 == 17, "integer mixed family");
 
-/* Whether every value of integer type u is one of integer type t's. */
-static bool int_holds(nxv_dtype t, nxv_dtype u) {
-  if (t > NXV_U64 || u > NXV_U64 || t == u) return false;
-  bool t_signed = t <= NXV_S64, u_signed = u <= NXV_S64;
-  if (u_signed && !t_signed) return false;
-  return nxv_dtype_size(t) > nxv_dtype_size(u);
-}
+/* Their offsets from NXV_SPV_BINARY_S16_S8 by [t][u] (s8 s16 s32 s64 u8
+ * u16 u32 u64), -1 where t does not hold every value of u. */
+static const int8_t kIntMixed[8][8] = {
+    {-1, -1, -1, -1, -1, -1, -1, -1}, /* s8 */
+    {0, -1, -1, -1, 1, -1, -1, -1},   /* s16: s8, u8 */
+    {2, 3, -1, -1, 4, 5, -1, -1},     /* s32: s8, s16, u8, u16 */
+    {6, 7, 8, -1, 9, 10, 11, -1},     /* s64: s8, s16, s32, u8, u16, u32 */
+    {-1, -1, -1, -1, -1, -1, -1, -1}, /* u8 */
+    {-1, -1, -1, -1, 12, -1, -1, -1}, /* u16: u8 */
+    {-1, -1, -1, -1, 13, 14, -1, -1}, /* u32: u8, u16 */
+    {-1, -1, -1, -1, 15, 16, 17, -1}, /* u64: u8, u16, u32 */
+};
 
 /* The module of binary ops on type t with one operand of type u converted
  * as it is read; false when there is none: t a float type and u neither an
@@ -226,18 +231,9 @@ static bool mixed_module(nxv_dtype t, nxv_dtype u, nxv_spv_module *out_m) {
   static const int first[4] = {NXV_SPV_BINARY_F16_S8, NXV_SPV_BINARY_BF16_S8,
                                NXV_SPV_BINARY_F32_S8, NXV_SPV_BINARY_F64_S8};
   if (t <= NXV_U64) {
-    if (!int_holds(t, u)) return false;
-    /* Count the modules before (t, u) in their order. */
-    int k = 0;
-    for (int ti = 0; ti <= (int)NXV_U64; ti++)
-      for (int ui = 0; ui <= (int)NXV_U64; ui++) {
-        if (ti == (int)t && ui == (int)u) {
-          *out_m = (nxv_spv_module)(NXV_SPV_BINARY_S16_S8 + k);
-          return true;
-        }
-        k += int_holds((nxv_dtype)ti, (nxv_dtype)ui);
-      }
-    return false;
+    if (u > NXV_U64 || kIntMixed[t][u] < 0) return false;
+    *out_m = (nxv_spv_module)(NXV_SPV_BINARY_S16_S8 + kIntMixed[t][u]);
+    return true;
   }
   if (t > NXV_F64 || u >= t) return false;
   if (u >= NXV_F16 && t < NXV_F32) return false; /* f16 and bf16: integers only */
