@@ -281,6 +281,9 @@ static bool type_ok(nxv_device *d, nxv_dtype t) {
 
 /* 4-wide accesses apply to every real type but bf16 (see types.glsl). */
 static bool vec_ok(nxv_dtype t) { return t != NXV_BF16 && !is_complex(t); }
+/* reduce.comp's 4-wide and 16-byte paths: every real type, bf16 through
+ * its bits (T_LD4). */
+static bool reduce_vec_ok(nxv_dtype t) { return !is_complex(t); }
 
 /* Validates a shape; *out_n is its element count. An empty shape (a zero
  * dimension) is valid whatever its other dimensions. */
@@ -907,7 +910,7 @@ static nxv_status two_operands(const char *what, const nxv_view *x, const void *
  * mixed_module()), which the
  * kernel converts to T as it reads it (as nxv_convert would): dense
  * operands and broadcast scalars 4 elements at a time where aligned (f16
- * results 16 bytes at a time, bf16 results one element at a time),
+ * and bf16 results 16 bytes at a time),
  * strided ones through the generic strided variant (no tiles, no
  * repeated-row form). Never deferred. */
 static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
@@ -931,8 +934,8 @@ static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
                     nxv_dtype_name(t), d->vk.info.name);
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {ta, tb, t};
-  return elementwise(d, name, m, op, 2, rank, shape, views, types, t, vec_ok(t), 0, NULL, true,
-                     out);
+  return elementwise(d, name, m, op, 2, rank, shape, views, types, t,
+                     vec_ok(t) || t == NXV_BF16, 0, NULL, true, out);
 }
 
 /* nxv_binary and nxv_binary_scalar: a op b, one of a and b (NULL) the
@@ -1546,7 +1549,7 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
   size_t esize = nxv_dtype_size(a->tensor->dtype);
   bool vec_chunks = variant == 3 && esize <= 2;
   if (splittable && (variant == 1 || vec_chunks) && rr == 1 && rst[0][0] == 1 &&
-      vec_ok(a->tensor->dtype) && a->offset % 4 == 0 &&
+      reduce_vec_ok(a->tensor->dtype) && a->offset % 4 == 0 &&
       (a->tensor->buf->addr % (4 * esize)) == 0) {
     bool aligned = true;
     for (uint32_t i = 0; i < rk; i++) aligned = aligned && kst[0][i] % 4 == 0;
@@ -1568,7 +1571,7 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
    * (two 4-wide loads) measured 25% below a result per thread. */
   bool quads = false;
   if (splittable && (variant == 0 || variant == 2) && cols && rr > 0 && esize <= 2 &&
-      vec_ok(a->tensor->dtype) && ks[rk - 1] % 4 == 0 && a->offset % 4 == 0 &&
+      reduce_vec_ok(a->tensor->dtype) && ks[rk - 1] % 4 == 0 && a->offset % 4 == 0 &&
       a->tensor->buf->addr % (4 * esize) == 0) {
     quads = true;
     for (uint32_t i = 0; i + 1 < rk; i++) quads = quads && kst[0][i] % 4 == 0;

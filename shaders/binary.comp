@@ -27,8 +27,8 @@
 // integer type, U an integer type all of whose values T holds): one
 // operand is of type U, converted to T as it is read (exactly as as_type
 // would store it), so that a mixed-type op needs no conversion first.
-// Only VARIANT 0 (4 elements at a time with flag bit 2, f16 results 8 with
-// bit 7; no row or immediate forms) and 1; VARIANT bit 3 set: the U
+// Only VARIANT 0 (4 elements at a time with flag bit 2, f16 and bf16
+// results 8 with bit 7; no row or immediate forms) and 1; VARIANT bit 3 set: the U
 // operand is a, else b.
 // OP follows nxv_binary_op in include/nxv.h.
 #include "common.glsl"
@@ -81,7 +81,7 @@ float nxv_f16_round_int(float x) {
 #define U_CVT(e) U_ROUND(TC(U_LD(e)))
 #endif
 TC u_ld(BufT p, uint i) { return U_CVT(BufU(p).v[i]); }
-#if T_VEC
+#if T_VEC || defined(T_BF16)
 // Group i of 4 elements of the U operand at p (4-element aligned), converted.
 layout(buffer_reference, std430, buffer_reference_align = 4 * U_ALIGN) buffer BufU4 { U4 v[]; };
 TC4 u_ld4(BufT p, uint i) {
@@ -291,33 +291,33 @@ void main() {
       start = n4 * 4u;
     }
 #endif
-#if T_VEC && defined(U_ID) && T_BITS == 16
+#if (T_VEC || defined(T_BF16)) && defined(U_ID) && T_BITS == 16
     // 16 bytes of T (8 elements) at a time: the U operand's 8 elements as
-    // two groups of 4.
+    // two groups of 4 (bf16's bits through T_LD4 and T_ST4).
     if ((pc.flags & 128u) != 0u) {
       uint n8 = pc.n / 8u;
       BufT16 a16 = BufT16(pc.a), b16 = BufT16(pc.b), c16 = BufT16(pc.c);
       for (uint i = gid; i < n8; i += stride) {
         TC4 x[2], y[2];
         for (uint q = 0u; q < 2u; ++q) {
-          x[q] = a_scalar ? TC4(sa) : U_IS_A ? u_ld4(pc.a, 2u * i + q) : TC4(a16.v[i].q[q]);
-          y[q] = b_scalar ? TC4(sb) : U_IS_A ? TC4(b16.v[i].q[q]) : u_ld4(pc.b, 2u * i + q);
+          x[q] = a_scalar ? TC4(sa) : U_IS_A ? u_ld4(pc.a, 2u * i + q) : T_LD4(a16.v[i].q[q]);
+          y[q] = b_scalar ? TC4(sb) : U_IS_A ? T_LD4(b16.v[i].q[q]) : u_ld4(pc.b, 2u * i + q);
         }
         for (uint q = 0u; q < 2u; ++q)
-          c16.v[i].q[q] = T4(TC4(apply(x[q].x, y[q].x), apply(x[q].y, y[q].y),
-                                 apply(x[q].z, y[q].z), apply(x[q].w, y[q].w)));
+          c16.v[i].q[q] = T_ST4(TC4(apply(x[q].x, y[q].x), apply(x[q].y, y[q].y),
+                                    apply(x[q].z, y[q].z), apply(x[q].w, y[q].w)));
       }
       start = n8 * 8u;
     }
 #endif
-#if T_VEC && defined(U_ID)
+#if (T_VEC || defined(T_BF16)) && defined(U_ID)
     if ((pc.flags & 4u) != 0u) {
       uint n4 = pc.n / 4u;
       BufT4 a4 = BufT4(pc.a), b4 = BufT4(pc.b), c4 = BufT4(pc.c);
       for (uint i = start / 4u + gid; i < n4; i += stride) {
-        TC4 x = a_scalar ? TC4(sa) : U_IS_A ? u_ld4(pc.a, i) : TC4(a4.v[i]);
-        TC4 y = b_scalar ? TC4(sb) : U_IS_A ? TC4(b4.v[i]) : u_ld4(pc.b, i);
-        c4.v[i] = T4(TC4(apply(x.x, y.x), apply(x.y, y.y), apply(x.z, y.z), apply(x.w, y.w)));
+        TC4 x = a_scalar ? TC4(sa) : U_IS_A ? u_ld4(pc.a, i) : T_LD4(a4.v[i]);
+        TC4 y = b_scalar ? TC4(sb) : U_IS_A ? T_LD4(b4.v[i]) : u_ld4(pc.b, i);
+        c4.v[i] = T_ST4(TC4(apply(x.x, y.x), apply(x.y, y.y), apply(x.z, y.z), apply(x.w, y.w)));
       }
       start = n4 * 4u;
     }

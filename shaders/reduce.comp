@@ -48,15 +48,22 @@
 #define R T
 #define R_ALIGN T_ALIGN
 #define A_LD(v) T_LD(v)
-#define A_LD4(v) TC4(v)
+#define A_LD4(v) T_LD4(v)
 #define R_ST(c) T_ST(c)
+#endif
+// The 4-wide and 16-byte paths (flags bits 0-2): types with 4-vectors, and
+// bf16, whose bits T_LD4 reads (types.glsl).
+#if T_VEC || defined(T_BF16)
+#define RED_VEC 1
+#else
+#define RED_VEC 0
 #endif
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = R_ALIGN) buffer BufR { R v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufRC { RC v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) readonly buffer BufT4 { T4 v[]; };
-#if T_VEC && T_BITS == 16
+#if RED_VEC && T_BITS == 16
 // 8 elements of a 16-bit type, read at once (flags bit 2).
 struct T16 { T4 q[2]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufT16 { T16 v[]; };
@@ -82,7 +89,7 @@ shared RC s_acc[gl_WorkGroupSize.x];
 
 #include "reduce_axes.glsl"
 
-#if T_VEC
+#if RED_VEC
 RC4 combine4(RC4 a, RC4 x) {
   return RC4(combine(a.x, x.x), combine(a.y, x.y), combine(a.z, x.z), combine(a.w, x.w));
 }
@@ -99,7 +106,7 @@ void main() {
     k0 = split * pc.kchunk;
     k1 = min(pc.k, k0 + pc.kchunk);
   }
-#if T_VEC && T_BITS == 16
+#if RED_VEC && T_BITS == 16
   if ((VARIANT == 0u || VARIANT == 2u) && (pc.flags & 4u) != 0u) {
     BufT16 a16 = BufT16(pc.a);
     uint st = s_args[2u * pc.rank_kept + 1u];
@@ -136,7 +143,7 @@ void main() {
     return;
   }
 #endif
-#if T_VEC
+#if RED_VEC
   if ((VARIANT == 0u || VARIANT == 2u) && (pc.flags & 2u) != 0u) {
     BufT4 a4 = BufT4(pc.a);
     uint st = s_args[2u * pc.rank_kept + 1u];
@@ -188,7 +195,7 @@ void main() {
       } else if (pc.rank_red == 1u) {
         uint st = s_args[2u * pc.rank_kept + 1u];
         uint kv = k0;
-#if T_VEC
+#if RED_VEC
         if ((pc.flags & 1u) != 0u) {  // st == 1, base and k0 4-aligned
           kv = k0 + ((k1 - k0) & ~3u);
           BufT4 a4 = BufT4(pc.a);

@@ -1745,7 +1745,7 @@ static void test_reduce_type(nxv_dtype t, uint64_t seed) {
 NXV_TEST(kernels, reduce_narrow_vector_loads) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
-  static const nxv_dtype kNarrow[] = {NXV_F16, NXV_S16, NXV_U16, NXV_S8, NXV_U8};
+  static const nxv_dtype kNarrow[] = {NXV_F16, NXV_BF16, NXV_S16, NXV_U16, NXV_S8, NXV_U8};
   static const struct {
     uint32_t rank;
     int64_t shape[2];
@@ -1761,7 +1761,7 @@ NXV_TEST(kernels, reduce_narrow_vector_loads) {
   for (size_t ti = 0; ti < sizeof kNarrow / sizeof kNarrow[0]; ti++) {
     nxv_dtype t = kNarrow[ti];
     size_t es = nxv_dtype_size(t);
-    bool fl = t == NXV_F16, un = t == NXV_U16 || t == NXV_U8;
+    bool fl = t == NXV_F16, bf = t == NXV_BF16, un = t == NXV_U16 || t == NXV_U8;
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
       for (uint64_t off = 0; off < 4; off++) {
         uint32_t rank = cases[ci].rank;
@@ -1783,8 +1783,8 @@ NXV_TEST(kernels, reduce_narrow_vector_loads) {
           if (un) v += 1;
           want[o] += v;
           uint8_t *e = host + (off + i) * es;
-          if (fl) {
-            uint16_t h = nxv_test_f16_bits(v);
+          if (fl || bf) {
+            uint16_t h = fl ? nxv_test_f16_bits(v) : nxv_test_bf16_bits(v);
             memcpy(e, &h, 2);
           } else if (es == 2) {
             uint16_t h = (uint16_t)v;
@@ -1802,10 +1802,10 @@ NXV_TEST(kernels, reduce_narrow_vector_loads) {
           CHECK_OK(nxv_tensor_download(out, 0, n_out, got));
           for (uint64_t r = 0; r < n_out; r++) {
             int64_t g, w = want[r];
-            if (fl) {
+            if (fl || bf) {
               uint16_t h;
               memcpy(&h, got + r * es, 2);
-              g = (int64_t)nxv_test_f16_value(h);
+              g = (int64_t)(fl ? nxv_test_f16_value(h) : nxv_test_bf16_value(h));
             } else if (es == 2) {
               uint16_t h;
               memcpy(&h, got + r * es, 2);
@@ -1986,6 +1986,7 @@ NXV_TEST(kernels, reduce_f32) { test_reduce_type(NXV_F32, 0x8001); }
 NXV_TEST(kernels, reduce_f64) { test_reduce_type(NXV_F64, 0x8002); }
 NXV_TEST(kernels, reduce_s32) { test_reduce_type(NXV_S32, 0x8003); }
 NXV_TEST(kernels, reduce_f16) { test_reduce_type(NXV_F16, 0x8004); }
+NXV_TEST(kernels, reduce_bf16) { test_reduce_type(NXV_BF16, 0x8005); }
 
 /* ------------------------------------------------------------------------ */
 /* Transpose                                                                 */
