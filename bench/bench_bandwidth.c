@@ -21,6 +21,10 @@
  *   the two ops such a product took before.
  * - convert_u8: the u8 mask converted to the dtype (nxv_convert): what
  *   Nx.as_type/2 of a u8 tensor (an image, a comparison's result) costs.
+ * - compare: c = a > b, c u8 (nxv_compare): a mask, as Nx.greater/2 makes
+ *   one.
+ * - select: c = mask ? a : b (nxv_select, the u8 mask above): Nx.select/3,
+ *   as a gradient of max or a masked update uses it.
  *
  * One timed run enqueues the op R times (each result released as soon as
  * the next is enqueued), then synchronizes; GB/s = R * logical bytes (each
@@ -63,6 +67,8 @@ typedef enum bw_kind {
   BW_MUL_U8,
   BW_MUL_U8_TWO_STEP,
   BW_CONVERT_U8,
+  BW_COMPARE,
+  BW_SELECT,
   BW_KINDS
 } bw_kind;
 
@@ -73,10 +79,11 @@ typedef enum bw_kind {
 static const char *const kLabel[BW_KINDS] = {
     "copy (tensor_copy)", "copy (unary copy)", "add", "add_bcast",
     "add_strided", "transpose", "sum_all", "sum_rows", "sum_cols",
-    "mul_u8", "mul_u8_two_step", "convert_u8"};
+    "mul_u8", "mul_u8_two_step", "convert_u8", "compare", "select"};
 static const char *const kTest[BW_KINDS] = {
     "copy", "copy", "add", "add_bcast", "add_strided", "transpose",
-    "sum_all", "sum_rows", "sum_cols", "mul_u8", "mul_u8_two_step", "convert_u8"};
+    "sum_all", "sum_rows", "sum_cols", "mul_u8", "mul_u8_two_step", "convert_u8",
+    "compare", "select"};
 
 /* The input patterns. */
 static int a_val(uint64_t r, uint64_t c) { return (int)((3 * r + 5 * c) % 11) - 5; }
@@ -269,6 +276,14 @@ static nxv_tensor *bw_enqueue(const bw_ctx *c, bw_kind k) {
       NXV_CHECK(nxv_convert(c->dev, c->t, 2, shape, &vm, &y));
       break;
     }
+    case BW_COMPARE:
+      NXV_CHECK(nxv_compare(c->dev, NXV_GREATER, 2, shape, &va, &vb, &y));
+      break;
+    case BW_SELECT: {
+      nxv_view vm = {c->mask, 0, NULL};
+      NXV_CHECK(nxv_select(c->dev, 2, shape, &vm, &va, &vb, &y));
+      break;
+    }
     default:
       die("bandwidth: bad kind %d", (int)k);
   }
@@ -328,7 +343,9 @@ static double bw_bytes(bw_kind k, uint64_t side, size_t es) {
     case BW_SUM_COLS: return n + row;
     case BW_MUL_U8:
     case BW_MUL_U8_TWO_STEP: return 2 * n + (double)side * (double)side;
-    case BW_CONVERT_U8: return n + (double)side * (double)side;
+    case BW_CONVERT_U8:
+    case BW_COMPARE: return (k == BW_COMPARE ? 2 : 1) * n + (double)side * (double)side;
+    case BW_SELECT: return 3 * n + (double)side * (double)side;
     default: return 0;
   }
 }
@@ -343,7 +360,8 @@ static uint32_t bw_inner(uint32_t inner, bw_kind k, uint64_t side, size_t es) {
 static void bw_verify(const bw_ctx *c, bw_kind k, nxv_tensor *y) {
   const uint64_t s = c->side;
   const char *dt = nxv_dtype_name(c->t);
-  if (nxv_tensor_dtype(y) != c->t)
+  nxv_dtype rt = k == BW_COMPARE ? NXV_U8 : c->t; /* the result's type */
+  if (nxv_tensor_dtype(y) != rt)
     die("bandwidth %s %s: result is %s", kLabel[k], dt,
         nxv_dtype_name(nxv_tensor_dtype(y)));
   if (k >= BW_SUM_ALL && k <= BW_SUM_COLS) {
@@ -385,6 +403,8 @@ static void bw_verify(const bw_ctx *c, bw_kind k, nxv_tensor *y) {
       case BW_MUL_U8:
       case BW_MUL_U8_TWO_STEP: want = a_val(i, j) * mask_val(i, j); break;
       case BW_CONVERT_U8: want = mask_val(i, j); break;
+      case BW_COMPARE: want = a_val(i, j) > b_val(i, j); break;
+      case BW_SELECT: want = mask_val(i, j) ? a_val(i, j) : b_val(i, j); break;
       default: want = NAN;
     }
     double got = download_elem(y, idx);

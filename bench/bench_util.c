@@ -168,6 +168,7 @@ double load_elem(nxv_dtype t, const void *base, uint64_t i) {
     case NXV_BF16: return bf16_value(((const uint16_t *)base)[i]);
     case NXV_F32: return ((const float *)base)[i];
     case NXV_F64: return ((const double *)base)[i];
+    case NXV_U8: return ((const uint8_t *)base)[i];
     default: die("load_elem: dtype %s", nxv_dtype_name(t));
   }
 }

@@ -23,8 +23,8 @@ The `ratio` column compares nx_vulkan with its peers:
 * `-` where either side is missing, and for counts.
 
 For the bandwidth tests other than `copy` (add, add_bcast, add_strided,
-transpose, sum_all, sum_rows, sum_cols, mul_u8, convert_u8, and
-mul_u8_two_step, the two ops mul_u8 took before, shown for comparison and
+transpose, sum_all, sum_rows, sum_cols, mul_u8, convert_u8, compare,
+select, and mul_u8_two_step, the two ops mul_u8 took before, shown for comparison and
 not a target) each
 figure is followed by its percentage of
 the same implementation's `copy` of the same dtype and shape, e.g.
@@ -74,7 +74,8 @@ HIGHER_BETTER = {"GB_s", "TFLOP_s"}
 # 0 in every run).
 WORST_KEPT = {"pool_steady_device_allocs"}
 BANDWIDTH_OPS = ("add", "add_bcast", "add_strided", "transpose", "sum_all",
-                 "sum_rows", "sum_cols", "mul_u8", "convert_u8")
+                 "sum_rows", "sum_cols", "mul_u8", "convert_u8", "compare",
+                 "select")
 # Bandwidth rows shown with their % of copy but not held to the target.
 BANDWIDTH_REFERENCE_OPS = ("mul_u8_two_step",)
 MATMUL_TESTS = ("matmul", "matmul_tn", "matmul_nt", "matmul_tt",
