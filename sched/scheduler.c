@@ -985,10 +985,8 @@ static void *sched_main(void *arg) {
                    cost >= s->cfg.max_batch_cost;
       if (!flush && nodes >= NXV_EARLY_NODES && cost >= NXV_EARLY_COST)
         flush = true;
-      if (!flush && round_trip_op(s, b)) {
-        flush = true;
-        atomic_fetch_add_explicit(&s->round_trip_submits, 1, memory_order_relaxed);
-      }
+      bool round_trip = !flush && round_trip_op(s, b);
+      flush = flush || round_trip;
       if (!flush && s->cfg.kick_nodes && nodes >= s->cfg.kick_nodes &&
           (nodes >= NXV_KICK_BACKLOG * s->cfg.kick_nodes || nxv_ring_size(s->ring) == 0)) {
         pthread_mutex_lock(&s->mu);
@@ -996,6 +994,9 @@ static void *sched_main(void *arg) {
         pthread_mutex_unlock(&s->mu);
       }
       if (flush) submit_open(s);
+      /* Counted once submitted, so that a reader who sees the count sees
+       * the batch in flight. */
+      if (round_trip) atomic_fetch_add_explicit(&s->round_trip_submits, 1, memory_order_release);
       continue;
     }
     if (s->open) {
