@@ -703,7 +703,9 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
      * elements at a time store in one contiguous run. */
     size_t es0 = nxv_dtype_size(mixed ? out_type : in_types[0]);
     uint64_t wide = 16 / es0; /* elements per 16 bytes */
-    bool wide_ok = (tiled_variant == 2 || tiled_variant == 3 || (mixed && es0 == 2)) &&
+    bool compare_kernel = module >= NXV_SPV_COMPARE_S8 && module <= NXV_SPV_COMPARE_C128;
+    bool wide_ok = (tiled_variant == 2 || tiled_variant == 3 || compare_kernel ||
+                    (mixed && es0 == 2)) &&
                    es0 <= 2 && nxv_dtype_size(out_type) <= es0 && n >= wide &&
                    (!repeated || shape[1] % (int64_t)wide == 0);
     for (int o = 0; o < nops; o++) {
@@ -731,6 +733,22 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
         pc.flags |= 128u;
         group = wide;
         threads = n / wide;
+      }
+    }
+    /* select.comp (the only kernel of three operands, whose flag bits 0-2
+     * mark scalars): 16 bytes of the value operands and the result per
+     * thread, moved as words under a byte mask from the predicate's bytes
+     * (flag bit 7), where the value operands read in place are 16-byte
+     * aligned and the predicate is aligned to its group's bytes. */
+    if (nops == 3) {
+      size_t es = nxv_dtype_size(out_type);
+      uint64_t w = es <= 8 ? 16 / es : 0; /* elements per thread */
+      bool ok = w && n >= w;
+      for (int o = 0; o < 3 && ok; o++)
+        if (!(pc.flags & (1u << o)) && *slots[o] % (o == 0 ? w : 16)) ok = false;
+      if (ok) {
+        pc.flags |= 128u;
+        threads = n / w;
       }
     }
     /* A conversion of a real type to a wider 16-bit type (from an 8-bit
@@ -1073,8 +1091,10 @@ static nxv_status compare_op(nxv_device *d, nxv_compare_op op, uint32_t rank,
                     nxv_dtype_name(t));
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {t, t, t};
+  /* Dense operands 4 elements per thread, 8- and 16-bit ones 16 bytes
+   * (compare.comp's flag bits 2 and 7; bf16 through T_LD4). */
   return elementwise(d, name, family(NXV_SPV_COMPARE_S8, t), op, 2, rank, shape,
-                     views, types, NXV_U8, false, 0, imm, false, out);
+                     views, types, NXV_U8, !is_complex(t), 0, imm, false, out);
 }
 
 nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
@@ -1099,6 +1119,7 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
   nxv_dtype t = on_true->tensor->dtype;
   NXV_TRY(check_type(d, t, "select"));
   NXV_TRY(check_type(d, NXV_U8, "select")); /* the predicate */
+  /* Dense operands 16 bytes per thread where aligned (elementwise()). */
   const nxv_view *const views[3] = {pred, on_true, on_false};
   const nxv_dtype types[3] = {NXV_U8, t, t};
   return elementwise(d, "select", family(NXV_SPV_SELECT_S8, t), 0, 3, rank, shape,

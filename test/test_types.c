@@ -1092,11 +1092,19 @@ static bool ref_compare(nxv_compare_op op, nxv_dtype t, val a, val b) {
     c = a.s < b.s ? -1 : a.s > b.s;
   else
     c = a.u < b.u ? -1 : a.u > b.u;
+  /* Logical ops: every non-zero value, NaN too, is true. */
+  bool za = is_fp(t) ? !isnan(a.f) && a.f == 0 : a.u == 0;
+  bool zb = is_fp(t) ? !isnan(b.f) && b.f == 0 : b.u == 0;
   switch (op) {
     case NXV_LESS: return c == -1;
+    case NXV_LESS_EQUAL: return c == -1 || c == 0;
     case NXV_EQUAL: return c == 0;
     case NXV_NOT_EQUAL: return c != 0;
+    case NXV_GREATER: return c == 1;
     case NXV_GREATER_EQUAL: return c == 0 || c == 1;
+    case NXV_LOGICAL_AND: return !za && !zb;
+    case NXV_LOGICAL_OR: return !za || !zb;
+    case NXV_LOGICAL_XOR: return za != zb;
     default: return false;
   }
 }
@@ -1205,6 +1213,95 @@ NXV_TEST(types, compare_select) {
     CHECK_MSG(nxv_mask_type_supported(d, t), "compare/select on %s unsupported",
               nxv_dtype_name(t));
     run_compare_select(d, t, &r);
+  }
+  nxv_device_release(d);
+}
+
+/* compare and select on dense operands, through the paths that take 4
+ * elements or 16 bytes per thread and around them: every real type and
+ * every comparison, lengths on both sides of each group size, each
+ * operand at offsets that keep or break the alignments those paths need,
+ * broadcast scalars and an immediate. Comparisons against the CPU, select
+ * bit for bit. */
+NXV_TEST(types, compare_select_wide) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t r = 0xC3EA;
+  enum { M = 1031, OFF = 20, CFG = 13 };
+  static const size_t lens[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, M};
+  /* Offsets of a, b and the predicate; then a, b, the predicate as a
+   * broadcast scalar (element 3), and (compare) b as an immediate. */
+  static const int offs[CFG][3] = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {2, 2, 2},
+                                   {4, 4, 4}, {8, 8, 8}, {16, 16, 16}, {5, 3, 7},
+                                   {12, 4, 8}, {-1, 0, 0}, {0, -1, 0}, {0, 0, -1}};
+  static val a[M + OFF], b[M + OFF], p[M + OFF];
+  static uint8_t got8[M];
+  for (int ti = 0; ti < NREAL; ti++) {
+    nxv_dtype t = (nxv_dtype)ti;
+    if (!usable(d, t)) continue;
+    for (size_t i = 0; i < M + OFF; i++) {
+      a[i] = rnd_any(&r, t);
+      b[i] = coin(&r, 3) ? a[i] : rnd_any(&r, t);
+      p[i].u = coin(&r, 2) ? 0 : 1 + test_rand_u64(&r) % 255;
+    }
+    nxv_tensor *ta = upload(d, t, M + OFF, a, false), *tb = upload(d, t, M + OFF, b, false),
+               *tp = upload(d, NXV_U8, M + OFF, p, false);
+    void *h = test_xcalloc(M, nxv_dtype_size(t));
+    for (size_t li = 0; ta && tb && tp && li < sizeof lens / sizeof lens[0]; li++) {
+      size_t n = lens[li];
+      const int64_t shape[1] = {(int64_t)n}, zero[1] = {0}, one[1] = {1};
+      for (int c = 0; c < CFG; c++) {
+        bool sa = c == 10, sb = c == 11, sp = c == 12;
+        size_t oa = sa ? 3 : (size_t)offs[c][0], ob = sb ? 3 : (size_t)offs[c][1],
+               op_ = sp ? 3 : (size_t)offs[c][2];
+        nxv_view va = {ta, (int64_t)oa, sa ? zero : one}, vb = {tb, (int64_t)ob, sb ? zero : one},
+                 vp = {tp, (int64_t)op_, sp ? zero : one};
+        nxv_compare_op cop = (nxv_compare_op)((li * CFG + (size_t)c) % NXV_COMPARE_OP_COUNT);
+        char tag[128];
+        snprintf(tag, sizeof tag, "%s %s, %zu elements, config %d", nxv_compare_op_name(cop),
+                 nxv_dtype_name(t), n, c);
+        for (int imm = 0; imm < (c == 11 ? 2 : 1); imm++) {
+          nxv_tensor *out = NULL;
+          uint8_t raw[8] = {0};
+          store_raw(t, raw, 0, nxv_test_encode(t, b[3]));
+          nxv_status st = imm ? nxv_compare_scalar(d, cop, 1, shape, &va, false, raw, &out)
+                              : nxv_compare(d, cop, 1, shape, &va, &vb, &out);
+          if (result(st, out, tag)) {
+            CHECK_OK(nxv_tensor_download(out, 0, n, got8));
+            size_t bad = 0;
+            for (size_t i = 0; i < n; i++) {
+              bool want = ref_compare(cop, t, a[sa ? oa : oa + i], b[sb ? ob : ob + i]);
+              if (got8[i] != (want ? 1 : 0) && ++bad <= MAX_REPORT)
+                fprintf(stderr, "  %s%s [%zu]: %u, expected %d\n", tag,
+                        imm ? " (immediate b)" : "", i, got8[i], want);
+            }
+            CHECK_MSG(bad == 0, "%s%s: %zu of %zu results wrong", tag,
+                      imm ? " (immediate b)" : "", bad, n);
+            nxv_tensor_release(out);
+          }
+        }
+        snprintf(tag, sizeof tag, "select %s, %zu elements, config %d", nxv_dtype_name(t), n, c);
+        nxv_tensor *out = NULL;
+        nxv_status st = nxv_select(d, 1, shape, &vp, &va, &vb, &out);
+        if (result(st, out, tag)) {
+          CHECK_OK(nxv_tensor_download(out, 0, n, h));
+          size_t bad = 0;
+          for (size_t i = 0; i < n; i++) {
+            val w = p[sp ? op_ : op_ + i].u ? a[sa ? oa : oa + i] : b[sb ? ob : ob + i];
+            uint64_t g = load_raw(t, h, i), e = nxv_test_encode(t, w);
+            if (g != e && ++bad <= MAX_REPORT)
+              fprintf(stderr, "  %s [%zu]: 0x%llx, expected 0x%llx\n", tag, i,
+                      (unsigned long long)g, (unsigned long long)e);
+          }
+          CHECK_MSG(bad == 0, "%s: %zu of %zu elements wrong", tag, bad, n);
+          nxv_tensor_release(out);
+        }
+      }
+    }
+    free(h);
+    nxv_tensor_release(ta);
+    nxv_tensor_release(tb);
+    nxv_tensor_release(tp);
   }
   nxv_device_release(d);
 }
