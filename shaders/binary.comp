@@ -28,8 +28,8 @@
 // operand is of type U, converted to T as it is read (exactly as as_type
 // would store it), so that a mixed-type op needs no conversion first.
 // Only VARIANT 0 (4 elements at a time with flag bit 2, f16 and bf16
-// results 8 with bit 7; no row or immediate forms) and 1; VARIANT bit 3 set: the U
-// operand is a, else b.
+// results 8 with bit 7; no row or immediate forms) and 1; VARIANT bit 3
+// set: the U operand is a, else b.
 // OP follows nxv_binary_op in include/nxv.h.
 #include "common.glsl"
 #if T_KIND == KIND_COMPLEX
