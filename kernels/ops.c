@@ -279,13 +279,27 @@ static bool type_ok(nxv_device *d, nxv_dtype t) {
   return true;
 }
 
-/* 4-wide accesses apply to every real type but bf16 (see types.glsl). */
+/* 4-wide vector types apply to every real type but bf16 (see types.glsl):
+ * the tiled variants' 4-wide stores. */
 static bool vec_ok(nxv_dtype t) { return t != NXV_BF16 && !is_complex(t); }
-/* reduce.comp's 4-wide and 16-byte paths: every real type, bf16 through
- * its bits (T_LD4). On an H200 (8192 x 8192, % of the bf16 copy by wall
- * clock) bf16's whole-tensor, row and column sums went from 71-72% to
- * 90-91%, 96-97% and 104-105%. */
-static bool reduce_vec_ok(nxv_dtype t) { return !is_complex(t); }
+/* The flat kernels' 4-wide and 16-byte paths: every real type, bf16
+ * through its bits (T_LD4, T_ST4, O_ST4 in types.glsl). On an H200 (8192 x
+ * 8192, % of the bf16 copy by wall clock): bf16 add 57% -> 102-103%, a row
+ * broadcast 37% -> 90%; bf16 -> f32 2480 -> 3990 GB/s by GPU time, f32 ->
+ * bf16 2600 -> 4120; bf16's whole-tensor, row and column sums 71-72% ->
+ * 90-91%, 96-97% and 104-105%; a bf16 tensor times a u8 mask 48.6% ->
+ * 91.2%. */
+static bool flat_ok(nxv_dtype t) { return !is_complex(t); }
+
+/* The contiguous variant's wide paths a kernel has (elementwise()'s
+ * paths). */
+enum {
+  EW_VEC4 = 1u,    /* flag bit 2: 4 elements per thread */
+  EW_WIDE16 = 2u,  /* with EW_VEC4, flag bit 7: 16 bytes of each 8- or
+                    * 16-bit operand per thread */
+  EW_WORDS16 = 4u, /* flag bit 7 (select.comp): 16 bytes of the value
+                    * operands and the result per thread, moved as words */
+};
 
 /* Validates a shape; *out_n is its element count. An empty shape (a zero
  * dimension) is valid whatever its other dimensions. */
@@ -565,12 +579,11 @@ static nxv_status transpose_copy(nxv_device *d, uint32_t w, uint32_t r, const in
 /* Shared by the elementwise ops: nops inputs (1 to 3) of types in_types
  * through views, output dense of out_type. Operand o goes to push-constant
  * slot a, b, in2 in turn; in the contiguous variant, flag bit o marks a
- * broadcast scalar operand and, where allow_vec (or for binary and unary
- * ops with bf16 among types that have them), bit 2 enables 4-wide
- * accesses (unary and binary kernels); conversions to a wider type take
- * bit 8 where their input is aligned (unary.comp). Strided operands take
- * the kernel's tiled variant tiled_variant where it has one (not 0) and
- * the collapsed shape suits it (tiled_fits), else variant 1.
+ * broadcast scalar operand, and the wide paths the kernel has (paths, EW_*)
+ * are taken where the operands' alignment allows; conversions to a wider
+ * type take bit 8 where their input is aligned (unary.comp). Strided
+ * operands take the kernel's tiled variant tiled_variant where it has one
+ * (not 0) and the collapsed shape suits it (tiled_fits), else variant 1.
  * One operand of a binary or compare kernel (nops 2) may be an immediate
  * scalar: views[o] NULL and imm one element of in_types[o] (at most 8
  * bytes), read by nxv_imm in common.glsl. In the contiguous variant its
@@ -586,7 +599,7 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
                               uint32_t rank, const int64_t *shape_in,
                               const nxv_view *const views_in[3],
                               const nxv_dtype in_types[3], nxv_dtype out_type,
-                              bool allow_vec, uint32_t tiled_variant,
+                              uint32_t paths, uint32_t tiled_variant,
                               const void *imm, bool mixed, nxv_tensor **out) {
   uint64_t n;
   NXV_TRY(nxv_ops_check_shape(rank, shape_in, &n));
@@ -628,21 +641,7 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
       return NXV_OK;
     }
   }
-  /* Binary and unary ops (conversions included, not the mixed modules)
-   * whose types are bf16 or have 4-wide paths take the contiguous
-   * variant's 4-wide and 16-byte paths with bf16 too, which read and write
-   * its bits (T_LD4, T_ST4, O_ST4 in types.glsl; bf16 has no 4-wide path
-   * elsewhere). On an H200 (8192 x 8192): bf16 add 57% -> 102-103% of the
-   * copy by wall clock, a row broadcast 37% -> 90%, a unary copy 43% ->
-   * 79%; bf16 -> f32 2480 -> 3990 GB/s by GPU time, f32 -> bf16 2600 ->
-   * 4120. */
-  bool bf16_flat = !mixed && (tiled_variant == 2 || tiled_variant == 3) &&
-                   (out_type == NXV_BF16 || in_types[0] == NXV_BF16);
-  for (int o = 0; o <= nops && bf16_flat; o++) {
-    nxv_dtype ty = o == nops ? out_type : in_types[o];
-    bf16_flat = ty == NXV_BF16 || vec_ok(ty);
-  }
-  bool flat_vec = allow_vec || bf16_flat;
+  bool flat_vec = (paths & EW_VEC4) != 0;
   bool contiguous = r <= 1;
   for (int o = 0; o < nops && contiguous; o++)
     if (r == 1 && strides[o][0] != 1 && strides[o][0] != 0) contiguous = false;
@@ -703,10 +702,8 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
      * elements at a time store in one contiguous run. */
     size_t es0 = nxv_dtype_size(mixed ? out_type : in_types[0]);
     uint64_t wide = 16 / es0; /* elements per 16 bytes */
-    bool compare_kernel = module >= NXV_SPV_COMPARE_S8 && module <= NXV_SPV_COMPARE_C128;
-    bool wide_ok = (tiled_variant == 2 || tiled_variant == 3 || compare_kernel ||
-                    (mixed && es0 == 2)) &&
-                   es0 <= 2 && nxv_dtype_size(out_type) <= es0 && n >= wide &&
+    bool wide_ok = (paths & EW_WIDE16) && es0 <= 2 && nxv_dtype_size(out_type) <= es0 &&
+                   n >= wide &&
                    (!repeated || shape[1] % (int64_t)wide == 0);
     for (int o = 0; o < nops; o++) {
       if (o == imm_o) {
@@ -735,12 +732,12 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
         threads = n / wide;
       }
     }
-    /* select.comp (the only kernel of three operands, whose flag bits 0-2
-     * mark scalars): 16 bytes of the value operands and the result per
-     * thread, moved as words under a byte mask from the predicate's bytes
-     * (flag bit 7), where the value operands read in place are 16-byte
-     * aligned and the predicate is aligned to its group's bytes. */
-    if (nops == 3) {
+    /* select.comp (operand 0 the predicate; flag bits 0-2 mark scalars):
+     * 16 bytes of the value operands and the result per thread, moved as
+     * words under a byte mask from the predicate's bytes (flag bit 7),
+     * where the value operands read in place are 16-byte aligned and the
+     * predicate is aligned to its group's bytes. */
+    if (paths & EW_WORDS16) {
       size_t es = nxv_dtype_size(out_type);
       uint64_t w = es <= 8 ? 16 / es : 0; /* elements per thread */
       bool ok = w && n >= w;
@@ -787,7 +784,10 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
     uint32_t *a = node->args;
     a[0] = (uint32_t)rows;
     a[1] = (uint32_t)cols;
-    bool vec_out = allow_vec && cols % 4 == 0;
+    /* 4-wide stores (T2_FLAG_VEC_OUT): types with 4-vectors only. */
+    bool vec_out = (paths & EW_VEC4) && cols % 4 == 0;
+    for (int o = 0; o <= nops; o++)
+      vec_out = vec_out && vec_ok(o == nops ? out_type : in_types[o]);
     for (int o = 0; o < nops; o++) {
       if (o == imm_o) {
         pc.flags |= 3u << (2 * o); /* its arena words stay 0 */
@@ -954,11 +954,10 @@ static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
                     nxv_dtype_name(t), d->vk.info.name);
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {ta, tb, t};
-  /* bf16 results too, through T_LD4 and T_ST4: on an H200 a bf16 tensor
-   * times a u8 mask (8192 x 8192) went from 48.6% to 91.2% of the bf16
-   * copy by wall clock. */
-  return elementwise(d, name, m, op, 2, rank, shape, views, types, t,
-                     vec_ok(t) || t == NXV_BF16, 0, NULL, true, out);
+  /* The 16-byte path for 16-bit results only (binary.comp). */
+  uint32_t paths = EW_VEC4 | (nxv_dtype_size(t) == 2 ? EW_WIDE16 : 0u);
+  return elementwise(d, name, m, op, 2, rank, shape, views, types, t, paths, 0, NULL, true,
+                     out);
 }
 
 /* nxv_binary and nxv_binary_scalar: a op b, one of a and b (NULL) the
@@ -987,7 +986,8 @@ static nxv_status binary_op(nxv_device *d, nxv_binary_op op, uint32_t rank,
   }
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_binary_op_name(op), family(NXV_SPV_BINARY_S8, t), op,
-                     2, rank, shape, views, types, t, vec_ok(t), 2, imm, false, out);
+                     2, rank, shape, views, types, t,
+                     flat_ok(t) ? EW_VEC4 | EW_WIDE16 : 0u, 2, imm, false, out);
 }
 
 nxv_status nxv_ops_binary_eager(nxv_device *d, nxv_binary_op op, uint32_t rank,
@@ -1045,7 +1045,8 @@ static nxv_status unary_op(nxv_device *d, nxv_unary_op op, uint32_t rank,
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {t, t, t};
   return elementwise(d, nxv_unary_op_name(op), m, op, 1, rank, shape, views,
-                     types, to, vec_ok(t) && vec_ok(to), 3, NULL, false, out);
+                     types, to, flat_ok(t) && flat_ok(to) ? EW_VEC4 | EW_WIDE16 : 0u, 3,
+                     NULL, false, out);
 }
 
 nxv_status nxv_unary(nxv_device *d, nxv_unary_op op, uint32_t rank, const int64_t *shape,
@@ -1069,7 +1070,8 @@ nxv_status nxv_convert(nxv_device *d, nxv_dtype dtype, uint32_t rank,
   const nxv_view *const views[3] = {a, NULL, NULL};
   const nxv_dtype types[3] = {from, from, from};
   return elementwise(d, "as_type", unary_module(from, dtype), NXV_COPY, 1, rank,
-                     shape, views, types, dtype, vec_ok(from) && vec_ok(dtype), 3, NULL,
+                     shape, views, types, dtype,
+                     flat_ok(from) && flat_ok(dtype) ? EW_VEC4 | EW_WIDE16 : 0u, 3, NULL,
                      false, out);
 }
 
@@ -1091,10 +1093,9 @@ static nxv_status compare_op(nxv_device *d, nxv_compare_op op, uint32_t rank,
                     nxv_dtype_name(t));
   const nxv_view *const views[3] = {a, b, NULL};
   const nxv_dtype types[3] = {t, t, t};
-  /* Dense operands 4 elements per thread, 8- and 16-bit ones 16 bytes
-   * (compare.comp's flag bits 2 and 7; bf16 through T_LD4). */
   return elementwise(d, name, family(NXV_SPV_COMPARE_S8, t), op, 2, rank, shape,
-                     views, types, NXV_U8, !is_complex(t), 0, imm, false, out);
+                     views, types, NXV_U8, flat_ok(t) ? EW_VEC4 | EW_WIDE16 : 0u, 0, imm,
+                     false, out);
 }
 
 nxv_status nxv_compare(nxv_device *d, nxv_compare_op op, uint32_t rank,
@@ -1119,11 +1120,10 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
   nxv_dtype t = on_true->tensor->dtype;
   NXV_TRY(check_type(d, t, "select"));
   NXV_TRY(check_type(d, NXV_U8, "select")); /* the predicate */
-  /* Dense operands 16 bytes per thread where aligned (elementwise()). */
   const nxv_view *const views[3] = {pred, on_true, on_false};
   const nxv_dtype types[3] = {NXV_U8, t, t};
   return elementwise(d, "select", family(NXV_SPV_SELECT_S8, t), 0, 3, rank, shape,
-                     views, types, t, false, 0, NULL, false, out);
+                     views, types, t, EW_WORDS16, 0, NULL, false, out);
 }
 
 /* Checks instruction k of a fused program over ninputs inputs of type t;
@@ -1575,7 +1575,7 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
   size_t esize = nxv_dtype_size(a->tensor->dtype);
   bool vec_chunks = variant == 3 && esize <= 2;
   if (splittable && (variant == 1 || vec_chunks) && rr == 1 && rst[0][0] == 1 &&
-      reduce_vec_ok(a->tensor->dtype) && a->offset % 4 == 0 &&
+      flat_ok(a->tensor->dtype) && a->offset % 4 == 0 &&
       (a->tensor->buf->addr % (4 * esize)) == 0) {
     bool aligned = true;
     for (uint32_t i = 0; i < rk; i++) aligned = aligned && kst[0][i] % 4 == 0;
@@ -1597,7 +1597,7 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
    * (two 4-wide loads) measured 25% below a result per thread. */
   bool quads = false;
   if (splittable && (variant == 0 || variant == 2) && cols && rr > 0 && esize <= 2 &&
-      reduce_vec_ok(a->tensor->dtype) && ks[rk - 1] % 4 == 0 && a->offset % 4 == 0 &&
+      flat_ok(a->tensor->dtype) && ks[rk - 1] % 4 == 0 && a->offset % 4 == 0 &&
       a->tensor->buf->addr % (4 * esize) == 0) {
     quads = true;
     for (uint32_t i = 0; i + 1 < rk; i++) quads = quads && kst[0][i] % 4 == 0;
