@@ -2,6 +2,7 @@
  * ops.c - the op API of nxv.h: validates arguments, picks the kernel,
  * encodes push constants and arguments, queues the node. Never waits.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -576,6 +577,13 @@ static nxv_status transpose_copy(nxv_device *d, uint32_t w, uint32_t r, const in
   return push_dispatch(d, node, m, 0, 0);
 }
 
+/* nxv_ops_set_ew_hook's hook; NULL when none. */
+static _Atomic(nxv_ops_ew_hook) ew_hook;
+
+void nxv_ops_set_ew_hook(nxv_ops_ew_hook hook) {
+  atomic_store_explicit(&ew_hook, hook, memory_order_release);
+}
+
 /* Shared by the elementwise ops: nops inputs (1 to 3) of types in_types
  * through views, output dense of out_type. Operand o goes to push-constant
  * slot a, b, in2 in turn; in the contiguous variant, flag bit o marks a
@@ -868,6 +876,19 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
   /* binary.comp's mixed modules: VARIANT bit 3 when a is the operand of
    * the other type. */
   if (mixed && in_types[0] != out_type) variant |= 8u;
+  nxv_ops_ew_hook hook = atomic_load_explicit(&ew_hook, memory_order_acquire);
+  if (hook) {
+    nxv_ops_ew_dispatch info = {
+        .op = opname, .nops = nops, .imm = imm_o, .mixed = mixed,
+        .select = module >= NXV_SPV_SELECT_S8 && module <= NXV_SPV_SELECT_C128,
+        .out_size = nxv_dtype_size(out_type), .variant = variant, .flags = pc.flags,
+        .n = n, .out_addr = pc.c, .args = tiled ? node->args : NULL};
+    for (int o = 0; o < nops; o++) {
+      info.in_size[o] = nxv_dtype_size(in_types[o]);
+      info.addr[o] = *slots[o];
+    }
+    hook(&info);
+  }
   nxv_status st = push_dispatch(d, node, module, op, variant);
   if (st != NXV_OK) {
     nxv_tensor_release(t);

@@ -66,4 +66,40 @@ nxv_status nxv_ops_fused(nxv_device *device, nxv_dtype dtype, uint32_t rank,
                          uint32_t imm_mask, const uint64_t *imm_bits, uint32_t ninstrs,
                          const uint32_t *program, bool interpret, nxv_tensor **out_tensor);
 
+/* What an elementwise op (binary.comp and its mixed modules, unary.comp,
+ * compare.comp, select.comp) hands its kernel, for checking the
+ * preconditions of the kernels' wide paths where a device does not: a
+ * 16-byte load from an address that is not 16-byte aligned faults or
+ * reads other bytes on a GPU, while lavapipe serves it. The meaning of
+ * flags is the kernel's (its PC block's comment; elementwise() in ops.c).
+ * Every pointer is valid only during the hook's call. */
+typedef struct nxv_ops_ew_dispatch {
+  const char *op;       /* the op's name (static storage) */
+  int nops;             /* operands, 1 to 3 */
+  int imm;              /* the immediate operand, -1 when there is none */
+  bool select;          /* select.comp: operand 0 is the u8 predicate */
+  bool mixed;           /* binary.comp's mixed modules (two operand types) */
+  size_t in_size[3];    /* bytes per element of each operand */
+  size_t out_size;      /* bytes per element of the result */
+  uint32_t variant;     /* low 3 bits: 0 contiguous, 1 strided, 2-4 tiled */
+  uint32_t flags;       /* the push constants' flag word */
+  uint64_t n;           /* elements of the result */
+  uint64_t addr[3];     /* each operand's address in the push constants:
+                           contiguous, its first element (an immediate's:
+                           another operand's, never read); otherwise its
+                           buffer's start */
+  uint64_t out_addr;    /* the result's first element */
+  const uint32_t *args; /* tiled: rows, columns, then per operand its
+                           strides along depth, rows and columns and its
+                           offset; NULL otherwise */
+} nxv_ops_ew_dispatch;
+
+typedef void (*nxv_ops_ew_hook)(const nxv_ops_ew_dispatch *dispatch);
+
+/* Installs hook (NULL removes it), process-wide: every elementwise op then
+ * calls it on the calling thread with its dispatch, just before queueing
+ * it. For tests. Thread-safe; a hook runs on every thread that builds
+ * ops, so it must be thread-safe itself. */
+void nxv_ops_set_ew_hook(nxv_ops_ew_hook hook);
+
 #endif
