@@ -518,6 +518,18 @@ static void transpose_tile(uint32_t w, uint32_t *out_rows, uint32_t *out_cols) {
   *out_cols = w == 16 ? 64 : w == 32 ? 64 : 32;
 }
 
+/* nxv_ops_set_dispatch_hook's hook; NULL when none. */
+static _Atomic(nxv_ops_dispatch_hook) dispatch_hook;
+
+void nxv_ops_set_dispatch_hook(nxv_ops_dispatch_hook hook) {
+  atomic_store_explicit(&dispatch_hook, hook, memory_order_release);
+}
+
+/* The installed hook, or NULL. */
+static nxv_ops_dispatch_hook hook_now(void) {
+  return atomic_load_explicit(&dispatch_hook, memory_order_acquire);
+}
+
 /* The transpose kernel for a unary copy collapsed to r axes of shape
  * whose operand v (strides st, of type t) is read along the rows (stride
  * 1 there) into the dense output out: the kernel's element width in bits
@@ -574,14 +586,20 @@ static nxv_status transpose_copy(nxv_device *d, uint32_t w, uint32_t r, const in
   nxv_spv_module m = w == 16 ? NXV_SPV_TRANSPOSE_16
                      : w == 32 ? NXV_SPV_TRANSPOSE_32
                                : NXV_SPV_TRANSPOSE_64;
+  nxv_ops_dispatch_hook hook = hook_now();
+  if (hook) {
+    nxv_ops_dispatch info = {.kind = NXV_OPS_TRANSPOSE, .op = "transpose", .out_addr = pc.c,
+                             .out_size = w / 8};
+    info.transpose.addr = pc.a;
+    info.transpose.offset = v->offset;
+    info.transpose.size = w / 8;
+    info.transpose.rows = rows;
+    info.transpose.cols = cols;
+    info.transpose.depth_stride = r == 3 ? st[0] : 0;
+    info.transpose.col_stride = st[r - 1];
+    hook(&info);
+  }
   return push_dispatch(d, node, m, 0, 0);
-}
-
-/* nxv_ops_set_ew_hook's hook; NULL when none. */
-static _Atomic(nxv_ops_ew_hook) ew_hook;
-
-void nxv_ops_set_ew_hook(nxv_ops_ew_hook hook) {
-  atomic_store_explicit(&ew_hook, hook, memory_order_release);
 }
 
 /* Shared by the elementwise ops: nops inputs (1 to 3) of types in_types
@@ -876,16 +894,20 @@ static nxv_status elementwise(nxv_device *d, const char *opname,
   /* binary.comp's mixed modules: VARIANT bit 3 when a is the operand of
    * the other type. */
   if (mixed && in_types[0] != out_type) variant |= 8u;
-  nxv_ops_ew_hook hook = atomic_load_explicit(&ew_hook, memory_order_acquire);
+  nxv_ops_dispatch_hook hook = hook_now();
   if (hook) {
-    nxv_ops_ew_dispatch info = {
-        .op = opname, .nops = nops, .imm = imm_o, .mixed = mixed,
-        .select = module >= NXV_SPV_SELECT_S8 && module <= NXV_SPV_SELECT_C128,
-        .out_size = nxv_dtype_size(out_type), .variant = variant, .flags = pc.flags,
-        .n = n, .out_addr = pc.c, .args = tiled ? node->args : NULL};
+    nxv_ops_dispatch info = {.kind = NXV_OPS_ELEMENTWISE, .op = opname, .variant = variant,
+                             .flags = pc.flags, .out_addr = pc.c,
+                             .out_size = nxv_dtype_size(out_type)};
+    info.ew.nops = nops;
+    info.ew.imm = imm_o;
+    info.ew.mixed = mixed;
+    info.ew.select = module >= NXV_SPV_SELECT_S8 && module <= NXV_SPV_SELECT_C128;
+    info.ew.n = n;
+    info.ew.args = tiled ? node->args : NULL;
     for (int o = 0; o < nops; o++) {
-      info.in_size[o] = nxv_dtype_size(in_types[o]);
-      info.addr[o] = *slots[o];
+      info.ew.in_size[o] = nxv_dtype_size(in_types[o]);
+      info.ew.addr[o] = *slots[o];
     }
     hook(&info);
   }
@@ -1668,6 +1690,24 @@ static nxv_status reduce_common(nxv_device *d, nxv_spv_module module, uint32_t o
   node->cost = n + n_out;
   node_use(node, a->tensor, false);
   node_use(node, part ? part : tout, true);
+  nxv_ops_dispatch_hook hook = hook_now();
+  if (hook) {
+    nxv_ops_dispatch info = {.kind = NXV_OPS_REDUCE, .op = nxv_reduce_op_name(op),
+                             .variant = variant, .flags = pc.flags, .out_addr = pc.c,
+                             .out_size = nxv_dtype_size(out_type)};
+    info.reduce.addr = a->tensor->buf->addr;
+    info.reduce.offset = a->offset;
+    info.reduce.in_size = esize;
+    info.reduce.rank_kept = rk;
+    info.reduce.rank_red = rr;
+    info.reduce.kept_shape = ks;
+    info.reduce.kept_strides = kst[0];
+    info.reduce.red_shape = rs;
+    info.reduce.red_strides = rst[0];
+    info.reduce.nsplit = nsplit;
+    info.reduce.kchunk = kchunk;
+    hook(&info);
+  }
   nxv_status st = push_dispatch(d, node, module, op, variant);
   if (st == NXV_OK && part) {
     /* Second pass: combine the partials of each result in chunk order;
@@ -2145,6 +2185,14 @@ nxv_status nxv_ops_push_word_copy(nxv_device *d, nxv_node *n, uint64_t src,
   n->pc_size = sizeof pc;
   n->groups[0] = groups_for(d, vec ? words / 4 : words);
   n->groups[1] = n->groups[2] = 1;
+  nxv_ops_dispatch_hook hook = hook_now();
+  if (hook) {
+    nxv_ops_dispatch info = {.kind = NXV_OPS_WORD_COPY, .op = "copy", .flags = pc.flags,
+                             .out_addr = dst, .out_size = 4};
+    info.words.src = src;
+    info.words.words = words;
+    hook(&info);
+  }
   return push_dispatch(d, n, NXV_SPV_UNARY_S32_S32, NXV_COPY, 0);
 }
 

@@ -66,40 +66,81 @@ nxv_status nxv_ops_fused(nxv_device *device, nxv_dtype dtype, uint32_t rank,
                          uint32_t imm_mask, const uint64_t *imm_bits, uint32_t ninstrs,
                          const uint32_t *program, bool interpret, nxv_tensor **out_tensor);
 
-/* What an elementwise op (binary.comp and its mixed modules, unary.comp,
- * compare.comp, select.comp) hands its kernel, for checking the
- * preconditions of the kernels' wide paths where a device does not: a
- * 16-byte load from an address that is not 16-byte aligned faults or
- * reads other bytes on a GPU, while lavapipe serves it. The meaning of
- * flags is the kernel's (its PC block's comment; elementwise() in ops.c).
- * Every pointer is valid only during the hook's call. */
-typedef struct nxv_ops_ew_dispatch {
-  const char *op;       /* the op's name (static storage) */
-  int nops;             /* operands, 1 to 3 */
-  int imm;              /* the immediate operand, -1 when there is none */
-  bool select;          /* select.comp: operand 0 is the u8 predicate */
-  bool mixed;           /* binary.comp's mixed modules (two operand types) */
-  size_t in_size[3];    /* bytes per element of each operand */
-  size_t out_size;      /* bytes per element of the result */
-  uint32_t variant;     /* low 3 bits: 0 contiguous, 1 strided, 2-4 tiled */
-  uint32_t flags;       /* the push constants' flag word */
-  uint64_t n;           /* elements of the result */
-  uint64_t addr[3];     /* each operand's address in the push constants:
-                           contiguous, its first element (an immediate's:
-                           another operand's, never read); otherwise its
-                           buffer's start */
-  uint64_t out_addr;    /* the result's first element */
-  const uint32_t *args; /* tiled: rows, columns, then per operand its
-                           strides along depth, rows and columns and its
-                           offset; NULL otherwise */
-} nxv_ops_ew_dispatch;
+/* The kernels whose dispatches nxv_ops_set_dispatch_hook reports: those
+ * with wide paths, reading or writing 4 elements or 16 bytes at a time
+ * where their operands' alignment allows. */
+typedef enum nxv_ops_kind {
+  NXV_OPS_ELEMENTWISE, /* binary.comp (and its mixed modules), unary.comp,
+                          compare.comp, select.comp */
+  NXV_OPS_REDUCE,      /* reduce.comp's first pass */
+  NXV_OPS_TRANSPOSE,   /* transpose.comp (a transposed copy, 16-byte tiles) */
+  NXV_OPS_WORD_COPY,   /* unary.comp copying 32-bit words (tensor copies) */
+} nxv_ops_kind;
 
-typedef void (*nxv_ops_ew_hook)(const nxv_ops_ew_dispatch *dispatch);
+/* What an op hands one of those kernels, for checking the preconditions
+ * of the wide paths where a device does not: a 16-byte load from an
+ * address that is not 16-byte aligned faults or reads other bytes on a
+ * GPU, while lavapipe serves it. flags means what the kernel's PC block
+ * says (elementwise() and reduce() in ops.c). Every pointer is valid only
+ * during the hook's call. */
+typedef struct nxv_ops_dispatch {
+  nxv_ops_kind kind;
+  const char *op;    /* the op's name (static storage) */
+  uint32_t variant;  /* the pipeline's VARIANT */
+  uint32_t flags;    /* the push constants' flag word (transpose: 0) */
+  uint64_t out_addr; /* the result's first element (word copy: the
+                        destination) */
+  size_t out_size;   /* bytes per element of the result (word copy: 4) */
+  union {
+    struct {
+      int nops;          /* operands, 1 to 3 */
+      int imm;           /* the immediate operand, -1 when there is none */
+      bool select;       /* select.comp: operand 0 is the u8 predicate */
+      bool mixed;        /* binary.comp's mixed modules (two operand types) */
+      size_t in_size[3]; /* bytes per element of each operand */
+      uint64_t n;        /* elements of the result */
+      uint64_t addr[3];  /* each operand's address in the push constants:
+                            in the contiguous variant (0) its first
+                            element's (an immediate's: another operand's,
+                            never read), otherwise its buffer's start */
+      const uint32_t *args; /* tiled variants (2-4): rows, columns, then
+                               per operand its strides along depth, rows
+                               and columns and its offset; else NULL */
+    } ew;
+    struct {
+      uint64_t addr;      /* the input buffer's start */
+      int64_t offset;     /* elements before the input's first */
+      size_t in_size;     /* bytes per input element */
+      uint32_t rank_kept; /* kept (output) axes after collapsing */
+      uint32_t rank_red;  /* reduced axes after collapsing */
+      const int64_t *kept_shape, *kept_strides; /* rank_kept each */
+      const int64_t *red_shape, *red_strides;   /* rank_red each */
+      uint32_t nsplit;    /* chunks the reduced elements are cut into */
+      uint32_t kchunk;    /* reduced elements per chunk (nsplit > 1) */
+    } reduce;
+    struct {
+      uint64_t addr;   /* the input buffer's start */
+      int64_t offset;  /* elements before the input's first */
+      size_t size;     /* bytes per element (input and result) */
+      int64_t rows, cols; /* the result's last two axes */
+      int64_t depth_stride, col_stride; /* the input's strides along the
+                                           first axis (0 for two axes)
+                                           and the columns; along the
+                                           rows 1 */
+    } transpose;
+    struct {
+      uint64_t src;   /* the source address */
+      uint64_t words; /* 32-bit words moved */
+    } words;
+  };
+} nxv_ops_dispatch;
 
-/* Installs hook (NULL removes it), process-wide: every elementwise op then
- * calls it on the calling thread with its dispatch, just before queueing
- * it. For tests. Thread-safe; a hook runs on every thread that builds
- * ops, so it must be thread-safe itself. */
-void nxv_ops_set_ew_hook(nxv_ops_ew_hook hook);
+typedef void (*nxv_ops_dispatch_hook)(const nxv_ops_dispatch *dispatch);
+
+/* Installs hook (NULL removes it), process-wide: every op queueing one of
+ * the kernels of nxv_ops_kind then calls it on the calling thread with the
+ * dispatch, just before queueing it. For tests. Thread-safe; a hook runs
+ * on every thread that builds ops, so it must be thread-safe itself. */
+void nxv_ops_set_dispatch_hook(nxv_ops_dispatch_hook hook);
 
 #endif

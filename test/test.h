@@ -34,30 +34,35 @@ void nxv_test_register(nxv_test_case *test_case);
 /* Number of failed checks in the running test (atomic: threads may fail). */
 extern atomic_int nxv_test_failures;
 
-/* The elementwise kernels' wide paths (test_wide_paths.c), counted by
- * nxv_test_ew_hook in nxv_test_ew_paths. */
+/* The kernels' wide paths (test_wide_paths.c), counted by
+ * nxv_test_dispatch_hook in nxv_test_paths. */
 enum {
-  NXV_TEST_EW_VEC4,       /* contiguous, 4 elements at a time */
-  NXV_TEST_EW_WIDE16,     /* contiguous, 16 bytes at a time */
-  NXV_TEST_EW_MIXED16,    /* the same, operands of two types */
-  NXV_TEST_EW_SELECT16,   /* select's 16 bytes under a byte mask */
-  NXV_TEST_EW_WIDEN,      /* conversions to a wider type, 16 bytes out */
-  NXV_TEST_EW_TILED4,     /* tiled, an operand's rows read 4 wide */
-  NXV_TEST_EW_TILED_T16,  /* tiled, a 16-bit operand transposed, 8 rows a load */
-  NXV_TEST_EW_TILED16,    /* the 16-byte tiles */
-  NXV_TEST_EW_VEC_OUT,    /* tiled, the result written 4 wide */
-  NXV_TEST_EW_PATHS
+  NXV_TEST_P_VEC4,           /* elementwise, contiguous, 4 elements at a time */
+  NXV_TEST_P_WIDE16,         /* elementwise, contiguous, 16 bytes at a time */
+  NXV_TEST_P_MIXED16,        /* the same, operands of two types */
+  NXV_TEST_P_SELECT16,       /* select's 16 bytes under a byte mask */
+  NXV_TEST_P_WIDEN,          /* conversions to a wider type, 16 bytes out */
+  NXV_TEST_P_TILED4,         /* tiled, an operand's rows read 4 wide */
+  NXV_TEST_P_TILED_T16,      /* tiled, a 16-bit operand transposed, 8 rows a load */
+  NXV_TEST_P_TILED16,        /* the 16-byte tiles */
+  NXV_TEST_P_VEC_OUT,        /* tiled, the result written 4 wide */
+  NXV_TEST_P_REDUCE_RUNS4,   /* a reduction's runs read 4 at a time */
+  NXV_TEST_P_REDUCE_QUADS,   /* a reduction thread per 4 neighbouring results */
+  NXV_TEST_P_REDUCE_OCTETS,  /* the same, 8 results of a 16-bit type */
+  NXV_TEST_P_TRANSPOSE16,    /* transpose.comp's 16-byte tiles */
+  NXV_TEST_P_WORDS4,         /* a word copy 16 bytes at a time */
+  NXV_TEST_PATHS
 };
-extern atomic_ulong nxv_test_ew_paths[NXV_TEST_EW_PATHS];
-struct nxv_ops_ew_dispatch;
-/* Checks one elementwise dispatch against its kernel's wide-path
- * preconditions: NULL when it meets them, else buf holding why. Sets
- * seen[path] for each path it takes. Pure. */
-const char *nxv_test_ew_violation(const struct nxv_ops_ew_dispatch *dispatch, bool *seen,
-                                  char *buf, size_t cap);
-/* The runner's kernels/ops.h hook: counts the paths of each dispatch and
- * fails the running test on a violation. Thread-safe. */
-void nxv_test_ew_hook(const struct nxv_ops_ew_dispatch *dispatch);
+extern atomic_ulong nxv_test_paths[NXV_TEST_PATHS];
+struct nxv_ops_dispatch;
+/* Checks one dispatch against its kernel's wide-path preconditions: NULL
+ * when it meets them, else buf holding why. Sets seen[path] for each path
+ * it takes. Pure. */
+const char *nxv_test_dispatch_violation(const struct nxv_ops_dispatch *dispatch, bool *seen,
+                                        char *buf, size_t cap);
+/* The runner's kernels/ops.h dispatch hook: counts the paths of each
+ * dispatch and fails the running test on a violation. Thread-safe. */
+void nxv_test_dispatch_hook(const struct nxv_ops_dispatch *dispatch);
 
 #define NXV_TEST(suite, name)                                                \
   static void test_##suite##_##name(void);                                   \

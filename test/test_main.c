@@ -98,9 +98,9 @@ int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[1], "--pcache-child") == 0)
     return test_pcache_child(argv[2]);
   int passed = 0, failed = 0;
-  /* Every elementwise dispatch of every test is checked against its
-   * kernel's wide-path preconditions (test_wide_paths.c). */
-  nxv_ops_set_ew_hook(nxv_test_ew_hook);
+  /* Every dispatch of a kernel with wide paths, in every test, is checked
+   * against its preconditions (test_wide_paths.c). */
+  nxv_ops_set_dispatch_hook(nxv_test_dispatch_hook);
   for (nxv_test_case *t = test_head; t; t = t->next) {
     if (!matches(t, argc, argv)) continue;
     atomic_store(&nxv_test_failures, 0);
