@@ -441,6 +441,24 @@ static bool wait_stat(nxv_device *d, size_t offset, uint64_t n, int ms) {
   return false;
 }
 
+/* d's stats once its barrier counters have held still for 5 ms (up to 1
+ * s): the scheduler counts a barrier recorded ahead in two steps (the
+ * barrier, then that it was ahead), so a snapshot taken as it records one
+ * can hold the first count without the second. */
+static nxv_status settled_stats(nxv_device *d, nxv_stats *out) {
+  nxv_status st = nxv_device_stats(d, out);
+  for (int i = 0; i < 200 && st == NXV_OK; i++) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+    nxv_stats now;
+    if ((st = nxv_device_stats(d, &now)) != NXV_OK) break;
+    bool still = now.barriers == out->barriers && now.barriers_ahead == out->barriers_ahead;
+    *out = now;
+    if (still) break;
+  }
+  return st;
+}
+
 /* The same with a batch still in flight (the GPU stopped: a hang is
  * injected into the submission before): the first op that needs a barrier
  * is held, and the op after it, which needs none, is recorded ahead of
@@ -516,7 +534,7 @@ NXV_TEST(sched, idle_scheduler_records_the_next_batchs_barrier_ahead) {
   REQUIRE_OK(add_s32(d, y, tb, N, &z));
   REQUIRE_OK(add_s32(d, tx, tb, N, &w));
   REQUIRE_OK(nxv_device_synchronize(d));
-  REQUIRE_OK(nxv_device_stats(d, &s1));
+  REQUIRE_OK(settled_stats(d, &s1));
   /* Any barrier since s0 is one recorded ahead (of the batch after). */
   CHECK_MSG(s1.barriers - s0.barriers == s1.barriers_ahead - s0.barriers_ahead,
             "%llu barriers, %llu of them ahead", (unsigned long long)(s1.barriers - s0.barriers),
