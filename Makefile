@@ -13,7 +13,7 @@
 #   make nif-asan     the NIF with ASan + UBSan, build/asan/libnx_vulkan_nif.so
 #   make demo         build and run the demo on the default device
 #   make bench        build the C benchmarks (build/bench/nxv_bench, vk_floor,
-#                     vk_ceiling, cpu_pace, ...)
+#                     vk_ceiling, cpu_pace, ring_push, ...)
 #   make vk-floor     build build/bench/vk_floor (raw Vulkan round trips)
 #   make deps         install the Debian packages the build needs, if missing
 #
@@ -33,7 +33,7 @@ else ifeq ($(SAN),asan)
   SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 else ifeq ($(SAN),tsan)
   B := build/tsan
-  SANFLAGS := -fsanitize=thread -DNXV_TSAN=1 -Wno-tsan
+  SANFLAGS := -fsanitize=thread -Wno-tsan
 else
   $(error SAN must be empty, asan or tsan)
 endif
@@ -81,15 +81,6 @@ $(B)/obj/gen/spirv.o: $(GEN)/spirv.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -std=c11 $(OPT) -fPIC -c $< -o $@
 
-# The ring wraps concurrencykit, whose atomics are inline assembly that
-# ThreadSanitizer cannot see: in TSan builds it is compiled uninstrumented
-# and annotates its happens-before edges itself (see sched/ring.c).
-ifeq ($(SAN),tsan)
-$(B)/obj/sched/ring.o: sched/ring.c $(GEN)/spirv.h
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -std=c11 $(OPT) -g -fPIC $(WARN) -DNXV_TSAN=1 -c $< -o $@
-endif
-
 $(B)/obj/%.o: %.c $(GEN)/spirv.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
@@ -109,7 +100,7 @@ $(B)/bench/nxv_bench: $(BENCH_OBJ) $(B)/libnxv.a
 	$(CC) $(CFLAGS) $^ $(LDFLAGS) $(LDLIBS) -o $@
 
 bench: $(B)/bench/nxv_bench $(B)/bench/vk_floor $(B)/bench/vk_ceiling $(B)/bench/vk_coopmat2 \
-	$(B)/bench/vk_f32split $(B)/bench/cpu_pace
+	$(B)/bench/vk_f32split $(B)/bench/cpu_pace $(B)/bench/ring_push
 
 # Raw Vulkan round-trip floors and arithmetic ceilings, without the runtime
 # (bench/floor/).
@@ -198,6 +189,12 @@ $(B)/bench/vk_ceiling: bench/floor/vk_ceiling.c bench/floor/vk_raw.c bench/floor
 $(B)/bench/cpu_pace: bench/floor/cpu_pace.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) bench/floor/cpu_pace.c $(LDFLAGS) -pthread -o $@
+
+# The op ring's push against a polling consumer (and ck_ring's, where
+# concurrencykit's header is installed).
+$(B)/bench/ring_push: bench/floor/ring_push.c $(B)/libnxv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) bench/floor/ring_push.c $(B)/libnxv.a $(LDFLAGS) $(LDLIBS) -pthread -o $@
 
 vk-floor: $(B)/bench/vk_floor
 

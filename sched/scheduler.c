@@ -954,7 +954,7 @@ static void barrier_ahead(nxv_sched *s) {
  * no_round_trip_submit. */
 static bool round_trip_op(nxv_sched *s, const batch *b) {
   return !s->cfg.no_round_trip_submit && b->nnodes == 1 && s->nheld == 0 && b->host_read &&
-         s->last_read_in_place && s->ops_since_read == 1 && nxv_ring_size(s->ring) == 0 &&
+         s->last_read_in_place && s->ops_since_read == 1 && nxv_ring_empty(s->ring) &&
          gpu_idle(s);
 }
 
@@ -988,7 +988,7 @@ static void *sched_main(void *arg) {
       bool round_trip = !flush && round_trip_op(s, b);
       flush = flush || round_trip;
       if (!flush && s->cfg.kick_nodes && nodes >= s->cfg.kick_nodes &&
-          (nodes >= NXV_KICK_BACKLOG * s->cfg.kick_nodes || nxv_ring_size(s->ring) == 0)) {
+          (nodes >= NXV_KICK_BACKLOG * s->cfg.kick_nodes || nxv_ring_empty(s->ring))) {
         pthread_mutex_lock(&s->mu);
         flush = s->inflight_count == 0;
         pthread_mutex_unlock(&s->mu);
@@ -1006,10 +1006,10 @@ static void *sched_main(void *arg) {
       }
       if (s->open->nnodes || s->nheld) {
         uint64_t until = now_ns() + (uint64_t)s->cfg.idle_flush_us * 1000u;
-        while (nxv_ring_size(s->ring) == 0 && now_ns() < until &&
+        while (nxv_ring_empty(s->ring) && now_ns() < until &&
                !atomic_load(&s->stop))
           cpu_relax();
-        if (nxv_ring_size(s->ring) == 0) submit_open(s);
+        if (nxv_ring_empty(s->ring)) submit_open(s);
         continue;
       }
     }
@@ -1029,15 +1029,15 @@ static void *sched_main(void *arg) {
      * The producer that wakes it clears `sleeping` itself (wake_scheduler);
      * the store after the wait covers spurious wake-ups. */
     uint64_t until = now_ns() + (uint64_t)s->cfg.idle_spin_us * 1000u;
-    while (nxv_ring_size(s->ring) == 0 && now_ns() < until && !atomic_load(&s->stop)) {
+    while (nxv_ring_empty(s->ring) && now_ns() < until && !atomic_load(&s->stop)) {
       barrier_ahead(s);
       cpu_relax();
     }
-    if (nxv_ring_size(s->ring) != 0) continue;
+    if (!nxv_ring_empty(s->ring)) continue;
     pthread_mutex_lock(&s->mu);
     atomic_store(&s->sleeping, true);
     atomic_thread_fence(memory_order_seq_cst);
-    if (nxv_ring_size(s->ring) == 0 && !atomic_load(&s->stop))
+    if (nxv_ring_empty(s->ring) && !atomic_load(&s->stop))
       pthread_cond_wait(&s->sched_cv, &s->mu);
     atomic_store(&s->sleeping, false);
     pthread_mutex_unlock(&s->mu);

@@ -59,11 +59,8 @@ static nxv_status add_s32(nxv_device *d, nxv_tensor *x, nxv_tensor *y,
 /* ------------------------------------------------------------------ */
 
 /* Three producers and the consumer: more threads than the CI machine's two
- * cores, so pushes are preempted mid-way. Not more: a producer preempted
- * between reserving its slot and publishing it makes every later producer
- * spin until it runs again (ck_ring's multi-producer enqueue publishes in
- * order), and with eight producers under AddressSanitizer that convoy once
- * stretched this test from milliseconds to 13 minutes. */
+ * cores, so pushes are preempted mid-way, between claiming a place and
+ * publishing it too (the consumer then waits for that place). */
 #define RING_PRODUCERS 3
 #define RING_ITEMS 50000
 

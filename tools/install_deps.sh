@@ -1,9 +1,9 @@
 #!/bin/sh
 # Installs the Debian/Ubuntu packages the build and tests need, when missing.
 # FreeBSD: pkg install vulkan-loader vulkan-headers glslang spirv-tools elixir erlang
-#          concurrencykit mesa-devel (lavapipe) gmake
+#          mesa-devel (lavapipe) gmake
 set -eu
-pkgs="build-essential libvulkan-dev mesa-vulkan-drivers glslang-tools libck-dev spirv-tools elixir erlang-dev erlang-nox"
+pkgs="build-essential libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools elixir erlang-dev erlang-nox"
 [ -n "${NXV_EXTRA_PKGS:-}" ] && pkgs="$pkgs $NXV_EXTRA_PKGS"
 missing=""
 for p in $pkgs; do
