@@ -14,7 +14,8 @@
  * polls. A push thus moves one cache line the consumer reads (the place's)
  * where concurrencykit's ck_ring moved three (the consumer's index, the
  * producers' indices the consumer polls, and the place): on an H200 host
- * 96-118 ns per push against 199-273 ns with the consumer polling.
+ * about half the time per push with the consumer polling
+ * (bench/floor/ring_push.c, docs/benchmarks.md).
  * A producer preempted between claiming and publishing delays the items
  * after its own (the consumer sees the ring empty until it publishes) but
  * not the other producers, which never wait for one another.
