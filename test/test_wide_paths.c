@@ -3,18 +3,18 @@
  * of those kernels in every test.
  *
  * The elementwise, reduction, transpose and word-copy kernels read and
- * write 4 elements or 16 bytes at a time through
- * buffer references declared with that alignment; a wide access from an
- * address that is not aligned faults or reads other bytes on a GPU, while
- * lavapipe (where CI runs) serves it as if it were aligned. So a value
- * check cannot catch an op that takes a wide path it must not. The
- * runner installs nxv_test_dispatch_hook (kernels/ops.h's hook): each
- * dispatch's flags are checked against what its kernel's accesses require,
- * derived from the shaders (binary.comp, unary.comp, compare.comp,
- * select.comp, tile2d.glsl, reduce.comp, transpose.comp), not from ops.c's
- * own conditions. A violation
- * fails the running test. The hook also counts the paths it saw, so that
- * kernels.wide_path_preconditions can check that its ops reach each one.
+ * write 4 elements or 16 bytes at a time through buffer references
+ * declared with that alignment; a wide access from an address that is not
+ * aligned faults or reads other bytes on a GPU, while lavapipe (where CI
+ * runs) serves it as if it were aligned. So a value check cannot catch an
+ * op that takes a wide path it must not. The runner installs
+ * nxv_test_dispatch_hook (kernels/ops.h's hook): each dispatch's flags are
+ * checked against what its kernel's accesses require, derived from the
+ * shaders (binary.comp, unary.comp, compare.comp, select.comp,
+ * tile2d.glsl, reduce.comp, transpose.comp), not from ops.c's own
+ * conditions. A violation fails the running test. The hook also counts
+ * the paths it saw, so that kernels.wide_path_preconditions can check that
+ * its ops reach each one.
  */
 #include <stdarg.h>
 #include <string.h>
