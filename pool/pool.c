@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/lines.h"
 #include "sched/status.h"
 
 #define NXV_POOL_CLASSES (1 + 4 * 56)
@@ -560,7 +561,9 @@ nxv_status nxv_pool_alloc(nxv_pool *p, uint64_t bytes,
     } else {
       s = block_new(p, c, csize, 1, false, &b);
     }
-    if (s == NXV_OK && !(buf = calloc(1, sizeof *buf))) {
+    /* On whole lines of its own: its first line (the reference counts and
+     * what producers read) apart from the scheduler's bookkeeping. */
+    if (s == NXV_OK && !(buf = nxv_lines_alloc(sizeof *buf))) {
       s = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "pool buffer");
       if (b->slots == 1) {
         unlink_block(p, b);

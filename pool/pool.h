@@ -57,6 +57,7 @@
 #include <stdint.h>
 
 #include "nxv.h"
+#include "sched/lines.h"
 #include "sched/vk.h"
 
 #define NXV_POOL_SLAB_MAX (256u * 1024u)
@@ -71,7 +72,9 @@ typedef struct nxv_block nxv_block;
 /* A device buffer handed out by the pool. Reference counted; the pool
  * reclaims it when the count reaches zero. */
 typedef struct nxv_buffer {
-  atomic_uint refs;          /* tensors + queued nodes holding it */
+  /* First line: the counts producers and retirement change, and what
+   * producers read. */
+  NXV_LINE_ALIGNED atomic_uint refs; /* tensors + queued nodes holding it */
   atomic_uint pending_writes; /* queued nodes that write it and have not
                                  retired (nxv_sched_push counts them,
                                  retirement or cancellation uncounts them,
@@ -89,6 +92,8 @@ typedef struct nxv_buffer {
   void *host;                /* host address of byte 0 in a persistent,
                                 coherent mapping, or NULL (immutable;
                                 valid while the buffer is referenced) */
+  /* Second line (from host): the scheduler's bookkeeping and the
+   * free-list link. */
   uint64_t sched_read_gen;   /* barrier bookkeeping: scheduler thread only */
   uint64_t sched_write_gen;
   uint64_t sched_write_epoch; /* epoch of the batch that last wrote it

@@ -244,7 +244,6 @@ __attribute__((destructor)) static void node_cache_drain(void) {
 }
 
 nxv_node *nxv_node_new(uint32_t args_words) {
-  size_t used = sizeof(nxv_node) + (size_t)args_words * sizeof(uint32_t);
   nxv_node *n = NULL;
   if (args_words <= NODE_CACHE_WORDS) {
     pthread_mutex_lock(&node_cache_mu);
@@ -254,10 +253,12 @@ nxv_node *nxv_node_new(uint32_t args_words) {
       node_cache_count--;
     }
     pthread_mutex_unlock(&node_cache_mu);
-    if (n) memset(n, 0, used);
-    else n = calloc(1, sizeof(nxv_node) + NODE_CACHE_WORDS * sizeof(uint32_t));
+    /* A cached node is zero but for its link (cancel_list): only the
+     * lines this op sets are written here. */
+    if (n) n->next = NULL;
+    else n = nxv_lines_alloc(sizeof(nxv_node) + NODE_CACHE_WORDS * sizeof(uint32_t));
   } else {
-    n = calloc(1, used);
+    n = nxv_lines_alloc(sizeof(nxv_node) + (size_t)args_words * sizeof(uint32_t));
   }
   if (n) n->args_words = args_words;
   return n;
@@ -422,6 +423,10 @@ static void cancel_list(nxv_sched *s, nxv_node *n) {
   while (n) {
     nxv_node *next = n->next;
     if (node_release(s, n, &freed)) {
+      /* Zeroed here, on the retiring thread, rather than by the next
+       * nxv_node_new: lines of the node that op does not set then stay
+       * in this thread's cache instead of moving to the producer's. */
+      memset(n, 0, sizeof(nxv_node) + (size_t)n->args_words * sizeof(uint32_t));
       n->next = head;
       head = n;
       if (!tail) tail = n;

@@ -43,6 +43,7 @@
 #include "nxv.h"
 #include "pool/hostring.h"
 #include "pool/pool.h"
+#include "sched/lines.h"
 #include "sched/vk.h"
 
 #define NXV_NODE_MAX_BUFS 16
@@ -96,38 +97,50 @@ struct nxv_pending_pipeline {
 };
 
 /* One queued operation. Built by a producer, owned by the scheduler once
- * pushed, freed at retirement or cancellation. */
+ * pushed, freed at retirement or cancellation.
+ *
+ * A node is a message from the producer's core to the scheduler thread's
+ * and on to the retiring thread's, and every cache line of it that the
+ * producer writes moves between cores twice per op. The fields every op
+ * sets share the first two lines, push constants start a line of their
+ * own, and the fields only copies, fills, uploads and arguments use lie in
+ * between, so that a dispatch without arguments writes three lines. A node
+ * comes zeroed from nxv_node_new: the retiring thread zeroes a node it
+ * returns to the node cache, so the producer writes only what it sets. */
 typedef struct nxv_node {
-  uint8_t kind;                 /* nxv_node_kind */
+  /* Line 0: set for every op, read first by the scheduler. */
+  NXV_LINE_ALIGNED uint8_t kind; /* nxv_node_kind */
   uint8_t flags;                /* NXV_NODE_* */
   uint8_t nbufs;                /* entries used in bufs */
+  bool writes_counted;          /* nxv_sched_push counted it in its written
+                                   buffers' pending_writes */
+  bool has_staging;
+  bool has_arena;               /* arena holds this node's arguments */
   uint16_t write_mask;          /* bit i: bufs[i] is written */
   uint32_t pc_size;             /* bytes of push constants */
   uint32_t args_words;          /* uint32 words in args[] */
   uint32_t args_pc_offset;      /* byte offset in pc of the arena address */
-  nxv_buffer *bufs[NXV_NODE_MAX_BUFS]; /* references owned by the node */
+  uint32_t groups[3];           /* dispatch size; groups[0]==0: nothing */
+  uint64_t cost;                /* work estimate (elements touched) */
   VkPipeline pipeline;          /* dispatch: owned by the registry;
                                    VK_NULL_HANDLE while pending */
   nxv_pending_pipeline *pending; /* dispatch: the pipeline's creation when
                                     it was under way at queue time, one
                                     reference owned; resolved into
                                     pipeline when the node is recorded */
-  uint32_t groups[3];           /* dispatch size; groups[0]==0: nothing */
-  uint64_t cost;                /* work estimate (elements touched) */
+  uint64_t enqueue_ns;          /* set by nxv_sched_push (monotonic clock) */
+  /* Line 1 on: the batch link, the ticket, the buffers. */
+  struct nxv_node *next;        /* batch list link (scheduler) */
+  nxv_ticket *ticket;           /* optional, one reference owned */
+  nxv_buffer *bufs[NXV_NODE_MAX_BUFS]; /* references owned by the node */
+  /* Copies, fills, uploads and arguments only. */
   VkBuffer src, dst;            /* copy/fill: not owned */
   VkDeviceSize src_offset, dst_offset, bytes;
   uint32_t fill_pattern;
   nxv_hostring *staging_ring;   /* ring of staging, when has_staging */
   nxv_host_alloc staging;       /* upload source, owned when has_staging */
-  bool has_staging;
-  bool has_arena;               /* arena holds this node's arguments */
   nxv_host_alloc arena;         /* set by the scheduler, freed at retire */
-  nxv_ticket *ticket;           /* optional, one reference owned */
-  uint64_t enqueue_ns;          /* set by nxv_sched_push (monotonic clock) */
-  bool writes_counted;          /* nxv_sched_push counted it in its written
-                                   buffers' pending_writes */
-  struct nxv_node *next;        /* batch list link (scheduler) */
-  uint8_t pc[NXV_PUSH_CONSTANTS_MAX];
+  NXV_LINE_ALIGNED uint8_t pc[NXV_PUSH_CONSTANTS_MAX];
   uint32_t args[];              /* metadata copied to the argument arena */
 } nxv_node;
 
@@ -169,7 +182,11 @@ nxv_status nxv_sched_create(const nxv_vk *vk, const nxv_sched_config *config,
  * or follow. */
 void nxv_sched_destroy(nxv_sched *sched);
 
-/* Allocates a zeroed node with room for args_words words of arguments. */
+/* A zeroed node, aligned to a cache line, with room for args_words words
+ * of arguments (args_words set); NULL when out of memory. The caller owns
+ * it until nxv_sched_push or nxv_node_discard. Thread-safe: nodes come
+ * from the process-wide node cache (zeroed by the thread that retired
+ * them) or from the allocator. */
 nxv_node *nxv_node_new(uint32_t args_words);
 
 /* Drops every reference a node owns and frees it (never pushed). */

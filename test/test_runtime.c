@@ -19,6 +19,7 @@
 
 #include "sched/histogram.h"
 #include "sched/ring.h"
+#include "sched/scheduler.h"
 #include "test.h"
 
 extern char **environ;
@@ -114,6 +115,76 @@ NXV_TEST(ring, rejects_bad_capacity) {
   CHECK(nxv_ring_create(2, &ring) == NXV_ERR_INVALID_ARGUMENT);
   CHECK(ring == (nxv_ring *)0x1);
   CHECK(strlen(nxv_last_error()) > 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Nodes                                                               */
+/* ------------------------------------------------------------------ */
+
+/* Every byte a release leaves alone set: the header, the copy, fill and
+ * staging fields (their owners' flags clear), push constants and argument
+ * words. */
+static void dirty_node(nxv_node *n) {
+  uint32_t words = n->args_words;
+  n->kind = NXV_NODE_COPY;
+  n->flags = 0xff;
+  n->write_mask = 0xffff;
+  n->pc_size = 0xabcd;
+  n->args_pc_offset = 0xabcd;
+  n->groups[0] = n->groups[1] = n->groups[2] = 7;
+  n->cost = ~0ull;
+  n->pipeline = (VkPipeline)(uintptr_t)0x1234;
+  n->enqueue_ns = ~0ull;
+  n->src = n->dst = (VkBuffer)(uintptr_t)0x5678;
+  n->src_offset = n->dst_offset = n->bytes = ~0ull;
+  n->fill_pattern = ~0u;
+  memset(&n->staging, 0xab, sizeof n->staging);
+  memset(&n->arena, 0xab, sizeof n->arena);
+  memset(n->pc, 0xab, sizeof n->pc);
+  memset(n->args, 0xcd, (size_t)words * sizeof(uint32_t));
+}
+
+/* Whether n is zero but for its argument-word count (which is words). */
+static bool node_is_fresh(const nxv_node *n, uint32_t words) {
+  const unsigned char *b = (const unsigned char *)n;
+  size_t size = sizeof(nxv_node) + (size_t)words * sizeof(uint32_t);
+  size_t at = offsetof(nxv_node, args_words);
+  for (size_t i = 0; i < size; i++)
+    if ((i < at || i >= at + sizeof n->args_words) && b[i]) return false;
+  return n->args_words == words;
+}
+
+NXV_TEST(sched, nodes_come_zeroed_after_reuse) {
+  /* Retirement zeroes the nodes it gives back to the node cache, and
+   * nxv_node_new writes nothing but the argument count: nodes handed out
+   * after dirty ones went back, of as many or fewer argument words, must
+   * be zero in every field, push constant and argument word. */
+  enum { NODES = 16, WORDS = 32 };
+  nxv_node *n[NODES];
+  for (int round = 0; round < 3; round++) {
+    uint32_t words = round == 0 ? WORDS : round == 1 ? 0 : 5;
+    for (int i = 0; i < NODES; i++) {
+      n[i] = nxv_node_new(WORDS);
+      CHECK(n[i] != NULL);
+      CHECK(((uintptr_t)n[i] & 63u) == 0);
+      dirty_node(n[i]);
+    }
+    for (int i = 0; i < NODES; i++) nxv_node_discard(n[i]);
+    for (int i = 0; i < NODES; i++) {
+      n[i] = nxv_node_new(words);
+      CHECK(n[i] != NULL);
+      CHECK_MSG(node_is_fresh(n[i], words),
+                "round %d node %d: a byte left over from its last use", round, i);
+    }
+    /* Argument words beyond the count asked for are zero too: the next
+     * user of the node may ask for more. */
+    for (int i = 0; i < NODES; i++) {
+      const uint32_t *a = n[i]->args;
+      for (uint32_t w = words; w < WORDS; w++)
+        CHECK_MSG(a[w] == 0, "round %d node %d: argument word %u left over", round, i, w);
+    }
+    for (int i = 0; i < NODES; i++) nxv_node_discard(n[i]);
+  }
 }
 
 /* ------------------------------------------------------------------ */
