@@ -5,8 +5,9 @@
 #   --rounds N     bursts per timed run (default 3000; three timed runs
 #                  after 300 untimed bursts)
 #   --burst N      ops per burst (default 64)
-#   --layers LIST  comma-separated among null, nif, nif_imm, nx (default:
-#                  all, in that order)
+#   --layers LIST  comma-separated among null, nif, nif_imm, backend,
+#                  backend_imm, nx, nx_tensor (default: all, in that
+#                  order)
 #
 # Each burst follows `Nx.Vulkan.synchronize/1`, so the ring is empty, the
 # scheduler has work for the GPU at once and no producer waits for room:
@@ -20,8 +21,14 @@
 #   * nif: `Nx.Vulkan.NIF.binary/8` with a resident tensor operand.
 #   * nif_imm: the same with the number as an immediate operand (what
 #     `Nx.add(x, 1)` reaches).
-#   * nx: `Nx.add(x, 1)` on Nx.Vulkan.Backend: the front end, this
-#     backend's Elixir and the NIF.
+#   * backend: `Nx.Vulkan.Backend.add/3` called directly with a resident
+#     tensor operand (Nx's arguments for `Nx.add(x, ones)`): this backend's
+#     Elixir and the NIF.
+#   * backend_imm: the same with Nx's constant for the number 1 (what
+#     `Nx.add(x, 1)` hands the backend).
+#   * nx: `Nx.add(x, 1)` on Nx.Vulkan.Backend: the front end, the number's
+#     constant, this backend's Elixir and the NIF.
+#   * nx_tensor: `Nx.add(x, ones)`, ones a resident tensor.
 #
 # Prints one line per layer: its three runs' µs per op, then their median.
 alias Nx.Vulkan.NIF
@@ -31,7 +38,7 @@ alias Nx.Vulkan.NIF
 
 rounds = Keyword.get(opts, :rounds, 3000)
 burst = Keyword.get(opts, :burst, 64)
-all = ["null", "nif", "nif_imm", "nx"]
+all = ["null", "nif", "nif_imm", "backend", "backend_imm", "nx", "nx_tensor"]
 layers = opts |> Keyword.get(:layers, Enum.join(all, ",")) |> String.split(",", trim: true)
 
 if rest != [] or invalid != [] or rounds < 1 or burst < 1 or layers -- all != [] do
@@ -52,13 +59,19 @@ one = NIF.upload(dev, :f32, f32.(List.duplicate(1.0, 16)))
 xr = NIF.upload(dev, :f32, f32.(List.duplicate(2.0, 16)))
 imm = <<1.0::float-32-native>>
 x = Nx.tensor(List.duplicate(2.0, 16), type: :f32, backend: Nx.Vulkan.Backend)
+ones = Nx.tensor(List.duplicate(1.0, 16), type: :f32, backend: Nx.Vulkan.Backend)
 xn = NxBench.NullBackend.null(Nx.template({16}, :f32))
+out = Nx.template({16}, :f32)
+c = Nx.Vulkan.Backend.constant(Nx.template({}, :s64), 1, [])
 
 calls = %{
   "null" => fn -> Nx.add(xn, 1) end,
   "nif" => fn -> NIF.binary(:add, [16], xr, 0, nil, one, 0, nil) end,
   "nif_imm" => fn -> NIF.binary(:add, [16], xr, 0, nil, imm, 0, nil) end,
-  "nx" => fn -> Nx.add(x, 1) end
+  "backend" => fn -> Nx.Vulkan.Backend.add(out, x, ones) end,
+  "backend_imm" => fn -> Nx.Vulkan.Backend.add(out, x, c) end,
+  "nx" => fn -> Nx.add(x, 1) end,
+  "nx_tensor" => fn -> Nx.add(x, ones) end
 }
 
 # Total ns of n bursts of call, each timed from after a synchronize until
@@ -81,7 +94,7 @@ for layer <- layers do
   Nx.default_backend(previous)
   median = us |> Enum.sort() |> Enum.at(1)
   runs = Enum.map_join(us, " ", &:erlang.float_to_binary(&1, decimals: 3))
-  IO.puts("#{String.pad_trailing(layer, 8)} #{runs}   median #{Float.round(median, 3)} us/op")
+  IO.puts("#{String.pad_trailing(layer, 11)} #{runs}   median #{Float.round(median, 3)} us/op")
 end
 
 :ok = NIF.synchronize(dev)
