@@ -882,9 +882,30 @@ if Code.ensure_loaded?(Nx.Backend) do
       immediate_number(op, out, x, c, true)
     end
 
+    # Then both operands dense on one device, of out's type and shape (x +
+    # y on equal tensors): the NIF call is all there is, with one lookup
+    # for the kernel (binary_kernel?/3) and no operand planning. A device
+    # without the kernel goes the general way (binary_dense/6).
+    defp element_wise_binary(
+           op,
+           %T{type: type, shape: shape} = out,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: a, strides: nil}} =
+             left,
+           %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
+             right
+         )
+         when is_reference(a) and is_reference(b) and tuple_size(shape) <= @max_rank do
+      if binary_kernel?(index, op, type) do
+        dims = Tuple.to_list(shape)
+        wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, nil, b, 0, nil) end), index)
+      else
+        binary_dense(op, out, left, right, nil, nil)
+      end
+    end
+
     # Then both operands dense on one device, of out's type (dense_pair/3:
-    # x + y on equal tensors, a bias added to each row): no operand to
-    # convert, so the NIF call is all there is.
+    # a bias added to each row): no operand to convert, so the NIF call is
+    # all there is.
     defp element_wise_binary(op, %T{type: type} = out, %T{type: type} = left, right) do
       case dense_pair(out, left, right) do
         {:ok, as, bs} -> binary_dense(op, out, left, right, as, bs)
@@ -931,7 +952,7 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp immediate_number(op, %T{type: type} = out, %T{data: xd} = x, c, c_first) do
       index = xd.device
 
-      if supported?(index, :binary, op, Map.fetch!(@nif_types, type)) do
+      if binary_kernel?(index, op, type) do
         {a, dims, bytes} = {xd.ref, dims(out), convert_value(c.data.value, c.type, type)}
 
         ref =
@@ -2935,6 +2956,28 @@ if Code.ensure_loaded?(Nx.Backend) do
       case :persistent_term.get(key, nil) do
         nil ->
           value = NIF.supported(Nx.Vulkan.device(index), kind, op, nif_type) == true
+          :persistent_term.put(key, value)
+          value
+
+        value ->
+          value
+      end
+    end
+
+    # supported?(index, :binary, op, nif_type) for out's Nx type, in one
+    # lookup (the hot paths of binary ops on dense tensors): false for a
+    # type the device cannot store.
+    defp binary_kernel?(index, op, type) do
+      key = {__MODULE__, :binary_kernel, index, op, type}
+
+      case :persistent_term.get(key, nil) do
+        nil ->
+          value =
+            case Map.fetch(@nif_types, type) do
+              {:ok, nif_type} -> supported?(index, :binary, op, nif_type)
+              :error -> false
+            end
+
           :persistent_term.put(key, value)
           value
 

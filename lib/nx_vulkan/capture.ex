@@ -18,8 +18,10 @@ defmodule Nx.Vulkan.Capture do
     def unquote(name)(unquote_splicing(args)) do
       result = Nx.Vulkan.NIF.unquote(name)(unquote_splicing(args))
 
-      case Process.get(unquote(@key)) do
-        nil ->
+      # :erlang.get/1 rather than Process.get/1 (two calls more) on every
+      # device op: :undefined outside a capture.
+      case :erlang.get(unquote(@key)) do
+        :undefined ->
           result
 
         log when is_list(log) ->
