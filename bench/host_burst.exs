@@ -1,6 +1,7 @@
 # Host time per tiny op, layer by layer, in bursts the queue absorbs.
 #
 #   mix run bench/host_burst.exs [--rounds N] [--burst N] [--layers LIST]
+#                                [--elements N]
 #
 #   --rounds N     bursts per timed run (default 3000; three timed runs
 #                  after 300 untimed bursts)
@@ -8,13 +9,17 @@
 #   --layers LIST  comma-separated among null, nif, nif_imm, backend,
 #                  backend_imm, nx, nx_tensor (default: all, in that
 #                  order)
+#   --elements N   elements of each operand (default 16). 0 (layers nif,
+#                  nif_imm, backend and backend_imm only: Nx itself makes
+#                  no empty tensors) queues no device work, leaving the
+#                  NIF and the backend's Elixir alone
 #
 # Each burst follows `Nx.Vulkan.synchronize/1`, so the ring is empty, the
 # scheduler has work for the GPU at once and no producer waits for room:
 # the time until the burst's last call returned, divided by its ops, is
 # the calling process's own cost per op (its share of garbage collection
 # and of releasing earlier bursts' results included). Layers, each an add
-# of 16 f32 elements on the default device:
+# of --elements f32 elements on the default device:
 #
 #   * null: `Nx.add(x, 1)` on NxBench.NullBackend (bench/models.exs), whose
 #     callbacks do nothing: Nx's own front end.
@@ -34,17 +39,24 @@
 alias Nx.Vulkan.NIF
 
 {opts, rest, invalid} =
-  OptionParser.parse(System.argv(), strict: [rounds: :integer, burst: :integer, layers: :string])
+  OptionParser.parse(System.argv(),
+    strict: [rounds: :integer, burst: :integer, layers: :string, elements: :integer]
+  )
 
 rounds = Keyword.get(opts, :rounds, 3000)
 burst = Keyword.get(opts, :burst, 64)
+n = Keyword.get(opts, :elements, 16)
 all = ["null", "nif", "nif_imm", "backend", "backend_imm", "nx", "nx_tensor"]
-layers = opts |> Keyword.get(:layers, Enum.join(all, ",")) |> String.split(",", trim: true)
+no_device_work = ["nif", "nif_imm", "backend", "backend_imm"]
+default_layers = if n == 0, do: no_device_work, else: all
+layers = opts |> Keyword.get(:layers, Enum.join(default_layers, ",")) |> String.split(",", trim: true)
 
-if rest != [] or invalid != [] or rounds < 1 or burst < 1 or layers -- all != [] do
+if rest != [] or invalid != [] or rounds < 1 or burst < 1 or n < 0 or layers -- all != [] or
+     (n == 0 and layers -- no_device_work != []) do
   IO.puts(
     :stderr,
-    "usage: mix run bench/host_burst.exs [--rounds N] [--burst N] [--layers LIST]"
+    "usage: mix run bench/host_burst.exs [--rounds N] [--burst N] [--layers LIST] " <>
+      "[--elements N] (--elements 0: layers nif, nif_imm, backend, backend_imm)"
   )
 
   System.halt(2)
@@ -55,19 +67,22 @@ Code.require_file("models.exs", __DIR__)
 f32 = fn list -> for v <- list, into: <<>>, do: <<v::float-32-native>> end
 index = Nx.Vulkan.default_device_index()
 dev = Nx.Vulkan.device(index)
-one = NIF.upload(dev, :f32, f32.(List.duplicate(1.0, 16)))
-xr = NIF.upload(dev, :f32, f32.(List.duplicate(2.0, 16)))
+one = NIF.upload(dev, :f32, f32.(List.duplicate(1.0, n)))
+xr = NIF.upload(dev, :f32, f32.(List.duplicate(2.0, n)))
 imm = <<1.0::float-32-native>>
-x = Nx.tensor(List.duplicate(2.0, 16), type: :f32, backend: Nx.Vulkan.Backend)
-ones = Nx.tensor(List.duplicate(1.0, 16), type: :f32, backend: Nx.Vulkan.Backend)
-xn = NxBench.NullBackend.null(Nx.template({16}, :f32))
-out = Nx.template({16}, :f32)
+# The same buffers as Nx tensors of this backend (Nx.tensor/2 would refuse
+# zero elements).
+as_tensor = fn ref -> %{Nx.template({n}, :f32) | data: %Nx.Vulkan.Backend{ref: ref, device: index}} end
+x = as_tensor.(xr)
+ones = as_tensor.(one)
+xn = NxBench.NullBackend.null(Nx.template({max(n, 1)}, :f32))
+out = Nx.template({n}, :f32)
 c = Nx.Vulkan.Backend.constant(Nx.template({}, :s64), 1, [])
 
 calls = %{
   "null" => fn -> Nx.add(xn, 1) end,
-  "nif" => fn -> NIF.binary(:add, [16], xr, 0, nil, one, 0, nil) end,
-  "nif_imm" => fn -> NIF.binary(:add, [16], xr, 0, nil, imm, 0, nil) end,
+  "nif" => fn -> NIF.binary(:add, [n], xr, 0, nil, one, 0, nil) end,
+  "nif_imm" => fn -> NIF.binary(:add, [n], xr, 0, nil, imm, 0, nil) end,
   "backend" => fn -> Nx.Vulkan.Backend.add(out, x, ones) end,
   "backend_imm" => fn -> Nx.Vulkan.Backend.add(out, x, c) end,
   "nx" => fn -> Nx.add(x, 1) end,

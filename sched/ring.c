@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "sched/lines.h"
 #include "sched/status.h"
 
 /* One place: its sequence number says whose turn it is. For the place of
@@ -18,10 +19,10 @@ typedef struct slot {
 
 struct nxv_ring {
   /* Producers only: the next position to claim. A line of its own. */
-  _Alignas(64) _Atomic uint64_t tail;
+  NXV_LINE_ALIGNED _Atomic uint64_t tail;
   /* Consumer only: the next position to pop. A line of its own. */
-  _Alignas(64) uint64_t head;
-  _Alignas(64) uint64_t mask; /* capacity - 1; read-only after creation */
+  NXV_LINE_ALIGNED uint64_t head;
+  NXV_LINE_ALIGNED uint64_t mask; /* capacity - 1; read-only after creation */
   slot *slots;                /* owned: capacity places */
 };
 
@@ -29,7 +30,7 @@ nxv_status nxv_ring_create(uint32_t capacity, nxv_ring **out_ring) {
   if (capacity < 4 || (capacity & (capacity - 1)))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "ring capacity %u is not a power of two >= 4", capacity);
-  nxv_ring *r = aligned_alloc(64, sizeof *r);
+  nxv_ring *r = nxv_lines_alloc(sizeof *r);
   if (!r) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "ring");
   r->slots = calloc(capacity, sizeof *r->slots);
   if (!r->slots) {

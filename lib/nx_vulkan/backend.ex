@@ -883,9 +883,8 @@ if Code.ensure_loaded?(Nx.Backend) do
     end
 
     # Then both operands dense on one device, of out's type and shape (x +
-    # y on equal tensors): the NIF call is all there is, with one lookup
-    # for the kernel (binary_kernel?/3) and no operand planning. A device
-    # without the kernel goes the general way (binary_dense/6).
+    # y on equal tensors): straight to the NIF call, with no operand
+    # planning (dense_pair/3).
     defp element_wise_binary(
            op,
            %T{type: type, shape: shape} = out,
@@ -894,14 +893,8 @@ if Code.ensure_loaded?(Nx.Backend) do
            %T{type: type, shape: shape, data: %__MODULE__{device: index, ref: b, strides: nil}} =
              right
          )
-         when is_reference(a) and is_reference(b) and tuple_size(shape) <= @max_rank do
-      if binary_kernel?(index, op, type) do
-        dims = Tuple.to_list(shape)
-        wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, nil, b, 0, nil) end), index)
-      else
-        binary_dense(op, out, left, right, nil, nil)
-      end
-    end
+         when is_reference(a) and is_reference(b) and tuple_size(shape) <= @max_rank,
+         do: binary_dense(op, out, left, right, nil, nil)
 
     # Then both operands dense on one device, of out's type (dense_pair/3:
     # a bias added to each row): no operand to convert, so the NIF call is
@@ -1059,15 +1052,18 @@ if Code.ensure_loaded?(Nx.Backend) do
     end
 
     # The NIF call of element_wise_binary/4's dense paths: left and right
-    # dense on one device, of out's type, read with strides as and bs.
+    # dense on one device, of out's type, read with strides as and bs (nil:
+    # dense in out's shape), after one cached lookup for the kernel
+    # (binary_kernel?/3). A type the device cannot store raises; a device
+    # without the kernel computes on the host.
     defp binary_dense(op, %T{type: type} = out, %T{data: ld} = left, %T{data: rd} = right, as, bs) do
       index = ld.device
-      nif_type = nif_type!(type, op, index)
 
-      if supported?(index, :binary, op, nif_type) do
+      if binary_kernel?(index, op, type) do
         {a, b, dims} = {ld.ref, rd.ref, dims(out)}
         wrap(out, alloc(index, fn -> NIF.binary(op, dims, a, 0, as, b, 0, bs) end), index)
       else
+        _ = nif_type!(type, op, index)
         host(op, [out, left, right], no_kernel(op, type, index))
       end
     end
