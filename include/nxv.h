@@ -992,6 +992,39 @@ nxv_status nxv_iota(nxv_device *device, nxv_dtype dtype, uint32_t rank,
 nxv_status nxv_fft(nxv_device *device, nxv_tensor *a, uint64_t rows, uint64_t n,
                    bool inverse, double eps, nxv_tensor **out_tensor);
 
+/* Cholesky factor L (A = L L^T) of each of batch dense n x n matrices of
+ * a (f32 or f64; batch * n * n elements), as Nx's default implementation
+ * defines it: L[j][j] = sqrt(A[j][j] - sum_{k<j} L[j][k]^2),
+ * L[i][j] = (A[i][j] - sum_{k<j} L[i][k] L[j][k]) / (L[j][j] + eps) for
+ * i > j, zeros above the diagonal, and every |L[i][j]| <= eps set to 0.
+ * Only the lower triangle of each matrix is read; one that is not positive
+ * definite gets NaN from the first negative square root on. One workgroup
+ * a matrix: suited to batches and to orders up to a few hundred; n is at
+ * most 4096 (f32) or 2048 (f64), else NXV_ERR_UNSUPPORTED.
+ * a is retained until the work completes; *out_tensor is new (dense
+ * batch x n x n). */
+nxv_status nxv_cholesky(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t n,
+                        double eps, nxv_tensor **out_tensor);
+
+/* batch triangular systems, as Nx.LinAlg.triangular_solve defines them:
+ * op(A) X = B when left_side, X op(A) = B otherwise, op(A) = A^T when
+ * transpose_a, else A; A lower triangular when lower, upper otherwise,
+ * only that triangle read. a: dense batch x n x n; b: dense batch x n x
+ * cols (left side) or batch x cols x n (right side), of a's type (f32 or
+ * f64). */
+typedef struct nxv_trsm_desc {
+  uint64_t batch, n, cols;
+  nxv_tensor *a, *b; /* borrowed; retained by the call until the work completes */
+  bool lower, left_side, transpose_a;
+} nxv_trsm_desc;
+
+/* Solves desc's systems: *out_x (new) is laid out as b; *out_singular
+ * (new) holds one u32 per system, 1 where A has a zero on its diagonal
+ * (that system's solution then holds infinities or NaN; Nx raises), else
+ * 0. One workgroup a system and 16 right-hand sides. */
+nxv_status nxv_triangular_solve(nxv_device *device, const nxv_trsm_desc *desc,
+                                nxv_tensor **out_x, nxv_tensor **out_singular);
+
 /* True when the device has a kernel for op on dtype. */
 bool nxv_binary_supported(nxv_device *device, nxv_binary_op op,
                           nxv_dtype dtype);

@@ -3194,3 +3194,182 @@ nxv_status nxv_fft(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t n,
   *out = res;
   return NXV_OK;
 }
+
+/* ------------------------------------------------------------------ */
+/* Linear algebra                                                      */
+/* ------------------------------------------------------------------ */
+
+/* Whether the device runs the linear algebra kernels (256 invocations a
+ * workgroup, fixed; 16 KiB of shared memory) on dtype, f32 or f64. */
+static nxv_status linalg_check(nxv_device *d, nxv_dtype t, const char *op) {
+  if (t != NXV_F32 && t != NXV_F64)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "%s on %s: kernels take f32 and f64", op,
+                    nxv_dtype_name(t));
+  NXV_TRY(check_type(d, t, op));
+  if (d->vk.info.max_workgroup_invocations < 256 || d->vk.info.max_workgroup_size[0] < 256 ||
+      d->vk.info.max_shared_memory < 16384 + 2 * 256 * 8)
+    return nxv_fail(NXV_ERR_UNSUPPORTED,
+                    "%s: device %s runs fewer than 256 invocations a workgroup or has "
+                    "less than 20 KiB of shared memory",
+                    op, d->vk.info.name);
+  return NXV_OK;
+}
+
+typedef struct pc_cholesky { /* cholesky.comp */
+  uint64_t a, dst;
+  uint32_t eps_lo, eps_hi;
+  uint32_t n, batch;
+} pc_cholesky;
+_Static_assert(sizeof(pc_cholesky) == 32, "pc_cholesky layout");
+
+nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n,
+                        double eps, nxv_tensor **out) {
+  if (!d || !a || !out) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "cholesky: NULL argument");
+  if (a->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "cholesky: tensor on another device");
+  nxv_dtype t = a->dtype;
+  NXV_TRY(linalg_check(d, t, "cholesky"));
+  if (n != 0 && batch > UINT64_MAX / n / n)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "cholesky: %llu matrices of order %llu overflow",
+                    (unsigned long long)batch, (unsigned long long)n);
+  if (batch * n * n != a->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "cholesky: tensor has %llu elements, %llu matrices of order %llu need %llu",
+                    (unsigned long long)a->count, (unsigned long long)batch,
+                    (unsigned long long)n, (unsigned long long)(batch * n * n));
+  uint64_t max_n = 16384 / nxv_dtype_size(t);
+  if (n > max_n)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky on %s: order %llu (at most %llu)",
+                    nxv_dtype_name(t), (unsigned long long)n, (unsigned long long)max_n);
+  uint64_t width = d->vk.info.max_workgroup_count[0];
+  if (batch > width * (uint64_t)d->vk.info.max_workgroup_count[1] || batch > UINT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky: %llu matrices exceed the device's grid",
+                    (unsigned long long)batch);
+  NXV_TRY(nxv_tensor_ready(a));
+  nxv_tensor *res = NULL;
+  NXV_TRY(nxv_tensor_new(d, t, batch * n * n, &res));
+  if (batch * n == 0) {
+    *out = res;
+    return NXV_OK;
+  }
+  if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
+  uint64_t bits;
+  memcpy(&bits, &eps, sizeof bits);
+  pc_cholesky pc = {.a = a->buf->addr, .dst = res->buf->addr, .eps_lo = (uint32_t)bits,
+                    .eps_hi = (uint32_t)(bits >> 32), .n = (uint32_t)n,
+                    .batch = (uint32_t)batch};
+  nxv_node *node = nxv_node_new(0);
+  if (!node) {
+    nxv_tensor_release(res);
+    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  }
+  memcpy(node->pc, &pc, sizeof pc);
+  node->pc_size = sizeof pc;
+  uint64_t gx = batch < width ? batch : width;
+  node->groups[0] = (uint32_t)gx;
+  node->groups[1] = (uint32_t)((batch + gx - 1) / gx);
+  node->groups[2] = 1;
+  node->cost = batch * n * n * n / 3 + batch * n * n;
+  node_use(node, a, false);
+  node_use(node, res, true);
+  nxv_status st = push_dispatch(d, node, t == NXV_F32 ? NXV_SPV_CHOLESKY_F32
+                                                      : NXV_SPV_CHOLESKY_F64, 0, 0);
+  if (st != NXV_OK) {
+    nxv_tensor_release(res);
+    return st;
+  }
+  *out = res;
+  return NXV_OK;
+}
+
+typedef struct pc_trsm { /* trsm.comp */
+  uint64_t a, c, y, singular, c_batch;
+  uint32_t m_row, m_col, c_row, c_col;
+  uint32_t n, cols, batch, nc, flags, b0;
+} pc_trsm;
+_Static_assert(sizeof(pc_trsm) == 80, "pc_trsm layout");
+
+nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tensor **out_x,
+                                nxv_tensor **out_singular) {
+  if (!d || !s || !s->a || !s->b || !out_x || !out_singular)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "triangular_solve: NULL argument");
+  if (s->a->device != d || s->b->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "triangular_solve: tensor on another device");
+  nxv_dtype t = s->a->dtype;
+  if (s->b->dtype != t)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "triangular_solve: a is %s, b is %s",
+                    nxv_dtype_name(t), nxv_dtype_name(s->b->dtype));
+  NXV_TRY(linalg_check(d, t, "triangular_solve"));
+  uint64_t batch = s->batch, n = s->n, cols = s->cols;
+  if ((n && batch > UINT64_MAX / n / n) || (n && cols && batch > UINT64_MAX / n / cols))
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "triangular_solve: sizes overflow");
+  if (batch * n * n != s->a->count || batch * n * cols != s->b->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "triangular_solve: a has %llu elements and b %llu; %llu systems of order "
+                    "%llu with %llu right-hand sides need %llu and %llu",
+                    (unsigned long long)s->a->count, (unsigned long long)s->b->count,
+                    (unsigned long long)batch, (unsigned long long)n,
+                    (unsigned long long)cols, (unsigned long long)(batch * n * n),
+                    (unsigned long long)(batch * n * cols));
+  if (n * n > UINT32_MAX || n * cols > UINT32_MAX || batch > UINT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED,
+                    "triangular_solve: a system of 2^32 elements or more, or 2^32 systems");
+  /* Right-hand sides a workgroup takes: the next power of two of cols, at
+   * most 16, so that narrow systems keep most invocations on rows. */
+  uint32_t nc = 1;
+  while (nc < cols && nc < 16) nc <<= 1;
+  uint64_t chunks = (cols + nc - 1) / nc;
+  if (chunks > d->vk.info.max_workgroup_count[0])
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "triangular_solve: %llu right-hand sides exceed the "
+                    "device's grid", (unsigned long long)cols);
+  NXV_TRY(nxv_tensor_ready(s->a));
+  NXV_TRY(nxv_tensor_ready(s->b));
+  nxv_tensor *x = NULL, *flags = NULL;
+  NXV_TRY(nxv_tensor_new(d, t, batch * n * cols, &x));
+  nxv_status st = nxv_tensor_new(d, NXV_U32, batch, &flags);
+  if (st != NXV_OK) {
+    nxv_tensor_release(x);
+    return st;
+  }
+  /* M = op(A) on the left; on the right X op(A) = B is op(A)^T X^T = B^T.
+   * M is A or A^T, lower when A's triangle is, read through strides. */
+  bool m_transposed = s->transpose_a != !s->left_side;
+  bool m_lower = s->lower != m_transposed;
+  uint32_t m_row = m_transposed ? 1 : (uint32_t)n, m_col = m_transposed ? (uint32_t)n : 1;
+  /* B and X: batch x n x cols on the left, batch x cols x n on the right. */
+  uint32_t c_row = s->left_side ? (uint32_t)cols : 1, c_col = s->left_side ? 1 : (uint32_t)n;
+  uint32_t ymax = d->vk.info.max_workgroup_count[1];
+  for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += ymax) {
+    uint64_t nb = batch - b0 < ymax ? batch - b0 : ymax;
+    pc_trsm pc = {.a = s->a->buf->addr, .c = s->b->buf->addr, .y = x->buf->addr,
+                  .singular = flags->buf->addr, .c_batch = n * cols, .m_row = m_row,
+                  .m_col = m_col, .c_row = c_row, .c_col = c_col, .n = (uint32_t)n,
+                  .cols = (uint32_t)cols, .batch = (uint32_t)batch, .nc = nc,
+                  .flags = m_lower ? 1u : 0u, .b0 = (uint32_t)b0};
+    nxv_node *node = nxv_node_new(0);
+    if (!node) {
+      st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+      break;
+    }
+    memcpy(node->pc, &pc, sizeof pc);
+    node->pc_size = sizeof pc;
+    /* Without right-hand sides one workgroup a system still writes its flag. */
+    node->groups[0] = chunks ? (uint32_t)chunks : 1;
+    node->groups[1] = (uint32_t)nb;
+    node->groups[2] = 1;
+    node->cost = nb * n * n * (cols ? cols : 1);
+    node_use(node, s->a, false);
+    node_use(node, s->b, false);
+    node_use(node, x, true);
+    node_use(node, flags, true);
+    st = push_dispatch(d, node, t == NXV_F32 ? NXV_SPV_TRSM_F32 : NXV_SPV_TRSM_F64, 0, 0);
+  }
+  if (st != NXV_OK) {
+    nxv_tensor_release(x);
+    nxv_tensor_release(flags);
+    return st;
+  }
+  *out_x = x;
+  *out_singular = flags;
+  return NXV_OK;
+}

@@ -101,3 +101,9 @@ for tu in "s16:1:s8:0 u8:4" "s32:2:s8:0 s16:1 u8:4 u16:5" \
     echo "binary_${t}_${u%%:*} binary.comp -DT_ID=$tid -DU_ID=${u#*:}"
   done
 done
+# Dense linear algebra, one workgroup per matrix: Cholesky factors and
+# triangular solves of f32 and f64 (other types are converted first).
+for t in f32:10 f64:11; do
+  echo "cholesky_${t%%:*} cholesky.comp -DT_ID=${t#*:}"
+  echo "trsm_${t%%:*} trsm.comp -DT_ID=${t#*:}"
+done

@@ -1,0 +1,86 @@
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#include "types.glsl"
+// cholesky.comp - the Cholesky factor L (A = L L^T, L lower triangular)
+// of each of pc.batch dense n x n matrices (T_ID 10: f32, 11: f64), as
+// Nx's default implementation defines it:
+//   L[j][j] = sqrt(A[j][j] - sum_{k<j} L[j][k]^2)
+//   L[i][j] = (A[i][j] - sum_{k<j} L[i][k] L[j][k]) / (L[j][j] + eps), i > j
+// with zeros above the diagonal and every |L[i][j]| <= eps set to 0 at the
+// end. Only A's lower triangle is read; a matrix that is not positive
+// definite gets NaN where the square root's argument is negative.
+//
+// One workgroup of 256 invocations per matrix (workgroup id x + y * the
+// grid's width), right-looking: step j takes the square root of the
+// updated diagonal element, scales column j below it and subtracts the
+// outer product of that column from the trailing lower triangle. Element
+// (i, k) of the result belongs to invocation (i mod 16) * 16 + k mod 16
+// throughout, which alone reads and writes it in the output buffer, so the
+// buffer needs no coherence; what crosses invocations (the diagonal
+// element, the scaled column) goes through shared memory, two barriers a
+// step.
+#include "common.glsl"
+#if T_ID != 10 && T_ID != 11
+#error "cholesky.comp is built for f32 and f64"
+#endif
+
+// The longest column shared memory holds: 16 KiB.
+#define MAX_N (16384 / T_ALIGN)
+
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) readonly buffer InT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer OutT { T v[]; };
+
+layout(push_constant, std430) uniform PC {
+  uint64_t a;     // input: batch x n x n, dense
+  uint64_t dst;   // result: batch x n x n, dense
+  uvec2 eps_bits; // eps as a double's bits
+  uint n;
+  uint batch;
+} pc;
+
+shared T diag;
+shared T col[MAX_N];
+
+void main() {
+  uint b = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (b >= pc.batch) return; // uniform across the workgroup
+  uint n = pc.n;
+  T eps = T(packDouble2x32(pc.eps_bits));
+  uint64_t bytes = uint64_t(b) * n * n * uint64_t(T_BITS / 8);
+  InT A = InT(pc.a + bytes);
+  OutT L = OutT(pc.dst + bytes);
+  uint ty = gl_LocalInvocationID.x >> 4, tx = gl_LocalInvocationID.x & 15u;
+
+  for (uint i = ty; i < n; i += 16u)
+    for (uint k = tx; k < n; k += 16u) {
+      uint e = i * n + k;
+      L.v[e] = k <= i ? A.v[e] : T(0);
+    }
+
+  for (uint j = 0u; j < n; j++) {
+    uint r = j & 15u;
+    uint row_j = j * n;
+    if (ty == r && tx == r) diag = sqrt(L.v[row_j + j]);
+    barrier();
+    T d = diag;
+    T den = d + eps;
+    // The first row after j that this invocation's rows reach.
+    uint i0 = j + 1u + ((ty + 16u - ((j + 1u) & 15u)) & 15u);
+    if (tx == r) {
+      for (uint i = i0; i < n; i += 16u) {
+        uint e = i * n + j;
+        T v = L.v[e] / den;
+        col[i] = v;
+        L.v[e] = abs(v) <= eps ? T(0) : v;
+      }
+      if (ty == r) L.v[row_j + j] = abs(d) <= eps ? T(0) : d;
+    }
+    barrier();
+    uint k0 = j + 1u + ((tx + 16u - ((j + 1u) & 15u)) & 15u);
+    for (uint i = i0; i < n; i += 16u) {
+      T ci = col[i];
+      uint row_i = i * n;
+      for (uint k = k0; k <= i; k += 16u) L.v[row_i + k] -= ci * col[k];
+    }
+  }
+}

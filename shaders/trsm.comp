@@ -1,0 +1,100 @@
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#include "types.glsl"
+// trsm.comp - triangular solves (T_ID 10: f32, 11: f64): for each of
+// pc.batch systems, M Y = C with M an n x n triangular matrix and C n x
+// pc.cols right-hand sides, every operand addressed through strides so
+// that Nx's options (lower or upper, A transposed, A on either side, whose
+// right-side form X op(A) = B is op(A)^T X^T = B^T) need no copies:
+//   M[i][k] = a[b * n * n + i * pc.m_row + k * pc.m_col]
+// (offsets within a system below 2^32 elements)
+//   C[i][c] = c_in[b * pc.c_batch + i * pc.c_row + c * pc.c_col]
+//   Y[i][c] = y[b * pc.c_batch + i * pc.c_row + c * pc.c_col]
+// M is lower triangular when pc.flags bit0 is set (forward substitution:
+// row p is row p), upper otherwise (backward: row p is row n - 1 - p);
+// only that triangle is read. Y[i] = (C[i] - sum_{k before i} M[i][k]
+// Y[k]) / M[i][i], as Nx.BinaryBackend defines it, computed right-looking.
+//
+// Workgroup (x, y): system pc.b0 + y, right-hand sides x * pc.nc .. + pc.nc - 1
+// (pc.nc a power of two up to 256). Invocation t takes column t mod nc
+// and the rows p = t / nc mod (256 / nc): it alone reads and writes those
+// elements of Y, so only the solved value of each row crosses invocations,
+// through a double-buffered shared array, one barrier a row.
+// Workgroup x 0 also writes singular[b]: 1 when M has a zero on its
+// diagonal (the host raises Nx's error), else 0.
+#include "common.glsl"
+#if T_ID != 10 && T_ID != 11
+#error "trsm.comp is built for f32 and f64"
+#endif
+
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) readonly buffer InT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer OutT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer FlagRef { uint v[]; };
+
+layout(push_constant, std430) uniform PC {
+  uint64_t a;        // M's matrices, batch x n x n
+  uint64_t c;        // right-hand sides
+  uint64_t y;        // solutions, laid out as the right-hand sides
+  uint64_t singular; // batch u32 flags
+  uint64_t c_batch;  // elements between systems of C and Y
+  uint m_row, m_col; // M's strides
+  uint c_row, c_col; // C's and Y's strides
+  uint n;
+  uint cols;
+  uint batch;
+  uint nc;           // right-hand sides a workgroup takes
+  uint flags;        // bit0: M lower triangular
+  uint b0;           // the first system of this dispatch
+} pc;
+
+shared T solved[2][256];
+
+void main() {
+  uint b = gl_WorkGroupID.y + pc.b0;
+  if (b >= pc.batch) return; // uniform across the workgroup
+  uint n = pc.n, nc = pc.nc, rows = 256u / nc;
+  uint lid = gl_LocalInvocationID.x;
+  uint cx = lid & (nc - 1u), ry = lid / nc;
+  uint c = gl_WorkGroupID.x * nc + cx;
+  bool live = c < pc.cols;
+  bool lower = (pc.flags & 1u) != 0u;
+  InT M = InT(pc.a + uint64_t(b) * n * n * uint64_t(T_BITS / 8));
+  uint64_t cbytes = uint64_t(b) * pc.c_batch * uint64_t(T_BITS / 8);
+  InT C = InT(pc.c + cbytes);
+  OutT Y = OutT(pc.y + cbytes);
+  uint cbase = c * pc.c_col;
+
+  if (gl_WorkGroupID.x == 0u && lid == 0u) {
+    uint zero = 0u;
+    for (uint i = 0u; i < n; i++)
+      if (M.v[i * (pc.m_row + pc.m_col)] == T(0)) zero = 1u;
+    FlagRef(pc.singular).v[b] = zero;
+  }
+  if (live)
+    for (uint p = ry; p < n; p += rows) {
+      uint i = lower ? p : n - 1u - p;
+      Y.v[cbase + i * pc.c_row] = C.v[cbase + i * pc.c_row];
+    }
+
+  for (uint p = 0u; p < n; p++) {
+    uint i = lower ? p : n - 1u - p;
+    uint buf = p & 1u;
+    if (live && p % rows == ry) {
+      uint e = cbase + i * pc.c_row;
+      T v = Y.v[e] / M.v[i * (pc.m_row + pc.m_col)];
+      Y.v[e] = v;
+      solved[buf][cx] = v;
+    }
+    barrier();
+    if (live) {
+      T v = solved[buf][cx];
+      // The first row after p that this invocation's rows reach.
+      uint q0 = p + 1u + ((ry + rows - ((p + 1u) % rows)) % rows);
+      for (uint q = q0; q < n; q += rows) {
+        uint k = lower ? q : n - 1u - q;
+        uint e = cbase + k * pc.c_row;
+        Y.v[e] -= M.v[k * pc.m_row + i * pc.m_col] * v;
+      }
+    }
+  }
+}

@@ -1,0 +1,388 @@
+/*
+ * Linear algebra tests: nxv_cholesky and nxv_triangular_solve on f32 and
+ * f64 against references in long double, on random well-conditioned
+ * inputs of many orders and batch sizes (1 to 100, including orders that
+ * are not multiples of the kernels' 16-wide layout), every option of the
+ * triangular solve, and the triangle the kernels must not read filled with
+ * NaN. The device fills new outputs with 0xFF bytes first (poison_outputs),
+ * so a missed write fails. Wrong calls must fail with a message and leave
+ * their output parameters alone.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+static const nxv_dtype kTypes[] = {NXV_F32, NXV_F64};
+
+static long double unit_eps(nxv_dtype t) {
+  return t == NXV_F32 ? 1.1920928955078125e-7L : 2.220446049250313e-16L;
+}
+
+static void put(nxv_dtype t, void *p, size_t i, long double v) {
+  if (t == NXV_F32)
+    ((float *)p)[i] = (float)v;
+  else
+    ((double *)p)[i] = (double)v;
+}
+
+/* The value put() stored: inputs are compared with what the device read. */
+static long double get(nxv_dtype t, const void *p, size_t i) {
+  return t == NXV_F32 ? (long double)((const float *)p)[i] : (long double)((const double *)p)[i];
+}
+
+static nxv_tensor *upload(nxv_device *d, nxv_dtype t, size_t n, const void *data) {
+  nxv_tensor *x = NULL;
+  nxv_status st = nxv_tensor_upload(d, t, n, data, &x);
+  CHECK_MSG(st == NXV_OK, "upload: %s", nxv_last_error());
+  return st == NXV_OK ? x : NULL;
+}
+
+static void *download(nxv_tensor *x, size_t n, size_t elem) {
+  void *p = test_xcalloc(n, elem);
+  nxv_status st = nxv_tensor_download(x, 0, n, p);
+  CHECK_MSG(st == NXV_OK, "download: %s", nxv_last_error());
+  if (st != NXV_OK) {
+    free(p);
+    return NULL;
+  }
+  return p;
+}
+
+/* Nx's Cholesky (Nx.LinAlg.Cholesky) of the n x n matrix a in long
+ * double: sums first, the eps-shifted divisor, |x| <= eps flushed. */
+static void ref_cholesky(const long double *a, size_t n, long double eps, long double *l) {
+  for (size_t i = 0; i < n * n; i++) l[i] = 0;
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; j <= i; j++) {
+      long double s = 0;
+      for (size_t k = 0; k < j; k++) s += l[i * n + k] * l[j * n + k];
+      l[i * n + j] = i == j ? sqrtl(a[i * n + i] - s) : (a[i * n + j] - s) / (l[j * n + j] + eps);
+    }
+  for (size_t i = 0; i < n * n; i++)
+    if (fabsl(l[i]) <= eps) l[i] = 0;
+}
+
+/* batch random symmetric positive definite n x n matrices (G G^T / n + I
+ * with G's entries in [-1, 1]) into buf as t, the strict upper triangle
+ * NaN (never read), and the values stored into a (long double). */
+static void make_spd(uint64_t *rng, nxv_dtype t, size_t batch, size_t n, void *buf,
+                     long double *a) {
+  long double *g = test_xcalloc(n * n + 1, sizeof *g);
+  for (size_t b = 0; b < batch; b++) {
+    for (size_t i = 0; i < n * n; i++) g[i] = test_rand_uniform(rng, -1, 1);
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < n; j++) {
+        size_t e = b * n * n + i * n + j;
+        if (j > i) {
+          put(t, buf, e, NAN);
+          continue;
+        }
+        long double s = 0;
+        for (size_t k = 0; k < n; k++) s += g[i * n + k] * g[j * n + k];
+        put(t, buf, e, s / (long double)n + (i == j ? 1 : 0));
+        a[e] = get(t, buf, e);
+      }
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = i + 1; j < n; j++) a[b * n * n + i * n + j] = a[b * n * n + j * n + i];
+  }
+  free(g);
+}
+
+/* Compares count results of t with ref: |got - ref| <= tol, exact zeros
+ * where ref is 0 and exact is set, NaN where ref is NaN. */
+static size_t compare(const char *tag, nxv_dtype t, const void *got, const long double *ref,
+                      size_t count, long double tol, bool exact_zero) {
+  size_t bad = 0;
+  for (size_t i = 0; i < count; i++) {
+    long double g = get(t, got, i), r = ref[i];
+    bool ok = isnan(r) ? isnan(g)
+                       : (exact_zero && r == 0 ? g == 0 : !isnan(g) && fabsl(g - r) <= tol);
+    if (!ok && bad++ < 5)
+      fprintf(stderr, "  %s: element %zu is %.10Lg, expected %.10Lg (tol %.3Lg)\n", tag, i, g,
+              r, tol);
+  }
+  CHECK_MSG(bad == 0, "%s: %zu of %zu elements wrong", tag, bad, count);
+  return bad;
+}
+
+static void check_cholesky(nxv_device *d, uint64_t *rng, nxv_dtype t, size_t batch, size_t n,
+                           double eps) {
+  char tag[96];
+  snprintf(tag, sizeof tag, "cholesky %s %zu x %zu x %zu eps %g", nxv_dtype_name(t), batch, n,
+           n, eps);
+  size_t count = batch * n * n, es = nxv_dtype_size(t);
+  void *buf = test_xcalloc(count + 1, es);
+  long double *a = test_xcalloc(count + 1, sizeof *a);
+  long double *ref = test_xcalloc(count + 1, sizeof *ref);
+  make_spd(rng, t, batch, n, buf, a);
+  for (size_t b = 0; b < batch; b++) ref_cholesky(a + b * n * n, n, eps, ref + b * n * n);
+  nxv_tensor *x = upload(d, t, count, buf), *l = NULL;
+  if (x) {
+    nxv_status st = nxv_cholesky(d, x, batch, n, eps, &l);
+    CHECK_MSG(st == NXV_OK, "%s: %s", tag, nxv_last_error());
+    if (st == NXV_OK) {
+      CHECK(nxv_tensor_count(l) == count && nxv_tensor_dtype(l) == t);
+      void *got = download(l, count, es);
+      /* L's entries are at most sqrt(max A[i][i]) <= sqrt(n + 1); the
+       * factorization is backward stable on these matrices. */
+      long double tol = 16 * (long double)n * unit_eps(t) * sqrtl((long double)n + 1);
+      if (got) compare(tag, t, got, ref, count, tol, true);
+      free(got);
+      nxv_tensor_release(l);
+    }
+    nxv_tensor_release(x);
+  }
+  free(buf);
+  free(a);
+  free(ref);
+}
+
+NXV_TEST(linalg, cholesky) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0x11a1;
+  static const size_t shapes[][2] = {{1, 1}, {1, 2}, {3, 5},  {2, 16}, {1, 17},
+                                     {2, 33}, {1, 64}, {2, 100}, {40, 3}, {1, 130}};
+  for (size_t ti = 0; ti < 2; ti++)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      check_cholesky(d, &rng, kTypes[ti], shapes[s][0], shapes[s][1], 1e-10);
+  nxv_device_release(d);
+}
+
+/* A matrix that is not positive definite gets NaN from its first negative
+ * square root on, its rows before that are exact; the other matrices of
+ * the batch are unaffected. eps flushes small entries, and eps 0 keeps
+ * them. Empty batches and orders give empty results. */
+NXV_TEST(linalg, cholesky_edges) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  for (size_t ti = 0; ti < 2; ti++) {
+    nxv_dtype t = kTypes[ti];
+    size_t es = nxv_dtype_size(t);
+    /* Batch of two 3 x 3: diag(4, -1, 9) (fails at row 1) and the identity
+     * with A[1][0] = 1e-12 (a small entry of L). */
+    static const double vals[18] = {4, 0, 0, 0, -1, 0, 0, 0, 9, 1, 0, 0, 1e-12, 1, 0, 0, 0, 1};
+    void *buf = test_xcalloc(18, es);
+    for (size_t i = 0; i < 18; i++) put(t, buf, i, vals[i]);
+    nxv_tensor *x = upload(d, t, 18, buf), *l = NULL;
+    REQUIRE(x);
+    for (int flush = 0; flush < 2; flush++) {
+      REQUIRE_OK(nxv_cholesky(d, x, 2, 3, flush ? 1e-10 : 0.0, &l));
+      void *got = download(l, 18, es);
+      if (got) {
+        CHECK(get(t, got, 0) == 2 && get(t, got, 3) == 0 && get(t, got, 6) == 0);
+        CHECK(isnan(get(t, got, 4)));
+        CHECK(get(t, got, 1) == 0 && get(t, got, 2) == 0 && get(t, got, 5) == 0);
+        CHECK(get(t, got, 9) == 1 && get(t, got, 13) == 1 && get(t, got, 17) == 1);
+        long double small = get(t, got, 12);
+        if (flush)
+          CHECK_MSG(small == 0, "%s: 1e-12 not flushed: %Lg", nxv_dtype_name(t), small);
+        else
+          CHECK_MSG(fabsl(small - get(t, buf, 12)) <= 1e-12L * unit_eps(t) * 4,
+                    "%s: 1e-12 became %Lg", nxv_dtype_name(t), small);
+      }
+      free(got);
+      nxv_tensor_release(l);
+      l = NULL;
+    }
+    /* Bad calls leave *out alone and say what is wrong. */
+    nxv_tensor *keep = (nxv_tensor *)&keep;
+    l = keep;
+    CHECK(nxv_cholesky(d, x, 2, 4, 0, &l) == NXV_ERR_INVALID_ARGUMENT && l == keep);
+    CHECK(strstr(nxv_last_error(), "elements") != NULL);
+    CHECK(nxv_cholesky(d, x, 0, 3, 0, &l) == NXV_ERR_INVALID_ARGUMENT && l == keep);
+    CHECK(nxv_cholesky(d, NULL, 2, 3, 0, &l) == NXV_ERR_INVALID_ARGUMENT && l == keep);
+    nxv_tensor_release(x);
+    free(buf);
+    /* Orders above the shared-memory column are refused. */
+    size_t big = 16384 / es + 1;
+    nxv_tensor *y = NULL;
+    REQUIRE_OK(nxv_tensor_empty(d, t, big * big, &y));
+    CHECK(nxv_cholesky(d, y, 1, big, 0, &l) == NXV_ERR_UNSUPPORTED && l == keep);
+    CHECK(strstr(nxv_last_error(), "order") != NULL);
+    nxv_tensor_release(y);
+    /* Empty. */
+    REQUIRE_OK(nxv_tensor_empty(d, t, 0, &y));
+    REQUIRE_OK(nxv_cholesky(d, y, 0, 5, 0, &l));
+    CHECK(nxv_tensor_count(l) == 0);
+    nxv_tensor_release(l);
+    REQUIRE_OK(nxv_cholesky(d, y, 3, 0, 0, &l));
+    CHECK(nxv_tensor_count(l) == 0);
+    nxv_tensor_release(l);
+    nxv_tensor_release(y);
+  }
+  /* Integer types are refused. */
+  nxv_tensor *s = NULL, *l = NULL;
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_S32, 4, &s));
+  CHECK(nxv_cholesky(d, s, 1, 2, 0, &l) == NXV_ERR_UNSUPPORTED && l == NULL);
+  CHECK(strstr(nxv_last_error(), "s32") != NULL);
+  nxv_tensor_release(s);
+  nxv_device_release(d);
+}
+
+/* One triangular system in long double: op(A) X = B (left) or X op(A) = B,
+ * A n x n row-major (only its triangle read), B and X n x cols (left) or
+ * cols x n (right), row-major. */
+static void ref_trsm(const long double *a, const long double *b, size_t n, size_t cols,
+                     bool lower, bool left, bool transpose, long double *x) {
+  /* M = op(A) (left) or op(A)^T (right): M[i][k] = A[i][k] or A[k][i]. */
+  bool mt = transpose != !left;
+  bool mlower = lower != mt;
+  for (size_t c = 0; c < cols; c++)
+    for (size_t p = 0; p < n; p++) {
+      size_t i = mlower ? p : n - 1 - p;
+      long double s = left ? b[i * cols + c] : b[c * n + i];
+      for (size_t q = 0; q < p; q++) {
+        size_t k = mlower ? q : n - 1 - q;
+        long double m = mt ? a[k * n + i] : a[i * n + k];
+        s -= m * (left ? x[k * cols + c] : x[c * n + k]);
+      }
+      long double v = s / a[i * n + i];
+      if (left)
+        x[i * cols + c] = v;
+      else
+        x[c * n + i] = v;
+    }
+}
+
+static void check_trsm(nxv_device *d, uint64_t *rng, nxv_dtype t, size_t batch, size_t n,
+                       size_t cols, bool lower, bool left, bool transpose) {
+  char tag[128];
+  snprintf(tag, sizeof tag, "triangular_solve %s %zu x %zu, %zu rhs, %s %s%s",
+           nxv_dtype_name(t), batch, n, cols, lower ? "lower" : "upper",
+           left ? "left" : "right", transpose ? " transposed" : "");
+  size_t es = nxv_dtype_size(t), na = batch * n * n, nb = batch * n * cols;
+  void *abuf = test_xcalloc(na + 1, es), *bbuf = test_xcalloc(nb + 1, es);
+  long double *a = test_xcalloc(na + 1, sizeof *a), *b = test_xcalloc(nb + 1, sizeof *b);
+  long double *ref = test_xcalloc(nb + 1, sizeof *ref);
+  /* Diagonal of magnitude 1 to 2 with random signs, the triangle's other
+   * entries in [-1, 1] / n: well conditioned; the other triangle NaN. */
+  for (size_t e = 0; e < na; e++) {
+    size_t i = e / n % n, k = e % n;
+    bool in = lower ? k <= i : k >= i;
+    long double v = i == k ? (1 + test_rand_uniform(rng, 0, 1)) * (test_rand_u64(rng) & 1 ? 1 : -1)
+                           : test_rand_uniform(rng, -1, 1) / (long double)n;
+    put(t, abuf, e, in ? v : NAN);
+    a[e] = in ? get(t, abuf, e) : NAN;
+  }
+  for (size_t e = 0; e < nb; e++) {
+    put(t, bbuf, e, test_rand_uniform(rng, -4, 4));
+    b[e] = get(t, bbuf, e);
+  }
+  for (size_t s = 0; s < batch; s++)
+    ref_trsm(a + s * n * n, b + s * n * cols, n, cols, lower, left, transpose, ref + s * n * cols);
+  nxv_tensor *ta = upload(d, t, na, abuf), *tb = upload(d, t, nb, bbuf);
+  nxv_tensor *x = NULL, *sing = NULL;
+  if (ta && tb) {
+    nxv_trsm_desc desc = {.batch = batch, .n = n, .cols = cols, .a = ta, .b = tb,
+                          .lower = lower, .left_side = left, .transpose_a = transpose};
+    nxv_status st = nxv_triangular_solve(d, &desc, &x, &sing);
+    CHECK_MSG(st == NXV_OK, "%s: %s", tag, nxv_last_error());
+    if (st == NXV_OK) {
+      CHECK(nxv_tensor_count(x) == nb && nxv_tensor_dtype(x) == t);
+      CHECK(nxv_tensor_count(sing) == batch && nxv_tensor_dtype(sing) == NXV_U32);
+      void *got = download(x, nb, es);
+      long double tol = 32 * (long double)n * unit_eps(t) * 8;
+      if (got) compare(tag, t, got, ref, nb, tol, false);
+      free(got);
+      uint32_t *flags = download(sing, batch, 4);
+      for (size_t s = 0; flags && s < batch; s++) CHECK_MSG(flags[s] == 0, "%s: flag %zu", tag, s);
+      free(flags);
+      nxv_tensor_release(x);
+      nxv_tensor_release(sing);
+    }
+  }
+  if (ta) nxv_tensor_release(ta);
+  if (tb) nxv_tensor_release(tb);
+  free(abuf);
+  free(bbuf);
+  free(a);
+  free(b);
+  free(ref);
+}
+
+NXV_TEST(linalg, triangular_solve) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0x75a1;
+  static const size_t shapes[][3] = {{1, 1, 1}, {2, 5, 1},  {3, 17, 4}, {1, 33, 20},
+                                     {2, 64, 3}, {1, 100, 1}, {5, 7, 16}, {1, 40, 37}};
+  for (size_t ti = 0; ti < 2; ti++)
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+      for (int o = 0; o < 8; o++)
+        check_trsm(d, &rng, kTypes[ti], shapes[s][0], shapes[s][1], shapes[s][2], o & 1,
+                   o & 2, o & 4);
+  nxv_device_release(d);
+}
+
+/* A zero on a diagonal sets that system's flag alone; empty systems and
+ * bad calls. */
+NXV_TEST(linalg, triangular_solve_edges) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  for (size_t ti = 0; ti < 2; ti++) {
+    nxv_dtype t = kTypes[ti];
+    size_t es = nxv_dtype_size(t);
+    /* Three 2 x 2 lower systems, the second with A[1][1] = 0. */
+    static const double av[12] = {1, 0, 2, 3, 1, 0, 2, 0, 2, 0, 0, 4};
+    static const double bv[6] = {1, 8, 1, 1, 4, 8};
+    void *abuf = test_xcalloc(12, es), *bbuf = test_xcalloc(6, es);
+    for (int i = 0; i < 12; i++) put(t, abuf, (size_t)i, av[i]);
+    for (int i = 0; i < 6; i++) put(t, bbuf, (size_t)i, bv[i]);
+    nxv_tensor *ta = upload(d, t, 12, abuf), *tb = upload(d, t, 6, bbuf), *x = NULL, *f = NULL;
+    REQUIRE(ta && tb);
+    nxv_trsm_desc desc = {.batch = 3, .n = 2, .cols = 1, .a = ta, .b = tb, .lower = true,
+                          .left_side = true};
+    REQUIRE_OK(nxv_triangular_solve(d, &desc, &x, &f));
+    void *got = download(x, 6, es);
+    uint32_t *flags = download(f, 3, 4);
+    if (got && flags) {
+      CHECK(flags[0] == 0 && flags[1] == 1 && flags[2] == 0);
+      CHECK(get(t, got, 0) == 1 && get(t, got, 1) == 2);
+      CHECK(get(t, got, 4) == 2 && get(t, got, 5) == 2);
+    }
+    free(got);
+    free(flags);
+    nxv_tensor_release(x);
+    nxv_tensor_release(f);
+    /* No right-hand sides: flags still computed. */
+    nxv_tensor *e = NULL;
+    REQUIRE_OK(nxv_tensor_empty(d, t, 0, &e));
+    desc.b = e;
+    desc.cols = 0;
+    REQUIRE_OK(nxv_triangular_solve(d, &desc, &x, &f));
+    CHECK(nxv_tensor_count(x) == 0);
+    flags = download(f, 3, 4);
+    if (flags) CHECK(flags[0] == 0 && flags[1] == 1 && flags[2] == 0);
+    free(flags);
+    nxv_tensor_release(x);
+    nxv_tensor_release(f);
+    /* Bad calls. */
+    nxv_tensor *keep = (nxv_tensor *)&keep;
+    x = f = keep;
+    desc.b = tb;
+    desc.cols = 2; /* b holds 6 elements, not 12 */
+    CHECK(nxv_triangular_solve(d, &desc, &x, &f) == NXV_ERR_INVALID_ARGUMENT);
+    CHECK(x == keep && f == keep);
+    CHECK(strstr(nxv_last_error(), "right-hand sides") != NULL);
+    desc.cols = 1;
+    desc.b = e; /* wrong count */
+    CHECK(nxv_triangular_solve(d, &desc, &x, &f) == NXV_ERR_INVALID_ARGUMENT && x == keep);
+    nxv_tensor *other = NULL;
+    REQUIRE_OK(nxv_tensor_empty(d, t == NXV_F32 ? NXV_F64 : NXV_F32, 6, &other));
+    desc.b = other;
+    CHECK(nxv_triangular_solve(d, &desc, &x, &f) == NXV_ERR_INVALID_ARGUMENT && x == keep);
+    CHECK(strstr(nxv_last_error(), "a is") != NULL);
+    CHECK(nxv_triangular_solve(d, NULL, &x, &f) == NXV_ERR_INVALID_ARGUMENT && x == keep);
+    nxv_tensor_release(other);
+    nxv_tensor_release(e);
+    nxv_tensor_release(ta);
+    nxv_tensor_release(tb);
+    free(abuf);
+    free(bbuf);
+  }
+  nxv_device_release(d);
+}
