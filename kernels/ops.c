@@ -3199,6 +3199,12 @@ nxv_status nxv_fft(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t n,
 /* Linear algebra                                                      */
 /* ------------------------------------------------------------------ */
 
+bool nxv_linalg_supported(nxv_device *d, nxv_dtype t) {
+  return (t == NXV_F32 || t == NXV_F64) && type_ok(d, t) &&
+         d->vk.info.max_workgroup_invocations >= 256 && d->vk.info.max_workgroup_size[0] >= 256 &&
+         d->vk.info.max_shared_memory >= NXV_CHOLESKY_MAX_BYTES + 2 * 256 * 8;
+}
+
 /* Whether the device runs the linear algebra kernels (256 invocations a
  * workgroup, fixed; 16 KiB of shared memory) on dtype, f32 or f64. */
 static nxv_status linalg_check(nxv_device *d, nxv_dtype t, const char *op) {
@@ -3207,7 +3213,7 @@ static nxv_status linalg_check(nxv_device *d, nxv_dtype t, const char *op) {
                     nxv_dtype_name(t));
   NXV_TRY(check_type(d, t, op));
   if (d->vk.info.max_workgroup_invocations < 256 || d->vk.info.max_workgroup_size[0] < 256 ||
-      d->vk.info.max_shared_memory < 16384 + 2 * 256 * 8)
+      d->vk.info.max_shared_memory < NXV_CHOLESKY_MAX_BYTES + 2 * 256 * 8)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
                     "%s: device %s runs fewer than 256 invocations a workgroup or has "
                     "less than 20 KiB of shared memory",
@@ -3216,11 +3222,19 @@ static nxv_status linalg_check(nxv_device *d, nxv_dtype t, const char *op) {
 }
 
 typedef struct pc_cholesky { /* cholesky.comp */
-  uint64_t a, dst;
+  uint64_t a, dst, work;
   uint32_t eps_lo, eps_hi;
   uint32_t n, batch;
 } pc_cholesky;
-_Static_assert(sizeof(pc_cholesky) == 32, "pc_cholesky layout");
+_Static_assert(sizeof(pc_cholesky) == 40, "pc_cholesky layout");
+
+/* f32 factorizations and solves run in double where the device has it,
+ * unless fast math was asked for (cholesky.comp's and trsm.comp's WIDE):
+ * as Nx.BinaryBackend computes a triangular solve, and with f32's rounding
+ * once per result. */
+static bool linalg_wide(nxv_device *d, nxv_dtype t) {
+  return t == NXV_F32 && d->vk.info.float64 && !d->config.fast_math;
+}
 
 nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n,
                         double eps, nxv_tensor **out) {
@@ -3237,7 +3251,8 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
                     "cholesky: tensor has %llu elements, %llu matrices of order %llu need %llu",
                     (unsigned long long)a->count, (unsigned long long)batch,
                     (unsigned long long)n, (unsigned long long)(batch * n * n));
-  uint64_t max_n = 16384 / nxv_dtype_size(t);
+  bool wide = linalg_wide(d, t);
+  uint64_t max_n = NXV_CHOLESKY_MAX_BYTES / (wide ? 8 : nxv_dtype_size(t));
   if (n > max_n)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky on %s: order %llu (at most %llu)",
                     nxv_dtype_name(t), (unsigned long long)n, (unsigned long long)max_n);
@@ -3253,14 +3268,24 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
     return NXV_OK;
   }
   if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
+  nxv_tensor *work = NULL;
+  if (wide) {
+    nxv_status st = nxv_tensor_new(d, NXV_F64, batch * n * n, &work);
+    if (st != NXV_OK) {
+      nxv_tensor_release(res);
+      return st;
+    }
+  }
   uint64_t bits;
   memcpy(&bits, &eps, sizeof bits);
-  pc_cholesky pc = {.a = a->buf->addr, .dst = res->buf->addr, .eps_lo = (uint32_t)bits,
+  pc_cholesky pc = {.a = a->buf->addr, .dst = res->buf->addr,
+                    .work = (work ? work : res)->buf->addr, .eps_lo = (uint32_t)bits,
                     .eps_hi = (uint32_t)(bits >> 32), .n = (uint32_t)n,
                     .batch = (uint32_t)batch};
   nxv_node *node = nxv_node_new(0);
   if (!node) {
     nxv_tensor_release(res);
+    if (work) nxv_tensor_release(work);
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
   }
   memcpy(node->pc, &pc, sizeof pc);
@@ -3272,8 +3297,11 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
   node->cost = batch * n * n * n / 3 + batch * n * n;
   node_use(node, a, false);
   node_use(node, res, true);
-  nxv_status st = push_dispatch(d, node, t == NXV_F32 ? NXV_SPV_CHOLESKY_F32
-                                                      : NXV_SPV_CHOLESKY_F64, 0, 0);
+  if (work) node_use(node, work, true);
+  nxv_spv_module mod = wide ? NXV_SPV_CHOLESKY_F32_WIDE
+                       : t == NXV_F32 ? NXV_SPV_CHOLESKY_F32 : NXV_SPV_CHOLESKY_F64;
+  nxv_status st = push_dispatch(d, node, mod, 0, 0);
+  if (work) nxv_tensor_release(work); /* the node holds its buffer */
   if (st != NXV_OK) {
     nxv_tensor_release(res);
     return st;
@@ -3283,11 +3311,11 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
 }
 
 typedef struct pc_trsm { /* trsm.comp */
-  uint64_t a, c, y, singular, c_batch;
+  uint64_t a, c, y, work, singular, c_batch;
   uint32_t m_row, m_col, c_row, c_col;
   uint32_t n, cols, batch, nc, flags, b0;
 } pc_trsm;
-_Static_assert(sizeof(pc_trsm) == 80, "pc_trsm layout");
+_Static_assert(sizeof(pc_trsm) == 88, "pc_trsm layout");
 
 nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tensor **out_x,
                                 nxv_tensor **out_singular) {
@@ -3324,11 +3352,14 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
                     "device's grid", (unsigned long long)cols);
   NXV_TRY(nxv_tensor_ready(s->a));
   NXV_TRY(nxv_tensor_ready(s->b));
-  nxv_tensor *x = NULL, *flags = NULL;
+  bool wide = linalg_wide(d, t);
+  nxv_tensor *x = NULL, *flags = NULL, *work = NULL;
   NXV_TRY(nxv_tensor_new(d, t, batch * n * cols, &x));
   nxv_status st = nxv_tensor_new(d, NXV_U32, batch, &flags);
+  if (st == NXV_OK && wide) st = nxv_tensor_new(d, NXV_F64, batch * n * cols, &work);
   if (st != NXV_OK) {
     nxv_tensor_release(x);
+    if (flags) nxv_tensor_release(flags);
     return st;
   }
   /* M = op(A) on the left; on the right X op(A) = B is op(A)^T X^T = B^T.
@@ -3342,7 +3373,7 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += ymax) {
     uint64_t nb = batch - b0 < ymax ? batch - b0 : ymax;
     pc_trsm pc = {.a = s->a->buf->addr, .c = s->b->buf->addr, .y = x->buf->addr,
-                  .singular = flags->buf->addr, .c_batch = n * cols, .m_row = m_row,
+                  .work = (work ? work : x)->buf->addr, .singular = flags->buf->addr, .c_batch = n * cols, .m_row = m_row,
                   .m_col = m_col, .c_row = c_row, .c_col = c_col, .n = (uint32_t)n,
                   .cols = (uint32_t)cols, .batch = (uint32_t)batch, .nc = nc,
                   .flags = m_lower ? 1u : 0u, .b0 = (uint32_t)b0};
@@ -3362,8 +3393,12 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
     node_use(node, s->b, false);
     node_use(node, x, true);
     node_use(node, flags, true);
-    st = push_dispatch(d, node, t == NXV_F32 ? NXV_SPV_TRSM_F32 : NXV_SPV_TRSM_F64, 0, 0);
+    if (work) node_use(node, work, true);
+    nxv_spv_module mod = wide ? NXV_SPV_TRSM_F32_WIDE
+                         : t == NXV_F32 ? NXV_SPV_TRSM_F32 : NXV_SPV_TRSM_F64;
+    st = push_dispatch(d, node, mod, 0, 0);
   }
+  if (work) nxv_tensor_release(work); /* the nodes hold its buffer */
   if (st != NXV_OK) {
     nxv_tensor_release(x);
     nxv_tensor_release(flags);

@@ -677,8 +677,10 @@ static ERL_NIF_TERM nif_supported(ErlNifEnv *env, int argc,
     return nxv_mask_type_supported(r->dev, t) ? am_true : am_false;
   if (enif_is_identical(argv[1], am_convert))
     return nxv_convert_supported(r->dev, t) ? am_true : am_false;
-  return raise_argument(env,
-                        "supported: kind must be :binary, :unary, :compare, :select or :convert");
+  if (enif_is_identical(argv[1], mk_atom(env, "linalg")))
+    return nxv_linalg_supported(r->dev, t) ? am_true : am_false;
+  return raise_argument(
+      env, "supported: kind must be :binary, :unary, :compare, :select, :convert or :linalg");
 }
 
 /* ------------------------------------------------------------------ */
@@ -1431,6 +1433,61 @@ static ERL_NIF_TERM nif_fft(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
   return wrap_tensor(env, out);
 }
 
+/* cholesky(ref, batch, n, eps): the Cholesky factors of a dense batch of
+ * n x n f32 or f64 matrices. */
+static ERL_NIF_TERM nif_cholesky(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  ErlNifUInt64 batch, n;
+  double eps;
+  if (!enif_get_uint64(env, argv[1], &batch) || !enif_get_uint64(env, argv[2], &n))
+    return raise_argument(env, "cholesky: batch and n must be non-negative integers");
+  if (!enif_get_double(env, argv[3], &eps))
+    return raise_argument(env, "cholesky: eps must be a float");
+  bool dead;
+  nxv_tensor *a = grab(env, argv[0], &dead);
+  if (!a) return bad_tensor(env, "cholesky operand", dead);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_cholesky(nxv_tensor_device(a), a, batch, n, eps, &out);
+  nxv_tensor_release(a);
+  if (st != NXV_OK) return raise_status(env, st, "cholesky");
+  return wrap_tensor(env, out);
+}
+
+/* triangular_solve(a, b, batch, n, cols, lower, left_side, transpose_a):
+ * {x, singular}, singular a u32 per system (1: a zero on A's diagonal). */
+static ERL_NIF_TERM nif_triangular_solve(ErlNifEnv *env, int argc,
+                                         const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  ErlNifUInt64 batch, n, cols;
+  if (!enif_get_uint64(env, argv[2], &batch) || !enif_get_uint64(env, argv[3], &n) ||
+      !enif_get_uint64(env, argv[4], &cols))
+    return raise_argument(env,
+                          "triangular_solve: batch, n and cols must be non-negative integers");
+  bool flags[3];
+  for (int i = 0; i < 3; i++) {
+    flags[i] = enif_is_identical(argv[5 + i], am_true);
+    if (!flags[i] && !enif_is_identical(argv[5 + i], am_false))
+      return raise_argument(env,
+                            "triangular_solve: lower, left_side and transpose_a must be booleans");
+  }
+  bool dead;
+  nxv_tensor *a = grab(env, argv[0], &dead);
+  if (!a) return bad_tensor(env, "triangular_solve a", dead);
+  nxv_tensor *b = grab(env, argv[1], &dead);
+  if (!b) {
+    nxv_tensor_release(a);
+    return bad_tensor(env, "triangular_solve b", dead);
+  }
+  nxv_trsm_desc desc = {.batch = batch, .n = n, .cols = cols, .a = a, .b = b,
+                        .lower = flags[0], .left_side = flags[1], .transpose_a = flags[2]};
+  nxv_tensor *x = NULL, *singular = NULL;
+  nxv_status st = nxv_triangular_solve(nxv_tensor_device(a), &desc, &x, &singular);
+  nxv_tensor_release(a);
+  nxv_tensor_release(b);
+  if (st != NXV_OK) return raise_status(env, st, "triangular_solve");
+  return enif_make_tuple2(env, wrap_tensor(env, x), wrap_tensor(env, singular));
+}
+
 /* window_reduce(op, ref, in_shape, out_shape, window, strides, dilations,
  *               pad_lo) */
 static ERL_NIF_TERM nif_window_reduce(ErlNifEnv *env, int argc,
@@ -1664,6 +1721,8 @@ static ErlNifFunc funcs[] = {
     {"inject_fault", 2, nif_inject_fault, 0},
     {"supported", 4, nif_supported, 0},
     {"fft", 5, nif_fft, 0},
+    {"cholesky", 4, nif_cholesky, 0},
+    {"triangular_solve", 8, nif_triangular_solve, 0},
     {"upload", 3, nif_upload, 0},
     {"upload_dirty", 3, nif_upload, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"download", 3, nif_download, 0},

@@ -10,6 +10,10 @@
 // end. Only A's lower triangle is read; a matrix that is not positive
 // definite gets NaN where the square root's argument is negative.
 //
+// With WIDE (f32 on devices with f64) the factorization runs in double in
+// a workspace of pc.work (batch x n x n doubles) and each entry of L is
+// rounded to f32 once, as it is final; otherwise pc.work is pc.dst.
+//
 // One workgroup of 256 invocations per matrix (workgroup id x + y * the
 // grid's width), right-looking: step j takes the square root of the
 // updated diagonal element, scales column j below it and subtracts the
@@ -24,63 +28,83 @@
 #error "cholesky.comp is built for f32 and f64"
 #endif
 
-// The longest column shared memory holds: 16 KiB.
-#define MAX_N (16384 / T_ALIGN)
+#ifdef WIDE
+#define R double
+#define R_BYTES 8
+// Final values go to the result; without WIDE that is the workspace
+// itself, written through the one pointer.
+#define STORE_OUT(e, x) L.v[e] = T(x)
+#else
+#define R T
+#define R_BYTES T_ALIGN
+#define STORE_OUT(e, x) W.v[e] = (x)
+#endif
+
+// The longest column shared memory holds: 16 KiB (NXV_CHOLESKY_MAX_BYTES).
+#define MAX_N (16384 / R_BYTES)
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) readonly buffer InT { T v[]; };
-layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer OutT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) writeonly buffer OutT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = R_BYTES) buffer WorkR { R v[]; };
 
 layout(push_constant, std430) uniform PC {
   uint64_t a;     // input: batch x n x n, dense
   uint64_t dst;   // result: batch x n x n, dense
+  uint64_t work;  // the matrix being factored, in R: dst unless WIDE
   uvec2 eps_bits; // eps as a double's bits
   uint n;
   uint batch;
 } pc;
 
-shared T diag;
-shared T col[MAX_N];
+shared R diag;
+shared R col[MAX_N];
 
 void main() {
   uint b = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (b >= pc.batch) return; // uniform across the workgroup
   uint n = pc.n;
-  T eps = T(packDouble2x32(pc.eps_bits));
-  uint64_t bytes = uint64_t(b) * n * n * uint64_t(T_BITS / 8);
-  InT A = InT(pc.a + bytes);
-  OutT L = OutT(pc.dst + bytes);
+  R eps = R(packDouble2x32(pc.eps_bits));
+  uint64_t elems = uint64_t(b) * n * n;
+  InT A = InT(pc.a + elems * uint64_t(T_ALIGN));
+#ifdef WIDE
+  OutT L = OutT(pc.dst + elems * uint64_t(T_ALIGN));
+#endif
+  WorkR W = WorkR(pc.work + elems * uint64_t(R_BYTES));
   uint ty = gl_LocalInvocationID.x >> 4, tx = gl_LocalInvocationID.x & 15u;
 
   for (uint i = ty; i < n; i += 16u)
     for (uint k = tx; k < n; k += 16u) {
       uint e = i * n + k;
-      L.v[e] = k <= i ? A.v[e] : T(0);
+      if (k <= i)
+        W.v[e] = R(A.v[e]);
+      else
+        STORE_OUT(e, R(0));
     }
 
   for (uint j = 0u; j < n; j++) {
     uint r = j & 15u;
     uint row_j = j * n;
-    if (ty == r && tx == r) diag = sqrt(L.v[row_j + j]);
+    if (ty == r && tx == r) diag = sqrt(W.v[row_j + j]);
     barrier();
-    T d = diag;
-    T den = d + eps;
+    R d = diag;
+    R den = d + eps;
     // The first row after j that this invocation's rows reach.
     uint i0 = j + 1u + ((ty + 16u - ((j + 1u) & 15u)) & 15u);
     if (tx == r) {
       for (uint i = i0; i < n; i += 16u) {
         uint e = i * n + j;
-        T v = L.v[e] / den;
+        R v = W.v[e] / den;
         col[i] = v;
-        L.v[e] = abs(v) <= eps ? T(0) : v;
+        STORE_OUT(e, abs(v) <= eps ? R(0) : v);
       }
-      if (ty == r) L.v[row_j + j] = abs(d) <= eps ? T(0) : d;
+      if (ty == r) STORE_OUT(row_j + j, abs(d) <= eps ? R(0) : d);
     }
     barrier();
     uint k0 = j + 1u + ((tx + 16u - ((j + 1u) & 15u)) & 15u);
     for (uint i = i0; i < n; i += 16u) {
-      T ci = col[i];
+      R ci = col[i];
       uint row_i = i * n;
-      for (uint k = k0; k <= i; k += 16u) L.v[row_i + k] -= ci * col[k];
+      for (uint k = k0; k <= i; k += 16u) W.v[row_i + k] -= ci * col[k];
     }
   }
 }

@@ -15,6 +15,11 @@
 // only that triangle is read. Y[i] = (C[i] - sum_{k before i} M[i][k]
 // Y[k]) / M[i][i], as Nx.BinaryBackend defines it, computed right-looking.
 //
+// With WIDE (f32 on devices with f64) the solve runs in double in a
+// workspace at pc.work laid out as Y (with 8-byte elements), as
+// Nx.BinaryBackend computes, and each solution is rounded to f32 once;
+// otherwise pc.work is pc.y.
+//
 // Workgroup (x, y): system pc.b0 + y, right-hand sides x * pc.nc .. + pc.nc - 1
 // (pc.nc a power of two up to 256). Invocation t takes column t mod nc
 // and the rows p = t / nc mod (256 / nc): it alone reads and writes those
@@ -27,14 +32,28 @@
 #error "trsm.comp is built for f32 and f64"
 #endif
 
+#ifdef WIDE
+#define R double
+#define R_BYTES 8
+// Final values go to the result; without WIDE that is the workspace
+// itself, written through the one pointer.
+#define STORE_OUT(e, x) Y.v[e] = T(x)
+#else
+#define R T
+#define R_BYTES T_ALIGN
+#define STORE_OUT(e, x) W.v[e] = (x)
+#endif
+
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) readonly buffer InT { T v[]; };
-layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer OutT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) writeonly buffer OutT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = R_BYTES) buffer WorkR { R v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer FlagRef { uint v[]; };
 
 layout(push_constant, std430) uniform PC {
   uint64_t a;        // M's matrices, batch x n x n
   uint64_t c;        // right-hand sides
   uint64_t y;        // solutions, laid out as the right-hand sides
+  uint64_t work;     // the solve's workspace in R: y unless WIDE
   uint64_t singular; // batch u32 flags
   uint64_t c_batch;  // elements between systems of C and Y
   uint m_row, m_col; // M's strides
@@ -47,7 +66,7 @@ layout(push_constant, std430) uniform PC {
   uint b0;           // the first system of this dispatch
 } pc;
 
-shared T solved[2][256];
+shared R solved[2][256];
 
 void main() {
   uint b = gl_WorkGroupID.y + pc.b0;
@@ -59,9 +78,12 @@ void main() {
   bool live = c < pc.cols;
   bool lower = (pc.flags & 1u) != 0u;
   InT M = InT(pc.a + uint64_t(b) * n * n * uint64_t(T_BITS / 8));
-  uint64_t cbytes = uint64_t(b) * pc.c_batch * uint64_t(T_BITS / 8);
-  InT C = InT(pc.c + cbytes);
-  OutT Y = OutT(pc.y + cbytes);
+  uint64_t celems = uint64_t(b) * pc.c_batch;
+  InT C = InT(pc.c + celems * uint64_t(T_ALIGN));
+#ifdef WIDE
+  OutT Y = OutT(pc.y + celems * uint64_t(T_ALIGN));
+#endif
+  WorkR W = WorkR(pc.work + celems * uint64_t(R_BYTES));
   uint cbase = c * pc.c_col;
 
   if (gl_WorkGroupID.x == 0u && lid == 0u) {
@@ -73,7 +95,7 @@ void main() {
   if (live)
     for (uint p = ry; p < n; p += rows) {
       uint i = lower ? p : n - 1u - p;
-      Y.v[cbase + i * pc.c_row] = C.v[cbase + i * pc.c_row];
+      W.v[cbase + i * pc.c_row] = R(C.v[cbase + i * pc.c_row]);
     }
 
   for (uint p = 0u; p < n; p++) {
@@ -81,19 +103,19 @@ void main() {
     uint buf = p & 1u;
     if (live && p % rows == ry) {
       uint e = cbase + i * pc.c_row;
-      T v = Y.v[e] / M.v[i * (pc.m_row + pc.m_col)];
-      Y.v[e] = v;
+      R v = W.v[e] / R(M.v[i * (pc.m_row + pc.m_col)]);
+      STORE_OUT(e, v);
       solved[buf][cx] = v;
     }
     barrier();
     if (live) {
-      T v = solved[buf][cx];
+      R v = solved[buf][cx];
       // The first row after p that this invocation's rows reach.
       uint q0 = p + 1u + ((ry + rows - ((p + 1u) % rows)) % rows);
       for (uint q = q0; q < n; q += rows) {
         uint k = lower ? q : n - 1u - q;
         uint e = cbase + k * pc.c_row;
-        Y.v[e] -= M.v[k * pc.m_row + i * pc.m_col] * v;
+        W.v[e] -= R(M.v[k * pc.m_row + i * pc.m_col]) * v;
       }
     }
   }

@@ -2502,7 +2502,7 @@ if Code.ensure_loaded?(Nx.Backend) do
     ## Callbacks computed on the host
 
     # The same callback on Nx.BinaryBackend.
-    host_callbacks = [map: 4, lu: 3, triangular_solve: 4]
+    host_callbacks = [map: 4, lu: 3]
 
     # Optional callbacks: exported only where Nx.BinaryBackend implements
     # them; otherwise Nx calls optional/3 with the default implementation.
@@ -2511,7 +2511,6 @@ if Code.ensure_loaded?(Nx.Backend) do
     optional_callbacks =
       for {op, arity} <- [
             qr: 3,
-            cholesky: 2,
             eigh: 3,
             svd: 3,
             solve: 3,
@@ -2527,6 +2526,121 @@ if Code.ensure_loaded?(Nx.Backend) do
       args = Macro.generate_arguments(arity, __MODULE__)
       impl_if_callback(op, arity)
       def unquote(op)(unquote_splicing(args)), do: host(unquote(op), unquote(args), "no kernel")
+    end
+
+    ## Linear algebra
+
+    # Nx's eps for the Cholesky factorization (Nx.LinAlg.Cholesky's
+    # default): added to each divisor; entries no larger are set to zero.
+    @cholesky_eps 1.0e-10
+
+    impl_if_callback(:cholesky, 2)
+
+    # The Cholesky factor of each matrix, one kernel dispatch: f32 and f64
+    # on the device (an integer input converted to f32 first, f16 and bf16
+    # computed in f32 and converted back); complex types, orders beyond
+    # the kernel's column (4096 for f32, 2048 for f64) and devices without
+    # the kernels on the host.
+    def cholesky(%T{type: out_type, shape: shape} = out, %T{} = tensor) do
+      index = device_of(tensor)
+      n = elem(shape, tuple_size(shape) - 1)
+      compute = linalg_type(out_type)
+
+      with true <- compute != nil and rank_ok?(tensor) and linalg?(index, compute),
+           true <- n <= cholesky_max_order(compute),
+           {:ok, a} <- linalg_operand(tensor, compute, index) do
+        if Nx.size(shape) == 0 do
+          empty(out, index)
+        else
+          batch = div(Nx.size(shape), n * n)
+          ref = alloc(index, fn -> NIF.cholesky(a, batch, n, @cholesky_eps) end)
+          wrap(out, linalg_result(ref, compute, out, index), index)
+        end
+      else
+        _ -> cholesky_host(out, tensor, index)
+      end
+    end
+
+    defp cholesky_host(out, tensor, index) do
+      reason = no_kernel(:cholesky, tensor.type, index)
+
+      if function_exported?(Nx.BinaryBackend, :cholesky, 2) do
+        host(:cholesky, [out, tensor], reason)
+      else
+        host_apply(:cholesky, [tensor], reason, fn [t] -> Nx.LinAlg.cholesky(t) end)
+      end
+    end
+
+    impl_if_callback(:triangular_solve, 4)
+
+    # Triangular systems, one kernel dispatch for every system of the
+    # batch and every option (lower or upper, either side, A transposed),
+    # types as cholesky/2 takes them. A zero on a diagonal raises Nx's
+    # error, which needs the kernel's flags: one small download.
+    def triangular_solve(%T{type: out_type} = out, %T{shape: a_shape} = a, %T{} = b, opts) do
+      index = device_of_args([a, b])
+      rank = tuple_size(a_shape)
+      n = elem(a_shape, rank - 1)
+      compute = linalg_type(out_type)
+      left = opts[:left_side] != false
+
+      with true <- compute != nil and rank_ok?(a) and rank_ok?(b) and linalg?(index, compute),
+           {:ok, ra} <- linalg_operand(a, compute, index),
+           {:ok, rb} <- linalg_operand(b, compute, index) do
+        if Nx.size(out) == 0 do
+          empty(out, index)
+        else
+          batch = div(Nx.size(a_shape), n * n)
+          cols = div(Nx.size(b), batch * n)
+          lower = opts[:lower] != false
+          transpose = opts[:transform_a] == :transpose
+
+          {x, singular} =
+            alloc(index, fn ->
+              NIF.triangular_solve(ra, rb, batch, n, cols, lower, left, transpose)
+            end)
+
+          if :binary.match(download(singular, 0, batch), <<1>>) != :nomatch do
+            raise ArgumentError, "can't solve for singular matrix"
+          end
+
+          wrap(out, linalg_result(x, compute, out, index), index)
+        end
+      else
+        _ ->
+          host(
+            :triangular_solve,
+            [out, a, b, opts],
+            no_kernel(:triangular_solve, out_type, index)
+          )
+      end
+    end
+
+    # The kernels' type for a result of type out_type: f64 for f64, f32 for
+    # the other real float types; nil for complex types.
+    defp linalg_type({:f, 64}), do: :f64
+    defp linalg_type({:c, _}), do: nil
+    defp linalg_type(_), do: :f32
+
+    defp linalg?(index, nif_type), do: supported?(index, :linalg, :any, nif_type)
+
+    defp cholesky_max_order(:f32), do: 4096
+    defp cholesky_max_order(:f64), do: 2048
+
+    # A dense operand of the kernel's type.
+    defp linalg_operand(%T{} = t, nif_type, index) do
+      case operand(t, nif_type, index) do
+        {:ok, ref} when is_reference(ref) -> {:ok, ref}
+        _ -> :error
+      end
+    end
+
+    # The kernel's result in out's type (f16 and bf16 converted from f32).
+    defp linalg_result(ref, compute, %T{type: type} = out, index) do
+      case Map.fetch!(@nif_types, type) do
+        ^compute -> ref
+        nif_type -> alloc(index, fn -> NIF.convert(nif_type, [Nx.size(out)], ref, 0, nil) end)
+      end
     end
 
     impl_if_callback(:stack, 3)

@@ -104,8 +104,8 @@ defmodule Nx.Vulkan.NIF do
 
   @doc """
   True when the device has a kernel: `kind` is `:binary`, `:unary` or
-  `:compare` (with the op), `:select` or `:convert` (op ignored; `type` is
-  the operand type).
+  `:compare` (with the op), `:select`, `:convert` or `:linalg` (Cholesky
+  and triangular solves; op ignored; `type` is the operand type).
   """
   def supported(_device, _kind, _op, _type), do: nif_error()
 
@@ -244,6 +244,34 @@ defmodule Nx.Vulkan.NIF do
   magnitude at most `eps` are flushed to zero.
   """
   def fft(_a, _rows, _n, _inverse, _eps), do: nif_error()
+
+  @doc """
+  The Cholesky factor of each of `batch` dense `n` x `n` f32 or f64
+  matrices (Nx's definition: `eps` added to each divisor, entries of at
+  most `eps` in magnitude set to zero).
+  """
+  @spec cholesky(reference(), non_neg_integer(), non_neg_integer(), float()) :: reference()
+  def cholesky(_a, _batch, _n, _eps), do: nif_error()
+
+  @doc """
+  Solves `batch` triangular systems as `Nx.LinAlg.triangular_solve/3`
+  defines them: `a` dense `batch x n x n`, `b` dense `batch x n x cols`
+  (left side) or `batch x cols x n`, both f32 or both f64. Returns the
+  solutions, laid out as `b`, and a u32 per system, 1 where `a` has a
+  zero on its diagonal.
+  """
+  @spec triangular_solve(
+          reference(),
+          reference(),
+          non_neg_integer(),
+          non_neg_integer(),
+          non_neg_integer(),
+          boolean(),
+          boolean(),
+          boolean()
+        ) :: {reference(), reference()}
+  def triangular_solve(_a, _b, _batch, _n, _cols, _lower, _left_side, _transpose_a),
+    do: nif_error()
 
   @doc """
   Convolution in the canonical layouts: `input` dense `in_shape` `[n, c,

@@ -1,0 +1,258 @@
+# Needs Nx (NX_PATH or Hex); without it a placeholder reports the suite as
+# excluded (test_helper.exs excludes :nx).
+if Code.ensure_loaded?(Nx) do
+  defmodule Nx.Vulkan.LinAlgTest do
+    # Nx.LinAlg.cholesky/1 and Nx.LinAlg.triangular_solve/3 on the device
+    # against Nx.BinaryBackend computing in f64 on the same inputs: every
+    # option, batches, vectorized axes, types that convert, bad inputs.
+    use ExUnit.Case, async: false
+    @moduletag :nx
+
+    alias Nx.Vulkan.Backend, as: VB
+
+    setup do
+      :rand.seed(:exsss, {7, 11, 13})
+      :ok
+    end
+
+    defp vk(t), do: Nx.backend_copy(t, VB)
+    defp host(t), do: Nx.backend_copy(t, Nx.BinaryBackend)
+    defp native(fun), do: Nx.Vulkan.with_host_fallback(:raise, fun)
+
+    defp uniform(shape, lo, hi) do
+      for(_ <- 1..Tuple.product(shape)//1, do: lo + :rand.uniform() * (hi - lo))
+      |> Nx.tensor(type: :f64, backend: Nx.BinaryBackend)
+      |> Nx.reshape(shape)
+    end
+
+    # Symmetric positive definite matrices of order n (G G^T / n + I) in a
+    # batch of shape batch, f64 on the host.
+    defp spd(batch, n) do
+      g = uniform(Tuple.append(Tuple.append(batch, n), n), -1.0, 1.0)
+      axes = Enum.to_list(0..(tuple_size(batch) - 1)//1)
+      gt = Nx.transpose(g, axes: axes ++ [tuple_size(batch) + 1, tuple_size(batch)])
+
+      g
+      |> Nx.dot([tuple_size(batch) + 1], axes, gt, [tuple_size(batch)], axes)
+      |> Nx.divide(n)
+      |> Nx.add(Nx.eye(n, type: :f64, backend: Nx.BinaryBackend))
+    end
+
+    # got (on the device) equals expected (f64 on the host) to rel relative
+    # and abs absolute error, in shape and type type.
+    defp assert_close(got, expected, type, rel, abs \\ 1.0e-30) do
+      assert %VB{} = got.data
+      assert got.shape == expected.shape
+      assert got.type == type
+
+      Enum.zip(Nx.to_flat_list(host(got)), Nx.to_flat_list(expected))
+      |> Enum.with_index()
+      |> Enum.each(fn {{g, e}, i} ->
+        unless is_float(g) and abs(g - e) <= rel * abs(e) + abs do
+          flunk("element #{i}: got #{inspect(g)}, expected #{inspect(e)}")
+        end
+      end)
+    end
+
+    # One f32 ulp and a little: the device computes f32 factors and solves
+    # in double where it has f64 (lavapipe does) and rounds once.
+    @f32_rel 1.2e-7
+
+    describe "cholesky" do
+      test "f32 and f64 of many orders and batches stay on the device" do
+        for {batch, n} <- [{{}, 1}, {{}, 2}, {{3}, 5}, {{2, 2}, 16}, {{}, 17}, {{2}, 40}] do
+          a = spd(batch, n)
+          expected = Nx.LinAlg.cholesky(a)
+
+          got = native(fn -> Nx.LinAlg.cholesky(vk(a)) end)
+          assert_close(got, expected, {:f, 64}, 1.0e-13, 1.0e-13)
+
+          got = native(fn -> Nx.LinAlg.cholesky(vk(Nx.as_type(a, :f32))) end)
+          expected32 = Nx.LinAlg.cholesky(Nx.as_type(Nx.as_type(a, :f32), :f64))
+          assert_close(got, expected32, {:f, 32}, @f32_rel, 1.0e-7)
+        end
+      end
+
+      test "zeros above the diagonal, whatever the input holds there" do
+        a = spd({}, 6)
+        upper = Nx.greater(Nx.iota({6, 1}), Nx.iota({1, 6})) |> Nx.logical_not()
+
+        strict_upper =
+          Nx.logical_and(upper, Nx.logical_not(Nx.equal(Nx.iota({6, 1}), Nx.iota({1, 6}))))
+
+        garbage = Nx.select(strict_upper, 1.0e30, a)
+        got = native(fn -> Nx.LinAlg.cholesky(vk(garbage)) end)
+        assert_close(got, Nx.LinAlg.cholesky(a), {:f, 64}, 1.0e-13, 1.0e-13)
+        assert Nx.to_flat_list(Nx.select(strict_upper, host(got), 0.0)) == List.duplicate(0.0, 36)
+      end
+
+      test "integer, f16 and bf16 inputs take Nx's output type; views and vectorized axes" do
+        a = Nx.tensor([[4, 2, 2], [2, 5, 3], [2, 3, 6]], backend: Nx.BinaryBackend)
+        expected = Nx.LinAlg.cholesky(Nx.as_type(a, :f64))
+        got = native(fn -> Nx.LinAlg.cholesky(vk(a)) end)
+        assert_close(got, expected, {:f, 32}, @f32_rel)
+
+        for type <- [:f16, :bf16] do
+          got = native(fn -> Nx.LinAlg.cholesky(vk(Nx.as_type(a, type))) end)
+          assert_close(got, expected, Nx.Type.normalize!(type), 1.0e-2)
+        end
+
+        # A transposed view (symmetric input: the same factor).
+        got = native(fn -> Nx.LinAlg.cholesky(Nx.transpose(vk(Nx.as_type(a, :f64)))) end)
+        assert_close(got, expected, {:f, 64}, 1.0e-15)
+
+        b = spd({3}, 4)
+        got = native(fn -> b |> vk() |> Nx.vectorize(:x) |> Nx.LinAlg.cholesky() end)
+        assert got.vectorized_axes == [x: 3]
+        assert_close(Nx.devectorize(got), Nx.LinAlg.cholesky(b), {:f, 64}, 1.0e-13, 1.0e-13)
+      end
+
+      test "not positive definite: NaN from the failing row on, as Nx" do
+        a =
+          Nx.tensor([[4.0, 2.0, 0.0], [2.0, -3.0, 0.0], [0.0, 0.0, 9.0]],
+            backend: Nx.BinaryBackend
+          )
+
+        got = native(fn -> a |> vk() |> Nx.LinAlg.cholesky() |> host() end)
+        [[l00, 0.0, 0.0], [l10, l11, 0.0], _] = Nx.to_list(got)
+        assert {l00, l10} == {2.0, 1.0}
+        assert l11 == :nan
+      end
+
+      test "complex inputs run on the host, counted" do
+        a =
+          Nx.tensor(
+            [
+              [Complex.new(4.0, 0.0), Complex.new(1.0, 1.0)],
+              [Complex.new(1.0, -1.0), Complex.new(3.0, 0.0)]
+            ],
+            backend: Nx.BinaryBackend
+          )
+
+        before = Map.get(Nx.Vulkan.fallbacks(), :cholesky, 0)
+        got = Nx.LinAlg.cholesky(vk(a))
+        assert Map.get(Nx.Vulkan.fallbacks(), :cholesky, 0) == before + 1
+        assert %VB{} = got.data
+        assert Nx.to_flat_list(host(got)) == Nx.to_flat_list(Nx.LinAlg.cholesky(a))
+      end
+
+      test "inside defn, the Evaluator calls the backend; gradients run too" do
+        a = spd({}, 5)
+        fun = Nx.Defn.jit(&Nx.LinAlg.cholesky/1, compiler: Nx.Defn.Evaluator)
+        got = native(fn -> fun.(vk(a)) end)
+        assert_close(got, Nx.LinAlg.cholesky(a), {:f, 64}, 1.0e-13, 1.0e-13)
+
+        grad = fn x -> Nx.Defn.grad(x, &(&1 |> Nx.LinAlg.cholesky() |> Nx.sum())) end
+        assert_close(grad.(vk(a)), grad.(a), {:f, 64}, 1.0e-9, 1.0e-9)
+      end
+    end
+
+    describe "triangular_solve" do
+      test "every option, vector and matrix right-hand sides, batches, on the device" do
+        for {batch, n, cols} <- [
+              {{}, 1, nil},
+              {{}, 5, nil},
+              {{}, 17, 3},
+              {{2}, 9, nil},
+              {{3}, 33, 20}
+            ],
+            lower <- [true, false],
+            left <- [true, false],
+            transform <- [:none, :transpose] do
+          tri = if lower, do: &Nx.tril/1, else: &Nx.triu/1
+          eye = Nx.eye(n, type: :f64, backend: Nx.BinaryBackend)
+          off = uniform(Tuple.append(Tuple.append(batch, n), n), -1.0, 1.0) |> Nx.divide(n)
+          # A diagonal of magnitude 1 to 2, random signs: well conditioned.
+          sign = Nx.select(Nx.greater(uniform(Tuple.append(batch, n), -1.0, 1.0), 0), 1.0, -1.0)
+          diag = uniform(Tuple.append(batch, n), 1.0, 2.0) |> Nx.multiply(sign)
+
+          a =
+            off
+            |> Nx.multiply(Nx.subtract(1, eye))
+            |> Nx.add(Nx.multiply(eye, Nx.new_axis(diag, -1)))
+            |> then(tri)
+
+          b_shape =
+            if cols == nil,
+              do: Tuple.append(batch, n),
+              else:
+                Tuple.append(
+                  Tuple.append(batch, if(left, do: n, else: cols)),
+                  if(left, do: cols, else: n)
+                )
+
+          b = uniform(b_shape, -4.0, 4.0)
+          opts = [lower: lower, left_side: left, transform_a: transform]
+          expected = Nx.LinAlg.triangular_solve(a, b, opts)
+
+          got = native(fn -> Nx.LinAlg.triangular_solve(vk(a), vk(b), opts) end)
+          assert_close(got, expected, {:f, 64}, 1.0e-12, 1.0e-12)
+
+          a32 = Nx.as_type(a, :f32)
+          b32 = Nx.as_type(b, :f32)
+
+          expected32 =
+            Nx.LinAlg.triangular_solve(Nx.as_type(a32, :f64), Nx.as_type(b32, :f64), opts)
+
+          got = native(fn -> Nx.LinAlg.triangular_solve(vk(a32), vk(b32), opts) end)
+          assert_close(got, expected32, {:f, 32}, 2 * @f32_rel, 1.0e-7)
+        end
+      end
+
+      test "Nx's examples to the last digit (f32 computed in double, rounded once)" do
+        a = Nx.tensor([[3, 0, 0, 0], [2, 1, 0, 0], [1, 0, 1, 0], [1, 1, 1, 1]])
+        b = Nx.tensor([4, 2, 4, 2])
+        got = native(fn -> Nx.LinAlg.triangular_solve(vk(a), vk(b)) end)
+        assert Nx.to_flat_list(host(got)) == Nx.to_flat_list(Nx.LinAlg.triangular_solve(a, b))
+
+        a = Nx.tensor([[1, 1, 1, 1], [0, 1, 0, 1], [0, 0, 1, 2], [0, 0, 0, 3]])
+        b = Nx.tensor([2, 4, 2, 4])
+        got = native(fn -> Nx.LinAlg.triangular_solve(vk(a), vk(b), lower: false) end)
+
+        assert Nx.to_flat_list(host(got)) ==
+                 Nx.to_flat_list(Nx.LinAlg.triangular_solve(a, b, lower: false))
+      end
+
+      test "mixed and integer types convert to Nx's output type" do
+        a = Nx.tensor([[2, 0], [1, 4]], type: :s32)
+        b = Nx.tensor([[2.0, 4.0], [9.0, 1.0]], type: :f64)
+        got = native(fn -> Nx.LinAlg.triangular_solve(vk(a), vk(b)) end)
+        assert_close(got, Nx.LinAlg.triangular_solve(a, b), {:f, 64}, 1.0e-15)
+
+        got =
+          native(fn ->
+            Nx.LinAlg.triangular_solve(vk(Nx.as_type(a, :f16)), vk(Nx.as_type(b, :f16)))
+          end)
+
+        assert_close(got, Nx.LinAlg.triangular_solve(a, b), {:f, 16}, 1.0e-3)
+      end
+
+      test "a zero on the diagonal raises Nx's error; the inputs survive" do
+        a = vk(Nx.tensor([[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]]))
+        b = vk(Nx.tensor([4, 2, 4, 2]))
+
+        assert_raise ArgumentError, "can't solve for singular matrix", fn ->
+          native(fn -> Nx.LinAlg.triangular_solve(a, b) end)
+        end
+
+        # Only one system of a batch singular.
+        a2 = vk(Nx.tensor([[[1.0, 0.0], [2.0, 3.0]], [[1.0, 0.0], [2.0, 0.0]]]))
+        b2 = vk(Nx.tensor([[1.0, 8.0], [1.0, 1.0]]))
+
+        assert_raise ArgumentError, "can't solve for singular matrix", fn ->
+          Nx.LinAlg.triangular_solve(a2, b2)
+        end
+
+        assert Nx.to_flat_list(host(a)) |> length() == 16
+        assert Nx.to_flat_list(host(b)) == [4, 2, 4, 2]
+      end
+    end
+  end
+else
+  defmodule Nx.Vulkan.LinAlgTest do
+    use ExUnit.Case
+    @moduletag :nx
+
+    test "linear algebra tests need Nx"
+  end
+end
