@@ -3268,8 +3268,11 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
     return NXV_OK;
   }
   if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
+  /* Orders up to 64 keep the matrix in registers (cholesky.comp's
+   * VARIANT 1) and need no workspace. */
+  uint32_t variant = n <= 64 ? 1 : 0;
   nxv_tensor *work = NULL;
-  if (wide) {
+  if (wide && variant == 0) {
     nxv_status st = nxv_tensor_new(d, NXV_F64, batch * n * n, &work);
     if (st != NXV_OK) {
       nxv_tensor_release(res);
@@ -3300,7 +3303,7 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
   if (work) node_use(node, work, true);
   nxv_spv_module mod = wide ? NXV_SPV_CHOLESKY_F32_WIDE
                        : t == NXV_F32 ? NXV_SPV_CHOLESKY_F32 : NXV_SPV_CHOLESKY_F64;
-  nxv_status st = push_dispatch(d, node, mod, 0, 0);
+  nxv_status st = push_dispatch(d, node, mod, 0, variant);
   if (work) nxv_tensor_release(work); /* the node holds its buffer */
   if (st != NXV_OK) {
     nxv_tensor_release(res);
@@ -3353,10 +3356,14 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   NXV_TRY(nxv_tensor_ready(s->a));
   NXV_TRY(nxv_tensor_ready(s->b));
   bool wide = linalg_wide(d, t);
+  /* At most 4 rows per invocation: the rows stay in registers
+   * (trsm.comp's VARIANT 1), no workspace. */
+  uint32_t variant = n <= 4 * (256 / nc) ? 1 : 0;
   nxv_tensor *x = NULL, *flags = NULL, *work = NULL;
   NXV_TRY(nxv_tensor_new(d, t, batch * n * cols, &x));
   nxv_status st = nxv_tensor_new(d, NXV_U32, batch, &flags);
-  if (st == NXV_OK && wide) st = nxv_tensor_new(d, NXV_F64, batch * n * cols, &work);
+  if (st == NXV_OK && wide && variant == 0)
+    st = nxv_tensor_new(d, NXV_F64, batch * n * cols, &work);
   if (st != NXV_OK) {
     nxv_tensor_release(x);
     if (flags) nxv_tensor_release(flags);
@@ -3396,7 +3403,7 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
     if (work) node_use(node, work, true);
     nxv_spv_module mod = wide ? NXV_SPV_TRSM_F32_WIDE
                          : t == NXV_F32 ? NXV_SPV_TRSM_F32 : NXV_SPV_TRSM_F64;
-    st = push_dispatch(d, node, mod, 0, 0);
+    st = push_dispatch(d, node, mod, 0, variant);
   }
   if (work) nxv_tensor_release(work); /* the nodes hold its buffer */
   if (st != NXV_OK) {

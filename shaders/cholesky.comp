@@ -1,5 +1,6 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "types.glsl"
 // cholesky.comp - the Cholesky factor L (A = L L^T, L lower triangular)
 // of each of pc.batch dense n x n matrices (T_ID 10: f32, 11: f64), as
@@ -15,7 +16,7 @@
 // rounded to f32 once, as it is final; otherwise pc.work is pc.dst.
 //
 // One workgroup of 256 invocations per matrix (workgroup id x + y * the
-// grid's width), right-looking: step j takes the square root of the
+// grid's width), right-looking (orders up to 64: see factor_small): step j takes the square root of the
 // updated diagonal element, scales column j below it and subtracts the
 // outer product of that column from the trailing lower triangle. Element
 // (i, k) of the result belongs to invocation (i mod 16) * 16 + k mod 16
@@ -59,6 +60,64 @@ layout(push_constant, std430) uniform PC {
 shared R diag;
 shared R col[MAX_N];
 
+// Orders up to SMALL_N (VARIANT 1): each invocation holds its elements of
+// the matrix in registers (w[bi][bk] is element (bi * 16 + ty, bk * 16 +
+// tx)), so a step touches no global memory but the result's stores. The
+// loops over blocks are unrolled and test the block against j instead of
+// indexing with it, which keeps w in registers.
+#define NB 4
+#define SMALL_N (16 * NB)
+
+void factor_small(uint n, R eps, InT A, OutT L, uint ty, uint tx) {
+  R w[NB][NB];
+  [[unroll]] for (uint bi = 0u; bi < NB; bi++) {
+    [[unroll]] for (uint bk = 0u; bk < NB; bk++) {
+      uint i = bi * 16u + ty, k = bk * 16u + tx;
+      w[bi][bk] = R(0);
+      if (i < n && k < n) {
+        if (k <= i)
+          w[bi][bk] = R(A.v[i * n + k]);
+        else
+          L.v[i * n + k] = T(0);
+      }
+    }
+  }
+  for (uint j = 0u; j < n; j++) {
+    uint r = j & 15u, bj = j >> 4;
+    if (ty == r && tx == r) {
+      [[unroll]] for (uint bi = 0u; bi < NB; bi++)
+        if (bi == bj) diag = sqrt(w[bi][bi]);
+    }
+    barrier();
+    R d = diag;
+    R den = d + eps;
+    if (tx == r) {
+      [[unroll]] for (uint bi = 0u; bi < NB; bi++) {
+        uint i = bi * 16u + ty;
+        [[unroll]] for (uint bk = 0u; bk < NB; bk++) {
+          if (bk == bj && i > j && i < n) {
+            R v = w[bi][bk] / den;
+            col[i] = v;
+            L.v[i * n + j] = T(abs(v) <= eps ? R(0) : v);
+          }
+        }
+      }
+      if (ty == r) L.v[j * n + j] = T(abs(d) <= eps ? R(0) : d);
+    }
+    barrier();
+    [[unroll]] for (uint bi = 0u; bi < NB; bi++) {
+      uint i = bi * 16u + ty;
+      if (i > j && i < n) {
+        R ci = col[i];
+        [[unroll]] for (uint bk = 0u; bk < NB; bk++) {
+          uint k = bk * 16u + tx;
+          if (k > j && k <= i) w[bi][bk] -= ci * col[k];
+        }
+      }
+    }
+  }
+}
+
 void main() {
   uint b = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (b >= pc.batch) return; // uniform across the workgroup
@@ -66,11 +125,15 @@ void main() {
   R eps = R(packDouble2x32(pc.eps_bits));
   uint64_t elems = uint64_t(b) * n * n;
   InT A = InT(pc.a + elems * uint64_t(T_ALIGN));
+  uint ty = gl_LocalInvocationID.x >> 4, tx = gl_LocalInvocationID.x & 15u;
+  if (VARIANT == 1u) {
+    factor_small(n, eps, A, OutT(pc.dst + elems * uint64_t(T_ALIGN)), ty, tx);
+    return;
+  }
 #ifdef WIDE
   OutT L = OutT(pc.dst + elems * uint64_t(T_ALIGN));
 #endif
   WorkR W = WorkR(pc.work + elems * uint64_t(R_BYTES));
-  uint ty = gl_LocalInvocationID.x >> 4, tx = gl_LocalInvocationID.x & 15u;
 
   for (uint i = ty; i < n; i += 16u)
     for (uint k = tx; k < n; k += 16u) {

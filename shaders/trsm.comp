@@ -1,5 +1,6 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #include "types.glsl"
 // trsm.comp - triangular solves (T_ID 10: f32, 11: f64): for each of
 // pc.batch systems, M Y = C with M an n x n triangular matrix and C n x
@@ -68,6 +69,11 @@ layout(push_constant, std430) uniform PC {
 
 shared R solved[2][256];
 
+// At most REG rows per invocation (VARIANT 1: n <= REG * 256 / nc): the
+// invocation's elements of Y stay in registers (w[s] is row p = ry + s *
+// rows), unrolled loops testing s instead of indexing with it.
+#define REG 4
+
 void main() {
   uint b = gl_WorkGroupID.y + pc.b0;
   if (b >= pc.batch) return; // uniform across the workgroup
@@ -91,6 +97,45 @@ void main() {
     for (uint i = 0u; i < n; i++)
       if (M.v[i * (pc.m_row + pc.m_col)] == T(0)) zero = 1u;
     FlagRef(pc.singular).v[b] = zero;
+  }
+  if (VARIANT == 1u) {
+    R w[REG];
+    [[unroll]] for (uint s = 0u; s < REG; s++) {
+      uint q = ry + s * rows;
+      w[s] = R(0);
+      if (live && q < n) w[s] = R(C.v[cbase + (lower ? q : n - 1u - q) * pc.c_row]);
+    }
+    for (uint p = 0u; p < n; p++) {
+      uint i = lower ? p : n - 1u - p;
+      uint buf = p & 1u;
+      if (live && p % rows == ry) {
+        uint sp = p / rows;
+        R mii = R(M.v[i * (pc.m_row + pc.m_col)]);
+        [[unroll]] for (uint s = 0u; s < REG; s++) {
+          if (s == sp) {
+            R v = w[s] / mii;
+#ifdef WIDE
+            Y.v[cbase + i * pc.c_row] = T(v);
+#else
+            OutT(pc.y + celems * uint64_t(T_ALIGN)).v[cbase + i * pc.c_row] = v;
+#endif
+            solved[buf][cx] = v;
+          }
+        }
+      }
+      barrier();
+      if (live) {
+        R v = solved[buf][cx];
+        [[unroll]] for (uint s = 0u; s < REG; s++) {
+          uint q = ry + s * rows;
+          if (q > p && q < n) {
+            uint k = lower ? q : n - 1u - q;
+            w[s] -= R(M.v[k * pc.m_row + i * pc.m_col]) * v;
+          }
+        }
+      }
+    }
+    return;
   }
   if (live)
     for (uint p = ry; p < n; p += rows) {

@@ -160,8 +160,9 @@ static nxv_device *open_fast_math(void) {
 }
 
 NXV_TEST(linalg, cholesky) {
-  static const size_t shapes[][2] = {{1, 1}, {1, 2}, {3, 5},  {2, 16}, {1, 17},
-                                     {2, 33}, {1, 64}, {2, 100}, {40, 3}, {1, 130}};
+  /* Orders up to 64 in registers, 65 and more through the workspace. */
+  static const size_t shapes[][2] = {{1, 1},  {1, 2},   {3, 5},  {2, 16},  {1, 17}, {2, 33},
+                                     {1, 64}, {2, 100}, {40, 3}, {1, 130}, {1, 65}};
   for (int fast = 0; fast < 2; fast++) {
     nxv_device *d = fast ? open_fast_math() : test_open_device();
     REQUIRE(d);
@@ -329,8 +330,11 @@ static void check_trsm(nxv_device *d, uint64_t *rng, nxv_dtype t, size_t batch, 
 }
 
 NXV_TEST(linalg, triangular_solve) {
-  static const size_t shapes[][3] = {{1, 1, 1}, {2, 5, 1},  {3, 17, 4}, {1, 33, 20},
-                                     {2, 64, 3}, {1, 100, 1}, {5, 7, 16}, {1, 40, 37}};
+  /* Up to 4 rows per invocation the rows stay in registers; {1, 70, 16}
+   * and {2, 130, 8} take the workspace path. */
+  static const size_t shapes[][3] = {{1, 1, 1},   {2, 5, 1},   {3, 17, 4}, {1, 33, 20},
+                                     {2, 64, 3},  {1, 100, 1}, {5, 7, 16}, {1, 40, 37},
+                                     {1, 70, 16}, {2, 130, 8}};
   for (int fast = 0; fast < 2; fast++) {
     nxv_device *d = fast ? open_fast_math() : test_open_device();
     REQUIRE(d);

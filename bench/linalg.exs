@@ -1,0 +1,188 @@
+# Cholesky factors and triangular solves through Nx on the default device,
+# against the same calls on Nx.BinaryBackend (where this backend computed
+# them before it had kernels: a download, the host, an upload).
+#
+#   mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE]
+#
+# For each case (f32 and f64; a batch of symmetric positive definite
+# matrices for `Nx.LinAlg.cholesky/1`, a batch of lower triangular systems
+# with one or more right-hand sides for `Nx.LinAlg.triangular_solve/3`),
+# after 3 unmeasured calls:
+#
+#   * `e2e us`: the median over `--reps` (default 20) calls of one call
+#     followed by `Nx.Vulkan.synchronize/0` (a triangular solve waits for
+#     its singularity flags in the call itself);
+#   * `pipelined us`: `--reps` calls back to back, then one synchronize,
+#     per call (what a loop of independent factorizations costs);
+#   * `gpu us`: GPU time per call from `Nx.Vulkan.stats/0`'s `gpu_busy_ns`
+#     over the end-to-end calls (0 where the queue writes no timestamps);
+#   * `host ms`: one call on Nx.BinaryBackend, for orders up to
+#     `--host-max` (default 64) and batches of at most 16 (its Cholesky is
+#     Nx's default implementation: about a second for one matrix of order
+#     64), and the ratio host / e2e.
+#
+# `--csv-out FILE` writes the figures in the shared schema
+# (`impl,test,dtype,shape,metric,value`; impl `nx_vulkan_nx` and
+# `nx_binary`).
+{opts, rest, invalid} =
+  OptionParser.parse(System.argv(),
+    strict: [reps: :integer, host_max: :integer, csv_out: :string]
+  )
+
+reps = Keyword.get(opts, :reps, 20)
+host_max = Keyword.get(opts, :host_max, 64)
+
+if rest != [] or invalid != [] or reps < 1 do
+  IO.puts(
+    :stderr,
+    "usage: mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE]"
+  )
+
+  System.halt(2)
+end
+
+Nx.default_backend(Nx.Vulkan.Backend)
+index = Nx.Vulkan.default_device_index()
+info = Nx.Vulkan.NIF.device_info(index)
+IO.puts("device: #{info.name}\n")
+
+# {batch, n} for Cholesky; {batch, n, right-hand sides} for the solves.
+cholesky_cases = [{1, 16}, {1, 64}, {1, 256}, {1, 1024}, {256, 16}, {64, 64}, {16, 256}]
+solve_cases = [{1, 64, 1}, {1, 256, 1}, {1, 1024, 1}, {1, 256, 256}, {256, 64, 1}, {16, 256, 16}]
+
+key = Nx.Random.key(42)
+
+# A batch of symmetric positive definite matrices on the device: G G^T / n + I.
+spd = fn batch, n, type ->
+  {g, _} = Nx.Random.uniform(key, -1.0, 1.0, shape: {batch, n, n}, type: type)
+
+  g
+  |> Nx.dot([2], [0], Nx.transpose(g, axes: [0, 2, 1]), [1], [0])
+  |> Nx.divide(n)
+  |> Nx.add(Nx.eye(n, type: type))
+end
+
+# Lower triangular, well conditioned: a unit-to-two diagonal, small below it.
+lower = fn batch, n, type ->
+  {g, _} = Nx.Random.uniform(key, -1.0, 1.0, shape: {batch, n, n}, type: type)
+  eye = Nx.eye(n, type: type)
+
+  g
+  |> Nx.divide(n)
+  |> Nx.multiply(Nx.subtract(1, eye))
+  |> Nx.add(Nx.multiply(eye, 1.5))
+  |> Nx.tril()
+end
+
+median = fn list -> list |> Enum.sort() |> Enum.at(div(length(list), 2)) end
+
+measure = fn call ->
+  for _ <- 1..3, do: call.()
+  :ok = Nx.Vulkan.synchronize()
+  before = Nx.Vulkan.stats(index)
+
+  e2e =
+    for _ <- 1..reps do
+      {us, :ok} =
+        :timer.tc(fn ->
+          _ = call.()
+          Nx.Vulkan.synchronize()
+        end)
+
+      us
+    end
+
+  after_ = Nx.Vulkan.stats(index)
+  gpu = (after_.gpu_busy_ns - before.gpu_busy_ns) / reps / 1000
+
+  {us, :ok} =
+    :timer.tc(fn ->
+      for _ <- 1..reps, do: call.()
+      Nx.Vulkan.synchronize()
+    end)
+
+  {median.(e2e), us / reps, gpu}
+end
+
+IO.puts(
+  String.pad_trailing("op", 18) <>
+    String.pad_trailing("type", 6) <>
+    String.pad_trailing("shape", 18) <>
+    String.pad_leading("e2e us", 10) <>
+    String.pad_leading("pipelined us", 14) <>
+    String.pad_leading("gpu us", 10) <>
+    String.pad_leading("host ms", 10) <> String.pad_leading("host/e2e", 10)
+)
+
+fmt = fn
+  nil -> "-"
+  x -> :erlang.float_to_binary(x / 1, decimals: 1)
+end
+
+rows =
+  for type <- [{:f, 32}, {:f, 64}],
+      {op, cases} <- [cholesky: cholesky_cases, triangular_solve: solve_cases],
+      c <- cases,
+      reduce: [] do
+    acc ->
+      {shape_label, call, host_call, n, batch} =
+        case {op, c} do
+          {:cholesky, {batch, n}} ->
+            a = spd.(batch, n, type)
+            h = Nx.backend_copy(a, Nx.BinaryBackend)
+
+            {"#{batch}x#{n}x#{n}", fn -> Nx.LinAlg.cholesky(a) end,
+             fn -> Nx.LinAlg.cholesky(h) end, n, batch}
+
+          {:triangular_solve, {batch, n, cols}} ->
+            a = lower.(batch, n, type)
+            {b, _} = Nx.Random.uniform(key, -1.0, 1.0, shape: {batch, n, cols}, type: type)
+            ha = Nx.backend_copy(a, Nx.BinaryBackend)
+            hb = Nx.backend_copy(b, Nx.BinaryBackend)
+
+            {"#{batch}x#{n}x#{n} #{cols}", fn -> Nx.LinAlg.triangular_solve(a, b) end,
+             fn -> Nx.LinAlg.triangular_solve(ha, hb) end, n, batch}
+        end
+
+      {e2e, pipelined, gpu} = measure.(call)
+
+      host_ms =
+        if n <= host_max and batch <= 16 do
+          {us, _} = :timer.tc(host_call)
+          us / 1000
+        end
+
+      ratio = if host_ms, do: host_ms * 1000 / e2e
+
+      IO.puts(
+        String.pad_trailing("#{op}", 18) <>
+          String.pad_trailing(Nx.Type.to_string(type), 6) <>
+          String.pad_trailing(shape_label, 18) <>
+          String.pad_leading(fmt.(e2e), 10) <>
+          String.pad_leading(fmt.(pipelined), 14) <>
+          String.pad_leading(fmt.(gpu), 10) <>
+          String.pad_leading(fmt.(host_ms), 10) <>
+          String.pad_leading(if(ratio, do: "#{round(ratio)}x", else: "-"), 10)
+      )
+
+      t = Nx.Type.to_string(type)
+
+      acc ++
+        [
+          {"nx_vulkan_nx", op, t, shape_label, "us_per_call", e2e},
+          {"nx_vulkan_nx", op, t, shape_label, "us_per_call_pipelined", pipelined},
+          {"nx_vulkan_nx", op, t, shape_label, "gpu_us_per_call", gpu}
+        ] ++
+        if(host_ms,
+          do: [{"nx_binary", op, t, shape_label, "us_per_call", host_ms * 1000}],
+          else: []
+        )
+  end
+
+if path = opts[:csv_out] do
+  lines =
+    for {i, t, d, s, m, v} <- rows,
+        do: Enum.join([i, t, d, s, m, :erlang.float_to_binary(v / 1, [{:decimals, 3}])], ",")
+
+  File.write!(path, Enum.join(["impl,test,dtype,shape,metric,value" | lines], "\n") <> "\n")
+end

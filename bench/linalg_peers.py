@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""The cases of bench/linalg.exs on PyTorch and JAX (whichever is installed).
+
+    python3 bench/linalg_peers.py [--reps N] [--csv-out FILE]
+
+For each case (f32 and f64; Cholesky factors of a batch of symmetric
+positive definite matrices, `torch.linalg.cholesky` and a jitted
+`jnp.linalg.cholesky`; lower triangular solves, `torch.linalg.solve_triangular`
+and a jitted `jax.scipy.linalg.solve_triangular`), on the default GPU,
+after 3 unmeasured calls:
+
+  * e2e us: the median over --reps (default 20) calls of one call followed
+    by a synchronize (`torch.cuda.synchronize()`, `block_until_ready()`);
+  * pipelined us: --reps calls back to back, then one synchronize, per call.
+
+The rows have bench/linalg.exs's columns and, with --csv-out, the shared
+schema (`impl,test,dtype,shape,metric,value`; impl `torch` or `jax`).
+"""
+import argparse
+import csv
+import statistics
+import sys
+import time
+
+CHOLESKY = [(1, 16), (1, 64), (1, 256), (1, 1024), (256, 16), (64, 64), (16, 256)]
+SOLVE = [(1, 64, 1), (1, 256, 1), (1, 1024, 1), (1, 256, 256), (256, 64, 1), (16, 256, 16)]
+
+
+def measure(call, sync, reps):
+    for _ in range(3):
+        call()
+    sync()
+    e2e = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        call()
+        sync()
+        e2e.append((time.perf_counter() - t) * 1e6)
+    t = time.perf_counter()
+    for _ in range(reps):
+        call()
+    sync()
+    return statistics.median(e2e), (time.perf_counter() - t) * 1e6 / reps
+
+
+def torch_cases(reps, emit):
+    import torch
+
+    dev = "cuda"
+    print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
+    for dt, name in [(torch.float32, "f32"), (torch.float64, "f64")]:
+        g = torch.Generator(device=dev).manual_seed(42)
+        for batch, n in CHOLESKY:
+            x = torch.rand(batch, n, n, device=dev, dtype=dt, generator=g) * 2 - 1
+            a = x @ x.transpose(1, 2) / n + torch.eye(n, device=dev, dtype=dt)
+            e2e, pipe = measure(lambda: torch.linalg.cholesky(a), torch.cuda.synchronize, reps)
+            emit("torch", "cholesky", name, f"{batch}x{n}x{n}", e2e, pipe)
+        for batch, n, cols in SOLVE:
+            x = torch.rand(batch, n, n, device=dev, dtype=dt, generator=g) * 2 - 1
+            eye = torch.eye(n, device=dev, dtype=dt)
+            a = torch.tril(x / n * (1 - eye) + 1.5 * eye)
+            b = torch.rand(batch, n, cols, device=dev, dtype=dt, generator=g) * 2 - 1
+            e2e, pipe = measure(lambda: torch.linalg.solve_triangular(a, b, upper=False),
+                                torch.cuda.synchronize, reps)
+            emit("torch", "triangular_solve", name, f"{batch}x{n}x{n} {cols}", e2e, pipe)
+
+
+def jax_cases(reps, emit):
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import jax.scipy.linalg as jsl
+
+    print(f"jax {jax.__version__} on {jax.devices()[0]}")
+    chol = jax.jit(jnp.linalg.cholesky)
+    solve = jax.jit(lambda a, b: jsl.solve_triangular(a, b, lower=True))
+    for dt, name in [(jnp.float32, "f32"), (jnp.float64, "f64")]:
+        key = jax.random.PRNGKey(42)
+        for batch, n in CHOLESKY:
+            x = jax.random.uniform(key, (batch, n, n), dt, -1.0, 1.0)
+            a = x @ jnp.swapaxes(x, 1, 2) / n + jnp.eye(n, dtype=dt)
+            out = [None]
+
+            def call():
+                out[0] = chol(a)
+
+            e2e, pipe = measure(call, lambda: out[0].block_until_ready(), reps)
+            emit("jax", "cholesky", name, f"{batch}x{n}x{n}", e2e, pipe)
+        for batch, n, cols in SOLVE:
+            x = jax.random.uniform(key, (batch, n, n), dt, -1.0, 1.0)
+            eye = jnp.eye(n, dtype=dt)
+            a = jnp.tril(x / n * (1 - eye) + 1.5 * eye)
+            b = jax.random.uniform(key, (batch, n, cols), dt, -1.0, 1.0)
+            out = [None]
+
+            def call():
+                out[0] = solve(a, b)
+
+            e2e, pipe = measure(call, lambda: out[0].block_until_ready(), reps)
+            emit("jax", "triangular_solve", name, f"{batch}x{n}x{n} {cols}", e2e, pipe)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--csv-out")
+    args = p.parse_args()
+    rows = []
+    print(f"{'impl':<6} {'op':<17} {'type':<5} {'shape':<18} {'e2e us':>10} {'pipelined us':>13}")
+
+    def emit(impl, op, dtype, shape, e2e, pipe):
+        print(f"{impl:<6} {op:<17} {dtype:<5} {shape:<18} {e2e:>10.1f} {pipe:>13.1f}", flush=True)
+        rows.append((impl, op, dtype, shape, "us_per_call", e2e))
+        rows.append((impl, op, dtype, shape, "us_per_call_pipelined", pipe))
+
+    ran = False
+    for runner in (torch_cases, jax_cases):
+        try:
+            runner(args.reps, emit)
+            ran = True
+        except ImportError as e:
+            print(f"skipped: {e}", file=sys.stderr)
+    if args.csv_out:
+        with open(args.csv_out, "w", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(["impl", "test", "dtype", "shape", "metric", "value"])
+            for r in rows:
+                w.writerow(list(r[:5]) + ["%.6g" % r[5]])
+    return 0 if ran else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
