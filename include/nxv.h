@@ -220,8 +220,8 @@ typedef struct nxv_device_config {
                                  before the op runs (tests) */
   bool fast_math;             /* f32 exp/log/sin/cos/tanh/sigmoid with the
                                  driver's builtins (a few ulp) instead of
-                                 double-precision evaluation; f32 Cholesky
-                                 factors and triangular solves in f32 */
+                                 double-precision evaluation; f32
+                                 triangular solves in f32 */
   int32_t download_kernel;    /* downloads of at most 64 KiB copy with a
                                  compute kernel instead of a transfer
                                  command: 0 = on GPUs (where it completes
@@ -1001,10 +1001,9 @@ nxv_status nxv_fft(nxv_device *device, nxv_tensor *a, uint64_t rows, uint64_t n,
  * Only the lower triangle of each matrix is read; one that is not positive
  * definite gets NaN from the first negative square root on. One workgroup
  * a matrix: suited to batches and to orders up to a few hundred; n is at
- * most NXV_CHOLESKY_MAX_BYTES / the compute type's size (2048; 4096 for
- * f32 on devices without f64 or with fast_math), else
- * NXV_ERR_UNSUPPORTED. f32 is computed in double where the device has f64
- * (unless fast_math), each entry rounded once.
+ * most NXV_CHOLESKY_MAX_BYTES / the element size (4096 for f32, 2048 for
+ * f64), else NXV_ERR_UNSUPPORTED. Computed in dtype, as Nx's
+ * implementation computes it.
  * a is retained until the work completes; *out_tensor is new (dense
  * batch x n x n). */
 nxv_status nxv_cholesky(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t n,
@@ -1034,7 +1033,7 @@ nxv_status nxv_triangular_solve(nxv_device *device, const nxv_trsm_desc *desc,
 /* True when nxv_cholesky and nxv_triangular_solve run on dtype (f32, or
  * f64 on devices with shaderFloat64; workgroups of 256 invocations and
  * 20 KiB of shared memory). Cholesky takes orders up to
- * NXV_CHOLESKY_MAX_BYTES / the compute type's size (see nxv_cholesky). */
+ * NXV_CHOLESKY_MAX_BYTES / the element size. */
 bool nxv_linalg_supported(nxv_device *device, nxv_dtype dtype);
 #define NXV_CHOLESKY_MAX_BYTES 16384
 

@@ -3222,16 +3222,15 @@ static nxv_status linalg_check(nxv_device *d, nxv_dtype t, const char *op) {
 }
 
 typedef struct pc_cholesky { /* cholesky.comp */
-  uint64_t a, dst, work;
+  uint64_t a, dst;
   uint32_t eps_lo, eps_hi;
   uint32_t n, batch;
 } pc_cholesky;
-_Static_assert(sizeof(pc_cholesky) == 40, "pc_cholesky layout");
+_Static_assert(sizeof(pc_cholesky) == 32, "pc_cholesky layout");
 
-/* f32 factorizations and solves run in double where the device has it,
- * unless fast math was asked for (cholesky.comp's and trsm.comp's WIDE):
- * as Nx.BinaryBackend computes a triangular solve, and with f32's rounding
- * once per result. */
+/* f32 triangular solves run in double where the device has it, unless
+ * fast math was asked for (trsm.comp's WIDE): as Nx.BinaryBackend
+ * computes them, each solution rounded once. */
 static bool linalg_wide(nxv_device *d, nxv_dtype t) {
   return t == NXV_F32 && d->vk.info.float64 && !d->config.fast_math;
 }
@@ -3251,8 +3250,7 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
                     "cholesky: tensor has %llu elements, %llu matrices of order %llu need %llu",
                     (unsigned long long)a->count, (unsigned long long)batch,
                     (unsigned long long)n, (unsigned long long)(batch * n * n));
-  bool wide = linalg_wide(d, t);
-  uint64_t max_n = NXV_CHOLESKY_MAX_BYTES / (wide ? 8 : nxv_dtype_size(t));
+  uint64_t max_n = NXV_CHOLESKY_MAX_BYTES / nxv_dtype_size(t);
   if (n > max_n)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky on %s: order %llu (at most %llu)",
                     nxv_dtype_name(t), (unsigned long long)n, (unsigned long long)max_n);
@@ -3269,26 +3267,16 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
   }
   if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
   /* Orders up to 64 keep the matrix in registers (cholesky.comp's
-   * VARIANT 1) and need no workspace. */
+   * VARIANT 1). */
   uint32_t variant = n <= 64 ? 1 : 0;
-  nxv_tensor *work = NULL;
-  if (wide && variant == 0) {
-    nxv_status st = nxv_tensor_new(d, NXV_F64, batch * n * n, &work);
-    if (st != NXV_OK) {
-      nxv_tensor_release(res);
-      return st;
-    }
-  }
   uint64_t bits;
   memcpy(&bits, &eps, sizeof bits);
-  pc_cholesky pc = {.a = a->buf->addr, .dst = res->buf->addr,
-                    .work = (work ? work : res)->buf->addr, .eps_lo = (uint32_t)bits,
+  pc_cholesky pc = {.a = a->buf->addr, .dst = res->buf->addr, .eps_lo = (uint32_t)bits,
                     .eps_hi = (uint32_t)(bits >> 32), .n = (uint32_t)n,
                     .batch = (uint32_t)batch};
   nxv_node *node = nxv_node_new(0);
   if (!node) {
     nxv_tensor_release(res);
-    if (work) nxv_tensor_release(work);
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
   }
   memcpy(node->pc, &pc, sizeof pc);
@@ -3300,11 +3288,8 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
   node->cost = batch * n * n * n / 3 + batch * n * n;
   node_use(node, a, false);
   node_use(node, res, true);
-  if (work) node_use(node, work, true);
-  nxv_spv_module mod = wide ? NXV_SPV_CHOLESKY_F32_WIDE
-                       : t == NXV_F32 ? NXV_SPV_CHOLESKY_F32 : NXV_SPV_CHOLESKY_F64;
-  nxv_status st = push_dispatch(d, node, mod, 0, variant);
-  if (work) nxv_tensor_release(work); /* the node holds its buffer */
+  nxv_status st = push_dispatch(d, node, t == NXV_F32 ? NXV_SPV_CHOLESKY_F32
+                                                      : NXV_SPV_CHOLESKY_F64, 0, variant);
   if (st != NXV_OK) {
     nxv_tensor_release(res);
     return st;

@@ -157,7 +157,20 @@ void main() {
       R v = solved[buf][cx];
       // The first row after p that this invocation's rows reach.
       uint q0 = p + 1u + ((ry + rows - ((p + 1u) % rows)) % rows);
-      for (uint q = q0; q < n; q += rows) {
+      // Four rows at a time: their loads issue before any store.
+      uint q = q0;
+      for (; q + 3u * rows < n; q += 4u * rows) {
+        uint e[4];
+        R x[4], m[4];
+        [[unroll]] for (uint u = 0u; u < 4u; u++) {
+          uint k = lower ? q + u * rows : n - 1u - q - u * rows;
+          e[u] = cbase + k * pc.c_row;
+          x[u] = W.v[e[u]];
+          m[u] = R(M.v[k * pc.m_row + i * pc.m_col]);
+        }
+        [[unroll]] for (uint u = 0u; u < 4u; u++) W.v[e[u]] = x[u] - m[u] * v;
+      }
+      for (; q < n; q += rows) {
         uint k = lower ? q : n - 1u - q;
         uint e = cbase + k * pc.c_row;
         W.v[e] -= R(M.v[k * pc.m_row + i * pc.m_col]) * v;

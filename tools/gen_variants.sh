@@ -107,6 +107,5 @@ for t in f32:10 f64:11; do
   echo "cholesky_${t%%:*} cholesky.comp -DT_ID=${t#*:}"
   echo "trsm_${t%%:*} trsm.comp -DT_ID=${t#*:}"
 done
-# f32 factorizations and solves in double on devices with f64.
-echo "cholesky_f32_wide cholesky.comp -DT_ID=10 -DWIDE=1"
+# f32 triangular solves in double on devices with f64.
 echo "trsm_f32_wide trsm.comp -DT_ID=10 -DWIDE=1"

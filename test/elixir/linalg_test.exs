@@ -54,9 +54,11 @@ if Code.ensure_loaded?(Nx) do
       end)
     end
 
-    # One f32 ulp and a little: the device computes f32 factors and solves
-    # in double where it has f64 (lavapipe does) and rounds once.
+    # One f32 ulp and a little: the device computes f32 solves in double
+    # where it has f64 (lavapipe does) and rounds once.
     @f32_rel 1.2e-7
+    # f32 Cholesky factors are computed in f32, as Nx computes them.
+    @f32_chol 2.0e-5
 
     describe "cholesky" do
       test "f32 and f64 of many orders and batches stay on the device" do
@@ -69,7 +71,7 @@ if Code.ensure_loaded?(Nx) do
 
           got = native(fn -> Nx.LinAlg.cholesky(vk(Nx.as_type(a, :f32))) end)
           expected32 = Nx.LinAlg.cholesky(Nx.as_type(Nx.as_type(a, :f32), :f64))
-          assert_close(got, expected32, {:f, 32}, @f32_rel, 1.0e-7)
+          assert_close(got, expected32, {:f, 32}, @f32_chol, @f32_chol)
         end
       end
 
@@ -90,7 +92,7 @@ if Code.ensure_loaded?(Nx) do
         a = Nx.tensor([[4, 2, 2], [2, 5, 3], [2, 3, 6]], backend: Nx.BinaryBackend)
         expected = Nx.LinAlg.cholesky(Nx.as_type(a, :f64))
         got = native(fn -> Nx.LinAlg.cholesky(vk(a)) end)
-        assert_close(got, expected, {:f, 32}, @f32_rel)
+        assert_close(got, expected, {:f, 32}, @f32_chol, @f32_chol)
 
         for type <- [:f16, :bf16] do
           got = native(fn -> Nx.LinAlg.cholesky(vk(Nx.as_type(a, type))) end)
