@@ -16,6 +16,9 @@
 #     per call (what a loop of independent factorizations costs);
 #   * `gpu us`: GPU time per call from `Nx.Vulkan.stats/0`'s `gpu_busy_ns`
 #     over the end-to-end calls (0 where the queue writes no timestamps);
+# Each case starts after 0.3 s of large products (the GPU's clocks fall
+# when it idles).
+#
 #   * `host ms`: one call on Nx.BinaryBackend, for orders up to
 #     `--host-max` (default 64) and batches of at most 16 (its Cholesky is
 #     Nx's default implementation: about a second for one matrix of order
@@ -76,7 +79,24 @@ end
 
 median = fn list -> list |> Enum.sort() |> Enum.at(div(length(list), 2)) end
 
+# The GPU's clocks fall when it idles and take a few hundred milliseconds of
+# load to come back: 0.3 s of 2048^3 products before each case.
+big = Nx.iota({2048, 2048}, type: :f32) |> Nx.divide(2048 * 2048)
+
+warm = fn ->
+  t0 = System.monotonic_time(:millisecond)
+
+  Stream.repeatedly(fn -> Nx.dot(big, big) end)
+  |> Enum.reduce_while(0, fn _, k ->
+    if rem(k, 8) == 7, do: Nx.Vulkan.synchronize()
+    if System.monotonic_time(:millisecond) - t0 < 300, do: {:cont, k + 1}, else: {:halt, k}
+  end)
+
+  Nx.Vulkan.synchronize()
+end
+
 measure = fn call ->
+  warm.()
   for _ <- 1..3, do: call.()
   :ok = Nx.Vulkan.synchronize()
   before = Nx.Vulkan.stats(index)

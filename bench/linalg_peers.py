@@ -7,7 +7,8 @@ For each case (f32 and f64; Cholesky factors of a batch of symmetric
 positive definite matrices, `torch.linalg.cholesky` and a jitted
 `jnp.linalg.cholesky`; lower triangular solves, `torch.linalg.solve_triangular`
 and a jitted `jax.scipy.linalg.solve_triangular`), on the default GPU,
-after 3 unmeasured calls:
+after 0.3 s of 2048^3 products (the GPU's clocks fall when it idles) and
+3 unmeasured calls:
 
   * e2e us: the median over --reps (default 20) calls of one call followed
     by a synchronize (`torch.cuda.synchronize()`, `block_until_ready()`);
@@ -26,7 +27,8 @@ CHOLESKY = [(1, 16), (1, 64), (1, 256), (1, 1024), (256, 16), (64, 64), (16, 256
 SOLVE = [(1, 64, 1), (1, 256, 1), (1, 1024, 1), (1, 256, 256), (256, 64, 1), (16, 256, 16)]
 
 
-def measure(call, sync, reps):
+def measure(call, sync, reps, warm):
+    warm()
     for _ in range(3):
         call()
     sync()
@@ -48,12 +50,21 @@ def torch_cases(reps, emit):
 
     dev = "cuda"
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
+    big = torch.rand(2048, 2048, device=dev)
+
+    def warm():
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.3:
+            big @ big
+            torch.cuda.synchronize()
+
     for dt, name in [(torch.float32, "f32"), (torch.float64, "f64")]:
         g = torch.Generator(device=dev).manual_seed(42)
         for batch, n in CHOLESKY:
             x = torch.rand(batch, n, n, device=dev, dtype=dt, generator=g) * 2 - 1
             a = x @ x.transpose(1, 2) / n + torch.eye(n, device=dev, dtype=dt)
-            e2e, pipe = measure(lambda: torch.linalg.cholesky(a), torch.cuda.synchronize, reps)
+            e2e, pipe = measure(lambda: torch.linalg.cholesky(a), torch.cuda.synchronize, reps,
+                                warm)
             emit("torch", "cholesky", name, f"{batch}x{n}x{n}", e2e, pipe)
         for batch, n, cols in SOLVE:
             x = torch.rand(batch, n, n, device=dev, dtype=dt, generator=g) * 2 - 1
@@ -61,7 +72,7 @@ def torch_cases(reps, emit):
             a = torch.tril(x / n * (1 - eye) + 1.5 * eye)
             b = torch.rand(batch, n, cols, device=dev, dtype=dt, generator=g) * 2 - 1
             e2e, pipe = measure(lambda: torch.linalg.solve_triangular(a, b, upper=False),
-                                torch.cuda.synchronize, reps)
+                                torch.cuda.synchronize, reps, warm)
             emit("torch", "triangular_solve", name, f"{batch}x{n}x{n} {cols}", e2e, pipe)
 
 
@@ -74,6 +85,14 @@ def jax_cases(reps, emit):
 
     print(f"jax {jax.__version__} on {jax.devices()[0]}")
     chol = jax.jit(jnp.linalg.cholesky)
+    big = jnp.ones((2048, 2048), jnp.float32)
+    mm = jax.jit(lambda x: x @ x)
+
+    def warm():
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.3:
+            mm(big).block_until_ready()
+
     solve = jax.jit(lambda a, b: jsl.solve_triangular(a, b, lower=True))
     for dt, name in [(jnp.float32, "f32"), (jnp.float64, "f64")]:
         key = jax.random.PRNGKey(42)
@@ -85,7 +104,7 @@ def jax_cases(reps, emit):
             def call():
                 out[0] = chol(a)
 
-            e2e, pipe = measure(call, lambda: out[0].block_until_ready(), reps)
+            e2e, pipe = measure(call, lambda: out[0].block_until_ready(), reps, warm)
             emit("jax", "cholesky", name, f"{batch}x{n}x{n}", e2e, pipe)
         for batch, n, cols in SOLVE:
             x = jax.random.uniform(key, (batch, n, n), dt, -1.0, 1.0)
@@ -97,7 +116,7 @@ def jax_cases(reps, emit):
             def call():
                 out[0] = solve(a, b)
 
-            e2e, pipe = measure(call, lambda: out[0].block_until_ready(), reps)
+            e2e, pipe = measure(call, lambda: out[0].block_until_ready(), reps, warm)
             emit("jax", "triangular_solve", name, f"{batch}x{n}x{n} {cols}", e2e, pipe)
 
 

@@ -999,11 +999,13 @@ nxv_status nxv_fft(nxv_device *device, nxv_tensor *a, uint64_t rows, uint64_t n,
  * L[i][j] = (A[i][j] - sum_{k<j} L[i][k] L[j][k]) / (L[j][j] + eps) for
  * i > j, zeros above the diagonal, and every |L[i][j]| <= eps set to 0.
  * Only the lower triangle of each matrix is read; one that is not positive
- * definite gets NaN from the first negative square root on. One workgroup
- * a matrix: suited to batches and to orders up to a few hundred; n is at
- * most NXV_CHOLESKY_MAX_BYTES / the element size (4096 for f32, 2048 for
- * f64), else NXV_ERR_UNSUPPORTED. Computed in dtype, as Nx's
- * implementation computes it.
+ * definite gets NaN from the first negative square root on. Computed in
+ * dtype, as Nx's implementation computes it. Orders up to 64 take one
+ * dispatch (a workgroup per matrix, the matrix in registers); larger ones
+ * are factored in panels of 32 columns, three dispatches a panel (the
+ * diagonal block, the rows below it, the trailing update, each over every
+ * matrix of the batch), plus a copy and a final pass. n is at most
+ * NXV_CHOLESKY_MAX_ORDER, else NXV_ERR_UNSUPPORTED.
  * a is retained until the work completes; *out_tensor is new (dense
  * batch x n x n). */
 nxv_status nxv_cholesky(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t n,
@@ -1032,10 +1034,11 @@ nxv_status nxv_triangular_solve(nxv_device *device, const nxv_trsm_desc *desc,
 
 /* True when nxv_cholesky and nxv_triangular_solve run on dtype (f32, or
  * f64 on devices with shaderFloat64; workgroups of 256 invocations and
- * 20 KiB of shared memory). Cholesky takes orders up to
- * NXV_CHOLESKY_MAX_BYTES / the element size. */
+ * 27 KiB of shared memory). */
 bool nxv_linalg_supported(nxv_device *device, nxv_dtype dtype);
-#define NXV_CHOLESKY_MAX_BYTES 16384
+/* The largest order nxv_cholesky takes (a matrix's elements are indexed
+ * in 32 bits). */
+#define NXV_CHOLESKY_MAX_ORDER 65535
 
 /* True when the device has a kernel for op on dtype. */
 bool nxv_binary_supported(nxv_device *device, nxv_binary_op op,

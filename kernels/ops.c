@@ -3199,24 +3199,28 @@ nxv_status nxv_fft(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t n,
 /* Linear algebra                                                      */
 /* ------------------------------------------------------------------ */
 
+/* Shared memory the linear algebra kernels declare, at most: cholesky.comp
+ * in f64 (26,368 bytes). */
+#define LINALG_SHARED_BYTES (27 * 1024)
+
 bool nxv_linalg_supported(nxv_device *d, nxv_dtype t) {
   return (t == NXV_F32 || t == NXV_F64) && type_ok(d, t) &&
          d->vk.info.max_workgroup_invocations >= 256 && d->vk.info.max_workgroup_size[0] >= 256 &&
-         d->vk.info.max_shared_memory >= NXV_CHOLESKY_MAX_BYTES + 2 * 256 * 8;
+         d->vk.info.max_shared_memory >= LINALG_SHARED_BYTES;
 }
 
 /* Whether the device runs the linear algebra kernels (256 invocations a
- * workgroup, fixed; 16 KiB of shared memory) on dtype, f32 or f64. */
+ * workgroup, fixed; 27 KiB of shared memory) on dtype, f32 or f64. */
 static nxv_status linalg_check(nxv_device *d, nxv_dtype t, const char *op) {
   if (t != NXV_F32 && t != NXV_F64)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s on %s: kernels take f32 and f64", op,
                     nxv_dtype_name(t));
   NXV_TRY(check_type(d, t, op));
   if (d->vk.info.max_workgroup_invocations < 256 || d->vk.info.max_workgroup_size[0] < 256 ||
-      d->vk.info.max_shared_memory < NXV_CHOLESKY_MAX_BYTES + 2 * 256 * 8)
+      d->vk.info.max_shared_memory < LINALG_SHARED_BYTES)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
                     "%s: device %s runs fewer than 256 invocations a workgroup or has "
-                    "less than 20 KiB of shared memory",
+                    "less than 27 KiB of shared memory",
                     op, d->vk.info.name);
   return NXV_OK;
 }
@@ -3224,15 +3228,39 @@ static nxv_status linalg_check(nxv_device *d, nxv_dtype t, const char *op) {
 typedef struct pc_cholesky { /* cholesky.comp */
   uint64_t a, dst;
   uint32_t eps_lo, eps_hi;
-  uint32_t n, batch;
+  uint32_t n, batch, m, c0, flags, b0;
 } pc_cholesky;
-_Static_assert(sizeof(pc_cholesky) == 32, "pc_cholesky layout");
+_Static_assert(sizeof(pc_cholesky) == 48, "pc_cholesky layout");
+
+/* cholesky.comp's panel width (PB) and the largest order its register
+ * variant factors alone. */
+#define CHOLESKY_PANEL 32
+#define CHOLESKY_SMALL 64
 
 /* f32 triangular solves run in double where the device has it, unless
  * fast math was asked for (trsm.comp's WIDE): as Nx.BinaryBackend
  * computes them, each solution rounded once. */
 static bool linalg_wide(nxv_device *d, nxv_dtype t) {
   return t == NXV_F32 && d->vk.info.float64 && !d->config.fast_math;
+}
+
+/* Queues one cholesky.comp dispatch of variant on the groups grid over res
+ * (and a, when it is another tensor). */
+static nxv_status cholesky_step(nxv_device *d, nxv_dtype t, const pc_cholesky *pc,
+                                uint32_t variant, uint32_t gx, uint32_t gy, uint64_t cost,
+                                nxv_tensor *a, nxv_tensor *res) {
+  nxv_node *node = nxv_node_new(0);
+  if (!node) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  memcpy(node->pc, pc, sizeof *pc);
+  node->pc_size = sizeof *pc;
+  node->groups[0] = gx;
+  node->groups[1] = gy;
+  node->groups[2] = 1;
+  node->cost = cost;
+  if (a != res) node_use(node, a, false);
+  node_use(node, res, true);
+  return push_dispatch(d, node, t == NXV_F32 ? NXV_SPV_CHOLESKY_F32 : NXV_SPV_CHOLESKY_F64,
+                       0, variant);
 }
 
 nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n,
@@ -3250,12 +3278,12 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
                     "cholesky: tensor has %llu elements, %llu matrices of order %llu need %llu",
                     (unsigned long long)a->count, (unsigned long long)batch,
                     (unsigned long long)n, (unsigned long long)(batch * n * n));
-  uint64_t max_n = NXV_CHOLESKY_MAX_BYTES / nxv_dtype_size(t);
-  if (n > max_n)
-    return nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky on %s: order %llu (at most %llu)",
-                    nxv_dtype_name(t), (unsigned long long)n, (unsigned long long)max_n);
+  if (n > NXV_CHOLESKY_MAX_ORDER)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky: order %llu (at most %d)",
+                    (unsigned long long)n, NXV_CHOLESKY_MAX_ORDER);
   uint64_t width = d->vk.info.max_workgroup_count[0];
-  if (batch > width * (uint64_t)d->vk.info.max_workgroup_count[1] || batch > UINT32_MAX)
+  uint64_t height = d->vk.info.max_workgroup_count[1];
+  if (batch > width * height || batch > UINT32_MAX)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky: %llu matrices exceed the device's grid",
                     (unsigned long long)batch);
   NXV_TRY(nxv_tensor_ready(a));
@@ -3266,30 +3294,62 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
     return NXV_OK;
   }
   if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
-  /* Orders up to 64 keep the matrix in registers (cholesky.comp's
-   * VARIANT 1). */
-  uint32_t variant = n <= 64 ? 1 : 0;
   uint64_t bits;
   memcpy(&bits, &eps, sizeof bits);
   pc_cholesky pc = {.a = a->buf->addr, .dst = res->buf->addr, .eps_lo = (uint32_t)bits,
                     .eps_hi = (uint32_t)(bits >> 32), .n = (uint32_t)n,
                     .batch = (uint32_t)batch};
-  nxv_node *node = nxv_node_new(0);
-  if (!node) {
-    nxv_tensor_release(res);
-    return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  /* One workgroup per matrix: batch over x, then rows of x along y. */
+  uint32_t mx = (uint32_t)(batch < width ? batch : width);
+  uint32_t my = (uint32_t)((batch + mx - 1) / mx);
+  nxv_status st;
+  if (n <= CHOLESKY_SMALL) {
+    pc.m = (uint32_t)n;
+    pc.flags = 1;
+    st = cholesky_step(d, t, &pc, 1, mx, my, batch * n * n * n / 3 + batch * n * n, a, res);
+  } else {
+    /* Blocked, in place in res; the steps after the copy read res only. */
+    uint64_t elems = n * n;
+    uint32_t ew = groups_capped(d, (elems + 255) / 256);
+    st = NXV_OK;
+    for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
+      uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
+      pc.b0 = (uint32_t)b0;
+      st = cholesky_step(d, t, &pc, 4, ew, nb, nb * elems, a, res);
+    }
+    pc.a = res->buf->addr;
+    for (uint64_t c0 = 0; st == NXV_OK && c0 < n; c0 += CHOLESKY_PANEL) {
+      uint64_t w = n - c0 < CHOLESKY_PANEL ? n - c0 : CHOLESKY_PANEL;
+      uint64_t m = n - c0 - w;
+      pc.c0 = (uint32_t)c0;
+      pc.m = (uint32_t)w;
+      pc.flags = 0;
+      pc.b0 = 0;
+      st = cholesky_step(d, t, &pc, 1, mx, my, batch * w * w * w / 3, res, res);
+      if (st != NXV_OK || m == 0) continue;
+      pc.m = (uint32_t)m;
+      uint64_t tiles = (m + 31) / 32;
+      tiles = tiles * (tiles + 1) / 2;
+      if (tiles > width) {
+        st = nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky: order %llu exceeds the device's grid",
+                      (unsigned long long)n);
+        break;
+      }
+      for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
+        uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
+        pc.b0 = (uint32_t)b0;
+        st = cholesky_step(d, t, &pc, 2, (uint32_t)((m + 255) / 256), nb,
+                           nb * m * w * w, res, res);
+        if (st == NXV_OK)
+          st = cholesky_step(d, t, &pc, 3, (uint32_t)tiles, nb, nb * m * m * w, res, res);
+      }
+    }
+    for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
+      uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
+      pc.b0 = (uint32_t)b0;
+      st = cholesky_step(d, t, &pc, 5, ew, nb, nb * elems, res, res);
+    }
   }
-  memcpy(node->pc, &pc, sizeof pc);
-  node->pc_size = sizeof pc;
-  uint64_t gx = batch < width ? batch : width;
-  node->groups[0] = (uint32_t)gx;
-  node->groups[1] = (uint32_t)((batch + gx - 1) / gx);
-  node->groups[2] = 1;
-  node->cost = batch * n * n * n / 3 + batch * n * n;
-  node_use(node, a, false);
-  node_use(node, res, true);
-  nxv_status st = push_dispatch(d, node, t == NXV_F32 ? NXV_SPV_CHOLESKY_F32
-                                                      : NXV_SPV_CHOLESKY_F64, 0, variant);
   if (st != NXV_OK) {
     nxv_tensor_release(res);
     return st;

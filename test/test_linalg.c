@@ -159,9 +159,11 @@ static nxv_device *open_fast_math(void) {
 }
 
 NXV_TEST(linalg, cholesky) {
-  /* Orders up to 64 in registers, 65 and more in the result buffer. */
-  static const size_t shapes[][2] = {{1, 1},  {1, 2},   {3, 5},  {2, 16},  {1, 17}, {2, 33},
-                                     {1, 64}, {2, 100}, {40, 3}, {1, 130}, {1, 65}};
+  /* Orders up to 64 in one dispatch, 65 and more in panels of 32 (96: a
+   * whole number of panels; 257: a last panel of one column). */
+  static const size_t shapes[][2] = {{1, 1},  {1, 2},   {3, 5},  {2, 16},  {1, 17},
+                                     {2, 33}, {1, 64},  {2, 100}, {40, 3}, {1, 130},
+                                     {1, 65}, {3, 96},  {1, 257}};
   nxv_device *d = test_open_device();
   REQUIRE(d);
   uint64_t rng = 0x11a1;
@@ -210,6 +212,35 @@ NXV_TEST(linalg, cholesky_edges) {
       nxv_tensor_release(l);
       l = NULL;
     }
+    /* The same small entry in a blocked factorization (order 70), in the
+     * last panel's rows, below the first panel. */
+    {
+      size_t n = 70;
+      void *ib = test_xcalloc(n * n, es);
+      for (size_t i = 0; i < n; i++) put(t, ib, i * n + i, 1);
+      put(t, ib, 69 * n + 0, 1e-12);
+      nxv_tensor *id = upload(d, t, n * n, ib);
+      REQUIRE(id);
+      for (int flush = 0; flush < 2; flush++) {
+        REQUIRE_OK(nxv_cholesky(d, id, 1, n, flush ? 1e-10 : 0.0, &l));
+        void *got = download(l, n * n, es);
+        if (got) {
+          long double small = get(t, got, 69 * n);
+          if (flush)
+            CHECK_MSG(small == 0, "%s order 70: 1e-12 not flushed: %Lg", nxv_dtype_name(t),
+                      small);
+          else
+            CHECK_MSG(small == get(t, ib, 69 * n), "%s order 70: 1e-12 became %Lg",
+                      nxv_dtype_name(t), small);
+          CHECK(get(t, got, 0) == 1 && get(t, got, 69 * n + 69) == 1 && get(t, got, 1) == 0);
+        }
+        free(got);
+        nxv_tensor_release(l);
+        l = NULL;
+      }
+      nxv_tensor_release(id);
+      free(ib);
+    }
     /* Bad calls leave *out alone and say what is wrong. */
     nxv_tensor *keep = (nxv_tensor *)&keep;
     l = keep;
@@ -219,15 +250,13 @@ NXV_TEST(linalg, cholesky_edges) {
     CHECK(nxv_cholesky(d, NULL, 2, 3, 0, &l) == NXV_ERR_INVALID_ARGUMENT && l == keep);
     nxv_tensor_release(x);
     free(buf);
-    /* Orders above the shared-memory column are refused. */
-    size_t big = 16384 / es + 1;
+    /* Orders beyond 32-bit element indices are refused. */
     nxv_tensor *y = NULL;
-    REQUIRE_OK(nxv_tensor_empty(d, t, big * big, &y));
-    CHECK(nxv_cholesky(d, y, 1, big, 0, &l) == NXV_ERR_UNSUPPORTED && l == keep);
-    CHECK(strstr(nxv_last_error(), "order") != NULL);
-    nxv_tensor_release(y);
-    /* Empty. */
     REQUIRE_OK(nxv_tensor_empty(d, t, 0, &y));
+    CHECK(nxv_cholesky(d, y, 0, NXV_CHOLESKY_MAX_ORDER + 1, 0, &l) == NXV_ERR_UNSUPPORTED &&
+          l == keep);
+    CHECK(strstr(nxv_last_error(), "order") != NULL);
+    /* Empty. */
     REQUIRE_OK(nxv_cholesky(d, y, 0, 5, 0, &l));
     CHECK(nxv_tensor_count(l) == 0);
     nxv_tensor_release(l);

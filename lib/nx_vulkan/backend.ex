@@ -2534,20 +2534,23 @@ if Code.ensure_loaded?(Nx.Backend) do
     # default): added to each divisor; entries no larger are set to zero.
     @cholesky_eps 1.0e-10
 
+    # The kernels' largest order (NXV_CHOLESKY_MAX_ORDER).
+    @cholesky_max_order 65_535
+
     impl_if_callback(:cholesky, 2)
 
-    # The Cholesky factor of each matrix, one kernel dispatch: f32 and f64
-    # on the device (an integer input converted to f32 first, f16 and bf16
-    # computed in f32 and converted back); complex types, orders beyond
-    # the kernel's column (4096 for f32, 2048 for f64) and devices without
-    # the kernels on the host.
+    # The Cholesky factor of each matrix on the device for f32 and f64 (an
+    # integer input converted to f32 first, f16 and bf16 computed in f32
+    # and converted back): one dispatch up to order 64, panels of 32
+    # columns beyond; complex types and devices without the kernels on the
+    # host.
     def cholesky(%T{type: out_type, shape: shape} = out, %T{} = tensor) do
       index = device_of(tensor)
       n = elem(shape, tuple_size(shape) - 1)
       compute = linalg_type(out_type)
 
       with true <- compute != nil and rank_ok?(tensor) and linalg?(index, compute),
-           true <- n <= cholesky_max_order(compute),
+           true <- n <= @cholesky_max_order,
            {:ok, a} <- linalg_operand(tensor, compute, index) do
         if Nx.size(shape) == 0 do
           empty(out, index)
@@ -2623,9 +2626,6 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp linalg_type(_), do: :f32
 
     defp linalg?(index, nif_type), do: supported?(index, :linalg, :any, nif_type)
-
-    defp cholesky_max_order(:f32), do: 4096
-    defp cholesky_max_order(:f64), do: 2048
 
     # A dense operand of the kernel's type.
     defp linalg_operand(%T{} = t, nif_type, index) do
