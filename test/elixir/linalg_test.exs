@@ -62,7 +62,15 @@ if Code.ensure_loaded?(Nx) do
 
     describe "cholesky" do
       test "f32 and f64 of many orders and batches stay on the device" do
-        for {batch, n} <- [{{}, 1}, {{}, 2}, {{3}, 5}, {{2, 2}, 16}, {{}, 17}, {{2}, 40}, {{}, 70}] do
+        for {batch, n} <- [
+              {{}, 1},
+              {{}, 2},
+              {{3}, 5},
+              {{2, 2}, 16},
+              {{}, 17},
+              {{2}, 40},
+              {{}, 70}
+            ] do
           a = spd(batch, n)
           expected = Nx.LinAlg.cholesky(a)
 
