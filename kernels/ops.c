@@ -3361,9 +3361,32 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
 typedef struct pc_trsm { /* trsm.comp */
   uint64_t a, c, y, work, singular, c_batch;
   uint32_t m_row, m_col, c_row, c_col;
-  uint32_t n, cols, batch, nc, flags, b0;
+  uint32_t n, cols, batch, nc, flags, b0, p0, pad;
 } pc_trsm;
-_Static_assert(sizeof(pc_trsm) == 88, "pc_trsm layout");
+_Static_assert(sizeof(pc_trsm) == 96, "pc_trsm layout");
+
+/* trsm.comp's panel width (PB), and the largest order its one-dispatch
+ * variant takes. */
+#define TRSM_PANEL 32
+#define TRSM_SMALL 128
+
+/* Queues one trsm.comp dispatch of variant over the gx x gy grid. */
+static nxv_status trsm_step(nxv_device *d, nxv_spv_module mod, const pc_trsm *pc,
+                            uint32_t variant, uint32_t gx, uint32_t gy, uint64_t cost,
+                            nxv_tensor *const use[5]) {
+  nxv_node *node = nxv_node_new(0);
+  if (!node) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
+  memcpy(node->pc, pc, sizeof *pc);
+  node->pc_size = sizeof *pc;
+  node->groups[0] = gx;
+  node->groups[1] = gy;
+  node->groups[2] = 1;
+  node->cost = cost;
+  /* a and b read; x, the flags and the workspace written. */
+  for (int i = 0; i < 5; i++)
+    if (use[i]) node_use(node, use[i], i >= 2);
+  return push_dispatch(d, node, mod, 0, variant);
+}
 
 nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tensor **out_x,
                                 nxv_tensor **out_singular) {
@@ -3401,13 +3424,14 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   NXV_TRY(nxv_tensor_ready(s->a));
   NXV_TRY(nxv_tensor_ready(s->b));
   bool wide = linalg_wide(d, t);
-  /* At most 4 rows per invocation: the rows stay in registers
-   * (trsm.comp's VARIANT 1), no workspace. */
-  uint32_t variant = n <= 4 * (256 / nc) ? 1 : 0;
+  /* At most 4 rows per invocation and order 128: one dispatch, the rows in
+   * registers (trsm.comp's VARIANT 1). Otherwise panels of 32 rows in a
+   * workspace: x itself, or doubles for f32 computed in double. */
+  bool small = n <= TRSM_SMALL && n <= 4 * (256 / nc);
   nxv_tensor *x = NULL, *flags = NULL, *work = NULL;
   NXV_TRY(nxv_tensor_new(d, t, batch * n * cols, &x));
   nxv_status st = nxv_tensor_new(d, NXV_U32, batch, &flags);
-  if (st == NXV_OK && wide && variant == 0)
+  if (st == NXV_OK && wide && !small)
     st = nxv_tensor_new(d, NXV_F64, batch * n * cols, &work);
   if (st != NXV_OK) {
     nxv_tensor_release(x);
@@ -3421,34 +3445,38 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   uint32_t m_row = m_transposed ? 1 : (uint32_t)n, m_col = m_transposed ? (uint32_t)n : 1;
   /* B and X: batch x n x cols on the left, batch x cols x n on the right. */
   uint32_t c_row = s->left_side ? (uint32_t)cols : 1, c_col = s->left_side ? 1 : (uint32_t)n;
+  nxv_spv_module mod = wide ? NXV_SPV_TRSM_F32_WIDE
+                       : t == NXV_F32 ? NXV_SPV_TRSM_F32 : NXV_SPV_TRSM_F64;
+  nxv_tensor *use[5] = {s->a, s->b, x, flags, work};
   uint32_t ymax = d->vk.info.max_workgroup_count[1];
+  uint64_t elems = n * cols;
   for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += ymax) {
-    uint64_t nb = batch - b0 < ymax ? batch - b0 : ymax;
+    uint32_t nb = (uint32_t)(batch - b0 < ymax ? batch - b0 : ymax);
     pc_trsm pc = {.a = s->a->buf->addr, .c = s->b->buf->addr, .y = x->buf->addr,
-                  .work = (work ? work : x)->buf->addr, .singular = flags->buf->addr, .c_batch = n * cols, .m_row = m_row,
-                  .m_col = m_col, .c_row = c_row, .c_col = c_col, .n = (uint32_t)n,
-                  .cols = (uint32_t)cols, .batch = (uint32_t)batch, .nc = nc,
-                  .flags = m_lower ? 1u : 0u, .b0 = (uint32_t)b0};
-    nxv_node *node = nxv_node_new(0);
-    if (!node) {
-      st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
-      break;
+                  .work = (work ? work : x)->buf->addr, .singular = flags->buf->addr,
+                  .c_batch = elems, .m_row = m_row, .m_col = m_col, .c_row = c_row,
+                  .c_col = c_col, .n = (uint32_t)n, .cols = (uint32_t)cols,
+                  .batch = (uint32_t)batch, .nc = nc, .flags = m_lower ? 1u : 0u,
+                  .b0 = (uint32_t)b0};
+    if (small) {
+      /* Without right-hand sides one workgroup a system still writes its
+       * flag. */
+      st = trsm_step(d, mod, &pc, 1, chunks ? (uint32_t)chunks : 1, nb,
+                     nb * n * n * (cols ? cols : 1), use);
+      continue;
     }
-    memcpy(node->pc, &pc, sizeof pc);
-    node->pc_size = sizeof pc;
-    /* Without right-hand sides one workgroup a system still writes its flag. */
-    node->groups[0] = chunks ? (uint32_t)chunks : 1;
-    node->groups[1] = (uint32_t)nb;
-    node->groups[2] = 1;
-    node->cost = nb * n * n * (cols ? cols : 1);
-    node_use(node, s->a, false);
-    node_use(node, s->b, false);
-    node_use(node, x, true);
-    node_use(node, flags, true);
-    if (work) node_use(node, work, true);
-    nxv_spv_module mod = wide ? NXV_SPV_TRSM_F32_WIDE
-                         : t == NXV_F32 ? NXV_SPV_TRSM_F32 : NXV_SPV_TRSM_F64;
-    st = push_dispatch(d, node, mod, 0, variant);
+    st = trsm_step(d, mod, &pc, 4, groups_capped(d, elems ? (elems + 255) / 256 : 1), nb,
+                   nb * (elems + n), use);
+    for (uint64_t p0 = 0; st == NXV_OK && cols && p0 < n; p0 += TRSM_PANEL) {
+      pc.p0 = (uint32_t)p0;
+      st = trsm_step(d, mod, &pc, 2, (uint32_t)((cols + 255) / 256), nb,
+                     nb * cols * TRSM_PANEL * TRSM_PANEL, use);
+      if (st == NXV_OK && p0 + TRSM_PANEL < n) {
+        uint64_t below = (n - p0 - TRSM_PANEL) * cols;
+        st = trsm_step(d, mod, &pc, 3, groups_capped(d, (below + 255) / 256), nb,
+                       nb * below * TRSM_PANEL, use);
+      }
+    }
   }
   if (work) nxv_tensor_release(work); /* the nodes hold its buffer */
   if (st != NXV_OK) {

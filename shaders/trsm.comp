@@ -21,13 +21,21 @@
 // Nx.BinaryBackend computes, and each solution is rounded to f32 once;
 // otherwise pc.work is pc.y.
 //
-// Workgroup (x, y): system pc.b0 + y, right-hand sides x * pc.nc .. + pc.nc - 1
-// (pc.nc a power of two up to 256). Invocation t takes column t mod nc
-// and the rows p = t / nc mod (256 / nc): it alone reads and writes those
-// elements of Y, so only the solved value of each row crosses invocations,
-// through a double-buffered shared array, one barrier a row.
+// VARIANT 1 (at most 4 rows per invocation, orders up to 128): one
+// dispatch. Workgroup (x, y): system pc.b0 + y, right-hand sides x *
+// pc.nc .. + pc.nc - 1 (pc.nc a power of two up to 256). Invocation t
+// takes column t mod nc and the rows p = t / nc mod (256 / nc), which stay
+// in its registers; only the solved value of each row crosses
+// invocations, through a double-buffered shared array, one barrier a row.
 // Workgroup x 0 also writes singular[b]: 1 when M has a zero on its
 // diagonal (the host raises Nx's error), else 0.
+//
+// Larger systems are solved in panels of PB rows (in p's order) in the
+// workspace: VARIANT 4 copies C into it (and writes the flags); then for
+// each panel, VARIANT 2 solves the panel's rows against its diagonal
+// block, one invocation per right-hand side, and VARIANT 3 subtracts the
+// panel's contribution from every later row, one invocation per element.
+// Workgroup y is system pc.b0 + y in those.
 #include "common.glsl"
 #if T_ID != 10 && T_ID != 11
 #error "trsm.comp is built for f32 and f64"
@@ -65,6 +73,8 @@ layout(push_constant, std430) uniform PC {
   uint nc;           // right-hand sides a workgroup takes
   uint flags;        // bit0: M lower triangular
   uint b0;           // the first system of this dispatch
+  uint p0;           // VARIANTS 2, 3: the panel's first row (in p's order)
+  uint pad;
 } pc;
 
 shared R solved[2][256];
@@ -74,14 +84,18 @@ shared R solved[2][256];
 // rows), unrolled loops testing s instead of indexing with it.
 #define REG 4
 
+// Panel width of the blocked solve (kernels/ops.c's TRSM_PANEL).
+#define PB 32
+shared R block[PB][PB + 1];
+
+// Row p (in the order of substitution) of M's rows.
+uint row_of(uint p, uint n, bool lower) { return lower ? p : n - 1u - p; }
+
 void main() {
   uint b = gl_WorkGroupID.y + pc.b0;
   if (b >= pc.batch) return; // uniform across the workgroup
   uint n = pc.n, nc = pc.nc, rows = 256u / nc;
   uint lid = gl_LocalInvocationID.x;
-  uint cx = lid & (nc - 1u), ry = lid / nc;
-  uint c = gl_WorkGroupID.x * nc + cx;
-  bool live = c < pc.cols;
   bool lower = (pc.flags & 1u) != 0u;
   InT M = InT(pc.a + uint64_t(b) * n * n * uint64_t(T_BITS / 8));
   uint64_t celems = uint64_t(b) * pc.c_batch;
@@ -90,90 +104,104 @@ void main() {
   OutT Y = OutT(pc.y + celems * uint64_t(T_ALIGN));
 #endif
   WorkR W = WorkR(pc.work + celems * uint64_t(R_BYTES));
-  uint cbase = c * pc.c_col;
 
-  if (gl_WorkGroupID.x == 0u && lid == 0u) {
+  if ((VARIANT == 1u || VARIANT == 4u) && gl_WorkGroupID.x == 0u && lid == 0u) {
     uint zero = 0u;
     for (uint i = 0u; i < n; i++)
       if (M.v[i * (pc.m_row + pc.m_col)] == T(0)) zero = 1u;
     FlagRef(pc.singular).v[b] = zero;
   }
-  if (VARIANT == 1u) {
-    R w[REG];
-    [[unroll]] for (uint s = 0u; s < REG; s++) {
-      uint q = ry + s * rows;
-      w[s] = R(0);
-      if (live && q < n) w[s] = R(C.v[cbase + (lower ? q : n - 1u - q) * pc.c_row]);
-    }
-    for (uint p = 0u; p < n; p++) {
-      uint i = lower ? p : n - 1u - p;
-      uint buf = p & 1u;
-      if (live && p % rows == ry) {
-        uint sp = p / rows;
-        R mii = R(M.v[i * (pc.m_row + pc.m_col)]);
-        [[unroll]] for (uint s = 0u; s < REG; s++) {
-          if (s == sp) {
-            R v = w[s] / mii;
-#ifdef WIDE
-            Y.v[cbase + i * pc.c_row] = T(v);
-#else
-            OutT(pc.y + celems * uint64_t(T_ALIGN)).v[cbase + i * pc.c_row] = v;
-#endif
-            solved[buf][cx] = v;
-          }
-        }
-      }
-      barrier();
-      if (live) {
-        R v = solved[buf][cx];
-        [[unroll]] for (uint s = 0u; s < REG; s++) {
-          uint q = ry + s * rows;
-          if (q > p && q < n) {
-            uint k = lower ? q : n - 1u - q;
-            w[s] -= R(M.v[k * pc.m_row + i * pc.m_col]) * v;
-          }
-        }
-      }
+  if (VARIANT == 4u) {
+    uint total = n * pc.cols;
+    for (uint e = gl_WorkGroupID.x * 256u + lid; e < total; e += gl_NumWorkGroups.x * 256u) {
+      uint i = e / pc.cols, c = e - i * pc.cols;
+      uint at = i * pc.c_row + c * pc.c_col;
+      W.v[at] = R(C.v[at]);
     }
     return;
   }
-  if (live)
-    for (uint p = ry; p < n; p += rows) {
-      uint i = lower ? p : n - 1u - p;
-      W.v[cbase + i * pc.c_row] = R(C.v[cbase + i * pc.c_row]);
+  if (VARIANT == 2u) {
+    uint p0 = pc.p0, pw = min(PB, n - p0);
+    for (uint e = lid; e < PB * PB; e += 256u) {
+      uint a = e / PB, q = e % PB;
+      block[a][q] = a < pw && q <= a ? R(M.v[row_of(p0 + a, n, lower) * pc.m_row +
+                                             row_of(p0 + q, n, lower) * pc.m_col])
+                                     : R(0);
     }
+    barrier();
+    uint c = gl_WorkGroupID.x * 256u + lid;
+    if (c >= pc.cols) return;
+    uint cbase = c * pc.c_col;
+    R x[PB];
+    [[unroll]] for (uint a = 0u; a < PB; a++)
+      x[a] = a < pw ? W.v[cbase + row_of(p0 + a, n, lower) * pc.c_row] : R(0);
+    [[unroll]] for (uint a = 0u; a < PB; a++) {
+      R v = x[a];
+      [[unroll]] for (uint q = 0u; q < a; q++) v -= block[a][q] * x[q];
+      x[a] = a < pw ? v / block[a][a] : R(0);
+    }
+    [[unroll]] for (uint a = 0u; a < PB; a++) {
+      if (a < pw) STORE_OUT(cbase + row_of(p0 + a, n, lower) * pc.c_row, x[a]);
+#ifdef WIDE
+      if (a < pw) W.v[cbase + row_of(p0 + a, n, lower) * pc.c_row] = x[a];
+#endif
+    }
+    return;
+  }
+  if (VARIANT == 3u) {
+    // Element (q, c) for q from p0 + PB on: less the panel's rows times
+    // M[q][panel]; four elements of a column per invocation, their loads
+    // in flight together.
+    uint p0 = pc.p0, first = p0 + PB, cols = pc.cols;
+    uint total = (n - first) * cols;
+    for (uint e = gl_WorkGroupID.x * 256u + lid; e < total; e += gl_NumWorkGroups.x * 256u) {
+      uint q = first + e / cols, c = e % cols;
+      uint k = row_of(q, n, lower), cbase = c * pc.c_col;
+      R acc[4] = R[4](R(0), R(0), R(0), R(0));
+      [[unroll]] for (uint a = 0u; a < PB; a++) {
+        uint i = row_of(p0 + a, n, lower);
+        acc[a & 3u] += R(M.v[k * pc.m_row + i * pc.m_col]) * W.v[cbase + i * pc.c_row];
+      }
+      W.v[cbase + k * pc.c_row] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    }
+    return;
+  }
 
+  // VARIANT 1.
+  uint cx = lid & (nc - 1u), ry = lid / nc;
+  uint c = gl_WorkGroupID.x * nc + cx;
+  bool live = c < pc.cols;
+  uint cbase = c * pc.c_col;
+  R w[REG];
+  [[unroll]] for (uint s = 0u; s < REG; s++) {
+    uint q = ry + s * rows;
+    w[s] = R(0);
+    if (live && q < n) w[s] = R(C.v[cbase + row_of(q, n, lower) * pc.c_row]);
+  }
   for (uint p = 0u; p < n; p++) {
-    uint i = lower ? p : n - 1u - p;
+    uint i = row_of(p, n, lower);
     uint buf = p & 1u;
     if (live && p % rows == ry) {
-      uint e = cbase + i * pc.c_row;
-      R v = W.v[e] / R(M.v[i * (pc.m_row + pc.m_col)]);
-      STORE_OUT(e, v);
-      solved[buf][cx] = v;
+      uint sp = p / rows;
+      R mii = R(M.v[i * (pc.m_row + pc.m_col)]);
+      [[unroll]] for (uint s = 0u; s < REG; s++) {
+        if (s == sp) {
+          R v = w[s] / mii;
+#ifdef WIDE
+          Y.v[cbase + i * pc.c_row] = T(v);
+#else
+          OutT(pc.y + celems * uint64_t(T_ALIGN)).v[cbase + i * pc.c_row] = v;
+#endif
+          solved[buf][cx] = v;
+        }
+      }
     }
     barrier();
     if (live) {
       R v = solved[buf][cx];
-      // The first row after p that this invocation's rows reach.
-      uint q0 = p + 1u + ((ry + rows - ((p + 1u) % rows)) % rows);
-      // Four rows at a time: their loads issue before any store.
-      uint q = q0;
-      for (; q + 3u * rows < n; q += 4u * rows) {
-        uint e[4];
-        R x[4], m[4];
-        [[unroll]] for (uint u = 0u; u < 4u; u++) {
-          uint k = lower ? q + u * rows : n - 1u - q - u * rows;
-          e[u] = cbase + k * pc.c_row;
-          x[u] = W.v[e[u]];
-          m[u] = R(M.v[k * pc.m_row + i * pc.m_col]);
-        }
-        [[unroll]] for (uint u = 0u; u < 4u; u++) W.v[e[u]] = x[u] - m[u] * v;
-      }
-      for (; q < n; q += rows) {
-        uint k = lower ? q : n - 1u - q;
-        uint e = cbase + k * pc.c_row;
-        W.v[e] -= R(M.v[k * pc.m_row + i * pc.m_col]) * v;
+      [[unroll]] for (uint s = 0u; s < REG; s++) {
+        uint q = ry + s * rows;
+        if (q > p && q < n) w[s] -= R(M.v[row_of(q, n, lower) * pc.m_row + i * pc.m_col]) * v;
       }
     }
   }

@@ -416,6 +416,25 @@ NXV_TEST(linalg, triangular_solve_edges) {
     free(flags);
     nxv_tensor_release(x);
     nxv_tensor_release(f);
+    /* The same for a system solved in panels (order 130): a zero at its
+     * last diagonal element, no right-hand sides. */
+    {
+      size_t n = 130;
+      void *ib = test_xcalloc(n * n, es);
+      for (size_t i = 0; i + 1 < n; i++) put(t, ib, i * n + i, 1);
+      nxv_tensor *big = upload(d, t, n * n, ib);
+      REQUIRE(big);
+      nxv_trsm_desc bd = {.batch = 1, .n = n, .cols = 0, .a = big, .b = e, .lower = true,
+                          .left_side = true};
+      REQUIRE_OK(nxv_triangular_solve(d, &bd, &x, &f));
+      flags = download(f, 1, 4);
+      if (flags) CHECK(flags[0] == 1);
+      free(flags);
+      nxv_tensor_release(x);
+      nxv_tensor_release(f);
+      nxv_tensor_release(big);
+      free(ib);
+    }
     /* Bad calls. */
     nxv_tensor *keep = (nxv_tensor *)&keep;
     x = f = keep;

@@ -164,7 +164,10 @@ if Code.ensure_loaded?(Nx) do
               {{}, 5, nil},
               {{}, 17, 3},
               {{2}, 9, nil},
-              {{3}, 33, 20}
+              {{3}, 33, 20},
+              # In panels of 32 rows.
+              {{}, 150, nil},
+              {{2}, 70, 16}
             ],
             lower <- [true, false],
             left <- [true, false],
