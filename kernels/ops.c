@@ -3286,6 +3286,11 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
   if (batch > width * height || batch > UINT32_MAX)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky: %llu matrices exceed the device's grid",
                     (unsigned long long)batch);
+  /* The first panel's trailing update has the most tiles. */
+  uint64_t side = n > CHOLESKY_SMALL ? (n - CHOLESKY_PANEL + 31) / 32 : 0;
+  if (side * (side + 1) / 2 > width)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky: order %llu exceeds the device's grid",
+                    (unsigned long long)n);
   NXV_TRY(nxv_tensor_ready(a));
   nxv_tensor *res = NULL;
   NXV_TRY(nxv_tensor_new(d, t, batch * n * n, &res));
@@ -3330,11 +3335,6 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
       pc.m = (uint32_t)m;
       uint64_t tiles = (m + 31) / 32;
       tiles = tiles * (tiles + 1) / 2;
-      if (tiles > width) {
-        st = nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky: order %llu exceeds the device's grid",
-                      (unsigned long long)n);
-        break;
-      }
       for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
         uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
         pc.b0 = (uint32_t)b0;
