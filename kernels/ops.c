@@ -3244,23 +3244,33 @@ static bool linalg_wide(nxv_device *d, nxv_dtype t) {
   return t == NXV_F32 && d->vk.info.float64 && !d->config.fast_math;
 }
 
-/* Queues one cholesky.comp dispatch of variant on the groups grid over res
- * (and a, when it is another tensor). */
-static nxv_status cholesky_step(nxv_device *d, nxv_dtype t, const pc_cholesky *pc,
-                                uint32_t variant, uint32_t gx, uint32_t gy, uint64_t cost,
-                                nxv_tensor *a, nxv_tensor *res) {
+/* Queues one dispatch of module's variant over the gx x gy grid with
+ * push constants pc (pc_size bytes): the tensors of use (NULL entries
+ * skipped) read, those from index first_write on written. */
+static nxv_status push_grid(nxv_device *d, nxv_spv_module module, uint32_t variant,
+                            const void *pc, uint32_t pc_size, uint32_t gx, uint32_t gy,
+                            uint64_t cost, nxv_tensor *const *use, int nuse, int first_write) {
   nxv_node *node = nxv_node_new(0);
   if (!node) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
-  memcpy(node->pc, pc, sizeof *pc);
-  node->pc_size = sizeof *pc;
+  memcpy(node->pc, pc, pc_size);
+  node->pc_size = pc_size;
   node->groups[0] = gx;
   node->groups[1] = gy;
   node->groups[2] = 1;
   node->cost = cost;
-  if (a != res) node_use(node, a, false);
-  node_use(node, res, true);
-  return push_dispatch(d, node, t == NXV_F32 ? NXV_SPV_CHOLESKY_F32 : NXV_SPV_CHOLESKY_F64,
-                       0, variant);
+  for (int i = 0; i < nuse; i++)
+    if (use[i]) node_use(node, use[i], i >= first_write);
+  return push_dispatch(d, node, module, 0, variant);
+}
+
+/* One cholesky.comp dispatch over res (reading a too, when it is another
+ * tensor). */
+static nxv_status cholesky_step(nxv_device *d, nxv_dtype t, const pc_cholesky *pc,
+                                uint32_t variant, uint32_t gx, uint32_t gy, uint64_t cost,
+                                nxv_tensor *a, nxv_tensor *res) {
+  nxv_tensor *use[2] = {a != res ? a : NULL, res};
+  return push_grid(d, t == NXV_F32 ? NXV_SPV_CHOLESKY_F32 : NXV_SPV_CHOLESKY_F64, variant, pc,
+                   sizeof *pc, gx, gy, cost, use, 2, 1);
 }
 
 nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n,
@@ -3370,22 +3380,12 @@ _Static_assert(sizeof(pc_trsm) == 96, "pc_trsm layout");
 #define TRSM_PANEL 32
 #define TRSM_SMALL 128
 
-/* Queues one trsm.comp dispatch of variant over the gx x gy grid. */
+/* One trsm.comp dispatch: use is {a, b, x, flags, workspace or NULL}, the
+ * first two read, the others written. */
 static nxv_status trsm_step(nxv_device *d, nxv_spv_module mod, const pc_trsm *pc,
                             uint32_t variant, uint32_t gx, uint32_t gy, uint64_t cost,
                             nxv_tensor *const use[5]) {
-  nxv_node *node = nxv_node_new(0);
-  if (!node) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
-  memcpy(node->pc, pc, sizeof *pc);
-  node->pc_size = sizeof *pc;
-  node->groups[0] = gx;
-  node->groups[1] = gy;
-  node->groups[2] = 1;
-  node->cost = cost;
-  /* a and b read; x, the flags and the workspace written. */
-  for (int i = 0; i < 5; i++)
-    if (use[i]) node_use(node, use[i], i >= 2);
-  return push_dispatch(d, node, mod, 0, variant);
+  return push_grid(d, mod, variant, pc, sizeof *pc, gx, gy, cost, use, 5, 2);
 }
 
 nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tensor **out_x,
