@@ -642,6 +642,8 @@ defmodule NxVulkan.NifFuzz do
       {:sort, 5} => {3, &g_sort/0},
       {:window_reduce, 8} => {3, &g_window_reduce/0},
       {:fft, 5} => {2, &g_fft/0},
+      {:cholesky, 4} => {2, &g_cholesky/0},
+      {:triangular_solve, 8} => {2, &g_triangular_solve/0},
       {:conv, 12} => {4, &g_conv/0},
       {:window_scatter, 9} => {3, &g_window_scatter/0},
       {:transpose, 3} => {4, &g_transpose/0},
@@ -843,7 +845,7 @@ defmodule NxVulkan.NifFuzz do
       ] and result == :ok ->
         :ok
 
-      fun == :sort and is_tuple(result) ->
+      fun in [:sort, :triangular_solve] and is_tuple(result) ->
         result |> Tuple.to_list() |> Enum.map(&live_tensor/1) |> Enum.find(:ok, &(&1 != :ok))
 
       fun not in [
@@ -1989,6 +1991,57 @@ defmodule NxVulkan.NifFuzz do
       [t.ref, rows, n, chance(0.5), eps],
       [{:tensor, tag}, :u64, :u64, :bool, :float],
       fn ref -> expect_tensor(ref, tag, type, rows * n, nil) end
+    )
+  end
+
+  # Linear algebra takes f32 and f64 (f64 rarely: its kernels compile
+  # slowly on a CPU device); other types must raise. Orders and right-hand
+  # sides reach the kernels' larger forms (Cholesky above 64, solves above
+  # 128 or with more than 4 rows an invocation) now and then.
+  defp linalg_type, do: weighted([{:f32, 8}, {:f64, 1}, {pick(@cheap_types -- [:f32]), 1}])
+
+  defp g_cholesky do
+    tag = op_tag()
+    type = linalg_type()
+    n = weighted([{0, 1}, {range(1, 8), 6}, {range(62, 70), 1}])
+    batch = weighted([{0, 1}, {range(1, 3), 6}])
+    t = tensor_of(tag, type, batch * n * n)
+    eps = pick([0.0, 1.0e-10, 1.0e-3])
+
+    mk(
+      :cholesky,
+      [t.ref, batch, n, eps],
+      [{:tensor, tag}, :u64, :u64, :float],
+      fn ref -> expect_tensor(ref, tag, type, batch * n * n, nil) end,
+      type in [:f32, :f64]
+    )
+  end
+
+  defp g_triangular_solve do
+    tag = op_tag()
+    type = linalg_type()
+    n = weighted([{0, 1}, {range(1, 8), 6}, {range(126, 134), 1}])
+    batch = weighted([{0, 1}, {range(1, 3), 6}])
+    cols = weighted([{0, 1}, {range(1, 5), 6}, {range(15, 18), 1}])
+    a = tensor_of(tag, type, batch * n * n)
+    b = tensor_of(tag, type, batch * n * cols)
+    flags = for _ <- 1..3, do: chance(0.5)
+
+    mk(
+      :triangular_solve,
+      [a.ref, b.ref, batch, n, cols | flags],
+      [{:tensor, tag}, {:tensor, tag}, :u64, :u64, :u64, :bool, :bool, :bool],
+      fn
+        {x, singular} ->
+          case expect_tensor(x, tag, type, batch * n * cols, nil) do
+            {:fail, _} = f -> f
+            _ -> expect_tensor(singular, tag, :u32, batch, nil)
+          end
+
+        other ->
+          {:fail, "triangular_solve returned #{inspect(other, limit: 8)}"}
+      end,
+      type in [:f32, :f64]
     )
   end
 
