@@ -16,10 +16,10 @@
 // only that triangle is read. Y[i] = (C[i] - sum_{k before i} M[i][k]
 // Y[k]) / M[i][i], as Nx.BinaryBackend defines it, computed right-looking.
 //
-// With WIDE (f32 on devices with f64) the solve runs in double in a
-// workspace at pc.work laid out as Y (with 8-byte elements), as
-// Nx.BinaryBackend computes, and each solution is rounded to f32 once;
-// otherwise pc.work is pc.y.
+// With WIDE (f32 on devices with f64) the solve runs in double, as
+// Nx.BinaryBackend computes, and each solution is rounded to f32 once: in
+// registers (VARIANT 1) or in a workspace at pc.work laid out as Y with
+// 8-byte elements (the panel form); otherwise pc.work is pc.y.
 //
 // VARIANT 1 (at most 4 rows per invocation, orders up to 128): one
 // dispatch. Workgroup (x, y): system pc.b0 + y, right-hand sides x *
