@@ -3,6 +3,7 @@
 # them before it had kernels: a download, the host, an upload).
 #
 #   mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE]
+#                            [--no-singular-check]
 #
 # For each case (f32 and f64; a batch of symmetric positive definite
 # matrices for `Nx.LinAlg.cholesky/1`, a batch of lower triangular systems
@@ -24,12 +25,15 @@
 #     Nx's default implementation: about a second for one matrix of order
 #     64), and the ratio host / e2e.
 #
+# `--no-singular-check` sets `:singular_check` to false: triangular solves
+# then return without downloading their singularity flags.
+#
 # `--csv-out FILE` writes the figures in the shared schema
 # (`impl,test,dtype,shape,metric,value`; impl `nx_vulkan_nx` and
 # `nx_binary`).
 {opts, rest, invalid} =
   OptionParser.parse(System.argv(),
-    strict: [reps: :integer, host_max: :integer, csv_out: :string]
+    strict: [reps: :integer, host_max: :integer, csv_out: :string, singular_check: :boolean]
   )
 
 reps = Keyword.get(opts, :reps, 20)
@@ -38,12 +42,13 @@ host_max = Keyword.get(opts, :host_max, 64)
 if rest != [] or invalid != [] or reps < 1 do
   IO.puts(
     :stderr,
-    "usage: mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE]"
+    "usage: mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE] [--no-singular-check]"
   )
 
   System.halt(2)
 end
 
+Application.put_env(:nx_vulkan, :singular_check, Keyword.get(opts, :singular_check, true))
 Nx.default_backend(Nx.Vulkan.Backend)
 index = Nx.Vulkan.default_device_index()
 info = Nx.Vulkan.NIF.device_info(index)

@@ -2576,10 +2576,13 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     impl_if_callback(:triangular_solve, 4)
 
-    # Triangular systems, one kernel dispatch for every system of the
-    # batch and every option (lower or upper, either side, A transposed),
-    # types as cholesky/2 takes them. A zero on a diagonal raises Nx's
-    # error, which needs the kernel's flags: one small download.
+    # Triangular systems for every system of the batch and every option
+    # (lower or upper, either side, A transposed), types as cholesky/2
+    # takes them: one dispatch up to order 128, panels of 32 rows beyond.
+    # A zero on a diagonal raises Nx's error, which needs the kernel's
+    # flags: one small download, so the call waits for the solve. With
+    # `config :nx_vulkan, :singular_check, false` it does not wait, and a
+    # singular system gives infinities or NaN (as with EXLA).
     def triangular_solve(%T{type: out_type} = out, %T{shape: a_shape} = a, %T{} = b, opts) do
       index = device_of_args([a, b])
       rank = tuple_size(a_shape)
@@ -2603,7 +2606,8 @@ if Code.ensure_loaded?(Nx.Backend) do
               NIF.triangular_solve(ra, rb, batch, n, cols, lower, left, transpose)
             end)
 
-          if :binary.match(download(singular, 0, batch), <<1>>) != :nomatch do
+          if Application.get_env(:nx_vulkan, :singular_check, true) and
+               :binary.match(download(singular, 0, batch), <<1>>) != :nomatch do
             raise ArgumentError, "can't solve for singular matrix"
           end
 

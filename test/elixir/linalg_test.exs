@@ -240,6 +240,28 @@ if Code.ensure_loaded?(Nx) do
         assert_close(got, Nx.LinAlg.triangular_solve(a, b), {:f, 16}, 1.0e-3)
       end
 
+      test "with :singular_check false a singular system returns infinities, no error" do
+        a = vk(Nx.tensor([[1.0, 0.0], [2.0, 0.0]]))
+        b = vk(Nx.tensor([1.0, 1.0]))
+        previous = Application.get_env(:nx_vulkan, :singular_check)
+        Application.put_env(:nx_vulkan, :singular_check, false)
+
+        try do
+          got = native(fn -> Nx.LinAlg.triangular_solve(a, b) end)
+          [x0, x1] = Nx.to_flat_list(host(got))
+          assert x0 == 1.0
+          assert x1 in [:infinity, :neg_infinity, :nan]
+        after
+          if previous == nil,
+            do: Application.delete_env(:nx_vulkan, :singular_check),
+            else: Application.put_env(:nx_vulkan, :singular_check, previous)
+        end
+
+        assert_raise ArgumentError, "can't solve for singular matrix", fn ->
+          Nx.LinAlg.triangular_solve(a, b)
+        end
+      end
+
       test "a zero on the diagonal raises Nx's error; the inputs survive" do
         a = vk(Nx.tensor([[0, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]]))
         b = vk(Nx.tensor([4, 2, 4, 2]))
