@@ -1026,9 +1026,12 @@ typedef struct nxv_trsm_desc {
 /* Solves desc's systems: *out_x (new) is laid out as b; *out_singular
  * (new) holds one u32 per system, 1 where A has a zero on its diagonal
  * (that system's solution then holds infinities or NaN; Nx raises), else
- * 0. One workgroup a system and 16 right-hand sides. f32 is computed in
- * double where the device has f64, unless fast_math (as Nx.BinaryBackend
- * computes), each solution rounded once. */
+ * 0. Up to order 128 (and 4 rows of a right-hand side per invocation)
+ * one dispatch, a workgroup per system and 16 right-hand sides; larger
+ * systems in panels of 32 rows, two dispatches a panel. f32 is computed
+ * in double where the device has f64, unless fast_math (as
+ * Nx.BinaryBackend computes), each solution rounded once. Thread-safe, as
+ * every op: the queued work holds a, b and the results' buffers. */
 nxv_status nxv_triangular_solve(nxv_device *device, const nxv_trsm_desc *desc,
                                 nxv_tensor **out_x, nxv_tensor **out_singular);
 
