@@ -2551,7 +2551,7 @@ if Code.ensure_loaded?(Nx.Backend) do
 
       with true <- compute != nil and rank_ok?(tensor) and linalg?(index, compute),
            true <- n <= @cholesky_max_order,
-           {:ok, a} <- linalg_operand(tensor, compute, index) do
+           {:ok, a} <- operand(tensor, compute, index) do
         if Nx.size(shape) == 0 do
           empty(out, index)
         else
@@ -2591,8 +2591,8 @@ if Code.ensure_loaded?(Nx.Backend) do
       left = opts[:left_side] != false
 
       with true <- compute != nil and rank_ok?(a) and rank_ok?(b) and linalg?(index, compute),
-           {:ok, ra} <- linalg_operand(a, compute, index),
-           {:ok, rb} <- linalg_operand(b, compute, index) do
+           {:ok, ra} <- operand(a, compute, index),
+           {:ok, rb} <- operand(b, compute, index) do
         if Nx.size(out) == 0 do
           empty(out, index)
         else
@@ -2630,14 +2630,6 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp linalg_type(_), do: :f32
 
     defp linalg?(index, nif_type), do: supported?(index, :linalg, :any, nif_type)
-
-    # A dense operand of the kernel's type.
-    defp linalg_operand(%T{} = t, nif_type, index) do
-      case operand(t, nif_type, index) do
-        {:ok, ref} when is_reference(ref) -> {:ok, ref}
-        _ -> :error
-      end
-    end
 
     # The kernel's result in out's type (f16 and bf16 converted from f32).
     defp linalg_result(ref, compute, %T{type: type} = out, index) do
