@@ -3199,9 +3199,9 @@ nxv_status nxv_fft(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t n,
 /* Linear algebra                                                      */
 /* ------------------------------------------------------------------ */
 
-/* Shared memory the linear algebra kernels declare, at most: cholesky.comp
- * in f64 (26,368 bytes). */
-#define LINALG_SHARED_BYTES (27 * 1024)
+/* Shared memory the linear algebra kernels declare, at most: trsm.comp in
+ * f64 or wide f32 (29,188 bytes). */
+#define LINALG_SHARED_BYTES (29 * 1024)
 
 bool nxv_linalg_supported(nxv_device *d, nxv_dtype t) {
   return (t == NXV_F32 || t == NXV_F64) && type_ok(d, t) &&
@@ -3220,7 +3220,7 @@ static nxv_status linalg_check(nxv_device *d, nxv_dtype t, const char *op) {
       d->vk.info.max_shared_memory < LINALG_SHARED_BYTES)
     return nxv_fail(NXV_ERR_UNSUPPORTED,
                     "%s: device %s runs fewer than 256 invocations a workgroup or has "
-                    "less than 27 KiB of shared memory",
+                    "less than 29 KiB of shared memory",
                     op, d->vk.info.name);
   return NXV_OK;
 }
@@ -3375,10 +3375,15 @@ typedef struct pc_trsm { /* trsm.comp */
 } pc_trsm;
 _Static_assert(sizeof(pc_trsm) == 96, "pc_trsm layout");
 
-/* trsm.comp's panel width (PB), and the largest order its one-dispatch
- * variant takes. */
+/* trsm.comp's panel width (PB), the largest order its one-dispatch
+ * register variant takes, the bytes of its shared residuals (RS elements
+ * of 4 or 8 bytes: the orders times right-hand sides its one-dispatch
+ * streaming variant takes) and the most right-hand sides a workgroup of
+ * that variant takes (NCMAX). */
 #define TRSM_PANEL 32
 #define TRSM_SMALL 128
+#define TRSM_STREAM_BYTES 16384
+#define TRSM_STREAM_COLS 8
 
 /* One trsm.comp dispatch: use is {a, b, x, flags, workspace or NULL}, the
  * first two read, the others written. */
@@ -3425,13 +3430,29 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   NXV_TRY(nxv_tensor_ready(s->b));
   bool wide = linalg_wide(d, t);
   /* At most 4 rows per invocation and order 128: one dispatch, the rows in
-   * registers (trsm.comp's VARIANT 1). Otherwise panels of 32 rows in a
-   * workspace: x itself, or doubles for f32 computed in double. */
+   * registers (trsm.comp's VARIANT 1). Otherwise, while the order fits the
+   * shared residuals, one dispatch of workgroups that each solve a system
+   * for up to 8 right-hand sides (VARIANT 5). Beyond, panels of 32 rows in
+   * a workspace: x itself, or doubles for f32 computed in double. */
   bool small = n <= TRSM_SMALL && n <= 4 * (256 / nc);
+  uint64_t resid = TRSM_STREAM_BYTES / (wide || t == NXV_F64 ? 8 : 4);
+  /* llvmpipe ends every loop of an invocation once the invocation has run
+   * 65535 loop iterations in all (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS,
+   * shared between a shader's loops), and its compiler keeps the panel
+   * solve's loops: about 600 iterations a panel. 64 panels stay well
+   * inside that. */
+  if (d->vk.info.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && resid > 2048) resid = 2048;
+  bool stream = !small && n <= resid;
+  uint32_t snc = 1;
+  while (stream && snc < TRSM_STREAM_COLS && snc < cols && n * snc * 2 <= resid) snc <<= 1;
+  uint64_t schunks = (cols + snc - 1) / snc;
+  if (stream && schunks > d->vk.info.max_workgroup_count[0])
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "triangular_solve: %llu right-hand sides exceed the "
+                    "device's grid", (unsigned long long)cols);
   nxv_tensor *x = NULL, *flags = NULL, *work = NULL;
   NXV_TRY(nxv_tensor_new(d, t, batch * n * cols, &x));
   nxv_status st = nxv_tensor_new(d, NXV_U32, batch, &flags);
-  if (st == NXV_OK && wide && !small)
+  if (st == NXV_OK && wide && !small && !stream)
     st = nxv_tensor_new(d, NXV_F64, batch * n * cols, &work);
   if (st != NXV_OK) {
     nxv_tensor_release(x);
@@ -3462,6 +3483,12 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
       /* Without right-hand sides one workgroup a system still writes its
        * flag. */
       st = trsm_step(d, mod, &pc, 1, chunks ? (uint32_t)chunks : 1, nb,
+                     nb * n * n * (cols ? cols : 1), use);
+      continue;
+    }
+    if (stream) {
+      pc.nc = snc;
+      st = trsm_step(d, mod, &pc, 5, schunks ? (uint32_t)schunks : 1, nb,
                      nb * n * n * (cols ? cols : 1), use);
       continue;
     }

@@ -30,12 +30,28 @@
 // Workgroup x 0 also writes singular[b]: 1 when M has a zero on its
 // diagonal (the host raises Nx's error), else 0.
 //
+// VARIANT 5 (orders up to RS / nc): one dispatch, one workgroup per
+// system (y) and nc right-hand sides (x; nc a power of two up to 8), the
+// residuals C - M Y of its columns in shared memory. Panels of PB rows in
+// p's order: invocation j < nc solves column j of the panel against the
+// diagonal block (in shared memory, right-looking: one quotient and one
+// FMA on the critical path a row), then invocation t subtracts the panel's
+// contribution from rows t, t + 256, ... below it, reading each element of
+// M once for all nc columns, while the next diagonal block's loads are in
+// flight. Workgroup x 0 writes the flags.
+//
 // Larger systems are solved in panels of PB rows (in p's order) in the
 // workspace: VARIANT 4 copies C into it (and writes the flags); then for
 // each panel, VARIANT 2 solves the panel's rows against its diagonal
 // block, one invocation per right-hand side, and VARIANT 3 subtracts the
 // panel's contribution from every later row, one invocation per element.
 // Workgroup y is system pc.b0 + y in those.
+//
+// Quotients by a diagonal element d go through quot(): v times 1 / d
+// (computed when the block is loaded, off the critical path) corrected by
+// one residual step, within an ulp of v / d (correctly rounded where the
+// device fuses fma, which Vulkan leaves to it); operands that make the
+// reciprocal infinite or the result NaN divide instead.
 #include "common.glsl"
 #if T_ID != 10 && T_ID != 11
 #error "trsm.comp is built for f32 and f64"
@@ -84,12 +100,56 @@ shared R solved[2][256];
 // rows), unrolled loops testing s instead of indexing with it.
 #define REG 4
 
+// Row p (in the order of substitution) of M's rows.
+uint row_of(uint p, uint n, bool lower) { return lower ? p : n - 1u - p; }
+
 // Panel width of the blocked solve (kernels/ops.c's TRSM_PANEL).
 #define PB 32
 shared R block[PB][PB + 1];
+// VARIANTS 2 and 5: 1 / block[a][a].
+shared R rinv[PB];
 
-// Row p (in the order of substitution) of M's rows.
-uint row_of(uint p, uint n, bool lower) { return lower ? p : n - 1u - p; }
+// VARIANT 5: residual (p, j) at rs[p * nc + j]; 16 KiB (kernels/ops.c's
+// TRSM_STREAM_BYTES).
+#define RS (16384 / R_BYTES)
+shared R rs[RS];
+shared uint zero_diag;
+#define NCMAX 8
+
+// v / d given ri = 1 / d (see the header).
+R quot(R v, R d, R ri) {
+  R q = v * ri;
+  q = fma(fma(-q, d, v), ri, q);
+  if (isinf(ri) || isnan(q)) q = v / d;
+  return q;
+}
+
+// Loads the diagonal block of the panel at p0 (pw rows) into block and
+// rinv; the caller holds a barrier after it.
+void load_block(InT M, uint p0, uint pw, uint n, bool lower) {
+  uint lid = gl_LocalInvocationID.x;
+  for (uint e = lid; e < PB * PB; e += 256u) {
+    uint a = e / PB, q = e % PB;
+    R v = a < pw && q <= a ? R(M.v[row_of(p0 + a, n, lower) * pc.m_row +
+                                     row_of(p0 + q, n, lower) * pc.m_col])
+                           : R(0);
+    block[a][q] = v;
+    if (a == q) rinv[a] = R(1) / v;
+  }
+}
+
+
+// Solves the panel's pw rows of one column in x against block,
+// right-looking; rows from pw on are left as they are.
+void solve_block(inout R x[PB], uint pw) {
+  [[unroll]] for (uint a = 0u; a < PB; a++) {
+    if (a < pw) {
+      R v = quot(x[a], block[a][a], rinv[a]);
+      x[a] = v;
+      [[unroll]] for (uint q = a + 1u; q < PB; q++) x[q] -= block[q][a] * v;
+    }
+  }
+}
 
 void main() {
   uint b = gl_WorkGroupID.y + pc.b0;
@@ -111,6 +171,92 @@ void main() {
       if (M.v[i * (pc.m_row + pc.m_col)] == T(0)) zero = 1u;
     FlagRef(pc.singular).v[b] = zero;
   }
+  if (VARIANT == 5u) {
+    uint c0 = gl_WorkGroupID.x * nc;
+    uint ncw = c0 < pc.cols ? min(nc, pc.cols - c0) : 0u;
+    if (gl_WorkGroupID.x == 0u) {
+      if (lid == 0u) zero_diag = 0u;
+      barrier();
+      for (uint i = lid; i < n; i += 256u)
+        if (M.v[i * (pc.m_row + pc.m_col)] == T(0)) atomicOr(zero_diag, 1u);
+      barrier();
+      if (lid == 0u) FlagRef(pc.singular).v[b] = zero_diag;
+    }
+    if (ncw == 0u) return; // uniform
+    for (uint e = lid; e < n * nc; e += 256u) {
+      uint p = e / nc, j = e - p * nc;
+      rs[e] = j < ncw ? R(C.v[(c0 + j) * pc.c_col + row_of(p, n, lower) * pc.c_row]) : R(0);
+    }
+    load_block(M, 0u, min(PB, n), n, lower);
+    barrier();
+    for (uint p0 = 0u; p0 < n; p0 += PB) {
+      uint pw = min(PB, n - p0);
+      if (lid < ncw) {
+        R x[PB];
+        [[unroll]] for (uint a = 0u; a < PB; a++) x[a] = a < pw ? rs[(p0 + a) * nc + lid] : R(0);
+        solve_block(x, pw);
+        uint cbase = (c0 + lid) * pc.c_col;
+        [[unroll]] for (uint a = 0u; a < PB; a++) {
+          if (a < pw) {
+            rs[(p0 + a) * nc + lid] = x[a];
+            OutT(pc.y + celems * uint64_t(T_ALIGN)).v[cbase + row_of(p0 + a, n, lower) * pc.c_row] =
+                T(x[a]);
+          }
+        }
+      }
+      barrier();
+      uint np = p0 + PB;
+      if (np >= n) break; // uniform
+      // The next diagonal block's elements, in flight during the update.
+      uint npw = min(PB, n - np);
+      T pre[PB * PB / 256];
+      [[unroll]] for (uint u = 0u; u < PB * PB / 256; u++) {
+        uint e = lid + u * 256u, a = e / PB, q = e % PB;
+        pre[u] = a < npw && q <= a ? M.v[row_of(np + a, n, lower) * pc.m_row +
+                                         row_of(np + q, n, lower) * pc.m_col]
+                                   : T(0);
+      }
+      // Rows q and q + 256 below the panel per pass, their loads together.
+      for (uint q = np + lid; q < n; q += 512u) {
+        uint q2 = q + 256u;
+        uint k = row_of(q, n, lower), k2 = q2 < n ? row_of(q2, n, lower) : k;
+        T m1[PB], m2[PB];
+        [[unroll]] for (uint a = 0u; a < PB; a++) {
+          uint col = row_of(p0 + a, n, lower) * pc.m_col;
+          m1[a] = M.v[k * pc.m_row + col];
+          m2[a] = M.v[k2 * pc.m_row + col];
+        }
+        R acc1[NCMAX], acc2[NCMAX];
+        [[unroll]] for (uint j = 0u; j < NCMAX; j++) {
+          acc1[j] = R(0);
+          acc2[j] = R(0);
+        }
+        [[unroll]] for (uint a = 0u; a < PB; a++) {
+          [[unroll]] for (uint j = 0u; j < NCMAX; j++) {
+            if (j < nc) {
+              R xv = rs[(p0 + a) * nc + j];
+              acc1[j] += R(m1[a]) * xv;
+              acc2[j] += R(m2[a]) * xv;
+            }
+          }
+        }
+        [[unroll]] for (uint j = 0u; j < NCMAX; j++) {
+          if (j < nc) {
+            rs[q * nc + j] -= acc1[j];
+            if (q2 < n) rs[q2 * nc + j] -= acc2[j];
+          }
+        }
+      }
+      // The panel's solve, the last reader of block, ended at the barrier.
+      [[unroll]] for (uint u = 0u; u < PB * PB / 256; u++) {
+        uint e = lid + u * 256u, a = e / PB, q = e % PB;
+        block[a][q] = R(pre[u]);
+        if (a == q) rinv[a] = R(1) / R(pre[u]);
+      }
+      barrier();
+    }
+    return;
+  }
   if (VARIANT == 4u) {
     uint total = n * pc.cols;
     for (uint e = gl_WorkGroupID.x * 256u + lid; e < total; e += gl_NumWorkGroups.x * 256u) {
@@ -122,12 +268,7 @@ void main() {
   }
   if (VARIANT == 2u) {
     uint p0 = pc.p0, pw = min(PB, n - p0);
-    for (uint e = lid; e < PB * PB; e += 256u) {
-      uint a = e / PB, q = e % PB;
-      block[a][q] = a < pw && q <= a ? R(M.v[row_of(p0 + a, n, lower) * pc.m_row +
-                                             row_of(p0 + q, n, lower) * pc.m_col])
-                                     : R(0);
-    }
+    load_block(M, p0, pw, n, lower);
     barrier();
     uint c = gl_WorkGroupID.x * 256u + lid;
     if (c >= pc.cols) return;
@@ -135,11 +276,7 @@ void main() {
     R x[PB];
     [[unroll]] for (uint a = 0u; a < PB; a++)
       x[a] = a < pw ? W.v[cbase + row_of(p0 + a, n, lower) * pc.c_row] : R(0);
-    [[unroll]] for (uint a = 0u; a < PB; a++) {
-      R v = x[a];
-      [[unroll]] for (uint q = 0u; q < a; q++) v -= block[a][q] * x[q];
-      x[a] = a < pw ? v / block[a][a] : R(0);
-    }
+    solve_block(x, pw);
     [[unroll]] for (uint a = 0u; a < PB; a++) {
       if (a < pw) STORE_OUT(cbase + row_of(p0 + a, n, lower) * pc.c_row, x[a]);
 #ifdef WIDE

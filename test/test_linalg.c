@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <vulkan/vulkan.h>
 
 #include "test.h"
 
@@ -356,11 +357,13 @@ static void check_trsm(nxv_device *d, uint64_t *rng, nxv_dtype t, size_t batch, 
 }
 
 NXV_TEST(linalg, triangular_solve) {
-  /* Up to 4 rows per invocation the rows stay in registers; {1, 70, 16}
-   * and {2, 130, 8} take the workspace path. */
-  static const size_t shapes[][3] = {{1, 1, 1},   {2, 5, 1},   {3, 17, 4}, {1, 33, 20},
-                                     {2, 64, 3},  {1, 100, 1}, {5, 7, 16}, {1, 40, 37},
-                                     {1, 70, 16}, {2, 130, 8}};
+  /* Up to 4 rows per invocation the rows stay in registers; from {1, 70,
+   * 16} on, one workgroup solves a system for up to 8 right-hand sides
+   * (two chunks of 8; 8; 4 and 1 of 4; one of 2). */
+  static const size_t shapes[][3] = {{1, 1, 1},    {2, 5, 1},    {3, 17, 4},  {1, 33, 20},
+                                     {2, 64, 3},   {1, 100, 1},  {5, 7, 16},  {1, 40, 37},
+                                     {1, 70, 16},  {2, 130, 8},  {3, 300, 5}, {1, 257, 1},
+                                     {1, 1000, 2}};
   for (int fast = 0; fast < 2; fast++) {
     nxv_device *d = fast ? open_fast_math() : test_open_device();
     REQUIRE(d);
@@ -370,6 +373,33 @@ NXV_TEST(linalg, triangular_solve) {
         for (int o = 0; o < 8; o++)
           check_trsm(d, &rng, kTypes[ti], shapes[s][0], shapes[s][1], shapes[s][2], o & 1,
                      o & 2, o & 4, fast);
+    nxv_device_release(d);
+  }
+}
+
+/* Orders beyond the one-dispatch forms' shared residuals (2048 elements
+ * of 8 bytes for f64 and f32 solved in double, 4096 of 4 bytes for f32 in
+ * f32, 2048 on llvmpipe, whose loop limit the longer solves would reach)
+ * are solved in panels of 32 rows; the largest orders that still take one
+ * dispatch. */
+NXV_TEST(linalg, triangular_solve_panels) {
+  for (int fast = 0; fast < 2; fast++) {
+    nxv_device *d = fast ? open_fast_math() : test_open_device();
+    REQUIRE(d);
+    uint64_t rng = 0x9a1e1;
+    for (size_t ti = 0; ti < 2; ti++) {
+      nxv_dtype t = kTypes[ti];
+      if (fast && t == NXV_F64) continue;
+      bool narrow = t == NXV_F32 && !rounded_once(d, t, fast);
+      nxv_device_info info;
+      REQUIRE_OK(nxv_device_info_get(d, &info));
+      size_t edge = narrow && info.driver_id != VK_DRIVER_ID_MESA_LLVMPIPE ? 4096 : 2048;
+      /* Past the edge: panels, lower on the left and upper on the right
+       * transposed; at the edge: one dispatch. */
+      check_trsm(d, &rng, t, 1, edge + 1, 3, true, true, false, fast);
+      check_trsm(d, &rng, t, 1, edge + 1, 2, false, false, true, fast);
+      check_trsm(d, &rng, t, 1, edge, 1, true, true, true, fast);
+    }
     nxv_device_release(d);
   }
 }
@@ -416,24 +446,61 @@ NXV_TEST(linalg, triangular_solve_edges) {
     free(flags);
     nxv_tensor_release(x);
     nxv_tensor_release(f);
-    /* The same for a system solved in panels (order 130): a zero at its
-     * last diagonal element, no right-hand sides. */
-    {
-      size_t n = 130;
+    /* The same for a system of order 130 (one dispatch, the diagonal read
+     * by every invocation) and of order 2049 (in panels where the device
+     * has f64): a zero at the last diagonal element, then at the first, no
+     * right-hand sides. */
+    for (int z = 0; z < 4; z++) {
+      size_t n = z < 2 ? 130 : 2049, zero = z & 1 ? 0 : n - 1;
       void *ib = test_xcalloc(n * n, es);
-      for (size_t i = 0; i + 1 < n; i++) put(t, ib, i * n + i, 1);
+      for (size_t i = 0; i < n; i++) put(t, ib, i * n + i, i == zero ? 0 : 1);
       nxv_tensor *big = upload(d, t, n * n, ib);
       REQUIRE(big);
       nxv_trsm_desc bd = {.batch = 1, .n = n, .cols = 0, .a = big, .b = e, .lower = true,
                           .left_side = true};
       REQUIRE_OK(nxv_triangular_solve(d, &bd, &x, &f));
       flags = download(f, 1, 4);
-      if (flags) CHECK(flags[0] == 1);
+      if (flags) CHECK_MSG(flags[0] == 1, "order %zu, zero at %zu", n, zero);
       free(flags);
       nxv_tensor_release(x);
       nxv_tensor_release(f);
       nxv_tensor_release(big);
       free(ib);
+    }
+    /* A diagonal system of order 300 (one workgroup a system): each
+     * solution is the quotient b / d, within an ulp in f64 (correctly
+     * rounded where the device fuses fma, which Vulkan leaves open), and
+     * f32 solved in double rounds that to f32 as b / d rounds. */
+    {
+      size_t n = 300;
+      uint64_t rng = 0xd1a6;
+      void *ib = test_xcalloc(n * n, es), *rb = test_xcalloc(n, es);
+      for (size_t i = 0; i < n; i++) {
+        put(t, ib, i * n + i, test_rand_uniform(&rng, 0.5, 3));
+        put(t, rb, i, test_rand_uniform(&rng, -4, 4));
+      }
+      nxv_tensor *dm = upload(d, t, n * n, ib), *db = upload(d, t, n, rb);
+      REQUIRE(dm && db);
+      nxv_trsm_desc dd = {.batch = 1, .n = n, .cols = 1, .a = dm, .b = db, .lower = true,
+                          .left_side = true};
+      REQUIRE_OK(nxv_triangular_solve(d, &dd, &x, &f));
+      void *q = download(x, n, es);
+      size_t wrong = 0;
+      for (size_t i = 0; q && i < n; i++) {
+        double want = (double)get(t, rb, i) / (double)get(t, ib, i * n + i);
+        if (t == NXV_F32 ? ((float *)q)[i] != (float)want
+                         : fabs(((double *)q)[i] - want) > fabs(want) * 0x1p-52)
+          wrong++;
+      }
+      CHECK_MSG(wrong == 0, "%s: %zu of %zu quotients not within an ulp of b / d", nxv_dtype_name(t),
+                wrong, n);
+      free(q);
+      nxv_tensor_release(x);
+      nxv_tensor_release(f);
+      nxv_tensor_release(dm);
+      nxv_tensor_release(db);
+      free(ib);
+      free(rb);
     }
     /* Bad calls. */
     nxv_tensor *keep = (nxv_tensor *)&keep;
