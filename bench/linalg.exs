@@ -3,7 +3,8 @@
 # them before it had kernels: a download, the host, an upload).
 #
 #   mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE]
-#                            [--no-singular-check]
+#                            [--no-singular-check] [--types LIST]
+#                            [--cholesky CASES] [--solve CASES]
 #
 # For each case (f32 and f64; a batch of symmetric positive definite
 # matrices for `Nx.LinAlg.cholesky/1`, a batch of lower triangular systems
@@ -28,25 +29,74 @@
 # `--no-singular-check` sets `:singular_check` to false: triangular solves
 # then return without downloading their singularity flags.
 #
+# `--types f32,f64` picks the types (default both); `--cholesky 1x256,4x512`
+# (batch x order) and `--solve 1x1024x1,16x256x16` (batch x order x
+# right-hand sides) replace the default cases, an empty list skipping the
+# op.
+#
 # `--csv-out FILE` writes the figures in the shared schema
 # (`impl,test,dtype,shape,metric,value`; impl `nx_vulkan_nx` and
 # `nx_binary`).
 {opts, rest, invalid} =
   OptionParser.parse(System.argv(),
-    strict: [reps: :integer, host_max: :integer, csv_out: :string, singular_check: :boolean]
+    strict: [
+      reps: :integer,
+      host_max: :integer,
+      csv_out: :string,
+      singular_check: :boolean,
+      types: :string,
+      cholesky: :string,
+      solve: :string
+    ]
   )
 
 reps = Keyword.get(opts, :reps, 20)
 host_max = Keyword.get(opts, :host_max, 64)
 
-if rest != [] or invalid != [] or reps < 1 do
+usage = fn ->
   IO.puts(
     :stderr,
-    "usage: mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE] [--no-singular-check]"
+    "usage: mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE] " <>
+      "[--no-singular-check] [--types f32,f64] [--cholesky BxN,...] [--solve BxNxC,...]"
   )
 
   System.halt(2)
 end
+
+if rest != [] or invalid != [] or reps < 1, do: usage.()
+
+# "1x256,4x512" -> [{1, 256}, {4, 512}] (each case `arity` integers).
+parse_cases = fn text, arity ->
+  for c <- String.split(text, ",", trim: true) do
+    parts = String.split(c, "x")
+
+    ints =
+      Enum.map(parts, fn p ->
+        case Integer.parse(p) do
+          {i, ""} when i >= 0 -> i
+          _ -> usage.()
+        end
+      end)
+
+    if length(ints) != arity, do: usage.()
+    List.to_tuple(ints)
+  end
+end
+
+types =
+  case opts[:types] do
+    nil ->
+      [{:f, 32}, {:f, 64}]
+
+    text ->
+      for t <- String.split(text, ",", trim: true) do
+        case t do
+          "f32" -> {:f, 32}
+          "f64" -> {:f, 64}
+          _ -> usage.()
+        end
+      end
+  end
 
 Application.put_env(:nx_vulkan, :singular_check, Keyword.get(opts, :singular_check, true))
 Nx.default_backend(Nx.Vulkan.Backend)
@@ -55,8 +105,15 @@ info = Nx.Vulkan.NIF.device_info(index)
 IO.puts("device: #{info.name}\n")
 
 # {batch, n} for Cholesky; {batch, n, right-hand sides} for the solves.
-cholesky_cases = [{1, 16}, {1, 64}, {1, 256}, {1, 1024}, {256, 16}, {64, 64}, {16, 256}]
-solve_cases = [{1, 64, 1}, {1, 256, 1}, {1, 1024, 1}, {1, 256, 256}, {256, 64, 1}, {16, 256, 16}]
+cholesky_cases =
+  if text = opts[:cholesky],
+    do: parse_cases.(text, 2),
+    else: [{1, 16}, {1, 64}, {1, 256}, {1, 1024}, {256, 16}, {64, 64}, {16, 256}]
+
+solve_cases =
+  if text = opts[:solve],
+    do: parse_cases.(text, 3),
+    else: [{1, 64, 1}, {1, 256, 1}, {1, 1024, 1}, {1, 256, 256}, {256, 64, 1}, {16, 256, 16}]
 
 key = Nx.Random.key(42)
 
@@ -145,7 +202,7 @@ fmt = fn
 end
 
 rows =
-  for type <- [{:f, 32}, {:f, 64}],
+  for type <- types,
       {op, cases} <- [cholesky: cholesky_cases, triangular_solve: solve_cases],
       c <- cases,
       reduce: [] do

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The cases of bench/linalg.exs on PyTorch and JAX (whichever is installed).
 
-    python3 bench/linalg_peers.py [--reps N] [--csv-out FILE]
+    python3 bench/linalg_peers.py [--reps N] [--csv-out FILE] [--cholesky CASES]
+                                  [--solve CASES] [--impls torch,jax]
 
 For each case (f32 and f64; Cholesky factors of a batch of symmetric
 positive definite matrices, `torch.linalg.cholesky` and a jitted
@@ -13,6 +14,10 @@ after 0.3 s of 2048^3 products (the GPU's clocks fall when it idles) and
   * e2e us: the median over --reps (default 20) calls of one call followed
     by a synchronize (`torch.cuda.synchronize()`, `block_until_ready()`);
   * pipelined us: --reps calls back to back, then one synchronize, per call.
+
+--cholesky 1x256,4x512 (batch x order) and --solve 1x1024x1 (batch x
+order x right-hand sides) replace the default cases, as in
+bench/linalg.exs; --impls picks the peers (default both).
 
 The rows have bench/linalg.exs's columns and, with --csv-out, the shared
 schema (`impl,test,dtype,shape,metric,value`; impl `torch` or `jax`).
@@ -124,7 +129,26 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--csv-out")
+    p.add_argument("--cholesky", help="cases BxN,... (default: bench/linalg.exs's)")
+    p.add_argument("--solve", help="cases BxNxC,... (default: bench/linalg.exs's)")
+    p.add_argument("--impls", default="torch,jax")
     args = p.parse_args()
+    global CHOLESKY, SOLVE
+
+    def cases(text, arity):
+        out = []
+        for c in filter(None, text.split(",")):
+            parts = c.split("x")
+            if len(parts) != arity or not all(x.isdigit() for x in parts):
+                p.error(f"bad case {c!r}")
+            out.append(tuple(int(x) for x in parts))
+        return out
+
+    if args.cholesky is not None:
+        CHOLESKY = cases(args.cholesky, 2)
+    if args.solve is not None:
+        SOLVE = cases(args.solve, 3)
+    impls = set(filter(None, args.impls.split(",")))
     rows = []
     print(f"{'impl':<6} {'op':<17} {'type':<5} {'shape':<18} {'e2e us':>10} {'pipelined us':>13}")
 
@@ -134,7 +158,9 @@ def main():
         rows.append((impl, op, dtype, shape, "us_per_call_pipelined", pipe))
 
     ran = False
-    for runner in (torch_cases, jax_cases):
+    for name, runner in (("torch", torch_cases), ("jax", jax_cases)):
+        if name not in impls:
+            continue
         try:
             runner(args.reps, emit)
             ran = True

@@ -3377,13 +3377,16 @@ _Static_assert(sizeof(pc_trsm) == 96, "pc_trsm layout");
 
 /* trsm.comp's panel width (PB), the largest order its one-dispatch
  * register variant takes, the bytes of its shared residuals (RS elements
- * of 4 or 8 bytes: the orders times right-hand sides its one-dispatch
- * streaming variant takes) and the most right-hand sides a workgroup of
- * that variant takes (NCMAX). */
+ * of 4 or 8 bytes: the orders times right-hand sides its one-workgroup
+ * variant takes), the most right-hand sides a workgroup of that variant
+ * takes (NCMAX), and the largest order it is picked for: on the H200 it
+ * took 20-35% less time than the panels up to order 512, and up to 40%
+ * more from 1024 on, where one workgroup's reads of M are the limit. */
 #define TRSM_PANEL 32
 #define TRSM_SMALL 128
 #define TRSM_STREAM_BYTES 16384
 #define TRSM_STREAM_COLS 8
+#define TRSM_STREAM_MAX 512
 
 /* One trsm.comp dispatch: use is {a, b, x, flags, workspace or NULL}, the
  * first two read, the others written. */
@@ -3430,19 +3433,16 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   NXV_TRY(nxv_tensor_ready(s->b));
   bool wide = linalg_wide(d, t);
   /* At most 4 rows per invocation and order 128: one dispatch, the rows in
-   * registers (trsm.comp's VARIANT 1). Otherwise, while the order fits the
-   * shared residuals, one dispatch of workgroups that each solve a system
-   * for up to 8 right-hand sides (VARIANT 5). Beyond, panels of 32 rows in
-   * a workspace: x itself, or doubles for f32 computed in double. */
+   * registers (trsm.comp's VARIANT 1). Otherwise, up to order 512, one
+   * dispatch of workgroups that each solve a system for up to 8
+   * right-hand sides (VARIANT 5). Beyond, panels of 32 rows in a
+   * workspace: x itself, or doubles for f32 computed in double. (llvmpipe
+   * ends an invocation's loops once it has run 65535 loop iterations in
+   * all, gallivm's LP_MAX_TGSI_LOOP_ITERATIONS; VARIANT 5 runs about 600 a
+   * panel, so order 512 stays well inside that.) */
   bool small = n <= TRSM_SMALL && n <= 4 * (256 / nc);
   uint64_t resid = TRSM_STREAM_BYTES / (wide || t == NXV_F64 ? 8 : 4);
-  /* llvmpipe ends every loop of an invocation once the invocation has run
-   * 65535 loop iterations in all (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS,
-   * shared between a shader's loops), and its compiler keeps the panel
-   * solve's loops: about 600 iterations a panel. 64 panels stay well
-   * inside that. */
-  if (d->vk.info.driver_id == VK_DRIVER_ID_MESA_LLVMPIPE && resid > 2048) resid = 2048;
-  bool stream = !small && n <= resid;
+  bool stream = !small && n <= TRSM_STREAM_MAX && n <= resid;
   uint32_t snc = 1;
   while (stream && snc < TRSM_STREAM_COLS && snc < cols && n * snc * 2 <= resid) snc <<= 1;
   uint64_t schunks = (cols + snc - 1) / snc;

@@ -30,7 +30,8 @@
 // Workgroup x 0 also writes singular[b]: 1 when M has a zero on its
 // diagonal (the host raises Nx's error), else 0.
 //
-// VARIANT 5 (orders up to RS / nc): one dispatch, one workgroup per
+// VARIANT 5 (orders up to RS / nc; the host picks it up to order 512,
+// kernels/ops.c's TRSM_STREAM_MAX): one dispatch, one workgroup per
 // system (y) and nc right-hand sides (x; nc a power of two up to 8), the
 // residuals C - M Y of its columns in shared memory. Panels of PB rows in
 // p's order: invocation j < nc solves column j of the panel against the

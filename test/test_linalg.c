@@ -12,7 +12,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <vulkan/vulkan.h>
 
 #include "test.h"
 
@@ -160,11 +159,13 @@ static nxv_device *open_fast_math(void) {
 }
 
 NXV_TEST(linalg, cholesky) {
-  /* Orders up to 64 in one dispatch, 65 and more in panels of 32 (96: a
-   * whole number of panels; 257: a last panel of one column). */
-  static const size_t shapes[][2] = {{1, 1},  {1, 2},   {3, 5},  {2, 16},  {1, 17},
+  /* Orders up to 64 in one dispatch, 65 and more in panels of 32 (96,
+   * 256: a whole number of panels; 257, 513: a last panel of one column;
+   * 300: more than 256 rows below the first panel). */
+  static const size_t shapes[][2] = {{1, 1},  {1, 2},   {3, 5},   {2, 16}, {1, 17},
                                      {2, 33}, {1, 64},  {2, 100}, {40, 3}, {1, 130},
-                                     {1, 65}, {3, 96},  {1, 257}};
+                                     {1, 65}, {3, 96},  {1, 256}, {1, 257}, {1, 300},
+                                     {1, 513}};
   nxv_device *d = test_open_device();
   REQUIRE(d);
   uint64_t rng = 0x11a1;
@@ -213,32 +214,58 @@ NXV_TEST(linalg, cholesky_edges) {
       nxv_tensor_release(l);
       l = NULL;
     }
-    /* The same small entry in a blocked factorization (order 70), in the
-     * last panel's rows, below the first panel. */
-    {
-      size_t n = 70;
+    /* The same small entry in blocked factorizations (orders 70 and 600),
+     * in the last row, below the first panel. */
+    for (size_t n = 70; n <= 600; n += 530) {
+      size_t last = n - 1;
       void *ib = test_xcalloc(n * n, es);
       for (size_t i = 0; i < n; i++) put(t, ib, i * n + i, 1);
-      put(t, ib, 69 * n + 0, 1e-12);
+      put(t, ib, last * n + 0, 1e-12);
       nxv_tensor *id = upload(d, t, n * n, ib);
       REQUIRE(id);
       for (int flush = 0; flush < 2; flush++) {
         REQUIRE_OK(nxv_cholesky(d, id, 1, n, flush ? 1e-10 : 0.0, &l));
         void *got = download(l, n * n, es);
         if (got) {
-          long double small = get(t, got, 69 * n);
+          long double small = get(t, got, last * n);
           if (flush)
-            CHECK_MSG(small == 0, "%s order 70: 1e-12 not flushed: %Lg", nxv_dtype_name(t),
-                      small);
+            CHECK_MSG(small == 0, "%s order %zu: 1e-12 not flushed: %Lg", nxv_dtype_name(t),
+                      n, small);
           else
-            CHECK_MSG(small == get(t, ib, 69 * n), "%s order 70: 1e-12 became %Lg",
-                      nxv_dtype_name(t), small);
-          CHECK(get(t, got, 0) == 1 && get(t, got, 69 * n + 69) == 1 && get(t, got, 1) == 0);
+            CHECK_MSG(small == get(t, ib, last * n), "%s order %zu: 1e-12 became %Lg",
+                      nxv_dtype_name(t), n, small);
+          CHECK(get(t, got, 0) == 1 && get(t, got, last * n + last) == 1 &&
+                get(t, got, 1) == 0);
         }
         free(got);
         nxv_tensor_release(l);
         l = NULL;
       }
+      nxv_tensor_release(id);
+      free(ib);
+    }
+    /* Blocked factorizations of a batch of two: the identity with -1 at
+     * (50, 50), then the identity. The first is exact before row 50 and
+     * NaN at the failing element; the second is exact. */
+    for (size_t n = 100; n <= 600; n += 500) {
+      void *ib = test_xcalloc(2 * n * n, es);
+      for (size_t i = 0; i < 2 * n; i++) put(t, ib, i * n + i % n, i == 50 ? -1 : 1);
+      nxv_tensor *id = upload(d, t, 2 * n * n, ib);
+      REQUIRE(id);
+      REQUIRE_OK(nxv_cholesky(d, id, 2, n, 1e-10, &l));
+      void *got = download(l, 2 * n * n, es);
+      size_t off = 0;
+      for (size_t e = 0; got && e < 2 * n * n; e++) {
+        size_t m = e / (n * n), i = e / n % n, k = e % n;
+        if (m == 0 && (i >= 50 || k >= 50)) continue;
+        if (get(t, got, e) != (i == k ? 1 : 0)) off++;
+      }
+      CHECK_MSG(off == 0, "%s order %zu: %zu elements off the identity", nxv_dtype_name(t), n,
+                off);
+      if (got) CHECK(isnan(get(t, got, 50 * n + 50)));
+      free(got);
+      nxv_tensor_release(l);
+      l = NULL;
       nxv_tensor_release(id);
       free(ib);
     }
@@ -359,7 +386,7 @@ static void check_trsm(nxv_device *d, uint64_t *rng, nxv_dtype t, size_t batch, 
 NXV_TEST(linalg, triangular_solve) {
   /* Up to 4 rows per invocation the rows stay in registers; from {1, 70,
    * 16} on, one workgroup solves a system for up to 8 right-hand sides
-   * (two chunks of 8; 8; 4 and 1 of 4; one of 2). */
+   * (two chunks of 8; 8; 4 and 1 of 4; one); {1, 1000, 2} in panels. */
   static const size_t shapes[][3] = {{1, 1, 1},    {2, 5, 1},    {3, 17, 4},  {1, 33, 20},
                                      {2, 64, 3},   {1, 100, 1},  {5, 7, 16},  {1, 40, 37},
                                      {1, 70, 16},  {2, 130, 8},  {3, 300, 5}, {1, 257, 1},
@@ -377,10 +404,7 @@ NXV_TEST(linalg, triangular_solve) {
   }
 }
 
-/* Orders beyond the one-dispatch forms' shared residuals (2048 elements
- * of 8 bytes for f64 and f32 solved in double, 4096 of 4 bytes for f32 in
- * f32, 2048 on llvmpipe, whose loop limit the longer solves would reach)
- * are solved in panels of 32 rows; the largest orders that still take one
+/* Orders beyond 512 are solved in panels of 32 rows, 512 in one
  * dispatch. */
 NXV_TEST(linalg, triangular_solve_panels) {
   for (int fast = 0; fast < 2; fast++) {
@@ -390,15 +414,9 @@ NXV_TEST(linalg, triangular_solve_panels) {
     for (size_t ti = 0; ti < 2; ti++) {
       nxv_dtype t = kTypes[ti];
       if (fast && t == NXV_F64) continue;
-      bool narrow = t == NXV_F32 && !rounded_once(d, t, fast);
-      nxv_device_info info;
-      REQUIRE_OK(nxv_device_info_get(d, &info));
-      size_t edge = narrow && info.driver_id != VK_DRIVER_ID_MESA_LLVMPIPE ? 4096 : 2048;
-      /* Past the edge: panels, lower on the left and upper on the right
-       * transposed; at the edge: one dispatch. */
-      check_trsm(d, &rng, t, 1, edge + 1, 3, true, true, false, fast);
-      check_trsm(d, &rng, t, 1, edge + 1, 2, false, false, true, fast);
-      check_trsm(d, &rng, t, 1, edge, 1, true, true, true, fast);
+      check_trsm(d, &rng, t, 2, 513, 3, true, true, false, fast);
+      check_trsm(d, &rng, t, 1, 600, 2, false, false, true, fast);
+      check_trsm(d, &rng, t, 1, 512, 9, true, true, true, fast);
     }
     nxv_device_release(d);
   }
@@ -447,11 +465,10 @@ NXV_TEST(linalg, triangular_solve_edges) {
     nxv_tensor_release(x);
     nxv_tensor_release(f);
     /* The same for a system of order 130 (one dispatch, the diagonal read
-     * by every invocation) and of order 2049 (in panels where the device
-     * has f64): a zero at the last diagonal element, then at the first, no
-     * right-hand sides. */
+     * by every invocation) and of order 600 (in panels): a zero at the last
+     * diagonal element, then at the first, no right-hand sides. */
     for (int z = 0; z < 4; z++) {
-      size_t n = z < 2 ? 130 : 2049, zero = z & 1 ? 0 : n - 1;
+      size_t n = z < 2 ? 130 : 600, zero = z & 1 ? 0 : n - 1;
       void *ib = test_xcalloc(n * n, es);
       for (size_t i = 0; i < n; i++) put(t, ib, i * n + i, i == zero ? 0 : 1);
       nxv_tensor *big = upload(d, t, n * n, ib);
