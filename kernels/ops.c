@@ -3321,7 +3321,8 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
   if (n <= CHOLESKY_SMALL) {
     pc.m = (uint32_t)n;
     pc.flags = 1;
-    st = cholesky_step(d, t, &pc, 1, mx, my, batch * n * n * n / 3 + batch * n * n, a, res);
+    st = cholesky_step(d, t, &pc, n <= CHOLESKY_PANEL ? 7 : 1, mx, my,
+                       batch * n * n * n / 3 + batch * n * n, a, res);
   } else {
     /* Blocked, in place in res; the steps after the copy read res only. */
     uint64_t elems = n * n;
@@ -3340,7 +3341,7 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
       pc.m = (uint32_t)w;
       pc.flags = 0;
       pc.b0 = 0;
-      st = cholesky_step(d, t, &pc, 1, mx, my, batch * w * w * w / 3, res, res);
+      st = cholesky_step(d, t, &pc, 7, mx, my, batch * w * w * w / 3, res, res);
       if (st != NXV_OK || m == 0) continue;
       pc.m = (uint32_t)m;
       uint64_t tiles = (m + 31) / 32;

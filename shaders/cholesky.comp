@@ -13,10 +13,11 @@
 // in the type itself, as Nx's implementation computes it. Workgroups of
 // 256 invocations.
 //
-// Orders up to 64 take one dispatch of VARIANT 1 on the whole matrix.
+// Orders up to 64 take one dispatch of VARIANT 1 on the whole matrix
+// (VARIANT 7 up to 32).
 // Larger orders are factored in place in the result, right-looking in
 // panels of PB columns: VARIANT 4 copies A's lower triangle (zeros above);
-// then for each panel, VARIANT 1 factors its diagonal block, VARIANT 2
+// then for each panel, VARIANT 7 factors its diagonal block, VARIANT 2
 // solves the panel's rows below the block, VARIANT 3 subtracts the
 // panel's outer product from the trailing lower triangle; VARIANT 5 then
 // sets the entries of at most eps to zero.
@@ -57,8 +58,12 @@ layout(push_constant, std430) uniform PC {
 // VARIANT 1: w[bi][bk] is element (bi * 16 + ty, bk * 16 + tx) of the
 // block. The loops over blocks are unrolled and test a block against j
 // instead of indexing with it, which keeps w in registers. raw[j & 1]
-// holds column j of the updated block, unscaled.
+// holds column j of the updated block, unscaled. VARIANT 7 is the same
+// for blocks of order at most 32 (every diagonal block of the blocked
+// form): the specialization constant VB drops the blocks beyond, a
+// quarter of the instructions a step.
 #define NB 4
+const uint VB = VARIANT == 7u ? 2u : NB;
 shared T raw[2][16 * NB];
 
 void factor_block(uint n, uint m, uint c0, bool flush, T eps, InT A, OutT L) {
@@ -71,7 +76,7 @@ void factor_block(uint n, uint m, uint c0, bool flush, T eps, InT A, OutT L) {
     [[unroll]] for (uint bk = 0u; bk < NB; bk++) {
       uint i = bi * 16u + ty, k = bk * 16u + tx;
       w[bi][bk] = T(0);
-      if (i < m && k < m) {
+      if (bi < VB && bk < VB && i < m && k < m) {
         if (k <= i)
           w[bi][bk] = in_place ? L.v[base + i * n + k] : A.v[base + i * n + k];
         else
@@ -89,24 +94,25 @@ void factor_block(uint n, uint m, uint c0, bool flush, T eps, InT A, OutT L) {
     T ci[NB], ck[NB];
     [[unroll]] for (uint b = 0u; b < NB; b++) {
       uint i = b * 16u + ty, k = b * 16u + tx;
-      ci[b] = i > j && i < m ? raw[cur][i] * inv : T(0);
-      ck[b] = k > j && k < m ? raw[cur][k] * inv : T(0);
+      ci[b] = b < VB && i > j && i < m ? raw[cur][i] * inv : T(0);
+      ck[b] = b < VB && k > j && k < m ? raw[cur][k] * inv : T(0);
     }
     if (tx == r) {
       [[unroll]] for (uint bi = 0u; bi < NB; bi++) {
         uint i = bi * 16u + ty;
-        if (i > j && i < m) L.v[base + i * n + j] = flush && abs(ci[bi]) <= eps ? T(0) : ci[bi];
+        if (bi < VB && i > j && i < m)
+          L.v[base + i * n + j] = flush && abs(ci[bi]) <= eps ? T(0) : ci[bi];
       }
       if (ty == r) L.v[base + j * n + j] = flush && abs(d) <= eps ? T(0) : d;
     }
     uint next = j + 1u;
     [[unroll]] for (uint bi = 0u; bi < NB; bi++) {
       uint i = bi * 16u + ty;
-      if (i > j && i < m) {
+      if (bi < VB && i > j && i < m) {
         [[unroll]] for (uint bk = 0u; bk < NB; bk++) {
           uint k = bk * 16u + tx;
-          if (k > j && k <= i) w[bi][bk] -= ci[bi] * ck[bk];
-          if (k == next) raw[cur ^ 1u][i] = w[bi][bk];
+          if (bk < VB && k > j && k <= i) w[bi][bk] -= ci[bi] * ck[bk];
+          if (bk < VB && k == next) raw[cur ^ 1u][i] = w[bi][bk];
         }
       }
     }
@@ -180,13 +186,13 @@ void update_trailing(uint n, uint m, uint c0, OutT L) {
 void main() {
   uint n = pc.n;
   T eps = T(packDouble2x32(pc.eps_bits));
-  uint b = VARIANT == 1u ? gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x
-                         : pc.b0 + gl_WorkGroupID.y;
+  uint b = VARIANT == 1u || VARIANT == 7u ? gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x
+                                         : pc.b0 + gl_WorkGroupID.y;
   if (b >= pc.batch) return; // uniform across the workgroup
   uint64_t bytes = uint64_t(b) * n * n * uint64_t(T_ALIGN);
   InT A = InT(pc.a + bytes);
   OutT L = OutT(pc.dst + bytes);
-  if (VARIANT == 1u) {
+  if (VARIANT == 1u || VARIANT == 7u) {
     factor_block(n, pc.m, pc.c0, (pc.flags & 1u) != 0u, eps, A, L);
   } else if (VARIANT == 2u) {
     solve_panel(n, pc.m, pc.c0, eps, L);
