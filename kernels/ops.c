@@ -3200,7 +3200,7 @@ nxv_status nxv_fft(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t n,
 /* ------------------------------------------------------------------ */
 
 /* Shared memory the linear algebra kernels declare, at most: trsm.comp in
- * f64 or wide f32 (29,188 bytes). */
+ * f64 or wide f32 (29,188 bytes; cholesky.comp in f64: 26,880). */
 #define LINALG_SHARED_BYTES (29 * 1024)
 
 bool nxv_linalg_supported(nxv_device *d, nxv_dtype t) {
@@ -3349,7 +3349,7 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
       for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
         uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
         pc.b0 = (uint32_t)b0;
-        st = cholesky_step(d, t, &pc, 2, (uint32_t)((m + 255) / 256), nb,
+        st = cholesky_step(d, t, &pc, 2, (uint32_t)((m + 63) / 64), nb,
                            nb * m * w * w, res, res);
         if (st == NXV_OK)
           st = cholesky_step(d, t, &pc, 3, (uint32_t)tiles, nb, nb * m * m * w, res, res);
@@ -3388,6 +3388,9 @@ _Static_assert(sizeof(pc_trsm) == 96, "pc_trsm layout");
 #define TRSM_STREAM_BYTES 16384
 #define TRSM_STREAM_COLS 8
 #define TRSM_STREAM_MAX 512
+/* Rows of M a workgroup of trsm.comp's panel update (VARIANT 3) reads at
+ * a time (TRB). */
+#define TRSM_UPDATE_ROWS 56
 
 /* One trsm.comp dispatch: use is {a, b, x, flags, workspace or NULL}, the
  * first two read, the others written. */
@@ -3500,9 +3503,10 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
       st = trsm_step(d, mod, &pc, 2, (uint32_t)((cols + 255) / 256), nb,
                      nb * cols * TRSM_PANEL * TRSM_PANEL, use);
       if (st == NXV_OK && p0 + TRSM_PANEL < n) {
-        uint64_t below = (n - p0 - TRSM_PANEL) * cols;
-        st = trsm_step(d, mod, &pc, 3, groups_capped(d, (below + 255) / 256), nb,
-                       nb * below * TRSM_PANEL, use);
+        uint64_t rows = n - p0 - TRSM_PANEL;
+        st = trsm_step(d, mod, &pc, 3,
+                       groups_capped(d, (rows + TRSM_UPDATE_ROWS - 1) / TRSM_UPDATE_ROWS), nb,
+                       nb * rows * cols * TRSM_PANEL, use);
       }
     }
   }

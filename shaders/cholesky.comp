@@ -120,39 +120,63 @@ void factor_block(uint n, uint m, uint c0, bool flush, T eps, InT A, OutT L) {
   }
 }
 
-// VARIANT 2: row c0 + PB + r (r < m) of the panel, invocation r mod 256 of
-// workgroup r / 256: x = w L11^-T by forward substitution against the
-// factored diagonal block L11 (in shared memory), with Nx's divisor
-// L[k][k] + eps.
+// VARIANT 2: rows c0 + PB + r, r in [64 x, 64 x + 64) and below m, of
+// the panel for workgroup x: x = w L11^-T by forward substitution against
+// the factored diagonal block L11 (in shared memory), with Nx's divisor
+// L[k][k] + eps, right-looking: one quotient and one FMA on a row's
+// critical path a column. The rows pass through shared memory (tile), so
+// that the workgroup reads and writes them a row of PB elements at a time
+// (one invocation per row would touch a cache line per invocation). A
+// quotient is the reciprocal of the divisor times the dividend, corrected
+// by one residual step: within an ulp of the quotient.
 shared T l11[PB][PB + 1];
+shared T dk[PB];   // L[k][k] + eps
+shared T dinv[PB]; // 1 / dk
+// VARIANT 2: 64 rows of the panel; VARIANT 3: the two 32-row tiles.
+shared T tile[64][PB + 1];
 
 void solve_panel(uint n, uint m, uint c0, T eps, OutT L) {
   uint lid = gl_LocalInvocationID.x;
   for (uint e = lid; e < PB * PB; e += 256u) {
     uint a = e / PB, b = e % PB;
-    l11[a][b] = b <= a ? L.v[(c0 + a) * n + c0 + b] : T(0);
+    T v = b <= a ? L.v[(c0 + a) * n + c0 + b] : T(0);
+    l11[a][b] = v;
+    if (a == b) {
+      dk[a] = v + eps;
+      dinv[a] = T(1) / (v + eps);
+    }
+  }
+  uint r0 = gl_WorkGroupID.x * 64u, base = (c0 + PB + r0) * n + c0;
+  for (uint e = lid; e < 64u * PB; e += 256u) {
+    uint r = e / PB, c = e % PB;
+    tile[r][c] = r0 + r < m ? L.v[base + r * n + c] : T(0);
   }
   barrier();
-  uint r = gl_WorkGroupID.x * 256u + lid;
-  if (r >= m) return;
-  uint row = (c0 + PB + r) * n + c0;
-  T x[PB];
-  [[unroll]] for (uint k = 0u; k < PB; k++) x[k] = L.v[row + k];
-  [[unroll]] for (uint k = 0u; k < PB; k++) {
-    T s = x[k];
-    [[unroll]] for (uint q = 0u; q < k; q++) s -= x[q] * l11[k][q];
-    x[k] = s / (l11[k][k] + eps);
+  if (lid < 64u && r0 + lid < m) {
+    T x[PB];
+    [[unroll]] for (uint k = 0u; k < PB; k++) x[k] = tile[lid][k];
+    [[unroll]] for (uint k = 0u; k < PB; k++) {
+      T q = x[k] * dinv[k];
+      q = fma(fma(-q, dk[k], x[k]), dinv[k], q);
+      if (isinf(dinv[k]) || isnan(q)) q = x[k] / dk[k];
+      x[k] = q;
+      [[unroll]] for (uint j = k + 1u; j < PB; j++) x[j] -= q * l11[j][k];
+    }
+    [[unroll]] for (uint k = 0u; k < PB; k++) tile[lid][k] = x[k];
   }
-  [[unroll]] for (uint k = 0u; k < PB; k++) L.v[row + k] = x[k];
+  barrier();
+  for (uint e = lid; e < 64u * PB; e += 256u) {
+    uint r = e / PB, c = e % PB;
+    if (r0 + r < m) L.v[base + r * n + c] = tile[r][c];
+  }
 }
 
 // VARIANT 3: tile (ti, tk), tk <= ti, of 32 x 32 trailing elements (rows
 // and columns from c0 + PB on, m of them) per workgroup, tile index
 // ti (ti + 1) / 2 + tk = workgroup x: element (i, k), k <= i, less the sum
 // over the panel's PB columns of L[i][c] L[k][c]. Invocation t takes row
-// t / 8 of the tile and its 4 columns from (t mod 8) * 4.
-shared T pi[32][PB + 1];
-shared T pk[32][PB + 1];
+// t / 8 of the tile and its 4 columns from (t mod 8) * 4. Row ti of the
+// tiles in tile[0..31], row tk in tile[32..63].
 
 void update_trailing(uint n, uint m, uint c0, OutT L) {
   uint t = gl_WorkGroupID.x;
@@ -165,15 +189,15 @@ void update_trailing(uint n, uint m, uint c0, OutT L) {
   for (uint e = lid; e < 32u * PB; e += 256u) {
     uint a = e / PB, c = e % PB;
     uint gi = ti * 32u + a, gk = tk * 32u + a;
-    pi[a][c] = gi < m ? L.v[(first + gi) * n + c0 + c] : T(0);
-    pk[a][c] = gk < m ? L.v[(first + gk) * n + c0 + c] : T(0);
+    tile[a][c] = gi < m ? L.v[(first + gi) * n + c0 + c] : T(0);
+    tile[32u + a][c] = gk < m ? L.v[(first + gk) * n + c0 + c] : T(0);
   }
   barrier();
   uint er = lid >> 3, ec = (lid & 7u) * 4u;
   T acc[4] = T[4](T(0), T(0), T(0), T(0));
   [[unroll]] for (uint c = 0u; c < PB; c++) {
-    T a = pi[er][c];
-    [[unroll]] for (uint u = 0u; u < 4u; u++) acc[u] += a * pk[ec + u][c];
+    T a = tile[er][c];
+    [[unroll]] for (uint u = 0u; u < 4u; u++) acc[u] += a * tile[32u + ec + u][c];
   }
   uint i = ti * 32u + er;
   if (i >= m) return;

@@ -45,7 +45,8 @@
 // workspace: VARIANT 4 copies C into it (and writes the flags); then for
 // each panel, VARIANT 2 solves the panel's rows against its diagonal
 // block, one invocation per right-hand side, and VARIANT 3 subtracts the
-// panel's contribution from every later row, one invocation per element.
+// panel's contribution from every later row, TRB rows of M a workgroup
+// read through shared memory, one invocation per element.
 // Workgroup y is system pc.b0 + y in those.
 //
 // Quotients by a diagonal element d go through quot(): v times 1 / d
@@ -110,10 +111,13 @@ shared R block[PB][PB + 1];
 // VARIANTS 2 and 5: 1 / block[a][a].
 shared R rinv[PB];
 
-// VARIANT 5: residual (p, j) at rs[p * nc + j]; 16 KiB (kernels/ops.c's
-// TRSM_STREAM_BYTES).
+// VARIANT 5: residual (p, j) at rs[p * nc + j]; VARIANT 3: TRB rows of M
+// times the panel's PB columns, rs[r * (PB + 1) + a]. 16 KiB
+// (kernels/ops.c's TRSM_STREAM_BYTES).
 #define RS (16384 / R_BYTES)
 shared R rs[RS];
+// kernels/ops.c's TRSM_UPDATE_ROWS; TRB * (PB + 1) <= RS for 8-byte R.
+#define TRB 56u
 shared uint zero_diag;
 #define NCMAX 8
 
@@ -287,20 +291,32 @@ void main() {
     return;
   }
   if (VARIANT == 3u) {
-    // Element (q, c) for q from p0 + PB on: less the panel's rows times
-    // M[q][panel]; four elements of a column per invocation, their loads
-    // in flight together.
+    // Rows q from p0 + PB on, TRB at a time (workgroup x, grid-stride):
+    // the block of M[q][panel] staged through shared memory (rs), read
+    // along whichever of M's strides is 1, then element (q, c) less that
+    // row of the block times column c of the panel's solutions.
     uint p0 = pc.p0, first = p0 + PB, cols = pc.cols;
-    uint total = (n - first) * cols;
-    for (uint e = gl_WorkGroupID.x * 256u + lid; e < total; e += gl_NumWorkGroups.x * 256u) {
-      uint q = first + e / cols, c = e % cols;
-      uint k = row_of(q, n, lower), cbase = c * pc.c_col;
-      R acc[4] = R[4](R(0), R(0), R(0), R(0));
-      [[unroll]] for (uint a = 0u; a < PB; a++) {
-        uint i = row_of(p0 + a, n, lower);
-        acc[a & 3u] += R(M.v[k * pc.m_row + i * pc.m_col]) * W.v[cbase + i * pc.c_row];
+    uint nblk = (n - first + TRB - 1u) / TRB;
+    bool by_row = pc.m_col == 1u;
+    for (uint blk = gl_WorkGroupID.x; blk < nblk; blk += gl_NumWorkGroups.x) {
+      uint q0 = first + blk * TRB;
+      for (uint e = lid; e < TRB * PB; e += 256u) {
+        uint r = by_row ? e / PB : e % TRB, a = by_row ? e % PB : e / TRB;
+        rs[r * (PB + 1u) + a] = q0 + r < n ? R(M.v[row_of(q0 + r, n, lower) * pc.m_row +
+                                                  row_of(p0 + a, n, lower) * pc.m_col])
+                                           : R(0);
       }
-      W.v[cbase + k * pc.c_row] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
+      barrier();
+      uint total = min(TRB, n - q0) * cols;
+      for (uint e = lid; e < total; e += 256u) {
+        uint r = e / cols, c = e - r * cols;
+        uint cbase = c * pc.c_col;
+        R acc[4] = R[4](R(0), R(0), R(0), R(0));
+        [[unroll]] for (uint a = 0u; a < PB; a++)
+          acc[a & 3u] += rs[r * (PB + 1u) + a] * W.v[cbase + row_of(p0 + a, n, lower) * pc.c_row];
+        W.v[cbase + row_of(q0 + r, n, lower) * pc.c_row] -= (acc[0] + acc[1]) + (acc[2] + acc[3]);
+      }
+      barrier();
     }
     return;
   }
