@@ -3200,7 +3200,7 @@ nxv_status nxv_fft(nxv_device *d, nxv_tensor *a, uint64_t rows, uint64_t n,
 /* ------------------------------------------------------------------ */
 
 /* Shared memory the linear algebra kernels declare, at most: trsm.comp in
- * f64 or wide f32 (29,188 bytes; cholesky.comp in f64: 26,880). */
+ * f64 or wide f32 (28,932 bytes; cholesky.comp in f64: 26,368). */
 #define LINALG_SHARED_BYTES (29 * 1024)
 
 bool nxv_linalg_supported(nxv_device *d, nxv_dtype t) {
@@ -3388,9 +3388,10 @@ _Static_assert(sizeof(pc_trsm) == 96, "pc_trsm layout");
 #define TRSM_STREAM_BYTES 16384
 #define TRSM_STREAM_COLS 8
 #define TRSM_STREAM_MAX 512
-/* Rows of M a workgroup of trsm.comp's panel update (VARIANT 3) reads at
- * a time (TRB). */
+/* Rows of M and right-hand sides a workgroup of trsm.comp's panel update
+ * (VARIANT 3) takes at a time (TRB, TCW). */
 #define TRSM_UPDATE_ROWS 56
+#define TRSM_UPDATE_COLS 32
 
 /* One trsm.comp dispatch: use is {a, b, x, flags, workspace or NULL}, the
  * first two read, the others written. */
@@ -3504,8 +3505,9 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
                      nb * cols * TRSM_PANEL * TRSM_PANEL, use);
       if (st == NXV_OK && p0 + TRSM_PANEL < n) {
         uint64_t rows = n - p0 - TRSM_PANEL;
-        st = trsm_step(d, mod, &pc, 3,
-                       groups_capped(d, (rows + TRSM_UPDATE_ROWS - 1) / TRSM_UPDATE_ROWS), nb,
+        uint64_t jobs = (rows + TRSM_UPDATE_ROWS - 1) / TRSM_UPDATE_ROWS *
+                        ((cols + TRSM_UPDATE_COLS - 1) / TRSM_UPDATE_COLS);
+        st = trsm_step(d, mod, &pc, 3, groups_capped(d, jobs), nb,
                        nb * rows * cols * TRSM_PANEL, use);
       }
     }

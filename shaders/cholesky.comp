@@ -123,15 +123,10 @@ void factor_block(uint n, uint m, uint c0, bool flush, T eps, InT A, OutT L) {
 // VARIANT 2: rows c0 + PB + r, r in [64 x, 64 x + 64) and below m, of
 // the panel for workgroup x: x = w L11^-T by forward substitution against
 // the factored diagonal block L11 (in shared memory), with Nx's divisor
-// L[k][k] + eps, right-looking: one quotient and one FMA on a row's
-// critical path a column. The rows pass through shared memory (tile), so
-// that the workgroup reads and writes them a row of PB elements at a time
-// (one invocation per row would touch a cache line per invocation). A
-// quotient is the reciprocal of the divisor times the dividend, corrected
-// by one residual step: within an ulp of the quotient.
+// L[k][k] + eps. The rows pass through shared memory (tile), so that the
+// workgroup reads and writes them a row of PB elements at a time (one
+// invocation per row would touch a cache line per invocation).
 shared T l11[PB][PB + 1];
-shared T dk[PB];   // L[k][k] + eps
-shared T dinv[PB]; // 1 / dk
 // VARIANT 2: 64 rows of the panel; VARIANT 3: the two 32-row tiles.
 shared T tile[64][PB + 1];
 
@@ -139,12 +134,7 @@ void solve_panel(uint n, uint m, uint c0, T eps, OutT L) {
   uint lid = gl_LocalInvocationID.x;
   for (uint e = lid; e < PB * PB; e += 256u) {
     uint a = e / PB, b = e % PB;
-    T v = b <= a ? L.v[(c0 + a) * n + c0 + b] : T(0);
-    l11[a][b] = v;
-    if (a == b) {
-      dk[a] = v + eps;
-      dinv[a] = T(1) / (v + eps);
-    }
+    l11[a][b] = b <= a ? L.v[(c0 + a) * n + c0 + b] : T(0);
   }
   uint r0 = gl_WorkGroupID.x * 64u, base = (c0 + PB + r0) * n + c0;
   for (uint e = lid; e < 64u * PB; e += 256u) {
@@ -156,11 +146,9 @@ void solve_panel(uint n, uint m, uint c0, T eps, OutT L) {
     T x[PB];
     [[unroll]] for (uint k = 0u; k < PB; k++) x[k] = tile[lid][k];
     [[unroll]] for (uint k = 0u; k < PB; k++) {
-      T q = x[k] * dinv[k];
-      q = fma(fma(-q, dk[k], x[k]), dinv[k], q);
-      if (isinf(dinv[k]) || isnan(q)) q = x[k] / dk[k];
-      x[k] = q;
-      [[unroll]] for (uint j = k + 1u; j < PB; j++) x[j] -= q * l11[j][k];
+      T v = x[k];
+      [[unroll]] for (uint q = 0u; q < k; q++) v -= x[q] * l11[k][q];
+      x[k] = v / (l11[k][k] + eps);
     }
     [[unroll]] for (uint k = 0u; k < PB; k++) tile[lid][k] = x[k];
   }

@@ -35,8 +35,7 @@
 // system (y) and nc right-hand sides (x; nc a power of two up to 8), the
 // residuals C - M Y of its columns in shared memory. Panels of PB rows in
 // p's order: invocation j < nc solves column j of the panel against the
-// diagonal block (in shared memory, right-looking: one quotient and one
-// FMA on the critical path a row), then invocation t subtracts the panel's
+// diagonal block (in shared memory), then invocation t subtracts the panel's
 // contribution from rows t, t + 256, ... below it, reading each element of
 // M once for all nc columns, while the next diagonal block's loads are in
 // flight. Workgroup x 0 writes the flags.
@@ -45,15 +44,10 @@
 // workspace: VARIANT 4 copies C into it (and writes the flags); then for
 // each panel, VARIANT 2 solves the panel's rows against its diagonal
 // block, one invocation per right-hand side, and VARIANT 3 subtracts the
-// panel's contribution from every later row, TRB rows of M a workgroup
-// read through shared memory, one invocation per element.
+// panel's contribution from every later row, TRB rows of M and TCW
+// right-hand sides a workgroup, M read through shared memory, one
+// invocation per element.
 // Workgroup y is system pc.b0 + y in those.
-//
-// Quotients by a diagonal element d go through quot(): v times 1 / d
-// (computed when the block is loaded, off the critical path) corrected by
-// one residual step, within an ulp of v / d (correctly rounded where the
-// device fuses fma, which Vulkan leaves to it); operands that make the
-// reciprocal infinite or the result NaN divide instead.
 #include "common.glsl"
 #if T_ID != 10 && T_ID != 11
 #error "trsm.comp is built for f32 and f64"
@@ -108,29 +102,22 @@ uint row_of(uint p, uint n, bool lower) { return lower ? p : n - 1u - p; }
 // Panel width of the blocked solve (kernels/ops.c's TRSM_PANEL).
 #define PB 32
 shared R block[PB][PB + 1];
-// VARIANTS 2 and 5: 1 / block[a][a].
-shared R rinv[PB];
 
 // VARIANT 5: residual (p, j) at rs[p * nc + j]; VARIANT 3: TRB rows of M
 // times the panel's PB columns, rs[r * (PB + 1) + a]. 16 KiB
 // (kernels/ops.c's TRSM_STREAM_BYTES).
 #define RS (16384 / R_BYTES)
 shared R rs[RS];
-// kernels/ops.c's TRSM_UPDATE_ROWS; TRB * (PB + 1) <= RS for 8-byte R.
+// kernels/ops.c's TRSM_UPDATE_ROWS and TRSM_UPDATE_COLS; TRB * (PB + 1)
+// <= RS for 8-byte R.
 #define TRB 56u
+#define TCW 32u
 shared uint zero_diag;
 #define NCMAX 8
 
-// v / d given ri = 1 / d (see the header).
-R quot(R v, R d, R ri) {
-  R q = v * ri;
-  q = fma(fma(-q, d, v), ri, q);
-  if (isinf(ri) || isnan(q)) q = v / d;
-  return q;
-}
 
-// Loads the diagonal block of the panel at p0 (pw rows) into block and
-// rinv; the caller holds a barrier after it.
+// Loads the diagonal block of the panel at p0 (pw rows) into block; the
+// caller holds a barrier after it.
 void load_block(InT M, uint p0, uint pw, uint n, bool lower) {
   uint lid = gl_LocalInvocationID.x;
   for (uint e = lid; e < PB * PB; e += 256u) {
@@ -139,20 +126,20 @@ void load_block(InT M, uint p0, uint pw, uint n, bool lower) {
                                      row_of(p0 + q, n, lower) * pc.m_col])
                            : R(0);
     block[a][q] = v;
-    if (a == q) rinv[a] = R(1) / v;
   }
 }
 
 
-// Solves the panel's pw rows of one column in x against block,
-// right-looking; rows from pw on are left as they are.
+// Solves the panel's pw rows of one column in x against block, each row's
+// sum first and then one division, as Nx.BinaryBackend computes (a
+// right-looking form with reciprocals took 40% longer on the H200: the
+// quotient's correction and its fallback lengthened every row); rows from
+// pw on become 0.
 void solve_block(inout R x[PB], uint pw) {
   [[unroll]] for (uint a = 0u; a < PB; a++) {
-    if (a < pw) {
-      R v = quot(x[a], block[a][a], rinv[a]);
-      x[a] = v;
-      [[unroll]] for (uint q = a + 1u; q < PB; q++) x[q] -= block[q][a] * v;
-    }
+    R v = x[a];
+    [[unroll]] for (uint q = 0u; q < a; q++) v -= block[a][q] * x[q];
+    x[a] = a < pw ? v / block[a][a] : R(0);
   }
 }
 
@@ -256,7 +243,6 @@ void main() {
       [[unroll]] for (uint u = 0u; u < PB * PB / 256; u++) {
         uint e = lid + u * 256u, a = e / PB, q = e % PB;
         block[a][q] = R(pre[u]);
-        if (a == q) rinv[a] = R(1) / R(pre[u]);
       }
       barrier();
     }
@@ -291,14 +277,16 @@ void main() {
     return;
   }
   if (VARIANT == 3u) {
-    // Rows q from p0 + PB on, TRB at a time (workgroup x, grid-stride):
-    // the block of M[q][panel] staged through shared memory (rs), read
-    // along whichever of M's strides is 1, then element (q, c) less that
-    // row of the block times column c of the panel's solutions.
+    // Rows q from p0 + PB on, TRB at a time, and right-hand sides TCW at
+    // a time (workgroup x, grid-stride over both): the block of
+    // M[q][panel] staged through shared memory (rs), read along whichever
+    // of M's strides is 1, then element (q, c) less that row of the block
+    // times column c of the panel's solutions.
     uint p0 = pc.p0, first = p0 + PB, cols = pc.cols;
-    uint nblk = (n - first + TRB - 1u) / TRB;
+    uint nblk = (n - first + TRB - 1u) / TRB, nchunk = (cols + TCW - 1u) / TCW;
     bool by_row = pc.m_col == 1u;
-    for (uint blk = gl_WorkGroupID.x; blk < nblk; blk += gl_NumWorkGroups.x) {
+    for (uint job = gl_WorkGroupID.x; job < nblk * nchunk; job += gl_NumWorkGroups.x) {
+      uint blk = job / nchunk, c0 = (job - blk * nchunk) * TCW, cw = min(TCW, cols - c0);
       uint q0 = first + blk * TRB;
       for (uint e = lid; e < TRB * PB; e += 256u) {
         uint r = by_row ? e / PB : e % TRB, a = by_row ? e % PB : e / TRB;
@@ -307,9 +295,9 @@ void main() {
                                            : R(0);
       }
       barrier();
-      uint total = min(TRB, n - q0) * cols;
+      uint total = min(TRB, n - q0) * cw;
       for (uint e = lid; e < total; e += 256u) {
-        uint r = e / cols, c = e - r * cols;
+        uint r = e / cw, c = c0 + e - r * cw;
         uint cbase = c * pc.c_col;
         R acc[4] = R[4](R(0), R(0), R(0), R(0));
         [[unroll]] for (uint a = 0u; a < PB; a++)

@@ -485,9 +485,9 @@ NXV_TEST(linalg, triangular_solve_edges) {
       free(ib);
     }
     /* A diagonal system of order 300 (one workgroup a system): each
-     * solution is the quotient b / d, within an ulp in f64 (correctly
-     * rounded where the device fuses fma, which Vulkan leaves open), and
-     * f32 solved in double rounds that to f32 as b / d rounds. */
+     * solution is the quotient b / d, within an ulp in f64 (Vulkan leaves
+     * the division's last bit to the device), and f32 solved in double
+     * rounds it to f32 as b / d rounds. */
     {
       size_t n = 300;
       uint64_t rng = 0xd1a6;
