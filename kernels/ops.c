@@ -945,6 +945,13 @@ static bool unary_in_double(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
          d->vk.info.float64 && !d->config.fast_math;
 }
 
+/* pow and atan2 of those types likewise (the binary *_precise modules;
+ * fused programs that hold them take the fused *_precise modules). */
+static bool binary_in_double(nxv_device *d, nxv_binary_op op, nxv_dtype t) {
+  return (t == NXV_F32 || t == NXV_F16 || t == NXV_BF16) && (op == NXV_POW || op == NXV_ATAN2) &&
+         d->vk.info.float64 && !d->config.fast_math;
+}
+
 bool nxv_unary_supported(nxv_device *d, nxv_unary_op op, nxv_dtype t) {
   if ((unsigned)op >= NXV_UNARY_OP_COUNT || !type_ok(d, t)) return false;
   /* The real special functions are evaluated in double only. */
@@ -966,6 +973,10 @@ static nxv_status two_operands(const char *what, const nxv_view *x, const void *
                     nxv_dtype_name(*out_t));
   return NXV_OK;
 }
+
+static nxv_status binary_op(nxv_device *d, nxv_binary_op op, uint32_t rank,
+                            const int64_t *shape, const nxv_view *a, const nxv_view *b,
+                            const void *imm, bool may_defer, nxv_tensor **out);
 
 /* nxv_binary of operands of different types: one of type T (the
  * result's), the other of type U (an integer or narrower float type for a
@@ -992,6 +1003,17 @@ static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
   nxv_dtype t = u_is_a ? tb : ta, u = u_is_a ? ta : tb;
   NXV_TRY(check_type(d, t, name));
   NXV_TRY(check_type(d, u, name));
+  if (binary_in_double(d, op, t)) {
+    /* The mixed modules evaluate in T; pow and atan2 in double take U
+     * converted first. */
+    nxv_tensor *c = NULL;
+    NXV_TRY(nxv_convert(d, t, rank, shape, u_is_a ? a : b, &c));
+    const nxv_view cv = {c, 0, NULL};
+    nxv_status st = binary_op(d, op, rank, shape, u_is_a ? &cv : a, u_is_a ? b : &cv, NULL,
+                              false, out);
+    nxv_tensor_release(c);
+    return st;
+  }
   if (!((binary_ops(t) >> op) & 1u))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "%s is not implemented for %s on device %s", name,
                     nxv_dtype_name(t), d->vk.info.name);
@@ -1028,8 +1050,12 @@ static nxv_status binary_op(nxv_device *d, nxv_binary_op op, uint32_t rank,
     if (deferred) return NXV_OK;
   }
   const nxv_dtype types[3] = {t, t, t};
-  return elementwise(d, nxv_binary_op_name(op), family(NXV_SPV_BINARY_S8, t), op,
-                     2, rank, shape, views, types, t,
+  nxv_spv_module m = family(NXV_SPV_BINARY_S8, t);
+  if (binary_in_double(d, op, t))
+    m = t == NXV_F32 ? NXV_SPV_BINARY_F32_PRECISE
+        : t == NXV_F16 ? NXV_SPV_BINARY_F16_PRECISE
+                       : NXV_SPV_BINARY_BF16_PRECISE;
+  return elementwise(d, nxv_binary_op_name(op), m, op, 2, rank, shape, views, types, t,
                      flat_ok(t) ? EW_VEC4 | EW_WIDE16 : 0u, 2, imm, false, out);
 }
 
@@ -1170,7 +1196,8 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
 }
 
 /* Checks instruction k of a fused program over ninputs inputs of type t;
- * sets *in_double when its op is a transcendental evaluated in double. */
+ * sets *in_double when its op is a transcendental, pow or atan2 evaluated
+ * in double. */
 static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs,
                                     uint32_t k, uint32_t w, bool *in_double) {
   uint32_t cls = w & 3u, op = (w >> 2) & 63u, regs = ninputs + k;
@@ -1200,6 +1227,7 @@ static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs
   case NXV_FUSED_BINARY:
     ok = nxv_binary_supported(d, (nxv_binary_op)op, t);
     name = nxv_binary_op_name((nxv_binary_op)op);
+    if (ok && binary_in_double(d, (nxv_binary_op)op, t)) *in_double = true;
     break;
   case NXV_FUSED_COMPARE:
     ok = op < NXV_COMPARE_OP_COUNT;

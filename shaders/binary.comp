@@ -34,7 +34,7 @@
 #include "common.glsl"
 #if T_KIND == KIND_COMPLEX
 #include "complex.glsl"
-#elif T_KIND == KIND_FLOAT && TC_BITS == 64
+#elif T_KIND == KIND_FLOAT && (TC_BITS == 64 || defined(PRECISE32))
 #include "math64.glsl"
 #endif
 

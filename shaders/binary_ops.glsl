@@ -1,7 +1,8 @@
 // binary_ops.glsl - the binary ops of binary.comp on the compute type TC
 // of T, op following nxv_binary_op in include/nxv.h. Shared by
 // binary.comp and fused.comp. Needs types.glsl first, and complex.glsl for
-// complex T or math64.glsl for f64.
+// complex T or math64.glsl for f64 and PRECISE32 (pow and atan2 of f16,
+// bf16 and f32 in double).
 // Defines the helpers below once, and TC BINARY_FN(BINARY_ARGS TC x, TC y)
 // computing op BINARY_SEL; by default binary_apply(uint op, TC x, TC y).
 // See unary_ops.glsl for why a shader names its specialization constant
@@ -175,7 +176,12 @@ TC BINARY_FN(BINARY_ARGS TC x, TC y) {
   case 3: return fdiv(x, y);
   case 4: return (isnan(x) || isnan(y)) ? nxv_nan() : max(x, y);
   case 5: return (isnan(x) || isnan(y)) ? nxv_nan() : min(x, y);
-#if TC_BITS == 32
+#if TC_BITS == 32 && defined(PRECISE32)
+  // In double (math64.glsl), rounded once: within an ulp of f32 where the
+  // driver's pow and atan are a few ulp off.
+  case 6: return TC(pow64(double(x), double(y)));
+  case 9: return TC(atan2_64(double(x), double(y)));
+#elif TC_BITS == 32
   case 6: return fpow(x, y);
   case 9: return fatan2(x, y);
 #else

@@ -3261,6 +3261,93 @@ NXV_TEST(kernels, transcendental_precision) {
   nxv_device_release(d);
 }
 
+/* f32 pow and atan2 evaluated in double where the device has f64 (unless
+ * fast math), through a binary op, an immediate operand, a fused program
+ * and an integer operand: each result the correctly rounded f32 but for rare double
+ * roundings, as the host's double pow and atan2 rounded to f32. Nx's
+ * example: the 2-norm of [3, 4] as 25 ** 0.5 is exactly 5. */
+NXV_TEST(kernels, pow_atan2_precision) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  nxv_device_info info;
+  REQUIRE_OK(nxv_device_info_get(d, &info));
+  enum { N = 4096 };
+  uint64_t rng = 0x9077;
+  float *x = test_xcalloc(N, sizeof(float)), *y = test_xcalloc(N, sizeof(float));
+  float *got = test_xcalloc(N, sizeof(float));
+  int64_t shape[1] = {N};
+  static const nxv_binary_op ops[2] = {NXV_POW, NXV_ATAN2};
+  for (int k = 0; k < 2; k++) {
+    nxv_binary_op op = ops[k];
+    for (int i = 0; i < N; i++) {
+      if (op == NXV_POW) {
+        x[i] = (float)rnd_log(&rng, 1e-3, 1e3);
+        y[i] = (float)rnd_real(&rng, -8, 8);
+        if (i % 4 == 1) y[i] = (float)(int)y[i]; /* integer exponents */
+      } else {
+        x[i] = (float)rnd_real(&rng, -100, 100);
+        y[i] = (float)rnd_real(&rng, -100, 100);
+      }
+    }
+    if (op == NXV_POW) {
+      x[0] = 25, y[0] = 0.5f;
+      x[1] = 2, y[1] = 0.5f;
+      x[2] = 10, y[2] = -1.5f;
+      x[3] = 7, y[3] = 3;
+    }
+    nxv_tensor *tx, *ty;
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, N, x, &tx));
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, N, y, &ty));
+    nxv_view vx = {tx, 0, NULL}, vy = {ty, 0, NULL};
+    const nxv_view in[2] = {vx, vy};
+    const uint32_t prog[1] = {NXV_FUSED_INSTR(NXV_FUSED_BINARY, op, 0, 1, 0)};
+    int32_t *yi = test_xcalloc(N, sizeof(int32_t));
+    for (int i = 0; i < N; i++) yi[i] = (int32_t)y[i];
+    nxv_tensor *tyi;
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, N, yi, &tyi));
+    nxv_view vyi = {tyi, 0, NULL};
+    /* 0: binary; 1: fused program; 2: the exponent 0.5 as an immediate;
+     * 3: an s32 second operand (a mixed-type op). */
+    for (int path = 0; path < 4; path++) {
+      nxv_tensor *o = NULL;
+      float half = 0.5f;
+      if (path == 0) REQUIRE_OK(nxv_binary(d, op, 1, shape, &vx, &vy, &o));
+      if (path == 1) REQUIRE_OK(nxv_fused(d, NXV_F32, 1, shape, 2, in, 1, prog, &o));
+      if (path == 2) REQUIRE_OK(nxv_binary_scalar(d, op, 1, shape, &vx, false, &half, &o));
+      if (path == 3) REQUIRE_OK(nxv_binary(d, op, 1, shape, &vx, &vyi, &o));
+      memset(got, 0xff, N * sizeof(float));
+      REQUIRE_OK(nxv_tensor_download(o, 0, N, got));
+      int exact = 0;
+      long double worst = 0;
+      for (int i = 0; i < N; i++) {
+        double b = path == 2 ? 0.5 : path == 3 ? (double)yi[i] : y[i];
+        double ref = op == NXV_POW ? pow((double)x[i], b) : atan2((double)x[i], b);
+        long double u = ulp_distance_f32(got[i], (float)ref);
+        if (u == 0) exact++;
+        if (u > worst) worst = u;
+      }
+      if (info.float64) {
+        CHECK_MSG(worst <= 1 && exact >= N - 4, "f32 %s (path %d): %d/%d exact, worst %Lg ulp",
+                  nxv_binary_op_name(op), path, exact, N, worst);
+        if (op == NXV_POW && path < 2) CHECK(got[0] == 5.0f && got[3] == 343.0f);
+        if (op == NXV_POW && path == 2) CHECK(got[0] == 5.0f);
+      } else {
+        CHECK_MSG(worst <= 64, "f32 %s (path %d): worst %Lg ulp", nxv_binary_op_name(op), path,
+                  worst);
+      }
+      nxv_tensor_release(o);
+    }
+    nxv_tensor_release(tx);
+    nxv_tensor_release(ty);
+    nxv_tensor_release(tyi);
+    free(yi);
+  }
+  free(x);
+  free(y);
+  free(got);
+  nxv_device_release(d);
+}
+
 /* Assembling a tensor from parts: a concatenation with conversion, an
  * interior pad, and the refusals. */
 NXV_TEST(kernels, copy_into_assembles_regions) {
