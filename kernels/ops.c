@@ -3409,8 +3409,9 @@ _Static_assert(sizeof(pc_trsm) == 96, "pc_trsm layout");
  * of 4 or 8 bytes: the orders times right-hand sides its one-workgroup
  * variant takes), the most right-hand sides a workgroup of that variant
  * takes (NCMAX), and the largest order it is picked for: on the H200 it
- * took 20-35% less time than the panels up to order 512, and up to 40%
- * more from 1024 on, where one workgroup's reads of M are the limit. */
+ * took less time than the panels up to order 512 (6-24% less with one
+ * right-hand side), and more from order 1024 on (8% at 1024, 42% at 2048),
+ * where one workgroup's reads of M are the limit. */
 #define TRSM_PANEL 32
 #define TRSM_SMALL 128
 #define TRSM_STREAM_BYTES 16384

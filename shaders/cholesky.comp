@@ -163,8 +163,9 @@ void solve_panel(uint n, uint m, uint c0, T eps, OutT L) {
 // and columns from c0 + PB on, m of them) per workgroup, tile index
 // ti (ti + 1) / 2 + tk = workgroup x: element (i, k), k <= i, less the sum
 // over the panel's PB columns of L[i][c] L[k][c]. Invocation t takes row
-// t / 8 of the tile and its 4 columns from (t mod 8) * 4. Row ti of the
-// tiles in tile[0..31], row tk in tile[32..63].
+// t / 8 of the tile and its 4 columns from (t mod 8) * 4. The panel's
+// columns of the tile's rows i are in tile[0..31], of its rows k in
+// tile[32..63].
 
 void update_trailing(uint n, uint m, uint c0, OutT L) {
   uint t = gl_WorkGroupID.x;

@@ -115,7 +115,6 @@ shared R rs[RS];
 shared uint zero_diag;
 #define NCMAX 8
 
-
 // Loads the diagonal block of the panel at p0 (pw rows) into block; the
 // caller holds a barrier after it.
 void load_block(InT M, uint p0, uint pw, uint n, bool lower) {
@@ -128,7 +127,6 @@ void load_block(InT M, uint p0, uint pw, uint n, bool lower) {
     block[a][q] = v;
   }
 }
-
 
 // Solves the panel's pw rows of one column in x against block, each row's
 // sum first and then one division, as Nx.BinaryBackend computes (a
