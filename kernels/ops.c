@@ -1005,10 +1005,23 @@ static nxv_status binary_mixed(nxv_device *d, nxv_binary_op op, uint32_t rank,
   NXV_TRY(check_type(d, u, name));
   if (binary_in_double(d, op, t)) {
     /* The mixed modules evaluate in T; pow and atan2 in double take U
-     * converted first. */
+     * converted first: its whole tensor, read through the same view, when
+     * that is no larger than the result (a broadcast is not materialized),
+     * else the view made dense. */
+    const nxv_view *uv = u_is_a ? a : b;
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < rank; i++) n *= (uint64_t)shape[i];
     nxv_tensor *c = NULL;
-    NXV_TRY(nxv_convert(d, t, rank, shape, u_is_a ? a : b, &c));
-    const nxv_view cv = {c, 0, NULL};
+    nxv_view cv = {NULL, 0, NULL};
+    if (uv->tensor->count <= n) {
+      const int64_t whole = (int64_t)uv->tensor->count;
+      const nxv_view all = {uv->tensor, 0, NULL};
+      NXV_TRY(nxv_convert(d, t, 1, &whole, &all, &c));
+      cv = (nxv_view){c, uv->offset, uv->strides};
+    } else {
+      NXV_TRY(nxv_convert(d, t, rank, shape, uv, &c));
+      cv.tensor = c;
+    }
     nxv_status st = binary_op(d, op, rank, shape, u_is_a ? &cv : a, u_is_a ? b : &cv, NULL,
                               false, out);
     nxv_tensor_release(c);

@@ -155,23 +155,20 @@ void main() {
 #endif
   WorkR W = WorkR(pc.work + celems * uint64_t(R_BYTES));
 
-  if ((VARIANT == 1u || VARIANT == 4u) && gl_WorkGroupID.x == 0u && lid == 0u) {
-    uint zero = 0u;
-    for (uint i = 0u; i < n; i++)
-      if (M.v[i * (pc.m_row + pc.m_col)] == T(0)) zero = 1u;
-    FlagRef(pc.singular).v[b] = zero;
+  // Workgroup x 0 of VARIANTS 1, 4 and 5 writes the system's flag, the
+  // diagonal read by every invocation (uniform: the condition holds for
+  // the whole workgroup).
+  if ((VARIANT == 1u || VARIANT == 4u || VARIANT == 5u) && gl_WorkGroupID.x == 0u) {
+    if (lid == 0u) zero_diag = 0u;
+    barrier();
+    for (uint i = lid; i < n; i += 256u)
+      if (M.v[i * (pc.m_row + pc.m_col)] == T(0)) atomicOr(zero_diag, 1u);
+    barrier();
+    if (lid == 0u) FlagRef(pc.singular).v[b] = zero_diag;
   }
   if (VARIANT == 5u) {
     uint c0 = gl_WorkGroupID.x * nc;
     uint ncw = c0 < pc.cols ? min(nc, pc.cols - c0) : 0u;
-    if (gl_WorkGroupID.x == 0u) {
-      if (lid == 0u) zero_diag = 0u;
-      barrier();
-      for (uint i = lid; i < n; i += 256u)
-        if (M.v[i * (pc.m_row + pc.m_col)] == T(0)) atomicOr(zero_diag, 1u);
-      barrier();
-      if (lid == 0u) FlagRef(pc.singular).v[b] = zero_diag;
-    }
     if (ncw == 0u) return; // uniform
     for (uint e = lid; e < n * nc; e += 256u) {
       uint p = e / nc, j = e - p * nc;

@@ -3263,7 +3263,7 @@ NXV_TEST(kernels, transcendental_precision) {
 
 /* f32 pow and atan2 evaluated in double where the device has f64 (unless
  * fast math), through a binary op, an immediate operand, a fused program
- * and an integer operand: each result the correctly rounded f32 but for rare double
+ * and an integer operand (dense or a strided view): each result the correctly rounded f32 but for rare double
  * roundings, as the host's double pow and atan2 rounded to f32. Nx's
  * example: the 2-norm of [3, 4] as 25 ** 0.5 is exactly 5. */
 NXV_TEST(kernels, pow_atan2_precision) {
@@ -3306,21 +3306,30 @@ NXV_TEST(kernels, pow_atan2_precision) {
     nxv_tensor *tyi;
     REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, N, yi, &tyi));
     nxv_view vyi = {tyi, 0, NULL};
+    /* The same s32 values at odd places of a tensor twice as long. */
+    int32_t *yw = test_xcalloc(2 * N + 1, sizeof(int32_t));
+    for (int i = 0; i < N; i++) yw[1 + 2 * i] = yi[i];
+    nxv_tensor *tyw;
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, 2 * N + 1, yw, &tyw));
+    const int64_t every_other[1] = {2};
+    nxv_view vyw = {tyw, 1, every_other};
     /* 0: binary; 1: fused program; 2: the exponent 0.5 as an immediate;
-     * 3: an s32 second operand (a mixed-type op). */
-    for (int path = 0; path < 4; path++) {
+     * 3: an s32 second operand (a mixed-type op); 4: the same through a
+     * strided view of a larger tensor. */
+    for (int path = 0; path < 5; path++) {
       nxv_tensor *o = NULL;
       float half = 0.5f;
       if (path == 0) REQUIRE_OK(nxv_binary(d, op, 1, shape, &vx, &vy, &o));
       if (path == 1) REQUIRE_OK(nxv_fused(d, NXV_F32, 1, shape, 2, in, 1, prog, &o));
       if (path == 2) REQUIRE_OK(nxv_binary_scalar(d, op, 1, shape, &vx, false, &half, &o));
       if (path == 3) REQUIRE_OK(nxv_binary(d, op, 1, shape, &vx, &vyi, &o));
+      if (path == 4) REQUIRE_OK(nxv_binary(d, op, 1, shape, &vx, &vyw, &o));
       memset(got, 0xff, N * sizeof(float));
       REQUIRE_OK(nxv_tensor_download(o, 0, N, got));
       int exact = 0;
       long double worst = 0;
       for (int i = 0; i < N; i++) {
-        double b = path == 2 ? 0.5 : path == 3 ? (double)yi[i] : y[i];
+        double b = path == 2 ? 0.5 : path >= 3 ? (double)yi[i] : y[i];
         double ref = op == NXV_POW ? pow((double)x[i], b) : atan2((double)x[i], b);
         long double u = ulp_distance_f32(got[i], (float)ref);
         if (u == 0) exact++;
@@ -3340,7 +3349,9 @@ NXV_TEST(kernels, pow_atan2_precision) {
     nxv_tensor_release(tx);
     nxv_tensor_release(ty);
     nxv_tensor_release(tyi);
+    nxv_tensor_release(tyw);
     free(yi);
+    free(yw);
   }
   free(x);
   free(y);
