@@ -5,6 +5,7 @@
 #   mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE]
 #                            [--no-singular-check] [--types LIST]
 #                            [--cholesky CASES] [--solve CASES]
+#                            [--chained auto|always|never]
 #
 # For each case (f32 and f64; a batch of symmetric positive definite
 # matrices for `Nx.LinAlg.cholesky/1`, a batch of lower triangular systems
@@ -34,6 +35,11 @@
 # right-hand sides) replace the default cases, an empty list skipping the
 # op.
 #
+# `--chained` opens the device with that `chained_solve` option (default
+# `auto`: on GPUs, solves of order 129 and more with at most 8
+# right-hand sides are one dispatch of workgroups that wait on one
+# another's rows; `never` takes the one-workgroup and panel kernels).
+#
 # `--csv-out FILE` writes the figures in the shared schema
 # (`impl,test,dtype,shape,metric,value`; impl `nx_vulkan_nx` and
 # `nx_binary`).
@@ -46,7 +52,8 @@
       singular_check: :boolean,
       types: :string,
       cholesky: :string,
-      solve: :string
+      solve: :string,
+      chained: :string
     ]
   )
 
@@ -57,7 +64,8 @@ usage = fn ->
   IO.puts(
     :stderr,
     "usage: mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE] " <>
-      "[--no-singular-check] [--types f32,f64] [--cholesky BxN,...] [--solve BxNxC,...]"
+      "[--no-singular-check] [--types f32,f64] [--cholesky BxN,...] [--solve BxNxC,...] " <>
+      "[--chained auto|always|never]"
   )
 
   System.halt(2)
@@ -98,11 +106,18 @@ types =
       end
   end
 
+chained =
+  case Keyword.get(opts, :chained, "auto") do
+    c when c in ["auto", "always", "never"] -> String.to_atom(c)
+    _ -> usage.()
+  end
+
 Application.put_env(:nx_vulkan, :singular_check, Keyword.get(opts, :singular_check, true))
 Nx.default_backend(Nx.Vulkan.Backend)
 index = Nx.Vulkan.default_device_index()
+Nx.Vulkan.reopen(index, %{chained_solve: chained})
 info = Nx.Vulkan.NIF.device_info(index)
-IO.puts("device: #{info.name}\n")
+IO.puts("device: #{info.name}, chained_solve: #{chained}\n")
 
 # {batch, n} for Cholesky; {batch, n, right-hand sides} for the solves.
 cholesky_cases =

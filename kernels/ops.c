@@ -3435,6 +3435,31 @@ _Static_assert(sizeof(pc_trsm) == 96, "pc_trsm layout");
 #define TRSM_UPDATE_ROWS 56
 #define TRSM_UPDATE_COLS 32
 
+typedef struct pc_trsv { /* trsv.comp */
+  uint64_t a, c, y, work, singular, sync, c_batch;
+  uint32_t m_row, m_col, c_row, c_col;
+  uint32_t n, cols, batch, flags, b0, nblk, pad0, pad1;
+} pc_trsv;
+_Static_assert(sizeof(pc_trsv) == 104, "pc_trsv layout");
+
+/* trsv.comp's rows a workgroup (B) and most right-hand sides (NCMAX). */
+#define TRSV_BLOCK 32
+#define TRSV_COLS 8
+
+/* Whether the solve of order n with cols right-hand sides is one trsv.comp
+ * dispatch of workgroups chained by flags, and its variant: solved values
+ * cross a block's rows by subgroup shuffles where subgroups have at least
+ * 32 invocations (1), else through shared memory (0). The module declares
+ * the shuffle capability, so devices without shuffles never take it. */
+static bool trsv_chained(nxv_device *d, uint64_t n, uint64_t cols, uint32_t *out_variant) {
+  const nxv_device_info *i = &d->vk.info;
+  if (d->config.chained_solve < 0 || n <= TRSM_SMALL || cols == 0 || cols > TRSV_COLS ||
+      !(i->subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT))
+    return false;
+  *out_variant = i->subgroup_size >= 32 && i->subgroup_min_size >= 32 ? 1 : 0;
+  return true;
+}
+
 /* One trsm.comp dispatch: use is {a, b, x, flags, workspace or NULL}, the
  * first two read, the others written. */
 static nxv_status trsm_step(nxv_device *d, nxv_spv_module mod, const pc_trsm *pc,
@@ -3496,14 +3521,23 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   if (stream && schunks > d->vk.info.max_workgroup_count[0])
     return nxv_fail(NXV_ERR_UNSUPPORTED, "triangular_solve: %llu right-hand sides exceed the "
                     "device's grid", (unsigned long long)cols);
-  nxv_tensor *x = NULL, *flags = NULL, *work = NULL;
+  uint32_t trsv_variant = 0;
+  bool chained = !small && trsv_chained(d, n, cols, &trsv_variant);
+  uint64_t nblk = (n + TRSV_BLOCK - 1) / TRSV_BLOCK;
+  nxv_tensor *x = NULL, *flags = NULL, *work = NULL, *sync = NULL;
   NXV_TRY(nxv_tensor_new(d, t, batch * n * cols, &x));
   nxv_status st = nxv_tensor_new(d, NXV_U32, batch, &flags);
-  if (st == NXV_OK && wide && !small && !stream)
+  if (st == NXV_OK && wide && !small && (chained || !stream))
     st = nxv_tensor_new(d, NXV_F64, batch * n * cols, &work);
+  if (st == NXV_OK && chained) {
+    /* Each system's ticket and block flags, zero. */
+    uint32_t zero = 0;
+    st = nxv_fill(d, NXV_U32, batch * (nblk + 1), &zero, &sync);
+  }
   if (st != NXV_OK) {
     nxv_tensor_release(x);
     if (flags) nxv_tensor_release(flags);
+    if (work) nxv_tensor_release(work);
     return st;
   }
   /* M = op(A) on the left; on the right X op(A) = B is op(A)^T X^T = B^T.
@@ -3516,6 +3550,33 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   nxv_spv_module mod = wide ? NXV_SPV_TRSM_F32_WIDE
                        : t == NXV_F32 ? NXV_SPV_TRSM_F32 : NXV_SPV_TRSM_F64;
   nxv_tensor *use[5] = {s->a, s->b, x, flags, work};
+  if (chained) {
+    nxv_spv_module vmod = wide ? NXV_SPV_TRSV_F32_WIDE
+                          : t == NXV_F32 ? NXV_SPV_TRSV_F32 : NXV_SPV_TRSV_F64;
+    nxv_tensor *vuse[6] = {s->a, s->b, x, flags, work, sync};
+    uint32_t ymax = d->vk.info.max_workgroup_count[1];
+    for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += ymax) {
+      uint32_t nb = (uint32_t)(batch - b0 < ymax ? batch - b0 : ymax);
+      pc_trsv pc = {.a = s->a->buf->addr, .c = s->b->buf->addr, .y = x->buf->addr,
+                    .work = (work ? work : x)->buf->addr, .singular = flags->buf->addr,
+                    .sync = sync->buf->addr, .c_batch = n * cols, .m_row = m_row,
+                    .m_col = m_col, .c_row = c_row, .c_col = c_col, .n = (uint32_t)n,
+                    .cols = (uint32_t)cols, .batch = (uint32_t)batch,
+                    .flags = m_lower ? 1u : 0u, .b0 = (uint32_t)b0, .nblk = (uint32_t)nblk};
+      st = push_grid(d, vmod, trsv_variant, &pc, sizeof pc, (uint32_t)nblk, nb,
+                     nb * n * n * cols, vuse, 6, 2);
+    }
+    if (work) nxv_tensor_release(work); /* the nodes hold the buffers */
+    nxv_tensor_release(sync);
+    if (st != NXV_OK) {
+      nxv_tensor_release(x);
+      nxv_tensor_release(flags);
+      return st;
+    }
+    *out_x = x;
+    *out_singular = flags;
+    return NXV_OK;
+  }
   uint32_t ymax = d->vk.info.max_workgroup_count[1];
   uint64_t elems = n * cols;
   for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += ymax) {

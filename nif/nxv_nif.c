@@ -440,6 +440,13 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
     else if (enif_is_identical(dk, mk_atom(env, "never"))) cfg.download_kernel = -1;
     else bad = true;
   }
+  ERL_NIF_TERM cs;
+  if (enif_get_map_value(env, argv[1], mk_atom(env, "chained_solve"), &cs)) {
+    if (enif_is_identical(cs, mk_atom(env, "auto"))) cfg.chained_solve = 0;
+    else if (enif_is_identical(cs, mk_atom(env, "always"))) cfg.chained_solve = 1;
+    else if (enif_is_identical(cs, mk_atom(env, "never"))) cfg.chained_solve = -1;
+    else bad = true;
+  }
   ERL_NIF_TERM dir;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "cache_dir"), &dir)) {
     ErlNifBinary b;

@@ -156,6 +156,8 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
   nxv_status st = nxv_vk_open(idx, &d->vk);
   if (st == NXV_OK && d->config.download_kernel == 0)
     d->config.download_kernel = d->vk.info.type == NXV_DEVICE_CPU ? -1 : 1;
+  if (st == NXV_OK && d->config.chained_solve == 0)
+    d->config.chained_solve = d->vk.info.type == NXV_DEVICE_CPU ? -1 : 1;
   if (st == NXV_OK)
     st = nxv_pool_create(&d->vk, d->config.pool_limit_bytes, d->config.pool_chunk_bytes,
                          !d->config.unmapped_small, &d->pool);

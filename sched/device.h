@@ -30,7 +30,7 @@ struct nxv_device {
                                    what the device's threads read */
   NXV_LINE_ALIGNED nxv_vk vk;   /* owned */
   nxv_device_config config;     /* resolved (no zero fields; download_kernel
-                                   1 or -1); cache_dir points into
+                                   and chained_solve 1 or -1); cache_dir points into
                                    cache_dir_buf */
   char cache_dir_buf[512];
   nxv_pool *pool;               /* owned */

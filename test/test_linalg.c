@@ -9,9 +9,12 @@
  * their output parameters alone.
  */
 #include <math.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "test.h"
 
@@ -405,10 +408,12 @@ NXV_TEST(linalg, triangular_solve) {
 }
 
 /* Orders beyond 512 are solved in panels of 32 rows, 512 in one
- * dispatch. */
+ * dispatch (the chained solve off: on GPUs it takes these systems of at
+ * most 8 right-hand sides). */
 NXV_TEST(linalg, triangular_solve_panels) {
   for (int fast = 0; fast < 2; fast++) {
-    nxv_device *d = fast ? open_fast_math() : test_open_device();
+    nxv_device *d = test_open_device_with((nxv_device_config){.fast_math = fast,
+                                                              .chained_solve = -1});
     REQUIRE(d);
     uint64_t rng = 0x9a1e1;
     for (size_t ti = 0; ti < 2; ti++) {
@@ -419,6 +424,143 @@ NXV_TEST(linalg, triangular_solve_panels) {
       check_trsm(d, &rng, t, 1, 512, 9, true, true, true, fast);
     }
     nxv_device_release(d);
+  }
+}
+
+extern char **environ;
+
+/* Runs this test binary on the test named name in a child process with
+ * LP_NUM_THREADS=1 added to the environment; returns its exit status, -1
+ * when it could not run. */
+static int run_single_threaded_child(const char *name) {
+  char self[1024];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return -1;
+  self[len] = 0;
+  size_t count = 0;
+  while (environ[count]) count++;
+  char **env = test_xcalloc(count + 2, sizeof *env);
+  size_t k = 0;
+  for (size_t i = 0; i < count; i++)
+    if (strncmp(environ[i], "LP_NUM_THREADS=", 15) != 0) env[k++] = environ[i];
+  env[k++] = "LP_NUM_THREADS=1";
+  char *argv[] = {self, (char *)name, NULL};
+  pid_t pid;
+  int status = 0, rc = -1;
+  if (posix_spawn(&pid, self, NULL, NULL, argv, env) == 0 && waitpid(pid, &status, 0) == pid &&
+      WIFEXITED(status))
+    rc = WEXITSTATUS(status);
+  free(env);
+  return rc;
+}
+
+/* One solve of order n on a device opened with chained_solve (without
+ * poisoned outputs, whose fills would count) queues want ops: a chained
+ * solve a fill of its flags and one dispatch, the one-workgroup form one
+ * dispatch, the panels more. */
+static void check_chained_ops(int chained, nxv_dtype t, size_t n, size_t cols, size_t want) {
+  nxv_device_config config = {.disable_disk_cache = true, .chained_solve = chained};
+  nxv_device *d = NULL;
+  REQUIRE_OK(nxv_device_open(-1, &config, &d));
+  size_t es = nxv_dtype_size(t);
+  void *ab = test_xcalloc(n * n, es), *bb = test_xcalloc(n * cols, es);
+  for (size_t i = 0; i < n; i++) put(t, ab, i * n + i, 2);
+  nxv_tensor *ta = upload(d, t, n * n, ab), *tb = upload(d, t, n * cols, bb), *x = NULL, *f = NULL;
+  REQUIRE(ta && tb);
+  nxv_stats before, after;
+  REQUIRE_OK(nxv_device_stats(d, &before));
+  nxv_trsm_desc desc = {.batch = 1, .n = n, .cols = cols, .a = ta, .b = tb, .lower = true,
+                        .left_side = true};
+  REQUIRE_OK(nxv_triangular_solve(d, &desc, &x, &f));
+  REQUIRE_OK(nxv_device_stats(d, &after));
+  CHECK_MSG(after.ops_enqueued - before.ops_enqueued == want,
+            "order %zu, %zu rhs: %llu ops queued, want %zu", n, cols,
+            (unsigned long long)(after.ops_enqueued - before.ops_enqueued), want);
+  nxv_tensor_release(x);
+  nxv_tensor_release(f);
+  nxv_tensor_release(ta);
+  nxv_tensor_release(tb);
+  nxv_device_release(d);
+  free(ab);
+  free(bb);
+}
+
+/* The chained solve (trsv.comp): blocks of 32 rows, one workgroup each,
+ * taken in ticket order, each waiting on the blocks before it. On CPU
+ * devices it runs in a child process with LP_NUM_THREADS=1 (llvmpipe then
+ * runs the workgroups one after another, in order: no block waits); on
+ * GPUs the blocks wait on one another. Every option, orders around the
+ * block size, 1 to 8 right-hand sides, batches, f32 in double and in f32. */
+NXV_TEST(linalg, triangular_solve_chained) {
+  nxv_device *probe = test_open_device();
+  REQUIRE(probe);
+  nxv_device_info info;
+  REQUIRE_OK(nxv_device_info_get(probe, &info));
+  nxv_device_release(probe);
+  const char *lp = getenv("LP_NUM_THREADS");
+  if (info.type == NXV_DEVICE_CPU && !(lp && strcmp(lp, "1") == 0)) {
+    int rc = run_single_threaded_child("linalg.triangular_solve_chained");
+    CHECK_MSG(rc == 0, "the single-threaded child exited with %d", rc);
+    return;
+  }
+  static const size_t shapes[][3] = {{1, 129, 1}, {2, 130, 8}, {3, 200, 5}, {1, 257, 1},
+                                     {1, 256, 2}, {4, 161, 3}, {1, 1000, 1}, {1, 700, 7}};
+  for (int fast = 0; fast < 2; fast++) {
+    nxv_device *d = test_open_device_with((nxv_device_config){.fast_math = fast,
+                                                              .chained_solve = 1});
+    REQUIRE(d);
+    uint64_t rng = 0xc4a1;
+    for (size_t ti = 0; ti < 2; ti++) {
+      nxv_dtype t = kTypes[ti];
+      if (fast && t == NXV_F64) continue;
+      for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int o = 0; o < 8; o++) {
+          if (shapes[s][1] >= 700 && o != 0 && o != 7) continue;
+          check_trsm(d, &rng, t, shapes[s][0], shapes[s][1], shapes[s][2], o & 1, o & 2, o & 4,
+                     fast);
+        }
+    }
+    nxv_device_release(d);
+  }
+  /* Zeros on the diagonal in the first, a middle and the last block set
+   * the flag (bit 0 alone: no wait gave up); a system without one does
+   * not. */
+  nxv_device *d = test_open_device_with((nxv_device_config){.chained_solve = 1});
+  REQUIRE(d);
+  for (size_t ti = 0; ti < 2; ti++) {
+    nxv_dtype t = kTypes[ti];
+    size_t es = nxv_dtype_size(t), n = 200;
+    static const size_t zeros[] = {0, 100, 199, 200};
+    void *bb = test_xcalloc(n, es);
+    nxv_tensor *tb = upload(d, t, n, bb);
+    REQUIRE(tb);
+    for (size_t z = 0; z < 4; z++) {
+      void *ab = test_xcalloc(n * n, es);
+      for (size_t i = 0; i < n; i++) put(t, ab, i * n + i, i == zeros[z] ? 0 : 1);
+      nxv_tensor *ta = upload(d, t, n * n, ab), *x = NULL, *f = NULL;
+      REQUIRE(ta);
+      nxv_trsm_desc desc = {.batch = 1, .n = n, .cols = 1, .a = ta, .b = tb, .lower = z & 1,
+                            .left_side = true};
+      REQUIRE_OK(nxv_triangular_solve(d, &desc, &x, &f));
+      uint32_t *flags = download(f, 1, 4);
+      if (flags)
+        CHECK_MSG(flags[0] == (zeros[z] < n ? 1u : 0u), "%s zero at %zu: flag %u",
+                  nxv_dtype_name(t), zeros[z], flags[0]);
+      free(flags);
+      nxv_tensor_release(x);
+      nxv_tensor_release(f);
+      nxv_tensor_release(ta);
+      free(ab);
+    }
+    nxv_tensor_release(tb);
+    free(bb);
+  }
+  nxv_device_release(d);
+  for (size_t ti = 0; ti < 2; ti++) {
+    check_chained_ops(1, kTypes[ti], 300, 1, 2);
+    check_chained_ops(1, kTypes[ti], 300, 8, 2);
+    check_chained_ops(1, kTypes[ti], 300, 9, 1); /* more than 8: one workgroup */
+    check_chained_ops(-1, kTypes[ti], 300, 1, 1);
   }
 }
 

@@ -109,6 +109,12 @@ for t in f32:10 f64:11; do
 done
 # f32 triangular solves in double on devices with f64.
 echo "trsm_f32_wide trsm.comp -DT_ID=10 -DWIDE=1"
+# Triangular solves with few right-hand sides, workgroups handing rows to
+# one another (the Vulkan memory model).
+for t in f32:10 f64:11; do
+  echo "trsv_${t%%:*} trsv.comp -DT_ID=${t#*:}"
+done
+echo "trsv_f32_wide trsv.comp -DT_ID=10 -DWIDE=1"
 # pow and atan2 of f16, bf16 and f32 evaluated in double on devices with
 # f64, as the transcendentals are.
 for t in f16:8 bf16:9 f32:10; do

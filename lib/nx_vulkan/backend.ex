@@ -2578,7 +2578,7 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     # Triangular systems for every system of the batch and every option
     # (lower or upper, either side, A transposed), types as cholesky/2
-    # takes them: one dispatch up to order 128, panels of 32 rows beyond.
+    # takes them (nxv_triangular_solve picks the kernels).
     # A zero on a diagonal raises Nx's error, which needs the kernel's
     # flags: one small download, so the call waits for the solve. With
     # `config :nx_vulkan, :singular_check, false` it does not wait, and a
@@ -2606,9 +2606,8 @@ if Code.ensure_loaded?(Nx.Backend) do
               NIF.triangular_solve(ra, rb, batch, n, cols, lower, left, transpose)
             end)
 
-          if Application.get_env(:nx_vulkan, :singular_check, true) and
-               :binary.match(download(singular, 0, batch), <<1>>) != :nomatch do
-            raise ArgumentError, "can't solve for singular matrix"
+          if Application.get_env(:nx_vulkan, :singular_check, true) do
+            check_solve_flags(download(singular, 0, batch))
           end
 
           wrap(out, linalg_result(x, compute, out, index), index)
@@ -2620,6 +2619,26 @@ if Code.ensure_loaded?(Nx.Backend) do
             [out, a, b, opts],
             no_kernel(:triangular_solve, out_type, index)
           )
+      end
+    end
+
+    # The solve's u32 flag per system: bit 0 a zero on the diagonal, bit 1
+    # a chained solve whose wait gave up (its workgroups did not run
+    # together: llvmpipe with `chained_solve: :always`).
+    defp check_solve_flags(flags) do
+      bits = for <<f::little-unsigned-32 <- flags>>, reduce: 0, do: (acc -> Bitwise.bor(acc, f))
+
+      cond do
+        Bitwise.band(bits, 2) != 0 ->
+          raise RuntimeError,
+                "triangular_solve: the device did not run the solve's workgroups together " <>
+                  "(a wait gave up); open the device with chained_solve: :never"
+
+        Bitwise.band(bits, 1) != 0 ->
+          raise ArgumentError, "can't solve for singular matrix"
+
+        true ->
+          :ok
       end
     end
 

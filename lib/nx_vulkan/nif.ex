@@ -58,7 +58,7 @@ defmodule Nx.Vulkan.NIF do
   :disable_disk_cache, :poison_outputs, :fast_math, :unmapped_small,
   :no_latency_timing, :no_gpu_timestamps, :no_round_trip_submit, :defer_elementwise,
   :no_spirv_prune`,
-  `:download_kernel` (`:auto`,
+  `:download_kernel` and `:chained_solve` (`:auto`,
   `:always` or `:never`), `:reorder_window` (0..64, 0 the default, or
   `:off`), `:pipeline_threads` (1..64, `:auto` for half the CPUs, or
   `:off`/0; unset, `NX_VULKAN_PIPELINE_THREADS` decides, else none),
