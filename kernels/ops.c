@@ -3442,9 +3442,13 @@ typedef struct pc_trsv { /* trsv.comp */
 } pc_trsv;
 _Static_assert(sizeof(pc_trsv) == 104, "pc_trsv layout");
 
-/* trsv.comp's rows a workgroup (B) and most right-hand sides (NCMAX). */
+/* trsv.comp's rows a workgroup (B), most right-hand sides (NCMAX), and
+ * the signalling NaNs its workspace holds until a value is solved
+ * (SENTINEL: no arithmetic produces them). */
 #define TRSV_BLOCK 32
 #define TRSV_COLS 8
+#define TRSV_SENTINEL_F32 0x7F80BEEFu
+#define TRSV_SENTINEL_F64 0x7FF00000DEADBEEFull
 
 /* Whether the solve of order n with cols right-hand sides is one trsv.comp
  * dispatch of workgroups chained by flags, and its variant: solved values
@@ -3525,14 +3529,22 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   bool chained = !small && trsv_chained(d, n, cols, &trsv_variant);
   uint64_t nblk = (n + TRSV_BLOCK - 1) / TRSV_BLOCK;
   nxv_tensor *x = NULL, *flags = NULL, *work = NULL, *sync = NULL;
-  NXV_TRY(nxv_tensor_new(d, t, batch * n * cols, &x));
+  /* A chained solve's workspace (x itself unless wide) holds trsv.comp's
+   * sentinel until each value is solved; its sync words start at zero. */
+  uint32_t s32 = TRSV_SENTINEL_F32;
+  uint64_t s64 = TRSV_SENTINEL_F64;
+  if (chained && !wide)
+    NXV_TRY(nxv_fill(d, t, batch * n * cols, t == NXV_F32 ? (void *)&s32 : (void *)&s64, &x));
+  else
+    NXV_TRY(nxv_tensor_new(d, t, batch * n * cols, &x));
   nxv_status st = nxv_tensor_new(d, NXV_U32, batch, &flags);
-  if (st == NXV_OK && wide && !small && (chained || !stream))
+  if (st == NXV_OK && wide && chained)
+    st = nxv_fill(d, NXV_F64, batch * n * cols, &s64, &work);
+  else if (st == NXV_OK && wide && !small && !stream)
     st = nxv_tensor_new(d, NXV_F64, batch * n * cols, &work);
   if (st == NXV_OK && chained) {
-    /* Each system's ticket and block flags, zero. */
     uint32_t zero = 0;
-    st = nxv_fill(d, NXV_U32, batch * (nblk + 1), &zero, &sync);
+    st = nxv_fill(d, NXV_U32, batch * 2, &zero, &sync);
   }
   if (st != NXV_OK) {
     nxv_tensor_release(x);

@@ -19,59 +19,84 @@
 // atomic ticket, not by their ids: the workgroup holding block k waits
 // only on blocks 0..k-1, whose workgroups had started before it, so the
 // solve progresses on any device that keeps running the workgroups it has
-// started, however few of them run at once. Block k:
+// started, however few of them run at once.
+//
+// Solved values cross workgroups by themselves: the workspace (pc.work, Y
+// itself unless WIDE) holds SENTINEL, a signalling NaN that no arithmetic
+// produces, before the dispatch (the host fills it), and an invocation
+// that needs a solved value polls its element until it differs. So each
+// value is its own flag: no flag word, no ordering between values. Block
+// k:
 // - loads its diagonal block into shared memory and its right-hand sides;
-// - for the blocks j < k in order, as soon as block j's flag is set (one
-//   invocation polls it), subtracts M[block k][block
-//   j] Y[block j] from its residuals; M's elements of the next block are
-//   loaded before the wait, so only Y's loads follow the flag;
-// - solves its rows against the diagonal block, each row's sum first and
-//   then one division (Nx.BinaryBackend's quotient), the rows of the block
-//   in one subgroup of 32 invocations per right-hand side exchanging each
-//   solved value by a shuffle (VARIANT 1; devices with subgroups of 32 or
-//   more), or through shared memory with a barrier a row (VARIANT 0);
-// - writes its rows of Y (and of the workspace), then, after a buffer
-//   memory barrier and the workgroup's barrier, sets its flag.
-// Flags are u32 words at pc.sync, per system: the ticket counter, then one
-// flag per block (all zero before the dispatch): 1, | 2 when a block up to
-// this one has a zero on M's diagonal, | 4 when a wait up to this one gave
-// up. The last block writes singular[b]: 1 for a zero on the diagonal (the
-// host raises Nx's error), | 2 when a wait gave up after SPIN_LIMIT polls
-// (or llvmpipe ended the loop: gallivm ends an invocation's loops after
-// 65535 iterations in all), in which case the solution is not valid.
+// - subtracts M[block k][block j] Y[block j] for the blocks j < k - 1,
+//   each invocation polling the solved values it multiplies, then sums the
+//   invocations' parts through shared memory;
+// - VARIANT 1 (subgroups of at least 32; the host checks): one subgroup of
+//   32 invocations per right-hand side, invocation r holding row r, polls
+//   block k - 1's values (one each, exchanged by shuffles), subtracts that
+//   block's part (row r of M's block loaded before the wait), then solves
+//   the block's rows, each solved value shuffled to the later rows;
+//   VARIANT 0: block k - 1 with the others, and the solved values through
+//   shared memory, a barrier a row;
+// - writes its solved values.
+// A row is solved as its sum, then the quotient over M's diagonal element:
+// y = x * r corrected once by the residual x - y d (r = 1 / d computed
+// before the sums are known, so the division leaves the chain of
+// dependent rows), which gives the quotient within an ulp; a block with a
+// diagonal element of magnitude outside [2^-(RANGE), 2^RANGE] (zero, NaN,
+// subnormal or huge, where the reciprocal loses precision) divides
+// instead.
+//
+// pc.sync holds two u32 words per system, zero before the dispatch: the
+// ticket counter, and the bits of the waits that gave up (LATE: after
+// SPIN_LIMIT polls, or when llvmpipe ended the loop: gallivm ends an
+// invocation's loops after 65535 iterations in all). The last block also
+// checks the whole diagonal and writes singular[b]: 1 for a zero on it
+// (the host raises Nx's error), | 2 when a wait gave up (the solution is
+// then not valid).
 //
 // With WIDE (f32 on devices with f64) the solve runs in double: each
-// solution is rounded to f32 once into Y, and kept in double in the
-// workspace at pc.work (laid out as Y with 8-byte elements), which the
-// later blocks read; otherwise pc.work is pc.y.
+// solution is rounded to f32 once into Y and kept in double in the
+// workspace (laid out as Y with 8-byte elements), which later blocks read.
 #include "common.glsl"
 #if T_ID != 10 && T_ID != 11
 #error "trsv.comp is built for f32 and f64"
 #endif
 
-#ifdef WIDE
+#if defined(WIDE) || T_ID == 11
 #define R double
 #define R_BYTES 8
+#define RBITS uint64_t
+#define R_TO_BITS(x) doubleBitsToUint64(x)
+#define BITS_TO_R(x) uint64BitsToDouble(x)
+// kernels/ops.c's TRSV_SENTINEL_F64.
+#define SENTINEL 0x7FF00000DEADBEEFul
+#define RANGE 500
 #else
-#define R T
-#define R_BYTES T_ALIGN
+#define R float
+#define R_BYTES 4
+#define RBITS uint
+#define R_TO_BITS(x) floatBitsToUint(x)
+#define BITS_TO_R(x) uintBitsToFloat(x)
+// kernels/ops.c's TRSV_SENTINEL_F32.
+#define SENTINEL 0x7F80BEEFu
+#define RANGE 60
 #endif
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) readonly buffer InT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) writeonly buffer OutT { T v[]; };
-// Solved rows cross workgroups: coherent, written before a buffer memory
-// barrier and the flag, read after the flag and a buffer memory barrier.
-layout(buffer_reference, std430, buffer_reference_align = R_BYTES) coherent buffer WorkR { R v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) coherent volatile buffer SyncRef { uint v[]; };
+// Solved values, as bits (SENTINEL until written); polled, so volatile.
+layout(buffer_reference, std430, buffer_reference_align = R_BYTES) coherent volatile buffer WorkR { RBITS v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer SyncRef { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) writeonly buffer FlagRef { uint v[]; };
 
 layout(push_constant, std430) uniform PC {
   uint64_t a;        // M's matrices, batch x n x n
   uint64_t c;        // right-hand sides
   uint64_t y;        // solutions, laid out as the right-hand sides
-  uint64_t work;     // solved rows in R, laid out as Y: y unless WIDE
+  uint64_t work;     // solved values in R, laid out as Y: y unless WIDE
   uint64_t singular; // batch u32 flags
-  uint64_t sync;     // batch x (nblk + 1) u32: ticket, then block flags
+  uint64_t sync;     // batch x 2 u32: ticket, bits of waits given up
   uint64_t c_batch;  // elements between systems of C and Y
   uint m_row, m_col; // M's strides
   uint c_row, c_col; // C's and Y's strides
@@ -86,20 +111,39 @@ layout(push_constant, std430) uniform PC {
 
 #define B 32u
 #define NCMAX 8u
-// Polls of a flag before a wait gives up (far longer than any solve).
+// Polls of a value before a wait gives up (far longer than any solve).
 #define SPIN_LIMIT (1u << 22)
-#define F_DONE 1u
-#define F_ZERO 2u
-#define F_LATE 4u
+#define LATE 2u
 
 shared R dblk[B][B + 1];  // the diagonal block; rows from pw on: identity
 shared R red[B][B + 1];   // partial sums of one right-hand side's rows
 shared R sol[NCMAX][B];   // VARIANT 0: each row's solution as it is found
+shared R rdg[B];          // reciprocals of the diagonal block's diagonal
 shared uint sh_k;         // this workgroup's block
-shared uint sh_upto[2];   // blocks below this one known solved, by pass
-shared uint sh_bits;      // F_ZERO and F_LATE bits seen
+shared uint sh_flags;     // 1: a zero on the diagonal (last block); 2: the
+                          // block divides (an extreme diagonal element)
 
 uint row_of(uint p, uint n, bool lower) { return lower ? p : n - 1u - p; }
+
+// The solved value at element at of W, once written: polls it (at most
+// SPIN_LIMIT times; then records LATE in sync and returns 0).
+R await_value(WorkR W, uint at, SyncRef S) {
+  RBITS v = W.v[at];
+  uint spins = 0u;
+  while (v == SENTINEL && ++spins < SPIN_LIMIT) v = W.v[at];
+  if (v == SENTINEL) {
+    atomicOr(S.v[1], LATE);
+    return R(0);
+  }
+  return BITS_TO_R(v);
+}
+
+// x / d through d's reciprocal rd: the product, corrected once by its
+// residual (exact by fma).
+R quotient(R x, R d, R rd) {
+  R y = x * rd;
+  return fma(fma(-y, d, x), rd, y);
+}
 
 void main() {
   uint b = gl_WorkGroupID.y + pc.b0;
@@ -107,116 +151,86 @@ void main() {
   uint lid = gl_LocalInvocationID.x;
   uint n = pc.n, nc = pc.cols, nblk = pc.nblk;
   bool lower = (pc.flags & 1u) != 0u;
-  SyncRef S = SyncRef(pc.sync + uint64_t(b) * (nblk + 1u) * 4u);
+  SyncRef S = SyncRef(pc.sync + uint64_t(b) * 8u);
   if (lid == 0u) {
     sh_k = atomicAdd(S.v[0], 1u);
-    sh_bits = 0u;
+    sh_flags = 0u;
   }
   barrier();
   uint k = sh_k;
   uint p0 = k * B, pw = min(B, n - p0);
+  bool last = k == nblk - 1u;
   InT M = InT(pc.a + uint64_t(b) * n * n * uint64_t(T_BITS / 8));
   uint64_t celems = uint64_t(b) * pc.c_batch;
   InT C = InT(pc.c + celems * uint64_t(T_ALIGN));
-  OutT Y = OutT(pc.y + celems * uint64_t(T_ALIGN));
   WorkR W = WorkR(pc.work + celems * uint64_t(R_BYTES));
   bool by_row = pc.m_col == 1u; // M's rows contiguous, else its columns
 
-  // The diagonal block (rows from pw on: identity), read along whichever
-  // of M's strides is 1, and its zero check.
+  // The last block checks the whole diagonal (uniform branch), the others
+  // having started before it; every block loads its diagonal block (rows
+  // from pw on: identity), read along whichever of M's strides is 1.
+  if (last) {
+    for (uint i = lid; i < n; i += 256u)
+      if (M.v[i * (pc.m_row + pc.m_col)] == T(0)) atomicOr(sh_flags, 1u);
+  }
   for (uint e = lid; e < B * B; e += 256u) {
     uint a = by_row ? e / B : e % B, q = by_row ? e % B : e / B;
     R v = a == q ? R(1) : R(0);
     if (a < pw && q <= a) {
       v = R(M.v[row_of(p0 + a, n, lower) * pc.m_row + row_of(p0 + q, n, lower) * pc.m_col]);
-      if (a == q && v == R(0)) atomicOr(sh_bits, F_ZERO);
+      if (a == q && !(abs(v) >= ldexp(R(1), -RANGE) && abs(v) <= ldexp(R(1), RANGE)))
+        atomicOr(sh_flags, 2u);
     }
     dblk[a][q] = v;
+    if (a == q) rdg[a] = R(1) / v;
   }
-  // Invocation (r, j) = (lid % B, lid / B) solves row r of the block for
-  // right-hand side j: its right-hand side, loaded now.
+  // Invocation (r, jr) = (lid % B, lid / B) solves row r of the block for
+  // right-hand side jr: its right-hand side, loaded now.
   uint r = lid % B, jr = lid / B;
   bool solver = jr < nc;
   R x = R(0);
   if (solver && r < pw)
     x = R(C.v[row_of(p0 + r, n, lower) * pc.c_row + jr * pc.c_col]);
 
-  // acc[s][j]: invocation lid's partial sums of M[block k][block j] Y for
-  // right-hand side j. by_row: rows l8 + 8s, column lane (a warp reads a
-  // row's 32 contiguous elements); otherwise row lane, columns l8 + 8s.
+  // Blocks 0 .. first_late - 1 by every invocation: acc[s][j], its parts
+  // of M[block k][block j] Y for right-hand side j. by_row: rows l8 + 8s,
+  // column lane (a warp reads a row's 32 contiguous elements); otherwise
+  // row lane, columns l8 + 8s.
+  uint first_late = VARIANT == 1u && k > 0u ? k - 1u : k;
   uint lane = lid % B, l8 = lid / B;
   R acc[4][NCMAX];
   [[unroll]] for (uint s = 0u; s < 4u; s++)
     [[unroll]] for (uint j = 0u; j < NCMAX; j++) acc[s][j] = R(0);
-  uint done = 0u, pass = 0u;
-  uint bits = 0u; // invocation 0: the flags' bits it has read
-  while (done < k) { // uniform: done and k are the workgroup's
-    // M's elements of block `done`, in flight during the wait.
+  for (uint jb = 0u; jb < first_late; jb++) {
     T mv[4];
     [[unroll]] for (uint s = 0u; s < 4u; s++) {
       uint rr = by_row ? l8 + 8u * s : lane, q = by_row ? lane : l8 + 8u * s;
       mv[s] = rr < pw ? M.v[row_of(p0 + rr, n, lower) * pc.m_row +
-                            row_of(done * B + q, n, lower) * pc.m_col]
+                            row_of(jb * B + q, n, lower) * pc.m_col]
                       : T(0);
     }
-    if (lid == 0u) {
-      uint s = done, v = 0u, spins = 0u;
-      for (;;) {
-        v = S.v[1u + s];
-        if (v != 0u || ++spins >= SPIN_LIMIT) break;
+    // Blocks before the last are full: every row jb * B + q exists.
+    if (by_row) {
+      uint yrow = row_of(jb * B + lane, n, lower) * pc.c_row;
+      for (uint j = 0u; j < nc; j++) {
+        R yv = await_value(W, yrow + j * pc.c_col, S);
+        [[unroll]] for (uint jj = 0u; jj < NCMAX; jj++)
+          if (jj == j) [[unroll]] for (uint s = 0u; s < 4u; s++) acc[s][jj] += R(mv[s]) * yv;
       }
-      if (v == 0u) {
-        bits |= F_LATE; // go on: the flags report the solution invalid
-        s = k;
-      } else {
-        bits |= v;
-        s++;
-        // Every later block already solved, without waiting.
-        while (s < k) {
-          v = S.v[1u + s];
-          if (v == 0u) break;
-          bits |= v;
-          s++;
-        }
-      }
-      sh_upto[pass & 1u] = s;
-      memoryBarrierBuffer(); // the flags read before the rows they guard
-    }
-    barrier();
-    uint upto = sh_upto[pass & 1u];
-    pass++;
-    for (uint jb = done; jb < upto; jb++) {
-      if (jb != done) {
-        [[unroll]] for (uint s = 0u; s < 4u; s++) {
-          uint rr = by_row ? l8 + 8u * s : lane, q = by_row ? lane : l8 + 8u * s;
-          mv[s] = rr < pw ? M.v[row_of(p0 + rr, n, lower) * pc.m_row +
-                                row_of(jb * B + q, n, lower) * pc.m_col]
-                          : T(0);
-        }
-      }
-      // Blocks before the last are full: every row jb * B + q exists.
-      if (by_row) {
-        uint yrow = row_of(jb * B + lane, n, lower) * pc.c_row;
-        [[unroll]] for (uint j = 0u; j < NCMAX; j++) {
-          if (j < nc) {
-            R yv = W.v[yrow + j * pc.c_col];
-            [[unroll]] for (uint s = 0u; s < 4u; s++) acc[s][j] += R(mv[s]) * yv;
-          }
-        }
-      } else {
-        [[unroll]] for (uint s = 0u; s < 4u; s++) {
-          uint yrow = row_of(jb * B + l8 + 8u * s, n, lower) * pc.c_row;
-          [[unroll]] for (uint j = 0u; j < NCMAX; j++)
-            if (j < nc) acc[s][j] += R(mv[s]) * W.v[yrow + j * pc.c_col];
+    } else {
+      [[unroll]] for (uint s = 0u; s < 4u; s++) {
+        uint yrow = row_of(jb * B + l8 + 8u * s, n, lower) * pc.c_row;
+        for (uint j = 0u; j < nc; j++) {
+          R yv = await_value(W, yrow + j * pc.c_col, S);
+          [[unroll]] for (uint jj = 0u; jj < NCMAX; jj++)
+            if (jj == j) acc[s][jj] += R(mv[s]) * yv;
         }
       }
     }
-    done = upto;
   }
-
   // Each right-hand side's row sums through shared memory, in a fixed
   // order, taken from the solvers' residuals.
-  if (k > 0u) {
+  if (first_late > 0u) {
     for (uint j = 0u; j < nc; j++) { // uniform
       [[unroll]] for (uint s = 0u; s < 4u; s++) {
         R v = R(0);
@@ -234,27 +248,48 @@ void main() {
       barrier();
     }
   } else {
-    barrier(); // dblk's stores before the solve's reads
+    barrier(); // dblk's and sh_flags' stores before their reads
   }
+  bool divide = (sh_flags & 2u) != 0u;
 
   // The block's solve: row q's solution is its residual over M[q][q], then
   // taken from every later row's residual.
   R y = R(0);
   if (VARIANT == 1u) {
-    // Subgroups of at least 32 (the host checks): right-hand side jr's
-    // rows in lanes base .. base + 31 of one subgroup.
-    if (solver) {
+    if (solver) { // whole subgroups of 32
       uint base = gl_SubgroupInvocationID & ~(B - 1u);
-      [[unroll]] for (uint q = 0u; q < B; q++) {
-        R yq = subgroupShuffle(x, base | q) / dblk[q][q];
-        if (r == q) y = yq;
-        if (r > q) x -= dblk[r][q] * yq;
+      if (k > 0u) {
+        // Block k - 1: row r of M's block first, then the values.
+        uint jb = k - 1u;
+        R m[B];
+        [[unroll]] for (uint q = 0u; q < B; q++)
+          m[q] = r < pw ? R(M.v[row_of(p0 + r, n, lower) * pc.m_row +
+                                 row_of(jb * B + q, n, lower) * pc.m_col])
+                        : R(0);
+        R yv = await_value(W, row_of(jb * B + r, n, lower) * pc.c_row + jr * pc.c_col, S);
+        R t[4] = R[4](R(0), R(0), R(0), R(0));
+        [[unroll]] for (uint q = 0u; q < B; q++)
+          t[q & 3u] += m[q] * subgroupShuffle(yv, base | q);
+        x -= (t[0] + t[1]) + (t[2] + t[3]);
+      }
+      if (divide) {
+        [[unroll]] for (uint q = 0u; q < B; q++) {
+          R yq = subgroupShuffle(x, base | q) / dblk[q][q];
+          if (r == q) y = yq;
+          if (r > q) x -= dblk[r][q] * yq;
+        }
+      } else {
+        [[unroll]] for (uint q = 0u; q < B; q++) {
+          R yq = quotient(subgroupShuffle(x, base | q), dblk[q][q], rdg[q]);
+          if (r == q) y = yq;
+          if (r > q) x -= dblk[r][q] * yq;
+        }
       }
     }
   } else {
     for (uint q = 0u; q < B; q++) {
       if (solver && r == q) {
-        y = x / dblk[q][q];
+        y = divide ? x / dblk[q][q] : quotient(x, dblk[q][q], rdg[q]);
         sol[jr][q] = y;
       }
       barrier();
@@ -264,17 +299,18 @@ void main() {
   if (solver && r < pw) {
     uint at = row_of(p0 + r, n, lower) * pc.c_row + jr * pc.c_col;
 #ifdef WIDE
-    Y.v[at] = T(y);
+    OutT(pc.y + celems * uint64_t(T_ALIGN)).v[at] = T(y);
 #endif
-    W.v[at] = y;
+    W.v[at] = R_TO_BITS(y);
   }
-  memoryBarrierBuffer(); // the rows written before the flag
-  barrier();
-  if (lid == 0u) {
-    bits |= sh_bits;
-    S.v[1u + k] = F_DONE | bits;
-    // The last block has read every other block's flag.
-    if (k == nblk - 1u)
-      FlagRef(pc.singular).v[b] = ((bits & F_ZERO) != 0u ? 1u : 0u) | ((bits & F_LATE) != 0u ? 2u : 0u);
+  if (last) { // uniform
+    // Every other block's values were read (so their waits ended) before
+    // this barrier.
+    memoryBarrierBuffer();
+    barrier();
+    if (lid == 0u) {
+      uint late = atomicOr(S.v[1], 0u);
+      FlagRef(pc.singular).v[b] = (sh_flags & 1u) | (late & LATE);
+    }
   }
 }

@@ -456,8 +456,9 @@ static int run_single_threaded_child(const char *name) {
 
 /* One solve of order n on a device opened with chained_solve (without
  * poisoned outputs, whose fills would count) queues want ops: a chained
- * solve a fill of its flags and one dispatch, the one-workgroup form one
- * dispatch, the panels more. */
+ * solve fills its workspace with the kernel's sentinel and its sync words
+ * with zeros, then one dispatch; the one-workgroup form is one dispatch,
+ * the panels more. */
 static void check_chained_ops(int chained, nxv_dtype t, size_t n, size_t cols, size_t want) {
   nxv_device_config config = {.disable_disk_cache = true, .chained_solve = chained};
   nxv_device *d = NULL;
@@ -522,6 +523,76 @@ NXV_TEST(linalg, triangular_solve_chained) {
     }
     nxv_device_release(d);
   }
+  /* Diagonal systems: each solution is the quotient b / d, within 2 ulp
+   * where the solve is in the dtype (Vulkan leaves a division's last bit
+   * to the device, and llvmpipe computes fma unfused, so the corrected
+   * product can miss the rounded quotient by an ulp) and as b / d rounds
+   * in f32 solved in double, whether
+   * the block's quotients go through reciprocals (diagonal magnitudes in
+   * [2^-60, 2^60], [2^-500, 2^500] in double) or, for a block with an
+   * element outside (tiny or huge), by division. */
+  for (int fast = 0; fast < 2; fast++) {
+    nxv_device *dq = test_open_device_with((nxv_device_config){.fast_math = fast,
+                                                               .chained_solve = 1});
+    REQUIRE(dq);
+    for (size_t ti = 0; ti < 2; ti++) {
+      nxv_dtype t = kTypes[ti];
+      if (fast && t == NXV_F64) continue;
+      bool dbl = t == NXV_F64 || !fast;
+      size_t es = nxv_dtype_size(t), n = 300;
+      uint64_t rng = 0x9e0 + ti;
+      void *ab = test_xcalloc(n * n, es), *bb = test_xcalloc(n, es);
+      for (size_t i = 0; i < n; i++) {
+        double v = test_rand_uniform(&rng, 0.5, 3) * (test_rand_u64(&rng) & 1 ? 1 : -1);
+        /* Blocks 2, 5, 7 and 8 hold one extreme element each (in f32
+         * the extremes of f32, which are not extreme in double). */
+        if (i == 70) v *= t == NXV_F64 ? 0x1p-700 : 0x1p-70;
+        if (i == 170) v *= t == NXV_F64 ? 0x1p+700 : 0x1p+70;
+        if (i == 230) v *= t == NXV_F64 ? 0x1p-1000 : 0x1p-100;
+        /* Its reciprocal infinite (f64: d subnormal) or subnormal (f32:
+         * d near the largest): only the division is right. */
+        double bs = 1;
+        if (i == 260) {
+          v *= t == NXV_F64 ? 0x1p-1060 : 0x1p+126;
+          bs = t == NXV_F64 ? 0x1p-1060 : 0x1p+100;
+        }
+        put(t, ab, i * n + i, v);
+        put(t, bb, i, test_rand_uniform(&rng, -4, 4) * bs);
+      }
+      nxv_tensor *ta = upload(dq, t, n * n, ab), *tb = upload(dq, t, n, bb), *x = NULL, *f = NULL;
+      REQUIRE(ta && tb);
+      nxv_trsm_desc desc = {.batch = 1, .n = n, .cols = 1, .a = ta, .b = tb, .lower = true,
+                            .left_side = true};
+      REQUIRE_OK(nxv_triangular_solve(dq, &desc, &x, &f));
+      void *q = download(x, n, es);
+      size_t wrong = 0;
+      for (size_t i = 0; q && i < n; i++) {
+        long double want = get(t, bb, i) / get(t, ab, i * n + i);
+        long double got = get(t, q, i);
+        bool ok;
+        if (t == NXV_F32 && dbl)
+          ok = (float)got == (float)(double)want;
+        else
+          ok = fabsl(got - want) <= fabsl(want) * (t == NXV_F64 ? 0x1p-51L : 0x1p-22L);
+        if (!ok) {
+          if (wrong < 4)
+            fprintf(stderr, "  %s%s row %zu: %.17Lg, want %.17Lg\n", nxv_dtype_name(t),
+                    fast ? " fast" : "", i, got, want);
+          wrong++;
+        }
+      }
+      CHECK_MSG(wrong == 0, "%s%s: %zu of %zu quotients off", nxv_dtype_name(t),
+                fast ? " fast" : "", wrong, n);
+      free(q);
+      nxv_tensor_release(x);
+      nxv_tensor_release(f);
+      nxv_tensor_release(ta);
+      nxv_tensor_release(tb);
+      free(ab);
+      free(bb);
+    }
+    nxv_device_release(dq);
+  }
   /* Zeros on the diagonal in the first, a middle and the last block set
    * the flag (bit 0 alone: no wait gave up); a system without one does
    * not. */
@@ -557,8 +628,8 @@ NXV_TEST(linalg, triangular_solve_chained) {
   }
   nxv_device_release(d);
   for (size_t ti = 0; ti < 2; ti++) {
-    check_chained_ops(1, kTypes[ti], 300, 1, 2);
-    check_chained_ops(1, kTypes[ti], 300, 8, 2);
+    check_chained_ops(1, kTypes[ti], 300, 1, 3);
+    check_chained_ops(1, kTypes[ti], 300, 8, 3);
     check_chained_ops(1, kTypes[ti], 300, 9, 1); /* more than 8: one workgroup */
     check_chained_ops(-1, kTypes[ti], 300, 1, 1);
   }
