@@ -3,6 +3,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "types.glsl"
 // trsv.comp - triangular solves with few right-hand sides in one dispatch
 // whose workgroups hand solved rows to one another through memory (T_ID
@@ -31,7 +32,7 @@
 // - subtracts M[block k][block j] Y[block j] for the blocks j < k - 1,
 //   each invocation polling the solved values it multiplies, then sums the
 //   invocations' parts through shared memory;
-// - VARIANT 1 (subgroups of at least 32; the host checks): one subgroup of
+// - VARIANT 1 (subgroups of 32 invocations; the host checks): one subgroup of
 //   32 invocations per right-hand side, invocation r holding row r, polls
 //   block k - 1's values (one each, exchanged by shuffles), subtracts that
 //   block's part (row r of M's block loaded before the wait), then solves
@@ -116,7 +117,8 @@ layout(push_constant, std430) uniform PC {
 #define LATE 2u
 
 shared R dblk[B][B + 1];  // the diagonal block; rows from pw on: identity
-shared R red[B][B + 1];   // partial sums of one right-hand side's rows
+shared R red[NCMAX * B * 8u]; // partial sums of the rows (B x (B + 1) or
+                              // NCMAX x B x 8, see the sums)
 shared R sol[NCMAX][B];   // VARIANT 0: each row's solution as it is found
 shared R rdg[B];          // reciprocals of the diagonal block's diagonal
 shared uint sh_k;         // this workgroup's block
@@ -209,43 +211,72 @@ void main() {
                             row_of(jb * B + q, n, lower) * pc.m_col]
                       : T(0);
     }
-    // Blocks before the last are full: every row jb * B + q exists.
-    if (by_row) {
-      uint yrow = row_of(jb * B + lane, n, lower) * pc.c_row;
-      for (uint j = 0u; j < nc; j++) {
-        R yv = await_value(W, yrow + j * pc.c_col, S);
-        [[unroll]] for (uint jj = 0u; jj < NCMAX; jj++)
-          if (jj == j) [[unroll]] for (uint s = 0u; s < 4u; s++) acc[s][jj] += R(mv[s]) * yv;
-      }
-    } else {
-      [[unroll]] for (uint s = 0u; s < 4u; s++) {
-        uint yrow = row_of(jb * B + l8 + 8u * s, n, lower) * pc.c_row;
-        for (uint j = 0u; j < nc; j++) {
-          R yv = await_value(W, yrow + j * pc.c_col, S);
-          [[unroll]] for (uint jj = 0u; jj < NCMAX; jj++)
-            if (jj == j) acc[s][jj] += R(mv[s]) * yv;
+    // The block's values this invocation multiplies (by_row: row lane of
+    // the block, else rows l8 + 8s), all loads issued before any is
+    // waited on; blocks before the last are full.
+    RBITS yb[4][NCMAX];
+    [[unroll]] for (uint s = 0u; s < 4u; s++) {
+      uint yrow = row_of(jb * B + (by_row ? lane : l8 + 8u * s), n, lower) * pc.c_row;
+      [[unroll]] for (uint j = 0u; j < NCMAX; j++)
+        if ((s == 0u || !by_row) && j < nc) yb[s][j] = W.v[yrow + j * pc.c_col];
+    }
+    [[unroll]] for (uint s = 0u; s < 4u; s++) {
+      uint yrow = row_of(jb * B + (by_row ? lane : l8 + 8u * s), n, lower) * pc.c_row;
+      [[unroll]] for (uint j = 0u; j < NCMAX; j++) {
+        if ((s == 0u || !by_row) && j < nc) {
+          R yv = yb[s][j] == SENTINEL ? await_value(W, yrow + j * pc.c_col, S)
+                                      : BITS_TO_R(yb[s][j]);
+          if (by_row) {
+            [[unroll]] for (uint t = 0u; t < 4u; t++) acc[t][j] += R(mv[t]) * yv;
+          } else {
+            acc[s][j] += R(mv[s]) * yv;
+          }
         }
       }
     }
   }
-  // Each right-hand side's row sums through shared memory, in a fixed
-  // order, taken from the solvers' residuals.
+  // Each right-hand side's row sums, in a fixed order, taken from the
+  // solvers' residuals: by_row with subgroups of 32 (VARIANT 1), a
+  // subgroup's lanes hold one row's parts and add them (subgroupAdd), one
+  // lane writes the sum; otherwise by_row through red, a right-hand side at
+  // a time; with rows in lanes, each invocation's four parts summed, then
+  // the eight invocations' sums of a row.
   if (first_late > 0u) {
-    for (uint j = 0u; j < nc; j++) { // uniform
-      [[unroll]] for (uint s = 0u; s < 4u; s++) {
-        R v = R(0);
-        [[unroll]] for (uint jj = 0u; jj < NCMAX; jj++)
-          if (jj == j) v = acc[s][jj];
-        if (by_row) red[l8 + 8u * s][lane] = v;
-        else red[lane][l8 * 4u + s] = v;
-      }
+    if (by_row && VARIANT == 1u) {
+      [[unroll]] for (uint t = 0u; t < 4u; t++)
+        [[unroll]] for (uint j = 0u; j < NCMAX; j++) {
+          if (j < nc) {
+            R v = subgroupAdd(acc[t][j]);
+            if (lane == j) red[(j * B + l8 + 8u * t) * 8u] = v;
+          }
+        }
       barrier();
-      if (jr == j) {
+      if (solver) x -= red[(jr * B + r) * 8u];
+    } else if (by_row) {
+      for (uint j = 0u; j < nc; j++) { // uniform
+        [[unroll]] for (uint t = 0u; t < 4u; t++) {
+          R v = R(0);
+          [[unroll]] for (uint jj = 0u; jj < NCMAX; jj++)
+            if (jj == j) v = acc[t][jj];
+          red[(l8 + 8u * t) * (B + 1u) + lane] = v;
+        }
+        barrier();
+        if (jr == j) {
+          R t = R(0);
+          [[unroll]] for (uint e = 0u; e < B; e++) t += red[r * (B + 1u) + e];
+          x -= t;
+        }
+        barrier();
+      }
+    } else {
+      [[unroll]] for (uint j = 0u; j < NCMAX; j++)
+        if (j < nc) red[(j * B + lane) * 8u + l8] = (acc[0][j] + acc[1][j]) + (acc[2][j] + acc[3][j]);
+      barrier();
+      if (solver) {
         R t = R(0);
-        [[unroll]] for (uint e = 0u; e < B; e++) t += red[r][e];
+        [[unroll]] for (uint e = 0u; e < 8u; e++) t += red[(jr * B + r) * 8u + e];
         x -= t;
       }
-      barrier();
     }
   } else {
     barrier(); // dblk's and sh_flags' stores before their reads
@@ -256,7 +287,7 @@ void main() {
   // taken from every later row's residual.
   R y = R(0);
   if (VARIANT == 1u) {
-    if (solver) { // whole subgroups of 32
+    if (solver) { // whole subgroups
       uint base = gl_SubgroupInvocationID & ~(B - 1u);
       if (k > 0u) {
         // Block k - 1: row r of M's block first, then the values.
