@@ -3285,12 +3285,14 @@ static bool linalg_wide(nxv_device *d, nxv_dtype t) {
   return t == NXV_F32 && d->vk.info.float64 && !d->config.fast_math;
 }
 
-/* Queues one dispatch of module's variant over the gx x gy grid with
- * push constants pc (pc_size bytes): the tensors of use (NULL entries
- * skipped) read, those from index first_write on written. */
-static nxv_status push_grid(nxv_device *d, nxv_spv_module module, uint32_t variant,
-                            const void *pc, uint32_t pc_size, uint32_t gx, uint32_t gy,
-                            uint64_t cost, nxv_tensor *const *use, int nuse, int first_write) {
+/* Queues one dispatch of module's op and variant (specialization
+ * constants 1 and 2) over the gx x gy grid with push constants pc
+ * (pc_size bytes): the tensors of use (NULL entries skipped) read, those
+ * from index first_write on written. */
+static nxv_status push_grid_op(nxv_device *d, nxv_spv_module module, uint32_t op,
+                               uint32_t variant, const void *pc, uint32_t pc_size, uint32_t gx,
+                               uint32_t gy, uint64_t cost, nxv_tensor *const *use, int nuse,
+                               int first_write) {
   nxv_node *node = nxv_node_new(0);
   if (!node) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
   memcpy(node->pc, pc, pc_size);
@@ -3301,7 +3303,14 @@ static nxv_status push_grid(nxv_device *d, nxv_spv_module module, uint32_t varia
   node->cost = cost;
   for (int i = 0; i < nuse; i++)
     if (use[i]) node_use(node, use[i], i >= first_write);
-  return push_dispatch(d, node, module, 0, variant);
+  return push_dispatch(d, node, module, op, variant);
+}
+
+/* push_grid_op with op 0. */
+static nxv_status push_grid(nxv_device *d, nxv_spv_module module, uint32_t variant,
+                            const void *pc, uint32_t pc_size, uint32_t gx, uint32_t gy,
+                            uint64_t cost, nxv_tensor *const *use, int nuse, int first_write) {
+  return push_grid_op(d, module, 0, variant, pc, pc_size, gx, gy, cost, use, nuse, first_write);
 }
 
 /* One cholesky.comp dispatch over res (reading a too, when it is another
@@ -3578,8 +3587,8 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
                     .m_col = m_col, .c_row = c_row, .c_col = c_col, .n = (uint32_t)n,
                     .cols = (uint32_t)cols, .batch = (uint32_t)batch,
                     .flags = m_lower ? 1u : 0u, .b0 = (uint32_t)b0, .nblk = (uint32_t)nblk};
-      st = push_grid(d, vmod, trsv_variant, &pc, sizeof pc, (uint32_t)nblk, nb,
-                     nb * n * n * cols, vuse, 6, 2);
+      st = push_grid_op(d, vmod, (uint32_t)cols, trsv_variant, &pc, sizeof pc, (uint32_t)nblk,
+                        nb, nb * n * n * cols, vuse, 6, 2);
     }
     if (work) nxv_tensor_release(work); /* the nodes hold the buffers */
     nxv_tensor_release(sync);

@@ -102,7 +102,7 @@ layout(push_constant, std430) uniform PC {
   uint m_row, m_col; // M's strides
   uint c_row, c_col; // C's and Y's strides
   uint n;
-  uint cols;         // right-hand sides, 1..NCMAX
+  uint cols;         // right-hand sides, 1..NCMAX (NC)
   uint batch;
   uint flags;        // bit0: M lower triangular
   uint b0;           // the first system of this dispatch
@@ -112,6 +112,9 @@ layout(push_constant, std430) uniform PC {
 
 #define B 32u
 #define NCMAX 8u
+// The right-hand sides (pc.cols), a specialization constant (the op's) so
+// that the per-right-hand-side arrays and loops have their exact size.
+#define NC OP
 // Polls of a value before a wait gives up (far longer than any solve).
 #define SPIN_LIMIT (1u << 22)
 #define LATE 2u
@@ -151,7 +154,7 @@ void main() {
   uint b = gl_WorkGroupID.y + pc.b0;
   if (b >= pc.batch) return; // uniform across the workgroup
   uint lid = gl_LocalInvocationID.x;
-  uint n = pc.n, nc = pc.cols, nblk = pc.nblk;
+  uint n = pc.n, nc = NC, nblk = pc.nblk;
   bool lower = (pc.flags & 1u) != 0u;
   SyncRef S = SyncRef(pc.sync + uint64_t(b) * 8u);
   if (lid == 0u) {
@@ -198,7 +201,7 @@ void main() {
   // of M[block k][block j] Y for right-hand side j. by_row: rows l8 + 8s,
   // column lane (a warp reads a row's 32 contiguous elements); otherwise
   // row lane, columns l8 + 8s.
-  uint first_late = VARIANT == 1u && k > 0u ? k - 1u : k;
+  uint first_late = VARIANT >= 1u && k > 0u ? k - 1u : k;
   uint lane = lid % B, l8 = lid / B;
   R acc[4][NCMAX];
   [[unroll]] for (uint s = 0u; s < 4u; s++)
@@ -286,7 +289,7 @@ void main() {
   // The block's solve: row q's solution is its residual over M[q][q], then
   // taken from every later row's residual.
   R y = R(0);
-  if (VARIANT == 1u) {
+  if (VARIANT >= 1u) {
     if (solver) { // whole subgroups
       uint base = gl_SubgroupInvocationID & ~(B - 1u);
       if (k > 0u) {
