@@ -3461,18 +3461,16 @@ _Static_assert(sizeof(pc_trsv) == 104, "pc_trsv layout");
 
 /* Whether the solve of order n with cols right-hand sides is one trsv.comp
  * dispatch of workgroups that wait on one another's values, and its
- * variant: a block's rows in one subgroup where every subgroup has 32
- * invocations (1), else through shared memory (0). The module declares
- * the subgroup shuffle and arithmetic capabilities, so devices without
- * them never take it. */
+ * variant: a block's rows in one subgroup where every subgroup has at
+ * least 32 invocations (1), else through shared memory (0). The module
+ * declares the subgroup shuffle capability, so devices without shuffles
+ * never take it. */
 static bool trsv_chained(nxv_device *d, uint64_t n, uint64_t cols, uint32_t *out_variant) {
   const nxv_device_info *i = &d->vk.info;
-  uint32_t need = VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_ARITHMETIC_BIT;
   if (d->config.chained_solve < 0 || n <= TRSM_SMALL || cols == 0 || cols > TRSV_COLS ||
-      (i->subgroup_operations & need) != need)
+      !(i->subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT))
     return false;
-  *out_variant =
-      i->subgroup_size == 32 && i->subgroup_min_size == 32 && i->subgroup_max_size == 32 ? 1 : 0;
+  *out_variant = i->subgroup_size >= 32 && i->subgroup_min_size >= 32 ? 1 : 0;
   return true;
 }
 

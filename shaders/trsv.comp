@@ -3,7 +3,6 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
 #include "types.glsl"
 // trsv.comp - triangular solves with few right-hand sides in one dispatch
 // whose workgroups hand solved rows to one another through memory (T_ID
@@ -29,10 +28,11 @@
 // value is its own flag: no flag word, no ordering between values. Block
 // k:
 // - loads its diagonal block into shared memory and its right-hand sides;
-// - subtracts M[block k][block j] Y[block j] for the blocks j < k - 1,
-//   each invocation polling the solved values it multiplies, then sums the
+// - subtracts M[block k][block j] Y[block j] for the blocks j < k - 1
+//   (VARIANT 0: j < k), each invocation loading the block's values it
+//   multiplies together and polling those not yet solved, then sums the
 //   invocations' parts through shared memory;
-// - VARIANT 1 (subgroups of 32 invocations; the host checks): one subgroup of
+// - VARIANT 1 (subgroups of at least 32; the host checks): one subgroup of
 //   32 invocations per right-hand side, invocation r holding row r, polls
 //   block k - 1's values (one each, exchanged by shuffles), subtracts that
 //   block's part (row r of M's block loaded before the wait), then solves
@@ -201,7 +201,7 @@ void main() {
   // of M[block k][block j] Y for right-hand side j. by_row: rows l8 + 8s,
   // column lane (a warp reads a row's 32 contiguous elements); otherwise
   // row lane, columns l8 + 8s.
-  uint first_late = VARIANT >= 1u && k > 0u ? k - 1u : k;
+  uint first_late = VARIANT == 1u && k > 0u ? k - 1u : k;
   uint lane = lid % B, l8 = lid / B;
   R acc[4][NCMAX];
   [[unroll]] for (uint s = 0u; s < 4u; s++)
@@ -239,23 +239,12 @@ void main() {
     }
   }
   // Each right-hand side's row sums, in a fixed order, taken from the
-  // solvers' residuals: by_row with subgroups of 32 (VARIANT 1), a
-  // subgroup's lanes hold one row's parts and add them (subgroupAdd), one
-  // lane writes the sum; otherwise by_row through red, a right-hand side at
-  // a time; with rows in lanes, each invocation's four parts summed, then
+  // solvers' residuals: by_row through red, a right-hand side at a time (on
+  // the H200 this took less time than subgroupAdd over a subgroup's
+  // parts); with rows in lanes, each invocation's four parts summed, then
   // the eight invocations' sums of a row.
   if (first_late > 0u) {
-    if (by_row && VARIANT == 1u) {
-      [[unroll]] for (uint t = 0u; t < 4u; t++)
-        [[unroll]] for (uint j = 0u; j < NCMAX; j++) {
-          if (j < nc) {
-            R v = subgroupAdd(acc[t][j]);
-            if (lane == j) red[(j * B + l8 + 8u * t) * 8u] = v;
-          }
-        }
-      barrier();
-      if (solver) x -= red[(jr * B + r) * 8u];
-    } else if (by_row) {
+    if (by_row) {
       for (uint j = 0u; j < nc; j++) { // uniform
         [[unroll]] for (uint t = 0u; t < 4u; t++) {
           R v = R(0);
@@ -289,7 +278,7 @@ void main() {
   // The block's solve: row q's solution is its residual over M[q][q], then
   // taken from every later row's residual.
   R y = R(0);
-  if (VARIANT >= 1u) {
+  if (VARIANT == 1u) {
     if (solver) { // whole subgroups
       uint base = gl_SubgroupInvocationID & ~(B - 1u);
       if (k > 0u) {
