@@ -240,6 +240,43 @@ if Code.ensure_loaded?(Nx) do
         assert_close(got, Nx.LinAlg.triangular_solve(a, b), {:f, 16}, 1.0e-3)
       end
 
+      test "chained solves, forced on any device: Nx's solution or the wait's error" do
+        # Order 300, 1 and 3 right-hand sides: one dispatch of blocks of 32
+        # rows that wait on one another's values (`chained_solve`, on GPUs
+        # by default). On llvmpipe, which runs a few workgroups at a time, a
+        # wait can outlast its loop limit: the flags then raise rather than
+        # return the unfinished solve. Never a wrong result.
+        n = 300
+        eye = Nx.eye(n, type: :f64, backend: Nx.BinaryBackend)
+
+        a =
+          uniform({n, n}, -1.0, 1.0)
+          |> Nx.divide(n)
+          |> Nx.multiply(Nx.subtract(1, eye))
+          |> Nx.add(Nx.multiply(eye, 1.5))
+          |> Nx.tril()
+
+        Nx.Vulkan.reopen(nil, %{chained_solve: :always})
+
+        try do
+          for b <- [uniform({n}, -4.0, 4.0), uniform({n, 3}, -4.0, 4.0)], _ <- 1..2 do
+            expected = Nx.LinAlg.triangular_solve(a, b)
+
+            try do
+              got = native(fn -> Nx.LinAlg.triangular_solve(vk(a), vk(b)) end)
+              assert_close(got, expected, {:f, 64}, 1.0e-12, 1.0e-12)
+            rescue
+              e in RuntimeError ->
+                assert e.message =~ "did not run the solve's workgroups together"
+            end
+          end
+        after
+          Nx.Vulkan.reopen(nil, %{})
+        end
+
+        assert_raise ArgumentError, fn -> Nx.Vulkan.reopen(nil, %{chained_solve: :sometimes}) end
+      end
+
       test "with :singular_check false a singular system returns infinities, no error" do
         a = vk(Nx.tensor([[1.0, 0.0], [2.0, 0.0]]))
         b = vk(Nx.tensor([1.0, 1.0]))
