@@ -36,9 +36,10 @@
 # op.
 #
 # `--chained` opens the device with that `chained_solve` option (default
-# `auto`: on GPUs, solves of order 129 and more with at most 8
+# `auto`: on GPUs, solves of order 17 and more with at most 8
 # right-hand sides are one dispatch of workgroups that wait on one
-# another's rows; `never` takes the one-workgroup and panel kernels).
+# another's rows; `never` takes the register, one-workgroup and panel
+# kernels).
 #
 # `--csv-out FILE` writes the figures in the shared schema
 # (`impl,test,dtype,shape,metric,value`; impl `nx_vulkan_nx` and

@@ -222,7 +222,7 @@ typedef struct nxv_device_config {
                                  driver's builtins (a few ulp) instead of
                                  double-precision evaluation; f32
                                  triangular solves in f32 */
-  int32_t chained_solve;      /* triangular solves of order 129 and more
+  int32_t chained_solve;      /* triangular solves of order 17 and more
                                  with at most 8 right-hand sides in one
                                  dispatch whose workgroups wait on one
                                  another's rows (trsv.comp): 0 = on GPUs,
@@ -1037,13 +1037,13 @@ typedef struct nxv_trsm_desc {
  * (new) holds one u32 per system: bit 0 set where A has a zero on its
  * diagonal (that system's solution then holds infinities or NaN; Nx
  * raises), bit 1 where a chained solve's wait gave up (see chained_solve
- * in nxv_device_config: that solution is not valid), else 0. Up to order
- * 128 (and 4 rows of a right-hand side per invocation) one dispatch, a
- * workgroup per system and 16 right-hand sides; larger systems with at
- * most 8 right-hand sides on GPUs one dispatch of a workgroup per 32 rows
- * that wait on one another's rows; otherwise up to order 512 and 8
- * right-hand sides a workgroup per system, larger ones in panels of 32
- * rows, two dispatches a panel. f32 is computed
+ * in nxv_device_config: that solution is not valid), else 0. On GPUs,
+ * orders from 17 with at most 8 right-hand sides are one dispatch of a
+ * workgroup per 32 rows that wait on one another's rows; otherwise up to
+ * order 128 (and 4 rows of a right-hand side per invocation) one
+ * dispatch, a workgroup per system and 16 right-hand sides; up to order
+ * 512 and 8 right-hand sides a workgroup per system; larger systems in
+ * panels of 32 rows, two dispatches a panel. f32 is computed
  * in double where the device has f64, unless fast_math (as
  * Nx.BinaryBackend computes), each solution rounded once. Thread-safe, as
  * every op: the queued work holds a, b and the results' buffers. */

@@ -3453,9 +3453,13 @@ _Static_assert(sizeof(pc_trsv) == 104, "pc_trsv layout");
 
 /* trsv.comp's rows a workgroup (B), most right-hand sides (NCMAX), and
  * the signalling NaNs its workspace holds until a value is solved
- * (SENTINEL: no arithmetic produces them). */
+ * (SENTINEL: no arithmetic produces them); the smallest order it is picked
+ * for: on the H200 it took 40-47 µs a call from order 16 to 128 (one
+ * system, e2e), where the register variant took 37 (order 16), 60 (64) and
+ * 97 (128), its rows one barrier and one load of M apart. */
 #define TRSV_BLOCK 32
 #define TRSV_COLS 8
+#define TRSV_MIN_ORDER 17
 #define TRSV_SENTINEL_F32 0x7F80BEEFu
 #define TRSV_SENTINEL_F64 0x7FF00000DEADBEEFull
 
@@ -3467,7 +3471,7 @@ _Static_assert(sizeof(pc_trsv) == 104, "pc_trsv layout");
  * never take it. */
 static bool trsv_chained(nxv_device *d, uint64_t n, uint64_t cols, uint32_t *out_variant) {
   const nxv_device_info *i = &d->vk.info;
-  if (d->config.chained_solve < 0 || n <= TRSM_SMALL || cols == 0 || cols > TRSV_COLS ||
+  if (d->config.chained_solve < 0 || n < TRSV_MIN_ORDER || cols == 0 || cols > TRSV_COLS ||
       !(i->subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT))
     return false;
   *out_variant = i->subgroup_size >= 32 && i->subgroup_min_size >= 32 ? 1 : 0;
@@ -3518,25 +3522,27 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   NXV_TRY(nxv_tensor_ready(s->a));
   NXV_TRY(nxv_tensor_ready(s->b));
   bool wide = linalg_wide(d, t);
-  /* At most 4 rows per invocation and order 128: one dispatch, the rows in
-   * registers (trsm.comp's VARIANT 1). Otherwise, up to order 512, one
+  /* On GPUs, from order 17 with at most 8 right-hand sides: one dispatch of
+   * trsv.comp, a workgroup per 32 rows. Otherwise, at most 4 rows per
+   * invocation and order 128: one dispatch, the rows in registers
+   * (trsm.comp's VARIANT 1). Otherwise, up to order 512, one
    * dispatch of workgroups that each solve a system for up to 8
    * right-hand sides (VARIANT 5). Beyond, panels of 32 rows in a
    * workspace: x itself, or doubles for f32 computed in double. (llvmpipe
    * ends an invocation's loops once it has run 65535 loop iterations in
    * all, gallivm's LP_MAX_TGSI_LOOP_ITERATIONS; VARIANT 5 runs about 600 a
    * panel, so order 512 stays well inside that.) */
-  bool small = n <= TRSM_SMALL && n <= 4 * (256 / nc);
+  uint32_t trsv_variant = 0;
+  bool chained = trsv_chained(d, n, cols, &trsv_variant);
+  bool small = !chained && n <= TRSM_SMALL && n <= 4 * (256 / nc);
   uint64_t resid = TRSM_STREAM_BYTES / (wide || t == NXV_F64 ? 8 : 4);
-  bool stream = !small && n <= TRSM_STREAM_MAX && n <= resid;
+  bool stream = !chained && !small && n <= TRSM_STREAM_MAX && n <= resid;
   uint32_t snc = 1;
   while (stream && snc < TRSM_STREAM_COLS && snc < cols && n * snc * 2 <= resid) snc <<= 1;
   uint64_t schunks = (cols + snc - 1) / snc;
   if (stream && schunks > d->vk.info.max_workgroup_count[0])
     return nxv_fail(NXV_ERR_UNSUPPORTED, "triangular_solve: %llu right-hand sides exceed the "
                     "device's grid", (unsigned long long)cols);
-  uint32_t trsv_variant = 0;
-  bool chained = !small && trsv_chained(d, n, cols, &trsv_variant);
   uint64_t nblk = (n + TRSV_BLOCK - 1) / TRSV_BLOCK;
   nxv_tensor *x = NULL, *flags = NULL, *work = NULL, *sync = NULL;
   /* A chained solve's workspace (x itself unless wide) holds trsv.comp's

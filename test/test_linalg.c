@@ -487,7 +487,8 @@ static void check_chained_ops(int chained, nxv_dtype t, size_t n, size_t cols, s
 }
 
 /* The chained solve (trsv.comp): blocks of 32 rows, one workgroup each,
- * taken in ticket order, each waiting on the blocks before it. On CPU
+ * taken in ticket order, each waiting on the blocks before it (orders
+ * from 17, a single block up to 32). On CPU
  * devices it runs in a child process with LP_NUM_THREADS=1 (llvmpipe then
  * runs the workgroups one after another, in order: no block waits); on
  * GPUs the blocks wait on one another. Every option, orders around the
@@ -504,8 +505,10 @@ NXV_TEST(linalg, triangular_solve_chained) {
     CHECK_MSG(rc == 0, "the single-threaded child exited with %d", rc);
     return;
   }
-  static const size_t shapes[][3] = {{1, 129, 1}, {2, 130, 8}, {3, 200, 5}, {1, 257, 1},
-                                     {1, 256, 2}, {4, 161, 3}, {1, 1000, 1}, {1, 700, 7}};
+  static const size_t shapes[][3] = {{1, 17, 1},  {2, 20, 3},   {1, 32, 1},   {3, 33, 2},
+                                     {2, 64, 8},  {4, 100, 1},  {1, 129, 1},  {2, 130, 8},
+                                     {3, 200, 5}, {1, 257, 1},  {1, 256, 2},  {4, 161, 3},
+                                     {1, 1000, 1}, {1, 700, 7}};
   for (int fast = 0; fast < 2; fast++) {
     nxv_device *d = test_open_device_with((nxv_device_config){.fast_math = fast,
                                                               .chained_solve = 1});
@@ -633,6 +636,9 @@ NXV_TEST(linalg, triangular_solve_chained) {
     check_chained_ops(1, kTypes[ti], 300, 8, 3);
     check_chained_ops(1, kTypes[ti], 300, 9, 1); /* more than 8: one workgroup */
     check_chained_ops(-1, kTypes[ti], 300, 1, 1);
+    check_chained_ops(1, kTypes[ti], 40, 1, 3);
+    check_chained_ops(-1, kTypes[ti], 40, 1, 1);
+    check_chained_ops(1, kTypes[ti], 16, 1, 1); /* below order 17: registers */
   }
 }
 
