@@ -3447,7 +3447,7 @@ _Static_assert(sizeof(pc_trsm) == 96, "pc_trsm layout");
 typedef struct pc_trsv { /* trsv.comp */
   uint64_t a, c, y, work, singular, sync, c_batch;
   uint32_t m_row, m_col, c_row, c_col;
-  uint32_t n, cols, batch, flags, b0, nblk, pad0, pad1;
+  uint32_t n, cols, batch, flags, b0, nblk, chunks, pad;
 } pc_trsv;
 _Static_assert(sizeof(pc_trsv) == 104, "pc_trsv layout");
 
@@ -3460,18 +3460,36 @@ _Static_assert(sizeof(pc_trsv) == 104, "pc_trsv layout");
 #define TRSV_BLOCK 32
 #define TRSV_COLS 8
 #define TRSV_MIN_ORDER 17
+/* Right-hand sides a chunk of a chained solve takes (each chunk its own
+ * chain of blocks) for batch systems of nblk blocks and cols right-hand
+ * sides, 0 when the solve is not chained: where the chains' blocks times
+ * right-hand sides, W = batch * nblk * cols, are few, the latency of one
+ * chain counts, and chunks of 4 right-hand sides took less time than of 1
+ * or 8 on the H200 (1 x 1024², 8: 180 µs against 258 for one chunk of 8;
+ * 1 x 1024², 16: 213 against 245 and 278); up to W = 4096, throughput
+ * counts, and chunks of 8 did best (1 x 256², 256: 128 against 140 for 4;
+ * 16 x 256², 16: 132 against 143); beyond, the panels took less time (1 x
+ * 512², 512: 313 against 535). Up to 4 right-hand sides, one chunk. */
+static uint32_t trsv_chunk_cols(uint64_t batch, uint64_t nblk, uint64_t cols) {
+  uint64_t w = batch * nblk * cols;
+  if (cols <= 4) return (uint32_t)cols;
+  if (w <= 1024) return 4;
+  if (w <= 4096) return TRSV_COLS;
+  return 0;
+}
 #define TRSV_SENTINEL_F32 0x7F80BEEFu
 #define TRSV_SENTINEL_F64 0x7FF00000DEADBEEFull
 
-/* Whether the solve of order n with cols right-hand sides is one trsv.comp
- * dispatch of workgroups that wait on one another's values, and its
- * variant: a block's rows in one subgroup where every subgroup has at
- * least 32 invocations (1), else through shared memory (0). The module
+/* Whether the solve of order n with cols right-hand sides can be one
+ * trsv.comp dispatch of workgroups that wait on one another's values, and
+ * its variant's bit 0: a block's rows in one subgroup where every
+ * subgroup has at least 32 invocations (1), else through shared memory
+ * (0); the caller adds bit 1 for a partial last chunk. The module
  * declares the subgroup shuffle capability, so devices without shuffles
  * never take it. */
 static bool trsv_chained(nxv_device *d, uint64_t n, uint64_t cols, uint32_t *out_variant) {
   const nxv_device_info *i = &d->vk.info;
-  if (d->config.chained_solve < 0 || n < TRSV_MIN_ORDER || cols == 0 || cols > TRSV_COLS ||
+  if (d->config.chained_solve < 0 || n < TRSV_MIN_ORDER || cols == 0 ||
       !(i->subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT))
     return false;
   *out_variant = i->subgroup_size >= 32 && i->subgroup_min_size >= 32 ? 1 : 0;
@@ -3534,6 +3552,11 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
    * panel, so order 512 stays well inside that.) */
   uint32_t trsv_variant = 0;
   bool chained = trsv_chained(d, n, cols, &trsv_variant);
+  uint64_t nblk = (n + TRSV_BLOCK - 1) / TRSV_BLOCK;
+  uint32_t cc = chained ? trsv_chunk_cols(batch, nblk, cols) : 0;
+  uint64_t vchunks = cc ? (cols + cc - 1) / cc : 0;
+  if (!cc || nblk * vchunks > d->vk.info.max_workgroup_count[0]) chained = false;
+  if (chained && cols % cc) trsv_variant |= 2; /* a partial last chunk */
   bool small = !chained && n <= TRSM_SMALL && n <= 4 * (256 / nc);
   uint64_t resid = TRSM_STREAM_BYTES / (wide || t == NXV_F64 ? 8 : 4);
   bool stream = !chained && !small && n <= TRSM_STREAM_MAX && n <= resid;
@@ -3543,7 +3566,6 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   if (stream && schunks > d->vk.info.max_workgroup_count[0])
     return nxv_fail(NXV_ERR_UNSUPPORTED, "triangular_solve: %llu right-hand sides exceed the "
                     "device's grid", (unsigned long long)cols);
-  uint64_t nblk = (n + TRSV_BLOCK - 1) / TRSV_BLOCK;
   nxv_tensor *x = NULL, *flags = NULL, *work = NULL, *sync = NULL;
   /* A chained solve's workspace (x itself unless wide) holds trsv.comp's
    * sentinel until each value is solved; its sync words start at zero. */
@@ -3560,7 +3582,7 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
     st = nxv_tensor_new(d, NXV_F64, batch * n * cols, &work);
   if (st == NXV_OK && chained) {
     uint32_t zero = 0;
-    st = nxv_fill(d, NXV_U32, batch * 2, &zero, &sync);
+    st = nxv_fill(d, NXV_U32, batch * (2 + vchunks), &zero, &sync);
   }
   if (st != NXV_OK) {
     nxv_tensor_release(x);
@@ -3590,8 +3612,9 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
                     .sync = sync->buf->addr, .c_batch = n * cols, .m_row = m_row,
                     .m_col = m_col, .c_row = c_row, .c_col = c_col, .n = (uint32_t)n,
                     .cols = (uint32_t)cols, .batch = (uint32_t)batch,
-                    .flags = m_lower ? 1u : 0u, .b0 = (uint32_t)b0, .nblk = (uint32_t)nblk};
-      st = push_grid_op(d, vmod, (uint32_t)cols, trsv_variant, &pc, sizeof pc, (uint32_t)nblk,
+                    .flags = m_lower ? 1u : 0u, .b0 = (uint32_t)b0, .nblk = (uint32_t)nblk,
+                    .chunks = (uint32_t)vchunks};
+      st = push_grid_op(d, vmod, cc, trsv_variant, &pc, sizeof pc, (uint32_t)(nblk * vchunks),
                         nb, nb * n * n * cols, vuse, 6, 2);
     }
     if (work) nxv_tensor_release(work); /* the nodes hold the buffers */

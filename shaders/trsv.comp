@@ -12,14 +12,16 @@
 //   M[i][k] = a[b * n * n + i * pc.m_row + k * pc.m_col]
 //   C[i][c] = c_in[b * pc.c_batch + i * pc.c_row + c * pc.c_col]
 //   Y[i][c] = y[b * pc.c_batch + i * pc.c_row + c * pc.c_col]
-// with pc.cols <= NCMAX right-hand sides, all taken by each workgroup.
+// with pc.cols right-hand sides, taken in chunks of NC (1..NCMAX): each
+// chunk of each system is an independent chain of blocks.
 //
-// Workgroup y is system pc.b0 + y; its pc.nblk workgroups along x take
-// the blocks of B rows (in p's order) in the order they start, by an
-// atomic ticket, not by their ids: the workgroup holding block k waits
-// only on blocks 0..k-1, whose workgroups had started before it, so the
-// solve progresses on any device that keeps running the workgroups it has
-// started, however few of them run at once.
+// Workgroup y is system pc.b0 + y; workgroups x = chunk * nblk .. chunk *
+// nblk + nblk - 1 take that chunk's blocks of B rows (in p's order) in
+// the order they start, by an atomic ticket per chunk, not by their ids:
+// the workgroup holding block k waits only on blocks 0..k-1 of its chunk,
+// whose workgroups had started before it, so the solve progresses on any
+// device that keeps running the workgroups it has started, however few
+// of them run at once.
 //
 // Solved values cross workgroups by themselves: the workspace (pc.work, Y
 // itself unless WIDE) holds SENTINEL, a signalling NaN that no arithmetic
@@ -29,15 +31,15 @@
 // k:
 // - loads its diagonal block into shared memory and its right-hand sides;
 // - subtracts M[block k][block j] Y[block j] for the blocks j < k - 1
-//   (VARIANT 0: j < k), each invocation loading the block's values it
+//   (without SUBGROUP_ROWS: j < k), each invocation loading the block's values it
 //   multiplies together and polling those not yet solved, then sums the
 //   invocations' parts through shared memory;
-// - VARIANT 1 (subgroups of at least 32; the host checks): one subgroup of
+// - SUBGROUP_ROWS (subgroups of at least 32; the host checks): one subgroup of
 //   32 invocations per right-hand side, invocation r holding row r, polls
 //   block k - 1's values (one each, exchanged by shuffles), subtracts that
 //   block's part (row r of M's block loaded before the wait), then solves
 //   the block's rows, each solved value shuffled to the later rows;
-//   VARIANT 0: block k - 1 with the others, and the solved values through
+//   otherwise block k - 1 with the others, and the solved values through
 //   shared memory, a barrier a row;
 // - writes its solved values.
 // A row is solved as its sum, then the quotient over M's diagonal element:
@@ -48,13 +50,14 @@
 // subnormal or huge, where the reciprocal loses precision) divides
 // instead.
 //
-// pc.sync holds two u32 words per system, zero before the dispatch: the
-// ticket counter, and the bits of the waits that gave up (LATE: after
-// SPIN_LIMIT polls, or when llvmpipe ended the loop: gallivm ends an
-// invocation's loops after 65535 iterations in all). The last block also
-// checks the whole diagonal and writes singular[b]: 1 for a zero on it
-// (the host raises Nx's error), | 2 when a wait gave up (the solution is
-// then not valid).
+// pc.sync holds 2 + chunks u32 words per system, zero before the
+// dispatch: the bits of the waits that gave up (LATE: after SPIN_LIMIT
+// polls, or when llvmpipe ended the loop: gallivm ends an invocation's
+// loops after 65535 iterations in all), the chunks finished, and each
+// chunk's ticket counter. A chunk's last block also checks the whole
+// diagonal; the last of them to finish writes singular[b]: 1 for a zero
+// on it (the host raises Nx's error), | 2 when a wait gave up (the
+// solution is then not valid).
 //
 // With WIDE (f32 on devices with f64) the solve runs in double: each
 // solution is rounded to f32 once into Y and kept in double in the
@@ -97,24 +100,33 @@ layout(push_constant, std430) uniform PC {
   uint64_t y;        // solutions, laid out as the right-hand sides
   uint64_t work;     // solved values in R, laid out as Y: y unless WIDE
   uint64_t singular; // batch u32 flags
-  uint64_t sync;     // batch x 2 u32: ticket, bits of waits given up
+  uint64_t sync;     // batch x (2 + chunks) u32: bits of waits given up,
+                     // chunks finished, a ticket counter per chunk
   uint64_t c_batch;  // elements between systems of C and Y
   uint m_row, m_col; // M's strides
   uint c_row, c_col; // C's and Y's strides
   uint n;
-  uint cols;         // right-hand sides, 1..NCMAX (NC)
+  uint cols;         // right-hand sides, taken NC at a time
   uint batch;
   uint flags;        // bit0: M lower triangular
   uint b0;           // the first system of this dispatch
   uint nblk;         // blocks of B rows: ceil(n / B)
-  uint pad0, pad1;
+  uint chunks;       // chunks of NC right-hand sides: ceil(cols / NC)
+  uint pad;
 } pc;
 
 #define B 32u
 #define NCMAX 8u
-// The right-hand sides (pc.cols), a specialization constant (the op's) so
-// that the per-right-hand-side arrays and loops have their exact size.
+// The right-hand sides a workgroup takes (1..NCMAX), a specialization
+// constant (the op's) so that the per-right-hand-side arrays and loops
+// have their exact size.
 #define NC OP
+// VARIANT bit 0: a block's rows in one subgroup (the host checks that
+// subgroups have at least 32 invocations); else through shared memory.
+// Bit 1: the last chunk may hold fewer than NC right-hand sides (else
+// every chunk is full, and that count too is a constant).
+#define SUBGROUP_ROWS ((VARIANT & 1u) != 0u)
+#define PARTIAL ((VARIANT & 2u) != 0u)
 // Polls of a value before a wait gives up (far longer than any solve).
 #define SPIN_LIMIT (1u << 22)
 #define LATE 2u
@@ -122,7 +134,7 @@ layout(push_constant, std430) uniform PC {
 shared R dblk[B][B + 1];  // the diagonal block; rows from pw on: identity
 shared R red[NCMAX * B * 8u]; // partial sums of the rows (B x (B + 1) or
                               // NCMAX x B x 8, see the sums)
-shared R sol[NCMAX][B];   // VARIANT 0: each row's solution as it is found
+shared R sol[NCMAX][B];   // without SUBGROUP_ROWS: each row's solution
 shared R rdg[B];          // reciprocals of the diagonal block's diagonal
 shared uint sh_k;         // this workgroup's block
 shared uint sh_flags;     // 1: a zero on the diagonal (last block); 2: the
@@ -137,7 +149,7 @@ R await_value(WorkR W, uint at, SyncRef S) {
   uint spins = 0u;
   while (v == SENTINEL && ++spins < SPIN_LIMIT) v = W.v[at];
   if (v == SENTINEL) {
-    atomicOr(S.v[1], LATE);
+    atomicOr(S.v[0], LATE);
     return R(0);
   }
   return BITS_TO_R(v);
@@ -155,10 +167,13 @@ void main() {
   if (b >= pc.batch) return; // uniform across the workgroup
   uint lid = gl_LocalInvocationID.x;
   uint n = pc.n, nc = NC, nblk = pc.nblk;
+  // Right-hand sides c0 .. c0 + ncw - 1: an independent chain of blocks.
+  uint chunk = gl_WorkGroupID.x / nblk, c0 = chunk * NC;
+  uint ncw = PARTIAL ? min(NC, pc.cols - c0) : NC;
   bool lower = (pc.flags & 1u) != 0u;
-  SyncRef S = SyncRef(pc.sync + uint64_t(b) * 8u);
+  SyncRef S = SyncRef(pc.sync + uint64_t(b) * (2u + pc.chunks) * 4u);
   if (lid == 0u) {
-    sh_k = atomicAdd(S.v[0], 1u);
+    sh_k = atomicAdd(S.v[2u + chunk], 1u);
     sh_flags = 0u;
   }
   barrier();
@@ -166,7 +181,7 @@ void main() {
   uint p0 = k * B, pw = min(B, n - p0);
   bool last = k == nblk - 1u;
   InT M = InT(pc.a + uint64_t(b) * n * n * uint64_t(T_BITS / 8));
-  uint64_t celems = uint64_t(b) * pc.c_batch;
+  uint64_t celems = uint64_t(b) * pc.c_batch + uint64_t(c0) * pc.c_col;
   InT C = InT(pc.c + celems * uint64_t(T_ALIGN));
   WorkR W = WorkR(pc.work + celems * uint64_t(R_BYTES));
   bool by_row = pc.m_col == 1u; // M's rows contiguous, else its columns
@@ -192,7 +207,7 @@ void main() {
   // Invocation (r, jr) = (lid % B, lid / B) solves row r of the block for
   // right-hand side jr: its right-hand side, loaded now.
   uint r = lid % B, jr = lid / B;
-  bool solver = jr < nc;
+  bool solver = jr < ncw;
   R x = R(0);
   if (solver && r < pw)
     x = R(C.v[row_of(p0 + r, n, lower) * pc.c_row + jr * pc.c_col]);
@@ -201,7 +216,7 @@ void main() {
   // of M[block k][block j] Y for right-hand side j. by_row: rows l8 + 8s,
   // column lane (a warp reads a row's 32 contiguous elements); otherwise
   // row lane, columns l8 + 8s.
-  uint first_late = VARIANT == 1u && k > 0u ? k - 1u : k;
+  uint first_late = SUBGROUP_ROWS && k > 0u ? k - 1u : k;
   uint lane = lid % B, l8 = lid / B;
   R acc[4][NCMAX];
   [[unroll]] for (uint s = 0u; s < 4u; s++)
@@ -221,12 +236,12 @@ void main() {
     [[unroll]] for (uint s = 0u; s < 4u; s++) {
       uint yrow = row_of(jb * B + (by_row ? lane : l8 + 8u * s), n, lower) * pc.c_row;
       [[unroll]] for (uint j = 0u; j < NCMAX; j++)
-        if ((s == 0u || !by_row) && j < nc) yb[s][j] = W.v[yrow + j * pc.c_col];
+        if ((s == 0u || !by_row) && j < ncw) yb[s][j] = W.v[yrow + j * pc.c_col];
     }
     [[unroll]] for (uint s = 0u; s < 4u; s++) {
       uint yrow = row_of(jb * B + (by_row ? lane : l8 + 8u * s), n, lower) * pc.c_row;
       [[unroll]] for (uint j = 0u; j < NCMAX; j++) {
-        if ((s == 0u || !by_row) && j < nc) {
+        if ((s == 0u || !by_row) && j < ncw) {
           R yv = yb[s][j] == SENTINEL ? await_value(W, yrow + j * pc.c_col, S)
                                       : BITS_TO_R(yb[s][j]);
           if (by_row) {
@@ -278,7 +293,7 @@ void main() {
   // The block's solve: row q's solution is its residual over M[q][q], then
   // taken from every later row's residual.
   R y = R(0);
-  if (VARIANT == 1u) {
+  if (SUBGROUP_ROWS) {
     if (solver) { // whole subgroups
       uint base = gl_SubgroupInvocationID & ~(B - 1u);
       if (k > 0u) {
@@ -327,12 +342,13 @@ void main() {
     W.v[at] = R_TO_BITS(y);
   }
   if (last) { // uniform
-    // Every other block's values were read (so their waits ended) before
-    // this barrier.
+    // Every other block of the chunk was read (so their waits ended)
+    // before this barrier; the last chunk to finish writes the flag.
     memoryBarrierBuffer();
     barrier();
-    if (lid == 0u) {
-      uint late = atomicOr(S.v[1], 0u);
+    if (lid == 0u && atomicAdd(S.v[1], 1u) == pc.chunks - 1u) {
+      memoryBarrierBuffer();
+      uint late = atomicOr(S.v[0], 0u);
       FlagRef(pc.singular).v[b] = (sh_flags & 1u) | (late & LATE);
     }
   }

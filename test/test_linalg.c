@@ -390,6 +390,9 @@ NXV_TEST(linalg, triangular_solve) {
   /* Up to 4 rows per invocation the rows stay in registers; from {1, 70,
    * 16} on, one workgroup solves a system for up to 8 right-hand sides
    * (two chunks of 8; 8; 4 and 1 of 4; one); {1, 1000, 2} in panels. */
+  /* Chunks: {1, 300, 20} five of 4; {2, 100, 37} and {1, 64, 70} of 4,
+   * the last partial; {1, 256, 200} of 8; {2, 300, 90} of 8, the last
+   * partial. */
   static const size_t shapes[][3] = {{1, 1, 1},    {2, 5, 1},    {3, 17, 4},  {1, 33, 20},
                                      {2, 64, 3},   {1, 100, 1},  {5, 7, 16},  {1, 40, 37},
                                      {1, 70, 16},  {2, 130, 8},  {3, 300, 5}, {1, 257, 1},
@@ -488,7 +491,8 @@ static void check_chained_ops(int chained, nxv_dtype t, size_t n, size_t cols, s
 
 /* The chained solve (trsv.comp): blocks of 32 rows, one workgroup each,
  * taken in ticket order, each waiting on the blocks before it (orders
- * from 17, a single block up to 32). On CPU
+ * from 17, a single block up to 32), in chains of 1-8 right-hand sides
+ * (chunks of 4 and of 8, full and partial). On CPU
  * devices it runs in a child process with LP_NUM_THREADS=1 (llvmpipe then
  * runs the workgroups one after another, in order: no block waits); on
  * GPUs the blocks wait on one another. Every option, orders around the
@@ -508,7 +512,8 @@ NXV_TEST(linalg, triangular_solve_chained) {
   static const size_t shapes[][3] = {{1, 17, 1},  {2, 20, 3},   {1, 32, 1},   {3, 33, 2},
                                      {2, 64, 8},  {4, 100, 1},  {1, 129, 1},  {2, 130, 8},
                                      {3, 200, 5}, {1, 257, 1},  {1, 256, 2},  {4, 161, 3},
-                                     {1, 1000, 1}, {1, 700, 7}};
+                                     {1, 1000, 1}, {1, 700, 7},  {1, 300, 20}, {2, 100, 37},
+                                     {1, 64, 70}, {1, 256, 200}, {2, 300, 90}};
   for (int fast = 0; fast < 2; fast++) {
     nxv_device *d = test_open_device_with((nxv_device_config){.fast_math = fast,
                                                               .chained_solve = 1});
@@ -519,7 +524,9 @@ NXV_TEST(linalg, triangular_solve_chained) {
       if (fast && t == NXV_F64) continue;
       for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int o = 0; o < 8; o++) {
-          if (shapes[s][1] >= 700 && o != 0 && o != 7) continue;
+          /* Large ones: upper on the right (M read by columns) and lower
+           * on the left (by rows). */
+          if ((shapes[s][1] >= 700 || shapes[s][2] >= 90) && o != 0 && o != 3) continue;
           check_trsm(d, &rng, t, shapes[s][0], shapes[s][1], shapes[s][2], o & 1, o & 2, o & 4,
                      fast);
         }
@@ -634,7 +641,8 @@ NXV_TEST(linalg, triangular_solve_chained) {
   for (size_t ti = 0; ti < 2; ti++) {
     check_chained_ops(1, kTypes[ti], 300, 1, 3);
     check_chained_ops(1, kTypes[ti], 300, 8, 3);
-    check_chained_ops(1, kTypes[ti], 300, 9, 1); /* more than 8: one workgroup */
+    check_chained_ops(1, kTypes[ti], 300, 9, 3);
+    check_chained_ops(1, kTypes[ti], 300, 500, 1); /* many chains: one workgroup */
     check_chained_ops(-1, kTypes[ti], 300, 1, 1);
     check_chained_ops(1, kTypes[ti], 40, 1, 3);
     check_chained_ops(-1, kTypes[ti], 40, 1, 1);
