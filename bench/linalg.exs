@@ -36,8 +36,8 @@
 # op.
 #
 # `--chained` opens the device with that `chained_solve` option (default
-# `auto`: on GPUs, solves of order 17 and more with at most 8
-# right-hand sides are one dispatch of workgroups that wait on one
+# `auto`: on GPUs, solves of order 17 and more (up to 4096 blocks of 32
+# rows times right-hand sides) are one dispatch of workgroups that wait on one
 # another's rows; `never` takes the register, one-workgroup and panel
 # kernels).
 #

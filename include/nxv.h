@@ -223,9 +223,10 @@ typedef struct nxv_device_config {
                                  double-precision evaluation; f32
                                  triangular solves in f32 */
   int32_t chained_solve;      /* triangular solves of order 17 and more
-                                 with at most 8 right-hand sides in one
-                                 dispatch whose workgroups wait on one
-                                 another's rows (trsv.comp): 0 = on GPUs,
+                                 (at most 4096 blocks of 32 rows times
+                                 right-hand sides) in one dispatch whose
+                                 workgroups wait on one another's rows
+                                 (trsv.comp): 0 = on GPUs,
                                  1 = always, CPU devices included, -1 =
                                  never. On llvmpipe a wait that outlasts
                                  its loop limit (65535 iterations) gives
@@ -1038,8 +1039,10 @@ typedef struct nxv_trsm_desc {
  * diagonal (that system's solution then holds infinities or NaN; Nx
  * raises), bit 1 where a chained solve's wait gave up (see chained_solve
  * in nxv_device_config: that solution is not valid), else 0. On GPUs,
- * orders from 17 with at most 8 right-hand sides are one dispatch of a
- * workgroup per 32 rows that wait on one another's rows; otherwise up to
+ * orders from 17 (up to 4096 blocks of 32 rows times right-hand sides)
+ * are one dispatch of a workgroup per 32 rows and chunk of 1 to 8
+ * right-hand sides, the blocks of a chunk waiting on one another's rows;
+ * otherwise up to
  * order 128 (and 4 rows of a right-hand side per invocation) one
  * dispatch, a workgroup per system and 16 right-hand sides; up to order
  * 512 and 8 right-hand sides a workgroup per system; larger systems in

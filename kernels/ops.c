@@ -3540,8 +3540,10 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   NXV_TRY(nxv_tensor_ready(s->a));
   NXV_TRY(nxv_tensor_ready(s->b));
   bool wide = linalg_wide(d, t);
-  /* On GPUs, from order 17 with at most 8 right-hand sides: one dispatch of
-   * trsv.comp, a workgroup per 32 rows. Otherwise, at most 4 rows per
+  /* On GPUs, from order 17, while the systems' blocks of 32 rows times
+   * right-hand sides are at most 4096 (trsv_chunk_cols): one dispatch of
+   * trsv.comp, a workgroup per 32 rows and chunk of right-hand sides.
+   * Otherwise, at most 4 rows per
    * invocation and order 128: one dispatch, the rows in registers
    * (trsm.comp's VARIANT 1). Otherwise, up to order 512, one
    * dispatch of workgroups that each solve a system for up to 8
