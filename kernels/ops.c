@@ -3602,34 +3602,9 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   nxv_spv_module mod = wide ? NXV_SPV_TRSM_F32_WIDE
                        : t == NXV_F32 ? NXV_SPV_TRSM_F32 : NXV_SPV_TRSM_F64;
   nxv_tensor *use[5] = {s->a, s->b, x, flags, work};
-  if (chained) {
-    nxv_spv_module vmod = wide ? NXV_SPV_TRSV_F32_WIDE
-                          : t == NXV_F32 ? NXV_SPV_TRSV_F32 : NXV_SPV_TRSV_F64;
-    nxv_tensor *vuse[6] = {s->a, s->b, x, flags, work, sync};
-    uint32_t ymax = d->vk.info.max_workgroup_count[1];
-    for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += ymax) {
-      uint32_t nb = (uint32_t)(batch - b0 < ymax ? batch - b0 : ymax);
-      pc_trsv pc = {.a = s->a->buf->addr, .c = s->b->buf->addr, .y = x->buf->addr,
-                    .work = (work ? work : x)->buf->addr, .singular = flags->buf->addr,
-                    .sync = sync->buf->addr, .c_batch = n * cols, .m_row = m_row,
-                    .m_col = m_col, .c_row = c_row, .c_col = c_col, .n = (uint32_t)n,
-                    .cols = (uint32_t)cols, .batch = (uint32_t)batch,
-                    .flags = m_lower ? 1u : 0u, .b0 = (uint32_t)b0, .nblk = (uint32_t)nblk,
-                    .chunks = (uint32_t)vchunks};
-      st = push_grid_op(d, vmod, cc, trsv_variant, &pc, sizeof pc, (uint32_t)(nblk * vchunks),
-                        nb, nb * n * n * cols, vuse, 6, 2);
-    }
-    if (work) nxv_tensor_release(work); /* the nodes hold the buffers */
-    nxv_tensor_release(sync);
-    if (st != NXV_OK) {
-      nxv_tensor_release(x);
-      nxv_tensor_release(flags);
-      return st;
-    }
-    *out_x = x;
-    *out_singular = flags;
-    return NXV_OK;
-  }
+  nxv_spv_module vmod = wide ? NXV_SPV_TRSV_F32_WIDE
+                        : t == NXV_F32 ? NXV_SPV_TRSV_F32 : NXV_SPV_TRSV_F64;
+  nxv_tensor *vuse[6] = {s->a, s->b, x, flags, work, sync};
   uint32_t ymax = d->vk.info.max_workgroup_count[1];
   uint64_t elems = n * cols;
   for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += ymax) {
@@ -3640,6 +3615,16 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
                   .c_col = c_col, .n = (uint32_t)n, .cols = (uint32_t)cols,
                   .batch = (uint32_t)batch, .nc = nc, .flags = m_lower ? 1u : 0u,
                   .b0 = (uint32_t)b0};
+    if (chained) {
+      pc_trsv vpc = {.a = pc.a, .c = pc.c, .y = pc.y, .work = pc.work, .singular = pc.singular,
+                     .sync = sync->buf->addr, .c_batch = elems, .m_row = m_row, .m_col = m_col,
+                     .c_row = c_row, .c_col = c_col, .n = pc.n, .cols = pc.cols,
+                     .batch = pc.batch, .flags = pc.flags, .b0 = pc.b0,
+                     .nblk = (uint32_t)nblk, .chunks = (uint32_t)vchunks};
+      st = push_grid_op(d, vmod, cc, trsv_variant, &vpc, sizeof vpc,
+                        (uint32_t)(nblk * vchunks), nb, nb * n * n * cols, vuse, 6, 2);
+      continue;
+    }
     if (small) {
       /* Without right-hand sides one workgroup a system still writes its
        * flag. */
@@ -3668,7 +3653,8 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
       }
     }
   }
-  if (work) nxv_tensor_release(work); /* the nodes hold its buffer */
+  if (work) nxv_tensor_release(work); /* the nodes hold the buffers */
+  if (sync) nxv_tensor_release(sync);
   if (st != NXV_OK) {
     nxv_tensor_release(x);
     nxv_tensor_release(flags);

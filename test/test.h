@@ -131,6 +131,14 @@ nxv_device *test_open_device_deferred(void);
 /* The same with config's other fields (poisoned outputs and the disk
  * cache off whatever config says). */
 nxv_device *test_open_device_with(nxv_device_config config);
+/* This test binary's path (/proc/self/exe) into buf (cap bytes); false
+ * when it cannot be read. */
+bool test_self_exe(char *buf, size_t cap);
+/* Runs this test binary with the arguments args (NULL-terminated, after
+ * the program name) in the environment envp, and waits for it: its exit
+ * status, or -1 when it did not run or did not exit. */
+int test_run_self(char *const *args, char *const *envp);
+
 /* Deterministic xorshift random numbers. */
 uint64_t test_rand_u64(uint64_t *state);
 double test_rand_uniform(uint64_t *state, double lo, double hi);

@@ -3263,8 +3263,9 @@ NXV_TEST(kernels, transcendental_precision) {
 
 /* f32 pow and atan2 evaluated in double where the device has f64 (unless
  * fast math), through a binary op, an immediate operand, a fused program
- * and an integer operand (dense or a strided view): each result the correctly rounded f32 but for rare double
- * roundings, as the host's double pow and atan2 rounded to f32. Nx's
+ * and an integer operand (dense or a strided view): each result the
+ * correctly rounded f32 but for rare double roundings, as the host's
+ * double pow and atan2 rounded to f32. Nx's
  * example: the 2-norm of [3, 4] as 25 ** 0.5 is exactly 5. */
 NXV_TEST(kernels, pow_atan2_precision) {
   nxv_device *d = test_open_device();

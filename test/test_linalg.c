@@ -9,12 +9,9 @@
  * their output parameters alone.
  */
 #include <math.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "test.h"
 
@@ -428,10 +425,6 @@ extern char **environ;
  * LP_NUM_THREADS=1 added to the environment; returns its exit status, -1
  * when it could not run. */
 static int run_single_threaded_child(const char *name) {
-  char self[1024];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) return -1;
-  self[len] = 0;
   size_t count = 0;
   while (environ[count]) count++;
   char **env = test_xcalloc(count + 2, sizeof *env);
@@ -439,12 +432,8 @@ static int run_single_threaded_child(const char *name) {
   for (size_t i = 0; i < count; i++)
     if (strncmp(environ[i], "LP_NUM_THREADS=", 15) != 0) env[k++] = environ[i];
   env[k++] = "LP_NUM_THREADS=1";
-  char *argv[] = {self, (char *)name, NULL};
-  pid_t pid;
-  int status = 0, rc = -1;
-  if (posix_spawn(&pid, self, NULL, NULL, argv, env) == 0 && waitpid(pid, &status, 0) == pid &&
-      WIFEXITED(status))
-    rc = WEXITSTATUS(status);
+  char *args[] = {(char *)name, NULL};
+  int rc = test_run_self(args, env);
   free(env);
   return rc;
 }

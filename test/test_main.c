@@ -5,9 +5,12 @@
  * of the filters (all tests when none is given).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kernels/ops.h"
 #include "test.h"
@@ -75,6 +78,30 @@ uint64_t test_rand_u64(uint64_t *state) {
   x ^= x << 17;
   *state = x;
   return x;
+}
+
+bool test_self_exe(char *buf, size_t cap) {
+  ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+  if (n <= 0) return false;
+  buf[n] = 0;
+  return true;
+}
+
+int test_run_self(char *const *args, char *const *envp) {
+  char self[1024];
+  char *argv[8] = {self};
+  size_t n = 0;
+  while (args[n] && n + 2 < sizeof argv / sizeof *argv) {
+    argv[n + 1] = args[n];
+    n++;
+  }
+  argv[n + 1] = NULL;
+  pid_t pid;
+  int status = 0;
+  if (!test_self_exe(self, sizeof self) || posix_spawn(&pid, self, NULL, NULL, argv, envp) != 0 ||
+      waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+    return -1;
+  return WEXITSTATUS(status);
 }
 
 double test_rand_uniform(uint64_t *state, double lo, double hi) {

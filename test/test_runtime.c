@@ -2025,16 +2025,8 @@ int test_pcache_child(const char *dir) {
 }
 
 static int run_child(const char *dir) {
-  char self[1024];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return -1;
-  self[n] = 0;
-  char *argv[] = {self, "--pcache-child", (char *)dir, NULL};
-  pid_t pid;
-  if (posix_spawn(&pid, self, NULL, NULL, argv, environ) != 0) return -1;
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
+  char *args[] = {"--pcache-child", (char *)dir, NULL};
+  return test_run_self(args, environ);
 }
 
 static bool read_all(const char *path, unsigned char **out, size_t *n) {
@@ -2136,9 +2128,7 @@ NXV_TEST(pcache, concurrent_writers_leave_a_valid_file) {
   nxv_stats s;
   REQUIRE_OK(use_cache(dir, &s));
   char self[1024];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  REQUIRE(len > 0);
-  self[len] = 0;
+  REQUIRE(test_self_exe(self, sizeof self));
   pid_t pids[4];
   for (int i = 0; i < 4; i++) {
     char *argv[] = {self, "--pcache-child", dir, NULL};
