@@ -1053,9 +1053,26 @@ typedef struct nxv_trsm_desc {
 nxv_status nxv_triangular_solve(nxv_device *device, const nxv_trsm_desc *desc,
                                 nxv_tensor **out_x, nxv_tensor **out_singular);
 
-/* True when nxv_cholesky and nxv_triangular_solve run on dtype (f32, or
- * f64 on devices with shaderFloat64; workgroups of 256 invocations and
- * 27 KiB of shared memory). */
+/* LU factorization with partial pivoting (LAPACK's getrf) of each of
+ * batch dense n x n matrices of a (f32 or f64; batch * n * n elements), as
+ * Nx.LinAlg.lu returns it: A = P L U with P a permutation matrix, L unit
+ * lower triangular and U upper triangular, three new dense batch x n x n
+ * tensors of a's type. Step j pivots on the first row of the largest
+ * magnitude in column j at or below the diagonal; a zero pivot (a
+ * singular matrix) leaves its column of L zero. Entries of L and U of
+ * magnitude below eps are written as zero (as Nx.BinaryBackend does). f32
+ * is computed in double where the device has f64, unless fast_math, each
+ * result rounded once. One dispatch: a workgroup per matrix, the matrix
+ * in shared memory up to order 64, else in device memory. n is at most
+ * NXV_CHOLESKY_MAX_ORDER, else NXV_ERR_UNSUPPORTED.
+ * a is retained until the work completes; the outputs are new. Thread-safe,
+ * as every op. */
+nxv_status nxv_lu(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t n, double eps,
+                  nxv_tensor **out_p, nxv_tensor **out_l, nxv_tensor **out_u);
+
+/* True when nxv_cholesky, nxv_triangular_solve and nxv_lu run on dtype
+ * (f32, or f64 on devices with shaderFloat64; workgroups of 256
+ * invocations and 29 KiB of shared memory). */
 bool nxv_linalg_supported(nxv_device *device, nxv_dtype dtype);
 /* The largest order nxv_cholesky takes (a matrix's elements are indexed
  * in 32 bits). */

@@ -3664,3 +3664,107 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
   *out_singular = flags;
   return NXV_OK;
 }
+
+typedef struct pc_lu { /* lu.comp */
+  uint64_t a, p, l, u, work, perm;
+  uint32_t eps_lo, eps_hi;
+  uint32_t n, batch, b0, pad;
+} pc_lu;
+_Static_assert(sizeof(pc_lu) == 72, "pc_lu layout");
+
+/* lu.comp's shared-memory variants: the largest order each holds, and the
+ * shared memory it declares with elements of rsize bytes (the matrix, perm
+ * and the pivot search's 256 + 16 candidates). */
+static uint64_t lu_shared_order(uint32_t variant) { return variant == 1 ? 32 : 64; }
+static uint64_t lu_shared_bytes(uint32_t variant, uint64_t rsize) {
+  uint64_t ns = lu_shared_order(variant);
+  return ns * ns * rsize + ns * 4 + 272 * (rsize + 4);
+}
+
+nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, double eps,
+                  nxv_tensor **out_p, nxv_tensor **out_l, nxv_tensor **out_u) {
+  if (!d || !a || !out_p || !out_l || !out_u)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "lu: NULL argument");
+  if (a->device != d) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "lu: tensor on another device");
+  nxv_dtype t = a->dtype;
+  NXV_TRY(linalg_check(d, t, "lu"));
+  if (n != 0 && batch > UINT64_MAX / n / n)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "lu: %llu matrices of order %llu overflow",
+                    (unsigned long long)batch, (unsigned long long)n);
+  if (batch * n * n != a->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "lu: tensor has %llu elements, %llu matrices of order %llu need %llu",
+                    (unsigned long long)a->count, (unsigned long long)batch,
+                    (unsigned long long)n, (unsigned long long)(batch * n * n));
+  if (n > NXV_CHOLESKY_MAX_ORDER)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "lu: order %llu (at most %d)", (unsigned long long)n,
+                    NXV_CHOLESKY_MAX_ORDER);
+  uint64_t width = d->vk.info.max_workgroup_count[0];
+  uint64_t height = d->vk.info.max_workgroup_count[1];
+  if (batch > UINT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "lu: %llu matrices (at most 2^32 - 1)",
+                    (unsigned long long)batch);
+  NXV_TRY(nxv_tensor_ready(a));
+  bool wide = linalg_wide(d, t);
+  uint64_t rsize = wide || t == NXV_F64 ? 8 : 4;
+  uint64_t elems = batch * n * n;
+  nxv_tensor *res[3] = {NULL, NULL, NULL}, *work = NULL, *perm = NULL;
+  nxv_status st = NXV_OK;
+  for (int i = 0; i < 3 && st == NXV_OK; i++) st = nxv_tensor_new(d, t, elems, &res[i]);
+  /* The shared-memory variants where the matrix fits, else the workspace
+   * (U itself unless wide) and perm in device memory. */
+  uint32_t variant = 2;
+  if (n <= 32 && d->vk.info.max_shared_memory >= lu_shared_bytes(1, rsize))
+    variant = 1;
+  else if (n <= 64 && d->vk.info.max_shared_memory >= lu_shared_bytes(3, rsize))
+    variant = 3;
+  if (st == NXV_OK && elems && variant == 2) {
+    st = nxv_tensor_new(d, NXV_U32, batch * n, &perm);
+    if (st == NXV_OK && wide) st = nxv_tensor_new(d, NXV_F64, elems, &work);
+  }
+  uint64_t bits;
+  if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
+  if (rsize == 8) {
+    memcpy(&bits, &eps, sizeof bits);
+  } else {
+    float e32 = (float)eps;
+    uint32_t b32;
+    memcpy(&b32, &e32, sizeof b32);
+    bits = b32;
+  }
+  pc_lu pc = {.a = a->buf->addr, .eps_lo = (uint32_t)bits, .eps_hi = (uint32_t)(bits >> 32),
+              .n = (uint32_t)n, .batch = (uint32_t)batch};
+  if (st == NXV_OK && elems) {
+    pc.p = res[0]->buf->addr;
+    pc.l = res[1]->buf->addr;
+    pc.u = res[2]->buf->addr;
+    if (variant == 2) {
+      pc.work = work ? work->buf->addr : res[2]->buf->addr;
+      pc.perm = perm->buf->addr;
+    }
+    nxv_spv_module mod = wide ? NXV_SPV_LU_F32_WIDE : t == NXV_F32 ? NXV_SPV_LU_F32 : NXV_SPV_LU_F64;
+    /* One workgroup per matrix: up to the grid's width along x, rows of
+     * that along y, further dispatches past the grid's height. */
+    uint64_t per = width * height;
+    for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += per) {
+      uint64_t nb = batch - b0 < per ? batch - b0 : per;
+      uint32_t gx = (uint32_t)(nb < width ? nb : width);
+      uint32_t gy = (uint32_t)((nb + gx - 1) / gx);
+      pc.b0 = (uint32_t)b0;
+      nxv_tensor *use[6] = {a, work, perm, res[0], res[1], res[2]};
+      st = push_grid(d, mod, variant, &pc, sizeof pc, gx, gy, nb * (n * n * n / 3 + n * n), use,
+                     6, 1);
+    }
+  }
+  if (work) nxv_tensor_release(work); /* the nodes hold the buffers */
+  if (perm) nxv_tensor_release(perm);
+  if (st != NXV_OK) {
+    for (int i = 0; i < 3; i++)
+      if (res[i]) nxv_tensor_release(res[i]);
+    return st;
+  }
+  *out_p = res[0];
+  *out_l = res[1];
+  *out_u = res[2];
+  return NXV_OK;
+}

@@ -1460,6 +1460,25 @@ static ERL_NIF_TERM nif_cholesky(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
   return wrap_tensor(env, out);
 }
 
+/* lu(ref, batch, n, eps): {p, l, u}, the LU factorizations with partial
+ * pivoting of a dense batch of n x n matrices (A = P L U). */
+static ERL_NIF_TERM nif_lu(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  ErlNifUInt64 batch, n;
+  double eps;
+  if (!enif_get_uint64(env, argv[1], &batch) || !enif_get_uint64(env, argv[2], &n))
+    return raise_argument(env, "lu: batch and n must be non-negative integers");
+  if (!enif_get_double(env, argv[3], &eps)) return raise_argument(env, "lu: eps must be a float");
+  bool dead;
+  nxv_tensor *a = grab(env, argv[0], &dead);
+  if (!a) return bad_tensor(env, "lu operand", dead);
+  nxv_tensor *p = NULL, *l = NULL, *u = NULL;
+  nxv_status st = nxv_lu(nxv_tensor_device(a), a, batch, n, eps, &p, &l, &u);
+  nxv_tensor_release(a);
+  if (st != NXV_OK) return raise_status(env, st, "lu");
+  return enif_make_tuple3(env, wrap_tensor(env, p), wrap_tensor(env, l), wrap_tensor(env, u));
+}
+
 /* triangular_solve(a, b, batch, n, cols, lower, left_side, transpose_a):
  * {x, singular}, singular a u32 per system (1: a zero on A's diagonal). */
 static ERL_NIF_TERM nif_triangular_solve(ErlNifEnv *env, int argc,
@@ -1729,6 +1748,7 @@ static ErlNifFunc funcs[] = {
     {"supported", 4, nif_supported, 0},
     {"fft", 5, nif_fft, 0},
     {"cholesky", 4, nif_cholesky, 0},
+    {"lu", 4, nif_lu, 0},
     {"triangular_solve", 8, nif_triangular_solve, 0},
     {"upload", 3, nif_upload, 0},
     {"upload_dirty", 3, nif_upload, ERL_NIF_DIRTY_JOB_CPU_BOUND},

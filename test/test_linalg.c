@@ -758,3 +758,249 @@ NXV_TEST(linalg, triangular_solve_edges) {
   }
   nxv_device_release(d);
 }
+
+/* LU with partial pivoting of the n x n matrix a in long double, pivoting
+ * as the kernel does (the first row of the largest magnitude): perm[j] is
+ * the row of a that ends at row j; lu holds L's multipliers below the
+ * diagonal and U on and above it. */
+static void ref_lu(const long double *a, size_t n, long double *lu, size_t *perm) {
+  memcpy(lu, a, n * n * sizeof *lu);
+  for (size_t i = 0; i < n; i++) perm[i] = i;
+  for (size_t j = 0; j < n; j++) {
+    size_t p = j;
+    for (size_t i = j + 1; i < n; i++)
+      if (fabsl(lu[i * n + j]) > fabsl(lu[p * n + j])) p = i;
+    if (p != j) {
+      for (size_t k = 0; k < n; k++) {
+        long double x = lu[j * n + k];
+        lu[j * n + k] = lu[p * n + k];
+        lu[p * n + k] = x;
+      }
+      size_t x = perm[j];
+      perm[j] = perm[p];
+      perm[p] = x;
+    }
+    long double piv = lu[j * n + j];
+    if (piv == 0) continue;
+    for (size_t i = j + 1; i < n; i++) {
+      long double m = lu[i * n + j] /= piv;
+      for (size_t k = j + 1; k < n; k++) lu[i * n + k] -= m * lu[j * n + k];
+    }
+  }
+}
+
+/* nxv_lu of batch random n x n matrices (entries in [-1, 1]) against
+ * ref_lu: P exactly the reference's permutation, L unit lower and U upper
+ * triangular with exact zeros elsewhere, their entries within a
+ * backward-stable bound of the reference's, and P L U within that bound
+ * of A. The outputs are poisoned by the device first. */
+static void check_lu(nxv_device *d, uint64_t *rng, nxv_dtype t, size_t batch, size_t n) {
+  char tag[96];
+  snprintf(tag, sizeof tag, "lu %s %zu x %zu x %zu", nxv_dtype_name(t), batch, n, n);
+  size_t count = batch * n * n, es = nxv_dtype_size(t);
+  void *buf = test_xcalloc(count + 1, es);
+  long double *a = test_xcalloc(count + 1, sizeof *a);
+  long double *lu = test_xcalloc(n * n + 1, sizeof *lu);
+  size_t *perm = test_xcalloc(n + 1, sizeof *perm);
+  for (size_t i = 0; i < count; i++) {
+    put(t, buf, i, test_rand_uniform(rng, -1, 1));
+    a[i] = get(t, buf, i);
+  }
+  nxv_tensor *x = upload(d, t, count, buf), *out[3] = {NULL, NULL, NULL};
+  if (x) {
+    nxv_status st = nxv_lu(d, x, batch, n, 1e-30, &out[0], &out[1], &out[2]);
+    CHECK_MSG(st == NXV_OK, "%s: %s", tag, nxv_last_error());
+    if (st == NXV_OK) {
+      void *got[3];
+      for (int o = 0; o < 3; o++) {
+        CHECK(nxv_tensor_count(out[o]) == count && nxv_tensor_dtype(out[o]) == t);
+        got[o] = download(out[o], count, es);
+      }
+      /* Entries of L are at most 1 and of U at most 2^j in magnitude; on
+       * random matrices the growth stays small. */
+      long double tol = 64 * (long double)n * unit_eps(t) * ((long double)n + 1);
+      size_t bad = 0;
+      for (size_t b = 0; got[0] && got[1] && got[2] && b < batch; b++) {
+        const long double *ab = a + b * n * n;
+        ref_lu(ab, n, lu, perm);
+        for (size_t i = 0; i < n; i++)
+          for (size_t k = 0; k < n; k++) {
+            size_t e = b * n * n + i * n + k;
+            long double p = get(t, got[0], e), l = get(t, got[1], e), u = get(t, got[2], e);
+            long double wl = i > k ? lu[i * n + k] : i == k ? 1 : 0;
+            long double wu = i <= k ? lu[i * n + k] : 0;
+            bool ok = p == (perm[k] == i ? 1 : 0);
+            ok = ok && (i > k ? fabsl(l - wl) <= tol : l == wl);
+            ok = ok && (i <= k ? fabsl(u - wu) <= tol : u == 0);
+            /* (P L U)[i][k] = (L U)[r][k] where perm[r] == i. */
+            long double s = 0;
+            size_t r = 0;
+            while (r < n && perm[r] != i) r++;
+            for (size_t q = 0; q <= r && q <= k; q++)
+              s += get(t, got[1], b * n * n + r * n + q) * get(t, got[2], b * n * n + q * n + k);
+            ok = ok && fabsl(s - ab[i * n + k]) <= tol;
+            if (!ok && bad++ < 5)
+              fprintf(stderr, "  %s: matrix %zu (%zu, %zu): P %Lg L %.10Lg U %.10Lg, expected "
+                      "P %d L %.10Lg U %.10Lg, (PLU - A) %.3Lg\n", tag, b, i, k, p, l, u,
+                      perm[k] == i, wl, wu, s - ab[i * n + k]);
+          }
+      }
+      CHECK_MSG(bad == 0, "%s: %zu wrong entries", tag, bad);
+      for (int o = 0; o < 3; o++) {
+        free(got[o]);
+        nxv_tensor_release(out[o]);
+      }
+    }
+    nxv_tensor_release(x);
+  }
+  free(buf);
+  free(a);
+  free(lu);
+  free(perm);
+}
+
+NXV_TEST(linalg, lu) {
+  /* Orders up to 32 and 64 in shared memory, beyond in device memory (65,
+   * 100, 130, 257: more rows than the 16 x 16 update grid covers at once;
+   * 300 more than a workgroup's invocations), batches up to 40. With
+   * fast_math f32 runs in f32. */
+  static const size_t shapes[][2] = {{1, 1},  {1, 2},   {3, 5},   {2, 16}, {1, 17},
+                                     {2, 32}, {1, 33},  {3, 64},  {1, 65}, {2, 100},
+                                     {40, 3}, {1, 130}, {1, 257}, {1, 300}};
+  for (int fast = 0; fast < 2; fast++) {
+    nxv_device *d = test_open_device_with((nxv_device_config){.fast_math = fast});
+    REQUIRE(d);
+    uint64_t rng = 0x1a1 + (uint64_t)fast;
+    for (size_t ti = 0; ti < 2; ti++)
+      for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        if (!fast || kTypes[ti] == NXV_F32)
+          check_lu(d, &rng, kTypes[ti], shapes[s][0], shapes[s][1]);
+    nxv_device_release(d);
+  }
+}
+
+/* Singular matrices (a zero pivot leaves its column of L zero and the
+ * factorization goes on), ties (the first row wins), eps flushing small
+ * entries, a permutation matrix (exact), NaN (no hang), empty batches and
+ * orders, and wrong calls (an error, outputs untouched). */
+NXV_TEST(linalg, lu_edges) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  for (size_t ti = 0; ti < 2; ti++) {
+    nxv_dtype t = kTypes[ti];
+    size_t es = nxv_dtype_size(t);
+    /* Five 3 x 3: a zero first column; a tie in magnitude (rows 0 and 2
+     * of column 0); a small entry that eps flushes; a permutation matrix;
+     * a NaN. */
+    static const double vals[45] = {0, 1, 2, 0, 3, 4, 0, 5, 7,          /* singular */
+                                    2, 1, 0, 1, 2, 1, -2, 1, 3,         /* ties */
+                                    1, 0, 0, 1e-12, 1, 0, 0, 0, 1,      /* small */
+                                    0, 0, 1, 1, 0, 0, 0, 1, 0,          /* permutation */
+                                    1, 2, 3, 4, NAN, 6, 7, 8, 9};       /* NaN */
+    void *buf = test_xcalloc(45, es);
+    for (size_t i = 0; i < 45; i++) put(t, buf, i, vals[i]);
+    nxv_tensor *x = upload(d, t, 45, buf), *o[3] = {NULL, NULL, NULL};
+    REQUIRE(x);
+    REQUIRE_OK(nxv_lu(d, x, 5, 3, 1e-10, &o[0], &o[1], &o[2]));
+    void *p = download(o[0], 45, es), *l = download(o[1], 45, es), *u = download(o[2], 45, es);
+    if (p && l && u) {
+      /* Singular: no swap in column 0 (all zero), L's column 0 zero below
+       * the diagonal, then rows 1 and 2 swap for column 1 (|5| > |3|). */
+      static const double sp[9] = {1, 0, 0, 0, 0, 1, 0, 1, 0};
+      static const double sl[9] = {1, 0, 0, 0, 1, 0, 0, 0.6, 1};
+      static const double su[9] = {0, 1, 2, 0, 5, 7, 0, 0, 4 - 0.6 * 7};
+      /* Tie: row 0 keeps column 0 (|2| == |-2|); then rows 1 and 2 hold
+       * 1.5 and 2 in column 1: row 2 is larger, swapped. */
+      static const double tp[9] = {1, 0, 0, 0, 0, 1, 0, 1, 0};
+      static const double tl[9] = {1, 0, 0, -1, 1, 0, 0.5, 0.75, 1};
+      static const double tu[9] = {2, 1, 0, 0, 2, 3, 0, 0, 1 - 0.75 * 3};
+      for (int i = 0; i < 9; i++) {
+        long double tol = 8 * unit_eps(t);
+        CHECK_MSG(get(t, p, (size_t)i) == sp[i] && fabsl(get(t, l, (size_t)i) - sl[i]) <= tol &&
+                      fabsl(get(t, u, (size_t)i) - su[i]) <= tol,
+                  "%s singular (%d): P %Lg L %Lg U %Lg", nxv_dtype_name(t), i,
+                  get(t, p, (size_t)i), get(t, l, (size_t)i), get(t, u, (size_t)i));
+        CHECK_MSG(get(t, p, 9 + (size_t)i) == tp[i] &&
+                      fabsl(get(t, l, 9 + (size_t)i) - tl[i]) <= tol &&
+                      fabsl(get(t, u, 9 + (size_t)i) - tu[i]) <= tol,
+                  "%s ties (%d): P %Lg L %Lg U %Lg", nxv_dtype_name(t), i,
+                  get(t, p, 9 + (size_t)i), get(t, l, 9 + (size_t)i), get(t, u, 9 + (size_t)i));
+        /* Small: L[1][0] = 1e-12 flushed; the rest the identity. */
+        double id = i % 4 == 0 ? 1 : 0;
+        CHECK(get(t, p, 18 + (size_t)i) == id && get(t, l, 18 + (size_t)i) == id &&
+              get(t, u, 18 + (size_t)i) == id);
+        /* Permutation: A = P with L = U = I. */
+        CHECK(get(t, p, 27 + (size_t)i) == vals[27 + i] && get(t, l, 27 + (size_t)i) == id &&
+              get(t, u, 27 + (size_t)i) == id);
+      }
+      /* NaN: a valid permutation and NaN in U's trailing entries. */
+      size_t ones = 0;
+      for (size_t i = 36; i < 45; i++) ones += get(t, p, i) == 1;
+      CHECK(ones == 3 && isnan(get(t, u, 44)));
+    }
+    free(p);
+    free(l);
+    free(u);
+    for (int i = 0; i < 3; i++) nxv_tensor_release(o[i]);
+    /* eps 0 keeps the small entry. */
+    REQUIRE_OK(nxv_lu(d, x, 5, 3, 0.0, &o[0], &o[1], &o[2]));
+    l = download(o[1], 45, es);
+    if (l) CHECK(get(t, l, 21) == get(t, buf, 21));
+    free(l);
+    for (int i = 0; i < 3; i++) nxv_tensor_release(o[i]);
+    /* A singular matrix in device memory (order 80): rows 0 and 40 equal,
+     * so U[79][79] is zero up to rounding and nothing hangs or faults. */
+    {
+      size_t n = 80;
+      uint64_t rng = 0x5e1;
+      void *sb = test_xcalloc(n * n, es);
+      for (size_t i = 0; i < n * n; i++) put(t, sb, i, test_rand_uniform(&rng, -1, 1));
+      for (size_t k = 0; k < n; k++) put(t, sb, 40 * n + k, get(t, sb, k));
+      nxv_tensor *s = upload(d, t, n * n, sb);
+      REQUIRE(s);
+      REQUIRE_OK(nxv_lu(d, s, 1, n, 0.0, &o[0], &o[1], &o[2]));
+      u = download(o[2], n * n, es);
+      long double minpiv = INFINITY;
+      for (size_t i = 0; u && i < n; i++)
+        if (fabsl(get(t, u, i * n + i)) < minpiv) minpiv = fabsl(get(t, u, i * n + i));
+      CHECK_MSG(minpiv <= 1e3L * unit_eps(t), "%s: singular order 80, smallest pivot %Lg",
+                nxv_dtype_name(t), minpiv);
+      free(u);
+      for (int i = 0; i < 3; i++) nxv_tensor_release(o[i]);
+      nxv_tensor_release(s);
+      free(sb);
+    }
+    /* Empty: no matrices, and matrices of order 0. */
+    nxv_tensor *e = NULL;
+    REQUIRE_OK(nxv_tensor_empty(d, t, 0, &e));
+    REQUIRE_OK(nxv_lu(d, e, 0, 4, 1e-10, &o[0], &o[1], &o[2]));
+    for (int i = 0; i < 3; i++) {
+      CHECK(nxv_tensor_count(o[i]) == 0);
+      nxv_tensor_release(o[i]);
+    }
+    REQUIRE_OK(nxv_lu(d, e, 3, 0, 1e-10, &o[0], &o[1], &o[2]));
+    for (int i = 0; i < 3; i++) {
+      CHECK(nxv_tensor_count(o[i]) == 0);
+      nxv_tensor_release(o[i]);
+    }
+    /* Wrong calls: an error with a message, the outputs left alone. */
+    nxv_tensor *keep[3] = {(nxv_tensor *)&keep, (nxv_tensor *)&keep, (nxv_tensor *)&keep};
+    CHECK(nxv_lu(d, x, 4, 3, 1e-10, &keep[0], &keep[1], &keep[2]) == NXV_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(nxv_last_error(), "lu: tensor has 45 elements") != NULL);
+    CHECK(nxv_lu(d, x, 5, 3, 1e-10, NULL, &keep[1], &keep[2]) == NXV_ERR_INVALID_ARGUMENT);
+    CHECK(keep[0] == (nxv_tensor *)&keep && keep[1] == (nxv_tensor *)&keep &&
+          keep[2] == (nxv_tensor *)&keep);
+    nxv_tensor_release(e);
+    nxv_tensor_release(x);
+    free(buf);
+  }
+  /* Integer tensors are not factored. */
+  int32_t iv[4] = {1, 2, 3, 4};
+  nxv_tensor *it = NULL, *o[3] = {NULL, NULL, NULL};
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, 4, iv, &it));
+  CHECK(nxv_lu(d, it, 1, 2, 1e-10, &o[0], &o[1], &o[2]) == NXV_ERR_UNSUPPORTED);
+  CHECK(strstr(nxv_last_error(), "lu on s32") != NULL);
+  CHECK(!o[0] && !o[1] && !o[2]);
+  nxv_tensor_release(it);
+  nxv_device_release(d);
+}

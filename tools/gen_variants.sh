@@ -120,3 +120,9 @@ echo "trsv_f32_wide trsv.comp -DT_ID=10 -DWIDE=1"
 for t in f16:8 bf16:9 f32:10; do
   echo "binary_${t%%:*}_precise binary.comp -DT_ID=${t#*:} -DPRECISE32=1"
 done
+# LU factorizations with partial pivoting, a workgroup per matrix; f32 in
+# double on devices with f64.
+for t in f32:10 f64:11; do
+  echo "lu_${t%%:*} lu.comp -DT_ID=${t#*:}"
+done
+echo "lu_f32_wide lu.comp -DT_ID=10 -DWIDE=1"

@@ -2502,7 +2502,7 @@ if Code.ensure_loaded?(Nx.Backend) do
     ## Callbacks computed on the host
 
     # The same callback on Nx.BinaryBackend.
-    host_callbacks = [map: 4, lu: 3]
+    host_callbacks = [map: 4]
 
     # Optional callbacks: exported only where Nx.BinaryBackend implements
     # them; otherwise Nx calls optional/3 with the default implementation.
@@ -2513,7 +2513,6 @@ if Code.ensure_loaded?(Nx.Backend) do
             qr: 3,
             eigh: 3,
             svd: 3,
-            solve: 3,
             determinant: 2,
             logical_not: 2,
             fft2: 3,
@@ -2571,6 +2570,66 @@ if Code.ensure_loaded?(Nx.Backend) do
         host(:cholesky, [out, tensor], reason)
       else
         host_apply(:cholesky, [tensor], reason, fn [t] -> Nx.LinAlg.cholesky(t) end)
+      end
+    end
+
+    impl_if_callback(:lu, 3)
+
+    # LU factorizations with partial pivoting (A = P L U) of each matrix on
+    # the device, types as cholesky/2 takes them (P converted to the
+    # input's type); complex types and devices without the kernels on the
+    # host. Entries of L and U below the `:eps` option in magnitude are
+    # zero, as Nx.BinaryBackend writes them.
+    def lu({p_out, %T{type: out_type} = l_out, u_out} = outs, %T{shape: shape} = tensor, opts) do
+      index = device_of(tensor)
+      n = elem(shape, tuple_size(shape) - 1)
+      compute = linalg_type(out_type)
+
+      with true <- compute != nil and rank_ok?(tensor) and linalg?(index, compute),
+           true <- n <= @cholesky_max_order,
+           {:ok, a} <- operand(tensor, compute, index) do
+        if Nx.size(shape) == 0 do
+          {empty(p_out, index), empty(l_out, index), empty(u_out, index)}
+        else
+          batch = div(Nx.size(shape), n * n)
+          eps = Keyword.get(opts, :eps, 1.0e-10) * 1.0
+          {p, l, u} = alloc(index, fn -> NIF.lu(a, batch, n, eps) end)
+
+          {wrap(p_out, linalg_result(p, compute, p_out, index), index),
+           wrap(l_out, linalg_result(l, compute, l_out, index), index),
+           wrap(u_out, linalg_result(u, compute, u_out, index), index)}
+        end
+      else
+        _ -> host(:lu, [outs, tensor, opts], no_kernel(:lu, tensor.type, index))
+      end
+    end
+
+    impl_if_callback(:solve, 3)
+
+    # A X = B through the device's LU factorization: X = U^-1 L^-1 P^T B,
+    # P^T B as a product and two triangular solves (a singular A raises
+    # Nx's "can't solve for singular matrix" from the second). Complex
+    # types and devices without the kernels take Nx's default
+    # implementation on the host.
+    def solve(%T{type: out_type, shape: out_shape} = out, %T{shape: a_shape} = a, %T{} = b) do
+      index = device_of_args([a, b])
+      compute = linalg_type(out_type)
+
+      if compute != nil and rank_ok?(a) and rank_ok?(b) and linalg?(index, compute) do
+        rank = tuple_size(a_shape)
+        vector? = tuple_size(b.shape) == rank - 1
+        b = if vector?, do: Nx.new_axis(b, -1), else: b
+        {p, l, u} = Nx.LinAlg.lu(Nx.as_type(a, out_type))
+        batch = Enum.to_list(0..(rank - 3)//1)
+        pb = Nx.dot(p, [rank - 2], batch, Nx.as_type(b, out_type), [rank - 2], batch)
+        y = Nx.LinAlg.triangular_solve(l, pb, lower: true)
+        x = Nx.LinAlg.triangular_solve(u, y, lower: false)
+        x = if vector?, do: Nx.squeeze(x, axes: [rank - 1]), else: x
+        %{x | shape: out_shape, names: out.names}
+      else
+        host_apply(:solve, [a, b], no_kernel(:solve, out_type, index), fn [ha, hb] ->
+          Nx.LinAlg.solve(ha, hb)
+        end)
       end
     end
 
@@ -2677,10 +2736,11 @@ if Code.ensure_loaded?(Nx.Backend) do
     # run on the device (logical_not: equal with zero; the cumulative ops:
     # an associative scan of slices and element-wise ops; all_close:
     # element-wise ops and all; top_k: argsort and take_along_axis;
-    # fft2/ifft2: fft/ifft along each axis); the others run on the host in
-    # one piece.
+    # fft2/ifft2: fft/ifft along each axis; determinant: lu/3 and
+    # element-wise ops); the others run on the host in one piece.
     @device_defaults [:logical_not, :cumulative_sum, :cumulative_product] ++
-                       [:cumulative_min, :cumulative_max, :all_close, :top_k, :fft2, :ifft2]
+                       [:cumulative_min, :cumulative_max, :all_close, :top_k, :fft2, :ifft2] ++
+                       [:determinant]
 
     def optional(name, args, fun) when name in @device_defaults, do: apply(fun, args)
 

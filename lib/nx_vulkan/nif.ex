@@ -254,6 +254,16 @@ defmodule Nx.Vulkan.NIF do
   def cholesky(_a, _batch, _n, _eps), do: nif_error()
 
   @doc """
+  The LU factorization with partial pivoting of each of `batch` dense `n`
+  x `n` f32 or f64 matrices: `{p, l, u}` with `A = P L U`, each dense
+  `batch x n x n` of the input's type; entries of L and U below `eps` in
+  magnitude are zero.
+  """
+  @spec lu(reference(), non_neg_integer(), non_neg_integer(), float()) ::
+          {reference(), reference(), reference()}
+  def lu(_a, _batch, _n, _eps), do: nif_error()
+
+  @doc """
   Solves `batch` triangular systems as `Nx.LinAlg.triangular_solve/3`
   defines them: `a` dense `batch x n x n`, `b` dense `batch x n x cols`
   (left side) or `batch x cols x n`, both f32 or both f64. Returns the

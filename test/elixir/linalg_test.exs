@@ -2,9 +2,11 @@
 # excluded (test_helper.exs excludes :nx).
 if Code.ensure_loaded?(Nx) do
   defmodule Nx.Vulkan.LinAlgTest do
-    # Nx.LinAlg.cholesky/1 and Nx.LinAlg.triangular_solve/3 on the device
-    # against Nx.BinaryBackend computing in f64 on the same inputs: every
-    # option, batches, vectorized axes, types that convert, bad inputs.
+    # Nx.LinAlg.cholesky/1, triangular_solve/3, lu/2, solve/2 and
+    # determinant/1 on the device against Nx.BinaryBackend computing in f64
+    # on the same inputs (lu: the factorization's properties, as the device
+    # pivots as LAPACK does): every option, batches, vectorized axes, types
+    # that convert, bad inputs.
     use ExUnit.Case, async: false
     @moduletag :nx
 
@@ -317,6 +319,204 @@ if Code.ensure_loaded?(Nx) do
 
         assert Nx.to_flat_list(host(a)) |> length() == 16
         assert Nx.to_flat_list(host(b)) == [4, 2, 4, 2]
+      end
+    end
+
+    # {p, l, u} of a (on the host, f64): P a permutation matrix, L unit
+    # lower triangular with entries of at most 1 (partial pivoting), U upper
+    # triangular, and P L U equal to a within tol.
+    defp assert_plu({p, l, u}, a, tol) do
+      {p, l, u} = {host(p), host(l), host(u)}
+      n = elem(a.shape, tuple_size(a.shape) - 1)
+      rows = fn t -> t |> Nx.reshape({:auto, n, n}) |> Nx.to_list() end
+      lower = Nx.tril(Nx.broadcast(1, {n, n}), k: -1) |> Nx.to_list() |> List.flatten()
+
+      for {pm, lm, um} <- Enum.zip([rows.(p), rows.(l), rows.(u)]) do
+        assert Enum.all?(List.flatten(pm), &(&1 in [0, 1, 0.0, 1.0]))
+        assert Enum.all?(pm, &(Enum.sum(&1) == 1))
+        assert Enum.all?(Enum.zip_with(pm, & &1), &(Enum.sum(&1) == 1))
+
+        for {{lv, uv}, below} <- Enum.zip(Enum.zip(List.flatten(lm), List.flatten(um)), lower),
+            do: if(below == 1, do: assert(abs(lv) <= 1 and uv == 0))
+
+        assert Enum.map(0..(n - 1), &(lm |> Enum.at(&1) |> Enum.at(&1))) == List.duplicate(1.0, n)
+
+        assert lm
+               |> Enum.with_index()
+               |> Enum.all?(fn {r, i} -> Enum.drop(r, i + 1) |> Enum.all?(&(&1 == 0)) end)
+      end
+
+      f64 = &Nx.as_type(&1, :f64)
+      plu = Nx.dot(f64.(p), [-1], [0], Nx.dot(f64.(l), [-1], [0], f64.(u), [-2], [0]), [-2], [0])
+      plu = Nx.reshape(plu, a.shape)
+
+      diff =
+        Nx.subtract(plu, Nx.as_type(a, :f64)) |> Nx.abs() |> Nx.reduce_max() |> Nx.to_number()
+
+      assert diff <= tol, "max |P L U - A| = #{diff}"
+    end
+
+    # max |A x - b| (f64 on the host, x of any float type) is at most tol:
+    # x solves the systems, vector or matrix right-hand sides, batched.
+    defp assert_residual(a, x, b, tol) do
+      rank = tuple_size(a.shape)
+      batch = Enum.to_list(0..(rank - 3)//1)
+      x = Nx.as_type(x, :f64)
+      vector? = tuple_size(b.shape) == rank - 1
+      x2 = if vector?, do: Nx.new_axis(x, -1), else: x
+      ax = Nx.dot(a, [rank - 1], batch, x2, [rank - 2], batch)
+      ax = if vector?, do: Nx.squeeze(ax, axes: [rank - 1]), else: ax
+      diff = Nx.subtract(ax, b) |> Nx.abs() |> Nx.reduce_max() |> Nx.to_number()
+      assert diff <= tol, "max |A x - b| = #{diff}"
+    end
+
+    defp batch3(t),
+      do:
+        Nx.reshape(
+          t,
+          {:auto, elem(t.shape, tuple_size(t.shape) - 2), elem(t.shape, tuple_size(t.shape) - 1)}
+        )
+
+    describe "lu, solve and determinant" do
+      test "lu of many orders and batches stays on the device: A = P L U" do
+        for {batch, n} <- [
+              {{}, 1},
+              {{}, 2},
+              {{3}, 5},
+              {{2, 2}, 16},
+              {{}, 33},
+              {{2}, 40},
+              {{}, 70}
+            ] do
+          a = uniform(Tuple.append(Tuple.append(batch, n), n), -1.0, 1.0)
+          {p, l, u} = native(fn -> Nx.LinAlg.lu(vk(a)) end)
+          for t <- [p, l, u], do: assert(%VB{} = t.data) && assert(t.shape == a.shape)
+          assert {p.type, l.type, u.type} == {{:f, 64}, {:f, 64}, {:f, 64}}
+          assert_plu({batch3(p), batch3(l), batch3(u)}, batch3(a), 1.0e-13 * n)
+
+          a32 = Nx.as_type(a, :f32)
+          {p, l, u} = native(fn -> Nx.LinAlg.lu(vk(a32)) end)
+          assert {p.type, l.type, u.type} == {{:f, 32}, {:f, 32}, {:f, 32}}
+          assert_plu({batch3(p), batch3(l), batch3(u)}, batch3(a32), 2.0e-6 * n)
+        end
+      end
+
+      test "lu's types: P in the input's type, L and U floating; a singular matrix" do
+        a = Nx.tensor([[1, 2, 3], [2, 4, 6], [1, 0, 1]])
+        {p, l, u} = native(fn -> Nx.LinAlg.lu(vk(a)) end)
+        assert {p.type, l.type, u.type} == {{:s, 64}, {:f, 32}, {:f, 32}}
+        # Column 0 pivots on row 1; column 1 then holds 0 and -2.
+        assert Nx.to_list(host(p)) == [[0, 0, 1], [1, 0, 0], [0, 1, 0]]
+        assert Nx.to_list(host(l)) == [[1.0, 0.0, 0.0], [0.5, 1.0, 0.0], [0.5, 0.0, 1.0]]
+        assert Nx.to_list(host(u)) == [[2.0, 4.0, 6.0], [0.0, -2.0, -2.0], [0.0, 0.0, 0.0]]
+
+        {p, l, u} = native(fn -> Nx.LinAlg.lu(vk(Nx.as_type(a, :f16))) end)
+        assert {p.type, l.type, u.type} == {{:f, 16}, {:f, 16}, {:f, 16}}
+        assert Nx.to_list(host(u)) == [[2.0, 4.0, 6.0], [0.0, -2.0, -2.0], [0.0, 0.0, 0.0]]
+
+        # :eps flushes small entries, as Nx.BinaryBackend does.
+        s = Nx.tensor([[1.0, 0.0], [1.0e-8, 1.0]], type: :f64)
+        {_, l, _} = native(fn -> Nx.LinAlg.lu(vk(s), eps: 1.0e-6) end)
+        assert Nx.to_list(host(l)) == [[1.0, 0.0], [0.0, 1.0]]
+        {_, l, _} = native(fn -> Nx.LinAlg.lu(vk(s)) end)
+        assert Nx.to_list(host(l)) == [[1.0, 0.0], [1.0e-8, 1.0]]
+      end
+
+      test "solve: vector and matrix right-hand sides, batches, on the device" do
+        for {batch, n, cols} <- [
+              {{}, 1, nil},
+              {{}, 4, nil},
+              {{3}, 6, 2},
+              {{}, 40, 5},
+              {{2}, 70, nil}
+            ] do
+          a = uniform(Tuple.append(Tuple.append(batch, n), n), -1.0, 1.0)
+          a = Nx.add(a, Nx.multiply(Nx.eye(n, type: :f64, backend: Nx.BinaryBackend), 2.0))
+
+          b_shape =
+            if cols, do: Tuple.append(Tuple.append(batch, n), cols), else: Tuple.append(batch, n)
+
+          b = uniform(b_shape, -2.0, 2.0)
+
+          got = native(fn -> Nx.LinAlg.solve(vk(a), vk(b)) end)
+          assert %VB{} = got.data
+          assert {got.shape, got.type} == {b.shape, {:f, 64}}
+          assert_residual(a, host(got), b, 1.0e-13 * n)
+
+          got =
+            native(fn -> Nx.LinAlg.solve(vk(Nx.as_type(a, :f32)), vk(Nx.as_type(b, :f32))) end)
+
+          assert {got.shape, got.type} == {b.shape, {:f, 32}}
+          assert_residual(Nx.as_type(Nx.as_type(a, :f32), :f64), host(got), b, 1.0e-5 * n)
+        end
+
+        # Integer inputs take f32, as Nx's output type.
+        a = Nx.tensor([[3, 1], [1, 2]])
+        got = native(fn -> Nx.LinAlg.solve(vk(a), vk(Nx.tensor([9, 8]))) end)
+        assert_close(got, Nx.tensor([2.0, 3.0], type: :f64), {:f, 32}, 1.0e-6)
+
+        # Inside defn.
+        fun = Nx.Defn.jit(&Nx.LinAlg.solve/2, compiler: Nx.Defn.Evaluator)
+
+        got =
+          native(fn -> fun.(vk(Nx.as_type(a, :f64)), vk(Nx.tensor([9.0, 8.0], type: :f64))) end)
+
+        assert_close(got, Nx.tensor([2.0, 3.0], type: :f64), {:f, 64}, 1.0e-14)
+      end
+
+      test "solve of a singular matrix raises Nx's error; the inputs survive" do
+        a = vk(Nx.tensor([[1.0, 2.0], [2.0, 4.0]]))
+        b = vk(Nx.tensor([1.0, 2.0]))
+
+        assert_raise ArgumentError, "can't solve for singular matrix", fn ->
+          native(fn -> Nx.LinAlg.solve(a, b) end)
+        end
+
+        assert Nx.to_flat_list(host(a)) == [1.0, 2.0, 2.0, 4.0]
+        assert Nx.to_flat_list(host(b)) == [1.0, 2.0]
+      end
+
+      test "determinant of every order on the device, as Nx" do
+        for {batch, n} <- [{{}, 2}, {{}, 3}, {{2}, 3}, {{}, 5}, {{3}, 8}, {{}, 30}] do
+          a = uniform(Tuple.append(Tuple.append(batch, n), n), -1.0, 1.0)
+          got = native(fn -> Nx.LinAlg.determinant(vk(a)) end)
+          assert_close(got, Nx.LinAlg.determinant(a), {:f, 64}, 1.0e-11, 1.0e-14)
+        end
+
+        singular =
+          Nx.tensor([
+            [1.0, 2.0, 3.0, 4.0],
+            [2.0, 4.0, 6.0, 8.0],
+            [0.0, 1.0, 0.0, 1.0],
+            [1.0, 0.0, 0.0, 0.0]
+          ])
+
+        got = native(fn -> Nx.LinAlg.determinant(vk(singular)) end)
+        assert Nx.to_number(host(got)) == 0.0
+
+        # A permutation with an odd number of swaps.
+        p = Nx.tensor([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]])
+        got = native(fn -> Nx.LinAlg.determinant(vk(p)) end)
+        assert Nx.to_number(host(got)) == 1.0
+        p3 = Nx.tensor([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
+        got = native(fn -> Nx.LinAlg.determinant(vk(p3)) end)
+        assert Nx.to_number(host(got)) == -1.0
+      end
+
+      test "complex inputs run on the host, counted" do
+        a =
+          Nx.tensor(
+            [
+              [Complex.new(2.0, 1.0), Complex.new(1.0, 0.0)],
+              [Complex.new(0.0, 1.0), Complex.new(3.0, 0.0)]
+            ],
+            backend: Nx.BinaryBackend
+          )
+
+        before = Map.get(Nx.Vulkan.fallbacks(), :lu, 0)
+        {_p, _l, u} = Nx.LinAlg.lu(vk(a))
+        assert Map.get(Nx.Vulkan.fallbacks(), :lu, 0) == before + 1
+        assert %VB{} = u.data
       end
     end
   end
