@@ -1,16 +1,20 @@
-# Cholesky factors and triangular solves through Nx on the default device,
-# against the same calls on Nx.BinaryBackend (where this backend computed
-# them before it had kernels: a download, the host, an upload).
+# Cholesky factors, triangular solves, LU factorizations, general solves
+# and determinants through Nx on the default device, against the same
+# calls on Nx.BinaryBackend (where this backend computed them before it had
+# kernels: a download, the host, an upload).
 #
 #   mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE]
 #                            [--no-singular-check] [--types LIST]
 #                            [--cholesky CASES] [--solve CASES]
+#                            [--lu CASES] [--gesv CASES] [--det CASES]
 #                            [--chained auto|always|never]
 #
 # For each case (f32 and f64; a batch of symmetric positive definite
 # matrices for `Nx.LinAlg.cholesky/1`, a batch of lower triangular systems
-# with one or more right-hand sides for `Nx.LinAlg.triangular_solve/3`),
-# after 3 unmeasured calls:
+# with one or more right-hand sides for `Nx.LinAlg.triangular_solve/3`, a
+# batch of matrices with entries in [-1, 1] for `Nx.LinAlg.lu/1`,
+# `Nx.LinAlg.solve/2` (with one or more right-hand sides) and
+# `Nx.LinAlg.determinant/1`), after 3 unmeasured calls:
 #
 #   * `e2e us`: the median over `--reps` (default 20) calls of one call
 #     followed by `Nx.Vulkan.synchronize/0` (a triangular solve waits for
@@ -30,10 +34,11 @@
 # `--no-singular-check` sets `:singular_check` to false: triangular solves
 # then return without downloading their singularity flags.
 #
-# `--types f32,f64` picks the types (default both); `--cholesky 1x256,4x512`
-# (batch x order) and `--solve 1x1024x1,16x256x16` (batch x order x
-# right-hand sides) replace the default cases, an empty list skipping the
-# op.
+# `--types f32,f64` picks the types (default both); `--cholesky 1x256,4x512`,
+# `--lu` and `--det` (batch x order), `--solve 1x1024x1,16x256x16` and
+# `--gesv` (batch x order x right-hand sides; `--solve` the triangular
+# solves, `--gesv` the general ones) replace the default cases, an empty
+# list skipping the op.
 #
 # `--chained` opens the device with that `chained_solve` option (default
 # `auto`: on GPUs, solves of order 17 and more (up to 4096 blocks of 32
@@ -54,6 +59,9 @@
       types: :string,
       cholesky: :string,
       solve: :string,
+      lu: :string,
+      gesv: :string,
+      det: :string,
       chained: :string
     ]
   )
@@ -66,7 +74,7 @@ usage = fn ->
     :stderr,
     "usage: mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE] " <>
       "[--no-singular-check] [--types f32,f64] [--cholesky BxN,...] [--solve BxNxC,...] " <>
-      "[--chained auto|always|never]"
+      "[--lu BxN,...] [--gesv BxNxC,...] [--det BxN,...] [--chained auto|always|never]"
   )
 
   System.halt(2)
@@ -131,7 +139,28 @@ solve_cases =
     do: parse_cases.(text, 3),
     else: [{1, 64, 1}, {1, 256, 1}, {1, 1024, 1}, {1, 256, 256}, {256, 64, 1}, {16, 256, 16}]
 
+lu_cases =
+  if text = opts[:lu],
+    do: parse_cases.(text, 2),
+    else: [{1, 16}, {1, 64}, {1, 256}, {1, 1024}, {256, 16}, {64, 64}]
+
+gesv_cases =
+  if text = opts[:gesv],
+    do: parse_cases.(text, 3),
+    else: [{1, 16, 1}, {1, 64, 1}, {1, 256, 1}, {1, 1024, 1}, {256, 16, 1}, {64, 64, 4}]
+
+det_cases =
+  if text = opts[:det],
+    do: parse_cases.(text, 2),
+    else: [{1, 64}, {256, 8}]
+
 key = Nx.Random.key(42)
+
+# A batch of matrices with entries in [-1, 1].
+general = fn batch, n, type ->
+  {g, _} = Nx.Random.uniform(key, -1.0, 1.0, shape: {batch, n, n}, type: type)
+  g
+end
 
 # A batch of symmetric positive definite matrices on the device: G G^T / n + I.
 spd = fn batch, n, type ->
@@ -219,7 +248,13 @@ end
 
 rows =
   for type <- types,
-      {op, cases} <- [cholesky: cholesky_cases, triangular_solve: solve_cases],
+      {op, cases} <- [
+        cholesky: cholesky_cases,
+        triangular_solve: solve_cases,
+        lu: lu_cases,
+        solve: gesv_cases,
+        determinant: det_cases
+      ],
       c <- cases,
       reduce: [] do
     acc ->
@@ -240,6 +275,27 @@ rows =
 
             {"#{batch}x#{n}x#{n} #{cols}", fn -> Nx.LinAlg.triangular_solve(a, b) end,
              fn -> Nx.LinAlg.triangular_solve(ha, hb) end, n, batch}
+
+          {:lu, {batch, n}} ->
+            a = general.(batch, n, type)
+            h = Nx.backend_copy(a, Nx.BinaryBackend)
+            {"#{batch}x#{n}x#{n}", fn -> Nx.LinAlg.lu(a) end, fn -> Nx.LinAlg.lu(h) end, n, batch}
+
+          {:solve, {batch, n, cols}} ->
+            a = general.(batch, n, type)
+            {b, _} = Nx.Random.uniform(key, -1.0, 1.0, shape: {batch, n, cols}, type: type)
+            ha = Nx.backend_copy(a, Nx.BinaryBackend)
+            hb = Nx.backend_copy(b, Nx.BinaryBackend)
+
+            {"#{batch}x#{n}x#{n} #{cols}", fn -> Nx.LinAlg.solve(a, b) end,
+             fn -> Nx.LinAlg.solve(ha, hb) end, n, batch}
+
+          {:determinant, {batch, n}} ->
+            a = general.(batch, n, type)
+            h = Nx.backend_copy(a, Nx.BinaryBackend)
+
+            {"#{batch}x#{n}x#{n}", fn -> Nx.LinAlg.determinant(a) end,
+             fn -> Nx.LinAlg.determinant(h) end, n, batch}
         end
 
       {e2e, pipelined, gpu} = measure.(call)

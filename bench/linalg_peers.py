@@ -2,12 +2,17 @@
 """The cases of bench/linalg.exs on PyTorch and JAX (whichever is installed).
 
     python3 bench/linalg_peers.py [--reps N] [--csv-out FILE] [--cholesky CASES]
-                                  [--solve CASES] [--impls torch,jax]
+                                  [--solve CASES] [--lu CASES] [--gesv CASES]
+                                  [--det CASES] [--impls torch,jax]
 
 For each case (f32 and f64; Cholesky factors of a batch of symmetric
 positive definite matrices, `torch.linalg.cholesky` and a jitted
 `jnp.linalg.cholesky`; lower triangular solves, `torch.linalg.solve_triangular`
-and a jitted `jax.scipy.linalg.solve_triangular`), on the default GPU,
+and a jitted `jax.scipy.linalg.solve_triangular`; on matrices with entries
+in [-1, 1], LU factorizations with P, L and U, `torch.linalg.lu` and a
+jitted `jax.scipy.linalg.lu`; general solves, `torch.linalg.solve` and a
+jitted `jnp.linalg.solve`; determinants, `torch.linalg.det` and a jitted
+`jnp.linalg.det`), on the default GPU,
 after 0.3 s of 2048^3 products (the GPU's clocks fall when it idles) and
 3 unmeasured calls:
 
@@ -15,9 +20,9 @@ after 0.3 s of 2048^3 products (the GPU's clocks fall when it idles) and
     by a synchronize (`torch.cuda.synchronize()`, `block_until_ready()`);
   * pipelined us: --reps calls back to back, then one synchronize, per call.
 
---cholesky 1x256,4x512 (batch x order) and --solve 1x1024x1 (batch x
-order x right-hand sides) replace the default cases, as in
-bench/linalg.exs; --impls picks the peers (default both).
+--cholesky, --lu and --det 1x256,4x512 (batch x order), --solve and
+--gesv 1x1024x1 (batch x order x right-hand sides) replace the default
+cases, as in bench/linalg.exs; --impls picks the peers (default both).
 
 The rows have bench/linalg.exs's columns and, with --csv-out, the shared
 schema (`impl,test,dtype,shape,metric,value`; impl `torch` or `jax`).
@@ -30,6 +35,9 @@ import time
 
 CHOLESKY = [(1, 16), (1, 64), (1, 256), (1, 1024), (256, 16), (64, 64), (16, 256)]
 SOLVE = [(1, 64, 1), (1, 256, 1), (1, 1024, 1), (1, 256, 256), (256, 64, 1), (16, 256, 16)]
+LU = [(1, 16), (1, 64), (1, 256), (1, 1024), (256, 16), (64, 64)]
+GESV = [(1, 16, 1), (1, 64, 1), (1, 256, 1), (1, 1024, 1), (256, 16, 1), (64, 64, 4)]
+DET = [(1, 64), (256, 8)]
 
 
 def measure(call, sync, reps, warm):
@@ -79,6 +87,20 @@ def torch_cases(reps, emit):
             e2e, pipe = measure(lambda: torch.linalg.solve_triangular(a, b, upper=False),
                                 torch.cuda.synchronize, reps, warm)
             emit("torch", "triangular_solve", name, f"{batch}x{n}x{n} {cols}", e2e, pipe)
+        for batch, n in LU:
+            a = torch.rand(batch, n, n, device=dev, dtype=dt, generator=g) * 2 - 1
+            e2e, pipe = measure(lambda: torch.linalg.lu(a), torch.cuda.synchronize, reps, warm)
+            emit("torch", "lu", name, f"{batch}x{n}x{n}", e2e, pipe)
+        for batch, n, cols in GESV:
+            a = torch.rand(batch, n, n, device=dev, dtype=dt, generator=g) * 2 - 1
+            b = torch.rand(batch, n, cols, device=dev, dtype=dt, generator=g) * 2 - 1
+            e2e, pipe = measure(lambda: torch.linalg.solve(a, b), torch.cuda.synchronize, reps,
+                                warm)
+            emit("torch", "solve", name, f"{batch}x{n}x{n} {cols}", e2e, pipe)
+        for batch, n in DET:
+            a = torch.rand(batch, n, n, device=dev, dtype=dt, generator=g) * 2 - 1
+            e2e, pipe = measure(lambda: torch.linalg.det(a), torch.cuda.synchronize, reps, warm)
+            emit("torch", "determinant", name, f"{batch}x{n}x{n}", e2e, pipe)
 
 
 def jax_cases(reps, emit):
@@ -99,6 +121,9 @@ def jax_cases(reps, emit):
             mm(big).block_until_ready()
 
     solve = jax.jit(lambda a, b: jsl.solve_triangular(a, b, lower=True))
+    lu = jax.jit(jsl.lu)
+    gesv = jax.jit(jnp.linalg.solve)
+    det = jax.jit(jnp.linalg.det)
     for dt, name in [(jnp.float32, "f32"), (jnp.float64, "f64")]:
         key = jax.random.PRNGKey(42)
         for batch, n in CHOLESKY:
@@ -123,6 +148,26 @@ def jax_cases(reps, emit):
 
             e2e, pipe = measure(call, lambda: out[0].block_until_ready(), reps, warm)
             emit("jax", "triangular_solve", name, f"{batch}x{n}x{n} {cols}", e2e, pipe)
+        for op, cases, fun in (("lu", LU, lu), ("determinant", DET, det)):
+            for batch, n in cases:
+                a = jax.random.uniform(key, (batch, n, n), dt, -1.0, 1.0)
+                out = [None]
+
+                def call():
+                    out[0] = fun(a)
+
+                e2e, pipe = measure(call, lambda: jax.block_until_ready(out[0]), reps, warm)
+                emit("jax", op, name, f"{batch}x{n}x{n}", e2e, pipe)
+        for batch, n, cols in GESV:
+            a = jax.random.uniform(key, (batch, n, n), dt, -1.0, 1.0)
+            b = jax.random.uniform(key, (batch, n, cols), dt, -1.0, 1.0)
+            out = [None]
+
+            def call():
+                out[0] = gesv(a, b)
+
+            e2e, pipe = measure(call, lambda: out[0].block_until_ready(), reps, warm)
+            emit("jax", "solve", name, f"{batch}x{n}x{n} {cols}", e2e, pipe)
 
 
 def main():
@@ -131,9 +176,12 @@ def main():
     p.add_argument("--csv-out")
     p.add_argument("--cholesky", help="cases BxN,... (default: bench/linalg.exs's)")
     p.add_argument("--solve", help="cases BxNxC,... (default: bench/linalg.exs's)")
+    p.add_argument("--lu", help="cases BxN,... (default: bench/linalg.exs's)")
+    p.add_argument("--gesv", help="cases BxNxC,... (default: bench/linalg.exs's)")
+    p.add_argument("--det", help="cases BxN,... (default: bench/linalg.exs's)")
     p.add_argument("--impls", default="torch,jax")
     args = p.parse_args()
-    global CHOLESKY, SOLVE
+    global CHOLESKY, SOLVE, LU, GESV, DET
 
     def cases(text, arity):
         out = []
@@ -148,6 +196,12 @@ def main():
         CHOLESKY = cases(args.cholesky, 2)
     if args.solve is not None:
         SOLVE = cases(args.solve, 3)
+    if args.lu is not None:
+        LU = cases(args.lu, 2)
+    if args.gesv is not None:
+        GESV = cases(args.gesv, 3)
+    if args.det is not None:
+        DET = cases(args.det, 2)
     impls = set(filter(None, args.impls.split(",")))
     rows = []
     print(f"{'impl':<6} {'op':<17} {'type':<5} {'shape':<18} {'e2e us':>10} {'pipelined us':>13}")

@@ -14,13 +14,17 @@ if Code.ensure_loaded?(Nx) do
     use ExUnit.Case, async: false
     @moduletag :nx
 
-    # Nx.LinAlg examples whose last printed digits differ (f32 results a
-    # few ulp apart, each as close to the exact value as Nx's own):
-    # cholesky scales a column by the reciprocal of its divisor (within an
-    # ulp of the quotient Nx divides by), which the next square root's
-    # cancellation magnifies; lu, solve (the sign of a zero rounded),
-    # least_squares, pinv and matrix_power run on the host around device
-    # products, whose sums round in another order than Nx.BinaryBackend's.
+    # Nx.LinAlg examples whose printed results differ: lu pivots as LAPACK
+    # does (on the largest element of the updated column, where
+    # Nx.BinaryBackend orders the rows by the input's columns first), so
+    # some matrices get another P, L and U, as valid (A = P L U with
+    # |L| <= 1); solve, through that factorization, rounds a zero to -0.0;
+    # the others print f32 results a few ulp apart, each as close to the
+    # exact value as Nx's own: cholesky scales a column by the reciprocal
+    # of its divisor (within an ulp of the quotient Nx divides by), which
+    # the next square root's cancellation magnifies; least_squares, pinv
+    # and matrix_power run on the host around device products, whose sums
+    # round in another order than Nx.BinaryBackend's.
     # (pow, atan2 and the transcendentals of f32 are evaluated in double
     # and match to the last digit.)
     @linalg_digits [
