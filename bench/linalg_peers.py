@@ -121,7 +121,7 @@ def jax_cases(reps, emit):
             mm(big).block_until_ready()
 
     solve = jax.jit(lambda a, b: jsl.solve_triangular(a, b, lower=True))
-    lu = jax.jit(jsl.lu)
+    lu = jax.jit(jax.vmap(jsl.lu))
     gesv = jax.jit(jnp.linalg.solve)
     det = jax.jit(jnp.linalg.det)
     for dt, name in [(jnp.float32, "f32"), (jnp.float64, "f64")]:

@@ -3668,9 +3668,15 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
 typedef struct pc_lu { /* lu.comp */
   uint64_t a, p, l, u, work, perm;
   uint32_t eps_lo, eps_hi;
-  uint32_t n, batch, b0, pad;
+  uint32_t n, batch, b0, c0, w, mode;
 } pc_lu;
-_Static_assert(sizeof(pc_lu) == 72, "pc_lu layout");
+_Static_assert(sizeof(pc_lu) == 80, "pc_lu layout");
+
+/* lu.comp's panel width (PB) in the blocked form, and its trailing
+ * update's tile (VARIANT 6). */
+#define LU_PANEL 32
+#define LU_TILE_M 32
+#define LU_TILE_N 64
 
 /* lu.comp's shared-memory variants: the largest order each holds, and the
  * shared memory it declares with elements of rsize bytes (the matrix, perm
@@ -3679,6 +3685,12 @@ static uint64_t lu_shared_order(uint32_t variant) { return variant == 1 ? 32 : 6
 static uint64_t lu_shared_bytes(uint32_t variant, uint64_t rsize) {
   uint64_t ns = lu_shared_order(variant);
   return ns * ns * rsize + ns * 4 + 272 * (rsize + 4);
+}
+
+/* One lu.comp dispatch over the gx x gy grid. */
+static nxv_status lu_step(nxv_device *d, nxv_spv_module mod, uint32_t variant, const pc_lu *pc,
+                          uint32_t gx, uint32_t gy, uint64_t cost, nxv_tensor *const use[6]) {
+  return push_grid(d, mod, variant, pc, sizeof *pc, gx, gy, cost, use, 6, 1);
 }
 
 nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, double eps,
@@ -3704,22 +3716,28 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
   if (batch > UINT32_MAX)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "lu: %llu matrices (at most 2^32 - 1)",
                     (unsigned long long)batch);
-  NXV_TRY(nxv_tensor_ready(a));
   bool wide = linalg_wide(d, t);
   uint64_t rsize = wide || t == NXV_F64 ? 8 : 4;
-  uint64_t elems = batch * n * n;
-  nxv_tensor *res[3] = {NULL, NULL, NULL}, *work = NULL, *perm = NULL;
-  nxv_status st = NXV_OK;
-  for (int i = 0; i < 3 && st == NXV_OK; i++) st = nxv_tensor_new(d, t, elems, &res[i]);
-  /* The shared-memory variants where the matrix fits, else the workspace
-   * (U itself unless wide) and perm in device memory. */
+  /* The shared-memory variants where the matrix fits, else the blocked
+   * form in the workspace (U itself unless wide). */
   uint32_t variant = 2;
   if (n <= 32 && d->vk.info.max_shared_memory >= lu_shared_bytes(1, rsize))
     variant = 1;
   else if (n <= 64 && d->vk.info.max_shared_memory >= lu_shared_bytes(3, rsize))
     variant = 3;
+  /* The first panel's trailing update has the most tiles. */
+  uint64_t rest = n > LU_PANEL ? n - LU_PANEL : 0;
+  if (variant == 2 &&
+      ((rest + LU_TILE_M - 1) / LU_TILE_M) * ((rest + LU_TILE_N - 1) / LU_TILE_N) > width)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "lu: order %llu exceeds the device's grid",
+                    (unsigned long long)n);
+  NXV_TRY(nxv_tensor_ready(a));
+  uint64_t elems = batch * n * n;
+  nxv_tensor *res[3] = {NULL, NULL, NULL}, *work = NULL, *perm = NULL;
+  nxv_status st = NXV_OK;
+  for (int i = 0; i < 3 && st == NXV_OK; i++) st = nxv_tensor_new(d, t, elems, &res[i]);
   if (st == NXV_OK && elems && variant == 2) {
-    st = nxv_tensor_new(d, NXV_U32, batch * n, &perm);
+    st = nxv_tensor_new(d, NXV_U32, 2 * batch * n, &perm);
     if (st == NXV_OK && wide) st = nxv_tensor_new(d, NXV_F64, elems, &work);
   }
   uint64_t bits;
@@ -3743,17 +3761,57 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
       pc.perm = perm->buf->addr;
     }
     nxv_spv_module mod = wide ? NXV_SPV_LU_F32_WIDE : t == NXV_F32 ? NXV_SPV_LU_F32 : NXV_SPV_LU_F64;
-    /* One workgroup per matrix: up to the grid's width along x, rows of
-     * that along y, further dispatches past the grid's height. */
+    nxv_tensor *use[6] = {a, work, perm, res[0], res[1], res[2]};
+    /* A workgroup per matrix: up to the grid's width along x, rows of that
+     * along y, further dispatches past the grid's height. */
     uint64_t per = width * height;
-    for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += per) {
-      uint64_t nb = batch - b0 < per ? batch - b0 : per;
-      uint32_t gx = (uint32_t)(nb < width ? nb : width);
-      uint32_t gy = (uint32_t)((nb + gx - 1) / gx);
-      pc.b0 = (uint32_t)b0;
-      nxv_tensor *use[6] = {a, work, perm, res[0], res[1], res[2]};
-      st = push_grid(d, mod, variant, &pc, sizeof pc, gx, gy, nb * (n * n * n / 3 + n * n), use,
-                     6, 1);
+    if (variant != 2) {
+      for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += per) {
+        uint64_t nb = batch - b0 < per ? batch - b0 : per;
+        uint32_t gx = (uint32_t)(nb < width ? nb : width);
+        pc.b0 = (uint32_t)b0;
+        st = lu_step(d, mod, variant, &pc, gx, (uint32_t)((nb + gx - 1) / gx),
+                     nb * (n * n * n / 3 + n * n), use);
+      }
+    } else {
+      /* Blocked, in the workspace: the copy in, then per panel its
+       * factorization (a workgroup per matrix), the swaps and the solve
+       * beside it (an invocation per column), the trailing update (a
+       * workgroup per tile); then P, L and U out. The grid-wide passes take
+       * a matrix per row of workgroups. */
+      uint32_t ew = groups_capped(d, (n * n + 255) / 256);
+      uint32_t cw = (uint32_t)((n + 255) / 256);
+      for (int mode = 0; mode < 2 && st == NXV_OK; mode++) {
+        if (mode == 1) {
+          for (uint64_t c0 = 0; st == NXV_OK && c0 < n; c0 += LU_PANEL) {
+            uint64_t w = n - c0 < LU_PANEL ? n - c0 : LU_PANEL, m = n - c0 - w;
+            pc.c0 = (uint32_t)c0;
+            pc.w = (uint32_t)w;
+            for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += per) {
+              uint64_t nb = batch - b0 < per ? batch - b0 : per;
+              uint32_t gx = (uint32_t)(nb < width ? nb : width);
+              pc.b0 = (uint32_t)b0;
+              st = lu_step(d, mod, 2, &pc, gx, (uint32_t)((nb + gx - 1) / gx),
+                           nb * (n - c0) * w * w, use);
+            }
+            uint64_t tiles = ((m + LU_TILE_M - 1) / LU_TILE_M) * ((m + LU_TILE_N - 1) / LU_TILE_N);
+            for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
+              uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
+              pc.b0 = (uint32_t)b0;
+              if (c0 > 0 || m > 0)
+                st = lu_step(d, mod, 5, &pc, cw, nb, nb * (n * w + m * w * w), use);
+              if (st == NXV_OK && m > 0)
+                st = lu_step(d, mod, 6, &pc, (uint32_t)tiles, nb, nb * m * m * w, use);
+            }
+          }
+        }
+        pc.mode = (uint32_t)mode;
+        for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
+          uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
+          pc.b0 = (uint32_t)b0;
+          st = lu_step(d, mod, 7, &pc, ew, nb, nb * n * n, use);
+        }
+      }
     }
   }
   if (work) nxv_tensor_release(work); /* the nodes hold the buffers */

@@ -2633,6 +2633,47 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
+    impl_if_callback(:determinant, 2)
+
+    # The product of U's diagonal from the device's LU factorization, times
+    # the sign of P's permutation ((-1) to the number of its inversions):
+    # a handful of device ops, where Nx's default implementation traces a
+    # defn on every call. Complex types and devices without the kernels
+    # take Nx's default implementation on the host.
+    def determinant(%T{type: out_type, shape: out_shape} = out, %T{shape: shape} = tensor) do
+      index = device_of(tensor)
+      compute = linalg_type(out_type)
+      rank = tuple_size(shape)
+      n = elem(shape, rank - 1)
+
+      cond do
+        compute == nil or not rank_ok?(tensor) or not linalg?(index, compute) ->
+          host_apply(:determinant, [tensor], no_kernel(:determinant, out_type, index), fn [h] ->
+            Nx.LinAlg.determinant(h)
+          end)
+
+        n == 0 or Nx.size(out_shape) == 0 ->
+          Nx.broadcast(Nx.tensor(1, type: out_type, backend: {__MODULE__, device: index}), out)
+
+        true ->
+          {p, _l, u} = Nx.LinAlg.lu(Nx.as_type(tensor, out_type))
+          diagonal = u |> Nx.take_diagonal() |> Nx.product(axes: [-1])
+          perm = Nx.argmax(p, axis: -2)
+          upper = Nx.less(Nx.iota({n, 1}), Nx.iota({1, n}))
+
+          inversions =
+            Nx.greater(Nx.new_axis(perm, -1), Nx.new_axis(perm, -2))
+            |> Nx.logical_and(upper)
+            |> Nx.sum(axes: [-2, -1])
+
+          odd = inversions |> Nx.remainder(2) |> Nx.as_type(out_type)
+          signed = Nx.multiply(diagonal, Nx.subtract(1, Nx.multiply(2, odd)))
+          # A zero product is +0.0, as Nx's own determinant gives it.
+          result = Nx.select(Nx.equal(diagonal, 0), 0.0, signed)
+          %{result | names: out.names}
+      end
+    end
+
     impl_if_callback(:triangular_solve, 4)
 
     # Triangular systems for every system of the batch and every option
@@ -2736,11 +2777,10 @@ if Code.ensure_loaded?(Nx.Backend) do
     # run on the device (logical_not: equal with zero; the cumulative ops:
     # an associative scan of slices and element-wise ops; all_close:
     # element-wise ops and all; top_k: argsort and take_along_axis;
-    # fft2/ifft2: fft/ifft along each axis; determinant: lu/3 and
-    # element-wise ops); the others run on the host in one piece.
+    # fft2/ifft2: fft/ifft along each axis); the others run on the host in
+    # one piece.
     @device_defaults [:logical_not, :cumulative_sum, :cumulative_product] ++
-                       [:cumulative_min, :cumulative_max, :all_close, :top_k, :fft2, :ifft2] ++
-                       [:determinant]
+                       [:cumulative_min, :cumulative_max, :all_close, :top_k, :fft2, :ifft2]
 
     def optional(name, args, fun) when name in @device_defaults, do: apply(fun, args)
 

@@ -492,7 +492,11 @@ if Code.ensure_loaded?(Nx) do
           ])
 
         got = native(fn -> Nx.LinAlg.determinant(vk(singular)) end)
-        assert Nx.to_number(host(got)) == 0.0
+        assert Nx.to_binary(host(got)) == <<0.0::float-32-native>>
+
+        # A zero determinant is +0.0 whatever the permutation's sign.
+        got = native(fn -> Nx.LinAlg.determinant(vk(Nx.tensor([[1.0, 0.0], [3.0, 0.0]]))) end)
+        assert Nx.to_binary(host(got)) == <<0.0::float-32-native>>
 
         # A permutation with an odd number of swaps.
         p = Nx.tensor([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]])
@@ -501,6 +505,18 @@ if Code.ensure_loaded?(Nx) do
         p3 = Nx.tensor([[0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]])
         got = native(fn -> Nx.LinAlg.determinant(vk(p3)) end)
         assert Nx.to_number(host(got)) == -1.0
+        # Integer inputs take f32; f32 computed in double, rounded once.
+        assert got.type == {:f, 32}
+
+        a = uniform({4, 6, 6}, -1.0, 1.0)
+        got = native(fn -> Nx.LinAlg.determinant(vk(Nx.as_type(a, :f32))) end)
+        expected = Nx.LinAlg.determinant(Nx.as_type(Nx.as_type(a, :f32), :f64))
+        assert_close(got, expected, {:f, 32}, 1.0e-6, 1.0e-7)
+
+        # An empty batch.
+        empty = VB.from_binary(Nx.template({0, 3, 3}, :f32), "", [])
+        got = native(fn -> Nx.LinAlg.determinant(empty) end)
+        assert {got.shape, got.type} == {{0}, {:f, 32}}
       end
 
       test "complex inputs run on the host, counted" do
@@ -517,6 +533,11 @@ if Code.ensure_loaded?(Nx) do
         {_p, _l, u} = Nx.LinAlg.lu(vk(a))
         assert Map.get(Nx.Vulkan.fallbacks(), :lu, 0) == before + 1
         assert %VB{} = u.data
+
+        before = Map.get(Nx.Vulkan.fallbacks(), :determinant, 0)
+        got = Nx.LinAlg.determinant(vk(a))
+        assert Map.get(Nx.Vulkan.fallbacks(), :determinant, 0) == before + 1
+        assert Nx.to_number(host(got)) == Nx.to_number(Nx.LinAlg.determinant(a))
       end
     end
   end
