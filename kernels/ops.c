@@ -3677,6 +3677,8 @@ _Static_assert(sizeof(pc_lu) == 80, "pc_lu layout");
 #define LU_PANEL 32
 #define LU_TILE_M 32
 #define LU_TILE_N 64
+/* The largest order the blocked form takes on CPU devices. */
+#define LU_CPU_MAX 14848
 
 /* lu.comp's shared-memory variants: the largest order each holds, and the
  * shared memory it declares with elements of rsize bytes (the matrix, perm
@@ -3731,6 +3733,12 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
       ((rest + LU_TILE_M - 1) / LU_TILE_M) * ((rest + LU_TILE_N - 1) / LU_TILE_N) > width)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "lu: order %llu exceeds the device's grid",
                     (unsigned long long)n);
+  /* llvmpipe ends an invocation's loops after 65535 iterations in all
+   * (architecture.md); a panel's factorization loops about 32 (33 + 34
+   * ceil(n / 256)) times per invocation, within that up to LU_CPU_MAX. */
+  if (variant == 2 && d->vk.info.type == NXV_DEVICE_CPU && n > LU_CPU_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "lu: order %llu on a CPU device (at most %d)",
+                    (unsigned long long)n, LU_CPU_MAX);
   NXV_TRY(nxv_tensor_ready(a));
   uint64_t elems = batch * n * n;
   nxv_tensor *res[3] = {NULL, NULL, NULL}, *work = NULL, *perm = NULL;

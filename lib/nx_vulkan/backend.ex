@@ -2573,6 +2573,24 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
+    # The largest order nxv_lu takes on CPU devices (llvmpipe's loop limit).
+    @lu_cpu_max 14_848
+
+    # Whether the device is a CPU (llvmpipe), cached.
+    defp cpu_device?(index) do
+      key = {__MODULE__, :cpu_device, index}
+
+      case :persistent_term.get(key, nil) do
+        nil ->
+          value = NIF.device_info(index).type == :cpu
+          :persistent_term.put(key, value)
+          value
+
+        value ->
+          value
+      end
+    end
+
     impl_if_callback(:lu, 3)
 
     # LU factorizations with partial pivoting (A = P L U) of each matrix on
@@ -2586,7 +2604,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       compute = linalg_type(out_type)
 
       with true <- compute != nil and rank_ok?(tensor) and linalg?(index, compute),
-           true <- n <= @cholesky_max_order,
+           true <- n <= @cholesky_max_order and (n <= @lu_cpu_max or not cpu_device?(index)),
            {:ok, a} <- operand(tensor, compute, index) do
         if Nx.size(shape) == 0 do
           {empty(p_out, index), empty(l_out, index), empty(u_out, index)}
