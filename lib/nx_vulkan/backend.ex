@@ -2640,8 +2640,14 @@ if Code.ensure_loaded?(Nx.Backend) do
         {p, l, u} = Nx.LinAlg.lu(Nx.as_type(a, out_type))
         batch = Enum.to_list(0..(rank - 3)//1)
         pb = Nx.dot(p, [rank - 2], batch, Nx.as_type(b, out_type), [rank - 2], batch)
-        y = Nx.LinAlg.triangular_solve(l, pb, lower: true)
-        x = Nx.LinAlg.triangular_solve(u, y, lower: false)
+        # Both solves queued, then one check of both: the second's flags
+        # first, whose download also waits for the first solve.
+        {:ok, y, l_flags} = device_triangular_solve(pb, l, pb, lower: true)
+        {:ok, x, u_flags} = device_triangular_solve(y, u, y, lower: false)
+
+        if Application.get_env(:nx_vulkan, :singular_check, true),
+          do: check_solve_flags(Enum.reject([u_flags, l_flags], &is_nil/1))
+
         x = if vector?, do: Nx.squeeze(x, axes: [rank - 1]), else: x
         %{x | shape: out_shape, names: out.names}
       else
@@ -2701,7 +2707,32 @@ if Code.ensure_loaded?(Nx.Backend) do
     # flags: one small download, so the call waits for the solve. With
     # `config :nx_vulkan, :singular_check, false` it does not wait, and a
     # singular system gives infinities or NaN (as with EXLA).
-    def triangular_solve(%T{type: out_type} = out, %T{shape: a_shape} = a, %T{} = b, opts) do
+    def triangular_solve(%T{type: out_type} = out, %T{} = a, %T{} = b, opts) do
+      case device_triangular_solve(out, a, b, opts) do
+        {:ok, result, nil} ->
+          result
+
+        {:ok, result, flags} ->
+          if Application.get_env(:nx_vulkan, :singular_check, true),
+            do: check_solve_flags([flags])
+
+          result
+
+        :error ->
+          index = device_of_args([a, b])
+
+          host(
+            :triangular_solve,
+            [out, a, b, opts],
+            no_kernel(:triangular_solve, out_type, index)
+          )
+      end
+    end
+
+    # triangular_solve/4 on the device: {:ok, result, flags}, flags the
+    # kernel's u32 per system as {ref, systems} (nil for an empty result),
+    # not yet checked; :error where the device has no kernel for it.
+    defp device_triangular_solve(%T{type: out_type} = out, %T{shape: a_shape} = a, b, opts) do
       index = device_of_args([a, b])
       rank = tuple_size(a_shape)
       n = elem(a_shape, rank - 1)
@@ -2712,7 +2743,7 @@ if Code.ensure_loaded?(Nx.Backend) do
            {:ok, ra} <- operand(a, compute, index),
            {:ok, rb} <- operand(b, compute, index) do
         if Nx.size(out) == 0 do
-          empty(out, index)
+          {:ok, empty(out, index), nil}
         else
           batch = div(Nx.size(a_shape), n * n)
           cols = div(Nx.size(b), batch * n)
@@ -2724,27 +2755,23 @@ if Code.ensure_loaded?(Nx.Backend) do
               NIF.triangular_solve(ra, rb, batch, n, cols, lower, left, transpose)
             end)
 
-          if Application.get_env(:nx_vulkan, :singular_check, true) do
-            check_solve_flags(download(singular, 0, batch))
-          end
-
-          wrap(out, linalg_result(x, compute, out, index), index)
+          {:ok, wrap(out, linalg_result(x, compute, out, index), index), {singular, batch}}
         end
       else
-        _ ->
-          host(
-            :triangular_solve,
-            [out, a, b, opts],
-            no_kernel(:triangular_solve, out_type, index)
-          )
+        _ -> :error
       end
     end
 
-    # The solve's u32 flag per system: bit 0 a zero on the diagonal, bit 1
-    # a chained solve whose wait gave up (its workgroups did not run
-    # together: llvmpipe with `chained_solve: :always`).
-    defp check_solve_flags(flags) do
-      bits = for <<f::little-unsigned-32 <- flags>>, reduce: 0, do: (acc -> Bitwise.bor(acc, f))
+    # Raises on the solves' flags, each {ref, systems} (a u32 per system,
+    # downloaded in order): bit 0 a zero on the diagonal, bit 1 a chained
+    # solve whose wait gave up (its workgroups did not run together:
+    # llvmpipe with `chained_solve: :always`).
+    defp check_solve_flags(flag_sets) do
+      bits =
+        for {ref, systems} <- flag_sets,
+            <<f::little-unsigned-32 <- download(ref, 0, systems)>>,
+            reduce: 0,
+            do: (acc -> Bitwise.bor(acc, f))
 
       cond do
         Bitwise.band(bits, 2) != 0 ->

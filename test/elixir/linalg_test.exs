@@ -474,6 +474,29 @@ if Code.ensure_loaded?(Nx) do
 
         assert Nx.to_flat_list(host(a)) == [1.0, 2.0, 2.0, 4.0]
         assert Nx.to_flat_list(host(b)) == [1.0, 2.0]
+
+        # One singular system of a batch raises too; with :singular_check
+        # false the solve returns non-finite values instead.
+        a2 = vk(Nx.tensor([[[2.0, 1.0], [1.0, 3.0]], [[1.0, 2.0], [2.0, 4.0]]]))
+        b2 = vk(Nx.tensor([[3.0, 4.0], [1.0, 1.0]]))
+
+        assert_raise ArgumentError, "can't solve for singular matrix", fn ->
+          native(fn -> Nx.LinAlg.solve(a2, b2) end)
+        end
+
+        previous = Application.get_env(:nx_vulkan, :singular_check)
+        Application.put_env(:nx_vulkan, :singular_check, false)
+
+        try do
+          [[x0, x1], rest] = native(fn -> Nx.LinAlg.solve(a2, b2) end) |> host() |> Nx.to_list()
+          assert_in_delta x0, 1.0, 1.0e-6
+          assert_in_delta x1, 1.0, 1.0e-6
+          assert Enum.any?(rest, &(&1 in [:infinity, :neg_infinity, :nan]))
+        after
+          if previous == nil,
+            do: Application.delete_env(:nx_vulkan, :singular_check),
+            else: Application.put_env(:nx_vulkan, :singular_check, previous)
+        end
       end
 
       test "determinant of every order on the device, as Nx" do
