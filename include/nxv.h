@@ -1062,9 +1062,12 @@ nxv_status nxv_triangular_solve(nxv_device *device, const nxv_trsm_desc *desc,
  * singular matrix) leaves its column of L zero. Entries of L and U of
  * magnitude below eps are written as zero (as Nx.BinaryBackend does). f32
  * is computed in double where the device has f64, unless fast_math, each
- * result rounded once. One dispatch: a workgroup per matrix, the matrix
- * in shared memory up to order 64, else in device memory. n is at most
- * NXV_CHOLESKY_MAX_ORDER, else NXV_ERR_UNSUPPORTED.
+ * result rounded once. Up to order 64 (32 on devices with less shared
+ * memory) one dispatch, a workgroup per matrix holding it in shared
+ * memory; larger orders in panels of 32 columns, three dispatches a panel
+ * over every matrix of the batch, in a workspace. n is at most
+ * NXV_CHOLESKY_MAX_ORDER (on CPU devices 14848), and the first panel's
+ * trailing update must fit the device's grid, else NXV_ERR_UNSUPPORTED.
  * a is retained until the work completes; the outputs are new. Thread-safe,
  * as every op. */
 nxv_status nxv_lu(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t n, double eps,

@@ -3695,6 +3695,22 @@ static nxv_status lu_step(nxv_device *d, nxv_spv_module mod, uint32_t variant, c
   return push_grid(d, mod, variant, pc, sizeof *pc, gx, gy, cost, use, 6, 1);
 }
 
+/* lu.comp's VARIANT 7 over every matrix of pc's batch, a matrix per row of
+ * workgroups: the copy into the workspace (mode 0) or P, L and U out (1). */
+static nxv_status lu_copy_pass(nxv_device *d, nxv_spv_module mod, pc_lu *pc, uint32_t mode,
+                               nxv_tensor *const use[6]) {
+  uint64_t height = d->vk.info.max_workgroup_count[1], nn = (uint64_t)pc->n * pc->n;
+  uint32_t ew = groups_capped(d, (nn + 255) / 256);
+  nxv_status st = NXV_OK;
+  pc->mode = mode;
+  for (uint64_t b0 = 0; st == NXV_OK && b0 < pc->batch; b0 += height) {
+    uint32_t nb = (uint32_t)(pc->batch - b0 < height ? pc->batch - b0 : height);
+    pc->b0 = (uint32_t)b0;
+    st = lu_step(d, mod, 7, pc, ew, nb, nb * nn, use);
+  }
+  return st;
+}
+
 nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, double eps,
                   nxv_tensor **out_p, nxv_tensor **out_l, nxv_tensor **out_u) {
   if (!d || !a || !out_p || !out_l || !out_u)
@@ -3785,41 +3801,31 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
       /* Blocked, in the workspace: the copy in, then per panel its
        * factorization (a workgroup per matrix), the swaps and the solve
        * beside it (an invocation per column), the trailing update (a
-       * workgroup per tile); then P, L and U out. The grid-wide passes take
-       * a matrix per row of workgroups. */
-      uint32_t ew = groups_capped(d, (n * n + 255) / 256);
+       * workgroup per tile); then P, L and U out. */
       uint32_t cw = (uint32_t)((n + 255) / 256);
-      for (int mode = 0; mode < 2 && st == NXV_OK; mode++) {
-        if (mode == 1) {
-          for (uint64_t c0 = 0; st == NXV_OK && c0 < n; c0 += LU_PANEL) {
-            uint64_t w = n - c0 < LU_PANEL ? n - c0 : LU_PANEL, m = n - c0 - w;
-            pc.c0 = (uint32_t)c0;
-            pc.w = (uint32_t)w;
-            for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += per) {
-              uint64_t nb = batch - b0 < per ? batch - b0 : per;
-              uint32_t gx = (uint32_t)(nb < width ? nb : width);
-              pc.b0 = (uint32_t)b0;
-              st = lu_step(d, mod, 2, &pc, gx, (uint32_t)((nb + gx - 1) / gx),
-                           nb * (n - c0) * w * w, use);
-            }
-            uint64_t tiles = ((m + LU_TILE_M - 1) / LU_TILE_M) * ((m + LU_TILE_N - 1) / LU_TILE_N);
-            for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
-              uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
-              pc.b0 = (uint32_t)b0;
-              if (c0 > 0 || m > 0)
-                st = lu_step(d, mod, 5, &pc, cw, nb, nb * (n * w + m * w * w), use);
-              if (st == NXV_OK && m > 0)
-                st = lu_step(d, mod, 6, &pc, (uint32_t)tiles, nb, nb * m * m * w, use);
-            }
-          }
+      st = lu_copy_pass(d, mod, &pc, 0, use);
+      for (uint64_t c0 = 0; st == NXV_OK && c0 < n; c0 += LU_PANEL) {
+        uint64_t w = n - c0 < LU_PANEL ? n - c0 : LU_PANEL, m = n - c0 - w;
+        pc.c0 = (uint32_t)c0;
+        pc.w = (uint32_t)w;
+        for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += per) {
+          uint64_t nb = batch - b0 < per ? batch - b0 : per;
+          uint32_t gx = (uint32_t)(nb < width ? nb : width);
+          pc.b0 = (uint32_t)b0;
+          st = lu_step(d, mod, 2, &pc, gx, (uint32_t)((nb + gx - 1) / gx),
+                       nb * (n - c0) * w * w, use);
         }
-        pc.mode = (uint32_t)mode;
+        uint64_t tiles = ((m + LU_TILE_M - 1) / LU_TILE_M) * ((m + LU_TILE_N - 1) / LU_TILE_N);
+        /* The grid-wide passes take a matrix per row of workgroups. */
         for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
           uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
           pc.b0 = (uint32_t)b0;
-          st = lu_step(d, mod, 7, &pc, ew, nb, nb * n * n, use);
+          if (c0 > 0 || m > 0) st = lu_step(d, mod, 5, &pc, cw, nb, nb * (n * w + m * w * w), use);
+          if (st == NXV_OK && m > 0)
+            st = lu_step(d, mod, 6, &pc, (uint32_t)tiles, nb, nb * m * m * w, use);
         }
       }
+      if (st == NXV_OK) st = lu_copy_pass(d, mod, &pc, 1, use);
     }
   }
   if (work) nxv_tensor_release(work); /* the nodes hold the buffers */

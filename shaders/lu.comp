@@ -67,8 +67,9 @@ layout(push_constant, std430) uniform PC {
   uint64_t p;       // results: batch x n x n each, dense
   uint64_t l;
   uint64_t u;
-  uint64_t work;    // VARIANT 2: batch x n x n of R (u when R is T)
-  uint64_t perm;    // VARIANT 2: batch x n u32
+  uint64_t work;    // VARIANTS 2, 5-7: batch x n x n of R (u when R is T)
+  uint64_t perm;    // VARIANTS 2, 5, 7: batch x 2n u32, perm then the
+                    // pivots of the panel's steps
   uvec2 eps_bits;   // eps in the compute type: a double's bits, or a
                     // float's in x
   uint n;
