@@ -124,50 +124,34 @@ def jax_cases(reps, emit):
     lu = jax.jit(jax.vmap(jsl.lu))
     gesv = jax.jit(jnp.linalg.solve)
     det = jax.jit(jnp.linalg.det)
+    def run(fun, *args):
+        out = [None]
+
+        def call():
+            out[0] = fun(*args)
+
+        return measure(call, lambda: jax.block_until_ready(out[0]), reps, warm)
+
     for dt, name in [(jnp.float32, "f32"), (jnp.float64, "f64")]:
         key = jax.random.PRNGKey(42)
         for batch, n in CHOLESKY:
             x = jax.random.uniform(key, (batch, n, n), dt, -1.0, 1.0)
             a = x @ jnp.swapaxes(x, 1, 2) / n + jnp.eye(n, dtype=dt)
-            out = [None]
-
-            def call():
-                out[0] = chol(a)
-
-            e2e, pipe = measure(call, lambda: out[0].block_until_ready(), reps, warm)
-            emit("jax", "cholesky", name, f"{batch}x{n}x{n}", e2e, pipe)
+            emit("jax", "cholesky", name, f"{batch}x{n}x{n}", *run(chol, a))
         for batch, n, cols in SOLVE:
             x = jax.random.uniform(key, (batch, n, n), dt, -1.0, 1.0)
             eye = jnp.eye(n, dtype=dt)
             a = jnp.tril(x / n * (1 - eye) + 1.5 * eye)
             b = jax.random.uniform(key, (batch, n, cols), dt, -1.0, 1.0)
-            out = [None]
-
-            def call():
-                out[0] = solve(a, b)
-
-            e2e, pipe = measure(call, lambda: out[0].block_until_ready(), reps, warm)
-            emit("jax", "triangular_solve", name, f"{batch}x{n}x{n} {cols}", e2e, pipe)
+            emit("jax", "triangular_solve", name, f"{batch}x{n}x{n} {cols}", *run(solve, a, b))
         for op, cases, fun in (("lu", LU, lu), ("determinant", DET, det)):
             for batch, n in cases:
                 a = jax.random.uniform(key, (batch, n, n), dt, -1.0, 1.0)
-                out = [None]
-
-                def call():
-                    out[0] = fun(a)
-
-                e2e, pipe = measure(call, lambda: jax.block_until_ready(out[0]), reps, warm)
-                emit("jax", op, name, f"{batch}x{n}x{n}", e2e, pipe)
+                emit("jax", op, name, f"{batch}x{n}x{n}", *run(fun, a))
         for batch, n, cols in GESV:
             a = jax.random.uniform(key, (batch, n, n), dt, -1.0, 1.0)
             b = jax.random.uniform(key, (batch, n, cols), dt, -1.0, 1.0)
-            out = [None]
-
-            def call():
-                out[0] = gesv(a, b)
-
-            e2e, pipe = measure(call, lambda: out[0].block_until_ready(), reps, warm)
-            emit("jax", "solve", name, f"{batch}x{n}x{n} {cols}", e2e, pipe)
+            emit("jax", "solve", name, f"{batch}x{n}x{n} {cols}", *run(gesv, a, b))
 
 
 def main():

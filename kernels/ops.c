@@ -3266,6 +3266,25 @@ static nxv_status linalg_check(nxv_device *d, nxv_dtype t, const char *op) {
   return NXV_OK;
 }
 
+/* Checks that a (of a type the kernels take) holds batch dense n x n
+ * matrices of an order the kernels index in 32 bits. */
+static nxv_status square_batch_check(nxv_device *d, const nxv_tensor *a, uint64_t batch,
+                                     uint64_t n, const char *op) {
+  NXV_TRY(linalg_check(d, a->dtype, op));
+  if (n != 0 && batch > UINT64_MAX / n / n)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "%s: %llu matrices of order %llu overflow", op,
+                    (unsigned long long)batch, (unsigned long long)n);
+  if (batch * n * n != a->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "%s: tensor has %llu elements, %llu matrices of order %llu need %llu", op,
+                    (unsigned long long)a->count, (unsigned long long)batch,
+                    (unsigned long long)n, (unsigned long long)(batch * n * n));
+  if (n > NXV_CHOLESKY_MAX_ORDER)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "%s: order %llu (at most %d)", op,
+                    (unsigned long long)n, NXV_CHOLESKY_MAX_ORDER);
+  return NXV_OK;
+}
+
 typedef struct pc_cholesky { /* cholesky.comp */
   uint64_t a, dst;
   uint32_t eps_lo, eps_hi;
@@ -3329,18 +3348,7 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
   if (a->device != d)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "cholesky: tensor on another device");
   nxv_dtype t = a->dtype;
-  NXV_TRY(linalg_check(d, t, "cholesky"));
-  if (n != 0 && batch > UINT64_MAX / n / n)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "cholesky: %llu matrices of order %llu overflow",
-                    (unsigned long long)batch, (unsigned long long)n);
-  if (batch * n * n != a->count)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
-                    "cholesky: tensor has %llu elements, %llu matrices of order %llu need %llu",
-                    (unsigned long long)a->count, (unsigned long long)batch,
-                    (unsigned long long)n, (unsigned long long)(batch * n * n));
-  if (n > NXV_CHOLESKY_MAX_ORDER)
-    return nxv_fail(NXV_ERR_UNSUPPORTED, "cholesky: order %llu (at most %d)",
-                    (unsigned long long)n, NXV_CHOLESKY_MAX_ORDER);
+  NXV_TRY(square_batch_check(d, a, batch, n, "cholesky"));
   uint64_t width = d->vk.info.max_workgroup_count[0];
   uint64_t height = d->vk.info.max_workgroup_count[1];
   if (batch > width * height || batch > UINT32_MAX)
@@ -3717,18 +3725,7 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "lu: NULL argument");
   if (a->device != d) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "lu: tensor on another device");
   nxv_dtype t = a->dtype;
-  NXV_TRY(linalg_check(d, t, "lu"));
-  if (n != 0 && batch > UINT64_MAX / n / n)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "lu: %llu matrices of order %llu overflow",
-                    (unsigned long long)batch, (unsigned long long)n);
-  if (batch * n * n != a->count)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
-                    "lu: tensor has %llu elements, %llu matrices of order %llu need %llu",
-                    (unsigned long long)a->count, (unsigned long long)batch,
-                    (unsigned long long)n, (unsigned long long)(batch * n * n));
-  if (n > NXV_CHOLESKY_MAX_ORDER)
-    return nxv_fail(NXV_ERR_UNSUPPORTED, "lu: order %llu (at most %d)", (unsigned long long)n,
-                    NXV_CHOLESKY_MAX_ORDER);
+  NXV_TRY(square_batch_check(d, a, batch, n, "lu"));
   uint64_t width = d->vk.info.max_workgroup_count[0];
   uint64_t height = d->vk.info.max_workgroup_count[1];
   if (batch > UINT32_MAX)

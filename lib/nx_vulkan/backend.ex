@@ -2580,15 +2580,8 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp cpu_device?(index) do
       key = {__MODULE__, :cpu_device, index}
 
-      case :persistent_term.get(key, nil) do
-        nil ->
-          value = NIF.device_info(index).type == :cpu
-          :persistent_term.put(key, value)
-          value
-
-        value ->
-          value
-      end
+      with nil <- :persistent_term.get(key, nil),
+           do: remember(key, NIF.device_info(index).type == :cpu)
     end
 
     impl_if_callback(:lu, 3)
@@ -3223,15 +3216,14 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp supported?(index, kind, op, nif_type) do
       key = {__MODULE__, :supported, index, kind, op, nif_type}
 
-      case :persistent_term.get(key, nil) do
-        nil ->
-          value = NIF.supported(Nx.Vulkan.device(index), kind, op, nif_type) == true
-          :persistent_term.put(key, value)
-          value
+      with nil <- :persistent_term.get(key, nil),
+           do: remember(key, NIF.supported(Nx.Vulkan.device(index), kind, op, nif_type) == true)
+    end
 
-        value ->
-          value
-      end
+    # Stores value (not nil) under key in :persistent_term; returns it.
+    defp remember(key, value) do
+      :persistent_term.put(key, value)
+      value
     end
 
     # supported?(index, :binary, op, nif_type) for out's Nx type, in one
