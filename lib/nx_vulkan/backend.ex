@@ -2618,10 +2618,11 @@ if Code.ensure_loaded?(Nx.Backend) do
     impl_if_callback(:solve, 3)
 
     # A X = B through the device's LU factorization: X = U^-1 L^-1 P^T B,
-    # P^T B as a product and two triangular solves (a singular A raises
-    # Nx's "can't solve for singular matrix" from the second). Complex
-    # types and devices without the kernels take Nx's default
-    # implementation on the host.
+    # P^T B as a product and two triangular solves, whose flags are read
+    # once both are queued (a singular A raises Nx's "can't solve for
+    # singular matrix", unless :singular_check is false). Complex types and
+    # devices without the kernels take Nx's default implementation on the
+    # host.
     def solve(%T{type: out_type, shape: out_shape} = out, %T{shape: a_shape} = a, %T{} = b) do
       index = device_of_args([a, b])
       compute = linalg_type(out_type)

@@ -540,6 +540,11 @@ if Code.ensure_loaded?(Nx) do
         empty = VB.from_binary(Nx.template({0, 3, 3}, :f32), "", [])
         got = native(fn -> Nx.LinAlg.determinant(empty) end)
         assert {got.shape, got.type} == {{0}, {:f, 32}}
+
+        # Matrices of order 0: the empty product, 1.
+        zero = VB.from_binary(Nx.template({2, 0, 0}, :f32), "", [])
+        got = native(fn -> Nx.LinAlg.determinant(zero) end)
+        assert Nx.to_flat_list(host(got)) == [1.0, 1.0]
       end
 
       test "complex inputs run on the host, counted" do
