@@ -643,6 +643,7 @@ defmodule NxVulkan.NifFuzz do
       {:window_reduce, 8} => {3, &g_window_reduce/0},
       {:fft, 5} => {2, &g_fft/0},
       {:cholesky, 4} => {2, &g_cholesky/0},
+      {:lu, 4} => {2, &g_lu/0},
       {:triangular_solve, 8} => {2, &g_triangular_solve/0},
       {:conv, 12} => {4, &g_conv/0},
       {:window_scatter, 9} => {3, &g_window_scatter/0},
@@ -845,7 +846,7 @@ defmodule NxVulkan.NifFuzz do
       ] and result == :ok ->
         :ok
 
-      fun in [:sort, :triangular_solve] and is_tuple(result) ->
+      fun in [:sort, :triangular_solve, :lu] and is_tuple(result) ->
         result |> Tuple.to_list() |> Enum.map(&live_tensor/1) |> Enum.find(:ok, &(&1 != :ok))
 
       fun not in [
@@ -2013,6 +2014,36 @@ defmodule NxVulkan.NifFuzz do
       [t.ref, batch, n, eps],
       [{:tensor, tag}, :u64, :u64, :float],
       fn ref -> expect_tensor(ref, tag, type, batch * n * n, nil) end,
+      type in [:f32, :f64]
+    )
+  end
+
+  # LU: orders past 64 take the panels (65-70: a last panel of 1-6
+  # columns).
+  defp g_lu do
+    tag = op_tag()
+    type = linalg_type()
+    n = weighted([{0, 1}, {range(1, 8), 6}, {range(62, 70), 1}])
+    batch = weighted([{0, 1}, {range(1, 3), 6}])
+    t = tensor_of(tag, type, batch * n * n)
+    eps = pick([0.0, 1.0e-10, 1.0e-3])
+
+    mk(
+      :lu,
+      [t.ref, batch, n, eps],
+      [{:tensor, tag}, :u64, :u64, :float],
+      fn
+        {p, l, u} ->
+          Enum.reduce_while([p, l, u], :unverified, fn x, _ ->
+            case expect_tensor(x, tag, type, batch * n * n, nil) do
+              {:fail, _} = f -> {:halt, f}
+              r -> {:cont, r}
+            end
+          end)
+
+        other ->
+          {:fail, "lu returned #{inspect(other, limit: 8)}"}
+      end,
       type in [:f32, :f64]
     )
   end
