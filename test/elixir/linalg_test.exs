@@ -547,6 +547,22 @@ if Code.ensure_loaded?(Nx) do
         assert Nx.to_flat_list(host(got)) == [1.0, 1.0]
       end
 
+      test "invert (Nx's defn of determinant and solve) stays on the device" do
+        for {batch, n} <- [{{}, 3}, {{4}, 6}, {{}, 40}] do
+          a = uniform(Tuple.append(Tuple.append(batch, n), n), -1.0, 1.0)
+          a = Nx.add(a, Nx.multiply(Nx.eye(n, type: :f64, backend: Nx.BinaryBackend), 3.0))
+          got = native(fn -> Nx.LinAlg.invert(vk(a)) end)
+          assert %VB{} = got.data
+          assert {got.shape, got.type} == {a.shape, {:f, 64}}
+          rank = tuple_size(a.shape)
+          axes = Enum.to_list(0..(rank - 3)//1)
+          eye = Nx.broadcast(Nx.eye(n, type: :f64, backend: Nx.BinaryBackend), a.shape)
+          product = Nx.dot(a, [rank - 1], axes, host(got), [rank - 2], axes)
+          diff = Nx.subtract(product, eye) |> Nx.abs() |> Nx.reduce_max() |> Nx.to_number()
+          assert diff <= 1.0e-12 * n, "max |A inv(A) - I| = #{diff}"
+        end
+      end
+
       test "complex inputs run on the host, counted" do
         a =
           Nx.tensor(
