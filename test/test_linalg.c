@@ -1,10 +1,10 @@
 /*
- * Linear algebra tests: nxv_cholesky and nxv_triangular_solve on f32 and
- * f64 against references in long double, on random well-conditioned
- * inputs of many orders and batch sizes (1 to 100, including orders that
- * are not multiples of the kernels' 16-wide layout), every option of the
- * triangular solve, and the triangle the kernels must not read filled with
- * NaN. The device fills new outputs with 0xFF bytes first (poison_outputs),
+ * Linear algebra tests: nxv_cholesky, nxv_triangular_solve and nxv_lu on
+ * f32 and f64 against references in long double, on random
+ * well-conditioned inputs of many orders and batch sizes (1 to 100,
+ * including orders that are not multiples of the kernels' 16-wide layout
+ * or 32-column panels), every option of the triangular solve, and the
+ * triangle the kernels must not read filled with NaN. The device fills new outputs with 0xFF bytes first (poison_outputs),
  * so a missed write fails. Wrong calls must fail with a message and leave
  * their output parameters alone.
  */
