@@ -2001,13 +2001,18 @@ defmodule NxVulkan.NifFuzz do
   # 128 or with more than 4 rows an invocation) now and then.
   defp linalg_type, do: weighted([{:f32, 8}, {:f64, 1}, {pick(@cheap_types -- [:f32]), 1}])
 
-  defp g_cholesky do
+  # A batch of square matrices for cholesky/4 and lu/4: {tag, type, n,
+  # batch, tensor, eps}, orders reaching past 64 now and then.
+  defp square_batch do
     tag = op_tag()
     type = linalg_type()
     n = weighted([{0, 1}, {range(1, 8), 6}, {range(62, 70), 1}])
     batch = weighted([{0, 1}, {range(1, 3), 6}])
-    t = tensor_of(tag, type, batch * n * n)
-    eps = pick([0.0, 1.0e-10, 1.0e-3])
+    {tag, type, n, batch, tensor_of(tag, type, batch * n * n), pick([0.0, 1.0e-10, 1.0e-3])}
+  end
+
+  defp g_cholesky do
+    {tag, type, n, batch, t, eps} = square_batch()
 
     mk(
       :cholesky,
@@ -2021,12 +2026,7 @@ defmodule NxVulkan.NifFuzz do
   # LU: orders past 64 take the panels (65-70: a last panel of 1-6
   # columns).
   defp g_lu do
-    tag = op_tag()
-    type = linalg_type()
-    n = weighted([{0, 1}, {range(1, 8), 6}, {range(62, 70), 1}])
-    batch = weighted([{0, 1}, {range(1, 3), 6}])
-    t = tensor_of(tag, type, batch * n * n)
-    eps = pick([0.0, 1.0e-10, 1.0e-3])
+    {tag, type, n, batch, t, eps} = square_batch()
 
     mk(
       :lu,
