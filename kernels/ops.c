@@ -3674,11 +3674,11 @@ nxv_status nxv_triangular_solve(nxv_device *d, const nxv_trsm_desc *s, nxv_tenso
 }
 
 typedef struct pc_lu { /* lu.comp */
-  uint64_t a, p, l, u, work, perm;
+  uint64_t a, p, l, u, work, perm, scratch, sstride;
   uint32_t eps_lo, eps_hi;
   uint32_t n, batch, b0, c0, w, mode;
 } pc_lu;
-_Static_assert(sizeof(pc_lu) == 80, "pc_lu layout");
+_Static_assert(sizeof(pc_lu) == 96, "pc_lu layout");
 
 /* lu.comp's panel width (PB) in the blocked form, and its trailing
  * update's tile (VARIANT 6). */
@@ -3699,14 +3699,14 @@ static uint64_t lu_shared_bytes(uint32_t variant, uint64_t rsize) {
 
 /* One lu.comp dispatch over the gx x gy grid. */
 static nxv_status lu_step(nxv_device *d, nxv_spv_module mod, uint32_t variant, const pc_lu *pc,
-                          uint32_t gx, uint32_t gy, uint64_t cost, nxv_tensor *const use[6]) {
-  return push_grid(d, mod, variant, pc, sizeof *pc, gx, gy, cost, use, 6, 1);
+                          uint32_t gx, uint32_t gy, uint64_t cost, nxv_tensor *const use[7]) {
+  return push_grid(d, mod, variant, pc, sizeof *pc, gx, gy, cost, use, 7, 1);
 }
 
 /* lu.comp's VARIANT 7 over every matrix of pc's batch, a matrix per row of
  * workgroups: the copy into the workspace (mode 0) or P, L and U out (1). */
 static nxv_status lu_copy_pass(nxv_device *d, nxv_spv_module mod, pc_lu *pc, uint32_t mode,
-                               nxv_tensor *const use[6]) {
+                               nxv_tensor *const use[7]) {
   uint64_t height = d->vk.info.max_workgroup_count[1], nn = (uint64_t)pc->n * pc->n;
   uint32_t ew = groups_capped(d, (nn + 255) / 256);
   nxv_status st = NXV_OK;
@@ -3754,12 +3754,19 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
                     (unsigned long long)n, LU_CPU_MAX);
   NXV_TRY(nxv_tensor_ready(a));
   uint64_t elems = batch * n * n;
-  nxv_tensor *res[3] = {NULL, NULL, NULL}, *work = NULL, *perm = NULL;
+  nxv_tensor *res[3] = {NULL, NULL, NULL}, *work = NULL, *perm = NULL, *scratch = NULL;
   nxv_status st = NXV_OK;
   for (int i = 0; i < 3 && st == NXV_OK; i++) st = nxv_tensor_new(d, t, elems, &res[i]);
+  /* The panel's column-major copy (n x LU_PANEL elements of the compute
+   * type per matrix): in P's buffer, unused until the end, where each
+   * matrix's slot holds it from its first 8-byte boundary, else its own. */
+  uint64_t tsize = t == NXV_F64 ? 8 : 4, slot = n * n * tsize, need = n * LU_PANEL * rsize;
+  bool in_p = slot >= need + 4;
   if (st == NXV_OK && elems && variant == 2) {
     st = nxv_tensor_new(d, NXV_U32, 2 * batch * n, &perm);
     if (st == NXV_OK && wide) st = nxv_tensor_new(d, NXV_F64, elems, &work);
+    if (st == NXV_OK && !in_p)
+      st = nxv_tensor_new(d, rsize == 8 ? NXV_F64 : NXV_F32, batch * n * LU_PANEL, &scratch);
   }
   uint64_t bits;
   if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
@@ -3780,9 +3787,11 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
     if (variant == 2) {
       pc.work = work ? work->buf->addr : res[2]->buf->addr;
       pc.perm = perm->buf->addr;
+      pc.scratch = scratch ? scratch->buf->addr : res[0]->buf->addr;
+      pc.sstride = scratch ? need : slot;
     }
     nxv_spv_module mod = wide ? NXV_SPV_LU_F32_WIDE : t == NXV_F32 ? NXV_SPV_LU_F32 : NXV_SPV_LU_F64;
-    nxv_tensor *use[6] = {a, work, perm, res[0], res[1], res[2]};
+    nxv_tensor *use[7] = {a, work, perm, scratch, res[0], res[1], res[2]};
     /* A workgroup per matrix: up to the grid's width along x, rows of that
      * along y, further dispatches past the grid's height. */
     uint64_t per = width * height;
@@ -3827,6 +3836,7 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
   }
   if (work) nxv_tensor_release(work); /* the nodes hold the buffers */
   if (perm) nxv_tensor_release(perm);
+  if (scratch) nxv_tensor_release(scratch);
   if (st != NXV_OK) {
     for (int i = 0; i < 3; i++)
       if (res[i]) nxv_tensor_release(res[i]);

@@ -32,14 +32,19 @@
 //   VARIANT 7 with pc.mode 0 copies A into the workspace, perm = identity
 //     (grid-stride over x);
 //   VARIANT 2 factors the panel of columns c0 .. c0 + w - 1 (rows c0 and
-//     down) with partial pivoting, a workgroup per matrix: its rows swap
-//     within the panel, perm follows, pivot j is recorded at perm[n + j];
+//     down) with partial pivoting, a workgroup per matrix, in a
+//     column-major copy (pc.scratch): its rows swap within the panel,
+//     perm follows, pivot j is recorded at perm[n + j];
 //   VARIANT 5 applies the panel's swaps to every column outside it and
 //     solves L11 X = A12 for the columns right of it (unit lower L11),
 //     an invocation per column;
 //   VARIANT 6 subtracts L21 X from the trailing submatrix, a workgroup per
 //     32 x 64 tile (x);
 //   VARIANT 7 with pc.mode 1 writes P, L and U.
+// Only VARIANT 2's invocations share workspace memory within a dispatch,
+// and only within their workgroup: its barriers make those writes
+// visible at workgroup scope (no coherent qualifier, no device-scope
+// fence).
 #include "common.glsl"
 #if T_ID != 10 && T_ID != 11
 #error "lu.comp is built for f32 and f64"
@@ -57,8 +62,8 @@
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) readonly buffer InT { T v[]; };
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) writeonly buffer OutT { T v[]; };
-layout(buffer_reference, std430, buffer_reference_align = R_BYTES) coherent buffer WorkR { R v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer PermU { uint v[]; };
+layout(buffer_reference, std430, buffer_reference_align = R_BYTES) buffer WorkR { R v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer PermU { uint v[]; };
 layout(buffer_reference, std430, buffer_reference_align = R_BYTES) readonly buffer WorkIn { R v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly buffer PermIn { uint v[]; };
 
@@ -70,6 +75,10 @@ layout(push_constant, std430) uniform PC {
   uint64_t work;    // VARIANTS 2, 5-7: batch x n x n of R (u when R is T)
   uint64_t perm;    // VARIANTS 2, 5, 7: batch x 2n u32, perm then the
                     // pivots of the panel's steps
+  uint64_t scratch; // VARIANT 2: the panel's column-major copy, n x PB
+                    // of R per matrix, from the first 8-byte boundary at
+                    // or after matrix * sstride bytes
+  uint64_t sstride;
   uvec2 eps_bits;   // eps in the compute type: a double's bits, or a
                     // float's in x
   uint n;
@@ -92,35 +101,17 @@ const uint TM = VARIANT == 6u ? 32u : 1u, TN = VARIANT == 6u ? 64u : 1u;
 const uint TK = VARIANT == 6u ? PB : 1u;
 shared R Ls[TM * TK];
 shared R Xs[TK * TN];
+// VARIANT 2: a 32-row tile of the panel (padded); VARIANT 5: L11.
+const uint TS = VARIANT == 2u ? 32u * 33u : VARIANT == 5u ? PB * PB : 1u;
+shared R Ts[TS];
+shared R prow[PB];
+shared uint pv[PB], pdst[2u * PB], psrc[2u * PB];
 shared R red_v[256];
 shared uint red_i[256];
 shared R red2_v[16];
 shared uint red2_i[16];
 
 #define NONE 0xFFFFFFFFu
-
-// The working matrix and perm: shared memory (VARIANT 1, 3) or the
-// workspace (2). Never both: SH is a specialization constant.
-R wld(WorkR w, uint e) {
-  if (SH) return Ws[e];
-  return w.v[e];
-}
-void wst(WorkR w, uint e, R x) {
-  if (SH)
-    Ws[e] = x;
-  else
-    w.v[e] = x;
-}
-uint pld(PermU pg, uint i) {
-  if (SH) return Ps[i];
-  return pg.v[i];
-}
-void pst(PermU pg, uint i, uint x) {
-  if (SH)
-    Ps[i] = x;
-  else
-    pg.v[i] = x;
-}
 
 // (v, i) replaces (bv, bi) when larger, or as large with a smaller row.
 void better(R v, uint i, inout R bv, inout uint bi) {
@@ -153,115 +144,189 @@ void sync_wg() {
                    gl_SemanticsAcquireRelease);
 }
 
-// VARIANTS 1, 3 (the whole matrix in shared memory) and 2 (a panel in the
-// workspace): a workgroup per matrix.
-void factor() {
+// The pivot among the workgroup's candidates, each invocation's best
+// (bv, bi) so far: the first row of the largest magnitude, NONE where
+// there is none. Two workgroup barriers (sync_wg).
+uint pivot_search(R bv, uint bi) {
+  uint t = gl_LocalInvocationID.x;
+  red_v[t] = bv;
+  red_i[t] = bi;
+  sync_wg();
+  if (t < 16u) {
+    R v = red_v[t * 16u];
+    uint ix = red_i[t * 16u];
+    for (uint q = 1u; q < 16u; ++q) better(red_v[t * 16u + q], red_i[t * 16u + q], v, ix);
+    red2_v[t] = v;
+    red2_i[t] = ix;
+  }
+  sync_wg();
+  R pv = red2_v[0];
+  uint p = red2_i[0];
+  for (uint q = 1u; q < 16u; ++q) better(red2_v[q], red2_i[q], pv, p);
+  return p;
+}
+
+// VARIANTS 1 and 3: the whole matrix in shared memory, a workgroup per
+// matrix.
+void factor_shared() {
   uint t = gl_LocalInvocationID.x;
   uint mat = pc.b0 + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (mat >= pc.batch) return;  // the whole workgroup
   uint n = pc.n, nn = n * n;
-  // The columns factored: all of them in shared memory, else the panel's.
-  uint c0 = SH ? 0u : pc.c0, c1 = SH ? n : pc.c0 + pc.w;
   uint64_t base = uint64_t(mat) * uint64_t(nn);
-  WorkR W = WorkR(pc.work + base * uint64_t(R_BYTES));
-  PermU PG = PermU(pc.perm + uint64_t(mat) * uint64_t(2u * n) * 4ul);
+  InT A = InT(pc.a + base * uint64_t(T_ALIGN));
+  for (uint e = t; e < nn; e += 256u) Ws[e] = R(A.v[e]);
+  for (uint i = t; i < n; i += 256u) Ps[i] = i;
+  barrier();
 
-#define WLD(e) wld(W, e)
-#define WST(e, x) wst(W, e, x)
-#define PLD(i) pld(PG, i)
-#define PST(i, x) pst(PG, i, x)
-
-  if (SH) {
-    InT A = InT(pc.a + base * uint64_t(T_ALIGN));
-    for (uint e = t; e < nn; e += 256u) Ws[e] = R(A.v[e]);
-    for (uint i = t; i < n; i += 256u) Ps[i] = i;
-    barrier();
-  }
-
-  // Shared memory: thread (ti, tk) of a 16 x 16 grid updates rows ti + 16 r
-  // and columns tk + 16 s of the trailing submatrix. A panel: a thread
-  // updates rows t + 256 r across the panel's columns. Those updating
-  // column j + 1 also look for the next pivot among its elements.
+  // Thread (ti, tk) of a 16 x 16 grid updates rows ti + 16 r and columns
+  // tk + 16 s of the trailing submatrix; those updating column j + 1 also
+  // look for the next pivot among its elements.
   uint ti = t >> 4, tk = t & 15u;
   R bv = R(-1);
   uint bi = NONE;
-  for (uint i = c0 + t; i < n; i += 256u) better(abs(WLD(i * n + c0)), i, bv, bi);
+  for (uint i = t; i < n; i += 256u) better(abs(Ws[i * n]), i, bv, bi);
 
-  for (uint j = c0; j < c1; ++j) {
-    // The pivot: the first row of the largest magnitude (a column of NaN
-    // or of nothing keeps row j).
-    red_v[t] = bv;
-    red_i[t] = bi;
-    barrier();
-    if (t < 16u) {
-      R v = red_v[t * 16u];
-      uint ix = red_i[t * 16u];
-      for (uint q = 1u; q < 16u; ++q) better(red_v[t * 16u + q], red_i[t * 16u + q], v, ix);
-      red2_v[t] = v;
-      red2_i[t] = ix;
-    }
-    barrier();
-    R pv = red2_v[0];
-    uint p = red2_i[0];
-    for (uint q = 1u; q < 16u; ++q) better(red2_v[q], red2_i[q], pv, p);
+  for (uint j = 0u; j < n; ++j) {
+    // A column of NaN or of nothing keeps row j.
+    uint p = pivot_search(bv, bi);
     if (p == NONE) p = j;
 
-    // Rows j and p swap (within the panel), as do their entries of perm;
-    // a panel records its pivot.
+    // Rows j and p swap, as do their entries of perm.
     if (p != j) {
-      for (uint k = c0 + t; k < c1; k += 256u) {
-        R x = WLD(j * n + k), y = WLD(p * n + k);
-        WST(j * n + k, y);
-        WST(p * n + k, x);
+      for (uint k = t; k < n; k += 256u) {
+        R x = Ws[j * n + k], y = Ws[p * n + k];
+        Ws[j * n + k] = y;
+        Ws[p * n + k] = x;
       }
       if (t == 0u) {
-        uint x = PLD(j), y = PLD(p);
-        PST(j, y);
-        PST(p, x);
+        uint x = Ps[j], y = Ps[p];
+        Ps[j] = y;
+        Ps[p] = x;
       }
     }
-    if (!SH && t == 0u) PG.v[n + j] = p;
-    sync_wg();
+    barrier();
 
     // Column j below the pivot divided by it.
-    R piv = WLD(j * n + j);
+    R piv = Ws[j * n + j];
     if (piv != R(0)) {
-      for (uint i = j + 1u + t; i < n; i += 256u) {
-        R x = WLD(i * n + j) / piv;
-        WST(i * n + j, x);
-      }
+      for (uint i = j + 1u + t; i < n; i += 256u) Ws[i * n + j] /= piv;
     }
-    sync_wg();
+    barrier();
 
     // The update; column j + 1's candidates on the way.
     bv = R(-1);
     bi = NONE;
-    if (SH) {
-      for (uint i = j + 1u + ti; i < n; i += 16u) {
-        R m = Ws[i * n + j];
-        for (uint k = j + 1u + tk; k < n; k += 16u) {
-          R x = Ws[i * n + k] - m * Ws[j * n + k];
-          Ws[i * n + k] = x;
-          if (k == j + 1u) better(abs(x), i, bv, bi);
-        }
-      }
-    } else {
-      for (uint i = j + 1u + t; i < n; i += 256u) {
-        R m = W.v[i * n + j];
-        for (uint k = j + 1u; k < c1; ++k) {
-          R x = W.v[i * n + k] - m * W.v[j * n + k];
-          W.v[i * n + k] = x;
-          if (k == j + 1u) better(abs(x), i, bv, bi);
-        }
+    for (uint i = j + 1u + ti; i < n; i += 16u) {
+      R m = Ws[i * n + j];
+      for (uint k = j + 1u + tk; k < n; k += 16u) {
+        R x = Ws[i * n + k] - m * Ws[j * n + k];
+        Ws[i * n + k] = x;
+        if (k == j + 1u) better(abs(x), i, bv, bi);
       }
     }
-    sync_wg();
+    barrier();
   }
 
   // P, L and U; entries below eps as zero.
-  if (SH) {
-    R eps = EPS_R(pc.eps_bits);
-    for (uint e = t; e < nn; e += 256u) store_plu(base, e, n, Ws[e], Ps[e % n], eps);
+  R eps = EPS_R(pc.eps_bits);
+  for (uint e = t; e < nn; e += 256u) store_plu(base, e, n, Ws[e], Ps[e % n], eps);
+}
+
+// VARIANT 2: the panel of columns c0 .. c0 + w - 1, rows c0 and down (m of
+// them), a workgroup per matrix. The panel moves from the row-major
+// workspace into a column-major copy S (pc.scratch: P's buffer, unused
+// until the end, where a matrix's slot holds it), through 32-row tiles in
+// shared memory, so that the invocations
+// owning neighbouring rows read and write neighbouring elements; it moves
+// back once factored. A step: the pivot search (two barriers), the swap
+// (rows jj and p of every panel column, the new row jj kept in prow),
+// one barrier, then each invocation scales and updates its own rows,
+// loading all of a row's elements before storing any, and finds the next
+// column's candidates on the way.
+void factor_panel() {
+  uint t = gl_LocalInvocationID.x;
+  uint mat = pc.b0 + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  if (mat >= pc.batch) return;  // the whole workgroup
+  uint n = pc.n, c0 = pc.c0, w = pc.w, m = n - c0;
+  uint64_t base = uint64_t(mat) * uint64_t(n * n);
+  WorkR W = WorkR(pc.work + base * uint64_t(R_BYTES));
+  WorkR S = WorkR(pc.scratch + ((uint64_t(mat) * pc.sstride + 7ul) & ~7ul));
+  PermU PG = PermU(pc.perm + uint64_t(mat) * uint64_t(2u * n) * 4ul);
+
+  for (uint r0 = 0u; r0 < m; r0 += 32u) {
+    for (uint e = t; e < 32u * PB; e += 256u) {
+      uint rr = e / PB, k = e % PB;
+      if (r0 + rr < m && k < w) Ts[rr * 33u + k] = W.v[(c0 + r0 + rr) * n + c0 + k];
+    }
+    barrier();
+    for (uint e = t; e < 32u * PB; e += 256u) {
+      uint k = e / 32u, rr = e % 32u;
+      if (r0 + rr < m && k < w) S.v[k * m + r0 + rr] = Ts[rr * 33u + k];
+    }
+    barrier();
+  }
+  sync_wg();
+
+  R bv = R(-1);
+  uint bi = NONE;
+  for (uint r = t; r < m; r += 256u) better(abs(S.v[r]), c0 + r, bv, bi);
+
+  for (uint jj = 0u; jj < w; ++jj) {
+    uint j = c0 + jj;
+    uint p = pivot_search(bv, bi);
+    if (p == NONE) p = j;
+    uint pr = p - c0;
+    if (t < w) {
+      R x = S.v[t * m + jj], y = S.v[t * m + pr];
+      if (pr != jj) {
+        S.v[t * m + jj] = y;
+        S.v[t * m + pr] = x;
+      }
+      prow[t] = y;
+    }
+    if (t == 0u) {
+      if (p != j) {
+        uint x = PG.v[j], y = PG.v[p];
+        PG.v[j] = y;
+        PG.v[p] = x;
+      }
+      PG.v[n + j] = p;
+    }
+    sync_wg();
+
+    R piv = prow[jj];
+    bv = R(-1);
+    bi = NONE;
+    for (uint r = jj + 1u + t; r < m; r += 256u) {
+      R a = S.v[jj * m + r];
+      R mult = piv != R(0) ? a / piv : a;
+      R x[PB];
+      [[unroll]] for (uint k = 0u; k < PB; ++k)
+        if (k > jj && k < w) x[k] = S.v[k * m + r];
+      if (piv != R(0)) S.v[jj * m + r] = mult;
+      [[unroll]] for (uint k = 0u; k < PB; ++k) {
+        if (k > jj && k < w) {
+          R v = x[k] - mult * prow[k];
+          S.v[k * m + r] = v;
+          if (k == jj + 1u) better(abs(v), c0 + r, bv, bi);
+        }
+      }
+    }
+  }
+  sync_wg();
+
+  for (uint r0 = 0u; r0 < m; r0 += 32u) {
+    for (uint e = t; e < 32u * PB; e += 256u) {
+      uint k = e / 32u, rr = e % 32u;
+      if (r0 + rr < m && k < w) Ts[rr * 33u + k] = S.v[k * m + r0 + rr];
+    }
+    barrier();
+    for (uint e = t; e < 32u * PB; e += 256u) {
+      uint rr = e / PB, k = e % PB;
+      if (r0 + rr < m && k < w) W.v[(c0 + r0 + rr) * n + c0 + k] = Ts[rr * 33u + k];
+    }
+    barrier();
   }
 }
 
@@ -288,29 +353,82 @@ void copy_pass() {
 }
 
 // VARIANT 5: an invocation per column k outside the panel applies the
-// panel's row swaps in order, then, right of the panel, solves the unit
-// lower L11 x = column k's panel rows.
+// panel's row swaps, then, right of the panel, solves the unit lower
+// L11 x = column k's panel rows. The swaps compose to one permutation of
+// at most 2 PB rows (the panel's and the pivots below it): the workgroup
+// first traces each such row's final source back through the swaps
+// (pdst <- psrc), then each invocation loads every moved element of its
+// column before storing any, the panel's rows kept in registers for the
+// solve against L11 in shared memory.
 void swap_solve() {
   uint mat = pc.b0 + gl_WorkGroupID.y;
-  uint k = gl_GlobalInvocationID.x;
-  uint n = pc.n, c0 = pc.c0, c1 = pc.c0 + pc.w;
-  if (mat >= pc.batch || k >= n || (k >= c0 && k < c1)) return;
+  if (mat >= pc.batch) return;  // the whole workgroup
+  uint t = gl_LocalInvocationID.x, k = gl_GlobalInvocationID.x;
+  uint n = pc.n, c0 = pc.c0, w = pc.w, c1 = c0 + w;
   uint64_t base = uint64_t(mat) * uint64_t(n * n);
   WorkR W = WorkR(pc.work + base * uint64_t(R_BYTES));
   PermIn PG = PermIn(pc.perm + uint64_t(mat) * uint64_t(2u * n) * 4ul);
-  for (uint j = c0; j < c1; ++j) {
-    uint p = PG.v[n + j];
-    if (p != j) {
-      R x = W.v[j * n + k];
-      W.v[j * n + k] = W.v[p * n + k];
-      W.v[p * n + k] = x;
+  if (t < w) pv[t] = PG.v[n + c0 + t];
+  if (c1 < n) {
+    for (uint e = t; e < PB * PB; e += 256u) {
+      uint i = e / PB, q = e % PB;
+      Ts[e] = i < w && q < i ? W.v[(c0 + i) * n + c0 + q] : R(0);
     }
   }
-  if (k < c1) return;
-  for (uint j = c0; j < c1; ++j) {
-    R x = W.v[j * n + k];
-    for (uint i = j + 1u; i < c1; ++i) W.v[i * n + k] -= W.v[i * n + j] * x;
+  barrier();
+  if (t < 2u * PB) {
+    // Slot t < PB: panel row c0 + t; slot PB + q: pivot q's row where it
+    // lies below the panel (its first occurrence), else none.
+    uint r = NONE;
+    if (t < PB) {
+      if (t < w) r = c0 + t;
+    } else {
+      uint q = t - PB;
+      if (q < w) {
+        r = pv[q];
+        if (r < c1) r = NONE;
+        for (uint q2 = 0u; q2 < q; ++q2)
+          if (pv[q2] == r) r = NONE;
+      }
+    }
+    uint src = r;
+    if (r != NONE) {
+      for (uint jj = w; jj-- > 0u;) {
+        uint j = c0 + jj;
+        if (src == j)
+          src = pv[jj];
+        else if (src == pv[jj])
+          src = j;
+      }
+    }
+    pdst[t] = r;
+    psrc[t] = src;
   }
+  barrier();
+  if (k >= n || (k >= c0 && k < c1)) return;
+  bool right = k >= c1;
+  R x[PB], y[PB];
+  [[unroll]] for (uint q = 0u; q < PB; ++q) {
+    uint s = psrc[q], s2 = psrc[PB + q];
+    x[q] = s != NONE && (right || s != c0 + q) ? W.v[s * n + k] : R(0);
+    y[q] = s2 != NONE ? W.v[s2 * n + k] : R(0);
+  }
+  [[unroll]] for (uint q = 0u; q < PB; ++q) {
+    uint d = pdst[PB + q];
+    if (d != NONE) W.v[d * n + k] = y[q];
+  }
+  if (!right) {
+    [[unroll]] for (uint q = 0u; q < PB; ++q) {
+      uint s = psrc[q];
+      if (s != NONE && s != c0 + q) W.v[(c0 + q) * n + k] = x[q];
+    }
+    return;
+  }
+  // L11 is zero past w (as x is), so the full PB x PB solve is exact.
+  [[unroll]] for (uint jj = 0u; jj < PB; ++jj)
+    [[unroll]] for (uint i = jj + 1u; i < PB; ++i) x[i] -= Ts[i * PB + jj] * x[jj];
+  [[unroll]] for (uint q = 0u; q < PB; ++q)
+    if (q < w) W.v[(c0 + q) * n + k] = x[q];
 }
 
 // VARIANT 6: the trailing submatrix (rows and columns c1 .. n - 1) minus
@@ -366,5 +484,8 @@ void main() {
     trailing_update();
     return;
   }
-  factor();
+  if (SH)
+    factor_shared();
+  else
+    factor_panel();
 }

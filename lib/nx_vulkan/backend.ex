@@ -2675,7 +2675,14 @@ if Code.ensure_loaded?(Nx.Backend) do
 
         true ->
           {p, _l, u} = Nx.LinAlg.lu(Nx.as_type(tensor, out_type))
-          diagonal = u |> Nx.take_diagonal() |> Nx.product(axes: [-1])
+          # U's diagonal as every (n + 1)-th element of each flattened
+          # matrix (Nx.take_diagonal builds its indices on the host).
+          diagonal =
+            u
+            |> Nx.reshape(put_elem(Tuple.delete_at(shape, rank - 1), rank - 2, n * n))
+            |> Nx.slice_along_axis(0, n * n, axis: -1, strides: n + 1)
+            |> Nx.product(axes: [-1])
+
           perm = Nx.argmax(p, axis: -2)
           upper = Nx.less(Nx.iota({n, 1}), Nx.iota({1, n}))
 
