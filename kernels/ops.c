@@ -3757,12 +3757,12 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
   nxv_tensor *res[3] = {NULL, NULL, NULL}, *work = NULL, *perm = NULL, *scratch = NULL;
   nxv_status st = NXV_OK;
   for (int i = 0; i < 3 && st == NXV_OK; i++) st = nxv_tensor_new(d, t, elems, &res[i]);
-  /* The panel's column-major copy and its rows' positions (n x LU_PANEL
-   * elements of the compute type and n u32 per matrix): in P's buffer,
-   * unused until the end, where each matrix's slot holds them from its
-   * first 8-byte boundary, else their own. */
+  /* The panel's column-major copy (n x LU_PANEL elements of the compute
+   * type per matrix, a whole number of 8-byte words): in P's buffer, unused
+   * until the end, where each matrix's slot holds it from its first 8-byte
+   * boundary, else its own. */
   uint64_t tsize = t == NXV_F64 ? 8 : 4, slot = n * n * tsize;
-  uint64_t need = (n * (LU_PANEL * rsize + 4) + 7) & ~(uint64_t)7;
+  uint64_t need = (n * LU_PANEL * rsize + 7) & ~(uint64_t)7;
   bool in_p = slot >= need + 4;
   if (st == NXV_OK && elems && variant == 2) {
     st = nxv_tensor_new(d, NXV_U32, 2 * batch * n, &perm);

@@ -76,9 +76,8 @@ layout(push_constant, std430) uniform PC {
   uint64_t perm;    // VARIANTS 2, 5, 7: batch x 2n u32, perm then the
                     // pivots of the panel's steps
   uint64_t scratch; // VARIANT 2: the panel's column-major copy, n x PB
-                    // of R per matrix, then its rows' positions, n u32,
-                    // from the first 8-byte boundary at or after
-                    // matrix * sstride bytes
+                    // of R per matrix, from the first 8-byte boundary at
+                    // or after matrix * sstride bytes
   uint64_t sstride;
   uvec2 eps_bits;   // eps in the compute type: a double's bits, or a
                     // float's in x
@@ -105,7 +104,7 @@ shared R Xs[TK * TN];
 // VARIANT 2: a 32-row tile of the panel (padded); VARIANT 5: L11.
 const uint TS = VARIANT == 2u ? 32u * 33u : VARIANT == 5u ? PB * PB : 1u;
 shared R Ts[TS];
-shared uint pq[1];
+shared R prow[PB];
 shared uint pv[PB], pdst[2u * PB], psrc[2u * PB];
 shared R red_v[256];
 shared uint red_i[256];
@@ -146,10 +145,9 @@ void sync_wg() {
 }
 
 // The pivot among the workgroup's candidates, each invocation's best
-// (bv, bi) so far: the largest magnitude, the smallest key of those; NONE
-// where there is none. Two workgroup barriers (sync_wg); between them the
-// invocation defer_t (when not NONE) swaps entries dj and dp of Ps.
-uint pivot_search(R bv, uint bi, uint defer_t, uint dj, uint dp, uint dv) {
+// (bv, bi) so far: the first row of the largest magnitude, NONE where
+// there is none. Two workgroup barriers (sync_wg).
+uint pivot_search(R bv, uint bi) {
   uint t = gl_LocalInvocationID.x;
   red_v[t] = bv;
   red_i[t] = bi;
@@ -161,10 +159,6 @@ uint pivot_search(R bv, uint bi, uint defer_t, uint dj, uint dp, uint dv) {
     red2_v[t] = v;
     red2_i[t] = ix;
   }
-  if (t == defer_t) {
-    Ps[dp] = Ps[dj];
-    Ps[dj] = dv;
-  }
   sync_wg();
   R pv = red2_v[0];
   uint p = red2_i[0];
@@ -173,18 +167,7 @@ uint pivot_search(R bv, uint bi, uint defer_t, uint dj, uint dp, uint dv) {
 }
 
 // VARIANTS 1 and 3: the whole matrix in shared memory, a workgroup per
-// matrix. Its rows do not move: Ps[i] is the row at position i (the row
-// of A that ends at row i), and a step swaps positions. Step jj: the
-// pivot search over positions jj and below (a candidate's key is its
-// position << 16 | its row, so the first position wins a tie), then
-// thread (ti, tk) of a 16 x 16 grid updates positions jj + 1 + ti + 16 a
-// (the row displaced by the pivot at the pivot's position) in columns
-// jj + 1 + tk + 16 b, reading the pivot row (retired: nothing writes it
-// again) and each row's multiplier from column jj (which nothing writes
-// in the step); the next column's candidates come on the way. The step's
-// swap of Ps happens between the next search's barriers, the only two of
-// a step; L's entries are divided by their pivots as the results are
-// written.
+// matrix.
 void factor_shared() {
   uint t = gl_LocalInvocationID.x;
   uint mat = pc.b0 + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -196,72 +179,71 @@ void factor_shared() {
   for (uint i = t; i < n; i += 256u) Ps[i] = i;
   barrier();
 
+  // Thread (ti, tk) of a 16 x 16 grid updates rows ti + 16 r and columns
+  // tk + 16 s of the trailing submatrix; those updating column j + 1 also
+  // look for the next pivot among its elements.
   uint ti = t >> 4, tk = t & 15u;
   R bv = R(-1);
   uint bi = NONE;
-  for (uint i = t; i < n; i += 256u) better(abs(Ws[i * n]), (i << 16) | i, bv, bi);
+  for (uint i = t; i < n; i += 256u) better(abs(Ws[i * n]), i, bv, bi);
 
-  // The last step's swap: positions lj and lpp, the pivot row lp.
-  uint lj = 0u, lpp = 0u, lp = 0u, who = NONE;
-  for (uint jj = 0u; jj < n; ++jj) {
-    uint key = pivot_search(bv, bi, who, lj, lpp, lp);
-    uint q = Ps[jj];  // the row at position jj, displaced by the pivot
-    // A column of NaN keeps the row at position jj.
-    uint pp = key == NONE ? jj : key >> 16, p = key == NONE ? q : key & 0xFFFFu;
-    R piv = Ws[p * n + jj];
-    bv = R(-1);
-    bi = NONE;
-    for (uint ps = jj + 1u + ti; ps < n; ps += 16u) {
-      uint r = ps == pp ? q : Ps[ps];
-      R a = Ws[r * n + jj];
-      R mult = piv != R(0) ? a / piv : a;
-      for (uint k = jj + 1u + tk; k < n; k += 16u) {
-        R x = Ws[r * n + k] - mult * Ws[p * n + k];
-        Ws[r * n + k] = x;
-        if (k == jj + 1u) better(abs(x), (ps << 16) | r, bv, bi);
+  for (uint j = 0u; j < n; ++j) {
+    // A column of NaN or of nothing keeps row j.
+    uint p = pivot_search(bv, bi);
+    if (p == NONE) p = j;
+
+    // Rows j and p swap, as do their entries of perm.
+    if (p != j) {
+      for (uint k = t; k < n; k += 256u) {
+        R x = Ws[j * n + k], y = Ws[p * n + k];
+        Ws[j * n + k] = y;
+        Ws[p * n + k] = x;
+      }
+      if (t == 0u) {
+        uint x = Ps[j], y = Ps[p];
+        Ps[j] = y;
+        Ps[p] = x;
       }
     }
-    lj = jj;
-    lpp = pp;
-    lp = p;
-    who = 255u;
+    barrier();
+
+    // Column j below the pivot divided by it.
+    R piv = Ws[j * n + j];
+    if (piv != R(0)) {
+      for (uint i = j + 1u + t; i < n; i += 256u) Ws[i * n + j] /= piv;
+    }
+    barrier();
+
+    // The update; column j + 1's candidates on the way.
+    bv = R(-1);
+    bi = NONE;
+    for (uint i = j + 1u + ti; i < n; i += 16u) {
+      R m = Ws[i * n + j];
+      for (uint k = j + 1u + tk; k < n; k += 16u) {
+        R x = Ws[i * n + k] - m * Ws[j * n + k];
+        Ws[i * n + k] = x;
+        if (k == j + 1u) better(abs(x), i, bv, bi);
+      }
+    }
+    barrier();
   }
-  barrier();
-  if (t == 0u && n > 0u) {
-    Ps[lpp] = Ps[lj];
-    Ps[lj] = lp;
-  }
-  barrier();
 
   // P, L and U; entries below eps as zero.
   R eps = EPS_R(pc.eps_bits);
-  for (uint e = t; e < nn; e += 256u) {
-    uint i = e / n, k = e - i * n;
-    R x = Ws[Ps[i] * n + k];
-    if (i > k) {
-      R piv = Ws[Ps[k] * n + k];
-      if (piv != R(0)) x /= piv;
-    }
-    store_plu(base, e, n, x, Ps[k], eps);
-  }
+  for (uint e = t; e < nn; e += 256u) store_plu(base, e, n, Ws[e], Ps[e % n], eps);
 }
 
 // VARIANT 2: the panel of columns c0 .. c0 + w - 1, rows c0 and down (m of
 // them), a workgroup per matrix. The panel moves from the row-major
 // workspace into a column-major copy S (pc.scratch: P's buffer, unused
-// until the end, where a matrix's slot holds it), through 32-row tiles in
-// shared memory, so that the invocations owning neighbouring rows read and
-// write neighbouring elements. Its rows do not move while it is factored:
-// row r (of S) sits at position pos[r] of the panel (pos after S, private
-// to r's invocation: r mod 256), and a step swaps positions, not rows.
-// Step jj: the pivot search over the rows at positions jj and below (two
-// barriers; a candidate's key is its position << 16 | its row, so the
-// first position wins a tie), then every invocation reads the pivot row
-// (retired: nothing writes it again), and scales and updates its own
-// rows, the row at position jj taking the pivot's position; the next
-// column's candidates come on the way. Those two barriers are the step's
-// only ones. The factored panel goes back to the workspace with each row
-// at its position.
+// until the end, where a matrix's slot holds it, else a buffer of its
+// own), through 32-row tiles in shared memory, so that the invocations
+// owning neighbouring rows read and write neighbouring elements; it moves
+// back once factored. A step: the pivot search (two barriers), the swap
+// (rows jj and p of every panel column, the new row jj kept in prow),
+// one barrier, then each invocation scales and updates its own rows,
+// loading all of a row's elements before storing any, and finds the next
+// column's candidates on the way.
 void factor_panel() {
   uint t = gl_LocalInvocationID.x;
   uint mat = pc.b0 + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -269,9 +251,7 @@ void factor_panel() {
   uint n = pc.n, c0 = pc.c0, w = pc.w, m = n - c0;
   uint64_t base = uint64_t(mat) * uint64_t(n * n);
   WorkR W = WorkR(pc.work + base * uint64_t(R_BYTES));
-  uint64_t sa = pc.scratch + ((uint64_t(mat) * pc.sstride + 7ul) & ~7ul);
-  WorkR S = WorkR(sa);
-  PermU POS = PermU(sa + uint64_t(n) * uint64_t(PB * R_BYTES));
+  WorkR S = WorkR(pc.scratch + ((uint64_t(mat) * pc.sstride + 7ul) & ~7ul));
   PermU PG = PermU(pc.perm + uint64_t(mat) * uint64_t(2u * n) * 4ul);
 
   for (uint r0 = 0u; r0 < m; r0 += 32u) {
@@ -290,51 +270,35 @@ void factor_panel() {
 
   R bv = R(-1);
   uint bi = NONE;
-  for (uint r = t; r < m; r += 256u) {
-    POS.v[r] = r;
-    better(abs(S.v[r]), (r << 16) | r, bv, bi);
-  }
+  for (uint r = t; r < m; r += 256u) better(abs(S.v[r]), c0 + r, bv, bi);
 
   for (uint jj = 0u; jj < w; ++jj) {
     uint j = c0 + jj;
-    // The search's barriers order the last step's writes.
-    uint key = pivot_search(bv, bi, NONE, 0u, 0u, 0u);
-    // A column of NaN or of nothing: the row at position jj (it has the
-    // candidate key jj << 16 | its row when it is a number; else any row
-    // still active would do, and the first is the one at jj, found by its
-    // owner below).
-    uint pp = key == NONE ? jj : key >> 16, p = key == NONE ? NONE : key & 0xFFFFu;
-    if (t == 0u) {
-      if (pp != jj) {
-        uint x = PG.v[j], y = PG.v[c0 + pp];
-        PG.v[j] = y;
-        PG.v[c0 + pp] = x;
+    uint p = pivot_search(bv, bi);
+    if (p == NONE) p = j;
+    uint pr = p - c0;
+    if (t < w) {
+      R x = S.v[t * m + jj], y = S.v[t * m + pr];
+      if (pr != jj) {
+        S.v[t * m + jj] = y;
+        S.v[t * m + pr] = x;
       }
-      PG.v[n + j] = c0 + pp;
+      prow[t] = y;
     }
-    if (p == NONE) {
-      // No candidate: find the row at position jj (its owner publishes it).
-      for (uint r = t; r < m; r += 256u)
-        if (POS.v[r] == jj) pq[0] = r;
-      sync_wg();
-      p = pq[0];
+    if (t == 0u) {
+      if (p != j) {
+        uint x = PG.v[j], y = PG.v[p];
+        PG.v[j] = y;
+        PG.v[p] = x;
+      }
+      PG.v[n + j] = p;
     }
-    R prow[PB];
-    [[unroll]] for (uint k = 0u; k < PB; ++k) prow[k] = k >= jj && k < w ? S.v[k * m + p] : R(0);
-    R piv = S.v[jj * m + p];
+    sync_wg();
+
+    R piv = prow[jj];
     bv = R(-1);
     bi = NONE;
-    for (uint r = t; r < m; r += 256u) {
-      uint ps = POS.v[r];
-      if (ps < jj) continue;  // retired
-      if (r == p) {
-        POS.v[r] = jj;
-        continue;
-      }
-      if (ps == jj) {  // displaced by the pivot
-        ps = pp;
-        POS.v[r] = ps;
-      }
+    for (uint r = jj + 1u + t; r < m; r += 256u) {
       R a = S.v[jj * m + r];
       R mult = piv != R(0) ? a / piv : a;
       R x[PB];
@@ -345,7 +309,7 @@ void factor_panel() {
         if (k > jj && k < w) {
           R v = x[k] - mult * prow[k];
           S.v[k * m + r] = v;
-          if (k == jj + 1u) better(abs(v), (ps << 16) | r, bv, bi);
+          if (k == jj + 1u) better(abs(v), c0 + r, bv, bi);
         }
       }
     }
@@ -360,7 +324,7 @@ void factor_panel() {
     barrier();
     for (uint e = t; e < 32u * PB; e += 256u) {
       uint rr = e / PB, k = e % PB;
-      if (r0 + rr < m && k < w) W.v[(c0 + POS.v[r0 + rr]) * n + c0 + k] = Ts[rr * 33u + k];
+      if (r0 + rr < m && k < w) W.v[(c0 + r0 + rr) * n + c0 + k] = Ts[rr * 33u + k];
     }
     barrier();
   }

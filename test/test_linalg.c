@@ -862,14 +862,16 @@ static void check_lu(nxv_device *d, uint64_t *rng, nxv_dtype t, size_t batch, si
 NXV_TEST(linalg, lu) {
   /* Orders up to 32 and 64 in shared memory, beyond in device memory (65,
    * 100, 130, 257: more rows than the 16 x 16 update grid covers at once;
-   * 300 more than a workgroup's invocations), batches up to 40. Where f64
+   * 300 more than a workgroup's invocations; 600 more than twice that),
+   * batches up to 40. Where f64
    * or f32 computed in double takes device memory from order 33 (llvmpipe's
    * 32 KiB of shared memory), 33 and 40 have a panel copy that P's slot
    * cannot hold; 64 and 65 one that it can. With fast_math f32 runs in
    * f32. */
   static const size_t shapes[][2] = {{1, 1},  {1, 2},   {3, 5},  {2, 16},  {1, 17},
                                      {2, 32}, {3, 33},  {2, 40}, {3, 64},  {2, 65},
-                                     {2, 100}, {40, 3}, {1, 130}, {1, 257}, {1, 300}};
+                                     {2, 100}, {40, 3}, {1, 130}, {1, 257}, {1, 300},
+                                     {1, 600}};
   for (int fast = 0; fast < 2; fast++) {
     nxv_device *d = test_open_device_with((nxv_device_config){.fast_math = fast});
     REQUIRE(d);
