@@ -3747,8 +3747,9 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
     return nxv_fail(NXV_ERR_UNSUPPORTED, "lu: order %llu exceeds the device's grid",
                     (unsigned long long)n);
   /* llvmpipe ends an invocation's loops after 65535 iterations in all
-   * (architecture.md); a panel's factorization loops about 32 (33 + 34
-   * ceil(n / 256)) times per invocation, within that up to LU_CPU_MAX. */
+   * (architecture.md); a panel's factorization loops about m / 2 + 32 (33
+   * + ceil(m / 256)) times per invocation for m rows, well within that up
+   * to LU_CPU_MAX. */
   if (variant == 2 && d->vk.info.type == NXV_DEVICE_CPU && n > LU_CPU_MAX)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "lu: order %llu on a CPU device (at most %d)",
                     (unsigned long long)n, LU_CPU_MAX);
