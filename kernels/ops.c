@@ -2097,13 +2097,16 @@ static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype 
                                       : NXV_SPV_COOPMAT_F16;
     tile_m = NXV_COOPMAT_BM;
     tile_n = NXV_COOPMAT_BN;
-  } else if (gemm_type && tiles64 < 128) {
+  } else if (gemm_type && (tiles64 < 128 || (m->m <= 32 && m->n <= 32))) {
     /* Few tiles and a short k (a training step's weight gradients:
      * 10x128x512, 10x128x2704 with A transposed) keep matmul.comp: 256
      * threads of 4x4 results per 64x64 tile instead of gemm.comp's 64 of
      * 8x8, so four times the threads walk k. On an H100 (f32 TFLOP/s):
      * 10x128x512 0.39 -> 0.53, 10x128x2704 1.69 -> 1.94, 256^3 7.3 -> 9.3;
-     * 512x128x784 and 784x128x512 the same. */
+     * 512x128x784 and 784x128x512 the same. So do batches of products of
+     * at most 32x32, whose 64x64 tiles the batch makes many but which
+     * would fill at most 1/16 of a 128x128 or 128x256 tile (256 x
+     * 16x16x1, P^T B in a batched solve, on llvmpipe: 181 -> 64 ms). */
   } else if (gemm_type) {
     module = t == NXV_F32 ? NXV_SPV_GEMM_F32 : t == NXV_F16 ? NXV_SPV_GEMM_F16 : NXV_SPV_GEMM_BF16;
     uint64_t tiles128 = ((m->m + 127) / 128) * ((m->n + 127) / 128) * m->batch;

@@ -2329,6 +2329,10 @@ NXV_TEST(kernels, matmul) {
       {1, 1025, 1283, 11, MM_TB | MM_REV},
       {96, 5, 7, 3, MM_TA | MM_TB},
       {100, 33, 17, 21, MM_BA | MM_OFF},
+      /* batches of products of at most 32x32 keep matmul.comp however
+       * many 64x64 tiles the batch makes (a batched solve's P^T B) */
+      {130, 16, 1, 16, MM_TA | MM_OFF},
+      {128, 32, 32, 9, MM_TB},
       /* 8-aligned layouts: f16 and bf16 take tensor cores where the
        * device has them (edges in m and n, several k slices, every
        * layout) */
