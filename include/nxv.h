@@ -1073,8 +1073,28 @@ nxv_status nxv_triangular_solve(nxv_device *device, const nxv_trsm_desc *desc,
 nxv_status nxv_lu(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t n, double eps,
                   nxv_tensor **out_p, nxv_tensor **out_l, nxv_tensor **out_u);
 
-/* True when nxv_cholesky, nxv_triangular_solve and nxv_lu run on dtype
- * (f32, or f64 on devices with shaderFloat64; workgroups of 256
+/* QR factorization by Householder reflections of each of batch dense
+ * m x n matrices of a (f32 or f64; batch * m * n elements), as Nx's
+ * default implementation (Nx.LinAlg.QR) defines it: A = Q R, reflection
+ * i mapping column i of the current R at and below row i to its norm
+ * times e_i (R's diagonal non-negative) unless the sum of squares below
+ * row i is under eps (then the identity; Nx leaves the last column of a
+ * square matrix unreflected). complete: Q is m x m and R m x n; else
+ * (Nx's :reduced) Q m x k and R k x n, k = min(m, n). Two new dense
+ * tensors of a's type; entries of magnitude at most eps are written as
+ * zero. f32 is computed in double where the device has f64, unless
+ * fast_math, each result rounded once. Matrices of at most 64 x 64: three
+ * dispatches over the batch (one a workgroup per matrix); larger: three
+ * dispatches a reflection (a workgroup per matrix computes it, a
+ * workgroup per 32 columns applies it to R, later to Q). m and n are at
+ * most NXV_CHOLESKY_MAX_ORDER and m * n below 2^32, else
+ * NXV_ERR_UNSUPPORTED.
+ * a is retained until the work completes; the outputs are new. Thread-safe,
+ * as every op. */
+nxv_status nxv_qr(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t m, uint64_t n,
+                  bool complete, double eps, nxv_tensor **out_q, nxv_tensor **out_r);
+/* True when nxv_cholesky, nxv_triangular_solve, nxv_lu and nxv_qr run on
+ * dtype (f32, or f64 on devices with shaderFloat64; workgroups of 256
  * invocations and 29 KiB of shared memory). */
 bool nxv_linalg_supported(nxv_device *device, nxv_dtype dtype);
 /* The largest order nxv_cholesky takes (a matrix's elements are indexed

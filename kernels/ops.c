@@ -3853,3 +3853,155 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
   *out_u = res[2];
   return NXV_OK;
 }
+
+typedef struct pc_qr { /* qr.comp */
+  uint64_t a, q, r, work, tau, qw;
+  uint32_t eps_lo, eps_hi;
+  uint32_t m, n, qc, rr, kr, batch, b0, i, mode, pad;
+} pc_qr;
+_Static_assert(sizeof(pc_qr) == 96, "pc_qr layout");
+
+/* qr.comp's columns a workgroup in VARIANT 2, and the largest m and n
+ * VARIANT 5 takes. */
+#define QR_COLS 32
+#define QR_SMALL 64
+
+/* One qr.comp dispatch over the gx x gy grid. */
+static nxv_status qr_step(nxv_device *d, nxv_spv_module mod, uint32_t variant, const pc_qr *pc,
+                          uint32_t gx, uint32_t gy, uint64_t cost, nxv_tensor *const use[7]) {
+  return push_grid(d, mod, variant, pc, sizeof *pc, gx, gy, cost, use, 7, 4);
+}
+
+nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint64_t n,
+                  bool complete, double eps, nxv_tensor **out_q, nxv_tensor **out_r) {
+  if (!d || !a || !out_q || !out_r) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "qr: NULL argument");
+  if (a->device != d) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "qr: tensor on another device");
+  nxv_dtype t = a->dtype;
+  NXV_TRY(linalg_check(d, t, "qr"));
+  if (m != 0 && n != 0 && batch > UINT64_MAX / m / n)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "qr: %llu matrices of %llu x %llu overflow",
+                    (unsigned long long)batch, (unsigned long long)m, (unsigned long long)n);
+  if (batch * m * n != a->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "qr: tensor has %llu elements, %llu matrices of %llu x %llu need %llu",
+                    (unsigned long long)a->count, (unsigned long long)batch,
+                    (unsigned long long)m, (unsigned long long)n,
+                    (unsigned long long)(batch * m * n));
+  if (m > NXV_CHOLESKY_MAX_ORDER || n > NXV_CHOLESKY_MAX_ORDER || m * n > UINT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "qr: %llu x %llu matrices (at most %d rows and columns, "
+                    "2^32 - 1 elements)", (unsigned long long)m, (unsigned long long)n,
+                    NXV_CHOLESKY_MAX_ORDER);
+  uint64_t width = d->vk.info.max_workgroup_count[0];
+  uint64_t height = d->vk.info.max_workgroup_count[1];
+  if (batch > UINT32_MAX)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "qr: %llu matrices (at most 2^32 - 1)",
+                    (unsigned long long)batch);
+  uint64_t k = m < n ? m : n;
+  uint64_t qc = complete ? m : k, rr = complete ? m : k;
+  /* Nx reflects columns 0 .. n - 2 of a square matrix. */
+  uint64_t kr = m == n && n > 0 ? n - 1 : k;
+  bool small = m <= QR_SMALL && n <= QR_SMALL;
+  if (!small && (n + QR_COLS - 1) / QR_COLS > width)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "qr: %llu columns exceed the device's grid",
+                    (unsigned long long)n);
+  NXV_TRY(nxv_tensor_ready(a));
+  bool wide = linalg_wide(d, t);
+  nxv_dtype rt = wide ? NXV_F64 : t;
+  nxv_tensor *q = NULL, *r = NULL, *work = NULL, *tau = NULL, *qw = NULL;
+  nxv_status st = nxv_tensor_new(d, t, batch * m * qc, &q);
+  if (st == NXV_OK) st = nxv_tensor_new(d, t, batch * rr * n, &r);
+  /* Q is the identity where A has no elements but Q has (n = 0,
+   * complete). */
+  bool any = batch * m * (n > qc ? n : qc) != 0;
+  if (st == NXV_OK && any) {
+    st = nxv_tensor_new(d, rt, m && n ? batch * m * n : 1, &work);
+    if (st == NXV_OK) st = nxv_tensor_new(d, rt, batch * (kr ? kr : 1), &tau);
+    if (st == NXV_OK && wide) st = nxv_tensor_new(d, rt, batch * m * qc, &qw);
+  }
+  uint64_t bits;
+  if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
+  if (!wide && t == NXV_F32) {
+    float e32 = (float)eps;
+    uint32_t b32;
+    memcpy(&b32, &e32, sizeof b32);
+    bits = b32;
+  } else {
+    memcpy(&bits, &eps, sizeof bits);
+  }
+  if (st == NXV_OK && any) {
+    pc_qr pc = {.a = a->buf->addr, .q = q->buf->addr, .r = r->buf->addr,
+                .work = work->buf->addr, .tau = tau->buf->addr,
+                .qw = qw ? qw->buf->addr : q->buf->addr,
+                .eps_lo = (uint32_t)bits, .eps_hi = (uint32_t)(bits >> 32),
+                .m = (uint32_t)m, .n = (uint32_t)n, .qc = (uint32_t)qc, .rr = (uint32_t)rr,
+                .kr = (uint32_t)kr, .batch = (uint32_t)batch};
+    nxv_spv_module mod = wide ? NXV_SPV_QR_F32_WIDE : t == NXV_F32 ? NXV_SPV_QR_F32 : NXV_SPV_QR_F64;
+    /* a first; the results and the workspace written. */
+    nxv_tensor *use[7] = {a, NULL, NULL, NULL, work, tau, qw ? qw : q};
+    nxv_tensor *out_use[7] = {work, tau, qw, NULL, q, r, NULL};
+    uint64_t in = m * n > m * qc ? m * n : m * qc, outn = rr * n > m * qc ? rr * n : m * qc;
+    uint64_t per = width * height;
+    /* The grid-wide passes take a matrix per row of workgroups. */
+    for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
+      uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
+      pc.b0 = (uint32_t)b0;
+      pc.mode = 0;
+      st = qr_step(d, mod, 3, &pc, groups_capped(d, (in + 255) / 256), nb, nb * in, use);
+    }
+    /* A workgroup per matrix: up to the grid's width along x, rows of that
+     * along y, further dispatches past the grid's height. */
+    uint64_t flops = m * n * k;
+    for (uint64_t i = 0; st == NXV_OK && !small && i < kr; i++) {
+      pc.i = (uint32_t)i;
+      for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += per) {
+        uint64_t nb = batch - b0 < per ? batch - b0 : per;
+        uint32_t gx = (uint32_t)(nb < width ? nb : width);
+        pc.b0 = (uint32_t)b0;
+        st = qr_step(d, mod, 1, &pc, gx, (uint32_t)((nb + gx - 1) / gx), nb * (m - i), use);
+      }
+      uint64_t cols = n - i - 1;
+      pc.mode = 0;
+      for (uint64_t b0 = 0; st == NXV_OK && cols && b0 < batch; b0 += height) {
+        uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
+        pc.b0 = (uint32_t)b0;
+        st = qr_step(d, mod, 2, &pc, (uint32_t)((cols + QR_COLS - 1) / QR_COLS), nb,
+                     nb * (m - i) * cols * 2, use);
+      }
+    }
+    for (uint64_t i = kr; st == NXV_OK && !small && i-- > 0;) {
+      uint64_t cols = qc - i;
+      pc.i = (uint32_t)i;
+      pc.mode = 1;
+      for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
+        uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
+        pc.b0 = (uint32_t)b0;
+        st = qr_step(d, mod, 2, &pc, (uint32_t)((cols + QR_COLS - 1) / QR_COLS), nb,
+                     nb * (m - i) * cols * 2, use);
+      }
+    }
+    for (uint64_t b0 = 0; st == NXV_OK && small && b0 < batch; b0 += per) {
+      uint64_t nb = batch - b0 < per ? batch - b0 : per;
+      uint32_t gx = (uint32_t)(nb < width ? nb : width);
+      pc.b0 = (uint32_t)b0;
+      st = qr_step(d, mod, 5, &pc, gx, (uint32_t)((nb + gx - 1) / gx), nb * flops * 4, use);
+    }
+    for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
+      uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
+      pc.b0 = (uint32_t)b0;
+      pc.mode = 1;
+      st = qr_step(d, mod, 3, &pc, groups_capped(d, (outn + 255) / 256), nb, nb * outn,
+                   out_use);
+    }
+  }
+  if (work) nxv_tensor_release(work); /* the nodes hold the buffers */
+  if (tau) nxv_tensor_release(tau);
+  if (qw) nxv_tensor_release(qw);
+  if (st != NXV_OK) {
+    if (q) nxv_tensor_release(q);
+    if (r) nxv_tensor_release(r);
+    return st;
+  }
+  *out_q = q;
+  *out_r = r;
+  return NXV_OK;
+}

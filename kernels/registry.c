@@ -99,7 +99,8 @@ static uint32_t fixed_wg(nxv_spv_module m, uint32_t variant) {
   if (m >= NXV_SPV_TRANSPOSE_16 && m <= NXV_SPV_TRANSPOSE_64) return 256;
   if (m == NXV_SPV_CHOLESKY_F32 || m == NXV_SPV_CHOLESKY_F64 || m == NXV_SPV_TRSM_F32 ||
       m == NXV_SPV_TRSM_F64 || m == NXV_SPV_TRSM_F32_WIDE || m == NXV_SPV_LU_F32 ||
-      m == NXV_SPV_LU_F64 || m == NXV_SPV_LU_F32_WIDE)
+      m == NXV_SPV_LU_F64 || m == NXV_SPV_LU_F32_WIDE || m == NXV_SPV_QR_F32 ||
+      m == NXV_SPV_QR_F64 || m == NXV_SPV_QR_F32_WIDE)
     return 256;
   /* The tiled elementwise variants (tile2d.glsl). */
   if (m >= NXV_SPV_BINARY_S8 && m <= NXV_SPV_BINARY_C128 && (variant == 2 || variant == 4)) return 256;

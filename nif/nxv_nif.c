@@ -1479,6 +1479,29 @@ static ERL_NIF_TERM nif_lu(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
   return enif_make_tuple3(env, wrap_tensor(env, p), wrap_tensor(env, l), wrap_tensor(env, u));
 }
 
+/* qr(ref, batch, m, n, complete, eps): {q, r}, the QR factorizations by
+ * Householder reflections of a dense batch of m x n matrices (A = Q R). */
+static ERL_NIF_TERM nif_qr(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  ErlNifUInt64 batch, m, n;
+  double eps;
+  if (!enif_get_uint64(env, argv[1], &batch) || !enif_get_uint64(env, argv[2], &m) ||
+      !enif_get_uint64(env, argv[3], &n))
+    return raise_argument(env, "qr: batch, m and n must be non-negative integers");
+  bool complete = enif_is_identical(argv[4], am_true);
+  if (!complete && !enif_is_identical(argv[4], am_false))
+    return raise_argument(env, "qr: complete must be a boolean");
+  if (!enif_get_double(env, argv[5], &eps)) return raise_argument(env, "qr: eps must be a float");
+  bool dead;
+  nxv_tensor *a = grab(env, argv[0], &dead);
+  if (!a) return bad_tensor(env, "qr operand", dead);
+  nxv_tensor *q = NULL, *r = NULL;
+  nxv_status st = nxv_qr(nxv_tensor_device(a), a, batch, m, n, complete, eps, &q, &r);
+  nxv_tensor_release(a);
+  if (st != NXV_OK) return raise_status(env, st, "qr");
+  return enif_make_tuple2(env, wrap_tensor(env, q), wrap_tensor(env, r));
+}
+
 /* triangular_solve(a, b, batch, n, cols, lower, left_side, transpose_a):
  * {x, singular}, singular a u32 per system (1: a zero on A's diagonal). */
 static ERL_NIF_TERM nif_triangular_solve(ErlNifEnv *env, int argc,
@@ -1749,6 +1772,7 @@ static ErlNifFunc funcs[] = {
     {"fft", 5, nif_fft, 0},
     {"cholesky", 4, nif_cholesky, 0},
     {"lu", 4, nif_lu, 0},
+    {"qr", 6, nif_qr, 0},
     {"triangular_solve", 8, nif_triangular_solve, 0},
     {"upload", 3, nif_upload, 0},
     {"upload_dirty", 3, nif_upload, ERL_NIF_DIRTY_JOB_CPU_BOUND},

@@ -1,5 +1,5 @@
 /*
- * Linear algebra tests: nxv_cholesky, nxv_triangular_solve and nxv_lu on
+ * Linear algebra tests: nxv_cholesky, nxv_triangular_solve, nxv_lu and nxv_qr on
  * f32 and f64 against references in long double, on random
  * well-conditioned inputs of many orders and batch sizes (1 to 100,
  * including orders that are not multiples of the kernels' 16-wide layout
@@ -1006,6 +1006,254 @@ NXV_TEST(linalg, lu_edges) {
   CHECK(nxv_lu(d, it, 1, 2, 1e-10, &o[0], &o[1], &o[2]) == NXV_ERR_UNSUPPORTED);
   CHECK(strstr(nxv_last_error(), "lu on s32") != NULL);
   CHECK(!o[0] && !o[1] && !o[2]);
+  nxv_tensor_release(it);
+  nxv_device_release(d);
+}
+
+/* Nx's QR (Nx.LinAlg.QR) of the m x n matrix a in long double: reflection
+ * i < kr of column i unless the sum of squares below row i is under eps;
+ * q (m x qc) and r (rr x n) as nxv_qr returns them, |x| <= eps flushed.
+ * Reflected columns get exact zeros below the diagonal. */
+static void ref_qr(const long double *a, size_t m, size_t n, size_t qc, size_t rr,
+                   long double eps, long double *q, long double *r) {
+  size_t k = m < n ? m : n, kr = m == n && n > 0 ? n - 1 : k;
+  long double *w = test_xcalloc(m * n + 1, sizeof *w), *qf = test_xcalloc(m * m + 1, sizeof *qf);
+  long double *v = test_xcalloc(m + 1, sizeof *v);
+  for (size_t i = 0; i < m * n; i++) w[i] = a[i];
+  for (size_t i = 0; i < m; i++) qf[i * m + i] = 1;
+  for (size_t i = 0; i < kr; i++) {
+    long double s = 0, xi = w[i * n + i];
+    for (size_t p = i + 1; p < m; p++) s += w[p * n + i] * w[p * n + i];
+    if (s < eps) continue;
+    long double nrm = sqrtl(xi * xi + s), v0 = xi <= 0 ? xi - nrm : -s / (xi + nrm);
+    long double tau = 2 / (1 + s / (v0 * v0));
+    v[i] = 1;
+    for (size_t p = i + 1; p < m; p++) v[p] = w[p * n + i] / v0;
+    for (size_t j = i; j < n; j++) {
+      long double dot = 0;
+      for (size_t p = i; p < m; p++) dot += v[p] * w[p * n + j];
+      for (size_t p = i; p < m; p++) w[p * n + j] -= tau * dot * v[p];
+    }
+    w[i * n + i] = nrm;
+    for (size_t p = i + 1; p < m; p++) w[p * n + i] = 0;
+    for (size_t row = 0; row < m; row++) { /* Q = Q H */
+      long double dot = 0;
+      for (size_t p = i; p < m; p++) dot += qf[row * m + p] * v[p];
+      for (size_t p = i; p < m; p++) qf[row * m + p] -= tau * dot * v[p];
+    }
+  }
+  for (size_t row = 0; row < m; row++)
+    for (size_t c = 0; c < qc; c++) {
+      long double x = qf[row * m + c];
+      q[row * qc + c] = fabsl(x) <= eps ? 0 : x;
+    }
+  for (size_t i = 0; i < rr * n; i++) r[i] = fabsl(w[i]) <= eps ? 0 : w[i];
+  free(w);
+  free(qf);
+  free(v);
+}
+
+/* nxv_qr of batch random m x n matrices (entries in [-1, 1]) against
+ * ref_qr: Q and R entries within a backward-stable bound of the
+ * reference's, R exactly zero below the diagonal, Q R within that bound of
+ * A. The outputs are poisoned by the device first. */
+static void check_qr(nxv_device *d, uint64_t *rng, nxv_dtype t, size_t batch, size_t m,
+                     size_t n, bool complete) {
+  char tag[96];
+  snprintf(tag, sizeof tag, "qr %s %zu x %zu x %zu%s", nxv_dtype_name(t), batch, m, n,
+           complete ? " complete" : "");
+  size_t k = m < n ? m : n, qc = complete ? m : k, rr = complete ? m : k;
+  size_t count = batch * m * n, es = nxv_dtype_size(t);
+  void *buf = test_xcalloc(count + 1, es);
+  long double *a = test_xcalloc(count + 1, sizeof *a);
+  long double *wq = test_xcalloc(m * qc + 1, sizeof *wq), *wr = test_xcalloc(rr * n + 1, sizeof *wr);
+  for (size_t i = 0; i < count; i++) {
+    put(t, buf, i, test_rand_uniform(rng, -1, 1));
+    a[i] = get(t, buf, i);
+  }
+  nxv_tensor *x = upload(d, t, count, buf), *out[2] = {NULL, NULL};
+  if (x) {
+    nxv_status st = nxv_qr(d, x, batch, m, n, complete, 1e-30, &out[0], &out[1]);
+    CHECK_MSG(st == NXV_OK, "%s: %s", tag, nxv_last_error());
+    if (st == NXV_OK) {
+      CHECK(nxv_tensor_count(out[0]) == batch * m * qc && nxv_tensor_dtype(out[0]) == t);
+      CHECK(nxv_tensor_count(out[1]) == batch * rr * n && nxv_tensor_dtype(out[1]) == t);
+      void *gq = download(out[0], batch * m * qc, es), *gr = download(out[1], batch * rr * n, es);
+      long double tol = 16 * (long double)(m + n) * unit_eps(t) * sqrtl((long double)m + 1);
+      size_t bad = 0;
+      for (size_t b = 0; gq && gr && b < batch; b++) {
+        const long double *ab = a + b * m * n;
+        ref_qr(ab, m, n, qc, rr, 1e-30L, wq, wr);
+        for (size_t i = 0; i < m * qc; i++) {
+          long double g = get(t, gq, b * m * qc + i);
+          if (!(fabsl(g - wq[i]) <= tol) && bad++ < 5)
+            fprintf(stderr, "  %s: matrix %zu Q(%zu, %zu) %.10Lg, expected %.10Lg\n", tag, b,
+                    i / qc, i % qc, g, wq[i]);
+        }
+        for (size_t i = 0; i < rr * n; i++) {
+          long double g = get(t, gr, b * rr * n + i);
+          bool ok = i / n > i % n ? g == 0 : fabsl(g - wr[i]) <= tol;
+          if (!ok && bad++ < 5)
+            fprintf(stderr, "  %s: matrix %zu R(%zu, %zu) %.10Lg, expected %.10Lg\n", tag, b,
+                    i / n, i % n, g, wr[i]);
+        }
+        /* (Q R)[i][j] over Q's columns and R's rows, k of them. */
+        for (size_t i = 0; i < m; i++)
+          for (size_t j = 0; j < n; j++) {
+            long double s = 0;
+            for (size_t p = 0; p < k; p++)
+              s += get(t, gq, b * m * qc + i * qc + p) * get(t, gr, b * rr * n + p * n + j);
+            if (!(fabsl(s - ab[i * n + j]) <= tol) && bad++ < 5)
+              fprintf(stderr, "  %s: matrix %zu (QR - A)(%zu, %zu) %.3Lg\n", tag, b, i, j,
+                      s - ab[i * n + j]);
+          }
+      }
+      CHECK_MSG(bad == 0, "%s: %zu wrong entries", tag, bad);
+      free(gq);
+      free(gr);
+      nxv_tensor_release(out[0]);
+      nxv_tensor_release(out[1]);
+    }
+    nxv_tensor_release(x);
+  }
+  free(buf);
+  free(a);
+  free(wq);
+  free(wr);
+}
+
+NXV_TEST(linalg, qr) {
+  /* Up to 64 x 64 one workgroup a matrix for every reflection, beyond a
+   * dispatch a reflection (65 rows or columns; 300 rows more than a
+   * workgroup's invocations; 100 columns more than three of its 32-column
+   * chunks), tall and wide, batches up to 40, both modes. With fast_math
+   * f32 runs in f32. */
+  static const size_t shapes[][3] = {{1, 1, 1},  {1, 2, 2},   {3, 3, 3},  {2, 5, 3},
+                                     {2, 3, 5},  {1, 1, 4},   {1, 4, 1},  {40, 4, 4},
+                                     {2, 17, 16}, {2, 33, 17}, {2, 64, 64}, {1, 65, 64},
+                                     {2, 64, 65}, {1, 100, 40}, {1, 40, 100}, {1, 130, 130},
+                                     {1, 300, 20}};
+  for (int fast = 0; fast < 2; fast++) {
+    nxv_device *d = test_open_device_with((nxv_device_config){.fast_math = fast});
+    REQUIRE(d);
+    uint64_t rng = 0x9e1 + (uint64_t)fast;
+    for (size_t ti = 0; ti < 2; ti++)
+      for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+        for (int complete = 0; complete < 2; complete++)
+          if (!fast || kTypes[ti] == NXV_F32)
+            check_qr(d, &rng, kTypes[ti], shapes[s][0], shapes[s][1], shapes[s][2], complete);
+    nxv_device_release(d);
+  }
+}
+
+/* Columns left alone (nothing below the diagonal, or a sum of squares
+ * under eps: R keeps them, negative diagonal included), the last column
+ * of a square matrix unreflected, eps flushing, NaN (no hang), empty
+ * batches and shapes (n = 0 with complete: Q the identity), and wrong
+ * calls (an error, outputs untouched). */
+NXV_TEST(linalg, qr_edges) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  for (size_t ti = 0; ti < 2; ti++) {
+    nxv_dtype t = kTypes[ti];
+    size_t es = nxv_dtype_size(t);
+    long double tol = 8 * unit_eps(t);
+    /* Four 3 x 3 (then a 3 x 2 view of the same data below): upper
+     * triangular with a negative diagonal; a column whose entries below
+     * the diagonal are 1e-6 (squares under eps 1e-10); [[1, 2, 0], [3, 4,
+     * 0], [0, 0, 1]]; a NaN. */
+    static const double vals[36] = {-2, 1, 3, 0, -5, 6, 0, 0, -7,
+                                    4, 1, 0, 1e-6, 2, 0, 1e-6, 0, 3,
+                                    3, 4, 0, 4, 2, 0, 0, 0, -1,
+                                    1, 2, 3, 4, NAN, 6, 7, 8, 9};
+    void *buf = test_xcalloc(36, es);
+    for (size_t i = 0; i < 36; i++) put(t, buf, i, vals[i]);
+    nxv_tensor *x = upload(d, t, 36, buf), *o[2] = {NULL, NULL};
+    REQUIRE(x);
+    REQUIRE_OK(nxv_qr(d, x, 4, 3, 3, false, 1e-10, &o[0], &o[1]));
+    void *q = download(o[0], 36, es), *r = download(o[1], 36, es);
+    if (q && r) {
+      for (size_t i = 0; i < 9; i++) {
+        double id = i % 4 == 0 ? 1 : 0;
+        /* Upper triangular: Q = I, R = A, signs kept. */
+        CHECK_MSG(get(t, q, i) == id && get(t, r, i) == vals[i], "%s upper (%zu): Q %Lg R %Lg",
+                  nxv_dtype_name(t), i, get(t, q, i), get(t, r, i));
+        /* Small column: left alone, its 1e-6 entries kept in R. */
+        CHECK_MSG(get(t, q, 9 + i) == id && get(t, r, 9 + i) == get(t, buf, 9 + i),
+                  "%s small (%zu): Q %Lg R %Lg", nxv_dtype_name(t), i, get(t, q, 9 + i),
+                  get(t, r, 9 + i));
+      }
+      /* [[3, 4], [4, 2]] block: column 0 reflected to (5, 0); R's
+       * remaining 2 x 2 entry and the unreflected last column as
+       * computed: Q = [[0.6, -0.8, 0], [0.8, 0.6, 0], [0, 0, 1]] up to the
+       * reflection's signs, R = [[5, 4, 0], [0, -2, 0], [0, 0, -1]]. */
+      static const double wq[9] = {0.6, 0.8, 0, 0.8, -0.6, 0, 0, 0, 1};
+      static const double wr[9] = {5, 4, 0, 0, 2, 0, 0, 0, -1};
+      for (size_t i = 0; i < 9; i++)
+        CHECK_MSG(fabsl(get(t, q, 18 + i) - wq[i]) <= tol &&
+                      fabsl(get(t, r, 18 + i) - wr[i]) <= tol,
+                  "%s 2x2 block (%zu): Q %Lg R %Lg", nxv_dtype_name(t), i, get(t, q, 18 + i),
+                  get(t, r, 18 + i));
+      CHECK(isnan(get(t, r, 35)));
+    }
+    free(q);
+    free(r);
+    nxv_tensor_release(o[0]);
+    nxv_tensor_release(o[1]);
+    /* eps 0: the small column is reflected (zeros below R's diagonal, Q's
+     * first column x / |x|). */
+    REQUIRE_OK(nxv_qr(d, x, 4, 3, 3, false, 0.0, &o[0], &o[1]));
+    r = download(o[1], 36, es);
+    q = download(o[0], 36, es);
+    long double sm = get(t, buf, 12), q10 = sm / sqrtl(16 + 2 * sm * sm);
+    if (r && q)
+      CHECK_MSG(get(t, r, 12) == 0 && get(t, r, 15) == 0 && fabsl(get(t, q, 12) - q10) <= q10 * tol,
+                "%s eps 0: R %Lg %Lg, Q %.12Lg against %.12Lg", nxv_dtype_name(t), get(t, r, 12),
+                get(t, r, 15), get(t, q, 12), q10);
+    free(q);
+    free(r);
+    nxv_tensor_release(o[0]);
+    nxv_tensor_release(o[1]);
+    /* Empty: no matrices; 3 x 0 matrices (complete: Q the identity, R
+     * empty; reduced: both empty); 0 x 3. */
+    nxv_tensor *e = NULL;
+    REQUIRE_OK(nxv_tensor_empty(d, t, 0, &e));
+    REQUIRE_OK(nxv_qr(d, e, 0, 4, 4, false, 1e-10, &o[0], &o[1]));
+    CHECK(nxv_tensor_count(o[0]) == 0 && nxv_tensor_count(o[1]) == 0);
+    nxv_tensor_release(o[0]);
+    nxv_tensor_release(o[1]);
+    REQUIRE_OK(nxv_qr(d, e, 2, 3, 0, true, 1e-10, &o[0], &o[1]));
+    CHECK(nxv_tensor_count(o[0]) == 18 && nxv_tensor_count(o[1]) == 0);
+    q = download(o[0], 18, es);
+    for (size_t i = 0; q && i < 18; i++) CHECK(get(t, q, i) == (i % 9 % 4 == 0 ? 1 : 0));
+    free(q);
+    nxv_tensor_release(o[0]);
+    nxv_tensor_release(o[1]);
+    REQUIRE_OK(nxv_qr(d, e, 2, 3, 0, false, 1e-10, &o[0], &o[1]));
+    CHECK(nxv_tensor_count(o[0]) == 0 && nxv_tensor_count(o[1]) == 0);
+    nxv_tensor_release(o[0]);
+    nxv_tensor_release(o[1]);
+    REQUIRE_OK(nxv_qr(d, e, 2, 0, 3, true, 1e-10, &o[0], &o[1]));
+    CHECK(nxv_tensor_count(o[0]) == 0 && nxv_tensor_count(o[1]) == 0);
+    nxv_tensor_release(o[0]);
+    nxv_tensor_release(o[1]);
+    /* Wrong calls: an error with a message, the outputs left alone. */
+    nxv_tensor *keep[2] = {(nxv_tensor *)&keep, (nxv_tensor *)&keep};
+    CHECK(nxv_qr(d, x, 4, 3, 2, false, 1e-10, &keep[0], &keep[1]) == NXV_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(nxv_last_error(), "qr: tensor has 36 elements") != NULL);
+    CHECK(nxv_qr(d, x, 1, 70000, 1, false, 1e-10, &keep[0], &keep[1]) != NXV_OK);
+    CHECK(nxv_qr(d, x, 4, 3, 3, false, 1e-10, NULL, &keep[1]) == NXV_ERR_INVALID_ARGUMENT);
+    CHECK(keep[0] == (nxv_tensor *)&keep && keep[1] == (nxv_tensor *)&keep);
+    nxv_tensor_release(e);
+    nxv_tensor_release(x);
+    free(buf);
+  }
+  int32_t iv[4] = {1, 2, 3, 4};
+  nxv_tensor *it = NULL, *o[2] = {NULL, NULL};
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, 4, iv, &it));
+  CHECK(nxv_qr(d, it, 1, 2, 2, false, 1e-10, &o[0], &o[1]) == NXV_ERR_UNSUPPORTED);
+  CHECK(strstr(nxv_last_error(), "qr on s32") != NULL);
+  CHECK(!o[0] && !o[1]);
   nxv_tensor_release(it);
   nxv_device_release(d);
 }

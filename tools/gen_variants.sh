@@ -126,3 +126,9 @@ for t in f32:10 f64:11; do
   echo "lu_${t%%:*} lu.comp -DT_ID=${t#*:}"
 done
 echo "lu_f32_wide lu.comp -DT_ID=10 -DWIDE=1"
+# QR factorizations by Householder reflections; f32 in double on devices
+# with f64.
+for t in f32:10 f64:11; do
+  echo "qr_${t%%:*} qr.comp -DT_ID=${t#*:}"
+done
+echo "qr_f32_wide qr.comp -DT_ID=10 -DWIDE=1"

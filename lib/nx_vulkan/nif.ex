@@ -264,6 +264,17 @@ defmodule Nx.Vulkan.NIF do
   def lu(_a, _batch, _n, _eps), do: nif_error()
 
   @doc """
+  The QR factorization by Householder reflections (as `Nx.LinAlg.QR`
+  defines it) of each of `batch` dense `m` x `n` f32 or f64 matrices:
+  `{q, r}` with `A = Q R`; `complete` gives Q `m x m` and R `m x n`,
+  otherwise Q `m x k` and R `k x n` with `k = min(m, n)`. Entries of at
+  most `eps` in magnitude are zero.
+  """
+  @spec qr(reference(), non_neg_integer(), non_neg_integer(), non_neg_integer(), boolean(), float()) ::
+          {reference(), reference()}
+  def qr(_a, _batch, _m, _n, _complete, _eps), do: nif_error()
+
+  @doc """
   Solves `batch` triangular systems as `Nx.LinAlg.triangular_solve/3`
   defines them: `a` dense `batch x n x n`, `b` dense `batch x n x cols`
   (left side) or `batch x cols x n`, both f32 or both f64. Returns the

@@ -1,0 +1,231 @@
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_KHR_memory_scope_semantics : require
+#include "types.glsl"
+// qr.comp - QR factorization by Householder reflections of each of
+// pc.batch dense m x n matrices (T_ID 10: f32, 11: f64), as Nx's default
+// implementation (Nx.LinAlg.QR) defines it. Reflection i (i = 0 .. kr - 1)
+// takes x, column i of the current R at rows i .. m - 1, s the sum of
+// x_r^2 below row i and norm = sqrt(x_i^2 + s):
+//   s < eps: H_i is the identity (the column stays as it is);
+//   else v_0 = x_i <= 0 ? x_i - norm : -s / (x_i + norm), v = x / v_0
+//        (v_i = 1), tau = 2 / (1 + s / v_0^2), H_i = I - tau v v^T, and
+//        column i of R becomes norm at row i, zeros below.
+// R = H_kr-1 ... H_0 A and Q = H_0 ... H_kr-1 restricted to its first qc
+// columns; kr = min(m, n), less one for square matrices (Nx reflects
+// columns 0 .. n - 2 there). Every entry of Q and R of magnitude at most
+// eps is written as zero, as Nx's implementation flushes them; R keeps
+// rr rows.
+//
+// With WIDE (f32 on devices with f64) the factorization runs in double and
+// each output element is rounded once. Workgroups of 256 invocations.
+//
+// The work happens in pc.work (m x n of the compute type per matrix: R
+// with v's entries below the diagonal), pc.tau (kr per matrix) and pc.qw
+// (m x qc of the compute type: Q itself when that type is T):
+//   VARIANT 3 with pc.mode 0 copies A into the workspace and sets Q to
+//     the identity; with mode 1 writes R (v's entries as zeros) and Q,
+//     flushing entries of at most eps (grid-stride over x, a matrix per
+//     workgroup row y plus b0);
+//   VARIANT 1 computes reflection pc.i, a workgroup per matrix (workgroup
+//     x + y * the grid's width, plus b0);
+//   VARIANT 2 applies reflection pc.i to CW columns a workgroup (x) of one
+//     matrix (y, plus b0): with pc.mode 0 R's columns right of i, with 1
+//     Q's columns from i (Q accumulated backwards, H_kr-1 first, from
+//     the identity: H_i leaves Q's columns left of i and rows above it as
+//     they are);
+//   VARIANT 5 (m, n <= 64) runs every reflection on R and then on Q in one
+//     dispatch, a workgroup per matrix.
+// Only VARIANT 5's invocations share workspace memory within a dispatch,
+// and only within their workgroup: its barriers make those writes visible
+// at workgroup scope.
+#include "common.glsl"
+#if T_ID != 10 && T_ID != 11
+#error "qr.comp is built for f32 and f64"
+#endif
+
+#if defined(WIDE) || T_ID == 11
+#define R double
+#define R_BYTES 8
+#define EPS_R(b) packDouble2x32(b)
+#else
+#define R float
+#define R_BYTES 4
+#define EPS_R(b) uintBitsToFloat((b).x)
+#endif
+
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) readonly buffer InT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) writeonly buffer OutT { T v[]; };
+layout(buffer_reference, std430, buffer_reference_align = R_BYTES) buffer WorkR { R v[]; };
+
+layout(push_constant, std430) uniform PC {
+  uint64_t a;     // input: batch x m x n, dense
+  uint64_t q;     // results: batch x m x qc and batch x rr x n, dense
+  uint64_t r;
+  uint64_t work;  // batch x m x n of R
+  uint64_t tau;   // batch x kr of R
+  uint64_t qw;    // batch x m x qc of R (q when R is T)
+  uvec2 eps_bits; // eps in the compute type: a double's bits, or a
+                  // float's in x
+  uint m;
+  uint n;
+  uint qc;        // Q's columns
+  uint rr;        // R's rows
+  uint kr;        // reflections
+  uint batch;
+  uint b0;        // the first matrix of this dispatch
+  uint i;         // VARIANTS 1, 2: the reflection
+  uint mode;      // VARIANTS 2, 3
+  uint pad;
+} pc;
+
+// VARIANT 2: columns a workgroup, and row groups (256 / CW) splitting each
+// column's rows; VARIANT 5 covers up to 64 columns at once.
+const uint CW = VARIANT == 5u ? 64u : 32u;
+const uint RG = 256u / CW;
+shared R red[256];
+shared R red2[16];
+shared R wsum[CW];
+
+// A workgroup barrier that also makes the workspace's writes visible to
+// the workgroup (no device-scope fence: the matrix is the workgroup's own).
+void sync_wg() {
+  controlBarrier(gl_ScopeWorkgroup, gl_ScopeWorkgroup,
+                 gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                 gl_SemanticsAcquireRelease);
+}
+
+// The workgroup's sum of every invocation's x (two barriers).
+R sum_wg(R x) {
+  uint t = gl_LocalInvocationID.x;
+  red[t] = x;
+  sync_wg();
+  if (t < 16u) {
+    R s = R(0);
+    for (uint k = 0u; k < 16u; ++k) s += red[t * 16u + k];
+    red2[t] = s;
+  }
+  sync_wg();
+  R s = R(0);
+  for (uint k = 0u; k < 16u; ++k) s += red2[k];
+  return s;
+}
+
+// Reflection i of matrix W (m x n at W): computes v below the diagonal,
+// R's diagonal element and tau (T[i]); the column stays as it is where the
+// reflection is the identity (tau 0).
+void reflect(WorkR W, WorkR TA, uint m, uint n, uint i, R eps) {
+  uint t = gl_LocalInvocationID.x;
+  // Read before the barriers: invocation 0 overwrites it after them.
+  R xi = W.v[i * n + i];
+  R part = R(0);
+  for (uint r = i + 1u + t; r < m; r += 256u) {
+    R x = W.v[r * n + i];
+    part += x * x;
+  }
+  R s = sum_wg(part);
+  R nrm = sqrt(xi * xi + s);
+  bool ident = s < eps;
+  R v0 = xi <= R(0) ? xi - nrm : -s / (xi + nrm);
+  if (!ident) {
+    for (uint r = i + 1u + t; r < m; r += 256u) W.v[r * n + i] /= v0;
+  }
+  if (t == 0u) {
+    TA.v[i] = ident ? R(0) : R(2) / (R(1) + s / (v0 * v0));
+    if (!ident) W.v[i * n + i] = nrm;
+  }
+}
+
+// X -= tau v (v^T X) over rows i .. m - 1 of X's columns c0 .. c0 + CW - 1
+// below lim (X m x ld), v column i of W (m x n) below row i and 1 at row
+// i. Three barriers (sync_wg) unless tau is zero.
+void apply(WorkR W, R tau, WorkR X, uint m, uint n, uint ld, uint i, uint c0, uint lim) {
+  if (tau == R(0)) return;  // uniform: the identity
+  uint t = gl_LocalInvocationID.x;
+  uint c = c0 + t % CW, g = t / CW;
+  bool live = c < lim;
+  R part = R(0);
+  if (live) {
+    for (uint r = i + g; r < m; r += RG) {
+      R v = r == i ? R(1) : W.v[r * n + i];
+      part += v * X.v[r * ld + c];
+    }
+  }
+  red[t] = part;
+  sync_wg();
+  if (t < CW) {
+    R s = R(0);
+    for (uint k = 0u; k < RG; ++k) s += red[k * CW + t];
+    wsum[t] = tau * s;
+  }
+  sync_wg();
+  R f = wsum[t % CW];
+  if (live && f != R(0)) {
+    for (uint r = i + g; r < m; r += RG) {
+      R v = r == i ? R(1) : W.v[r * n + i];
+      X.v[r * ld + c] -= f * v;
+    }
+  }
+  sync_wg();
+}
+
+// The matrix of this workgroup (x + y * width plus b0), or batch.
+uint matrix_of_group() {
+  return pc.b0 + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+}
+
+void main() {
+  R eps = EPS_R(pc.eps_bits);
+  uint m = pc.m, n = pc.n, qc = pc.qc, kr = pc.kr;
+  if (VARIANT == 3u) {
+    // Copy in (mode 0) or out (mode 1), a matrix per workgroup row.
+    uint mat = pc.b0 + gl_WorkGroupID.y;
+    uint an = m * n, qn = m * qc, rn = pc.rr * n;
+    uint total = pc.mode == 0u ? max(an, qn) : max(rn, qn);
+    WorkR W = WorkR(pc.work + uint64_t(mat) * an * uint64_t(R_BYTES));
+    WorkR TA = WorkR(pc.tau + uint64_t(mat) * kr * uint64_t(R_BYTES));
+    WorkR QW = WorkR(pc.qw + uint64_t(mat) * qn * uint64_t(R_BYTES));
+    for (uint e = gl_GlobalInvocationID.x; e < total; e += gl_NumWorkGroups.x * 256u) {
+      if (pc.mode == 0u) {
+        if (e < an) W.v[e] = R(InT(pc.a + uint64_t(mat) * an * uint64_t(T_ALIGN)).v[e]);
+        if (e < qn) QW.v[e] = e / qc == e % qc ? R(1) : R(0);
+      } else {
+        if (e < rn) {
+          uint row = e / n, col = e - row * n;
+          R x = W.v[e];
+          // Below the diagonal: v of a reflected column, zero in R.
+          if (row > col && col < kr && TA.v[col] != R(0)) x = R(0);
+          OutT(pc.r + uint64_t(mat) * rn * uint64_t(T_ALIGN)).v[e] = T(abs(x) <= eps ? R(0) : x);
+        }
+        if (e < qn) {
+          R x = QW.v[e];
+          OutT(pc.q + uint64_t(mat) * qn * uint64_t(T_ALIGN)).v[e] = T(abs(x) <= eps ? R(0) : x);
+        }
+      }
+    }
+    return;
+  }
+  uint mat = VARIANT == 2u ? pc.b0 + gl_WorkGroupID.y : matrix_of_group();
+  if (mat >= pc.batch) return;  // the whole workgroup
+  WorkR W = WorkR(pc.work + uint64_t(mat) * (m * n) * uint64_t(R_BYTES));
+  WorkR TA = WorkR(pc.tau + uint64_t(mat) * kr * uint64_t(R_BYTES));
+  WorkR QW = WorkR(pc.qw + uint64_t(mat) * (m * qc) * uint64_t(R_BYTES));
+  if (VARIANT == 1u) {
+    reflect(W, TA, m, n, pc.i, eps);
+  } else if (VARIANT == 2u) {
+    uint i = pc.i;
+    R tau = TA.v[i];
+    if (pc.mode == 0u)
+      apply(W, tau, W, m, n, n, i, i + 1u + gl_WorkGroupID.x * CW, n);
+    else
+      apply(W, tau, QW, m, n, qc, i, i + gl_WorkGroupID.x * CW, qc);
+  } else if (VARIANT == 5u) {
+    for (uint i = 0u; i < kr; ++i) {
+      reflect(W, TA, m, n, i, eps);
+      sync_wg();
+      apply(W, TA.v[i], W, m, n, n, i, i + 1u, n);
+    }
+    for (uint i = kr; i-- > 0u;) apply(W, TA.v[i], QW, m, n, qc, i, i, qc);
+  }
+}
