@@ -2510,7 +2510,6 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     optional_callbacks =
       for {op, arity} <- [
-            qr: 3,
             eigh: 3,
             svd: 3,
             determinant: 2,
@@ -2612,6 +2611,60 @@ if Code.ensure_loaded?(Nx.Backend) do
         end
       else
         _ -> host(:lu, [outs, tensor, opts], no_kernel(:lu, tensor.type, index))
+      end
+    end
+
+    # qr.comp indexes a matrix's elements in 32 bits.
+    @qr_max_elems 4_294_967_296
+
+    impl_if_callback(:qr, 3)
+
+    # QR factorizations by Householder reflections (Nx.LinAlg.QR's
+    # definition: R's diagonal non-negative where a column is reflected)
+    # of each matrix on the device, types as cholesky/2 takes them;
+    # complex types and devices without the kernels take Nx's default
+    # implementation on the host. Entries of Q and R of at most the `:eps`
+    # option in magnitude are zero, as Nx's implementation flushes them.
+    def qr({q_out, %T{type: out_type} = r_out} = outs, %T{shape: shape} = tensor, opts) do
+      index = device_of(tensor)
+      rank = tuple_size(shape)
+      {m, n} = {elem(shape, rank - 2), elem(shape, rank - 1)}
+      compute = linalg_type(out_type)
+
+      with true <- compute != nil and rank_ok?(tensor) and linalg?(index, compute),
+           true <-
+             m <= @cholesky_max_order and n <= @cholesky_max_order and m * n < @qr_max_elems,
+           {:ok, a} <- operand(tensor, compute, index) do
+        if Nx.size(shape) == 0 do
+          # No elements: Q is the identity where it has any (n = 0 in
+          # :complete mode), R empty.
+          q =
+            if Nx.size(q_out) == 0,
+              do: empty(q_out, index),
+              else: Nx.eye(q_out.shape, type: out_type, backend: {__MODULE__, device: index})
+
+          {%{q | names: q_out.names}, empty(r_out, index)}
+        else
+          batch = div(Nx.size(shape), m * n)
+          complete = opts[:mode] == :complete
+          eps = Keyword.get(opts, :eps, 1.0e-10) * 1.0
+          {q, r} = alloc(index, fn -> NIF.qr(a, batch, m, n, complete, eps) end)
+
+          {wrap(q_out, linalg_result(q, compute, q_out, index), index),
+           wrap(r_out, linalg_result(r, compute, r_out, index), index)}
+        end
+      else
+        _ -> qr_host(outs, tensor, opts, index)
+      end
+    end
+
+    defp qr_host(outs, tensor, opts, index) do
+      reason = no_kernel(:qr, tensor.type, index)
+
+      if function_exported?(Nx.BinaryBackend, :qr, 3) do
+        host(:qr, [outs, tensor, opts], reason)
+      else
+        host_apply(:qr, [tensor], reason, fn [t] -> Nx.LinAlg.qr(t, opts) end)
       end
     end
 

@@ -270,7 +270,14 @@ defmodule Nx.Vulkan.NIF do
   otherwise Q `m x k` and R `k x n` with `k = min(m, n)`. Entries of at
   most `eps` in magnitude are zero.
   """
-  @spec qr(reference(), non_neg_integer(), non_neg_integer(), non_neg_integer(), boolean(), float()) ::
+  @spec qr(
+          reference(),
+          non_neg_integer(),
+          non_neg_integer(),
+          non_neg_integer(),
+          boolean(),
+          float()
+        ) ::
           {reference(), reference()}
   def qr(_a, _batch, _m, _n, _complete, _eps), do: nif_error()
 

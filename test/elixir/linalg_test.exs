@@ -2,8 +2,8 @@
 # excluded (test_helper.exs excludes :nx).
 if Code.ensure_loaded?(Nx) do
   defmodule Nx.Vulkan.LinAlgTest do
-    # Nx.LinAlg.cholesky/1, triangular_solve/3, lu/2, solve/2 and
-    # determinant/1 on the device against Nx.BinaryBackend computing in f64
+    # Nx.LinAlg.cholesky/1, triangular_solve/3, lu/2, solve/2,
+    # determinant/1 and qr/2 on the device against Nx.BinaryBackend computing in f64
     # on the same inputs (lu: the factorization's properties, as the device
     # pivots as LAPACK does): every option, batches, vectorized axes, types
     # that convert, bad inputs.
@@ -582,6 +582,207 @@ if Code.ensure_loaded?(Nx) do
         got = Nx.LinAlg.determinant(vk(a))
         assert Map.get(Nx.Vulkan.fallbacks(), :determinant, 0) == before + 1
         assert Nx.to_number(host(got)) == Nx.to_number(Nx.LinAlg.determinant(a))
+      end
+    end
+
+    describe "qr" do
+      # Nx's own QR on the host, in f64.
+      defp host_qr(a, opts) do
+        Nx.with_default_backend(Nx.BinaryBackend, fn ->
+          Nx.LinAlg.qr(Nx.as_type(host(a), :f64), opts)
+        end)
+      end
+
+      # Q's columns orthonormal, R upper triangular with a non-negative
+      # diagonal but for row m - 1 where m <= n (nothing below it to
+      # reflect), and Q R = A, within
+      # tol; batched shapes flattened to one batch axis.
+      defp assert_qr({q, r}, a, tol) do
+        {m, n} = {elem(a.shape, tuple_size(a.shape) - 2), elem(a.shape, tuple_size(a.shape) - 1)}
+        [q, r, a] = Enum.map([q, r, a], &(host(&1) |> Nx.as_type(:f64) |> batch3()))
+        k = elem(q.shape, 2)
+        qtq = Nx.dot(q, [1], [0], q, [1], [0])
+        eye = Nx.broadcast(Nx.eye(k, type: :f64, backend: Nx.BinaryBackend), qtq.shape)
+        assert max_abs(Nx.subtract(qtq, eye)) <= tol
+        assert max_abs(Nx.subtract(Nx.dot(q, [2], [0], r, [1], [0]), a)) <= tol
+
+        for row <- Nx.to_list(r),
+            {line, i} <- Enum.with_index(row),
+            {x, j} <- Enum.with_index(line) do
+          if j < i, do: assert(x == 0.0, "R[#{i}][#{j}] = #{x}")
+          if j == i and not (m <= n and i == m - 1), do: assert(x >= 0.0, "R[#{i}][#{i}] = #{x}")
+        end
+      end
+
+      defp max_abs(t), do: t |> Nx.abs() |> Nx.reduce_max() |> Nx.to_number()
+
+      test "against Nx's own QR: shapes, batches, both modes, on the device" do
+        for {batch, m, n} <- [
+              {{}, 1, 1},
+              {{}, 3, 3},
+              {{2}, 5, 3},
+              {{2}, 3, 5},
+              {{2, 2}, 6, 6},
+              {{}, 12, 7}
+            ],
+            mode <- [:reduced, :complete] do
+          a = uniform(Tuple.append(Tuple.append(batch, m), n), -1.0, 1.0)
+          {hq, hr} = host_qr(a, mode: mode)
+
+          {q, r} = native(fn -> Nx.LinAlg.qr(vk(a), mode: mode) end)
+          assert_close(q, hq, {:f, 64}, 1.0e-12, 1.0e-12)
+          assert_close(r, hr, {:f, 64}, 1.0e-12, 1.0e-12)
+
+          {q, r} = native(fn -> Nx.LinAlg.qr(vk(Nx.as_type(a, :f32)), mode: mode) end)
+          assert_close(q, hq, {:f, 32}, 1.0e-5, 1.0e-5)
+          assert_close(r, hr, {:f, 32}, 1.0e-5, 1.0e-5)
+        end
+      end
+
+      test "larger matrices, tall and wide, in one piece or a dispatch a reflection" do
+        for {batch, m, n} <- [{{3}, 64, 64}, {{}, 70, 40}, {{}, 40, 70}, {{}, 100, 100}],
+            mode <- [:reduced, :complete] do
+          a = uniform(Tuple.append(Tuple.append(batch, m), n), -1.0, 1.0)
+          k = if mode == :complete, do: m, else: min(m, n)
+          {q, r} = native(fn -> Nx.LinAlg.qr(vk(a), mode: mode) end)
+
+          assert {q.shape, r.shape} ==
+                   {Tuple.append(Tuple.append(batch, m), k),
+                    Tuple.append(Tuple.append(batch, k), n)}
+
+          assert_qr({q, r}, a, 1.0e-12 * max(m, n))
+          {q, r} = native(fn -> Nx.LinAlg.qr(vk(Nx.as_type(a, :f32)), mode: mode) end)
+          assert {q.type, r.type} == {{:f, 32}, {:f, 32}}
+          assert_qr({q, r}, Nx.as_type(a, :f32), 2.0e-6 * max(m, n))
+        end
+      end
+
+      test "types, eps, views and vectorized axes" do
+        a = Nx.tensor([[1, 2], [3, 4], [5, 6]])
+        {q, r} = native(fn -> Nx.LinAlg.qr(vk(a)) end)
+        assert {q.type, r.type} == {{:f, 32}, {:f, 32}}
+        {hq, hr} = host_qr(a, [])
+        assert_close(q, hq, {:f, 32}, 1.0e-6, 1.0e-6)
+        assert_close(r, hr, {:f, 32}, 1.0e-6, 1.0e-6)
+
+        for type <- [:f16, :bf16] do
+          {q, r} = native(fn -> Nx.LinAlg.qr(vk(Nx.as_type(a, type))) end)
+
+          assert {q.type, r.type} == {Nx.Type.normalize!(type), Nx.Type.normalize!(type)}
+
+          assert_close(q, hq, Nx.Type.normalize!(type), 1.0e-2, 1.0e-2)
+        end
+
+        # Entries below the diagonal under sqrt(eps): the column is left
+        # alone (Nx's identity reflection), its small entries kept.
+        s = Nx.tensor([[2.0, 1.0], [1.0e-6, 3.0]], type: :f64)
+        {q, r} = native(fn -> Nx.LinAlg.qr(vk(s), eps: 1.0e-10) end)
+        assert Nx.to_list(host(q)) == [[1.0, 0.0], [0.0, 1.0]]
+        assert Nx.to_list(host(r)) == [[2.0, 1.0], [1.0e-6, 3.0]]
+
+        {_q, r} =
+          native(fn ->
+            Nx.LinAlg.qr(vk(Nx.tensor([[2.0, 1.0], [1.0e-6, 3.0], [0.0, 1.0]], type: :f64)),
+              eps: 1.0e-20
+            )
+          end)
+
+        assert Nx.to_number(host(r)[1][0]) == 0.0
+
+        # A transposed view, and vectorized axes.
+        b = uniform({2, 5, 4}, -1.0, 1.0)
+        {q, r} = native(fn -> Nx.LinAlg.qr(Nx.transpose(vk(b), axes: [0, 2, 1])) end)
+        {hq, hr} = host_qr(Nx.transpose(b, axes: [0, 2, 1]), [])
+        assert_close(q, hq, {:f, 64}, 1.0e-12, 1.0e-12)
+        assert_close(r, hr, {:f, 64}, 1.0e-12, 1.0e-12)
+        {q, r} = native(fn -> Nx.LinAlg.qr(Nx.vectorize(vk(b), :x)) end)
+        assert q.vectorized_axes == [x: 2] and r.vectorized_axes == [x: 2]
+        {hq, hr} = host_qr(b, [])
+        assert_close(Nx.devectorize(q, keep_names: false), hq, {:f, 64}, 1.0e-12, 1.0e-12)
+        assert_close(Nx.devectorize(r, keep_names: false), hr, {:f, 64}, 1.0e-12, 1.0e-12)
+      end
+
+      test "Nx's examples, f32 results rounded once from double" do
+        t = Nx.tensor([[3, 2, 1], [0, 1, 1], [0, 0, 1], [0, 0, 1]], type: :f32)
+        {q, r} = native(fn -> Nx.LinAlg.qr(vk(t), mode: :reduced) end)
+        # Nx's f32 arithmetic prints 0.7071068286895752 for Q[2][2] and
+        # 1.4142136573791504 for R[2][2]; these are the nearest f32 values.
+        s = 0.7071067690849304
+
+        assert Nx.to_list(host(q)) == [
+                 [1.0, 0.0, 0.0],
+                 [0.0, 1.0, 0.0],
+                 [0.0, 0.0, s],
+                 [0.0, 0.0, s]
+               ]
+
+        assert Nx.to_list(host(r)) == [
+                 [3.0, 2.0, 1.0],
+                 [0.0, 1.0, 1.0],
+                 [0.0, 0.0, 1.4142135381698608]
+               ]
+
+        t = Nx.tensor([[3, 2, 1], [0, 1, 1], [0, 0, 1], [0, 0, 0]], type: :f32)
+        {q, r} = native(fn -> Nx.LinAlg.qr(vk(t), mode: :complete) end)
+        assert Nx.to_list(host(q)) == Nx.to_list(Nx.eye(4))
+
+        assert Nx.to_list(host(r)) == [
+                 [3.0, 2.0, 1.0],
+                 [0.0, 1.0, 1.0],
+                 [0.0, 0.0, 1.0],
+                 [0.0, 0.0, 0.0]
+               ]
+
+        # Already upper triangular: identity reflections keep the signs.
+        t = Nx.tensor([[[-3, 2, 1], [0, 1, 1], [0, 0, -1]], [[3, 2, 1], [0, 1, 1], [0, 0, 1]]])
+        {qs, rs} = native(fn -> Nx.LinAlg.qr(Nx.vectorize(vk(t), x: 2)) end)
+        assert {qs.vectorized_axes, qs.type} == {[x: 2], {:f, 32}}
+
+        assert Nx.to_list(host(Nx.devectorize(qs))) ==
+                 Nx.to_list(Nx.broadcast(Nx.eye(3), {2, 3, 3}))
+
+        assert Nx.to_list(host(Nx.devectorize(rs))) ==
+                 Nx.to_list(Nx.as_type(t, :f32))
+      end
+
+      test "inside defn the Evaluator calls the backend; gradients run" do
+        a = uniform({4, 3}, -1.0, 1.0)
+        {q, r} = native(fn -> Nx.Defn.jit(&Nx.LinAlg.qr/1).(vk(a)) end)
+        {hq, hr} = host_qr(a, [])
+        assert_close(q, hq, {:f, 64}, 1.0e-12, 1.0e-12)
+        assert_close(r, hr, {:f, 64}, 1.0e-12, 1.0e-12)
+
+        loss = fn t ->
+          Nx.Defn.grad(t, fn x ->
+            {q, r} = Nx.LinAlg.qr(x)
+            Nx.add(Nx.sum(q), Nx.sum(r))
+          end)
+        end
+
+        expected = Nx.with_default_backend(Nx.BinaryBackend, fn -> loss.(a) end)
+        assert_close(loss.(vk(a)), expected, {:f, 64}, 1.0e-10, 1.0e-10)
+      end
+
+      test "complex inputs run on the host, counted; bad inputs raise Nx's errors" do
+        a =
+          Nx.tensor(
+            [
+              [Complex.new(2.0, 1.0), Complex.new(1.0, 0.0)],
+              [Complex.new(0.0, 1.0), Complex.new(3.0, 0.0)]
+            ],
+            backend: Nx.BinaryBackend
+          )
+
+        before = Map.get(Nx.Vulkan.fallbacks(), :qr, 0)
+        {q, _r} = Nx.LinAlg.qr(vk(a))
+        assert Map.get(Nx.Vulkan.fallbacks(), :qr, 0) == before + 1
+        assert %VB{} = q.data
+
+        assert_raise ArgumentError, ~r/rank 2/, fn -> Nx.LinAlg.qr(vk(Nx.tensor([1.0, 2.0]))) end
+
+        assert_raise ArgumentError, ~r/invalid :mode/, fn ->
+          Nx.LinAlg.qr(vk(Nx.eye(2)), mode: :full)
+        end
       end
     end
   end
