@@ -1,5 +1,5 @@
-# Cholesky factors, triangular solves, LU factorizations, general solves
-# and determinants through Nx on the default device, against the same
+# Cholesky factors, triangular solves, LU factorizations, general solves,
+# determinants and QR factorizations through Nx on the default device, against the same
 # calls on Nx.BinaryBackend (where this backend computed them before it had
 # kernels: a download, the host, an upload).
 #
@@ -7,14 +7,15 @@
 #                            [--no-singular-check] [--types LIST]
 #                            [--cholesky CASES] [--solve CASES]
 #                            [--lu CASES] [--gesv CASES] [--det CASES]
-#                            [--chained auto|always|never]
+#                            [--qr CASES] [--chained auto|always|never]
 #
 # For each case (f32 and f64; a batch of symmetric positive definite
 # matrices for `Nx.LinAlg.cholesky/1`, a batch of lower triangular systems
 # with one or more right-hand sides for `Nx.LinAlg.triangular_solve/3`, a
 # batch of matrices with entries in [-1, 1] for `Nx.LinAlg.lu/1`,
 # `Nx.LinAlg.solve/2` (with one or more right-hand sides) and
-# `Nx.LinAlg.determinant/1`), after 3 unmeasured calls:
+# `Nx.LinAlg.determinant/1`, a batch of m x n matrices with entries in
+# [-1, 1] for `Nx.LinAlg.qr/2`), after 3 unmeasured calls:
 #
 #   * `e2e us`: the median over `--reps` (default 20) calls of one call
 #     followed by `Nx.Vulkan.synchronize/0` (a triangular solve waits for
@@ -37,8 +38,9 @@
 # `--types f32,f64` picks the types (default both); `--cholesky 1x256,4x512`,
 # `--lu` and `--det` (batch x order), `--solve 1x1024x1,16x256x16` and
 # `--gesv` (batch x order x right-hand sides; `--solve` the triangular
-# solves, `--gesv` the general ones) replace the default cases, an empty
-# list skipping the op.
+# solves, `--gesv` the general ones) and `--qr 1x1024x1024,64x64x64`
+# (batch x m x n) replace the default cases, an empty list skipping the
+# op.
 #
 # `--chained` opens the device with that `chained_solve` option (default
 # `auto`: on GPUs, solves of order 17 and more (up to 4096 blocks of 32
@@ -62,6 +64,7 @@
       lu: :string,
       gesv: :string,
       det: :string,
+      qr: :string,
       chained: :string
     ]
   )
@@ -74,7 +77,8 @@ usage = fn ->
     :stderr,
     "usage: mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE] " <>
       "[--no-singular-check] [--types f32,f64] [--cholesky BxN,...] [--solve BxNxC,...] " <>
-      "[--lu BxN,...] [--gesv BxNxC,...] [--det BxN,...] [--chained auto|always|never]"
+      "[--lu BxN,...] [--gesv BxNxC,...] [--det BxN,...] [--qr BxMxN,...] " <>
+      "[--chained auto|always|never]"
   )
 
   System.halt(2)
@@ -153,6 +157,11 @@ det_cases =
   if text = opts[:det],
     do: parse_cases.(text, 2),
     else: [{1, 64}, {256, 8}]
+
+qr_cases =
+  if text = opts[:qr],
+    do: parse_cases.(text, 3),
+    else: [{1, 16, 16}, {1, 64, 64}, {1, 256, 256}, {1, 1024, 1024}, {1, 1024, 64}, {256, 16, 16}, {64, 64, 64}]
 
 key = Nx.Random.key(42)
 
@@ -253,7 +262,8 @@ rows =
         triangular_solve: solve_cases,
         lu: lu_cases,
         solve: gesv_cases,
-        determinant: det_cases
+        determinant: det_cases,
+        qr: qr_cases
       ],
       c <- cases,
       reduce: [] do
@@ -296,6 +306,13 @@ rows =
 
             {"#{batch}x#{n}x#{n}", fn -> Nx.LinAlg.determinant(a) end,
              fn -> Nx.LinAlg.determinant(h) end, n, batch}
+
+          {:qr, {batch, m, n}} ->
+            {a, _} = Nx.Random.uniform(key, -1.0, 1.0, shape: {batch, m, n}, type: type)
+            h = Nx.backend_copy(a, Nx.BinaryBackend)
+            # Nx's default implementation, its constants on the host too.
+            host_qr = fn -> Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.qr(h) end) end
+            {"#{batch}x#{m}x#{n}", fn -> Nx.LinAlg.qr(a) end, host_qr, max(m, n), batch}
         end
 
       {e2e, pipelined, gpu} = measure.(call)

@@ -3,7 +3,7 @@
 
     python3 bench/linalg_peers.py [--reps N] [--csv-out FILE] [--cholesky CASES]
                                   [--solve CASES] [--lu CASES] [--gesv CASES]
-                                  [--det CASES] [--impls torch,jax]
+                                  [--det CASES] [--qr CASES] [--impls torch,jax]
 
 For each case (f32 and f64; Cholesky factors of a batch of symmetric
 positive definite matrices, `torch.linalg.cholesky` and a jitted
@@ -12,7 +12,9 @@ and a jitted `jax.scipy.linalg.solve_triangular`; on matrices with entries
 in [-1, 1], LU factorizations with P, L and U, `torch.linalg.lu` and a
 jitted `jax.scipy.linalg.lu`; general solves, `torch.linalg.solve` and a
 jitted `jnp.linalg.solve`; determinants, `torch.linalg.det` and a jitted
-`jnp.linalg.det`), on the default GPU,
+`jnp.linalg.det`; on m x n matrices with entries in [-1, 1], reduced QR
+factorizations, `torch.linalg.qr` and a jitted `jnp.linalg.qr`), on the
+default GPU,
 after 0.3 s of 2048^3 products (the GPU's clocks fall when it idles) and
 3 unmeasured calls:
 
@@ -21,8 +23,8 @@ after 0.3 s of 2048^3 products (the GPU's clocks fall when it idles) and
   * pipelined us: --reps calls back to back, then one synchronize, per call.
 
 --cholesky, --lu and --det 1x256,4x512 (batch x order), --solve and
---gesv 1x1024x1 (batch x order x right-hand sides) replace the default
-cases, as in bench/linalg.exs; --impls picks the peers (default both).
+--gesv 1x1024x1 (batch x order x right-hand sides), --qr 1x1024x64
+(batch x m x n) replace the default cases, as in bench/linalg.exs; --impls picks the peers (default both).
 
 The rows have bench/linalg.exs's columns and, with --csv-out, the shared
 schema (`impl,test,dtype,shape,metric,value`; impl `torch` or `jax`).
@@ -38,6 +40,8 @@ SOLVE = [(1, 64, 1), (1, 256, 1), (1, 1024, 1), (1, 256, 256), (256, 64, 1), (16
 LU = [(1, 16), (1, 64), (1, 256), (1, 1024), (256, 16), (64, 64)]
 GESV = [(1, 16, 1), (1, 64, 1), (1, 256, 1), (1, 1024, 1), (256, 16, 1), (64, 64, 4)]
 DET = [(1, 64), (256, 8)]
+QR = [(1, 16, 16), (1, 64, 64), (1, 256, 256), (1, 1024, 1024), (1, 1024, 64), (256, 16, 16),
+      (64, 64, 64)]
 
 
 def measure(call, sync, reps, warm):
@@ -101,6 +105,10 @@ def torch_cases(reps, emit):
             a = torch.rand(batch, n, n, device=dev, dtype=dt, generator=g) * 2 - 1
             e2e, pipe = measure(lambda: torch.linalg.det(a), torch.cuda.synchronize, reps, warm)
             emit("torch", "determinant", name, f"{batch}x{n}x{n}", e2e, pipe)
+        for batch, m, n in QR:
+            a = torch.rand(batch, m, n, device=dev, dtype=dt, generator=g) * 2 - 1
+            e2e, pipe = measure(lambda: torch.linalg.qr(a), torch.cuda.synchronize, reps, warm)
+            emit("torch", "qr", name, f"{batch}x{m}x{n}", e2e, pipe)
 
 
 def jax_cases(reps, emit):
@@ -124,6 +132,7 @@ def jax_cases(reps, emit):
     lu = jax.jit(jax.vmap(jsl.lu))
     gesv = jax.jit(jnp.linalg.solve)
     det = jax.jit(jnp.linalg.det)
+    qr = jax.jit(jnp.linalg.qr)
     def run(fun, *args):
         out = [None]
 
@@ -152,6 +161,9 @@ def jax_cases(reps, emit):
             a = jax.random.uniform(key, (batch, n, n), dt, -1.0, 1.0)
             b = jax.random.uniform(key, (batch, n, cols), dt, -1.0, 1.0)
             emit("jax", "solve", name, f"{batch}x{n}x{n} {cols}", *run(gesv, a, b))
+        for batch, m, n in QR:
+            a = jax.random.uniform(key, (batch, m, n), dt, -1.0, 1.0)
+            emit("jax", "qr", name, f"{batch}x{m}x{n}", *run(qr, a))
 
 
 def main():
@@ -163,9 +175,10 @@ def main():
     p.add_argument("--lu", help="cases BxN,... (default: bench/linalg.exs's)")
     p.add_argument("--gesv", help="cases BxNxC,... (default: bench/linalg.exs's)")
     p.add_argument("--det", help="cases BxN,... (default: bench/linalg.exs's)")
+    p.add_argument("--qr", help="cases BxMxN,... (default: bench/linalg.exs's)")
     p.add_argument("--impls", default="torch,jax")
     args = p.parse_args()
-    global CHOLESKY, SOLVE, LU, GESV, DET
+    global CHOLESKY, SOLVE, LU, GESV, DET, QR
 
     def cases(text, arity):
         out = []
@@ -186,6 +199,8 @@ def main():
         GESV = cases(args.gesv, 3)
     if args.det is not None:
         DET = cases(args.det, 2)
+    if args.qr is not None:
+        QR = cases(args.qr, 3)
     impls = set(filter(None, args.impls.split(",")))
     rows = []
     print(f"{'impl':<6} {'op':<17} {'type':<5} {'shape':<18} {'e2e us':>10} {'pipelined us':>13}")

@@ -1084,9 +1084,11 @@ nxv_status nxv_lu(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t n,
  * tensors of a's type; entries of magnitude at most eps are written as
  * zero. f32 is computed in double where the device has f64, unless
  * fast_math, each result rounded once. Matrices of at most 64 x 64: three
- * dispatches over the batch (one a workgroup per matrix); larger: three
- * dispatches a reflection (a workgroup per matrix computes it, a
- * workgroup per 32 columns applies it to R, later to Q). m and n are at
+ * dispatches over the batch (one a workgroup per matrix); larger: a
+ * dispatch a reflection applying it to R's columns right of it (a
+ * workgroup per 32 columns, the one holding the next column computing the
+ * next reflection), then Q's columns a workgroup per 32, many reflections
+ * a dispatch (about 65000 / m: llvmpipe ends long loops). m and n are at
  * most NXV_CHOLESKY_MAX_ORDER and m * n below 2^32, else
  * NXV_ERR_UNSUPPORTED.
  * a is retained until the work completes; the outputs are new. Thread-safe,

@@ -3861,10 +3861,14 @@ typedef struct pc_qr { /* qr.comp */
 } pc_qr;
 _Static_assert(sizeof(pc_qr) == 96, "pc_qr layout");
 
-/* qr.comp's columns a workgroup in VARIANT 2, and the largest m and n
- * VARIANT 5 takes. */
+/* qr.comp's columns a workgroup in VARIANTS 2 and 4, and the largest m
+ * and n VARIANT 5 takes. */
 #define QR_COLS 32
 #define QR_SMALL 64
+/* The most loop iterations an invocation of VARIANT 4 runs (llvmpipe ends
+ * an invocation's loops after 65535 in all): a reflection costs about
+ * 2 m / 8 + 16. */
+#define QR_LOOPS 16384
 
 /* One qr.comp dispatch over the gx x gy grid. */
 static nxv_status qr_step(nxv_device *d, nxv_spv_module mod, uint32_t variant, const pc_qr *pc,
@@ -3901,9 +3905,8 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
   /* Nx reflects columns 0 .. n - 2 of a square matrix. */
   uint64_t kr = m == n && n > 0 ? n - 1 : k;
   bool small = m <= QR_SMALL && n <= QR_SMALL;
-  if (!small && (n + QR_COLS - 1) / QR_COLS > width)
-    return nxv_fail(NXV_ERR_UNSUPPORTED, "qr: %llu columns exceed the device's grid",
-                    (unsigned long long)n);
+  /* At most 2048 workgroups of columns: within every device's grid
+   * (65535). */
   NXV_TRY(nxv_tensor_ready(a));
   bool wide = linalg_wide(d, t);
   nxv_dtype rt = wide ? NXV_F64 : t;
@@ -3951,16 +3954,17 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
     /* A workgroup per matrix: up to the grid's width along x, rows of that
      * along y, further dispatches past the grid's height. */
     uint64_t flops = m * n * k;
+    for (uint64_t b0 = 0; st == NXV_OK && !small && kr && b0 < batch; b0 += per) {
+      uint64_t nb = batch - b0 < per ? batch - b0 : per;
+      uint32_t gx = (uint32_t)(nb < width ? nb : width);
+      pc.b0 = (uint32_t)b0;
+      st = qr_step(d, mod, 1, &pc, gx, (uint32_t)((nb + gx - 1) / gx), nb * m, use);
+    }
+    /* Reflection i applied to R's columns right of it, the next computed
+     * beside (the grid-wide passes take a matrix per row of workgroups). */
     for (uint64_t i = 0; st == NXV_OK && !small && i < kr; i++) {
-      pc.i = (uint32_t)i;
-      for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += per) {
-        uint64_t nb = batch - b0 < per ? batch - b0 : per;
-        uint32_t gx = (uint32_t)(nb < width ? nb : width);
-        pc.b0 = (uint32_t)b0;
-        st = qr_step(d, mod, 1, &pc, gx, (uint32_t)((nb + gx - 1) / gx), nb * (m - i), use);
-      }
       uint64_t cols = n - i - 1;
-      pc.mode = 0;
+      pc.i = (uint32_t)i;
       for (uint64_t b0 = 0; st == NXV_OK && cols && b0 < batch; b0 += height) {
         uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
         pc.b0 = (uint32_t)b0;
@@ -3968,16 +3972,20 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
                      nb * (m - i) * cols * 2, use);
       }
     }
-    for (uint64_t i = kr; st == NXV_OK && !small && i-- > 0;) {
-      uint64_t cols = qc - i;
-      pc.i = (uint32_t)i;
-      pc.mode = 1;
+    /* Q from the identity, reflections kr - 1 down to 0, as many a
+     * dispatch as keep an invocation's loops within QR_LOOPS. */
+    uint64_t loops = 2 * ((m + 7) / 8) + 16, span = QR_LOOPS / loops ? QR_LOOPS / loops : 1;
+    for (uint64_t hi = kr; st == NXV_OK && !small && hi > 0;) {
+      uint64_t lo = hi > span ? hi - span : 0;
+      pc.i = (uint32_t)hi;
+      pc.mode = (uint32_t)lo;
       for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
         uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
         pc.b0 = (uint32_t)b0;
-        st = qr_step(d, mod, 2, &pc, (uint32_t)((cols + QR_COLS - 1) / QR_COLS), nb,
-                     nb * (m - i) * cols * 2, use);
+        st = qr_step(d, mod, 4, &pc, (uint32_t)((qc + QR_COLS - 1) / QR_COLS), nb,
+                     nb * m * qc * (hi - lo) * 2, use);
       }
+      hi = lo;
     }
     for (uint64_t b0 = 0; st == NXV_OK && small && b0 < batch; b0 += per) {
       uint64_t nb = batch - b0 < per ? batch - b0 : per;

@@ -28,18 +28,20 @@
 //     the identity; with mode 1 writes R (v's entries as zeros) and Q,
 //     flushing entries of at most eps (grid-stride over x, a matrix per
 //     workgroup row y plus b0);
-//   VARIANT 1 computes reflection pc.i, a workgroup per matrix (workgroup
+//   VARIANT 1 computes reflection 0, a workgroup per matrix (workgroup
 //     x + y * the grid's width, plus b0);
-//   VARIANT 2 applies reflection pc.i to CW columns a workgroup (x) of one
-//     matrix (y, plus b0): with pc.mode 0 R's columns right of i, with 1
-//     Q's columns from i (Q accumulated backwards, H_kr-1 first, from
-//     the identity: H_i leaves Q's columns left of i and rows above it as
-//     they are);
+//   VARIANT 2 applies reflection pc.i to R's columns right of it, CW
+//     columns a workgroup (x) of one matrix (y, plus b0); the workgroup
+//     holding column i + 1 then computes reflection i + 1;
+//   VARIANT 4 applies reflections pc.i - 1 down to pc.mode to Q, CW
+//     columns a workgroup (x) of one matrix (y, plus b0): Q is accumulated
+//     backwards, H_kr-1 first, from the identity, and each column on its
+//     own (H_i leaves Q's columns left of i and rows above it as they
+//     are, so a workgroup skips the reflections right of its columns);
 //   VARIANT 5 (m, n <= 64) runs every reflection on R and then on Q in one
 //     dispatch, a workgroup per matrix.
-// Only VARIANT 5's invocations share workspace memory within a dispatch,
-// and only within their workgroup: its barriers make those writes visible
-// at workgroup scope.
+// Invocations share workspace memory within a dispatch only within their
+// workgroup: its barriers make those writes visible at workgroup scope.
 #include "common.glsl"
 #if T_ID != 10 && T_ID != 11
 #error "qr.comp is built for f32 and f64"
@@ -75,8 +77,8 @@ layout(push_constant, std430) uniform PC {
   uint kr;        // reflections
   uint batch;
   uint b0;        // the first matrix of this dispatch
-  uint i;         // VARIANTS 1, 2: the reflection
-  uint mode;      // VARIANTS 2, 3
+  uint i;         // VARIANT 2: the reflection; 4: one past the last
+  uint mode;      // VARIANT 3: 0 in, 1 out; 4: the first reflection
   uint pad;
 } pc;
 
@@ -206,20 +208,22 @@ void main() {
     }
     return;
   }
-  uint mat = VARIANT == 2u ? pc.b0 + gl_WorkGroupID.y : matrix_of_group();
+  uint mat = VARIANT == 2u || VARIANT == 4u ? pc.b0 + gl_WorkGroupID.y : matrix_of_group();
   if (mat >= pc.batch) return;  // the whole workgroup
   WorkR W = WorkR(pc.work + uint64_t(mat) * (m * n) * uint64_t(R_BYTES));
   WorkR TA = WorkR(pc.tau + uint64_t(mat) * kr * uint64_t(R_BYTES));
   WorkR QW = WorkR(pc.qw + uint64_t(mat) * (m * qc) * uint64_t(R_BYTES));
   if (VARIANT == 1u) {
-    reflect(W, TA, m, n, pc.i, eps);
+    reflect(W, TA, m, n, 0u, eps);
   } else if (VARIANT == 2u) {
     uint i = pc.i;
-    R tau = TA.v[i];
-    if (pc.mode == 0u)
-      apply(W, tau, W, m, n, n, i, i + 1u + gl_WorkGroupID.x * CW, n);
-    else
-      apply(W, tau, QW, m, n, qc, i, i + gl_WorkGroupID.x * CW, qc);
+    apply(W, TA.v[i], W, m, n, n, i, i + 1u + gl_WorkGroupID.x * CW, n);
+    // Column i + 1 is final: its workgroup computes the next reflection
+    // (apply's last barrier made the column's writes visible).
+    if (gl_WorkGroupID.x == 0u && i + 1u < kr) reflect(W, TA, m, n, i + 1u, eps);
+  } else if (VARIANT == 4u) {
+    uint c0 = gl_WorkGroupID.x * CW;
+    for (uint i = min(pc.i, c0 + CW); i-- > pc.mode;) apply(W, TA.v[i], QW, m, n, qc, i, c0, qc);
   } else if (VARIANT == 5u) {
     for (uint i = 0u; i < kr; ++i) {
       reflect(W, TA, m, n, i, eps);
