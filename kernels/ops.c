@@ -3863,11 +3863,11 @@ _Static_assert(sizeof(pc_qr) == 96, "pc_qr layout");
 
 /* qr.comp's columns a workgroup in VARIANTS 2 and 4, and the largest m
  * and n VARIANT 5 takes. */
-#define QR_COLS 32
+#define QR_COLS 8
 #define QR_SMALL 64
 /* The most loop iterations an invocation of VARIANT 4 runs (llvmpipe ends
  * an invocation's loops after 65535 in all): a reflection costs about
- * 2 m / 8 + 16. */
+ * 2 m / 32 (rows in 256 / QR_COLS groups) + 32 (their sum). */
 #define QR_LOOPS 16384
 
 /* One qr.comp dispatch over the gx x gy grid. */
@@ -3905,7 +3905,7 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
   /* Nx reflects columns 0 .. n - 2 of a square matrix. */
   uint64_t kr = m == n && n > 0 ? n - 1 : k;
   bool small = m <= QR_SMALL && n <= QR_SMALL;
-  /* At most 2048 workgroups of columns: within every device's grid
+  /* At most 8192 workgroups of columns: within every device's grid
    * (65535). */
   NXV_TRY(nxv_tensor_ready(a));
   bool wide = linalg_wide(d, t);
@@ -3974,7 +3974,8 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
     }
     /* Q from the identity, reflections kr - 1 down to 0, as many a
      * dispatch as keep an invocation's loops within QR_LOOPS. */
-    uint64_t loops = 2 * ((m + 7) / 8) + 16, span = QR_LOOPS / loops ? QR_LOOPS / loops : 1;
+    uint64_t groups = 256 / QR_COLS, loops = 2 * ((m + groups - 1) / groups) + groups + 8;
+    uint64_t span = QR_LOOPS / loops ? QR_LOOPS / loops : 1;
     for (uint64_t hi = kr; st == NXV_OK && !small && hi > 0;) {
       uint64_t lo = hi > span ? hi - span : 0;
       pc.i = (uint32_t)hi;
