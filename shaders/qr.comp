@@ -150,8 +150,18 @@ void apply(WorkR W, R tau, WorkR X, uint m, uint n, uint ld, uint i, uint c0, ui
   uint c = c0 + t % CW, g = t / CW;
   bool live = c < lim;
   R part = R(0);
+  // Four rows an iteration, their loads issued together: each invocation's
+  // loop is a chain of dependent memory latencies otherwise.
+  uint r = i + g;
   if (live) {
-    for (uint r = i + g; r < m; r += RG) {
+    for (; r + 3u * RG < m; r += 4u * RG) {
+      R v0 = r == i ? R(1) : W.v[r * n + i], v1 = W.v[(r + RG) * n + i];
+      R v2 = W.v[(r + 2u * RG) * n + i], v3 = W.v[(r + 3u * RG) * n + i];
+      R x0 = X.v[r * ld + c], x1 = X.v[(r + RG) * ld + c];
+      R x2 = X.v[(r + 2u * RG) * ld + c], x3 = X.v[(r + 3u * RG) * ld + c];
+      part += (v0 * x0 + v1 * x1) + (v2 * x2 + v3 * x3);
+    }
+    for (; r < m; r += RG) {
       R v = r == i ? R(1) : W.v[r * n + i];
       part += v * X.v[r * ld + c];
     }
@@ -166,7 +176,18 @@ void apply(WorkR W, R tau, WorkR X, uint m, uint n, uint ld, uint i, uint c0, ui
   sync_wg();
   R f = wsum[t % CW];
   if (live && f != R(0)) {
-    for (uint r = i + g; r < m; r += RG) {
+    r = i + g;
+    for (; r + 3u * RG < m; r += 4u * RG) {
+      R v0 = r == i ? R(1) : W.v[r * n + i], v1 = W.v[(r + RG) * n + i];
+      R v2 = W.v[(r + 2u * RG) * n + i], v3 = W.v[(r + 3u * RG) * n + i];
+      R x0 = X.v[r * ld + c], x1 = X.v[(r + RG) * ld + c];
+      R x2 = X.v[(r + 2u * RG) * ld + c], x3 = X.v[(r + 3u * RG) * ld + c];
+      X.v[r * ld + c] = x0 - f * v0;
+      X.v[(r + RG) * ld + c] = x1 - f * v1;
+      X.v[(r + 2u * RG) * ld + c] = x2 - f * v2;
+      X.v[(r + 3u * RG) * ld + c] = x3 - f * v3;
+    }
+    for (; r < m; r += RG) {
       R v = r == i ? R(1) : W.v[r * n + i];
       X.v[r * ld + c] -= f * v;
     }
