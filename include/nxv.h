@@ -1088,7 +1088,7 @@ nxv_status nxv_lu(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t n,
  * dispatch a reflection applying it to R's columns right of it (a
  * workgroup per 8 columns, the one holding the next column computing the
  * next reflection), then Q's columns a workgroup per 8, many reflections
- * a dispatch (170 at m = 1024: llvmpipe ends long loops). m and n are at
+ * a dispatch (157 at m = 1024: llvmpipe ends long loops). m and n are at
  * most NXV_CHOLESKY_MAX_ORDER and m * n below 2^32, else
  * NXV_ERR_UNSUPPORTED.
  * a is retained until the work completes; the outputs are new. Thread-safe,

@@ -3866,9 +3866,9 @@ _Static_assert(sizeof(pc_qr) == 96, "pc_qr layout");
 #define QR_COLS 8
 #define QR_SMALL 64
 /* The most loop iterations an invocation of VARIANT 4 runs (llvmpipe ends
- * an invocation's loops after 65535 in all): a reflection costs
- * 2 ceil(m / 256) (an invocation's rows, twice) + 32 (the sums). */
-#define QR_LOOPS 8192
+ * an invocation's loops after 65535 in all): a reflection costs about
+ * 2 m / 32 (rows in 256 / QR_COLS groups) + 32 (their sum). */
+#define QR_LOOPS 16384
 
 /* One qr.comp dispatch over the gx x gy grid. */
 static nxv_status qr_step(nxv_device *d, nxv_spv_module mod, uint32_t variant, const pc_qr *pc,
@@ -3974,7 +3974,7 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
     }
     /* Q from the identity, reflections kr - 1 down to 0, as many a
      * dispatch as keep an invocation's loops within QR_LOOPS. */
-    uint64_t loops = 2 * ((m + 255) / 256) + 40;
+    uint64_t groups = 256 / QR_COLS, loops = 2 * ((m + groups - 1) / groups) + groups + 8;
     uint64_t span = QR_LOOPS / loops ? QR_LOOPS / loops : 1;
     for (uint64_t hi = kr; st == NXV_OK && !small && hi > 0;) {
       uint64_t lo = hi > span ? hi - span : 0;

@@ -82,17 +82,15 @@ layout(push_constant, std430) uniform PC {
   uint pad;
 } pc;
 
-// Columns a workgroup: VARIANT 5 covers up to 64 at once, an invocation
-// per column in RG row groups (apply); VARIANTS 2 and 4 take CW columns,
-// each invocation all of them in every 256th row (apply_rows), which keeps
-// its chain of loads short (m / 256 rows).
+// VARIANTS 2 and 4: columns a workgroup (a warp of 32 covers 4 rows of
+// them, 32-byte runs), and row groups (256 / CW) splitting each column's
+// rows, which keeps each invocation's chain of loads short; VARIANT 5
+// covers up to 64 columns at once.
 const uint CW = VARIANT == 5u ? 64u : 8u;
 const uint RG = 256u / CW;
-const bool ROWS = VARIANT == 2u || VARIANT == 4u;
 shared R red[256];
 shared R red2[16];
 shared R wsum[CW];
-shared R redc[ROWS ? 256u * CW : 1u];
 
 // A workgroup barrier that also makes the workspace's writes visible to
 // the workgroup (no device-scope fence: the matrix is the workgroup's own).
@@ -197,48 +195,6 @@ void apply(WorkR W, R tau, WorkR X, uint m, uint n, uint ld, uint i, uint c0, ui
   sync_wg();
 }
 
-// apply's product for VARIANTS 2 and 4: invocation t takes rows i + t,
-// i + t + 256, ... of the CW columns (those below lim), the 256 partial
-// sums of each column added in two levels. Four barriers (sync_wg) unless
-// tau is zero.
-void apply_rows(WorkR W, R tau, WorkR X, uint m, uint n, uint ld, uint i, uint c0, uint lim) {
-  if (tau == R(0)) return;  // uniform: the identity
-  uint t = gl_LocalInvocationID.x;
-  uint nc = min(CW, lim - c0);
-  R part[CW];
-  [[unroll]] for (uint k = 0u; k < CW; ++k) part[k] = R(0);
-  for (uint r = i + t; r < m; r += 256u) {
-    R v = r == i ? R(1) : W.v[r * n + i];
-    uint b = r * ld + c0;
-    [[unroll]] for (uint k = 0u; k < CW; ++k)
-      if (k < nc) part[k] += v * X.v[b + k];
-  }
-  [[unroll]] for (uint k = 0u; k < CW; ++k) redc[k * 256u + t] = part[k];
-  sync_wg();
-  if (t < CW * 16u) {
-    uint k = t >> 4, q = t & 15u;
-    R s = R(0);
-    for (uint j = 0u; j < 16u; ++j) s += redc[k * 256u + j * 16u + q];
-    red[t] = s;
-  }
-  sync_wg();
-  if (t < CW) {
-    R s = R(0);
-    for (uint j = 0u; j < 16u; ++j) s += red[t * 16u + j];
-    wsum[t] = tau * s;
-  }
-  sync_wg();
-  R f[CW];
-  [[unroll]] for (uint k = 0u; k < CW; ++k) f[k] = wsum[k];
-  for (uint r = i + t; r < m; r += 256u) {
-    R v = r == i ? R(1) : W.v[r * n + i];
-    uint b = r * ld + c0;
-    [[unroll]] for (uint k = 0u; k < CW; ++k)
-      if (k < nc) X.v[b + k] -= f[k] * v;
-  }
-  sync_wg();
-}
-
 // The matrix of this workgroup (x + y * width plus b0), or batch.
 uint matrix_of_group() {
   return pc.b0 + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -284,14 +240,13 @@ void main() {
     reflect(W, TA, m, n, 0u, eps);
   } else if (VARIANT == 2u) {
     uint i = pc.i;
-    apply_rows(W, TA.v[i], W, m, n, n, i, i + 1u + gl_WorkGroupID.x * CW, n);
+    apply(W, TA.v[i], W, m, n, n, i, i + 1u + gl_WorkGroupID.x * CW, n);
     // Column i + 1 is final: its workgroup computes the next reflection
     // (apply's last barrier made the column's writes visible).
     if (gl_WorkGroupID.x == 0u && i + 1u < kr) reflect(W, TA, m, n, i + 1u, eps);
   } else if (VARIANT == 4u) {
     uint c0 = gl_WorkGroupID.x * CW;
-    for (uint i = min(pc.i, c0 + CW); i-- > pc.mode;)
-      apply_rows(W, TA.v[i], QW, m, n, qc, i, c0, qc);
+    for (uint i = min(pc.i, c0 + CW); i-- > pc.mode;) apply(W, TA.v[i], QW, m, n, qc, i, c0, qc);
   } else if (VARIANT == 5u) {
     for (uint i = 0u; i < kr; ++i) {
       reflect(W, TA, m, n, i, eps);
