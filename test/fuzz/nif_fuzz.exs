@@ -644,6 +644,7 @@ defmodule NxVulkan.NifFuzz do
       {:fft, 5} => {2, &g_fft/0},
       {:cholesky, 4} => {2, &g_cholesky/0},
       {:lu, 4} => {2, &g_lu/0},
+      {:qr, 6} => {2, &g_qr/0},
       {:triangular_solve, 8} => {2, &g_triangular_solve/0},
       {:conv, 12} => {4, &g_conv/0},
       {:window_scatter, 9} => {3, &g_window_scatter/0},
@@ -846,7 +847,7 @@ defmodule NxVulkan.NifFuzz do
       ] and result == :ok ->
         :ok
 
-      fun in [:sort, :triangular_solve, :lu] and is_tuple(result) ->
+      fun in [:sort, :triangular_solve, :lu, :qr] and is_tuple(result) ->
         result |> Tuple.to_list() |> Enum.map(&live_tensor/1) |> Enum.find(:ok, &(&1 != :ok))
 
       fun not in [
@@ -2034,18 +2035,47 @@ defmodule NxVulkan.NifFuzz do
       [{:tensor, tag}, :u64, :u64, :float],
       fn
         {p, l, u} ->
-          Enum.reduce_while([p, l, u], :unverified, fn x, _ ->
-            case expect_tensor(x, tag, type, batch * n * n, nil) do
-              {:fail, _} = f -> {:halt, f}
-              r -> {:cont, r}
-            end
-          end)
+          expect_tensors([{p, batch * n * n}, {l, batch * n * n}, {u, batch * n * n}], tag, type)
 
         other ->
           {:fail, "lu returned #{inspect(other, limit: 8)}"}
       end,
       type in [:f32, :f64]
     )
+  end
+
+  # QR: m x n matrices, tall and wide, past 64 rows or columns (a dispatch
+  # a reflection) now and then; Q m x m and R m x n when complete, else
+  # m x k and k x n.
+  defp g_qr do
+    tag = op_tag()
+    type = linalg_type()
+    [m, n] = for _ <- 1..2, do: weighted([{0, 1}, {range(1, 8), 6}, {range(62, 70), 1}])
+    batch = weighted([{0, 1}, {range(1, 3), 6}])
+    complete = chance(0.5)
+    t = tensor_of(tag, type, batch * m * n)
+    k = if complete, do: m, else: min(m, n)
+
+    mk(
+      :qr,
+      [t.ref, batch, m, n, complete, pick([0.0, 1.0e-10, 1.0e-3])],
+      [{:tensor, tag}, :u64, :u64, :u64, :bool, :float],
+      fn
+        {q, r} -> expect_tensors([{q, batch * m * k}, {r, batch * k * n}], tag, type)
+        other -> {:fail, "qr returned #{inspect(other, limit: 8)}"}
+      end,
+      type in [:f32, :f64]
+    )
+  end
+
+  # Each {ref, count} a live tensor of type and count (the first failure).
+  defp expect_tensors(refs, tag, type) do
+    Enum.reduce_while(refs, :unverified, fn {x, count}, _ ->
+      case expect_tensor(x, tag, type, count, nil) do
+        {:fail, _} = f -> {:halt, f}
+        r -> {:cont, r}
+      end
+    end)
   end
 
   defp g_triangular_solve do
