@@ -3918,7 +3918,7 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
   bool any = batch * m * (n > qc ? n : qc) != 0;
   if (st == NXV_OK && any) {
     st = nxv_tensor_new(d, rt, m && n ? batch * m * n : 1, &work);
-    if (st == NXV_OK) st = nxv_tensor_new(d, rt, batch * (kr ? kr : 1), &tau);
+    if (st == NXV_OK) st = nxv_tensor_new(d, rt, batch * (kr ? 2 * kr : 1), &tau);
     if (st == NXV_OK && wide) st = nxv_tensor_new(d, rt, batch * m * qc, &qw);
   }
   uint64_t bits;

@@ -22,7 +22,8 @@
 // each output element is rounded once. Workgroups of 256 invocations.
 //
 // The work happens in pc.work (m x n of the compute type per matrix: R
-// with v's entries below the diagonal), pc.tau (kr per matrix) and pc.qw
+// with x / v0 = v below the diagonal, x kept there), pc.tau (2 kr per
+// matrix: tau, then 1 / v0) and pc.qw
 // (m x qc of the compute type: Q itself when that type is T):
 //   VARIANT 3 with pc.mode 0 copies A into the workspace and sets Q to
 //     the identity; with mode 1 writes R (v's entries as zeros) and Q,
@@ -66,7 +67,7 @@ layout(push_constant, std430) uniform PC {
   uint64_t q;     // results: batch x m x qc and batch x rr x n, dense
   uint64_t r;
   uint64_t work;  // batch x m x n of R
-  uint64_t tau;   // batch x kr of R
+  uint64_t tau;   // batch x 2 kr of R
   uint64_t qw;    // batch x m x qc of R (q when R is T)
   uvec2 eps_bits; // eps in the compute type: a double's bits, or a
                   // float's in x
@@ -116,35 +117,41 @@ R sum_wg(R x) {
   return s;
 }
 
-// Reflection i of matrix W (m x n at W): computes v below the diagonal,
-// R's diagonal element and tau (T[i]); the column stays as it is where the
-// reflection is the identity (tau 0).
-void reflect(WorkR W, WorkR TA, uint m, uint n, uint i, R eps) {
-  uint t = gl_LocalInvocationID.x;
-  // Read before the barriers: invocation 0 overwrites it after them.
+// Reflection i's scalars from s, the sum of squares below row i, by
+// invocation 0: tau (TA[i]), 1 / v0 (TA[kr + i]) and R's diagonal element;
+// the column below row i keeps x (v = x / v0 there, scaled where read).
+// tau and 1 / v0 are 0 where the reflection is the identity.
+void finish_reflection(WorkR W, WorkR TA, uint n, uint kr, uint i, R s, R eps) {
+  if (gl_LocalInvocationID.x != 0u) return;
   R xi = W.v[i * n + i];
+  R nrm = sqrt(xi * xi + s);
+  bool ident = s < eps;
+  R v0 = xi <= R(0) ? xi - nrm : -s / (xi + nrm);
+  TA.v[i] = ident ? R(0) : R(2) / (R(1) + s / (v0 * v0));
+  TA.v[kr + i] = ident ? R(0) : R(1) / v0;
+  if (!ident) W.v[i * n + i] = nrm;
+}
+
+// Reflection i of matrix W (m x n at W), its sum of squares read from the
+// column (two barriers).
+void reflect(WorkR W, WorkR TA, uint m, uint n, uint kr, uint i, R eps) {
+  uint t = gl_LocalInvocationID.x;
   R part = R(0);
   for (uint r = i + 1u + t; r < m; r += 256u) {
     R x = W.v[r * n + i];
     part += x * x;
   }
-  R s = sum_wg(part);
-  R nrm = sqrt(xi * xi + s);
-  bool ident = s < eps;
-  R v0 = xi <= R(0) ? xi - nrm : -s / (xi + nrm);
-  if (!ident) {
-    for (uint r = i + 1u + t; r < m; r += 256u) W.v[r * n + i] /= v0;
-  }
-  if (t == 0u) {
-    TA.v[i] = ident ? R(0) : R(2) / (R(1) + s / (v0 * v0));
-    if (!ident) W.v[i * n + i] = nrm;
-  }
+  finish_reflection(W, TA, n, kr, i, sum_wg(part), eps);
 }
 
 // X -= tau v (v^T X) over rows i .. m - 1 of X's columns c0 .. c0 + CW - 1
-// below lim (X m x ld), v column i of W (m x n) below row i and 1 at row
-// i. Three barriers (sync_wg) unless tau is zero.
-void apply(WorkR W, R tau, WorkR X, uint m, uint n, uint ld, uint i, uint c0, uint lim) {
+// below lim (X m x ld), v 1 at row i and column i of W (m x n) times inv
+// below it. With squares, the invocations of column c0 add the squares of
+// its updated entries below row i + 1 into sq (else sq is 0). Three
+// barriers (sync_wg) unless tau is zero.
+void apply(WorkR W, R tau, R inv, WorkR X, uint m, uint n, uint ld, uint i, uint c0, uint lim,
+           bool squares, out R sq) {
+  sq = R(0);
   if (tau == R(0)) return;  // uniform: the identity
   uint t = gl_LocalInvocationID.x;
   uint c = c0 + t % CW, g = t / CW;
@@ -155,14 +162,14 @@ void apply(WorkR W, R tau, WorkR X, uint m, uint n, uint ld, uint i, uint c0, ui
   uint r = i + g;
   if (live) {
     for (; r + 3u * RG < m; r += 4u * RG) {
-      R v0 = r == i ? R(1) : W.v[r * n + i], v1 = W.v[(r + RG) * n + i];
-      R v2 = W.v[(r + 2u * RG) * n + i], v3 = W.v[(r + 3u * RG) * n + i];
+      R v0 = r == i ? R(1) : W.v[r * n + i] * inv, v1 = W.v[(r + RG) * n + i] * inv;
+      R v2 = W.v[(r + 2u * RG) * n + i] * inv, v3 = W.v[(r + 3u * RG) * n + i] * inv;
       R x0 = X.v[r * ld + c], x1 = X.v[(r + RG) * ld + c];
       R x2 = X.v[(r + 2u * RG) * ld + c], x3 = X.v[(r + 3u * RG) * ld + c];
       part += (v0 * x0 + v1 * x1) + (v2 * x2 + v3 * x3);
     }
     for (; r < m; r += RG) {
-      R v = r == i ? R(1) : W.v[r * n + i];
+      R v = r == i ? R(1) : W.v[r * n + i] * inv;
       part += v * X.v[r * ld + c];
     }
   }
@@ -175,21 +182,34 @@ void apply(WorkR W, R tau, WorkR X, uint m, uint n, uint ld, uint i, uint c0, ui
   }
   sync_wg();
   R f = wsum[t % CW];
+  bool sqs = squares && c == c0;
   if (live && f != R(0)) {
     r = i + g;
     for (; r + 3u * RG < m; r += 4u * RG) {
-      R v0 = r == i ? R(1) : W.v[r * n + i], v1 = W.v[(r + RG) * n + i];
-      R v2 = W.v[(r + 2u * RG) * n + i], v3 = W.v[(r + 3u * RG) * n + i];
-      R x0 = X.v[r * ld + c], x1 = X.v[(r + RG) * ld + c];
-      R x2 = X.v[(r + 2u * RG) * ld + c], x3 = X.v[(r + 3u * RG) * ld + c];
-      X.v[r * ld + c] = x0 - f * v0;
-      X.v[(r + RG) * ld + c] = x1 - f * v1;
-      X.v[(r + 2u * RG) * ld + c] = x2 - f * v2;
-      X.v[(r + 3u * RG) * ld + c] = x3 - f * v3;
+      R v0 = r == i ? R(1) : W.v[r * n + i] * inv, v1 = W.v[(r + RG) * n + i] * inv;
+      R v2 = W.v[(r + 2u * RG) * n + i] * inv, v3 = W.v[(r + 3u * RG) * n + i] * inv;
+      R x0 = X.v[r * ld + c] - f * v0, x1 = X.v[(r + RG) * ld + c] - f * v1;
+      R x2 = X.v[(r + 2u * RG) * ld + c] - f * v2, x3 = X.v[(r + 3u * RG) * ld + c] - f * v3;
+      X.v[r * ld + c] = x0;
+      X.v[(r + RG) * ld + c] = x1;
+      X.v[(r + 2u * RG) * ld + c] = x2;
+      X.v[(r + 3u * RG) * ld + c] = x3;
+      if (sqs) {
+        sq += r > i + 1u ? x0 * x0 : R(0);
+        sq += (r + RG > i + 1u ? x1 * x1 : R(0)) + x2 * x2 + x3 * x3;
+      }
     }
     for (; r < m; r += RG) {
-      R v = r == i ? R(1) : W.v[r * n + i];
-      X.v[r * ld + c] -= f * v;
+      R v = r == i ? R(1) : W.v[r * n + i] * inv;
+      R x = X.v[r * ld + c] - f * v;
+      X.v[r * ld + c] = x;
+      if (sqs && r > i + 1u) sq += x * x;
+    }
+  } else if (live && sqs) {
+    // Column c0 unchanged: its squares as they are.
+    for (r = i + g; r < m; r += RG) {
+      R x = X.v[r * ld + c];
+      if (r > i + 1u) sq += x * x;
     }
   }
   sync_wg();
@@ -209,7 +229,7 @@ void main() {
     uint an = m * n, qn = m * qc, rn = pc.rr * n;
     uint total = pc.mode == 0u ? max(an, qn) : max(rn, qn);
     WorkR W = WorkR(pc.work + uint64_t(mat) * an * uint64_t(R_BYTES));
-    WorkR TA = WorkR(pc.tau + uint64_t(mat) * kr * uint64_t(R_BYTES));
+    WorkR TA = WorkR(pc.tau + uint64_t(mat) * (2u * kr) * uint64_t(R_BYTES));
     WorkR QW = WorkR(pc.qw + uint64_t(mat) * qn * uint64_t(R_BYTES));
     for (uint e = gl_GlobalInvocationID.x; e < total; e += gl_NumWorkGroups.x * 256u) {
       if (pc.mode == 0u) {
@@ -234,25 +254,33 @@ void main() {
   uint mat = VARIANT == 2u || VARIANT == 4u ? pc.b0 + gl_WorkGroupID.y : matrix_of_group();
   if (mat >= pc.batch) return;  // the whole workgroup
   WorkR W = WorkR(pc.work + uint64_t(mat) * (m * n) * uint64_t(R_BYTES));
-  WorkR TA = WorkR(pc.tau + uint64_t(mat) * kr * uint64_t(R_BYTES));
+  WorkR TA = WorkR(pc.tau + uint64_t(mat) * (2u * kr) * uint64_t(R_BYTES));
   WorkR QW = WorkR(pc.qw + uint64_t(mat) * (m * qc) * uint64_t(R_BYTES));
+  R sq;
   if (VARIANT == 1u) {
-    reflect(W, TA, m, n, 0u, eps);
+    reflect(W, TA, m, n, kr, 0u, eps);
   } else if (VARIANT == 2u) {
     uint i = pc.i;
-    apply(W, TA.v[i], W, m, n, n, i, i + 1u + gl_WorkGroupID.x * CW, n);
-    // Column i + 1 is final: its workgroup computes the next reflection
-    // (apply's last barrier made the column's writes visible).
-    if (gl_WorkGroupID.x == 0u && i + 1u < kr) reflect(W, TA, m, n, i + 1u, eps);
+    // The workgroup holding column i + 1 (final once i is applied)
+    // computes the next reflection, its squares summed on the way.
+    bool next = gl_WorkGroupID.x == 0u && i + 1u < kr;
+    apply(W, TA.v[i], TA.v[kr + i], W, m, n, n, i, i + 1u + gl_WorkGroupID.x * CW, n, next, sq);
+    if (next) {
+      if (TA.v[i] == R(0))
+        reflect(W, TA, m, n, kr, i + 1u, eps);
+      else
+        finish_reflection(W, TA, n, kr, i + 1u, sum_wg(sq), eps);
+    }
   } else if (VARIANT == 4u) {
     uint c0 = gl_WorkGroupID.x * CW;
-    for (uint i = min(pc.i, c0 + CW); i-- > pc.mode;) apply(W, TA.v[i], QW, m, n, qc, i, c0, qc);
+    for (uint i = min(pc.i, c0 + CW); i-- > pc.mode;)
+      apply(W, TA.v[i], TA.v[kr + i], QW, m, n, qc, i, c0, qc, false, sq);
   } else if (VARIANT == 5u) {
     for (uint i = 0u; i < kr; ++i) {
-      reflect(W, TA, m, n, i, eps);
+      reflect(W, TA, m, n, kr, i, eps);
       sync_wg();
-      apply(W, TA.v[i], W, m, n, n, i, i + 1u, n);
+      apply(W, TA.v[i], TA.v[kr + i], W, m, n, n, i, i + 1u, n, false, sq);
     }
-    for (uint i = kr; i-- > 0u;) apply(W, TA.v[i], QW, m, n, qc, i, i, qc);
+    for (uint i = kr; i-- > 0u;) apply(W, TA.v[i], TA.v[kr + i], QW, m, n, qc, i, i, qc, false, sq);
   }
 }

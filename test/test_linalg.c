@@ -1058,17 +1058,20 @@ static void ref_qr(const long double *a, size_t m, size_t n, size_t qc, size_t r
  * reference's, R exactly zero below the diagonal, Q R within that bound of
  * A. The outputs are poisoned by the device first. */
 static void check_qr(nxv_device *d, uint64_t *rng, nxv_dtype t, size_t batch, size_t m,
-                     size_t n, bool complete) {
+                     size_t n, bool complete, bool lead_identity) {
   char tag[96];
-  snprintf(tag, sizeof tag, "qr %s %zu x %zu x %zu%s", nxv_dtype_name(t), batch, m, n,
-           complete ? " complete" : "");
+  snprintf(tag, sizeof tag, "qr %s %zu x %zu x %zu%s%s", nxv_dtype_name(t), batch, m, n,
+           complete ? " complete" : "", lead_identity ? " (identity first)" : "");
   size_t k = m < n ? m : n, qc = complete ? m : k, rr = complete ? m : k;
   size_t count = batch * m * n, es = nxv_dtype_size(t);
   void *buf = test_xcalloc(count + 1, es);
   long double *a = test_xcalloc(count + 1, sizeof *a);
   long double *wq = test_xcalloc(m * qc + 1, sizeof *wq), *wr = test_xcalloc(rr * n + 1, sizeof *wr);
   for (size_t i = 0; i < count; i++) {
-    put(t, buf, i, test_rand_uniform(rng, -1, 1));
+    /* lead_identity: column 0 zero below a negative first entry, so
+     * reflection 0 is the identity and R keeps the sign. */
+    bool col0 = lead_identity && i % n == 0, first = i % (m * n) == 0;
+    put(t, buf, i, col0 ? (first ? -2 : 0) : test_rand_uniform(rng, -1, 1));
     a[i] = get(t, buf, i);
   }
   nxv_tensor *x = upload(d, t, count, buf), *out[2] = {NULL, NULL};
@@ -1142,7 +1145,12 @@ NXV_TEST(linalg, qr) {
       for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int complete = 0; complete < 2; complete++)
           if (!fast || kTypes[ti] == NXV_F32)
-            check_qr(d, &rng, kTypes[ti], shapes[s][0], shapes[s][1], shapes[s][2], complete);
+            check_qr(d, &rng, kTypes[ti], shapes[s][0], shapes[s][1], shapes[s][2], complete,
+                     false);
+    /* A first reflection that is the identity in the per-reflection form
+     * (the next one then read from its column). */
+    for (size_t ti = 0; ti < 2; ti++)
+      if (!fast || kTypes[ti] == NXV_F32) check_qr(d, &rng, kTypes[ti], 2, 70, 66, false, true);
     nxv_device_release(d);
   }
 }
