@@ -89,6 +89,8 @@ layout(push_constant, std430) uniform PC {
 // covers up to 64 columns at once.
 const uint CW = VARIANT == 5u ? 64u : 8u;
 const uint RG = 256u / CW;
+// Rows an invocation loads at once in apply.
+const uint UR = 8u;
 shared R red[256];
 shared R red2[16];
 shared R wsum[CW];
@@ -157,16 +159,18 @@ void apply(WorkR W, R tau, R inv, WorkR X, uint m, uint n, uint ld, uint i, uint
   uint c = c0 + t % CW, g = t / CW;
   bool live = c < lim;
   R part = R(0);
-  // Four rows an iteration, their loads issued together: each invocation's
+  // UR rows an iteration, their loads issued together: each invocation's
   // loop is a chain of dependent memory latencies otherwise.
   uint r = i + g;
   if (live) {
-    for (; r + 3u * RG < m; r += 4u * RG) {
-      R v0 = r == i ? R(1) : W.v[r * n + i] * inv, v1 = W.v[(r + RG) * n + i] * inv;
-      R v2 = W.v[(r + 2u * RG) * n + i] * inv, v3 = W.v[(r + 3u * RG) * n + i] * inv;
-      R x0 = X.v[r * ld + c], x1 = X.v[(r + RG) * ld + c];
-      R x2 = X.v[(r + 2u * RG) * ld + c], x3 = X.v[(r + 3u * RG) * ld + c];
-      part += (v0 * x0 + v1 * x1) + (v2 * x2 + v3 * x3);
+    for (; r + (UR - 1u) * RG < m; r += UR * RG) {
+      R v[UR], x[UR];
+      [[unroll]] for (uint u = 0u; u < UR; ++u) {
+        uint ru = r + u * RG;
+        v[u] = ru == i ? R(1) : W.v[ru * n + i] * inv;
+        x[u] = X.v[ru * ld + c];
+      }
+      [[unroll]] for (uint u = 0u; u < UR; ++u) part += v[u] * x[u];
     }
     for (; r < m; r += RG) {
       R v = r == i ? R(1) : W.v[r * n + i] * inv;
@@ -185,18 +189,18 @@ void apply(WorkR W, R tau, R inv, WorkR X, uint m, uint n, uint ld, uint i, uint
   bool sqs = squares && c == c0;
   if (live && f != R(0)) {
     r = i + g;
-    for (; r + 3u * RG < m; r += 4u * RG) {
-      R v0 = r == i ? R(1) : W.v[r * n + i] * inv, v1 = W.v[(r + RG) * n + i] * inv;
-      R v2 = W.v[(r + 2u * RG) * n + i] * inv, v3 = W.v[(r + 3u * RG) * n + i] * inv;
-      R x0 = X.v[r * ld + c] - f * v0, x1 = X.v[(r + RG) * ld + c] - f * v1;
-      R x2 = X.v[(r + 2u * RG) * ld + c] - f * v2, x3 = X.v[(r + 3u * RG) * ld + c] - f * v3;
-      X.v[r * ld + c] = x0;
-      X.v[(r + RG) * ld + c] = x1;
-      X.v[(r + 2u * RG) * ld + c] = x2;
-      X.v[(r + 3u * RG) * ld + c] = x3;
-      if (sqs) {
-        sq += r > i + 1u ? x0 * x0 : R(0);
-        sq += (r + RG > i + 1u ? x1 * x1 : R(0)) + x2 * x2 + x3 * x3;
+    for (; r + (UR - 1u) * RG < m; r += UR * RG) {
+      R v[UR], x[UR];
+      [[unroll]] for (uint u = 0u; u < UR; ++u) {
+        uint ru = r + u * RG;
+        v[u] = ru == i ? R(1) : W.v[ru * n + i] * inv;
+        x[u] = X.v[ru * ld + c];
+      }
+      [[unroll]] for (uint u = 0u; u < UR; ++u) {
+        uint ru = r + u * RG;
+        R y = x[u] - f * v[u];
+        X.v[ru * ld + c] = y;
+        if (sqs && ru > i + 1u) sq += y * y;
       }
     }
     for (; r < m; r += RG) {
