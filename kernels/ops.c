@@ -3960,16 +3960,19 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
       pc.b0 = (uint32_t)b0;
       st = qr_step(d, mod, 1, &pc, gx, (uint32_t)((nb + gx - 1) / gx), nb * m, use);
     }
-    /* Reflection i applied to R's columns right of it, the next computed
-     * beside (the grid-wide passes take a matrix per row of workgroups). */
+    /* Reflection i applied to R's columns right of it (and to those left
+     * of it whose reflection was the identity: a workgroup per chunk of
+     * columns from 0, those with nothing to change returning at once), the
+     * next computed beside (the grid-wide passes take a matrix per row of
+     * workgroups). */
     for (uint64_t i = 0; st == NXV_OK && !small && i < kr; i++) {
       uint64_t cols = n - i - 1;
       pc.i = (uint32_t)i;
-      for (uint64_t b0 = 0; st == NXV_OK && cols && b0 < batch; b0 += height) {
+      for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
         uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
         pc.b0 = (uint32_t)b0;
-        st = qr_step(d, mod, 2, &pc, (uint32_t)((cols + QR_COLS - 1) / QR_COLS), nb,
-                     nb * (m - i) * cols * 2, use);
+        st = qr_step(d, mod, 2, &pc, (uint32_t)((n + QR_COLS - 1) / QR_COLS), nb,
+                     nb * (m - i) * (cols + 1) * 2, use);
       }
     }
     /* Q from the identity, reflections kr - 1 down to 0, as many a

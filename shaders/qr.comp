@@ -31,7 +31,8 @@
 //     workgroup row y plus b0);
 //   VARIANT 1 computes reflection 0, a workgroup per matrix (workgroup
 //     x + y * the grid's width, plus b0);
-//   VARIANT 2 applies reflection pc.i to R's columns right of it, CW
+//   VARIANT 2 applies reflection pc.i to R's columns right of it (and
+//     to those left of it left alone by their own reflection), CW
 //     columns a workgroup (x) of one matrix (y, plus b0); the workgroup
 //     holding column i + 1 then computes reflection i + 1;
 //   VARIANT 4 applies reflections pc.i - 1 down to pc.mode to Q, CW
@@ -146,18 +147,30 @@ void reflect(WorkR W, WorkR TA, uint m, uint n, uint kr, uint i, R eps) {
   finish_reflection(W, TA, n, kr, i, sum_wg(part), eps);
 }
 
+// Whether reflection i changes column c of R: those right of it, and
+// those left of it whose own reflection was the identity (their entries
+// below the diagonal are R's, as Nx's H R changes them; a reflected
+// column holds v there).
+bool r_column(WorkR TA, uint i, uint c, uint lim) {
+  return c < lim && c != i && (c > i || TA.v[c] == R(0));
+}
+
 // X -= tau v (v^T X) over rows i .. m - 1 of X's columns c0 .. c0 + CW - 1
 // below lim (X m x ld), v 1 at row i and column i of W (m x n) times inv
-// below it. With squares, the invocations of column c0 add the squares of
-// its updated entries below row i + 1 into sq (else sq is 0). Three
-// barriers (sync_wg) unless tau is zero.
-void apply(WorkR W, R tau, R inv, WorkR X, uint m, uint n, uint ld, uint i, uint c0, uint lim,
-           bool squares, out R sq) {
+// below it; with rcols (X is R) only the columns r_column takes. With
+// squares, the invocations of column i + 1 add the squares of its updated
+// entries below row i + 1 into sq (else sq is 0). Three barriers
+// (sync_wg) unless tau is zero or no column is taken.
+void apply(WorkR W, WorkR TA, R tau, R inv, WorkR X, uint m, uint n, uint ld, uint i, uint c0,
+           uint lim, bool rcols, bool squares, out R sq) {
   sq = R(0);
   if (tau == R(0)) return;  // uniform: the identity
+  bool any = !rcols;
+  for (uint k = 0u; k < CW && !any; ++k) any = r_column(TA, i, c0 + k, lim);
+  if (!any) return;  // uniform: nothing to change
   uint t = gl_LocalInvocationID.x;
   uint c = c0 + t % CW, g = t / CW;
-  bool live = c < lim;
+  bool live = rcols ? r_column(TA, i, c, lim) : c < lim;
   R part = R(0);
   // UR rows an iteration, their loads issued together: each invocation's
   // loop is a chain of dependent memory latencies otherwise.
@@ -186,7 +199,7 @@ void apply(WorkR W, R tau, R inv, WorkR X, uint m, uint n, uint ld, uint i, uint
   }
   sync_wg();
   R f = wsum[t % CW];
-  bool sqs = squares && c == c0;
+  bool sqs = squares && c == i + 1u;
   if (live && f != R(0)) {
     r = i + g;
     for (; r + (UR - 1u) * RG < m; r += UR * RG) {
@@ -267,8 +280,8 @@ void main() {
     uint i = pc.i;
     // The workgroup holding column i + 1 (final once i is applied)
     // computes the next reflection, its squares summed on the way.
-    bool next = gl_WorkGroupID.x == 0u && i + 1u < kr;
-    apply(W, TA.v[i], TA.v[kr + i], W, m, n, n, i, i + 1u + gl_WorkGroupID.x * CW, n, next, sq);
+    bool next = gl_WorkGroupID.x == (i + 1u) / CW && i + 1u < kr;
+    apply(W, TA, TA.v[i], TA.v[kr + i], W, m, n, n, i, gl_WorkGroupID.x * CW, n, true, next, sq);
     if (next) {
       if (TA.v[i] == R(0))
         reflect(W, TA, m, n, kr, i + 1u, eps);
@@ -278,13 +291,14 @@ void main() {
   } else if (VARIANT == 4u) {
     uint c0 = gl_WorkGroupID.x * CW;
     for (uint i = min(pc.i, c0 + CW); i-- > pc.mode;)
-      apply(W, TA.v[i], TA.v[kr + i], QW, m, n, qc, i, c0, qc, false, sq);
+      apply(W, TA, TA.v[i], TA.v[kr + i], QW, m, n, qc, i, c0, qc, false, false, sq);
   } else if (VARIANT == 5u) {
     for (uint i = 0u; i < kr; ++i) {
       reflect(W, TA, m, n, kr, i, eps);
       sync_wg();
-      apply(W, TA.v[i], TA.v[kr + i], W, m, n, n, i, i + 1u, n, false, sq);
+      apply(W, TA, TA.v[i], TA.v[kr + i], W, m, n, n, i, 0u, n, true, false, sq);
     }
-    for (uint i = kr; i-- > 0u;) apply(W, TA.v[i], TA.v[kr + i], QW, m, n, qc, i, i, qc, false, sq);
+    for (uint i = kr; i-- > 0u;)
+      apply(W, TA, TA.v[i], TA.v[kr + i], QW, m, n, qc, i, i, qc, false, false, sq);
   }
 }

@@ -2510,7 +2510,6 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     optional_callbacks =
       for {op, arity} <- [
-            eigh: 3,
             svd: 3,
             determinant: 2,
             logical_not: 2,
@@ -2666,6 +2665,168 @@ if Code.ensure_loaded?(Nx.Backend) do
       else
         host_apply(:qr, [tensor], reason, fn [t] -> Nx.LinAlg.qr(t, opts) end)
       end
+    end
+
+    impl_if_callback(:eigh, 3)
+
+    # Eigenvalues and eigenvectors of symmetric matrices as Nx.BinaryBackend
+    # computes them (Nx 0.7.2's algorithm, so that the results are the
+    # reference's): each matrix reduced to tridiagonal form by Householder
+    # reflections, then unshifted QR iterations (each factorization the
+    # device's qr, flushing entries under :eps) until the accumulated Q
+    # moves by at most :eps (default 1.0e-4) in every entry, or :max_iter
+    # (1000) iterations; entries under :eps in magnitude flushed. Device
+    # ops in double where the device has f64 (Nx.BinaryBackend computes in
+    # Elixir floats): a download for the symmetry check and one per
+    # iteration (the convergence test, every matrix of the batch at once,
+    # those converged kept as they are). Complex types and devices without
+    # the kernels run on the host.
+    def eigh({vals_out, vecs_out} = outs, %T{shape: shape} = tensor, opts) do
+      index = device_of(tensor)
+      rank = tuple_size(shape)
+      n = elem(shape, rank - 1)
+      compute = linalg_type(vecs_out.type)
+
+      with true <- compute != nil and rank_ok?(tensor) and linalg?(index, compute),
+           true <- n <= @cholesky_max_order do
+        if Nx.size(shape) == 0 do
+          {empty(vals_out, index), empty(vecs_out, index)}
+        else
+          work = if linalg?(index, :f64), do: {:f, 64}, else: {:f, 32}
+          eps = Keyword.get(opts, :eps, 1.0e-4) * 1.0
+          max_iter = Keyword.get(opts, :max_iter, 1_000)
+          batch = div(Nx.size(shape), n * n)
+          a = tensor |> Nx.as_type(work) |> Nx.reshape({batch, n, n})
+          eigh_check_symmetric(a, eps)
+          {h, q} = eigh_tridiagonal(a, n, eps, index)
+          {a, q} = eigh_iterate(h, q, eps, max_iter, batch, index)
+
+          vals =
+            a
+            |> Nx.reshape({batch, n * n})
+            |> Nx.slice_along_axis(0, n * n, axis: 1, strides: n + 1)
+            |> eigh_flush(eps)
+
+          {%{
+             (vals
+              |> Nx.as_type(vals_out.type)
+              |> Nx.reshape(vals_out.shape))
+             | names: vals_out.names
+           },
+           %{
+             (q
+              |> eigh_flush(eps)
+              |> Nx.as_type(vecs_out.type)
+              |> Nx.reshape(vecs_out.shape))
+             | names: vecs_out.names
+           }}
+        end
+      else
+        _ -> eigh_host(outs, tensor, opts, index)
+      end
+    end
+
+    defp eigh_host(outs, tensor, opts, index) do
+      reason = no_kernel(:eigh, tensor.type, index)
+
+      if function_exported?(Nx.BinaryBackend, :eigh, 3) do
+        host(:eigh, [outs, tensor, opts], reason)
+      else
+        host_apply(:eigh, [tensor], reason, fn [t] -> Nx.LinAlg.eigh(t, opts) end)
+      end
+    end
+
+    # Nx.BinaryBackend's test: every |A^T - A| at most eps (NaN passes).
+    defp eigh_check_symmetric(a, eps) do
+      diff = Nx.abs(Nx.subtract(Nx.transpose(a, axes: [0, 2, 1]), a))
+
+      symmetric =
+        Nx.logical_or(Nx.less_equal(diff, eps), Nx.is_nan(diff)) |> Nx.all() |> Nx.to_number()
+
+      if symmetric != 1 do
+        raise ArgumentError, "matrix must be hermitian, a matrix is hermitian iff X = adjoint(X)"
+      end
+    end
+
+    # Entries under eps in magnitude as zeros of their sign, as
+    # Nx.BinaryBackend flushes them (0 * x).
+    defp eigh_flush(x, eps), do: Nx.select(Nx.less(Nx.abs(x), eps), Nx.multiply(x, 0), x)
+
+    # H Q^T A Q H with the Householder reflections of columns 0 .. n - 3
+    # below their subdiagonal (the last, of one element, is the identity):
+    # {tridiagonal, Q}, entries under eps flushed.
+    defp eigh_tridiagonal(a, n, eps, index) do
+      {batch, _, _} = a.shape
+      eye = Nx.broadcast(Nx.eye(n, type: a.type, backend: {__MODULE__, device: index}), a.shape)
+
+      {h, q} =
+        Enum.reduce(0..(n - 3)//1, {a, eye}, fn i, {h, q} ->
+          r = eigh_reflector(h, i, n, batch, eps, eye)
+          h = r |> Nx.dot([2], [0], h, [1], [0]) |> Nx.dot([2], [0], r, [1], [0])
+          {h, Nx.dot(q, [2], [0], r, [1], [0])}
+        end)
+
+      {eigh_flush(h, eps), eigh_flush(q, eps)}
+    end
+
+    # The reflection I - scale v v^T of column i below row i, v 1 at row
+    # i + 1 and x / v0 below; the identity where the squares below row
+    # i + 1 sum under eps (as Nx.BinaryBackend's householder_reflector).
+    defp eigh_reflector(h, i, n, batch, eps, eye) do
+      len = n - i - 1
+      x = h |> Nx.slice([0, i + 1, i], [batch, len, 1]) |> Nx.reshape({batch, len})
+      a0 = Nx.slice(x, [0, 0], [batch, 1])
+      norm_sq = Nx.sum(Nx.multiply(x, x), axes: [1], keep_axes: true)
+      rest = Nx.subtract(norm_sq, Nx.multiply(a0, a0))
+      norm = Nx.sqrt(norm_sq)
+
+      v0 =
+        Nx.select(
+          Nx.less_equal(a0, 0),
+          Nx.subtract(a0, norm),
+          Nx.divide(Nx.negate(rest), Nx.add(a0, norm))
+        )
+
+      v0_sq = Nx.multiply(v0, v0)
+      identity = Nx.less(rest, eps)
+      scale = Nx.select(identity, 0, Nx.divide(Nx.multiply(2, v0_sq), Nx.add(rest, v0_sq)))
+      tail = Nx.slice(x, [0, 1], [batch, len - 1])
+      tail = Nx.select(Nx.broadcast(identity, tail.shape), tail, Nx.divide(tail, v0))
+
+      v =
+        Nx.concatenate([Nx.broadcast(Nx.tensor(1, type: x.type), {batch, 1}), tail], axis: 1)
+        |> Nx.pad(0, [{0, 0, 0}, {i + 1, 0, 0}])
+
+      outer = Nx.multiply(Nx.new_axis(v, 2), Nx.new_axis(v, 1))
+      Nx.subtract(eye, Nx.multiply(Nx.new_axis(scale, 2), outer))
+    end
+
+    # Unshifted QR iterations from {a, q}: A <- R Q', Q <- Q Q' with
+    # {Q', R} = qr(A); a matrix stops (its A and Q kept) once Q moved by at
+    # most eps (NaN counts as still), all stop after max_iter.
+    defp eigh_iterate(a, q, eps, max_iter, batch, index) do
+      done = Nx.broadcast(Nx.tensor(0, type: :u8, backend: {__MODULE__, device: index}), {batch})
+
+      {a, q, _} =
+        Enum.reduce_while(1..max_iter//1, {a, q, done}, fn _, {a, q, done} ->
+          {qn, rn} = Nx.LinAlg.qr(a, eps: eps)
+          a_new = Nx.dot(rn, [2], [0], qn, [1], [0])
+          q_new = Nx.dot(q, [2], [0], qn, [1], [0])
+          diff = Nx.abs(Nx.subtract(q, q_new))
+
+          close = Nx.logical_or(Nx.less_equal(diff, eps), Nx.is_nan(diff)) |> Nx.all(axes: [1, 2])
+
+          keep = done |> Nx.reshape({batch, 1, 1}) |> Nx.broadcast(a.shape)
+
+          state =
+            {Nx.select(keep, a, a_new), Nx.select(keep, q, q_new), Nx.logical_or(done, close)}
+
+          if Nx.to_number(Nx.all(elem(state, 2))) == 1,
+            do: {:halt, state},
+            else: {:cont, state}
+        end)
+
+      {a, q}
     end
 
     impl_if_callback(:solve, 3)

@@ -3,7 +3,7 @@
 if Code.ensure_loaded?(Nx) do
   defmodule Nx.Vulkan.LinAlgTest do
     # Nx.LinAlg.cholesky/1, triangular_solve/3, lu/2, solve/2,
-    # determinant/1 and qr/2 on the device against Nx.BinaryBackend computing in f64
+    # determinant/1, qr/2 and eigh/2 on the device against Nx.BinaryBackend computing in f64
     # on the same inputs (lu: the factorization's properties, as the device
     # pivots as LAPACK does): every option, batches, vectorized axes, types
     # that convert, bad inputs.
@@ -783,6 +783,113 @@ if Code.ensure_loaded?(Nx) do
         assert_raise ArgumentError, ~r/invalid :mode/, fn ->
           Nx.LinAlg.qr(vk(Nx.eye(2)), mode: :full)
         end
+      end
+    end
+
+    describe "eigh" do
+      # Nx.BinaryBackend's own result, computed on the host.
+      defp host_linalg(fun, a),
+        do: Nx.with_default_backend(Nx.BinaryBackend, fn -> fun.(host(a)) end)
+
+      # A batch of symmetric matrices Q diag(l) Q^T with eigenvalues of
+      # distinct magnitudes (+-3, +-1.5, +-0.75, ..., signs alternating),
+      # on which Nx's QR iteration converges; f64 on the host.
+      defp separated(batch, n) do
+        g = uniform(Tuple.append(Tuple.append(batch, n), n), -1.0, 1.0)
+        {q, _} = host_linalg(&Nx.LinAlg.qr/1, g)
+        l = for k <- 0..(n - 1), do: 3.0 * :math.pow(-0.5, k)
+        rank = tuple_size(g.shape)
+        axes = Enum.to_list(0..(rank - 3)//1)
+        ql = Nx.multiply(q, Nx.tensor(l, type: :f64, backend: Nx.BinaryBackend))
+        Nx.dot(ql, [rank - 1], axes, q, [rank - 1], axes)
+      end
+
+      test "as Nx.BinaryBackend computes it, on the device: orders, batches, types" do
+        for {batch, n} <- [{{}, 1}, {{}, 2}, {{3}, 3}, {{2, 2}, 5}, {{}, 8}] do
+          a = separated(batch, n)
+          {hv, he} = host_linalg(&Nx.LinAlg.eigh/1, a)
+          {v, e} = native(fn -> Nx.LinAlg.eigh(vk(a)) end)
+          assert_close(v, hv, {:f, 64}, 1.0e-9, 1.0e-9)
+          assert_close(e, he, {:f, 64}, 1.0e-9, 1.0e-9)
+
+          a32 = Nx.as_type(a, :f32)
+          {hv, he} = host_linalg(&Nx.LinAlg.eigh/1, a32)
+          {v, e} = native(fn -> Nx.LinAlg.eigh(vk(a32)) end)
+          assert_close(v, hv, {:f, 32}, 1.0e-6, 1.0e-6)
+          assert_close(e, he, {:f, 32}, 1.0e-6, 1.0e-6)
+        end
+
+        # Integers give f32; options pass through.
+        a = Nx.tensor([[2, 1], [1, 2]])
+        {v, e} = native(fn -> Nx.LinAlg.eigh(vk(a), eps: 1.0e-8, max_iter: 50) end)
+        {hv, he} = host_linalg(&Nx.LinAlg.eigh(&1, eps: 1.0e-8, max_iter: 50), a)
+        assert_close(v, hv, {:f, 32}, 1.0e-6, 1.0e-6)
+        assert_close(e, he, {:f, 32}, 1.0e-6, 1.0e-6)
+
+        # Nx's own example, vectorized.
+        t = Nx.tensor([[[2, 5], [5, 6]], [[1, 0], [0, 4]]]) |> Nx.vectorize(x: 2)
+        {v, e} = native(fn -> Nx.LinAlg.eigh(vk(Nx.devectorize(t)) |> Nx.vectorize(x: 2)) end)
+        assert v.vectorized_axes == [x: 2]
+        assert Nx.to_list(Nx.round(host(Nx.devectorize(v)))) == [[9.0, -1.0], [1.0, 4.0]]
+
+        assert Nx.to_list(host(Nx.devectorize(e))) == [
+                 [
+                   [0.5612090229988098, -0.8276740908622742],
+                   [0.8276740908622742, 0.5612090229988098]
+                 ],
+                 [[1.0, 0.0], [0.0, 1.0]]
+               ]
+      end
+
+      test "random symmetric matrices, converged or not, as Nx.BinaryBackend's" do
+        for {batch, n} <- [{{4}, 4}, {{}, 8}] do
+          g = uniform(Tuple.append(Tuple.append(batch, n), n), -1.0, 1.0)
+          rank = tuple_size(g.shape)
+          axes = Enum.to_list(0..(rank - 3)//1) ++ [rank - 1, rank - 2]
+          a = Nx.divide(Nx.add(g, Nx.transpose(g, axes: axes)), 2)
+          {hv, he} = host_linalg(&Nx.LinAlg.eigh(&1, max_iter: 200), a)
+          {v, e} = native(fn -> Nx.LinAlg.eigh(vk(a), max_iter: 200) end)
+          assert_close(v, hv, {:f, 64}, 1.0e-8, 1.0e-8)
+          assert_close(e, he, {:f, 64}, 1.0e-8, 1.0e-8)
+        end
+      end
+
+      test "eigenvalues of close magnitude: max_iter iterations, finite results" do
+        # +-1 eigenvalue pairs never separate in an unshifted QR iteration.
+        a = Nx.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 2.0]], type: :f64)
+        {v, e} = native(fn -> Nx.LinAlg.eigh(vk(a), max_iter: 20) end)
+        assert {v.shape, e.shape} == {{3}, {3, 3}}
+        assert Enum.all?(Nx.to_flat_list(host(v)) ++ Nx.to_flat_list(host(e)), &is_float/1)
+        assert 2.0 in Nx.to_flat_list(host(v))
+      end
+
+      test "a matrix that is not symmetric raises Nx's error; complex on the host; svd on the host" do
+        a = vk(Nx.tensor([[1.0, 2.0], [3.0, 4.0]]))
+
+        assert_raise ArgumentError, ~r/matrix must be hermitian/, fn ->
+          native(fn -> Nx.LinAlg.eigh(a) end)
+        end
+
+        assert Nx.to_list(host(a)) == [[1.0, 2.0], [3.0, 4.0]]
+
+        c =
+          Nx.tensor(
+            [
+              [Complex.new(2.0, 0.0), Complex.new(0.0, 1.0)],
+              [Complex.new(0.0, -1.0), Complex.new(2.0, 0.0)]
+            ],
+            backend: Nx.BinaryBackend
+          )
+
+        before = Map.get(Nx.Vulkan.fallbacks(), :eigh, 0)
+        {v, _e} = Nx.LinAlg.eigh(vk(c))
+        assert Map.get(Nx.Vulkan.fallbacks(), :eigh, 0) == before + 1
+        assert %VB{} = v.data
+
+        before = Map.get(Nx.Vulkan.fallbacks(), :svd, 0)
+        {u, _s, _vt} = Nx.LinAlg.svd(vk(Nx.tensor([[3.0, 0.0], [0.0, 2.0]])))
+        assert Map.get(Nx.Vulkan.fallbacks(), :svd, 0) == before + 1
+        assert %VB{} = u.data
       end
     end
   end
