@@ -1,5 +1,6 @@
 # Cholesky factors, triangular solves, LU factorizations, general solves,
-# determinants and QR factorizations through Nx on the default device, against the same
+# determinants, QR factorizations and symmetric eigendecompositions
+# through Nx on the default device, against the same
 # calls on Nx.BinaryBackend (where this backend computed them before it had
 # kernels: a download, the host, an upload).
 #
@@ -7,7 +8,8 @@
 #                            [--no-singular-check] [--types LIST]
 #                            [--cholesky CASES] [--solve CASES]
 #                            [--lu CASES] [--gesv CASES] [--det CASES]
-#                            [--qr CASES] [--chained auto|always|never]
+#                            [--qr CASES] [--eigh CASES]
+#                            [--chained auto|always|never]
 #
 # For each case (f32 and f64; a batch of symmetric positive definite
 # matrices for `Nx.LinAlg.cholesky/1`, a batch of lower triangular systems
@@ -15,7 +17,9 @@
 # batch of matrices with entries in [-1, 1] for `Nx.LinAlg.lu/1`,
 # `Nx.LinAlg.solve/2` (with one or more right-hand sides) and
 # `Nx.LinAlg.determinant/1`, a batch of m x n matrices with entries in
-# [-1, 1] for `Nx.LinAlg.qr/2`), after 3 unmeasured calls:
+# [-1, 1] for `Nx.LinAlg.qr/2`, a batch of symmetric matrices with
+# eigenvalues 3 (-1/2)^k for `Nx.LinAlg.eigh/2`), after 3 unmeasured
+# calls:
 #
 #   * `e2e us`: the median over `--reps` (default 20) calls of one call
 #     followed by `Nx.Vulkan.synchronize/0` (a triangular solve waits for
@@ -38,9 +42,9 @@
 # `--types f32,f64` picks the types (default both); `--cholesky 1x256,4x512`,
 # `--lu` and `--det` (batch x order), `--solve 1x1024x1,16x256x16` and
 # `--gesv` (batch x order x right-hand sides; `--solve` the triangular
-# solves, `--gesv` the general ones) and `--qr 1x1024x1024,64x64x64`
-# (batch x m x n) replace the default cases, an empty list skipping the
-# op.
+# solves, `--gesv` the general ones), `--qr 1x1024x1024,64x64x64`
+# (batch x m x n) and `--eigh 1x16,64x8` (batch x order) replace the
+# default cases, an empty list skipping the op.
 #
 # `--chained` opens the device with that `chained_solve` option (default
 # `auto`: on GPUs, solves of order 17 and more (up to 4096 blocks of 32
@@ -65,6 +69,7 @@
       gesv: :string,
       det: :string,
       qr: :string,
+      eigh: :string,
       chained: :string
     ]
   )
@@ -77,7 +82,7 @@ usage = fn ->
     :stderr,
     "usage: mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE] " <>
       "[--no-singular-check] [--types f32,f64] [--cholesky BxN,...] [--solve BxNxC,...] " <>
-      "[--lu BxN,...] [--gesv BxNxC,...] [--det BxN,...] [--qr BxMxN,...] " <>
+      "[--lu BxN,...] [--gesv BxNxC,...] [--det BxN,...] [--qr BxMxN,...] [--eigh BxN,...] " <>
       "[--chained auto|always|never]"
   )
 
@@ -162,6 +167,11 @@ qr_cases =
   if text = opts[:qr],
     do: parse_cases.(text, 3),
     else: [{1, 16, 16}, {1, 64, 64}, {1, 256, 256}, {1, 1024, 1024}, {1, 1024, 64}, {256, 16, 16}, {64, 64, 64}]
+
+eigh_cases =
+  if text = opts[:eigh],
+    do: parse_cases.(text, 2),
+    else: [{1, 8}, {1, 16}, {1, 32}, {1, 64}, {64, 8}, {16, 32}]
 
 key = Nx.Random.key(42)
 
@@ -263,7 +273,8 @@ rows =
         lu: lu_cases,
         solve: gesv_cases,
         determinant: det_cases,
-        qr: qr_cases
+        qr: qr_cases,
+        eigh: eigh_cases
       ],
       c <- cases,
       reduce: [] do
@@ -313,6 +324,18 @@ rows =
             # Nx's default implementation, its constants on the host too.
             host_qr = fn -> Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.qr(h) end) end
             {"#{batch}x#{m}x#{n}", fn -> Nx.LinAlg.qr(a) end, host_qr, max(m, n), batch}
+
+          {:eigh, {batch, n}} ->
+            # Q diag(3 (-1/2)^k) Q^T, Q from the QR factorization of a
+            # random matrix: eigenvalues of distinct magnitudes, on which
+            # Nx's QR iteration converges (in about 20 iterations).
+            {g, _} = Nx.Random.uniform(key, -1.0, 1.0, shape: {batch, n, n}, type: type)
+            {q, _} = Nx.LinAlg.qr(g)
+            l = Nx.tensor(for(k <- 0..(n - 1), do: 3.0 * :math.pow(-0.5, k)), type: type)
+            a = Nx.dot(Nx.multiply(q, l), [2], [0], q, [2], [0])
+            h = Nx.backend_copy(a, Nx.BinaryBackend)
+            host_eigh = fn -> Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.eigh(h) end) end
+            {"#{batch}x#{n}x#{n}", fn -> Nx.LinAlg.eigh(a) end, host_eigh, n, batch}
         end
 
       {e2e, pipelined, gpu} = measure.(call)

@@ -3,7 +3,8 @@
 
     python3 bench/linalg_peers.py [--reps N] [--csv-out FILE] [--cholesky CASES]
                                   [--solve CASES] [--lu CASES] [--gesv CASES]
-                                  [--det CASES] [--qr CASES] [--impls torch,jax]
+                                  [--det CASES] [--qr CASES] [--eigh CASES]
+                                  [--impls torch,jax]
 
 For each case (f32 and f64; Cholesky factors of a batch of symmetric
 positive definite matrices, `torch.linalg.cholesky` and a jitted
@@ -13,8 +14,9 @@ in [-1, 1], LU factorizations with P, L and U, `torch.linalg.lu` and a
 jitted `jax.scipy.linalg.lu`; general solves, `torch.linalg.solve` and a
 jitted `jnp.linalg.solve`; determinants, `torch.linalg.det` and a jitted
 `jnp.linalg.det`; on m x n matrices with entries in [-1, 1], reduced QR
-factorizations, `torch.linalg.qr` and a jitted `jnp.linalg.qr`), on the
-default GPU,
+factorizations, `torch.linalg.qr` and a jitted `jnp.linalg.qr`; on
+symmetric matrices with eigenvalues 3 (-1/2)^k, `torch.linalg.eigh` and a
+jitted `jnp.linalg.eigh`), on the default GPU,
 after 0.3 s of 2048^3 products (the GPU's clocks fall when it idles) and
 3 unmeasured calls:
 
@@ -24,7 +26,7 @@ after 0.3 s of 2048^3 products (the GPU's clocks fall when it idles) and
 
 --cholesky, --lu and --det 1x256,4x512 (batch x order), --solve and
 --gesv 1x1024x1 (batch x order x right-hand sides), --qr 1x1024x64
-(batch x m x n) replace the default cases, as in bench/linalg.exs; --impls picks the peers (default both).
+(batch x m x n) and --eigh 1x16 (batch x order) replace the default cases, as in bench/linalg.exs; --impls picks the peers (default both).
 
 The rows have bench/linalg.exs's columns and, with --csv-out, the shared
 schema (`impl,test,dtype,shape,metric,value`; impl `torch` or `jax`).
@@ -42,6 +44,7 @@ GESV = [(1, 16, 1), (1, 64, 1), (1, 256, 1), (1, 1024, 1), (256, 16, 1), (64, 64
 DET = [(1, 64), (256, 8)]
 QR = [(1, 16, 16), (1, 64, 64), (1, 256, 256), (1, 1024, 1024), (1, 1024, 64), (256, 16, 16),
       (64, 64, 64)]
+EIGH = [(1, 8), (1, 16), (1, 32), (1, 64), (64, 8), (16, 32)]
 
 
 def measure(call, sync, reps, warm):
@@ -109,6 +112,13 @@ def torch_cases(reps, emit):
             a = torch.rand(batch, m, n, device=dev, dtype=dt, generator=g) * 2 - 1
             e2e, pipe = measure(lambda: torch.linalg.qr(a), torch.cuda.synchronize, reps, warm)
             emit("torch", "qr", name, f"{batch}x{m}x{n}", e2e, pipe)
+        for batch, n in EIGH:
+            g0 = torch.rand(batch, n, n, device=dev, dtype=dt, generator=g) * 2 - 1
+            q, _ = torch.linalg.qr(g0)
+            lam = torch.tensor([3.0 * (-0.5) ** k for k in range(n)], device=dev, dtype=dt)
+            a = (q * lam) @ q.transpose(1, 2)
+            e2e, pipe = measure(lambda: torch.linalg.eigh(a), torch.cuda.synchronize, reps, warm)
+            emit("torch", "eigh", name, f"{batch}x{n}x{n}", e2e, pipe)
 
 
 def jax_cases(reps, emit):
@@ -133,6 +143,7 @@ def jax_cases(reps, emit):
     gesv = jax.jit(jnp.linalg.solve)
     det = jax.jit(jnp.linalg.det)
     qr = jax.jit(jnp.linalg.qr)
+    eigh = jax.jit(jnp.linalg.eigh)
     def run(fun, *args):
         out = [None]
 
@@ -164,6 +175,11 @@ def jax_cases(reps, emit):
         for batch, m, n in QR:
             a = jax.random.uniform(key, (batch, m, n), dt, -1.0, 1.0)
             emit("jax", "qr", name, f"{batch}x{m}x{n}", *run(qr, a))
+        for batch, n in EIGH:
+            q, _ = jnp.linalg.qr(jax.random.uniform(key, (batch, n, n), dt, -1.0, 1.0))
+            lam = jnp.array([3.0 * (-0.5) ** k for k in range(n)], dt)
+            a = (q * lam) @ jnp.swapaxes(q, 1, 2)
+            emit("jax", "eigh", name, f"{batch}x{n}x{n}", *run(eigh, a))
 
 
 def main():
@@ -176,9 +192,10 @@ def main():
     p.add_argument("--gesv", help="cases BxNxC,... (default: bench/linalg.exs's)")
     p.add_argument("--det", help="cases BxN,... (default: bench/linalg.exs's)")
     p.add_argument("--qr", help="cases BxMxN,... (default: bench/linalg.exs's)")
+    p.add_argument("--eigh", help="cases BxN,... (default: bench/linalg.exs's)")
     p.add_argument("--impls", default="torch,jax")
     args = p.parse_args()
-    global CHOLESKY, SOLVE, LU, GESV, DET, QR
+    global CHOLESKY, SOLVE, LU, GESV, DET, QR, EIGH
 
     def cases(text, arity):
         out = []
@@ -201,6 +218,8 @@ def main():
         DET = cases(args.det, 2)
     if args.qr is not None:
         QR = cases(args.qr, 3)
+    if args.eigh is not None:
+        EIGH = cases(args.eigh, 2)
     impls = set(filter(None, args.impls.split(",")))
     rows = []
     print(f"{'impl':<6} {'op':<17} {'type':<5} {'shape':<18} {'e2e us':>10} {'pipelined us':>13}")
