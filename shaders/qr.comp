@@ -165,7 +165,8 @@ void apply(WorkR W, WorkR TA, R tau, R inv, WorkR X, uint m, uint n, uint ld, ui
            uint lim, bool rcols, bool squares, out R sq) {
   sq = R(0);
   if (tau == R(0)) return;  // uniform: the identity
-  bool any = !rcols;
+  // Columns right of i first; those left of it only where none is.
+  bool any = !rcols || max(c0, i + 1u) < min(c0 + CW, lim);
   for (uint k = 0u; k < CW && !any; ++k) any = r_column(TA, i, c0 + k, lim);
   if (!any) return;  // uniform: nothing to change
   uint t = gl_LocalInvocationID.x;
