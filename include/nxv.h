@@ -1078,14 +1078,16 @@ nxv_status nxv_lu(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t n,
  * default implementation (Nx.LinAlg.QR) defines it: A = Q R, reflection
  * i mapping column i of the current R at and below row i to its norm
  * times e_i (R's diagonal non-negative) unless the sum of squares below
- * row i is under eps (then the identity; Nx leaves the last column of a
- * square matrix unreflected). complete: Q is m x m and R m x n; else
+ * row i is under eps (then the identity, what it leaves below the
+ * diagonal changed by the later reflections, as Nx's H R over every
+ * column; Nx leaves the last column of a square matrix unreflected). complete: Q is m x m and R m x n; else
  * (Nx's :reduced) Q m x k and R k x n, k = min(m, n). Two new dense
  * tensors of a's type; entries of magnitude at most eps are written as
  * zero. f32 is computed in double where the device has f64, unless
  * fast_math, each result rounded once. Matrices of at most 64 x 64: three
  * dispatches over the batch (one a workgroup per matrix); larger: a
- * dispatch a reflection applying it to R's columns right of it (a
+ * dispatch a reflection applying it to R's columns right of it and those
+ * an identity reflection left (a
  * workgroup per 8 columns, the one holding the next column computing the
  * next reflection), then Q's columns a workgroup per 8, many reflections
  * a dispatch (157 at m = 1024: llvmpipe ends long loops). m and n are at
