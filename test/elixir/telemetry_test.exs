@@ -175,12 +175,12 @@ defmodule Nx.Vulkan.TelemetryTest do
     assert meta.elements == 12 and meta.bytes == 48
     assert is_integer(m.duration) and m.duration > 0
 
-    {_q, _r} = Nx.LinAlg.qr(t)
+    {_u, _s, _vt} = Nx.LinAlg.svd(t)
     [{fm, fmeta}] = collect([:nx_vulkan, :fallback], fn _ -> true end)
-    assert fm.count == 1 and fmeta.op == :qr and is_binary(fmeta.reason)
+    assert fm.count == 1 and fmeta.op == :svd and is_binary(fmeta.reason)
 
     assert line(~r/downloaded 48 bytes in/) =~ ~r/^nx_vulkan device \d+: /
-    assert line(~r/qr ran on the host/) =~ ~r/^nx_vulkan: qr ran on the host \(.+\)$/
+    assert line(~r/svd ran on the host/) =~ ~r/^nx_vulkan: svd ran on the host \(.+\)$/
   end
 
   test "all events are listed" do
