@@ -2653,17 +2653,20 @@ if Code.ensure_loaded?(Nx.Backend) do
            wrap(r_out, linalg_result(r, compute, r_out, index), index)}
         end
       else
-        _ -> qr_host(outs, tensor, opts, index)
+        _ -> linalg_host(:qr, outs, tensor, opts, index, &Nx.LinAlg.qr/2)
       end
     end
 
-    defp qr_host(outs, tensor, opts, index) do
-      reason = no_kernel(:qr, tensor.type, index)
+    # A linear algebra callback with options on the host: Nx.BinaryBackend's
+    # where it has one, else Nx's default implementation (fun) on host
+    # copies.
+    defp linalg_host(op, outs, tensor, opts, index, fun) do
+      reason = no_kernel(op, tensor.type, index)
 
-      if function_exported?(Nx.BinaryBackend, :qr, 3) do
-        host(:qr, [outs, tensor, opts], reason)
+      if function_exported?(Nx.BinaryBackend, op, 3) do
+        host(op, [outs, tensor, opts], reason)
       else
-        host_apply(:qr, [tensor], reason, fn [t] -> Nx.LinAlg.qr(t, opts) end)
+        host_apply(op, [tensor], reason, fn [t] -> fun.(t, opts) end)
       end
     end
 
@@ -2722,17 +2725,7 @@ if Code.ensure_loaded?(Nx.Backend) do
            }}
         end
       else
-        _ -> eigh_host(outs, tensor, opts, index)
-      end
-    end
-
-    defp eigh_host(outs, tensor, opts, index) do
-      reason = no_kernel(:eigh, tensor.type, index)
-
-      if function_exported?(Nx.BinaryBackend, :eigh, 3) do
-        host(:eigh, [outs, tensor, opts], reason)
-      else
-        host_apply(:eigh, [tensor], reason, fn [t] -> Nx.LinAlg.eigh(t, opts) end)
+        _ -> linalg_host(:eigh, outs, tensor, opts, index, &Nx.LinAlg.eigh/2)
       end
     end
 
