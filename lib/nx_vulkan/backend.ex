@@ -2745,9 +2745,9 @@ if Code.ensure_loaded?(Nx.Backend) do
     # Nx.BinaryBackend flushes them (0 * x).
     defp eigh_flush(x, eps), do: Nx.select(Nx.less(Nx.abs(x), eps), Nx.multiply(x, 0), x)
 
-    # H Q^T A Q H with the Householder reflections of columns 0 .. n - 3
-    # below their subdiagonal (the last, of one element, is the identity):
-    # {tridiagonal, Q}, entries under eps flushed.
+    # {Q^T A Q, Q}, Q the product of the Householder reflections of
+    # columns 0 .. n - 3 below their subdiagonal (column n - 2's, of one
+    # element, is the identity), entries under eps flushed.
     defp eigh_tridiagonal(a, n, eps, index) do
       {batch, _, _} = a.shape
       eye = Nx.broadcast(Nx.eye(n, type: a.type, backend: {__MODULE__, device: index}), a.shape)
