@@ -2680,9 +2680,10 @@ if Code.ensure_loaded?(Nx.Backend) do
     # moves by at most :eps (default 1.0e-4) in every entry, or :max_iter
     # (1000) iterations; entries under :eps in magnitude flushed. Device
     # ops in double where the device has f64 (Nx.BinaryBackend computes in
-    # Elixir floats): a download for the symmetry check and one per
-    # iteration (the convergence test, every matrix of the batch at once,
-    # those converged kept as they are). Complex types and devices without
+    # Elixir floats): a download for the symmetry check and one every 8
+    # iterations (the convergence test, every matrix of the batch at once;
+    # those converged are kept as they are, so the steps past it change
+    # nothing). Complex types and devices without
     # the kernels run on the host.
     def eigh({vals_out, vecs_out} = outs, %T{shape: shape} = tensor, opts) do
       index = device_of(tensor)
@@ -2794,6 +2795,9 @@ if Code.ensure_loaded?(Nx.Backend) do
       Nx.subtract(eye, Nx.multiply(Nx.new_axis(scale, 2), outer))
     end
 
+    # Steps of eigh's iteration between two reads of its convergence test.
+    @eigh_check 8
+
     # Unshifted QR iterations from {a, q}: A <- R Q', Q <- Q Q' with
     # {Q', R} = qr(A); a matrix stops (its A and Q kept) once Q moved by at
     # most eps (NaN counts as still), all stop after max_iter.
@@ -2801,7 +2805,7 @@ if Code.ensure_loaded?(Nx.Backend) do
       done = Nx.broadcast(Nx.tensor(0, type: :u8, backend: {__MODULE__, device: index}), {batch})
 
       {a, q, _} =
-        Enum.reduce_while(1..max_iter//1, {a, q, done}, fn _, {a, q, done} ->
+        Enum.reduce_while(1..max_iter//1, {a, q, done}, fn iter, {a, q, done} ->
           {qn, rn} = Nx.LinAlg.qr(a, eps: eps)
           a_new = Nx.dot(rn, [2], [0], qn, [1], [0])
           q_new = Nx.dot(q, [2], [0], qn, [1], [0])
@@ -2814,9 +2818,13 @@ if Code.ensure_loaded?(Nx.Backend) do
           state =
             {Nx.select(keep, a, a_new), Nx.select(keep, q, q_new), Nx.logical_or(done, close)}
 
-          if Nx.to_number(Nx.all(elem(state, 2))) == 1,
-            do: {:halt, state},
-            else: {:cont, state}
+          # Converged matrices stay as they are, so the test is read every
+          # @eigh_check steps only (a download each): further steps change
+          # nothing that has converged.
+          if (rem(iter, @eigh_check) == 0 or iter == max_iter) and
+               Nx.to_number(Nx.all(elem(state, 2))) == 1,
+             do: {:halt, state},
+             else: {:cont, state}
         end)
 
       {a, q}
