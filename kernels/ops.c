@@ -3307,6 +3307,23 @@ static bool linalg_wide(nxv_device *d, nxv_dtype t) {
   return t == NXV_F32 && d->vk.info.float64 && !d->config.fast_math;
 }
 
+/* eps as the linear algebra kernels read it from their push constants: a
+ * double's bits, or with single a float's in the low word; NaN or a
+ * negative eps flushes nothing (0). */
+static uint64_t linalg_eps_bits(double eps, bool single) {
+  if (!(eps >= 0.0)) eps = 0.0;
+  uint64_t bits;
+  if (single) {
+    float e32 = (float)eps;
+    uint32_t b32;
+    memcpy(&b32, &e32, sizeof b32);
+    bits = b32;
+  } else {
+    memcpy(&bits, &eps, sizeof bits);
+  }
+  return bits;
+}
+
 /* Queues one dispatch of module's op and variant (specialization
  * constants 1 and 2) over the gx x gy grid with push constants pc
  * (pc_size bytes): the tensors of use (NULL entries skipped) read, those
@@ -3369,9 +3386,7 @@ nxv_status nxv_cholesky(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n
     *out = res;
     return NXV_OK;
   }
-  if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
-  uint64_t bits;
-  memcpy(&bits, &eps, sizeof bits);
+  uint64_t bits = linalg_eps_bits(eps, false);
   pc_cholesky pc = {.a = a->buf->addr, .dst = res->buf->addr, .eps_lo = (uint32_t)bits,
                     .eps_hi = (uint32_t)(bits >> 32), .n = (uint32_t)n,
                     .batch = (uint32_t)batch};
@@ -3774,16 +3789,7 @@ nxv_status nxv_lu(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t n, doub
     if (st == NXV_OK && !in_p)
       st = nxv_tensor_new(d, NXV_U32, batch * need / 4, &scratch);
   }
-  uint64_t bits;
-  if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
-  if (rsize == 8) {
-    memcpy(&bits, &eps, sizeof bits);
-  } else {
-    float e32 = (float)eps;
-    uint32_t b32;
-    memcpy(&b32, &e32, sizeof b32);
-    bits = b32;
-  }
+  uint64_t bits = linalg_eps_bits(eps, rsize == 4);
   pc_lu pc = {.a = a->buf->addr, .eps_lo = (uint32_t)bits, .eps_hi = (uint32_t)(bits >> 32),
               .n = (uint32_t)n, .batch = (uint32_t)batch};
   if (st == NXV_OK && elems) {
@@ -3876,6 +3882,38 @@ static nxv_status qr_step(nxv_device *d, nxv_spv_module mod, uint32_t variant, c
   return push_grid(d, mod, variant, pc, sizeof *pc, gx, gy, cost, use, 7, 4);
 }
 
+/* qr.comp's variant over every matrix of pc's batch, gx workgroups along x
+ * for each matrix, a matrix per row of workgroups (further dispatches past
+ * the grid's height); cost per matrix. */
+static nxv_status qr_rows(nxv_device *d, nxv_spv_module mod, uint32_t variant, pc_qr *pc,
+                          uint32_t gx, uint64_t cost, nxv_tensor *const use[7]) {
+  uint64_t height = d->vk.info.max_workgroup_count[1];
+  nxv_status st = NXV_OK;
+  for (uint64_t b0 = 0; st == NXV_OK && b0 < pc->batch; b0 += height) {
+    uint32_t nb = (uint32_t)(pc->batch - b0 < height ? pc->batch - b0 : height);
+    pc->b0 = (uint32_t)b0;
+    st = qr_step(d, mod, variant, pc, gx, nb, nb * cost, use);
+  }
+  return st;
+}
+
+/* qr.comp's variant with a workgroup per matrix of pc's batch: up to the
+ * grid's width along x, rows of that along y, further dispatches past the
+ * grid's height; cost per matrix. */
+static nxv_status qr_groups(nxv_device *d, nxv_spv_module mod, uint32_t variant, pc_qr *pc,
+                            uint64_t cost, nxv_tensor *const use[7]) {
+  uint64_t width = d->vk.info.max_workgroup_count[0];
+  uint64_t per = width * d->vk.info.max_workgroup_count[1];
+  nxv_status st = NXV_OK;
+  for (uint64_t b0 = 0; st == NXV_OK && b0 < pc->batch; b0 += per) {
+    uint64_t nb = pc->batch - b0 < per ? pc->batch - b0 : per;
+    uint32_t gx = (uint32_t)(nb < width ? nb : width);
+    pc->b0 = (uint32_t)b0;
+    st = qr_step(d, mod, variant, pc, gx, (uint32_t)((nb + gx - 1) / gx), nb * cost, use);
+  }
+  return st;
+}
+
 nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint64_t n,
                   bool complete, double eps, nxv_tensor **out_q, nxv_tensor **out_r) {
   if (!d || !a || !out_q || !out_r) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "qr: NULL argument");
@@ -3895,8 +3933,6 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
     return nxv_fail(NXV_ERR_UNSUPPORTED, "qr: %llu x %llu matrices (at most %d rows and columns, "
                     "2^32 - 1 elements)", (unsigned long long)m, (unsigned long long)n,
                     NXV_CHOLESKY_MAX_ORDER);
-  uint64_t width = d->vk.info.max_workgroup_count[0];
-  uint64_t height = d->vk.info.max_workgroup_count[1];
   if (batch > UINT32_MAX)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "qr: %llu matrices (at most 2^32 - 1)",
                     (unsigned long long)batch);
@@ -3921,16 +3957,7 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
     if (st == NXV_OK) st = nxv_tensor_new(d, rt, batch * (kr ? 2 * kr : 1), &tau);
     if (st == NXV_OK && wide) st = nxv_tensor_new(d, rt, batch * m * qc, &qw);
   }
-  uint64_t bits;
-  if (!(eps >= 0.0)) eps = 0.0; /* NaN or negative: flush nothing */
-  if (!wide && t == NXV_F32) {
-    float e32 = (float)eps;
-    uint32_t b32;
-    memcpy(&b32, &e32, sizeof b32);
-    bits = b32;
-  } else {
-    memcpy(&bits, &eps, sizeof bits);
-  }
+  uint64_t bits = linalg_eps_bits(eps, !wide && t == NXV_F32);
   if (st == NXV_OK && any) {
     pc_qr pc = {.a = a->buf->addr, .q = q->buf->addr, .r = r->buf->addr,
                 .work = work->buf->addr, .tau = tau->buf->addr,
@@ -3943,67 +3970,37 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
     nxv_tensor *use[7] = {a, NULL, NULL, NULL, work, tau, qw ? qw : q};
     nxv_tensor *out_use[7] = {work, tau, qw, NULL, q, r, NULL};
     uint64_t in = m * n > m * qc ? m * n : m * qc, outn = rr * n > m * qc ? rr * n : m * qc;
-    uint64_t per = width * height;
-    /* The grid-wide passes take a matrix per row of workgroups. */
-    for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
-      uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
-      pc.b0 = (uint32_t)b0;
-      pc.mode = 0;
-      st = qr_step(d, mod, 3, &pc, groups_capped(d, (in + 255) / 256), nb, nb * in, use);
-    }
-    /* A workgroup per matrix: up to the grid's width along x, rows of that
-     * along y, further dispatches past the grid's height. */
-    uint64_t flops = m * n * k;
-    for (uint64_t b0 = 0; st == NXV_OK && !small && kr && b0 < batch; b0 += per) {
-      uint64_t nb = batch - b0 < per ? batch - b0 : per;
-      uint32_t gx = (uint32_t)(nb < width ? nb : width);
-      pc.b0 = (uint32_t)b0;
-      st = qr_step(d, mod, 1, &pc, gx, (uint32_t)((nb + gx - 1) / gx), nb * m, use);
-    }
-    /* Reflection i applied to R's columns right of it (and to those left
-     * of it whose reflection was the identity: a workgroup per chunk of
-     * columns from 0, those with nothing to change returning at once), the
-     * next computed beside (the grid-wide passes take a matrix per row of
-     * workgroups). */
-    for (uint64_t i = 0; st == NXV_OK && !small && i < kr; i++) {
-      uint64_t cols = n - i - 1;
-      pc.i = (uint32_t)i;
-      for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
-        uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
-        pc.b0 = (uint32_t)b0;
-        st = qr_step(d, mod, 2, &pc, (uint32_t)((n + QR_COLS - 1) / QR_COLS), nb,
-                     nb * (m - i) * (cols + 1) * 2, use);
+    pc.mode = 0;
+    st = qr_rows(d, mod, 3, &pc, groups_capped(d, (in + 255) / 256), in, use);
+    if (st == NXV_OK && small) {
+      st = qr_groups(d, mod, 5, &pc, m * n * k * 4, use);
+    } else if (st == NXV_OK) {
+      if (kr) st = qr_groups(d, mod, 1, &pc, m, use);
+      /* Reflection i applied to R's columns right of it (and to those
+       * left of it whose reflection was the identity: a workgroup per
+       * chunk of columns from 0, those with nothing to change returning at
+       * once), the next computed beside. */
+      for (uint64_t i = 0; st == NXV_OK && i < kr; i++) {
+        pc.i = (uint32_t)i;
+        st = qr_rows(d, mod, 2, &pc, (uint32_t)((n + QR_COLS - 1) / QR_COLS),
+                     (m - i) * (n - i) * 2, use);
+      }
+      /* Q from the identity, reflections kr - 1 down to 0, as many a
+       * dispatch as keep an invocation's loops within QR_LOOPS. */
+      uint64_t groups = 256 / QR_COLS, loops = 2 * ((m + groups - 1) / groups) + groups + 8;
+      uint64_t span = QR_LOOPS / loops ? QR_LOOPS / loops : 1;
+      for (uint64_t hi = kr; st == NXV_OK && hi > 0;) {
+        uint64_t lo = hi > span ? hi - span : 0;
+        pc.i = (uint32_t)hi;
+        pc.mode = (uint32_t)lo;
+        st = qr_rows(d, mod, 4, &pc, (uint32_t)((qc + QR_COLS - 1) / QR_COLS),
+                     m * qc * (hi - lo) * 2, use);
+        hi = lo;
       }
     }
-    /* Q from the identity, reflections kr - 1 down to 0, as many a
-     * dispatch as keep an invocation's loops within QR_LOOPS. */
-    uint64_t groups = 256 / QR_COLS, loops = 2 * ((m + groups - 1) / groups) + groups + 8;
-    uint64_t span = QR_LOOPS / loops ? QR_LOOPS / loops : 1;
-    for (uint64_t hi = kr; st == NXV_OK && !small && hi > 0;) {
-      uint64_t lo = hi > span ? hi - span : 0;
-      pc.i = (uint32_t)hi;
-      pc.mode = (uint32_t)lo;
-      for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
-        uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
-        pc.b0 = (uint32_t)b0;
-        st = qr_step(d, mod, 4, &pc, (uint32_t)((qc + QR_COLS - 1) / QR_COLS), nb,
-                     nb * m * qc * (hi - lo) * 2, use);
-      }
-      hi = lo;
-    }
-    for (uint64_t b0 = 0; st == NXV_OK && small && b0 < batch; b0 += per) {
-      uint64_t nb = batch - b0 < per ? batch - b0 : per;
-      uint32_t gx = (uint32_t)(nb < width ? nb : width);
-      pc.b0 = (uint32_t)b0;
-      st = qr_step(d, mod, 5, &pc, gx, (uint32_t)((nb + gx - 1) / gx), nb * flops * 4, use);
-    }
-    for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += height) {
-      uint32_t nb = (uint32_t)(batch - b0 < height ? batch - b0 : height);
-      pc.b0 = (uint32_t)b0;
-      pc.mode = 1;
-      st = qr_step(d, mod, 3, &pc, groups_capped(d, (outn + 255) / 256), nb, nb * outn,
-                   out_use);
-    }
+    pc.mode = 1;
+    if (st == NXV_OK)
+      st = qr_rows(d, mod, 3, &pc, groups_capped(d, (outn + 255) / 256), outn, out_use);
   }
   if (work) nxv_tensor_release(work); /* the nodes hold the buffers */
   if (tau) nxv_tensor_release(tau);
