@@ -2705,11 +2705,7 @@ if Code.ensure_loaded?(Nx.Backend) do
           {h, q} = eigh_tridiagonal(a, n, eps, index)
           {a, q} = eigh_iterate(h, q, eps, max_iter, batch, index)
 
-          vals =
-            a
-            |> Nx.reshape({batch, n * n})
-            |> Nx.slice_along_axis(0, n * n, axis: 1, strides: n + 1)
-            |> eigh_flush(eps)
+          vals = a |> diagonals() |> eigh_flush(eps)
 
           {%{
              (vals
@@ -2734,13 +2730,16 @@ if Code.ensure_loaded?(Nx.Backend) do
     defp eigh_check_symmetric(a, eps) do
       diff = Nx.abs(Nx.subtract(Nx.transpose(a, axes: [0, 2, 1]), a))
 
-      symmetric =
-        Nx.logical_or(Nx.less_equal(diff, eps), Nx.is_nan(diff)) |> Nx.all() |> Nx.to_number()
+      symmetric = diff |> within_or_nan(eps) |> Nx.all() |> Nx.to_number()
 
       if symmetric != 1 do
         raise ArgumentError, "matrix must be hermitian, a matrix is hermitian iff X = adjoint(X)"
       end
     end
+
+    # Nx.BinaryBackend's closeness test of eigh: each |difference| at most
+    # eps, or NaN.
+    defp within_or_nan(diff, eps), do: Nx.logical_or(Nx.less_equal(diff, eps), Nx.is_nan(diff))
 
     # Entries under eps in magnitude as zeros of their sign, as
     # Nx.BinaryBackend flushes them (0 * x).
@@ -2811,7 +2810,7 @@ if Code.ensure_loaded?(Nx.Backend) do
           q_new = Nx.dot(q, [2], [0], qn, [1], [0])
           diff = Nx.abs(Nx.subtract(q, q_new))
 
-          close = Nx.logical_or(Nx.less_equal(diff, eps), Nx.is_nan(diff)) |> Nx.all(axes: [1, 2])
+          close = diff |> within_or_nan(eps) |> Nx.all(axes: [1, 2])
 
           keep = done |> Nx.reshape({batch, 1, 1}) |> Nx.broadcast(a.shape)
 
@@ -2890,13 +2889,7 @@ if Code.ensure_loaded?(Nx.Backend) do
 
         true ->
           {p, _l, u} = Nx.LinAlg.lu(Nx.as_type(tensor, out_type))
-          # U's diagonal as every (n + 1)-th element of each flattened
-          # matrix (Nx.take_diagonal builds its indices on the host).
-          diagonal =
-            u
-            |> Nx.reshape(put_elem(Tuple.delete_at(shape, rank - 1), rank - 2, n * n))
-            |> Nx.slice_along_axis(0, n * n, axis: -1, strides: n + 1)
-            |> Nx.product(axes: [-1])
+          diagonal = u |> diagonals() |> Nx.product(axes: [-1])
 
           perm = Nx.argmax(p, axis: -2)
           upper = Nx.less(Nx.iota({n, 1}), Nx.iota({1, n}))
@@ -3001,6 +2994,18 @@ if Code.ensure_loaded?(Nx.Backend) do
         true ->
           :ok
       end
+    end
+
+    # The diagonals of a batch of n x n matrices (the last two axes): every
+    # (n + 1)-th element of each flattened matrix, a strided slice
+    # (Nx.take_diagonal builds its indices on the host).
+    defp diagonals(%T{shape: shape} = t) do
+      rank = tuple_size(shape)
+      n = elem(shape, rank - 1)
+
+      t
+      |> Nx.reshape(put_elem(Tuple.delete_at(shape, rank - 1), rank - 2, n * n))
+      |> Nx.slice_along_axis(0, n * n, axis: -1, strides: n + 1)
     end
 
     # The kernels' type for a result of type out_type: f64 for f64, f32 for
