@@ -1,6 +1,6 @@
 # Cholesky factors, triangular solves, LU factorizations, general solves,
-# determinants, QR factorizations and symmetric eigendecompositions
-# through Nx on the default device, against the same
+# determinants, QR factorizations, symmetric eigendecompositions and
+# singular value decompositions through Nx on the default device, against the same
 # calls on Nx.BinaryBackend (where this backend computed them before it had
 # kernels: a download, the host, an upload).
 #
@@ -8,7 +8,7 @@
 #                            [--no-singular-check] [--types LIST]
 #                            [--cholesky CASES] [--solve CASES]
 #                            [--lu CASES] [--gesv CASES] [--det CASES]
-#                            [--qr CASES] [--eigh CASES]
+#                            [--qr CASES] [--eigh CASES] [--svd CASES]
 #                            [--chained auto|always|never]
 #
 # For each case (f32 and f64; a batch of symmetric positive definite
@@ -18,8 +18,9 @@
 # `Nx.LinAlg.solve/2` (with one or more right-hand sides) and
 # `Nx.LinAlg.determinant/1`, a batch of m x n matrices with entries in
 # [-1, 1] for `Nx.LinAlg.qr/2`, a batch of symmetric matrices with
-# eigenvalues 3 (-1/2)^k for `Nx.LinAlg.eigh/2`), after 3 unmeasured
-# calls:
+# eigenvalues 3 (-1/2)^k for `Nx.LinAlg.eigh/2`, a batch of m x n
+# matrices with singular values 3 (1/2)^k for `Nx.LinAlg.svd/2`), after 3
+# unmeasured calls:
 #
 #   * `e2e us`: the median over `--reps` (default 20) calls of one call
 #     followed by `Nx.Vulkan.synchronize/0` (a triangular solve waits for
@@ -43,8 +44,8 @@
 # `--lu` and `--det` (batch x order), `--solve 1x1024x1,16x256x16` and
 # `--gesv` (batch x order x right-hand sides; `--solve` the triangular
 # solves, `--gesv` the general ones), `--qr 1x1024x1024,64x64x64`
-# (batch x m x n) and `--eigh 1x16,64x8` (batch x order) replace the
-# default cases, an empty list skipping the op.
+# (batch x m x n), `--eigh 1x16,64x8` (batch x order) and `--svd
+# 1x32x32,1x256x32` (batch x m x n) replace the default cases, an empty list skipping the op.
 #
 # `--chained` opens the device with that `chained_solve` option (default
 # `auto`: on GPUs, solves of order 17 and more (up to 4096 blocks of 32
@@ -70,6 +71,7 @@
       det: :string,
       qr: :string,
       eigh: :string,
+      svd: :string,
       chained: :string
     ]
   )
@@ -82,7 +84,7 @@ usage = fn ->
     :stderr,
     "usage: mix run bench/linalg.exs [--reps N] [--host-max N] [--csv-out FILE] " <>
       "[--no-singular-check] [--types f32,f64] [--cholesky BxN,...] [--solve BxNxC,...] " <>
-      "[--lu BxN,...] [--gesv BxNxC,...] [--det BxN,...] [--qr BxMxN,...] [--eigh BxN,...] " <>
+      "[--lu BxN,...] [--gesv BxNxC,...] [--det BxN,...] [--qr BxMxN,...] [--eigh BxN,...] [--svd BxMxN,...] " <>
       "[--chained auto|always|never]"
   )
 
@@ -172,6 +174,11 @@ eigh_cases =
   if text = opts[:eigh],
     do: parse_cases.(text, 2),
     else: [{1, 8}, {1, 16}, {1, 32}, {1, 64}, {64, 8}, {16, 32}]
+
+svd_cases =
+  if text = opts[:svd],
+    do: parse_cases.(text, 3),
+    else: [{1, 8, 8}, {1, 32, 32}, {1, 64, 64}, {1, 256, 32}, {16, 16, 16}]
 
 key = Nx.Random.key(42)
 
@@ -274,7 +281,8 @@ rows =
         solve: gesv_cases,
         determinant: det_cases,
         qr: qr_cases,
-        eigh: eigh_cases
+        eigh: eigh_cases,
+        svd: svd_cases
       ],
       c <- cases,
       reduce: [] do
@@ -336,6 +344,21 @@ rows =
             h = Nx.backend_copy(a, Nx.BinaryBackend)
             host_eigh = fn -> Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.eigh(h) end) end
             {"#{batch}x#{n}x#{n}", fn -> Nx.LinAlg.eigh(a) end, host_eigh, n, batch}
+
+          {:svd, {batch, m, n}} ->
+            # U diag(3 (1/2)^k) V^T, U and V from the QR factorizations of
+            # random matrices: distinct singular values, so that the
+            # eigendecomposition inside converges in about 20 iterations.
+            k = min(m, n)
+            {g, key2} = Nx.Random.uniform(key, -1.0, 1.0, shape: {batch, m, k}, type: type)
+            {g2, _} = Nx.Random.uniform(key2, -1.0, 1.0, shape: {batch, n, k}, type: type)
+            {u, _} = Nx.LinAlg.qr(g)
+            {v, _} = Nx.LinAlg.qr(g2)
+            l = Nx.tensor(for(i <- 0..(k - 1), do: 3.0 * :math.pow(0.5, i)), type: type)
+            a = Nx.dot(Nx.multiply(u, l), [2], [0], v, [2], [0])
+            h = Nx.backend_copy(a, Nx.BinaryBackend)
+            host_svd = fn -> Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.svd(h) end) end
+            {"#{batch}x#{m}x#{n}", fn -> Nx.LinAlg.svd(a) end, host_svd, max(m, n), batch}
         end
 
       {e2e, pipelined, gpu} = measure.(call)

@@ -4,6 +4,7 @@
     python3 bench/linalg_peers.py [--reps N] [--csv-out FILE] [--cholesky CASES]
                                   [--solve CASES] [--lu CASES] [--gesv CASES]
                                   [--det CASES] [--qr CASES] [--eigh CASES]
+                                  [--svd CASES]
                                   [--impls torch,jax]
 
 For each case (f32 and f64; Cholesky factors of a batch of symmetric
@@ -16,7 +17,9 @@ jitted `jnp.linalg.solve`; determinants, `torch.linalg.det` and a jitted
 `jnp.linalg.det`; on m x n matrices with entries in [-1, 1], reduced QR
 factorizations, `torch.linalg.qr` and a jitted `jnp.linalg.qr`; on
 symmetric matrices with eigenvalues 3 (-1/2)^k, `torch.linalg.eigh` and a
-jitted `jnp.linalg.eigh`), on the default GPU,
+jitted `jnp.linalg.eigh`; on m x n matrices with singular values 3 (1/2)^k,
+`torch.linalg.svd` and a jitted `jnp.linalg.svd`, full matrices, as
+`Nx.LinAlg.svd/2`'s default), on the default GPU,
 after 0.3 s of 2048^3 products (the GPU's clocks fall when it idles) and
 3 unmeasured calls:
 
@@ -26,7 +29,8 @@ after 0.3 s of 2048^3 products (the GPU's clocks fall when it idles) and
 
 --cholesky, --lu and --det 1x256,4x512 (batch x order), --solve and
 --gesv 1x1024x1 (batch x order x right-hand sides), --qr 1x1024x64
-(batch x m x n) and --eigh 1x16 (batch x order) replace the default cases, as in bench/linalg.exs; --impls picks the peers (default both).
+(batch x m x n), --eigh 1x16 (batch x order) and --svd 1x256x32 (batch x m
+x n) replace the default cases, as in bench/linalg.exs; --impls picks the peers (default both).
 
 The rows have bench/linalg.exs's columns and, with --csv-out, the shared
 schema (`impl,test,dtype,shape,metric,value`; impl `torch` or `jax`).
@@ -45,6 +49,7 @@ DET = [(1, 64), (256, 8)]
 QR = [(1, 16, 16), (1, 64, 64), (1, 256, 256), (1, 1024, 1024), (1, 1024, 64), (256, 16, 16),
       (64, 64, 64)]
 EIGH = [(1, 8), (1, 16), (1, 32), (1, 64), (64, 8), (16, 32)]
+SVD = [(1, 8, 8), (1, 32, 32), (1, 64, 64), (1, 256, 32), (16, 16, 16)]
 
 
 def measure(call, sync, reps, warm):
@@ -119,6 +124,14 @@ def torch_cases(reps, emit):
             a = (q * lam) @ q.transpose(1, 2)
             e2e, pipe = measure(lambda: torch.linalg.eigh(a), torch.cuda.synchronize, reps, warm)
             emit("torch", "eigh", name, f"{batch}x{n}x{n}", e2e, pipe)
+        for batch, m, n in SVD:
+            k = min(m, n)
+            u, _ = torch.linalg.qr(torch.rand(batch, m, k, device=dev, dtype=dt, generator=g) * 2 - 1)
+            v, _ = torch.linalg.qr(torch.rand(batch, n, k, device=dev, dtype=dt, generator=g) * 2 - 1)
+            lam = torch.tensor([3.0 * 0.5 ** i for i in range(k)], device=dev, dtype=dt)
+            a = (u * lam) @ v.transpose(1, 2)
+            e2e, pipe = measure(lambda: torch.linalg.svd(a), torch.cuda.synchronize, reps, warm)
+            emit("torch", "svd", name, f"{batch}x{m}x{n}", e2e, pipe)
 
 
 def jax_cases(reps, emit):
@@ -144,6 +157,7 @@ def jax_cases(reps, emit):
     det = jax.jit(jnp.linalg.det)
     qr = jax.jit(jnp.linalg.qr)
     eigh = jax.jit(jnp.linalg.eigh)
+    svd = jax.jit(jnp.linalg.svd)
     def run(fun, *args):
         out = [None]
 
@@ -180,6 +194,14 @@ def jax_cases(reps, emit):
             lam = jnp.array([3.0 * (-0.5) ** k for k in range(n)], dt)
             a = (q * lam) @ jnp.swapaxes(q, 1, 2)
             emit("jax", "eigh", name, f"{batch}x{n}x{n}", *run(eigh, a))
+        for batch, m, n in SVD:
+            k = min(m, n)
+            k1, k2 = jax.random.split(key)
+            u, _ = jnp.linalg.qr(jax.random.uniform(k1, (batch, m, k), dt, -1.0, 1.0))
+            v, _ = jnp.linalg.qr(jax.random.uniform(k2, (batch, n, k), dt, -1.0, 1.0))
+            lam = jnp.array([3.0 * 0.5 ** i for i in range(k)], dt)
+            a = (u * lam) @ jnp.swapaxes(v, 1, 2)
+            emit("jax", "svd", name, f"{batch}x{m}x{n}", *run(svd, a))
 
 
 def main():
@@ -193,9 +215,10 @@ def main():
     p.add_argument("--det", help="cases BxN,... (default: bench/linalg.exs's)")
     p.add_argument("--qr", help="cases BxMxN,... (default: bench/linalg.exs's)")
     p.add_argument("--eigh", help="cases BxN,... (default: bench/linalg.exs's)")
+    p.add_argument("--svd", help="cases BxMxN,... (default: bench/linalg.exs's)")
     p.add_argument("--impls", default="torch,jax")
     args = p.parse_args()
-    global CHOLESKY, SOLVE, LU, GESV, DET, QR, EIGH
+    global CHOLESKY, SOLVE, LU, GESV, DET, QR, EIGH, SVD
 
     def cases(text, arity):
         out = []
@@ -220,6 +243,8 @@ def main():
         QR = cases(args.qr, 3)
     if args.eigh is not None:
         EIGH = cases(args.eigh, 2)
+    if args.svd is not None:
+        SVD = cases(args.svd, 3)
     impls = set(filter(None, args.impls.split(",")))
     rows = []
     print(f"{'impl':<6} {'op':<17} {'type':<5} {'shape':<18} {'e2e us':>10} {'pipelined us':>13}")

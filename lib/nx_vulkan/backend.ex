@@ -2510,7 +2510,6 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     optional_callbacks =
       for {op, arity} <- [
-            svd: 3,
             determinant: 2,
             logical_not: 2,
             fft2: 3,
@@ -2698,7 +2697,10 @@ if Code.ensure_loaded?(Nx.Backend) do
         else
           work = if linalg?(index, :f64), do: {:f, 64}, else: {:f, 32}
           eps = Keyword.get(opts, :eps, 1.0e-4) * 1.0
+          # Nx.BinaryBackend iterates over 1..max_iter, a range that counts
+          # down where max_iter < 1 (2 - max_iter steps).
           max_iter = Keyword.get(opts, :max_iter, 1_000)
+          max_iter = if max_iter < 1, do: 2 - max_iter, else: max_iter
           batch = div(Nx.size(shape), n * n)
           a = tensor |> Nx.as_type(work) |> Nx.reshape({batch, n, n})
           eigh_check_symmetric(a, eps)
@@ -2828,6 +2830,348 @@ if Code.ensure_loaded?(Nx.Backend) do
 
       {a, q}
     end
+
+    impl_if_callback(:svd, 3)
+
+    # Singular value decompositions as Nx 0.7.2's default implementation
+    # (Nx.LinAlg.SVD, the defn Nx.BinaryBackend runs, having no svd of its
+    # own) computes them, replicated step by step with device ops so that
+    # the results are the reference's: a wide matrix through its adjoint; a
+    # tall one reduced to square by QR (with :full_matrices? always, else
+    # when m > 1.15 n); the polar decomposition A = U H by QDWH iterations;
+    # H's eigh (max_iter: :max_iter), its eigenvalues made non-negative and
+    # sorted; U times the eigenvectors, re-orthogonalized by QR where the
+    # matrix is rank deficient. The defn cannot run on the device itself:
+    # its cached trace would keep device constants, which a later host run
+    # of it would read. Matrices of zeros give identities and zero singular
+    # values, one by one in a batch (the defn's vectorized `if` selects per
+    # matrix). Integer inputs compute in f32, as Nx's output type; complex
+    # types and devices without the kernels run on the host.
+    def svd({_u_out, s_out, _vt_out} = outs, %T{shape: shape} = tensor, opts) do
+      index = device_of(tensor)
+      rank = tuple_size(shape)
+      {m, n} = {elem(shape, rank - 2), elem(shape, rank - 1)}
+      compute = linalg_type(s_out.type)
+
+      with true <- compute != nil and rank_ok?(tensor) and linalg?(index, compute),
+           true <- m + n <= @cholesky_max_order and (m + n) * (m + n) < @qr_max_elems do
+        if Nx.size(shape) == 0,
+          do: svd_result(outs, svd_zeros(outs, index)),
+          else: svd_device(outs, tensor, {m, n}, opts, index)
+      else
+        _ -> linalg_host(:svd, outs, tensor, opts, index, &Nx.LinAlg.svd/2)
+      end
+    end
+
+    # Nx.LinAlg.SVD's eps (f32's).
+    @svd_eps 1.1920929e-07
+
+    # The batch of matrices as {b, m, n}, zero matrices replaced with the
+    # identity (their results are the zero case's whatever this computes;
+    # the defn computes the other branch on them too and discards it), the
+    # decomposition, then the zero case selected per matrix.
+    defp svd_device({_, s_out, _} = outs, tensor, {m, n}, opts, index) do
+      type = svd_type(s_out.type, index)
+      batch = div(Nx.size(tensor), m * n)
+      a = tensor |> Nx.as_type(type) |> Nx.reshape({batch, m, n})
+      zero = a |> Nx.equal(0) |> Nx.all(axes: [1, 2]) |> Nx.reshape({batch, 1, 1})
+
+      a =
+        select_matrices(
+          zero,
+          Nx.eye(a.shape, type: type, backend: {__MODULE__, device: index}),
+          a
+        )
+
+      # Nx.LinAlg.svd's default, for callers that leave it out.
+      opts = Keyword.put_new(opts, :max_iter, 100)
+      {u, s, vt} = svd_non_zero(a, opts, index)
+      {zu, zs, zvt} = svd_zeros({u, s, vt}, index)
+      s_zero = Nx.reshape(zero, {batch, 1})
+
+      result =
+        {select_matrices(zero, zu, u), select_matrices(s_zero, zs, s),
+         select_matrices(zero, zvt, vt)}
+
+      svd_result(outs, result)
+    end
+
+    # The type the decomposition computes in: Nx's output type (f16 and
+    # bf16 as Nx computes them, QDWH's loop in f32) where the device computes
+    # on it, f32 otherwise.
+    defp svd_type({:f, 64}, _index), do: {:f, 64}
+
+    defp svd_type(type, index) do
+      if compute_type?(index, Map.fetch!(@nif_types, type)), do: type, else: {:f, 32}
+    end
+
+    # The zero case's {U, S, V^T} (identities and zeros) in the shapes and
+    # type of the templates given.
+    defp svd_zeros({u, s, vt}, index) do
+      backend = {__MODULE__, device: index}
+
+      eye = fn t ->
+        if Nx.size(t) == 0,
+          do: empty(t, index),
+          else: Nx.eye(t.shape, type: t.type, backend: backend)
+      end
+
+      zeros =
+        if Nx.size(s) == 0,
+          do: empty(s, index),
+          else: Nx.broadcast(Nx.tensor(0, type: s.type, backend: backend), s.shape)
+
+      {eye.(u), zeros, eye.(vt)}
+    end
+
+    # The results in the templates' types, shapes and names.
+    defp svd_result({u_out, s_out, vt_out}, {u, s, vt}) do
+      for {out, t} <- [{u_out, u}, {s_out, s}, {vt_out, vt}] do
+        %{(t |> Nx.as_type(out.type) |> Nx.reshape(out.shape)) | names: out.names}
+      end
+      |> List.to_tuple()
+    end
+
+    # svd_non_zero: a wide matrix decomposed as its adjoint, U and V
+    # swapping places.
+    defp svd_non_zero(%T{shape: {_, m, n}} = a, opts, index) do
+      flipped = m < n
+      a = if flipped, do: batch_transpose(a), else: a
+
+      {u, s, v} =
+        if opts[:full_matrices?],
+          do: svd_full(a, opts, index),
+          else: svd_reduced(a, opts, index)
+
+      if flipped, do: {v, s, batch_transpose(u)}, else: {u, s, batch_transpose(v)}
+    end
+
+    # svd_full: a tall matrix through its complete QR, A = Q R: R's square
+    # part decomposed, U = [Q1 U_R, Q2] with Q2 the columns spanning the
+    # rest.
+    defp svd_full(%T{shape: {b, m, n}} = a, opts, index) when m > n do
+      {q, r} = Nx.LinAlg.qr(a, mode: :complete)
+      {u, s, v} = r |> Nx.slice([0, 0, 0], [b, n, n]) |> svd_tall_and_square(opts, index)
+      q1 = Nx.slice(q, [0, 0, 0], [b, m, n])
+      u_null = Nx.slice(q, [0, 0, n], [b, m, m - n])
+      {Nx.concatenate([batch_dot(q1, u), u_null], axis: 2), s, v}
+    end
+
+    defp svd_full(a, opts, index), do: svd_tall_and_square(a, opts, index)
+
+    # svd_non_full: a matrix of more than 1.15 n rows through its reduced
+    # QR. The defn compares m with 1.15 * n as f32 (Nx.greater of two
+    # numbers), so 115 x 100 is not reduced.
+    defp svd_reduced(%T{shape: {_, m, n}} = a, opts, index) do
+      <<limit::float-32-native>> = <<1.15 * n::float-32-native>>
+
+      if m > limit do
+        {q, r} = Nx.LinAlg.qr(a)
+        {u, s, v} = svd_tall_and_square(r, opts, index)
+        {batch_dot(q, u), s, v}
+      else
+        svd_tall_and_square(a, opts, index)
+      end
+    end
+
+    # svd_tall_and_square: A = U H, H = V diag(s) V^T by eigh; eigenvalues
+    # made non-negative (their eigenvectors negated), sorted in descending
+    # order (a stable sort, as Nx.BinaryBackend's), U V. Where s (in eigh's
+    # order) has its first value under n eps times the largest, U V is
+    # replaced by the Q of its QR with columns signed by R's diagonal. (The
+    # defn symmetrizes H once more first: H is symmetric already, so that
+    # gives H exactly.)
+    defp svd_tall_and_square(%T{shape: {_, _, n}} = a, opts, index) do
+      {u, h} = qdwh(a, opts[:max_iter], index)
+      {s, v} = Nx.LinAlg.eigh(h, max_iter: opts[:max_iter])
+      sign = Nx.select(Nx.less(s, 0), -1, 1)
+      v = Nx.multiply(Nx.new_axis(sign, 1), v)
+      s = Nx.multiply(sign, s)
+      order = Nx.argsort(s, axis: 1, direction: :desc)
+      s_out = Nx.take_along_axis(s, order, axis: 1)
+      v_out = Nx.take_along_axis(v, Nx.broadcast(Nx.new_axis(order, 1), v.shape), axis: 2)
+      u_out = batch_dot(u, v_out)
+      first = Nx.slice_along_axis(s, 0, 1, axis: 1)
+      largest = Nx.slice_along_axis(s_out, 0, 1, axis: 1)
+      deficient = first |> Nx.less(Nx.multiply(n * @svd_eps, largest)) |> Nx.new_axis(2)
+      {select_matrices(deficient, svd_correct_rank(u_out), u_out), s_out, v_out}
+    end
+
+    # correct_rank_deficiency: Q of U's QR, its columns multiplied by the
+    # signs of R's diagonal (0 where it is 0).
+    defp svd_correct_rank(u) do
+      {q, r} = Nx.LinAlg.qr(u)
+      diagonal = diagonals(r)
+      sign = Nx.select(Nx.less(diagonal, 0), -1, 1)
+      sign = Nx.select(Nx.equal(diagonal, 0), 0, sign)
+      Nx.multiply(q, Nx.new_axis(sign, 1))
+    end
+
+    # qdwh: the polar decomposition A = U H. U0 = A / alpha (alpha the
+    # square root of A's 1-norm times its infinity-norm), iterated in f32
+    # (f64 for f64); then one Newton-Schulz step in A's type,
+    # U = 1.5 U - 0.5 U U^T U, and H = U^T A symmetrized.
+    defp qdwh(%T{shape: {b, _, _}, type: type} = x, max_iter, index) do
+      abs = Nx.abs(x)
+      norm_1 = abs |> Nx.sum(axes: [1]) |> Nx.reduce_max(axes: [1])
+      norm_inf = abs |> Nx.sum(axes: [2]) |> Nx.reduce_max(axes: [1])
+      alpha = norm_1 |> Nx.sqrt() |> Nx.multiply(Nx.sqrt(norm_inf)) |> Nx.reshape({b, 1, 1})
+      loop_type = if type == {:f, 64}, do: {:f, 64}, else: {:f, 32}
+      u = x |> Nx.divide(alpha) |> Nx.as_type(loop_type) |> qdwh_iterate(max_iter, index)
+      u = Nx.as_type(u, type)
+      u = Nx.subtract(Nx.multiply(1.5, u), Nx.multiply(0.5, batch_dot(u, gram(u))))
+      h = Nx.dot(u, [1], [0], x, [1], [0])
+      h = Nx.divide(Nx.add(h, batch_transpose(h)), 2)
+      {u, h}
+    end
+
+    # The defn's while loop, vectorized over the batch: each matrix iterates
+    # until both l (the same sequence for every matrix) and its U have
+    # converged (|1 - l| <= 5 eps and ||U - U_prev|| <= cbrt(5 eps)), or
+    # after max_iter iterations (at least one); a matrix that has converged
+    # keeps its U while the others go on. The test is read on the host once
+    # l has converged, every iteration (QDWH converges in a few more), with
+    # the triangular solves' flags.
+    defp qdwh_iterate(%T{shape: {b, _, _}} = u, max_iter, index) do
+      limit = max(max_iter, 1)
+      tol_norm = qdwh_tol_norm()
+
+      {u, _, _} =
+        qdwh_coefficients()
+        |> Stream.take(limit)
+        |> Stream.with_index(1)
+        |> Enum.reduce_while({u, nil, []}, fn {{step, l_moving}, iter}, {u, done, flags} ->
+          {u_new, step_flags} = qdwh_step(u, step, index)
+          flags = step_flags ++ flags
+          u_new = if done, do: select_matrices(Nx.reshape(done, {b, 1, 1}), u, u_new), else: u_new
+
+          cond do
+            l_moving and iter < limit ->
+              {:cont, {u_new, done, flags}}
+
+            l_moving ->
+              qdwh_check_flags(flags)
+              {:halt, {u_new, done, []}}
+
+            true ->
+              diff = Nx.subtract(u_new, u)
+              still = diff |> Nx.multiply(diff) |> Nx.sum(axes: [1, 2]) |> Nx.sqrt()
+              stopped = Nx.logical_not(Nx.greater(still, tol_norm))
+              done = if done, do: Nx.logical_or(done, stopped), else: stopped
+              qdwh_check_flags(flags)
+
+              if iter == limit or Nx.to_number(Nx.all(done)) == 1,
+                do: {:halt, {u_new, done, []}},
+                else: {:cont, {u_new, done, []}}
+          end
+        end)
+
+      u
+    end
+
+    # The defn's cbrt(5 eps) as f32 (Nx.cbrt of a number).
+    defp qdwh_tol_norm do
+      Nx.tensor(5 * @svd_eps, type: :f32, backend: Nx.BinaryBackend)
+      |> Nx.cbrt()
+      |> Nx.to_number()
+    end
+
+    # The triangular solves' flags (zero diagonals cannot occur: Y Y^T =
+    # c U^T U + I), read with the convergence test rather than after each
+    # solve.
+    defp qdwh_check_flags([]), do: :ok
+
+    defp qdwh_check_flags(flags) do
+      if Application.get_env(:nx_vulkan, :singular_check, true),
+        do: check_solve_flags(Enum.reject(flags, &is_nil/1))
+    end
+
+    # The defn's scalars of each iteration, computed as it computes them
+    # (f32 tensors on Nx.BinaryBackend, whatever U's type): l from eps by
+    # the dynamically weighted Halley step, a, b, c from l; {step, l_moving}
+    # with step the coefficients of the QR form (c > 100) or the Cholesky
+    # form, l_moving whether |1 - l| > 5 eps after the step. They do not
+    # depend on the matrices.
+    defp qdwh_coefficients do
+      Stream.unfold(Nx.tensor(@svd_eps, type: :f32, backend: Nx.BinaryBackend), fn l ->
+        # The numbers below become tensors of the default backend: the
+        # host's, so that no step of this goes to the device.
+        Nx.with_default_backend(Nx.BinaryBackend, fn -> qdwh_coefficient(l) end)
+      end)
+    end
+
+    defp qdwh_coefficient(l) do
+      l2 = Nx.pow(l, 2)
+      l2 = Nx.select(Nx.less(l2, @svd_eps), @svd_eps, l2)
+
+      dd = 4.0 |> Nx.multiply(Nx.subtract(Nx.divide(1.0, l2), 1.0)) |> Nx.divide(l2) |> Nx.cbrt()
+
+      sqd = Nx.sqrt(Nx.add(1.0, dd))
+      ratio = Nx.divide(Nx.multiply(8.0, Nx.subtract(2.0, l2)), Nx.multiply(l2, sqd))
+      root = 8.0 |> Nx.subtract(Nx.multiply(4.0, dd)) |> Nx.add(ratio) |> Nx.sqrt()
+      a = Nx.add(sqd, Nx.divide(root, 2))
+      b = a |> Nx.subtract(1.0) |> Nx.pow(2) |> Nx.divide(4.0)
+      c = a |> Nx.add(b) |> Nx.subtract(1.0)
+
+      l =
+        Nx.divide(
+          Nx.multiply(l, Nx.add(a, Nx.multiply(b, l2))),
+          Nx.add(1.0, Nx.multiply(c, l2))
+        )
+
+      e = Nx.divide(b, c)
+
+      step =
+        if Nx.to_number(Nx.greater(c, 100)) == 1 do
+          sqrt_c = Nx.sqrt(c)
+
+          {:qr, Nx.to_number(e), Nx.to_number(sqrt_c),
+           Nx.to_number(Nx.divide(Nx.subtract(a, e), sqrt_c))}
+        else
+          {:cholesky, Nx.to_number(e), Nx.to_number(c), Nx.to_number(Nx.subtract(a, e))}
+        end
+
+      l_moving = Nx.to_number(Nx.greater(Nx.abs(Nx.subtract(1.0, l)), 5 * @svd_eps)) == 1
+      {{step, l_moving}, l}
+    end
+
+    # qdwh_use_qr: with [sqrt(c) U; I] = [Q1; Q2] R,
+    # U' = e U + (a - e) / sqrt(c) Q1 Q2^T (e = b / c).
+    defp qdwh_step(%T{shape: {b, m, n}, type: type} = u, {:qr, e, sqrt_c, k}, index) do
+      eye = Nx.eye({b, n, n}, type: type, backend: {__MODULE__, device: index})
+      {q, _r} = Nx.LinAlg.qr(Nx.concatenate([Nx.multiply(sqrt_c, u), eye], axis: 1))
+      q1 = Nx.slice(q, [0, 0, 0], [b, m, n])
+      q2 = Nx.slice(q, [0, m, 0], [b, n, n])
+      product = Nx.dot(q1, [2], [0], q2, [2], [0])
+      {Nx.add(Nx.multiply(e, u), Nx.multiply(k, product)), []}
+    end
+
+    # qdwh_use_cholesky: with Y Y^T = c U^T U + I,
+    # U' = e U + (a - e) Z, Z = U (Y Y^T)^-1 from two triangular solves
+    # (Y Zbar = U^T, then Y^T Z^T = Zbar).
+    defp qdwh_step(%T{shape: {b, _, n}, type: type} = u, {:cholesky, e, c, a_e}, index) do
+      eye = Nx.eye({b, n, n}, type: type, backend: {__MODULE__, device: index})
+      y = Nx.LinAlg.cholesky(Nx.add(Nx.multiply(c, gram(u)), eye))
+      ut = batch_transpose(u)
+      {:ok, zbar, f1} = device_triangular_solve(ut, y, ut, lower: true)
+      {:ok, zt, f2} = device_triangular_solve(zbar, y, zbar, lower: true, transform_a: :transpose)
+      z = batch_transpose(zt)
+      {Nx.add(Nx.multiply(e, u), Nx.multiply(a_e, z)), [f2, f1]}
+    end
+
+    # on_true where pred (one value per matrix, axes of size 1 after the
+    # batch) is set, else on_false (a select of pred broadcast, a view).
+    defp select_matrices(pred, on_true, on_false),
+      do: Nx.select(Nx.broadcast(pred, on_false.shape), on_true, on_false)
+
+    # U^T U for a batch {b, m, n}.
+    defp gram(u), do: Nx.dot(u, [1], [0], u, [1], [0])
+
+    # The product of each pair of matrices of two batches.
+    defp batch_dot(a, b), do: Nx.dot(a, [2], [0], b, [1], [0])
+
+    # The transposes of a batch's matrices (a view).
+    defp batch_transpose(t), do: Nx.transpose(t, axes: [0, 2, 1])
 
     impl_if_callback(:solve, 3)
 

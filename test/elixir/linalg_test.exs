@@ -3,10 +3,11 @@
 if Code.ensure_loaded?(Nx) do
   defmodule Nx.Vulkan.LinAlgTest do
     # Nx.LinAlg.cholesky/1, triangular_solve/3, lu/2, solve/2,
-    # determinant/1, qr/2 and eigh/2 on the device against Nx.BinaryBackend computing in f64
-    # on the same inputs (lu: the factorization's properties, as the device
-    # pivots as LAPACK does): every option, batches, vectorized axes, types
-    # that convert, bad inputs.
+    # determinant/1, qr/2, eigh/2 and svd/2 on the device against
+    # Nx.BinaryBackend on the same inputs (computing in f64; svd: Nx's
+    # default implementation in the input's type; lu: the factorization's
+    # properties, as the device pivots as LAPACK does): every option,
+    # batches, vectorized axes, types that convert, bad inputs.
     use ExUnit.Case, async: false
     @moduletag :nx
 
@@ -851,6 +852,15 @@ if Code.ensure_loaded?(Nx) do
           {v, e} = native(fn -> Nx.LinAlg.eigh(vk(a), max_iter: 200) end)
           assert_close(v, hv, {:f, 64}, 1.0e-8, 1.0e-8)
           assert_close(e, he, {:f, 64}, 1.0e-8, 1.0e-8)
+
+          # Nx.BinaryBackend iterates over 1..max_iter, which counts down
+          # below 1: 2 - max_iter iterations.
+          for max_iter <- [0, -1] do
+            {hv, he} = host_linalg(&Nx.LinAlg.eigh(&1, max_iter: max_iter), a)
+            {v, e} = native(fn -> Nx.LinAlg.eigh(vk(a), max_iter: max_iter) end)
+            assert_close(v, hv, {:f, 64}, 1.0e-12, 1.0e-12)
+            assert_close(e, he, {:f, 64}, 1.0e-12, 1.0e-12)
+          end
         end
       end
 
@@ -863,7 +873,7 @@ if Code.ensure_loaded?(Nx) do
         assert 2.0 in Nx.to_flat_list(host(v))
       end
 
-      test "a matrix that is not symmetric raises Nx's error; complex on the host; svd on the host" do
+      test "a matrix that is not symmetric raises Nx's error; complex on the host" do
         a = vk(Nx.tensor([[1.0, 2.0], [3.0, 4.0]]))
 
         assert_raise ArgumentError, ~r/matrix must be hermitian/, fn ->
@@ -885,11 +895,273 @@ if Code.ensure_loaded?(Nx) do
         {v, _e} = Nx.LinAlg.eigh(vk(c))
         assert Map.get(Nx.Vulkan.fallbacks(), :eigh, 0) == before + 1
         assert %VB{} = v.data
+      end
+    end
 
-        before = Map.get(Nx.Vulkan.fallbacks(), :svd, 0)
-        {u, _s, _vt} = Nx.LinAlg.svd(vk(Nx.tensor([[3.0, 0.0], [0.0, 2.0]])))
-        assert Map.get(Nx.Vulkan.fallbacks(), :svd, 0) == before + 1
-        assert %VB{} = u.data
+    describe "svd" do
+      # Nx's default implementation (Nx.LinAlg.SVD) on Nx.BinaryBackend:
+      # the reference the device replicates.
+      defp host_svd(a, opts \\ []),
+        do: Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.svd(host(a), opts) end)
+
+      # A batch of m x n matrices U diag(s) V^T, U and V with orthonormal
+      # columns, s = 3 ratio^k (distinct magnitudes, on which the unshifted
+      # QR iteration of eigh converges), f64 on the host.
+      defp conditioned(batch, m, n, ratio \\ 0.5) do
+        k = min(m, n)
+
+        {u, _} =
+          host_linalg(
+            &Nx.LinAlg.qr/1,
+            uniform(Tuple.append(Tuple.append(batch, m), k), -1.0, 1.0)
+          )
+
+        {v, _} =
+          host_linalg(
+            &Nx.LinAlg.qr/1,
+            uniform(Tuple.append(Tuple.append(batch, n), k), -1.0, 1.0)
+          )
+
+        s = for i <- 0..(k - 1), do: 3.0 * :math.pow(ratio, i)
+        rank = tuple_size(u.shape)
+        axes = Enum.to_list(0..(rank - 3)//1)
+        us = Nx.multiply(u, Nx.tensor(s, type: :f64, backend: Nx.BinaryBackend))
+        Nx.dot(us, [rank - 1], axes, v, [rank - 1], axes)
+      end
+
+      # The device's {U, S, V^T} equal the reference's: each within tol
+      # (relative and absolute), in type type.
+      defp assert_svd(got, expected, type, tol) do
+        for {g, e} <- Enum.zip(Tuple.to_list(got), Tuple.to_list(expected)) do
+          assert g.names == e.names
+          assert_close(g, Nx.as_type(e, :f64), type, tol, tol)
+        end
+      end
+
+      test "square, tall, wide, batches, both modes: the reference's results" do
+        # 7 x 5 and 4 x 9 are reduced by QR in both modes, 9 x 8 only with
+        # :full_matrices? (9 <= 1.15 * 8).
+        for {batch, m, n} <- [
+              {{}, 1, 1},
+              {{}, 4, 4},
+              {{}, 7, 5},
+              {{}, 9, 8},
+              {{2}, 3, 5},
+              {{}, 4, 9},
+              {{2, 2}, 4, 3}
+            ],
+            full <- [true, false] do
+          a = conditioned(batch, m, n)
+          opts = [full_matrices?: full]
+          got = native(fn -> Nx.LinAlg.svd(vk(a), opts) end)
+          assert_svd(got, host_svd(a, opts), {:f, 64}, 1.0e-10)
+
+          a32 = Nx.as_type(a, :f32)
+          got = native(fn -> Nx.LinAlg.svd(vk(a32), opts) end)
+          assert_svd(got, host_svd(a32, opts), {:f, 32}, 1.0e-4)
+        end
+      end
+
+      test "random matrices, whose eigh may stop before converging, as the reference" do
+        for shape <- [{3, 5, 5}, {8, 6}, {6, 8}] do
+          a = uniform(shape, -1.0, 1.0)
+          got = native(fn -> Nx.LinAlg.svd(vk(a)) end)
+          assert_svd(got, host_svd(a), {:f, 64}, 1.0e-8)
+
+          # f32 rounding moves H, and so where eigh stops, by a little.
+          a32 = Nx.as_type(a, :f32)
+          {u, s, vt} = native(fn -> Nx.LinAlg.svd(vk(a32)) end)
+          {hu, hs, hvt} = host_svd(a32)
+          assert_close(s, Nx.as_type(hs, :f64), {:f, 32}, 1.0e-4, 1.0e-4)
+          assert_close(u, Nx.as_type(hu, :f64), {:f, 32}, 1.0e-2, 1.0e-2)
+          assert_close(vt, Nx.as_type(hvt, :f64), {:f, 32}, 1.0e-2, 1.0e-2)
+        end
+      end
+
+      test ":max_iter bounds QDWH's and eigh's iterations (at least one)" do
+        a = uniform({2, 5, 5}, 0.0, 1.0)
+
+        for max_iter <- [0, 1, 2, 3, 6] do
+          got = native(fn -> Nx.LinAlg.svd(vk(a), max_iter: max_iter) end)
+          assert_svd(got, host_svd(a, max_iter: max_iter), {:f, 64}, 1.0e-9)
+        end
+      end
+
+      test "rank deficiency: U re-orthogonalized by QR, zero columns where R's diagonal is 0" do
+        # eigh leaves the diagonal H in its order, so its first eigenvalue
+        # is 0; one QDWH iteration leaves U's columns short of unit length.
+        for a <- [
+              Nx.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 2.0], [0.0, 0.0, 0.0]]),
+              Nx.tensor([[0.0, 3.0, 0.0], [0.0, 0.0, -2.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+            ],
+            type <- [:f32, :f64],
+            max_iter <- [1, 100] do
+          a = Nx.as_type(a, type)
+          {u, s, vt} = native(fn -> Nx.LinAlg.svd(vk(a), max_iter: max_iter) end)
+          {hu, hs, hvt} = host_svd(a, max_iter: max_iter)
+          assert Nx.to_list(host(u)) == Nx.to_list(hu)
+          assert Nx.to_list(host(s)) == Nx.to_list(hs)
+          assert Nx.to_list(host(vt)) == Nx.to_list(hvt)
+        end
+
+        assert Nx.to_list(
+                 host(
+                   elem(
+                     native(fn ->
+                       Nx.LinAlg.svd(
+                         vk(Nx.tensor([[0.0, 1.0, 0.0], [0.0, 0.0, 2.0], [0.0, 0.0, 0.0]])),
+                         max_iter: 1
+                       )
+                     end),
+                     0
+                   )
+                 )
+               ) ==
+                 [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
+
+        # A matrix of rank 1: its singular values and first singular
+        # vectors (the others span the null spaces, noise decides them).
+        a =
+          Nx.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [3.0, 6.0, 9.0], [1.0, 2.0, 3.0]],
+            type: :f64
+          )
+
+        {u, s, vt} = native(fn -> Nx.LinAlg.svd(vk(a)) end)
+        {hu, hs, hvt} = host_svd(a)
+        assert_close(s, hs, {:f, 64}, 1.0e-12, 1.0e-12)
+
+        assert_close(
+          Nx.slice_along_axis(u, 0, 1, axis: 1),
+          hu[[.., 0..0]],
+          {:f, 64},
+          1.0e-12,
+          1.0e-12
+        )
+
+        assert_close(vt[0], hvt[0], {:f, 64}, 1.0e-12, 1.0e-12)
+      end
+
+      test "matrices of zeros: identities and zero singular values, per matrix of a batch" do
+        for {shape, full} <- [{{3, 4}, true}, {{3, 4}, false}, {{5, 2}, false}, {{2, 2, 2}, true}] do
+          a = Nx.broadcast(Nx.tensor(0.0, backend: Nx.BinaryBackend), shape)
+          {u, s, vt} = native(fn -> Nx.LinAlg.svd(vk(a), full_matrices?: full) end)
+          {hu, hs, hvt} = host_svd(a, full_matrices?: full)
+          assert {u.shape, s.shape, vt.shape} == {hu.shape, hs.shape, hvt.shape}
+          assert Nx.to_list(host(u)) == Nx.to_list(hu)
+          assert Nx.to_list(host(s)) == Nx.to_list(hs)
+          assert Nx.to_list(host(vt)) == Nx.to_list(hvt)
+        end
+
+        # A zero matrix between two others; integer zeros give f32.
+        a = Nx.stack([conditioned({}, 4, 3), Nx.broadcast(0.0, {4, 3}), conditioned({}, 4, 3)])
+
+        for full <- [true, false] do
+          got = native(fn -> Nx.LinAlg.svd(vk(a), full_matrices?: full) end)
+          expected = host_svd(a, full_matrices?: full)
+          assert_svd(got, expected, {:f, 64}, 1.0e-10)
+          assert Nx.to_list(host(elem(got, 1))[1]) == [0.0, 0.0, 0.0]
+        end
+
+        {u, s, _} = native(fn -> Nx.LinAlg.svd(vk(Nx.tensor([[0, 0], [0, 0]]))) end)
+
+        assert {u.type, Nx.to_list(host(u)), Nx.to_list(host(s))} ==
+                 {{:f, 32}, [[1.0, 0.0], [0.0, 1.0]], [0.0, 0.0]}
+      end
+
+      test "types: f16 and bf16 as Nx computes them, integers as f32; names, views, vectorized axes" do
+        for {shape, type, tol} <- [{{4, 4}, :f16, 2.0e-3}, {{5, 3}, :bf16, 2.0e-2}] do
+          a = Nx.as_type(conditioned({}, elem(shape, 0), elem(shape, 1)), type)
+          got = native(fn -> Nx.LinAlg.svd(vk(a)) end)
+          assert_svd(got, host_svd(a), Nx.Type.normalize!(type), tol)
+        end
+
+        a = Nx.tensor([[1, 2], [3, 4], [5, 7]], type: :s32, names: [:rows, :cols])
+        got = native(fn -> Nx.LinAlg.svd(vk(a)) end)
+        assert Enum.map(Tuple.to_list(got), & &1.names) == [[nil, nil], [nil], [nil, nil]]
+        assert_svd(got, host_svd(a), {:f, 32}, 1.0e-5)
+
+        # A transposed view; vectorized axes.
+        b = conditioned({2}, 5, 3)
+        view = Nx.transpose(vk(b), axes: [0, 2, 1])
+        got = native(fn -> Nx.LinAlg.svd(view, full_matrices?: false) end)
+        expected = host_svd(Nx.transpose(b, axes: [0, 2, 1]), full_matrices?: false)
+        assert_svd(got, expected, {:f, 64}, 1.0e-10)
+
+        {u, s, vt} = native(fn -> Nx.LinAlg.svd(Nx.vectorize(vk(b), :x)) end)
+        assert Enum.map([u, s, vt], & &1.vectorized_axes) == [[x: 2], [x: 2], [x: 2]]
+        assert {u.shape, s.shape, vt.shape} == {{5, 5}, {3}, {3, 3}}
+        {hu, hs, hvt} = host_svd(Nx.vectorize(b, :x))
+        got = Enum.map([u, s, vt], &Nx.devectorize(&1, keep_names: false))
+        expected = Enum.map([hu, hs, hvt], &Nx.devectorize(&1, keep_names: false))
+        assert_svd(List.to_tuple(got), List.to_tuple(expected), {:f, 64}, 1.0e-10)
+      end
+
+      test "larger matrices, where the host would take minutes: U diag(s) V^T = A" do
+        # Nx's algorithm is only this accurate: eigh stops once its Q moves
+        # by at most 1.0e-4 and flushes entries under 1.0e-4 (the reference
+        # is as far from the exact values on a 12 x 8 matrix).
+        for {m, n} <- [{48, 32}, {20, 40}], type <- [:f64, :f32], full <- [true, false] do
+          k = min(m, n)
+          a = Nx.as_type(conditioned({}, m, n, 0.8), type)
+          {u, s, vt} = native(fn -> Nx.LinAlg.svd(vk(a), full_matrices?: full) end)
+          assert {u.type, s.type, vt.type} == {Nx.Type.normalize!(type), a.type, a.type}
+          [u, s, vt, a] = Enum.map([u, s, vt, a], &(host(&1) |> Nx.as_type(:f64)))
+          exact = for i <- 0..(k - 1), do: 3.0 * :math.pow(0.8, i)
+          assert_close(vk(s), Nx.tensor(exact, type: :f64), {:f, 64}, 0.0, 2.0e-2)
+
+          rebuilt =
+            u
+            |> Nx.slice([0, 0], [m, k])
+            |> Nx.multiply(s)
+            |> Nx.dot(Nx.slice(vt, [0, 0], [k, n]))
+
+          assert_close(vk(rebuilt), a, {:f, 64}, 0.0, 2.0e-2)
+
+          for q <- [Nx.dot(Nx.transpose(u), u), Nx.dot(vt, Nx.transpose(vt))] do
+            {size, _} = q.shape
+            assert_close(vk(q), Nx.eye(size, type: :f64), {:f, 64}, 0.0, 2.0e-3)
+          end
+        end
+      end
+
+      test "empty matrices: the zero case's identities" do
+        {u, s, vt} =
+          native(fn -> Nx.LinAlg.svd(VB.from_binary(Nx.template({2, 0, 3}, :f32), "", [])) end)
+
+        assert {u.shape, s.shape} == {{2, 0, 0}, {2, 0}}
+        assert Nx.to_list(host(vt)) == Nx.to_list(Nx.broadcast(Nx.eye(3), {2, 3, 3}))
+
+        {u, s, vt} =
+          native(fn ->
+            Nx.LinAlg.svd(VB.from_binary(Nx.template({0, 3, 2}, :f32), "", []),
+              full_matrices?: false
+            )
+          end)
+
+        assert {u.shape, s.shape, vt.shape} == {{0, 3, 2}, {0, 2}, {0, 2, 2}}
+      end
+
+      test "inside defn the Evaluator calls the backend: jit, pinv, matrix_rank" do
+        a = conditioned({}, 4, 3)
+        got = native(fn -> Nx.Defn.jit(&Nx.LinAlg.svd/1).(vk(a)) end)
+        assert_svd(got, host_svd(a), {:f, 64}, 1.0e-10)
+
+        expected = Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.pinv(a) end)
+        assert_close(native(fn -> Nx.LinAlg.pinv(vk(a)) end), expected, {:f, 64}, 1.0e-9, 1.0e-9)
+
+        b = Nx.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]])
+        assert Nx.to_number(host(native(fn -> Nx.LinAlg.matrix_rank(vk(b)) end))) == 2
+      end
+
+      test "complex inputs raise Nx's error before reaching a backend" do
+        c = Nx.tensor([[Complex.new(1.0, 1.0), 0.0], [0.0, 1.0]], backend: Nx.BinaryBackend)
+        before = Nx.Vulkan.fallbacks()
+
+        assert_raise ArgumentError, ~r/not yet implemented for complex inputs/, fn ->
+          Nx.LinAlg.svd(vk(c))
+        end
+
+        assert Nx.Vulkan.fallbacks() == before
       end
     end
   end

@@ -22,9 +22,13 @@ if Code.ensure_loaded?(Nx) do
     # the others print f32 results a few ulp apart, each as close to the
     # exact value as Nx's own: cholesky scales a column by the reciprocal
     # of its divisor (within an ulp of the quotient Nx divides by), which
-    # the next square root's cancellation magnifies; least_squares, pinv
-    # and matrix_power run on the host around device products, whose sums
-    # round in another order than Nx.BinaryBackend's; qr computes f32 in
+    # the next square root's cancellation magnifies; pinv (and
+    # least_squares, through pinv or solve) computes on the device, its SVD
+    # included, whose f32 products, QR and Cholesky steps round otherwise
+    # than Nx.BinaryBackend's (pinv's second example gets the exact 1.0
+    # where Nx prints 0.9999999403953552); matrix_power runs on the host
+    # around device products, whose sums round in another order than
+    # Nx.BinaryBackend's; qr computes f32 in
     # double and rounds once, so its first example prints the nearest f32
     # to sqrt(2) and 1 / sqrt(2) where Nx's f32 arithmetic is an ulp or two
     # off (its examples run in linalg_test.exs with those values).
