@@ -1097,6 +1097,27 @@ nxv_status nxv_lu(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t n,
  * as every op. */
 nxv_status nxv_qr(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t m, uint64_t n,
                   bool complete, double eps, nxv_tensor **out_q, nxv_tensor **out_r);
+/* Steps of the unshifted QR iteration of Nx.BinaryBackend's eigh on each
+ * of batch dense n x n matrices of a, with the matching matrices of q (a
+ * and q f32 or f64, of one type, batch * n * n elements each; q NULL:
+ * each symmetric A first reduced to tridiagonal form as that eigh does,
+ * by the Householder reflections of columns 0 .. n - 3 below their
+ * subdiagonal, the identity where the squares below the subdiagonal
+ * entry sum under eps, entries under eps in magnitude then zero, and Q
+ * starting as the product of those reflections): each step
+ * {Q', R} = qr(A) as nxv_qr computes it (square: columns 0 .. n - 2
+ * reflected; entries of magnitude at most eps zero), then A <- R Q' and
+ * Q <- Q Q'; a matrix stops after the step that moved every entry of Q by
+ * at most eps (NaN counts as not moved), all after max_iter steps (at
+ * least one). Computed in a's type. Two new dense tensors, the final A
+ * and Q. A workgroup per matrix; on CPU devices the steps split over
+ * dispatches (llvmpipe ends long loops), on GPUs one dispatch. n is at
+ * most 64 and batch below 2^32, else NXV_ERR_UNSUPPORTED or
+ * NXV_ERR_INVALID_ARGUMENT. a and q are retained until the work
+ * completes; the outputs are new. Thread-safe, as every op. */
+nxv_status nxv_eigh_iterate(nxv_device *device, nxv_tensor *a, nxv_tensor *q, uint64_t batch,
+                            uint64_t n, uint64_t max_iter, double eps, nxv_tensor **out_a,
+                            nxv_tensor **out_q);
 /* True when nxv_cholesky, nxv_triangular_solve, nxv_lu and nxv_qr run on
  * dtype (f32, or f64 on devices with shaderFloat64; workgroups of 256
  * invocations and 29 KiB of shared memory). */

@@ -4014,3 +4014,103 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
   *out_r = r;
   return NXV_OK;
 }
+
+/* The loop iterations of one VARIANT 6 step an invocation runs, about:
+ * each reflection's sum (32) and its applications to R and Q (about 12
+ * each), the products' n per entry, and the copies. */
+static uint64_t eigh_step_loops(uint64_t n) {
+  uint64_t per = (n * n + 255) / 256;
+  return (n ? n - 1 : 0) * 60 + per * (n + 8) + 16;
+}
+
+/* The loop iterations of the tridiagonal reduction an invocation runs,
+ * about: per reflection its sum (32), two passes over k and two over its
+ * share of the matrix. */
+static uint64_t eigh_tri_loops(uint64_t n) {
+  uint64_t per = (n * n + 255) / 256;
+  return n * (40 + 2 * n + 2 * per);
+}
+
+nxv_status nxv_eigh_iterate(nxv_device *d, nxv_tensor *a, nxv_tensor *q, uint64_t batch,
+                            uint64_t n, uint64_t max_iter, double eps, nxv_tensor **out_a,
+                            nxv_tensor **out_q) {
+  if (!d || !a || !out_a || !out_q)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "eigh_iterate: NULL argument");
+  /* Without q: A reduced to tridiagonal form first, Q from the identity. */
+  bool tri = q == NULL;
+  if (tri) q = a;
+  if (a->device != d || q->device != d)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "eigh_iterate: tensor on another device");
+  nxv_dtype t = a->dtype;
+  NXV_TRY(linalg_check(d, t, "eigh_iterate"));
+  if (q->dtype != t)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "eigh_iterate: A is %s and Q %s",
+                    nxv_dtype_name(t), nxv_dtype_name(q->dtype));
+  if (n > QR_SMALL)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "eigh_iterate: order %llu (at most %d)",
+                    (unsigned long long)n, QR_SMALL);
+  if (batch > UINT32_MAX || batch * n * n != a->count || batch * n * n != q->count)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "eigh_iterate: A has %llu and Q %llu elements, %llu matrices of order %llu "
+                    "need %llu each (at most 2^32 - 1 matrices)",
+                    (unsigned long long)a->count, (unsigned long long)q->count,
+                    (unsigned long long)batch, (unsigned long long)n,
+                    (unsigned long long)(batch * n * n));
+  NXV_TRY(nxv_tensor_ready(a));
+  NXV_TRY(nxv_tensor_ready(q));
+  uint64_t kr = n ? n - 1 : 0, count = batch * n * n;
+  nxv_tensor *ra = NULL, *rq = NULL, *work = NULL, *tau = NULL;
+  nxv_status st = nxv_tensor_new(d, t, count, &ra);
+  if (st == NXV_OK) st = nxv_tensor_new(d, t, count, &rq);
+  if (st == NXV_OK && count) st = nxv_tensor_new(d, t, 6 * count + 4 * batch * n, &work);
+  if (st == NXV_OK && count) st = nxv_tensor_new(d, t, batch * (2 * kr + 1), &tau);
+  if (st == NXV_OK && count) {
+    uint64_t bits = linalg_eps_bits(eps, t == NXV_F32);
+    pc_qr pc = {.a = a->buf->addr, .q = rq->buf->addr, .r = ra->buf->addr,
+                .work = work->buf->addr, .tau = tau->buf->addr, .qw = q->buf->addr,
+                .eps_lo = (uint32_t)bits, .eps_hi = (uint32_t)(bits >> 32),
+                .m = (uint32_t)n, .n = (uint32_t)n, .qc = (uint32_t)n, .rr = (uint32_t)n,
+                .kr = (uint32_t)kr, .batch = (uint32_t)batch};
+    nxv_spv_module mod = t == NXV_F32 ? NXV_SPV_QR_F32 : NXV_SPV_QR_F64;
+    /* On CPU devices as many steps a dispatch as keep an invocation's
+     * loops within twice QR_LOOPS (llvmpipe ends them after 65535); on
+     * GPUs every step in one dispatch. A stopped matrix returns at once. */
+    uint64_t loops = eigh_step_loops(n), first = tri ? eigh_tri_loops(n) : 0;
+    uint64_t span = d->vk.info.type == NXV_DEVICE_CPU ? 2 * QR_LOOPS / loops : max_iter;
+    if (span == 0) span = 1;
+    if (span > UINT32_MAX) span = UINT32_MAX;
+    uint64_t steps = max_iter ? max_iter : 1;
+    /* A and Q read; the results and the workspace written. */
+    nxv_tensor *use[6] = {a, q, ra, rq, work, tau};
+    uint64_t width = d->vk.info.max_workgroup_count[0];
+    uint64_t per = width * d->vk.info.max_workgroup_count[1];
+    for (uint64_t done = 0; st == NXV_OK && done < steps;) {
+      uint64_t now = steps - done < span ? steps - done : span;
+      /* The reduction shares the first dispatch's loop budget. */
+      if (done == 0 && first && d->vk.info.type == NXV_DEVICE_CPU)
+        now = first >= 2 * QR_LOOPS ? 1 : (2 * QR_LOOPS - first) / loops ? (2 * QR_LOOPS - first) / loops : 1;
+      if (now > steps - done) now = steps - done;
+      pc.i = (uint32_t)now;
+      pc.mode = (done == 0 ? (tri ? 5u : 1u) : 0u) | (done + now == steps ? 2u : 0u);
+      /* A workgroup per matrix, as qr_groups lays them out. */
+      for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += per) {
+        uint64_t nb = batch - b0 < per ? batch - b0 : per;
+        uint32_t gx = (uint32_t)(nb < width ? nb : width);
+        pc.b0 = (uint32_t)b0;
+        st = push_grid(d, mod, 6, &pc, sizeof pc, gx, (uint32_t)((nb + gx - 1) / gx),
+                       nb * n * n * n * 4 * now, use, 6, 2);
+      }
+      done += now;
+    }
+  }
+  if (work) nxv_tensor_release(work); /* the nodes hold the buffers */
+  if (tau) nxv_tensor_release(tau);
+  if (st != NXV_OK) {
+    if (ra) nxv_tensor_release(ra);
+    if (rq) nxv_tensor_release(rq);
+    return st;
+  }
+  *out_a = ra;
+  *out_q = rq;
+  return NXV_OK;
+}

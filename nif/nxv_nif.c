@@ -1502,6 +1502,36 @@ static ERL_NIF_TERM nif_qr(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) 
   return enif_make_tuple2(env, wrap_tensor(env, q), wrap_tensor(env, r));
 }
 
+/* eigh_iterate(a, q, batch, n, max_iter, eps): {a, q} after eigh's QR
+ * iteration on a dense batch of n x n matrices (q nil: a reduced to
+ * tridiagonal form first, q from the reflections). */
+static ERL_NIF_TERM nif_eigh_iterate(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  ErlNifUInt64 batch, n, max_iter;
+  double eps;
+  if (!enif_get_uint64(env, argv[2], &batch) || !enif_get_uint64(env, argv[3], &n) ||
+      !enif_get_uint64(env, argv[4], &max_iter))
+    return raise_argument(env, "eigh_iterate: batch, n and max_iter must be non-negative integers");
+  if (!enif_get_double(env, argv[5], &eps))
+    return raise_argument(env, "eigh_iterate: eps must be a float");
+  bool dead;
+  nxv_tensor *a = grab(env, argv[0], &dead);
+  if (!a) return bad_tensor(env, "eigh_iterate A", dead);
+  /* Q nil: A reduced to tridiagonal form first. */
+  nxv_tensor *q = NULL;
+  if (!enif_is_identical(argv[1], am_nil) && !(q = grab(env, argv[1], &dead))) {
+    nxv_tensor_release(a);
+    return bad_tensor(env, "eigh_iterate Q", dead);
+  }
+  nxv_tensor *ra = NULL, *rq = NULL;
+  nxv_status st =
+      nxv_eigh_iterate(nxv_tensor_device(a), a, q, batch, n, max_iter, eps, &ra, &rq);
+  nxv_tensor_release(a);
+  if (q) nxv_tensor_release(q);
+  if (st != NXV_OK) return raise_status(env, st, "eigh_iterate");
+  return enif_make_tuple2(env, wrap_tensor(env, ra), wrap_tensor(env, rq));
+}
+
 /* triangular_solve(a, b, batch, n, cols, lower, left_side, transpose_a):
  * {x, singular}, singular a u32 per system (1: a zero on A's diagonal). */
 static ERL_NIF_TERM nif_triangular_solve(ErlNifEnv *env, int argc,
@@ -1773,6 +1803,7 @@ static ErlNifFunc funcs[] = {
     {"cholesky", 4, nif_cholesky, 0},
     {"lu", 4, nif_lu, 0},
     {"qr", 6, nif_qr, 0},
+    {"eigh_iterate", 6, nif_eigh_iterate, 0},
     {"triangular_solve", 8, nif_triangular_solve, 0},
     {"upload", 3, nif_upload, 0},
     {"upload_dirty", 3, nif_upload, ERL_NIF_DIRTY_JOB_CPU_BOUND},

@@ -41,7 +41,19 @@
 //     own (H_i leaves Q's columns left of i and rows above it as they
 //     are, so a workgroup skips the reflections right of its columns);
 //   VARIANT 5 (m, n <= 64) runs every reflection on R and then on Q in one
-//     dispatch, a workgroup per matrix.
+//     dispatch, a workgroup per matrix;
+//   VARIANT 6 (m = n <= 64) runs pc.i steps of eigh's unshifted QR
+//     iteration (Nx.BinaryBackend's): {Q', R} = qr(A) as the other
+//     variants compute it (entries of at most eps flushed), A <- R Q',
+//     Q <- Q Q', a matrix stopping after the step that moved Q by at most
+//     eps in every entry (NaN counts as not moved). Its workspace, at
+//     pc.work + 6 m n + 4 m per matrix: A, Q, R, Q', the next A and the
+//     next Q, and 4 m of scratch;
+//     pc.tau holds 2 kr + 1 per matrix, the last its stop flag. pc.mode
+//     bit 0: first load A from pc.a and Q from pc.qw (both T) and clear
+//     the flag, with bit 2 instead reduce A to tridiagonal form as eigh
+//     does, Q from the identity (tridiagonalize); bit 1: then write A to
+//     pc.r and Q to pc.q (T).
 // Invocations share workspace memory within a dispatch only within their
 // workgroup: its barriers make those writes visible at workgroup scope.
 #include "common.glsl"
@@ -87,8 +99,8 @@ layout(push_constant, std430) uniform PC {
 // VARIANTS 2 and 4: columns a workgroup (a warp of 32 covers 4 rows of
 // them, 32-byte runs), and row groups (256 / CW) splitting each column's
 // rows, which keeps each invocation's chain of loads short; VARIANT 5
-// covers up to 64 columns at once.
-const uint CW = VARIANT == 5u ? 64u : 8u;
+// and 6 cover up to 64 columns at once.
+const uint CW = VARIANT == 5u || VARIANT == 6u ? 64u : 8u;
 const uint RG = 256u / CW;
 // Rows an invocation loads at once in apply.
 const uint UR = 8u;
@@ -233,6 +245,150 @@ void apply(WorkR W, WorkR TA, R tau, R inv, WorkR X, uint m, uint n, uint ld, ui
   sync_wg();
 }
 
+// eigh's reduction of the symmetric H (n x n) to tridiagonal form, as
+// Nx.BinaryBackend computes it: for i = 0 .. n - 3 the reflection
+// R = I - scale v v^T of column i below row i + 1 (x, a0 its first entry,
+// rest = |x|^2 - a0^2; v0 = a0 <= 0 ? a0 - |x| : -rest / (a0 + |x|);
+// v = 1 at row i + 1, x / v0 below; scale = 2 v0^2 / (rest + v0^2), 0
+// where rest < eps), H <- R H R and Q <- Q R (rank-one updates); then
+// entries under eps in magnitude become zeros of their sign. P (n x n)
+// and VS (4 n) are scratch.
+void tridiagonalize(WorkR H, WorkR Q, WorkR P, WorkR VS, uint n, R eps) {
+  uint t = gl_LocalInvocationID.x, nn = n * n;
+  for (uint i = 0u; i + 2u < n; ++i) {
+    R part = R(0);
+    for (uint r = i + 1u + t; r < n; r += 256u) {
+      R x = H.v[r * n + i];
+      part += x * x;
+    }
+    R norm_sq = sum_wg(part);
+    R a0 = H.v[(i + 1u) * n + i];
+    R rest = norm_sq - a0 * a0, nrm = sqrt(norm_sq);
+    R v0 = a0 <= R(0) ? a0 - nrm : -rest / (a0 + nrm);
+    R scale = rest < eps ? R(0) : R(2) * v0 * v0 / (rest + v0 * v0);
+    if (scale == R(0)) continue;  // uniform: the identity
+    // v (VS[0, n)), then v^T H (VS[n, 2n)) and Q v (VS[2n, 3n)).
+    for (uint r = t; r < n; r += 256u)
+      VS.v[r] = r <= i ? R(0) : r == i + 1u ? R(1) : H.v[r * n + i] / v0;
+    sync_wg();
+    for (uint c = t; c < n; c += 256u) {
+      R w = R(0), qv = R(0);
+      for (uint k = i + 1u; k < n; ++k) {
+        R vk = VS.v[k];
+        w += vk * H.v[k * n + c];
+        qv += Q.v[c * n + k] * vk;
+      }
+      VS.v[n + c] = w;
+      VS.v[2u * n + c] = qv;
+    }
+    sync_wg();
+    // P = R H = H - scale v (v^T H); Q <- Q R = Q - scale (Q v) v^T.
+    for (uint e = t; e < nn; e += 256u) {
+      uint r = e / n, c = e - r * n;
+      P.v[e] = H.v[e] - scale * VS.v[r] * VS.v[n + c];
+      Q.v[e] = Q.v[e] - scale * VS.v[2u * n + r] * VS.v[c];
+    }
+    sync_wg();
+    // P v (VS[3n, 4n)), then H = P R = P - scale (P v) v^T.
+    for (uint r = t; r < n; r += 256u) {
+      R u = R(0);
+      for (uint k = i + 1u; k < n; ++k) u += P.v[r * n + k] * VS.v[k];
+      VS.v[3u * n + r] = u;
+    }
+    sync_wg();
+    for (uint e = t; e < nn; e += 256u) {
+      uint r = e / n, c = e - r * n;
+      H.v[e] = P.v[e] - scale * VS.v[3u * n + r] * VS.v[c];
+    }
+    sync_wg();
+  }
+  for (uint e = t; e < nn; e += 256u) {
+    R h = H.v[e], q = Q.v[e];
+    H.v[e] = abs(h) < eps ? h * R(0) : h;
+    Q.v[e] = abs(q) < eps ? q * R(0) : q;
+  }
+  sync_wg();
+}
+
+// VARIANT 6: pc.i steps of eigh's QR iteration on matrix mat (n x n).
+void eigh_steps(uint mat, uint n, uint kr, R eps) {
+  uint t = gl_LocalInvocationID.x, nn = n * n;
+  uint64_t base = pc.work + uint64_t(mat) * (6u * nn + 4u * n) * uint64_t(R_BYTES);
+  uint64_t step = uint64_t(nn) * uint64_t(R_BYTES);
+  WorkR AW = WorkR(base), QA = WorkR(base + step), W = WorkR(base + 2u * step);
+  WorkR QW = WorkR(base + 3u * step), AN = WorkR(base + 4u * step), QN = WorkR(base + 5u * step);
+  WorkR TA = WorkR(pc.tau + uint64_t(mat) * (2u * kr + 1u) * uint64_t(R_BYTES));
+  if ((pc.mode & 1u) != 0u) {
+    uint64_t off = uint64_t(mat) * nn * uint64_t(T_ALIGN);
+    bool tri = (pc.mode & 4u) != 0u;
+    for (uint e = t; e < nn; e += 256u) {
+      AW.v[e] = R(InT(pc.a + off).v[e]);
+      QA.v[e] = tri ? (e / n == e % n ? R(1) : R(0)) : R(InT(pc.qw + off).v[e]);
+    }
+    if (t == 0u) TA.v[2u * kr] = R(0);
+    sync_wg();
+    if (tri) tridiagonalize(AW, QA, AN, WorkR(base + 6u * step), n, eps);
+  }
+  bool done = TA.v[2u * kr] != R(0);  // uniform
+  R sq;
+  for (uint it = 0u; it < pc.i && !done; ++it) {
+    // {Q', R} = qr(A): VARIANT 5's reflections on a copy of A, Q' from
+    // the identity.
+    for (uint e = t; e < nn; e += 256u) {
+      W.v[e] = AW.v[e];
+      QW.v[e] = e / n == e % n ? R(1) : R(0);
+    }
+    sync_wg();
+    for (uint i = 0u; i < kr; ++i) {
+      reflect(W, TA, n, n, kr, i, eps);
+      sync_wg();
+      apply(W, TA, TA.v[i], TA.v[kr + i], W, n, n, n, i, 0u, n, true, false, sq);
+    }
+    for (uint i = kr; i-- > 0u;)
+      apply(W, TA, TA.v[i], TA.v[kr + i], QW, n, n, n, i, i, n, false, false, sq);
+    // R and Q' as VARIANT 3 writes them: v's entries zero, entries of at
+    // most eps flushed.
+    for (uint e = t; e < nn; e += 256u) {
+      uint row = e / n, col = e - row * n;
+      R x = W.v[e];
+      if (row > col && col < kr && TA.v[col] != R(0)) x = R(0);
+      W.v[e] = abs(x) <= eps ? R(0) : x;
+      R y = QW.v[e];
+      QW.v[e] = abs(y) <= eps ? R(0) : y;
+    }
+    sync_wg();
+    // The next A = R Q' and Q = Q Q'; how many entries of Q moved by more
+    // than eps.
+    uint moved = 0u;
+    for (uint e = t; e < nn; e += 256u) {
+      uint row = e / n, col = e - row * n;
+      R a = R(0), q = R(0);
+      for (uint k = 0u; k < n; ++k) {
+        R qk = QW.v[k * n + col];
+        a += W.v[row * n + k] * qk;
+        q += QA.v[row * n + k] * qk;
+      }
+      AN.v[e] = a;
+      QN.v[e] = q;
+      if (abs(QA.v[e] - q) > eps) moved++;
+    }
+    done = sum_wg(R(moved)) == R(0);
+    for (uint e = t; e < nn; e += 256u) {
+      AW.v[e] = AN.v[e];
+      QA.v[e] = QN.v[e];
+    }
+    sync_wg();
+  }
+  if (t == 0u) TA.v[2u * kr] = done ? R(1) : R(0);
+  if ((pc.mode & 2u) != 0u) {
+    uint64_t off = uint64_t(mat) * nn * uint64_t(T_ALIGN);
+    for (uint e = t; e < nn; e += 256u) {
+      OutT(pc.r + off).v[e] = T(AW.v[e]);
+      OutT(pc.q + off).v[e] = T(QA.v[e]);
+    }
+  }
+}
+
 // The matrix of this workgroup (x + y * width plus b0), or batch.
 uint matrix_of_group() {
   return pc.b0 + gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
@@ -271,6 +427,10 @@ void main() {
   }
   uint mat = VARIANT == 2u || VARIANT == 4u ? pc.b0 + gl_WorkGroupID.y : matrix_of_group();
   if (mat >= pc.batch) return;  // the whole workgroup
+  if (VARIANT == 6u) {
+    eigh_steps(mat, n, kr, eps);
+    return;
+  }
   WorkR W = WorkR(pc.work + uint64_t(mat) * (m * n) * uint64_t(R_BYTES));
   WorkR TA = WorkR(pc.tau + uint64_t(mat) * (2u * kr) * uint64_t(R_BYTES));
   WorkR QW = WorkR(pc.qw + uint64_t(mat) * (m * qc) * uint64_t(R_BYTES));

@@ -1,5 +1,6 @@
 /*
- * Linear algebra tests: nxv_cholesky, nxv_triangular_solve, nxv_lu and nxv_qr on
+ * Linear algebra tests: nxv_cholesky, nxv_triangular_solve, nxv_lu, nxv_qr and
+ * nxv_eigh_iterate on
  * f32 and f64 against references in long double, on random
  * well-conditioned inputs of many orders and batch sizes (1 to 100,
  * including orders that are not multiples of the kernels' 16-wide layout
@@ -1276,5 +1277,245 @@ NXV_TEST(linalg, qr_edges) {
   CHECK(strstr(nxv_last_error(), "qr on s32") != NULL);
   CHECK(!o[0] && !o[1]);
   nxv_tensor_release(it);
+  nxv_device_release(d);
+}
+
+/* Nx.BinaryBackend's eigh iteration on the n x n matrix a with q in long
+ * double, as nxv_eigh_iterate defines it: {Q', R} = ref_qr(A), A <- R Q',
+ * Q <- Q Q', stopping after the step that moved every entry of Q by at
+ * most eps, or after max_iter steps (at least one). Returns the steps. */
+static size_t ref_eigh_iterate(long double *a, long double *q, size_t n, size_t max_iter,
+                               long double eps) {
+  size_t nn = n * n, steps = 0;
+  long double *qs = test_xcalloc(nn + 1, sizeof *qs), *rs = test_xcalloc(nn + 1, sizeof *rs);
+  long double *an = test_xcalloc(nn + 1, sizeof *an), *qn = test_xcalloc(nn + 1, sizeof *qn);
+  for (size_t it = 0; it < (max_iter ? max_iter : 1); it++) {
+    ref_qr(a, n, n, n, n, eps, qs, rs);
+    bool moved = false;
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < n; j++) {
+        long double x = 0, y = 0;
+        for (size_t k = 0; k < n; k++) {
+          x += rs[i * n + k] * qs[k * n + j];
+          y += q[i * n + k] * qs[k * n + j];
+        }
+        an[i * n + j] = x;
+        qn[i * n + j] = y;
+        if (fabsl(q[i * n + j] - y) > eps) moved = true;
+      }
+    memcpy(a, an, nn * sizeof *a);
+    memcpy(q, qn, nn * sizeof *q);
+    steps++;
+    if (!moved) break;
+  }
+  free(qs);
+  free(rs);
+  free(an);
+  free(qn);
+  return steps;
+}
+
+/* Nx.BinaryBackend's reduction of eigh's symmetric h (n x n) to
+ * tridiagonal form in long double, q from the identity, as
+ * nxv_eigh_iterate does it without q: reflections of columns 0 .. n - 3
+ * below the subdiagonal (the identity where rest < eps), then entries
+ * under eps flushed. */
+static void ref_tridiagonal(long double *h, long double *q, size_t n, long double eps) {
+  size_t nn = n * n;
+  long double *v = test_xcalloc(n + 1, sizeof *v), *p = test_xcalloc(nn + 1, sizeof *p);
+  for (size_t i = 0; i < nn; i++) q[i] = i / n == i % n;
+  for (size_t i = 0; i + 2 < n; i++) {
+    long double ns = 0;
+    for (size_t r = i + 1; r < n; r++) ns += h[r * n + i] * h[r * n + i];
+    long double a0 = h[(i + 1) * n + i], rest = ns - a0 * a0, nrm = sqrtl(ns);
+    long double v0 = a0 <= 0 ? a0 - nrm : -rest / (a0 + nrm);
+    if (rest < eps) continue;
+    long double scale = 2 * v0 * v0 / (rest + v0 * v0);
+    for (size_t r = 0; r < n; r++) v[r] = r <= i ? 0 : r == i + 1 ? 1 : h[r * n + i] / v0;
+    /* H <- R H R, Q <- Q R, R = I - scale v v^T, densely. */
+    for (int pass = 0; pass < 3; pass++) {
+      long double *src = pass == 2 ? q : h;
+      for (size_t r = 0; r < n; r++)
+        for (size_t c = 0; c < n; c++) {
+          long double x = 0;
+          for (size_t k = 0; k < n; k++) {
+            long double rk = (r == k) - scale * v[r] * v[k], kc = (k == c) - scale * v[k] * v[c];
+            x += pass == 0 ? rk * src[k * n + c] : src[r * n + k] * kc;
+          }
+          p[r * n + c] = x;
+        }
+      memcpy(src, p, nn * sizeof *p);
+    }
+  }
+  for (size_t i = 0; i < nn; i++) {
+    if (fabsl(h[i]) < eps) h[i] = 0;
+    if (fabsl(q[i]) < eps) q[i] = 0;
+  }
+  free(v);
+  free(p);
+}
+
+/* nxv_eigh_iterate on batch symmetric matrices V diag(3 (-ratio)^k) V^T
+ * (V orthogonal, from ref_qr of a random matrix; eigenvalues of distinct
+ * magnitudes, so the iteration converges) with Q the identity, against
+ * ref_eigh_iterate: every entry of A and Q within a bound that grows with
+ * the steps. Matrices whose ratio differs stop at different steps; with
+ * max_iter below that, all stop there. Outputs poisoned first. */
+static void check_eigh_iterate(nxv_device *d, uint64_t *rng, nxv_dtype t, size_t batch,
+                               size_t n, size_t max_iter, bool tri) {
+  char tag[96];
+  snprintf(tag, sizeof tag, "eigh_iterate %s %zu x %zu, max_iter %zu%s", nxv_dtype_name(t),
+           batch, n, max_iter, tri ? ", tridiagonal first" : "");
+  size_t nn = n * n, count = batch * nn, es = nxv_dtype_size(t);
+  void *abuf = test_xcalloc(count + 1, es), *qbuf = test_xcalloc(count + 1, es);
+  long double *a = test_xcalloc(count + 1, sizeof *a), *q = test_xcalloc(count + 1, sizeof *q);
+  long double *g = test_xcalloc(nn + 1, sizeof *g), *v = test_xcalloc(nn + 1, sizeof *v);
+  long double *r = test_xcalloc(nn + 1, sizeof *r);
+  long double eps = 1e-4L;
+  for (size_t b = 0; b < batch; b++) {
+    for (size_t i = 0; i < nn; i++) g[i] = test_rand_uniform(rng, -1, 1);
+    ref_qr(g, n, n, n, n, 1e-30L, v, r);
+    long double ratio = 0.4L + 0.1L * (long double)(b % 3);
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = 0; j < n; j++) {
+        long double s = 0, l = 3;
+        for (size_t k = 0; k < n; k++, l *= -ratio) s += v[i * n + k] * l * v[j * n + k];
+        put(t, abuf, b * nn + i * n + j, s);
+        put(t, qbuf, b * nn + i * n + j, i == j ? 1 : 0);
+      }
+  }
+  for (size_t i = 0; i < count; i++) {
+    a[i] = get(t, abuf, i);
+    q[i] = get(t, qbuf, i);
+  }
+  nxv_tensor *x = upload(d, t, count, abuf), *y = upload(d, t, count, qbuf);
+  if (x && y) {
+    nxv_tensor *oa = NULL, *oq = NULL;
+    nxv_status st =
+        nxv_eigh_iterate(d, x, tri ? NULL : y, batch, n, max_iter, (double)eps, &oa, &oq);
+    CHECK_MSG(st == NXV_OK, "%s: %s", tag, nxv_last_error());
+    if (st == NXV_OK) {
+      CHECK(nxv_tensor_count(oa) == count && nxv_tensor_dtype(oa) == t);
+      CHECK(nxv_tensor_count(oq) == count && nxv_tensor_dtype(oq) == t);
+      void *ga = download(oa, count, es), *gq = download(oq, count, es);
+      size_t bad = 0;
+      for (size_t b = 0; ga && gq && b < batch; b++) {
+        if (tri) ref_tridiagonal(a + b * nn, q + b * nn, n, eps);
+        size_t steps = ref_eigh_iterate(a + b * nn, q + b * nn, n, max_iter, eps);
+        long double tol =
+            16 * (long double)(n + 1) * unit_eps(t) * sqrtl((long double)steps + 1) * 3;
+        for (size_t i = 0; i < nn; i++) {
+          long double ea = a[b * nn + i], eq = q[b * nn + i];
+          long double xa = get(t, ga, b * nn + i), xq = get(t, gq, b * nn + i);
+          if (!(fabsl(xa - ea) <= tol) && bad++ < 5)
+            fprintf(stderr, "  %s: matrix %zu (%zu steps) A(%zu, %zu) %.10Lg, expected %.10Lg\n",
+                    tag, b, steps, i / n, i % n, xa, ea);
+          if (!(fabsl(xq - eq) <= tol) && bad++ < 5)
+            fprintf(stderr, "  %s: matrix %zu (%zu steps) Q(%zu, %zu) %.10Lg, expected %.10Lg\n",
+                    tag, b, steps, i / n, i % n, xq, eq);
+        }
+      }
+      CHECK_MSG(bad == 0, "%s: %zu wrong entries", tag, bad);
+      free(ga);
+      free(gq);
+      nxv_tensor_release(oa);
+      nxv_tensor_release(oq);
+    }
+  }
+  if (x) nxv_tensor_release(x);
+  if (y) nxv_tensor_release(y);
+  free(abuf);
+  free(qbuf);
+  free(a);
+  free(q);
+  free(g);
+  free(v);
+  free(r);
+}
+
+NXV_TEST(linalg, eigh_iterate) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  uint64_t rng = 0xe16;
+  /* Orders 1 to 64 (64: several dispatches on CPU devices), batches whose
+   * matrices stop at different steps, max_iter cutting the iteration short
+   * (0 runs one step, as 1 does). Order 64 in f64 only: its smallest
+   * eigenvalues (3 0.4^63 and the like) are closer together than f32
+   * resolves, so their eigenvectors are not determined in f32. */
+  static const size_t cases[][3] = {{1, 1, 1000}, {2, 2, 1000}, {3, 5, 1000}, {3, 8, 1000},
+                                    {2, 17, 1000}, {3, 33, 1000}, {2, 64, 1000}, {2, 8, 3},
+                                    {1, 16, 1}, {1, 16, 0}, {2, 64, 7}};
+  for (size_t ti = 0; ti < 2; ti++)
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+      for (int tri = 0; tri < 2; tri++)
+        if (kTypes[ti] == NXV_F64 || cases[c][1] < 64)
+          check_eigh_iterate(d, &rng, kTypes[ti], cases[c][0], cases[c][1], cases[c][2], tri);
+  /* NaN stops a matrix after one step (it counts as not moved), without
+   * holding up the others; empty batches; wrong calls leave the outputs
+   * alone. */
+  double nan_in[8] = {NAN, 1, 1, 2, 2, 1, 1, 3}, eye[8] = {1, 0, 0, 1, 1, 0, 0, 1};
+  nxv_tensor *x = NULL, *y = NULL, *o[2] = {NULL, NULL};
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F64, 8, nan_in, &x));
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F64, 8, eye, &y));
+  REQUIRE_OK(nxv_eigh_iterate(d, x, y, 2, 2, 1000, 1e-4, &o[0], &o[1]));
+  double ga[8], gq[8];
+  REQUIRE_OK(nxv_tensor_download(o[0], 0, 8, ga));
+  REQUIRE_OK(nxv_tensor_download(o[1], 0, 8, gq));
+  CHECK(isnan(ga[0]) && isnan(gq[0]));
+  long double la[4] = {2, 1, 1, 3}, lq[4] = {1, 0, 0, 1};
+  size_t steps = ref_eigh_iterate(la, lq, 2, 1000, 1e-4L);
+  CHECK(steps > 1);
+  for (size_t i = 0; i < 4; i++)
+    CHECK_MSG(fabsl(ga[4 + i] - la[i]) < 1e-12L && fabsl(gq[4 + i] - lq[i]) < 1e-12L,
+              "second matrix (%zu steps) entry %zu: A %.17g (%.17Lg), Q %.17g (%.17Lg)", steps,
+              i, ga[4 + i], la[i], gq[4 + i], lq[i]);
+  nxv_tensor_release(o[0]);
+  nxv_tensor_release(o[1]);
+  /* Already tridiagonal: every reflection of the reduction the identity,
+   * Q from the identity. */
+  {
+    double tb[16] = {4, 1, 0, 0, 1, 3, 1, 0, 0, 1, 2, 1, 0, 0, 1, 1};
+    long double la4[16], lq4[16];
+    for (size_t i = 0; i < 16; i++) la4[i] = tb[i];
+    ref_tridiagonal(la4, lq4, 4, 1e-4L);
+    size_t st4 = ref_eigh_iterate(la4, lq4, 4, 1000, 1e-4L);
+    nxv_tensor *tt = NULL;
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_F64, 16, tb, &tt));
+    REQUIRE_OK(nxv_eigh_iterate(d, tt, NULL, 1, 4, 1000, 1e-4, &o[0], &o[1]));
+    double ta[16], tq[16];
+    REQUIRE_OK(nxv_tensor_download(o[0], 0, 16, ta));
+    REQUIRE_OK(nxv_tensor_download(o[1], 0, 16, tq));
+    for (size_t i = 0; i < 16; i++)
+      CHECK_MSG(fabsl(ta[i] - la4[i]) < 1e-12L && fabsl(tq[i] - lq4[i]) < 1e-12L,
+                "tridiagonal input (%zu steps) entry %zu: A %.17g (%.17Lg), Q %.17g (%.17Lg)",
+                st4, i, ta[i], la4[i], tq[i], lq4[i]);
+    nxv_tensor_release(o[0]);
+    nxv_tensor_release(o[1]);
+    nxv_tensor_release(tt);
+  }
+  nxv_tensor *e = NULL;
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_F64, 0, &e));
+  REQUIRE_OK(nxv_eigh_iterate(d, e, e, 0, 3, 1000, 1e-4, &o[0], &o[1]));
+  CHECK(nxv_tensor_count(o[0]) == 0 && nxv_tensor_count(o[1]) == 0);
+  nxv_tensor_release(o[0]);
+  nxv_tensor_release(o[1]);
+  nxv_tensor_release(e);
+  nxv_tensor *keep[2] = {(nxv_tensor *)&keep, (nxv_tensor *)&keep};
+  CHECK(nxv_eigh_iterate(d, x, y, 3, 2, 10, 1e-4, &keep[0], &keep[1]) ==
+        NXV_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(nxv_last_error(), "eigh_iterate: A has 8 and Q 8 elements") != NULL);
+  CHECK(nxv_eigh_iterate(d, x, y, 1, 65, 10, 1e-4, &keep[0], &keep[1]) == NXV_ERR_UNSUPPORTED);
+  CHECK(nxv_eigh_iterate(d, NULL, y, 2, 2, 10, 1e-4, &keep[0], &keep[1]) ==
+        NXV_ERR_INVALID_ARGUMENT);
+  nxv_tensor *f = NULL;
+  float ff[8] = {0};
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 8, ff, &f));
+  CHECK(nxv_eigh_iterate(d, x, f, 2, 2, 10, 1e-4, &keep[0], &keep[1]) ==
+        NXV_ERR_INVALID_ARGUMENT);
+  CHECK(strstr(nxv_last_error(), "A is f64 and Q f32") != NULL);
+  CHECK(keep[0] == (nxv_tensor *)&keep && keep[1] == (nxv_tensor *)&keep);
+  nxv_tensor_release(f);
+  nxv_tensor_release(x);
+  nxv_tensor_release(y);
   nxv_device_release(d);
 }

@@ -2704,8 +2704,7 @@ if Code.ensure_loaded?(Nx.Backend) do
           batch = div(Nx.size(shape), n * n)
           a = tensor |> Nx.as_type(work) |> Nx.reshape({batch, n, n})
           eigh_check_symmetric(a, eps)
-          {h, q} = eigh_tridiagonal(a, n, eps, index)
-          {a, q} = eigh_iterate(h, q, eps, max_iter, batch, index)
+          {a, q} = eigh_reduce_iterate(a, n, eps, max_iter, batch, index)
 
           vals = a |> diagonals() |> eigh_flush(eps)
 
@@ -2798,6 +2797,26 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     # Steps of eigh's iteration between two reads of its convergence test.
     @eigh_check 8
+
+    # The largest order qr.comp reduces and iterates in one workgroup
+    # (QR_SMALL in kernels/ops.c).
+    @eigh_kernel_max 64
+
+    # {A, Q} after the tridiagonal reduction and the QR iterations of the
+    # symmetric batch a: up to order 64 one kernel does both (a workgroup
+    # per matrix: nothing read back, every step in one dispatch on GPUs);
+    # larger orders take device ops, a reflection or a step at a time.
+    defp eigh_reduce_iterate(%T{type: type} = a, n, eps, max_iter, batch, index)
+         when n <= @eigh_kernel_max do
+      {:ok, ar} = operand(a, Map.fetch!(@nif_types, type), index)
+      {ra, rq} = alloc(index, fn -> NIF.eigh_iterate(ar, nil, batch, n, max_iter, eps) end)
+      {wrap(a, ra, index), wrap(a, rq, index)}
+    end
+
+    defp eigh_reduce_iterate(a, n, eps, max_iter, batch, index) do
+      {h, q} = eigh_tridiagonal(a, n, eps, index)
+      eigh_iterate(h, q, eps, max_iter, batch, index)
+    end
 
     # Unshifted QR iterations from {a, q}: A <- R Q', Q <- Q Q' with
     # {Q', R} = qr(A); a matrix stops (its A and Q kept) once Q moved by at

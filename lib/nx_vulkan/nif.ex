@@ -282,6 +282,27 @@ defmodule Nx.Vulkan.NIF do
   def qr(_a, _batch, _m, _n, _complete, _eps), do: nif_error()
 
   @doc """
+  Runs the unshifted QR iteration of `Nx.LinAlg.eigh/2` (Nx.BinaryBackend's)
+  on `batch` dense `n x n` matrices `a` (f32 or f64, `n` at most 64) with
+  their accumulated eigenvector matrices `q` (same type and shape; `nil`:
+  each symmetric `a` is first reduced to tridiagonal form as that eigh
+  does, and Q starts as the product of its reflections): each
+  step factors A = Q' R as `qr/6` does (entries of at most `eps` zero),
+  then A becomes R Q' and Q becomes Q Q'; a matrix stops after the step
+  that moved no entry of Q by more than `eps`, all after `max_iter` steps
+  (at least one). Returns the final `{a, q}`.
+  """
+  @spec eigh_iterate(
+          reference(),
+          reference() | nil,
+          non_neg_integer(),
+          non_neg_integer(),
+          non_neg_integer(),
+          float()
+        ) :: {reference(), reference()}
+  def eigh_iterate(_a, _q, _batch, _n, _max_iter, _eps), do: nif_error()
+
+  @doc """
   Solves `batch` triangular systems as `Nx.LinAlg.triangular_solve/3`
   defines them: `a` dense `batch x n x n`, `b` dense `batch x n x cols`
   (left side) or `batch x cols x n`, both f32 or both f64. Returns the

@@ -645,6 +645,7 @@ defmodule NxVulkan.NifFuzz do
       {:cholesky, 4} => {2, &g_cholesky/0},
       {:lu, 4} => {2, &g_lu/0},
       {:qr, 6} => {2, &g_qr/0},
+      {:eigh_iterate, 6} => {2, &g_eigh_iterate/0},
       {:triangular_solve, 8} => {2, &g_triangular_solve/0},
       {:conv, 12} => {4, &g_conv/0},
       {:window_scatter, 9} => {3, &g_window_scatter/0},
@@ -847,7 +848,7 @@ defmodule NxVulkan.NifFuzz do
       ] and result == :ok ->
         :ok
 
-      fun in [:sort, :triangular_solve, :lu, :qr] and is_tuple(result) ->
+      fun in [:sort, :triangular_solve, :lu, :qr, :eigh_iterate] and is_tuple(result) ->
         result |> Tuple.to_list() |> Enum.map(&live_tensor/1) |> Enum.find(:ok, &(&1 != :ok))
 
       fun not in [
@@ -2063,6 +2064,36 @@ defmodule NxVulkan.NifFuzz do
       fn
         {q, r} -> expect_tensors([{q, batch * m * k}, {r, batch * k * n}], tag, type)
         other -> {:fail, "qr returned #{inspect(other, limit: 8)}"}
+      end,
+      type in [:f32, :f64]
+    )
+  end
+
+  # eigh's QR iteration: square matrices up to order 64 (the kernel's
+  # largest), Q given or nil (A reduced to tridiagonal form first), few
+  # steps.
+  defp g_eigh_iterate do
+    tag = op_tag()
+    type = linalg_type()
+    n = weighted([{0, 1}, {range(1, 8), 6}, {range(60, 64), 1}])
+    batch = weighted([{0, 1}, {range(1, 3), 6}])
+    a = tensor_of(tag, type, batch * n * n)
+
+    {q, q_kind} =
+      if chance(0.5),
+        do: {nil, :any},
+        else: {tensor_of(tag, type, batch * n * n).ref, {:tensor, tag}}
+
+    mk(
+      :eigh_iterate,
+      [a.ref, q, batch, n, range(0, 12), pick([0.0, 1.0e-4, 1.0e-2])],
+      [{:tensor, tag}, q_kind, :u64, :u64, :u64, :float],
+      fn
+        {ra, rq} ->
+          expect_tensors([{ra, batch * n * n}, {rq, batch * n * n}], tag, type)
+
+        other ->
+          {:fail, "eigh_iterate returned #{inspect(other, limit: 8)}"}
       end,
       type in [:f32, :f64]
     )
