@@ -4015,6 +4015,10 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
   return NXV_OK;
 }
 
+/* The most loop iterations an invocation of VARIANT 6 runs a dispatch on
+ * GPUs. */
+#define EIGH_GPU_LOOPS 262144
+
 /* The loop iterations of one VARIANT 6 step an invocation runs, about:
  * each reflection's sum (32) and its applications to R and Q (about 12
  * each), the products' n per entry, and the copies. */
@@ -4074,9 +4078,11 @@ nxv_status nxv_eigh_iterate(nxv_device *d, nxv_tensor *a, nxv_tensor *q, uint64_
     nxv_spv_module mod = t == NXV_F32 ? NXV_SPV_QR_F32 : NXV_SPV_QR_F64;
     /* On CPU devices as many steps a dispatch as keep an invocation's
      * loops within twice QR_LOOPS (llvmpipe ends them after 65535); on
-     * GPUs every step in one dispatch. A stopped matrix returns at once. */
+     * GPUs within EIGH_GPU_LOOPS (at order 64 about 50 steps, a few ms a
+     * matrix: no dispatch runs long enough for a display GPU's watchdog).
+     * A stopped matrix returns at once. */
     uint64_t loops = eigh_step_loops(n), first = tri ? eigh_tri_loops(n) : 0;
-    uint64_t span = d->vk.info.type == NXV_DEVICE_CPU ? 2 * QR_LOOPS / loops : max_iter;
+    uint64_t span = (d->vk.info.type == NXV_DEVICE_CPU ? 2 * QR_LOOPS : EIGH_GPU_LOOPS) / loops;
     if (span == 0) span = 1;
     if (span > UINT32_MAX) span = UINT32_MAX;
     uint64_t steps = max_iter ? max_iter : 1;

@@ -2804,7 +2804,7 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     # {A, Q} after the tridiagonal reduction and the QR iterations of the
     # symmetric batch a: up to order 64 one kernel does both (a workgroup
-    # per matrix: nothing read back, every step in one dispatch on GPUs);
+    # per matrix: nothing read back, tens to hundreds of steps a dispatch);
     # larger orders take device ops, a reflection or a step at a time.
     defp eigh_reduce_iterate(%T{type: type} = a, n, eps, max_iter, batch, index)
          when n <= @eigh_kernel_max do
