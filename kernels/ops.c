@@ -3899,9 +3899,11 @@ static nxv_status qr_rows(nxv_device *d, nxv_spv_module mod, uint32_t variant, p
 
 /* qr.comp's variant with a workgroup per matrix of pc's batch: up to the
  * grid's width along x, rows of that along y, further dispatches past the
- * grid's height; cost per matrix. */
-static nxv_status qr_groups(nxv_device *d, nxv_spv_module mod, uint32_t variant, pc_qr *pc,
-                            uint64_t cost, nxv_tensor *const use[7]) {
+ * grid's height; cost per matrix; use as push_grid takes it (nuse
+ * tensors, those from first_write on written). */
+static nxv_status qr_groups_use(nxv_device *d, nxv_spv_module mod, uint32_t variant, pc_qr *pc,
+                                uint64_t cost, nxv_tensor *const *use, int nuse,
+                                int first_write) {
   uint64_t width = d->vk.info.max_workgroup_count[0];
   uint64_t per = width * d->vk.info.max_workgroup_count[1];
   nxv_status st = NXV_OK;
@@ -3909,9 +3911,16 @@ static nxv_status qr_groups(nxv_device *d, nxv_spv_module mod, uint32_t variant,
     uint64_t nb = pc->batch - b0 < per ? pc->batch - b0 : per;
     uint32_t gx = (uint32_t)(nb < width ? nb : width);
     pc->b0 = (uint32_t)b0;
-    st = qr_step(d, mod, variant, pc, gx, (uint32_t)((nb + gx - 1) / gx), nb * cost, use);
+    st = push_grid(d, mod, variant, pc, sizeof *pc, gx, (uint32_t)((nb + gx - 1) / gx),
+                   nb * cost, use, nuse, first_write);
   }
   return st;
+}
+
+/* qr_groups_use with qr_step's seven tensors (the last three written). */
+static nxv_status qr_groups(nxv_device *d, nxv_spv_module mod, uint32_t variant, pc_qr *pc,
+                            uint64_t cost, nxv_tensor *const use[7]) {
+  return qr_groups_use(d, mod, variant, pc, cost, use, 7, 4);
 }
 
 nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint64_t n,
@@ -4088,8 +4097,6 @@ nxv_status nxv_eigh_iterate(nxv_device *d, nxv_tensor *a, nxv_tensor *q, uint64_
     uint64_t steps = max_iter ? max_iter : 1;
     /* A and Q read; the results and the workspace written. */
     nxv_tensor *use[6] = {a, q, ra, rq, work, tau};
-    uint64_t width = d->vk.info.max_workgroup_count[0];
-    uint64_t per = width * d->vk.info.max_workgroup_count[1];
     for (uint64_t done = 0; st == NXV_OK && done < steps;) {
       uint64_t now = steps - done < span ? steps - done : span;
       /* The reduction shares the first dispatch's loop budget. */
@@ -4098,14 +4105,7 @@ nxv_status nxv_eigh_iterate(nxv_device *d, nxv_tensor *a, nxv_tensor *q, uint64_
       if (now > steps - done) now = steps - done;
       pc.i = (uint32_t)now;
       pc.mode = (done == 0 ? (tri ? 5u : 1u) : 0u) | (done + now == steps ? 2u : 0u);
-      /* A workgroup per matrix, as qr_groups lays them out. */
-      for (uint64_t b0 = 0; st == NXV_OK && b0 < batch; b0 += per) {
-        uint64_t nb = batch - b0 < per ? batch - b0 : per;
-        uint32_t gx = (uint32_t)(nb < width ? nb : width);
-        pc.b0 = (uint32_t)b0;
-        st = push_grid(d, mod, 6, &pc, sizeof pc, gx, (uint32_t)((nb + gx - 1) / gx),
-                       nb * n * n * n * 4 * now, use, 6, 2);
-      }
+      st = qr_groups_use(d, mod, 6, &pc, n * n * n * 4 * now, use, 6, 2);
       done += now;
     }
   }
