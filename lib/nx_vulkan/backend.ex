@@ -2677,13 +2677,14 @@ if Code.ensure_loaded?(Nx.Backend) do
     # reflections, then unshifted QR iterations (each factorization the
     # device's qr, flushing entries under :eps) until the accumulated Q
     # moves by at most :eps (default 1.0e-4) in every entry, or :max_iter
-    # (1000) iterations; entries under :eps in magnitude flushed. Device
-    # ops in double where the device has f64 (Nx.BinaryBackend computes in
-    # Elixir floats): a download for the symmetry check and one every 8
-    # iterations (the convergence test, every matrix of the batch at once;
-    # those converged are kept as they are, so the steps past it change
-    # nothing). Complex types and devices without
-    # the kernels run on the host.
+    # (1000) iterations; entries under :eps in magnitude flushed. In
+    # double where the device has f64 (Nx.BinaryBackend computes in Elixir
+    # floats), after a download for the symmetry check: up to order 64 the
+    # reduction and the iterations are one kernel that reads nothing back;
+    # larger orders take device ops, the convergence test downloaded every
+    # 8 iterations (every matrix of the batch at once; those converged are
+    # kept as they are, so the steps past it change nothing). Complex types
+    # and devices without the kernels run on the host.
     def eigh({vals_out, vecs_out} = outs, %T{shape: shape} = tensor, opts) do
       index = device_of(tensor)
       rank = tuple_size(shape)
