@@ -1113,9 +1113,12 @@ nxv_status nxv_qr(nxv_device *device, nxv_tensor *a, uint64_t batch, uint64_t m,
  * and Q. A workgroup per matrix, the steps split over dispatches (on CPU
  * devices as llvmpipe ends long loops; on GPUs about 50 steps a dispatch
  * at order 64, 570 at order 8), a stopped matrix returning at once. n is at
- * most 64 and batch below 2^32, else NXV_ERR_UNSUPPORTED or
+ * most 64, max_iter at most NXV_EIGH_MAX_ITER (the steps are all
+ * issued up front: a larger bound would issue that many for matrices long
+ * stopped) and batch below 2^32, else NXV_ERR_UNSUPPORTED or
  * NXV_ERR_INVALID_ARGUMENT. a and q are retained until the work
  * completes; the outputs are new. Thread-safe, as every op. */
+#define NXV_EIGH_MAX_ITER 65536
 nxv_status nxv_eigh_iterate(nxv_device *device, nxv_tensor *a, nxv_tensor *q, uint64_t batch,
                             uint64_t n, uint64_t max_iter, double eps, nxv_tensor **out_a,
                             nxv_tensor **out_q);

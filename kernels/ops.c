@@ -4062,6 +4062,9 @@ nxv_status nxv_eigh_iterate(nxv_device *d, nxv_tensor *a, nxv_tensor *q, uint64_
   if (n > QR_SMALL)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "eigh_iterate: order %llu (at most %d)",
                     (unsigned long long)n, QR_SMALL);
+  if (max_iter > NXV_EIGH_MAX_ITER)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "eigh_iterate: max_iter %llu (at most %d)",
+                    (unsigned long long)max_iter, NXV_EIGH_MAX_ITER);
   if (batch > UINT32_MAX || batch * n * n != a->count || batch * n * n != q->count)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "eigh_iterate: A has %llu and Q %llu elements, %llu matrices of order %llu "

@@ -1505,6 +1505,9 @@ NXV_TEST(linalg, eigh_iterate) {
         NXV_ERR_INVALID_ARGUMENT);
   CHECK(strstr(nxv_last_error(), "eigh_iterate: A has 8 and Q 8 elements") != NULL);
   CHECK(nxv_eigh_iterate(d, x, y, 1, 65, 10, 1e-4, &keep[0], &keep[1]) == NXV_ERR_UNSUPPORTED);
+  CHECK(nxv_eigh_iterate(d, x, y, 2, 2, NXV_EIGH_MAX_ITER + 1, 1e-4, &keep[0], &keep[1]) ==
+        NXV_ERR_UNSUPPORTED);
+  CHECK(strstr(nxv_last_error(), "eigh_iterate: max_iter 65537 (at most 65536)") != NULL);
   CHECK(nxv_eigh_iterate(d, NULL, y, 2, 2, 10, 1e-4, &keep[0], &keep[1]) ==
         NXV_ERR_INVALID_ARGUMENT);
   nxv_tensor *f = NULL;

@@ -2800,15 +2800,18 @@ if Code.ensure_loaded?(Nx.Backend) do
     @eigh_check 8
 
     # The largest order qr.comp reduces and iterates in one workgroup
-    # (QR_SMALL in kernels/ops.c).
+    # (QR_SMALL in kernels/ops.c), and the most steps it takes
+    # (NXV_EIGH_MAX_ITER: it issues them all up front).
     @eigh_kernel_max 64
+    @eigh_kernel_steps 65_536
 
     # {A, Q} after the tridiagonal reduction and the QR iterations of the
     # symmetric batch a: up to order 64 one kernel does both (a workgroup
     # per matrix: nothing read back, tens to hundreds of steps a dispatch);
-    # larger orders take device ops, a reflection or a step at a time.
+    # larger orders, and a :max_iter past the kernel's, take device ops, a
+    # reflection or a step at a time.
     defp eigh_reduce_iterate(%T{type: type} = a, n, eps, max_iter, batch, index)
-         when n <= @eigh_kernel_max do
+         when n <= @eigh_kernel_max and max_iter <= @eigh_kernel_steps do
       {:ok, ar} = operand(a, Map.fetch!(@nif_types, type), index)
       {ra, rq} = alloc(index, fn -> NIF.eigh_iterate(ar, nil, batch, n, max_iter, eps) end)
       {wrap(a, ra, index), wrap(a, rq, index)}

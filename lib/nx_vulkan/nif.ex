@@ -290,7 +290,7 @@ defmodule Nx.Vulkan.NIF do
   step factors A = Q' R as `qr/6` does (entries of at most `eps` zero),
   then A becomes R Q' and Q becomes Q Q'; a matrix stops after the step
   that moved no entry of Q by more than `eps`, all after `max_iter` steps
-  (at least one). Returns the final `{a, q}`.
+  (at least one, at most 65536). Returns the final `{a, q}`.
   """
   @spec eigh_iterate(
           reference(),
