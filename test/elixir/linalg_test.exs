@@ -853,6 +853,14 @@ if Code.ensure_loaded?(Nx) do
           assert_close(v, hv, {:f, 64}, 1.0e-8, 1.0e-8)
           assert_close(e, he, {:f, 64}, 1.0e-8, 1.0e-8)
 
+          # A :max_iter past the kernel's 65536 steps takes the device ops
+          # instead (a reflection, then a step at a time): the same results
+          # (these converge long before).
+          {hv, he} = host_linalg(&Nx.LinAlg.eigh(&1, eps: 1.0e-3), a)
+          {v, e} = native(fn -> Nx.LinAlg.eigh(vk(a), eps: 1.0e-3, max_iter: 70_000) end)
+          assert_close(v, hv, {:f, 64}, 1.0e-8, 1.0e-8)
+          assert_close(e, he, {:f, 64}, 1.0e-8, 1.0e-8)
+
           # Nx.BinaryBackend iterates over 1..max_iter, which counts down
           # below 1: 2 - max_iter iterations.
           for max_iter <- [0, -1] do
