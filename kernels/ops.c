@@ -4099,12 +4099,13 @@ nxv_status nxv_eigh_iterate(nxv_device *d, nxv_tensor *a, nxv_tensor *q, uint64_
     if (span > UINT32_MAX) span = UINT32_MAX;
     uint64_t steps = max_iter ? max_iter : 1;
     /* A and Q read; the results and the workspace written. */
-    nxv_tensor *use[6] = {a, q, ra, rq, work, tau};
+    nxv_tensor *use[6] = {a, tri ? NULL : q, ra, rq, work, tau};
+    /* On CPU devices the reduction shares the first dispatch's budget. */
+    uint64_t budget = 2 * QR_LOOPS > first ? 2 * QR_LOOPS - first : 0;
+    uint64_t first_span = d->vk.info.type == NXV_DEVICE_CPU && first ? budget / loops : span;
+    if (first_span == 0) first_span = 1;
     for (uint64_t done = 0; st == NXV_OK && done < steps;) {
-      uint64_t now = steps - done < span ? steps - done : span;
-      /* The reduction shares the first dispatch's loop budget. */
-      if (done == 0 && first && d->vk.info.type == NXV_DEVICE_CPU)
-        now = first >= 2 * QR_LOOPS ? 1 : (2 * QR_LOOPS - first) / loops ? (2 * QR_LOOPS - first) / loops : 1;
+      uint64_t now = done == 0 ? first_span : span;
       if (now > steps - done) now = steps - done;
       pc.i = (uint32_t)now;
       pc.mode = (done == 0 ? (tri ? 5u : 1u) : 0u) | (done + now == steps ? 2u : 0u);
