@@ -798,7 +798,7 @@ defmodule NxVulkan.NifFuzz do
   defp strict?(call) do
     call.strict and
       not Enum.any?(call.kinds, fn
-        {k, :v} when k in [:device, :tensor, :tensor_dst] -> true
+        {k, :v} when k in [:device, :tensor, :tensor_dst, :opt_tensor] -> true
         {:views, tags, _} -> :v in tags
         _ -> false
       end)
@@ -2082,7 +2082,7 @@ defmodule NxVulkan.NifFuzz do
     {q, q_kind} =
       if chance(0.5),
         do: {nil, :any},
-        else: {tensor_of(tag, type, batch * n * n).ref, {:tensor, tag}}
+        else: {tensor_of(tag, type, batch * n * n).ref, {:opt_tensor, tag}}
 
     mk(
       :eigh_iterate,
@@ -2239,7 +2239,7 @@ defmodule NxVulkan.NifFuzz do
   defp mixed_devices?(kinds) do
     tags =
       Enum.flat_map(kinds, fn
-        {k, tag} when k in [:device, :tensor, :tensor_dst] -> [tag]
+        {k, tag} when k in [:device, :tensor, :tensor_dst, :opt_tensor] -> [tag]
         {:views, tags, _} -> tags
         _ -> []
       end)
@@ -2309,6 +2309,16 @@ defmodule NxVulkan.NifFuzz do
       _ ->
         other = pick(live_tags() -- [tag])
         {dev(other), {:device, other}, :may}
+    end
+  end
+
+  # A tensor argument that may also be nil: a mutation to nil is still a
+  # valid call.
+  defp mutation({:opt_tensor, tag}, term) do
+    case mutation({:tensor, tag}, term) do
+      {nil, _kind, _sev} -> {nil, :any, :may}
+      {t, {:tensor, other}, sev} -> {t, {:opt_tensor, other}, sev}
+      other -> other
     end
   end
 
