@@ -4044,6 +4044,24 @@ static uint64_t eigh_tri_loops(uint64_t n) {
   return n * (40 + 2 * n + 2 * per);
 }
 
+/* qr.comp's variant for eigh's steps on matrices of order n of type t:
+ * the smallest of VARIANTS 7 and 8 (R, Q' and the reflection scalars of a
+ * step in shared memory, orders up to 32 and 48) whose shared memory the
+ * device has, else 6 (all in device memory). The bytes mirror qr.comp's
+ * declarations: red, red2, wsum and sqg, then sW and sQ (rows of order +
+ * 1) and sT. On an H200 the shared forms took 7-16% less GPU time at
+ * orders 8 to 32; a form for order 64 gained nothing, so none is built. */
+static uint32_t qr_eigh_variant(const nxv_device *d, nxv_dtype t, uint64_t n) {
+  static const uint32_t orders[2] = {32, 48};
+  uint64_t rsize = t == NXV_F64 ? 8 : 4;
+  for (uint32_t v = 0; v < 2; v++) {
+    uint64_t sn = orders[v];
+    uint64_t bytes = (256 + 16 + 64 + 4 + 2 * sn * (sn + 1) + 2 * sn) * rsize;
+    if (n <= sn && bytes <= d->vk.info.max_shared_memory) return 7 + v;
+  }
+  return 6;
+}
+
 nxv_status nxv_eigh_iterate(nxv_device *d, nxv_tensor *a, nxv_tensor *q, uint64_t batch,
                             uint64_t n, uint64_t max_iter, double eps, nxv_tensor **out_a,
                             nxv_tensor **out_q) {
@@ -4088,6 +4106,7 @@ nxv_status nxv_eigh_iterate(nxv_device *d, nxv_tensor *a, nxv_tensor *q, uint64_
                 .m = (uint32_t)n, .n = (uint32_t)n, .qc = (uint32_t)n, .rr = (uint32_t)n,
                 .kr = (uint32_t)kr, .batch = (uint32_t)batch};
     nxv_spv_module mod = t == NXV_F32 ? NXV_SPV_QR_F32 : NXV_SPV_QR_F64;
+    uint32_t variant = qr_eigh_variant(d, t, n);
     /* On CPU devices as many steps a dispatch as keep an invocation's
      * loops within twice QR_LOOPS (llvmpipe ends them after 65535); on
      * GPUs within EIGH_GPU_LOOPS (at order 64 about 50 steps, a few ms a
@@ -4109,7 +4128,7 @@ nxv_status nxv_eigh_iterate(nxv_device *d, nxv_tensor *a, nxv_tensor *q, uint64_
       if (now > steps - done) now = steps - done;
       pc.i = (uint32_t)now;
       pc.mode = (done == 0 ? (tri ? 5u : 1u) : 0u) | (done + now == steps ? 2u : 0u);
-      st = qr_groups_use(d, mod, 6, &pc, n * n * n * 4 * now, use, 6, 2);
+      st = qr_groups_use(d, mod, variant, &pc, n * n * n * 4 * now, use, 6, 2);
       done += now;
     }
   }

@@ -54,6 +54,12 @@
 //     the flag, with bit 2 instead reduce A to tridiagonal form as eigh
 //     does, Q from the identity (tridiagonalize); bit 1: then write A to
 //     pc.r and Q to pc.q (T).
+//   VARIANTS 7 and 8 (m = n <= SN: 32, 48) are VARIANT 6 with each
+//     step's R, Q' and reflection scalars in shared memory (sW, sQ, sT;
+//     rows padded to n + 1), where every reflection's barriers wait on
+//     shared rather than device memory; the host picks them where the
+//     device has the shared memory (qr_eigh_variant in ops.c). The next
+//     A goes straight to A's place, so AN stays unused.
 // Invocations share workspace memory within a dispatch only within their
 // workgroup: its barriers make those writes visible at workgroup scope.
 #include "common.glsl"
@@ -100,13 +106,45 @@ layout(push_constant, std430) uniform PC {
 // them, 32-byte runs), and row groups (256 / CW) splitting each column's
 // rows, which keeps each invocation's chain of loads short; VARIANT 5
 // and 6 cover up to 64 columns at once.
-const uint CW = VARIANT == 5u || VARIANT == 6u ? 64u : 8u;
+const uint CW = VARIANT >= 5u ? 64u : 8u;
 const uint RG = 256u / CW;
 // Rows an invocation loads at once in apply.
 const uint UR = 8u;
 shared R red[256];
 shared R red2[16];
 shared R wsum[CW];
+// apply with squares: each row group's sum of squares of column i + 1.
+shared R sqg[RG];
+// VARIANTS 7 and 8: each step's R (sW) and Q' (sQ), n x n with rows of n + 1,
+// and the reflection scalars tau and 1 / v0 (sT, 2 kr).
+const bool SH = VARIANT >= 7u;
+const uint SN = VARIANT == 7u ? 32u : VARIANT == 8u ? 48u : 1u;
+shared R sW[SN * (SN + 1u)];
+shared R sQ[SN * (SN + 1u)];
+shared R sT[2u * SN];
+
+// An element of a workspace matrix: B's in device memory, or with SH
+// sW's (which 0) or sQ's (1).
+R wget(WorkR B, uint which, uint idx) {
+  if (SH) return which == 0u ? sW[idx] : sQ[idx];
+  return B.v[idx];
+}
+void wset(WorkR B, uint which, uint idx, R x) {
+  if (!SH)
+    B.v[idx] = x;
+  else if (which == 0u)
+    sW[idx] = x;
+  else
+    sQ[idx] = x;
+}
+// A reflection scalar: TA's in device memory, or with SH sT's.
+R tget(WorkR TA, uint idx) { return SH ? sT[idx] : TA.v[idx]; }
+void tset(WorkR TA, uint idx, R x) {
+  if (SH)
+    sT[idx] = x;
+  else
+    TA.v[idx] = x;
+}
 
 // A workgroup barrier that also makes the workspace's writes visible to
 // the workgroup (no device-scope fence: the matrix is the workgroup's own).
@@ -136,27 +174,28 @@ R sum_wg(R x) {
 // invocation 0: tau (TA[i]), 1 / v0 (TA[kr + i]) and R's diagonal element;
 // the column below row i keeps x (v = x / v0 there, scaled where read).
 // tau and 1 / v0 are 0 where the reflection is the identity.
-void finish_reflection(WorkR W, WorkR TA, uint n, uint kr, uint i, R s, R eps) {
+// W's rows are ws apart (n, or n + 1 in shared memory).
+void finish_reflection(WorkR W, WorkR TA, uint ws, uint kr, uint i, R s, R eps) {
   if (gl_LocalInvocationID.x != 0u) return;
-  R xi = W.v[i * n + i];
+  R xi = wget(W, 0u, i * ws + i);
   R nrm = sqrt(xi * xi + s);
   bool ident = s < eps;
   R v0 = xi <= R(0) ? xi - nrm : -s / (xi + nrm);
-  TA.v[i] = ident ? R(0) : R(2) / (R(1) + s / (v0 * v0));
-  TA.v[kr + i] = ident ? R(0) : R(1) / v0;
-  if (!ident) W.v[i * n + i] = nrm;
+  tset(TA, i, ident ? R(0) : R(2) / (R(1) + s / (v0 * v0)));
+  tset(TA, kr + i, ident ? R(0) : R(1) / v0);
+  if (!ident) wset(W, 0u, i * ws + i, nrm);
 }
 
 // Reflection i of matrix W (m x n at W), its sum of squares read from the
 // column (two barriers).
-void reflect(WorkR W, WorkR TA, uint m, uint n, uint kr, uint i, R eps) {
+void reflect(WorkR W, WorkR TA, uint m, uint ws, uint kr, uint i, R eps) {
   uint t = gl_LocalInvocationID.x;
   R part = R(0);
   for (uint r = i + 1u + t; r < m; r += 256u) {
-    R x = W.v[r * n + i];
+    R x = wget(W, 0u, r * ws + i);
     part += x * x;
   }
-  finish_reflection(W, TA, n, kr, i, sum_wg(part), eps);
+  finish_reflection(W, TA, ws, kr, i, sum_wg(part), eps);
 }
 
 // Whether reflection i changes column c of R: those right of it, and
@@ -164,17 +203,18 @@ void reflect(WorkR W, WorkR TA, uint m, uint n, uint kr, uint i, R eps) {
 // below the diagonal are R's, as Nx's H R changes them; a reflected
 // column holds v there).
 bool r_column(WorkR TA, uint i, uint c, uint lim) {
-  return c < lim && c != i && (c > i || TA.v[c] == R(0));
+  return c < lim && c != i && (c > i || tget(TA, c) == R(0));
 }
 
 // X -= tau v (v^T X) over rows i .. m - 1 of X's columns c0 .. c0 + CW - 1
-// below lim (X m x ld), v 1 at row i and column i of W (m x n) times inv
-// below it; with rcols (X is R) only the columns r_column takes. With
-// squares, the invocations of column i + 1 add the squares of its updated
-// entries below row i + 1 into sq (else sq is 0). Three barriers
+// below lim (X m x ld: with SH sW or sQ as xw is 0 or 1), v 1 at row i and
+// column i of W (m rows ws apart) times inv below it; with rcols (X is R)
+// only the columns r_column takes. With squares, the invocations of column
+// i + 1 add the squares of its updated entries below row i + 1 into sq
+// (else sq is 0) and put them in sqg by row group. Three barriers
 // (sync_wg) unless tau is zero or no column is taken.
-void apply(WorkR W, WorkR TA, R tau, R inv, WorkR X, uint m, uint n, uint ld, uint i, uint c0,
-           uint lim, bool rcols, bool squares, out R sq) {
+void apply(WorkR W, WorkR TA, R tau, R inv, WorkR X, uint xw, uint m, uint ws, uint ld, uint i,
+           uint c0, uint lim, bool rcols, bool squares, out R sq) {
   sq = R(0);
   if (tau == R(0)) return;  // uniform: the identity
   // Columns right of i first; those left of it only where none is.
@@ -193,14 +233,14 @@ void apply(WorkR W, WorkR TA, R tau, R inv, WorkR X, uint m, uint n, uint ld, ui
       R v[UR], x[UR];
       [[unroll]] for (uint u = 0u; u < UR; ++u) {
         uint ru = r + u * RG;
-        v[u] = ru == i ? R(1) : W.v[ru * n + i] * inv;
-        x[u] = X.v[ru * ld + c];
+        v[u] = ru == i ? R(1) : wget(W, 0u, ru * ws + i) * inv;
+        x[u] = wget(X, xw, ru * ld + c);
       }
       [[unroll]] for (uint u = 0u; u < UR; ++u) part += v[u] * x[u];
     }
     for (; r < m; r += RG) {
-      R v = r == i ? R(1) : W.v[r * n + i] * inv;
-      part += v * X.v[r * ld + c];
+      R v = r == i ? R(1) : wget(W, 0u, r * ws + i) * inv;
+      part += v * wget(X, xw, r * ld + c);
     }
   }
   red[t] = part;
@@ -219,29 +259,30 @@ void apply(WorkR W, WorkR TA, R tau, R inv, WorkR X, uint m, uint n, uint ld, ui
       R v[UR], x[UR];
       [[unroll]] for (uint u = 0u; u < UR; ++u) {
         uint ru = r + u * RG;
-        v[u] = ru == i ? R(1) : W.v[ru * n + i] * inv;
-        x[u] = X.v[ru * ld + c];
+        v[u] = ru == i ? R(1) : wget(W, 0u, ru * ws + i) * inv;
+        x[u] = wget(X, xw, ru * ld + c);
       }
       [[unroll]] for (uint u = 0u; u < UR; ++u) {
         uint ru = r + u * RG;
         R y = x[u] - f * v[u];
-        X.v[ru * ld + c] = y;
+        wset(X, xw, ru * ld + c, y);
         if (sqs && ru > i + 1u) sq += y * y;
       }
     }
     for (; r < m; r += RG) {
-      R v = r == i ? R(1) : W.v[r * n + i] * inv;
-      R x = X.v[r * ld + c] - f * v;
-      X.v[r * ld + c] = x;
+      R v = r == i ? R(1) : wget(W, 0u, r * ws + i) * inv;
+      R x = wget(X, xw, r * ld + c) - f * v;
+      wset(X, xw, r * ld + c, x);
       if (sqs && r > i + 1u) sq += x * x;
     }
   } else if (live && sqs) {
     // Column c0 unchanged: its squares as they are.
     for (r = i + g; r < m; r += RG) {
-      R x = X.v[r * ld + c];
+      R x = wget(X, xw, r * ld + c);
       if (r > i + 1u) sq += x * x;
     }
   }
+  if (sqs) sqg[g] = sq;
   sync_wg();
 }
 
@@ -310,7 +351,8 @@ void tridiagonalize(WorkR H, WorkR Q, WorkR P, WorkR VS, uint n, R eps) {
   sync_wg();
 }
 
-// VARIANT 6: pc.i steps of eigh's QR iteration on matrix mat (n x n).
+// VARIANT 6 (and 7-9): pc.i steps of eigh's QR iteration on matrix mat
+// (n x n).
 void eigh_steps(uint mat, uint n, uint kr, R eps) {
   uint t = gl_LocalInvocationID.x, nn = n * n;
   uint64_t base = pc.work + uint64_t(mat) * (6u * nn + 4u * n) * uint64_t(R_BYTES);
@@ -318,6 +360,8 @@ void eigh_steps(uint mat, uint n, uint kr, R eps) {
   WorkR AW = WorkR(base), QA = WorkR(base + step), W = WorkR(base + 2u * step);
   WorkR QW = WorkR(base + 3u * step), AN = WorkR(base + 4u * step), QN = WorkR(base + 5u * step);
   WorkR TA = WorkR(pc.tau + uint64_t(mat) * (2u * kr + 1u) * uint64_t(R_BYTES));
+  // R's and Q''s rows: n apart in device memory, n + 1 in shared memory.
+  uint ws = SH ? n + 1u : n;
   if ((pc.mode & 1u) != 0u) {
     uint64_t off = uint64_t(mat) * nn * uint64_t(T_ALIGN);
     bool tri = (pc.mode & 4u) != 0u;
@@ -335,46 +379,69 @@ void eigh_steps(uint mat, uint n, uint kr, R eps) {
     // {Q', R} = qr(A): VARIANT 5's reflections on a copy of A, Q' from
     // the identity.
     for (uint e = t; e < nn; e += 256u) {
-      W.v[e] = AW.v[e];
-      QW.v[e] = e / n == e % n ? R(1) : R(0);
+      uint row = e / n, col = e - row * n;
+      wset(W, 0u, row * ws + col, AW.v[e]);
+      wset(QW, 1u, row * ws + col, row == col ? R(1) : R(0));
     }
     sync_wg();
+    // VARIANT 6 sums each reflection's squares from its column; the
+    // shared forms take reflection i + 1's from reflection i's update (as
+    // VARIANT 2 does), unless reflection i was the identity. (On an H200
+    // that made the shared forms 3-9% faster and VARIANT 6 at order 64
+    // 2-7% slower.)
     for (uint i = 0u; i < kr; ++i) {
-      reflect(W, TA, n, n, kr, i, eps);
+      if (!SH || i == 0u) {
+        reflect(W, TA, n, ws, kr, i, eps);
+        sync_wg();
+      }
+      bool next = SH && i + 1u < kr;
+      R tau = tget(TA, i);
+      apply(W, TA, tau, tget(TA, kr + i), W, 0u, n, ws, ws, i, 0u, n, true, next, sq);
+      if (!next) continue;
+      if (tau == R(0)) {  // uniform
+        reflect(W, TA, n, ws, kr, i + 1u, eps);
+      } else if (t == 0u) {
+        R s = R(0);
+        for (uint k = 0u; k < RG; ++k) s += sqg[k];
+        finish_reflection(W, TA, ws, kr, i + 1u, s, eps);
+      }
       sync_wg();
-      apply(W, TA, TA.v[i], TA.v[kr + i], W, n, n, n, i, 0u, n, true, false, sq);
     }
     for (uint i = kr; i-- > 0u;)
-      apply(W, TA, TA.v[i], TA.v[kr + i], QW, n, n, n, i, i, n, false, false, sq);
+      apply(W, TA, tget(TA, i), tget(TA, kr + i), QW, 1u, n, ws, ws, i, i, n, false, false, sq);
     // R and Q' as VARIANT 3 writes them: v's entries zero, entries of at
     // most eps flushed.
     for (uint e = t; e < nn; e += 256u) {
-      uint row = e / n, col = e - row * n;
-      R x = W.v[e];
-      if (row > col && col < kr && TA.v[col] != R(0)) x = R(0);
-      W.v[e] = abs(x) <= eps ? R(0) : x;
-      R y = QW.v[e];
-      QW.v[e] = abs(y) <= eps ? R(0) : y;
+      uint row = e / n, col = e - row * n, at = row * ws + col;
+      R x = wget(W, 0u, at);
+      if (row > col && col < kr && tget(TA, col) != R(0)) x = R(0);
+      wset(W, 0u, at, abs(x) <= eps ? R(0) : x);
+      R y = wget(QW, 1u, at);
+      wset(QW, 1u, at, abs(y) <= eps ? R(0) : y);
     }
     sync_wg();
     // The next A = R Q' and Q = Q Q'; how many entries of Q moved by more
-    // than eps.
+    // than eps. With R in shared memory the next A goes straight to A's
+    // place.
     uint moved = 0u;
     for (uint e = t; e < nn; e += 256u) {
       uint row = e / n, col = e - row * n;
       R a = R(0), q = R(0);
       for (uint k = 0u; k < n; ++k) {
-        R qk = QW.v[k * n + col];
-        a += W.v[row * n + k] * qk;
+        R qk = wget(QW, 1u, k * ws + col);
+        a += wget(W, 0u, row * ws + k) * qk;
         q += QA.v[row * n + k] * qk;
       }
-      AN.v[e] = a;
+      if (SH)
+        AW.v[e] = a;
+      else
+        AN.v[e] = a;
       QN.v[e] = q;
       if (abs(QA.v[e] - q) > eps) moved++;
     }
     done = sum_wg(R(moved)) == R(0);
     for (uint e = t; e < nn; e += 256u) {
-      AW.v[e] = AN.v[e];
+      if (!SH) AW.v[e] = AN.v[e];
       QA.v[e] = QN.v[e];
     }
     sync_wg();
@@ -427,7 +494,7 @@ void main() {
   }
   uint mat = VARIANT == 2u || VARIANT == 4u ? pc.b0 + gl_WorkGroupID.y : matrix_of_group();
   if (mat >= pc.batch) return;  // the whole workgroup
-  if (VARIANT == 6u) {
+  if (VARIANT == 6u || SH) {
     eigh_steps(mat, n, kr, eps);
     return;
   }
@@ -442,7 +509,8 @@ void main() {
     // The workgroup holding column i + 1 (final once i is applied)
     // computes the next reflection, its squares summed on the way.
     bool next = gl_WorkGroupID.x == (i + 1u) / CW && i + 1u < kr;
-    apply(W, TA, TA.v[i], TA.v[kr + i], W, m, n, n, i, gl_WorkGroupID.x * CW, n, true, next, sq);
+    apply(W, TA, TA.v[i], TA.v[kr + i], W, 0u, m, n, n, i, gl_WorkGroupID.x * CW, n, true, next,
+          sq);
     if (next) {
       if (TA.v[i] == R(0))
         reflect(W, TA, m, n, kr, i + 1u, eps);
@@ -452,14 +520,14 @@ void main() {
   } else if (VARIANT == 4u) {
     uint c0 = gl_WorkGroupID.x * CW;
     for (uint i = min(pc.i, c0 + CW); i-- > pc.mode;)
-      apply(W, TA, TA.v[i], TA.v[kr + i], QW, m, n, qc, i, c0, qc, false, false, sq);
+      apply(W, TA, TA.v[i], TA.v[kr + i], QW, 1u, m, n, qc, i, c0, qc, false, false, sq);
   } else if (VARIANT == 5u) {
     for (uint i = 0u; i < kr; ++i) {
       reflect(W, TA, m, n, kr, i, eps);
       sync_wg();
-      apply(W, TA, TA.v[i], TA.v[kr + i], W, m, n, n, i, 0u, n, true, false, sq);
+      apply(W, TA, TA.v[i], TA.v[kr + i], W, 0u, m, n, n, i, 0u, n, true, false, sq);
     }
     for (uint i = kr; i-- > 0u;)
-      apply(W, TA, TA.v[i], TA.v[kr + i], QW, m, n, qc, i, i, qc, false, false, sq);
+      apply(W, TA, TA.v[i], TA.v[kr + i], QW, 1u, m, n, qc, i, i, qc, false, false, sq);
   }
 }
