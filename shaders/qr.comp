@@ -57,9 +57,10 @@
 //   VARIANTS 7 and 8 (m = n <= SN: 32, 48) are VARIANT 6 with each
 //     step's R, Q' and reflection scalars in shared memory (sW, sQ, sT;
 //     rows padded to n + 1), where every reflection's barriers wait on
-//     shared rather than device memory; the host picks them where the
-//     device has the shared memory (qr_eigh_variant in ops.c). The next
-//     A goes straight to A's place, so AN stays unused.
+//     shared rather than device memory, and reflection i + 1's squares
+//     summed while reflection i updates its column; the host picks them
+//     where the device has the shared memory (qr_eigh_variant in ops.c).
+//     The next A goes straight to A's place, so AN stays unused.
 // Invocations share workspace memory within a dispatch only within their
 // workgroup: its barriers make those writes visible at workgroup scope.
 #include "common.glsl"
@@ -351,7 +352,7 @@ void tridiagonalize(WorkR H, WorkR Q, WorkR P, WorkR VS, uint n, R eps) {
   sync_wg();
 }
 
-// VARIANT 6 (and 7-9): pc.i steps of eigh's QR iteration on matrix mat
+// VARIANTS 6, 7 and 8: pc.i steps of eigh's QR iteration on matrix mat
 // (n x n).
 void eigh_steps(uint mat, uint n, uint kr, R eps) {
   uint t = gl_LocalInvocationID.x, nn = n * n;
