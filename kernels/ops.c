@@ -4024,13 +4024,14 @@ nxv_status nxv_qr(nxv_device *d, nxv_tensor *a, uint64_t batch, uint64_t m, uint
   return NXV_OK;
 }
 
-/* The most loop iterations an invocation of VARIANT 6 runs a dispatch on
- * GPUs. */
+/* The most loop iterations an invocation of VARIANTS 6-8 runs a dispatch
+ * on GPUs. */
 #define EIGH_GPU_LOOPS 262144
 
-/* The loop iterations of one VARIANT 6 step an invocation runs, about:
- * each reflection's sum (32) and its applications to R and Q (about 12
- * each), the products' n per entry, and the copies. */
+/* The loop iterations of one eigh step an invocation runs, about (VARIANT
+ * 6; the shared forms run fewer): each reflection's sum (32) and its
+ * applications to R and Q (about 12 each), the products' n per entry, and
+ * the copies. */
 static uint64_t eigh_step_loops(uint64_t n) {
   uint64_t per = (n * n + 255) / 256;
   return (n ? n - 1 : 0) * 60 + per * (n + 8) + 16;
