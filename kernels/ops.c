@@ -4096,9 +4096,15 @@ nxv_status nxv_eigh_iterate(nxv_device *d, nxv_tensor *a, nxv_tensor *q, uint64_
   NXV_TRY(nxv_tensor_ready(q));
   uint64_t kr = n ? n - 1 : 0, count = batch * n * n;
   nxv_tensor *ra = NULL, *rq = NULL, *work = NULL, *tau = NULL;
+  uint32_t variant = qr_eigh_variant(d, t, n);
+  /* qr.comp's eigh workspace (eigh_steps): 6 matrices per matrix for
+   * VARIANT 6, 3 for the shared forms (R and Q' in shared memory, the
+   * next A in A's place), then 4 n of scratch. */
+  uint64_t work_mats = variant == 6 ? 6 : 3;
   nxv_status st = nxv_tensor_new(d, t, count, &ra);
   if (st == NXV_OK) st = nxv_tensor_new(d, t, count, &rq);
-  if (st == NXV_OK && count) st = nxv_tensor_new(d, t, 6 * count + 4 * batch * n, &work);
+  if (st == NXV_OK && count)
+    st = nxv_tensor_new(d, t, work_mats * count + 4 * batch * n, &work);
   if (st == NXV_OK && count) st = nxv_tensor_new(d, t, batch * (2 * kr + 1), &tau);
   if (st == NXV_OK && count) {
     uint64_t bits = linalg_eps_bits(eps, t == NXV_F32);
@@ -4108,7 +4114,6 @@ nxv_status nxv_eigh_iterate(nxv_device *d, nxv_tensor *a, nxv_tensor *q, uint64_
                 .m = (uint32_t)n, .n = (uint32_t)n, .qc = (uint32_t)n, .rr = (uint32_t)n,
                 .kr = (uint32_t)kr, .batch = (uint32_t)batch};
     nxv_spv_module mod = t == NXV_F32 ? NXV_SPV_QR_F32 : NXV_SPV_QR_F64;
-    uint32_t variant = qr_eigh_variant(d, t, n);
     /* On CPU devices as many steps a dispatch as keep an invocation's
      * loops within twice QR_LOOPS (llvmpipe ends them after 65535); on
      * GPUs within EIGH_GPU_LOOPS (at order 64 about 50 steps, a few ms a

@@ -48,7 +48,7 @@
 //     Q <- Q Q', a matrix stopping after the step that moved Q by at most
 //     eps in every entry (NaN counts as not moved). Its workspace, at
 //     pc.work + 6 m n + 4 m per matrix: A, Q, R, Q', the next A and the
-//     next Q, and 4 m of scratch;
+//     next Q, and 4 m of scratch (eigh_steps);
 //     pc.tau holds 2 kr + 1 per matrix, the last its stop flag. pc.mode
 //     bit 0: first load A from pc.a and Q from pc.qw (both T) and clear
 //     the flag, with bit 2 instead reduce A to tridiagonal form as eigh
@@ -60,7 +60,10 @@
 //     shared rather than device memory, and reflection i + 1's squares
 //     summed while reflection i updates its column; the host picks them
 //     where the device has the shared memory (qr_eigh_variant in ops.c).
-//     The next A goes straight to A's place, so AN stays unused.
+//     The next A goes straight to A's place; their workspace, at
+//     pc.work + 3 m n + 4 m per matrix, holds A, Q and the next Q (the
+//     tridiagonal reduction's scratch before the steps), and 4 m of
+//     scratch.
 // Invocations share workspace memory within a dispatch only within their
 // workgroup: its barriers make those writes visible at workgroup scope.
 #include "common.glsl"
@@ -356,10 +359,18 @@ void tridiagonalize(WorkR H, WorkR Q, WorkR P, WorkR VS, uint n, R eps) {
 // (n x n).
 void eigh_steps(uint mat, uint n, uint kr, R eps) {
   uint t = gl_LocalInvocationID.x, nn = n * n;
-  uint64_t base = pc.work + uint64_t(mat) * (6u * nn + 4u * n) * uint64_t(R_BYTES);
+  // Device workspace per matrix (mats n x n matrices, then 4 n): VARIANT
+  // 6 A, Q, R, Q', the next A, the next Q. The shared forms keep R and Q'
+  // in shared memory and write the next A in A's place: theirs is A, Q
+  // and the next Q, which is also the tridiagonal reduction's scratch
+  // (AN: dead once the steps start). W and QW only name a workspace
+  // there, never read.
+  uint mats = SH ? 3u : 6u;
+  uint64_t base = pc.work + uint64_t(mat) * (mats * nn + 4u * n) * uint64_t(R_BYTES);
   uint64_t step = uint64_t(nn) * uint64_t(R_BYTES);
-  WorkR AW = WorkR(base), QA = WorkR(base + step), W = WorkR(base + 2u * step);
-  WorkR QW = WorkR(base + 3u * step), AN = WorkR(base + 4u * step), QN = WorkR(base + 5u * step);
+  WorkR AW = WorkR(base), QA = WorkR(base + step);
+  WorkR W = WorkR(base + (SH ? 0u : 2u) * step), QW = WorkR(base + (SH ? 0u : 3u) * step);
+  WorkR AN = WorkR(base + (SH ? 2u : 4u) * step), QN = WorkR(base + (SH ? 2u : 5u) * step);
   WorkR TA = WorkR(pc.tau + uint64_t(mat) * (2u * kr + 1u) * uint64_t(R_BYTES));
   // R's and Q''s rows: n apart in device memory, n + 1 in shared memory.
   uint ws = SH ? n + 1u : n;
@@ -372,7 +383,7 @@ void eigh_steps(uint mat, uint n, uint kr, R eps) {
     }
     if (t == 0u) TA.v[2u * kr] = R(0);
     sync_wg();
-    if (tri) tridiagonalize(AW, QA, AN, WorkR(base + 6u * step), n, eps);
+    if (tri) tridiagonalize(AW, QA, AN, WorkR(base + uint64_t(mats) * step), n, eps);
   }
   bool done = TA.v[2u * kr] != R(0);  // uniform
   R sq;
