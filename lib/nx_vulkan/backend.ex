@@ -852,6 +852,25 @@ if Code.ensure_loaded?(Nx.Backend) do
       def unquote(op)(out, left, right), do: element_wise_binary(unquote(op), out, left, right)
     end
 
+    # Two integer constants without a buffer (a `while` loop's counter
+    # and its step under Nx.Defn.Evaluator): the result computed on the
+    # host as the kernel computes it, a constant without a buffer
+    # (host_binary/4), so no device op and no round trip when the loop
+    # reads its condition back.
+    defp element_wise_binary(
+           op,
+           %T{type: {kind, _} = type} = out,
+           %T{type: {lk, _}, data: %__MODULE__{device: index, ref: nil, value: a}} = left,
+           %T{type: {rk, _}, data: %__MODULE__{device: index, ref: nil, value: b}} = right
+         )
+         when kind in [:s, :u] and lk in [:s, :u] and rk in [:s, :u] and is_integer(a) and
+                is_integer(b) do
+      case host_binary(op, type, wrap_int(a, type), wrap_int(b, type)) do
+        nil -> element_wise_binary_scalar(op, out, left, right)
+        value -> %{out | data: %__MODULE__{ref: nil, device: index, value: value}}
+      end
+    end
+
     # The commonest number first: dense x of out's type (f32, f64, s32 or
     # s64) and a real number c that Nx made a constant without a buffer
     # (Nx.add(x, 1), Nx.multiply(g, 0.1)), on either side: c's value in
@@ -1188,6 +1207,72 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
+    ## Integer arithmetic and comparisons of known one-element values
+
+    # op on a and b, already wrapped into the integer type, as
+    # binary.comp computes it in that type (two's complement, wrapping),
+    # or nil for the ops and operands left to the device: the quotient
+    # and remainder by zero (the kernel's own convention), shifts and pow.
+    defp host_binary(:add, type, a, b), do: wrap_int(a + b, type)
+    defp host_binary(:subtract, type, a, b), do: wrap_int(a - b, type)
+    defp host_binary(:multiply, type, a, b), do: wrap_int(a * b, type)
+    defp host_binary(:min, _type, a, b), do: min(a, b)
+    defp host_binary(:max, _type, a, b), do: max(a, b)
+    defp host_binary(:bitwise_and, type, a, b), do: wrap_int(Bitwise.band(a, b), type)
+    defp host_binary(:bitwise_or, type, a, b), do: wrap_int(Bitwise.bor(a, b), type)
+    defp host_binary(:bitwise_xor, type, a, b), do: wrap_int(Bitwise.bxor(a, b), type)
+    defp host_binary(:quotient, type, a, b) when b != 0, do: wrap_int(div(a, b), type)
+    defp host_binary(:remainder, type, a, b) when b != 0, do: wrap_int(rem(a, b), type)
+    defp host_binary(_op, _type, _a, _b), do: nil
+
+    # The integer v as the integer type stores it (as_type's wrapping).
+    defp wrap_int(v, {:s, bits}) do
+      <<w::signed-size(bits)>> = <<v::size(bits)>>
+      w
+    end
+
+    defp wrap_int(v, {:u, bits}) do
+      <<w::unsigned-size(bits)>> = <<v::size(bits)>>
+      w
+    end
+
+    # The value v of type from as the kernel reads it in type to, when
+    # converting it loses nothing and needs no rounding: integers into an
+    # integer type (wrapped, as as_type does), floats into a float type
+    # that holds them exactly, integers of at most 24 bits into f32 or
+    # f64. nil otherwise (the device converts it).
+    defp exact_value(v, {fk, _}, {tk, _} = to) when fk in [:s, :u] and tk in [:s, :u],
+      do: wrap_int(v, to)
+
+    defp exact_value(v, {fk, _}, {:f, bits}) when fk in [:s, :u] and bits in [32, 64] do
+      if abs(v) <= 16_777_216, do: v * 1.0
+    end
+
+    defp exact_value(v, {fk, _}, {:f, 64}) when fk in [:f, :bf] and is_float(v), do: v
+
+    defp exact_value(v, {fk, _}, {:f, 32}) when fk in [:f, :bf] and is_float(v) do
+      if abs(v) <= @f32_max do
+        <<y::float-32>> = <<v::float-32>>
+        if y == v, do: v
+      end
+    end
+
+    defp exact_value(_v, _from, _to), do: nil
+
+    # compare.comp's result (1 or 0) for two values of one type.
+    defp host_compare(:equal, x, y), do: bool_u8(x == y)
+    defp host_compare(:not_equal, x, y), do: bool_u8(x != y)
+    defp host_compare(:less, x, y), do: bool_u8(x < y)
+    defp host_compare(:less_equal, x, y), do: bool_u8(x <= y)
+    defp host_compare(:greater, x, y), do: bool_u8(x > y)
+    defp host_compare(:greater_equal, x, y), do: bool_u8(x >= y)
+    defp host_compare(:logical_and, x, y), do: bool_u8(x != 0 and y != 0)
+    defp host_compare(:logical_or, x, y), do: bool_u8(x != 0 or y != 0)
+    defp host_compare(:logical_xor, x, y), do: bool_u8(x != 0 != (y != 0))
+
+    defp bool_u8(true), do: 1
+    defp bool_u8(false), do: 0
+
     ## Comparisons and logical ops (u8 results) and select
 
     native_compare =
@@ -1204,14 +1289,39 @@ if Code.ensure_loaded?(Nx.Backend) do
     # one of them beside a number of its type (x == 0.0 in max's gradient),
     # which goes to the kernel as an immediate operand (kernel_operand/3)
     # on either side.
-    defp compare(op, %T{type: {:u, 8}} = out, left, right) do
+    # Two constants without a buffer (a `while` loop's condition on its
+    # counter under Nx.Defn.Evaluator): compared on the host in the type
+    # the kernel would compare them in (compare_type/3), the result a
+    # constant without a buffer that Nx.to_number/1 reads with no round
+    # trip (host_compare/4). Values that would need a rounding conversion
+    # go to the device as before.
+    defp compare(
+           op,
+           %T{type: {:u, 8}} = out,
+           %T{data: %__MODULE__{device: index, ref: nil, value: a}} = left,
+           %T{data: %__MODULE__{device: index, ref: nil, value: b}} = right
+         )
+         when is_number(a) and is_number(b) do
+      type = compare_type(left, right, index)
+
+      with x when x != nil <- exact_value(a, left.type, type),
+           y when y != nil <- exact_value(b, right.type, type) do
+        %{out | data: %__MODULE__{ref: nil, device: index, value: host_compare(op, x, y)}}
+      else
+        _ -> compare_known(op, out, left, right)
+      end
+    end
+
+    defp compare(op, out, left, right), do: compare_known(op, out, left, right)
+
+    defp compare_known(op, %T{type: {:u, 8}} = out, left, right) do
       case dense_pair(out, left, right) do
         {:ok, as, bs} -> compare_dense(op, out, left, right, as, bs)
         :error -> compare_scalar(op, out, left, right)
       end
     end
 
-    defp compare(op, out, left, right), do: compare_any(op, out, left, right)
+    defp compare_known(op, out, left, right), do: compare_any(op, out, left, right)
 
     defp compare_scalar(
            op,

@@ -1234,6 +1234,184 @@ if Code.ensure_loaded?(Nx) do
       assert_same(native(fn -> Nx.add(vk(vec), Nx.tensor(0.5)) end), Nx.add(vec, 0.5))
     end
 
+    # Every integer type's edge values and a few others, as Elixir integers.
+    defp int_values({:s, bits}) do
+      max = Bitwise.bsl(1, bits - 1) - 1
+      [0, 1, -1, 2, -3, 7, max, -max - 1, max - 1, -max, div(max, 3), -div(max, 5)]
+    end
+
+    defp int_values({:u, bits}) do
+      max = Bitwise.bsl(1, bits) - 1
+      [0, 1, 2, 3, 7, max, max - 1, div(max, 2), div(max, 2) + 1, div(max, 3)]
+    end
+
+    defp fits?(v, {:s, bits}), do: v >= -Bitwise.bsl(1, bits - 1) and v < Bitwise.bsl(1, bits - 1)
+    defp fits?(v, {:u, bits}), do: v >= 0 and v < Bitwise.bsl(1, bits)
+
+    # A one-element constant without a buffer, as Nx makes from a number.
+    defp known(value, type) do
+      t = VB.constant(%Nx.Tensor{shape: {}, type: Nx.Type.normalize!(type), names: []}, value, [])
+      assert t.data.ref == nil
+      t
+    end
+
+    test "integer arithmetic and comparisons of one-element constants run on the host, as the device computes them" do
+      dev = Nx.Vulkan.default_device_index()
+      int_types = [s: 8, s: 16, s: 32, s: 64, u: 8, u: 16, u: 32, u: 64]
+
+      int_ops =
+        [:add, :subtract, :multiply, :min, :max, :bitwise_and, :bitwise_or, :bitwise_xor] ++
+          [:quotient, :remainder]
+
+      # The operand types of one binary op: each type with itself, and
+      # pairs whose result type converts (wraps) one of them.
+      pairs =
+        Enum.map(int_types, &{&1, &1}) ++
+          [{{:s, 8}, {:s, 64}}, {{:u, 32}, {:s, 64}}, {{:u, 64}, {:s, 64}}, {{:u, 8}, {:s, 8}}]
+
+      for {ta, tb} <- pairs, op <- int_ops do
+        pairs_of_values = for x <- int_values(ta), y <- int_values(tb), do: {x, y}
+        {xs, ys} = Enum.unzip(pairs_of_values)
+
+        # The device's results for every pair at once (uploaded operands:
+        # not constants), and Nx.BinaryBackend's where it defines them.
+        dx = Nx.tensor(xs, type: ta, backend: VB)
+        dy = Nx.tensor(ys, type: tb, backend: VB)
+        device = native(fn -> apply(Nx, op, [dx, dy]) end) |> Nx.to_flat_list()
+
+        Nx.Vulkan.synchronize(dev)
+        before = Nx.Vulkan.stats(dev)
+
+        for {{x, y}, d} <- Enum.zip(pairs_of_values, device) do
+          got = native(fn -> apply(Nx, op, [known(x, ta), known(y, tb)]) end)
+          what = "#{op}(#{x} :: #{inspect(ta)}, #{y} :: #{inspect(tb)})"
+          assert Nx.to_number(got) == d, "#{what}: #{Nx.to_number(got)}, device #{d}"
+          assert got.type == Nx.Type.merge(ta, tb)
+
+          # The value kept is the one stored (later ops read it).
+          if y != 0 or op not in [:quotient, :remainder] do
+            assert got.data.ref == nil and got.data.value === d, what
+          end
+
+          # Nx.BinaryBackend agrees where the operands fit the result type
+          # (it computes with them unconverted).
+          if (y != 0 or op not in [:quotient, :remainder]) and fits?(x, got.type) and
+               fits?(y, got.type) do
+            hx = Nx.tensor(x, type: ta, backend: Nx.BinaryBackend)
+            hy = Nx.tensor(y, type: tb, backend: Nx.BinaryBackend)
+            assert Nx.to_binary(got) == Nx.to_binary(apply(Nx, op, [hx, hy])), what
+          end
+        end
+
+        # Only the quotients and remainders by zero went to the device.
+        ops = Nx.Vulkan.stats(dev).ops_enqueued - before.ops_enqueued
+        if op in [:quotient, :remainder], do: assert(ops > 0), else: assert(ops == 0)
+      end
+
+      # Comparisons and logical ops: integers against integers (wrapped
+      # into the compared type), floats against floats, small integers
+      # against floats; f16 and integers too wide for a float are
+      # compared on the device.
+      floats = [0.0, -0.0, 1.5, -2.25, 0.1, 1.0e30, -3.0e38, 16_777_216.0]
+
+      cmp_cases = [
+        {{:s, 32}, {:s, 32}, int_values({:s, 32}), int_values({:s, 32}), true},
+        {{:s, 64}, {:u, 64}, int_values({:s, 64}), int_values({:u, 64}), true},
+        {{:u, 8}, {:s, 8}, int_values({:u, 8}), int_values({:s, 8}), true},
+        {{:f, 32}, {:f, 32}, floats, floats, true},
+        {{:f, 64}, {:f, 64}, [1.0e300, 0.1 | floats], floats, true},
+        {{:f, 32}, {:f, 64}, floats, [0.1, 1.0e300 | floats], true},
+        {{:s, 32}, {:f, 32}, [0, -1, 3, 16_777_216], floats, true},
+        {{:s, 64}, {:f, 64}, [16_777_217, -9_007_199_254_740_993], [1.5, 16_777_216.0], false},
+        {{:f, 16}, {:f, 16}, [0.5, -2.0, 0.0], [0.5, 1.0], false}
+      ]
+
+      cmp_ops =
+        [:equal, :not_equal, :less, :less_equal, :greater, :greater_equal] ++
+          [:logical_and, :logical_or, :logical_xor]
+
+      for {ta, tb, vas, vbs, on_host} <- cmp_cases, op <- cmp_ops do
+        pairs_of_values = for x <- vas, y <- vbs, do: {x, y}
+        {xs, ys} = Enum.unzip(pairs_of_values)
+        dx = Nx.tensor(xs, type: ta, backend: VB)
+        dy = Nx.tensor(ys, type: tb, backend: VB)
+        device = native(fn -> apply(Nx, op, [dx, dy]) end) |> Nx.to_flat_list()
+
+        Nx.Vulkan.synchronize(dev)
+        before = Nx.Vulkan.stats(dev)
+
+        for {{x, y}, d} <- Enum.zip(pairs_of_values, device) do
+          got = native(fn -> apply(Nx, op, [known(x, ta), known(y, tb)]) end)
+          what = "#{op}(#{x} :: #{inspect(ta)}, #{y} :: #{inspect(tb)})"
+          assert got.type == {:u, 8}
+          assert Nx.to_number(got) == d, "#{what}: #{Nx.to_number(got)}, device #{d}"
+          merged = Nx.Type.merge(ta, tb)
+
+          # Nx.BinaryBackend compares integers unconverted: it agrees
+          # where they fit the merged type.
+          if Nx.Type.float?(merged) or (fits?(x, merged) and fits?(y, merged)) do
+            hx = Nx.tensor(x, type: ta, backend: Nx.BinaryBackend)
+            hy = Nx.tensor(y, type: tb, backend: Nx.BinaryBackend)
+            assert Nx.to_binary(got) == Nx.to_binary(apply(Nx, op, [hx, hy])), what
+          end
+
+          if on_host, do: assert(got.data.ref == nil and got.data.value === d, what)
+        end
+
+        ops = Nx.Vulkan.stats(dev).ops_enqueued - before.ops_enqueued
+        if on_host, do: assert(ops == 0), else: assert(ops > 0)
+      end
+
+      # Not-a-number and infinities, and float arithmetic, stay on the device.
+      nan = VB.constant(%Nx.Tensor{shape: {}, type: {:f, 32}, names: []}, :nan, [])
+      one = known(1.0, :f32)
+      assert Nx.to_number(native(fn -> Nx.equal(nan, nan) end)) == 0
+      assert Nx.to_number(native(fn -> Nx.not_equal(nan, one) end)) == 1
+      assert native(fn -> Nx.add(one, one) end).data.ref != nil
+      assert native(fn -> Nx.left_shift(known(1, :s32), known(3, :s32)) end).data.ref != nil
+    end
+
+    defmodule Loops do
+      @moduledoc false
+      import Nx.Defn
+
+      # A loop on a counter, a conditional on it, and a loop over a
+      # tensor's rows (a counter Nx adds itself).
+      defn count(x) do
+        {_, x} =
+          while {i = 0, x}, i < 10 do
+            x = if rem(i, 2) == 0, do: x + i, else: x - 1
+            {i + 1, x}
+          end
+
+        while x, r <- Nx.tensor([1.0, 2.0, 3.0]) do
+          x * r
+        end
+      end
+    end
+
+    test "a defn loop on a counter under Nx.Defn.Evaluator reads nothing back from the device" do
+      dev = Nx.Vulkan.default_device_index()
+      x = Nx.tensor([1.0, 2.0], backend: VB)
+      expected = Loops.count(Nx.backend_copy(x, Nx.BinaryBackend))
+      f = Nx.Defn.jit(&Loops.count/1, compiler: Nx.Defn.Evaluator)
+
+      # With this backend the default, the loop's constants and counters
+      # are its tensors: the counters' arithmetic and conditions stay on
+      # the host; the device runs x's 13 ops and the 3 rows' slices.
+      Nx.with_default_backend(VB, fn ->
+        f.(x)
+        Nx.Vulkan.synchronize(dev)
+        before = Nx.Vulkan.stats(dev)
+        got = native(fn -> f.(x) end)
+        after_ = Nx.Vulkan.stats(dev)
+        assert after_.download_wait.count == before.download_wait.count
+        assert after_.reads_in_place == before.reads_in_place
+        assert after_.ops_enqueued - before.ops_enqueued == 16
+        assert_same(got, expected)
+      end)
+    end
+
     test "constants of more elements are views of one cached element: no device op" do
       dev = Nx.Vulkan.default_device_index()
 
