@@ -39,11 +39,17 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
     The replay computes what the evaluation computed, op for op (a fused
     kernel's results are bitwise those of its ops), so its results are
-    the Evaluator's. An evaluation that reads device data back
-    (`while`, `cond`, host fallbacks, hooks and tokens) is not replayable:
-    such functions are evaluated by `Nx.Defn.Evaluator` on every call, with
-    the expression still cached. Arguments of other backends are evaluated
-    the same way.
+    the Evaluator's. Loops and branches (`while`, `cond`, and the loops
+    inside `Nx.Random`) are replayed when their conditions were decided
+    on the host: the backend computes the integer arithmetic and
+    comparisons of one-element constants on the host, so a loop on a
+    counter runs the same iterations on every call with the same known
+    argument values, which key the plan. An evaluation that reads device
+    data back (a condition on device data, host fallbacks), that has hooks
+    or tokens, or whose loops would keep more than 65536 calls or 256 MiB
+    of results in its log is not replayable: such functions are evaluated by
+    `Nx.Defn.Evaluator` on every call, with the expression still cached.
+    Arguments of other backends are evaluated the same way.
 
     Options are the Evaluator's (`:max_concurrency`, `:hooks`,
     `:garbage_collect`). A replay deallocates its intermediate tensors as
@@ -93,7 +99,17 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     @fresh [:empty]
 
     # Expression ops whose evaluation runs Elixir code between device calls.
-    @unplannable_ops [:while, :cond, :token, :attach_token]
+    @unplannable_ops [:token, :attach_token]
+
+    # Control flow: planned when its conditions were read without a
+    # download (the backend keeps the integer arithmetic and comparisons
+    # of constants on the host, as a loop's counter), so that which
+    # branches and how many iterations ran depends only on the expression
+    # and the arguments' known values, which the plan's key holds. A loop
+    # is logged iteration by iteration: its capture gives up past
+    # @loop_limits (calls, bytes of results the log keeps alive).
+    @control_ops [:while, :cond]
+    @loop_limits {65_536, 256 * 1024 * 1024}
 
     @impl true
     def __partitions_options__(opts), do: Evaluator.__partitions_options__(opts)
@@ -147,24 +163,26 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
       # control flow or hooks that make it unplannable.
       traced = fn vars ->
         expr = fun.(vars)
-        Process.put({__MODULE__, :plannable}, plannable?(expr))
+        Process.put({__MODULE__, :plannable}, plannable(expr))
         expr
       end
 
       evaluate = Evaluator.__compile__(elem(cache_key, 1), vars, traced, opts)
-      plannable? = Process.delete({__MODULE__, :plannable}) != false
 
-      if plannable? do
-        gc? = Keyword.get(opts, :garbage_collect, false)
-        fn [params] -> run(cache_key, evaluate, params, gc?) end
-      else
-        evaluate
+      case Process.delete({__MODULE__, :plannable}) do
+        false ->
+          evaluate
+
+        kind ->
+          gc? = Keyword.get(opts, :garbage_collect, false)
+          limits = if kind == :control, do: @loop_limits, else: :infinity
+          fn [params] -> run(cache_key, evaluate, params, gc?, limits) end
       end
     end
 
     # Evaluates with the plan for these arguments, making it on the first
     # call.
-    defp run(cache_key, evaluate, params, gc?) do
+    defp run(cache_key, evaluate, params, gc?, limits) do
       tensors = Enum.map(params, & &1.())
       thunks = Enum.map(tensors, &fn -> &1 end)
       capturing = Capture.capturing?()
@@ -185,7 +203,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
           case :persistent_term.get(plan_key, nil) do
             nil ->
-              {[result], captured} = Capture.capture(fn -> evaluate.([thunks]) end)
+              {[result], captured} = Capture.capture(fn -> evaluate.([thunks]) end, limits)
 
               plan =
                 case captured do
@@ -527,22 +545,25 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
     ## Expressions
 
-    defp plannable?(expr) do
-      {_, {_, ok}} = Nx.Defn.Composite.traverse(expr, {%{}, true}, &walk/2)
+    # false when expr has hooks or tokens, :control when it has loops or
+    # branches, else :plain.
+    defp plannable(expr) do
+      {_, {_, kind}} = Nx.Defn.Composite.traverse(expr, {%{}, :plain}, &walk/2)
 
-      ok
+      kind
     end
 
-    defp walk(%Nx.Tensor{data: %Nx.Defn.Expr{id: id, op: op}} = t, {seen, ok}) do
+    defp walk(%Nx.Tensor{data: %Nx.Defn.Expr{id: id, op: op}} = t, {seen, kind}) do
       cond do
-        not ok or Map.has_key?(seen, id) ->
-          {t, {seen, ok}}
+        kind == false or Map.has_key?(seen, id) ->
+          {t, {seen, kind}}
 
         op in @unplannable_ops ->
           {t, {seen, false}}
 
         true ->
-          {_, acc} = Nx.Defn.Tree.apply_args(t, :all, {Map.put(seen, id, true), ok}, &walk/2)
+          kind = if op in @control_ops, do: :control, else: kind
+          {_, acc} = Nx.Defn.Tree.apply_args(t, :all, {Map.put(seen, id, true), kind}, &walk/2)
           {t, acc}
       end
     end

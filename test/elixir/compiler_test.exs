@@ -37,6 +37,32 @@ if Code.ensure_loaded?(Nx) do
       x
     end
 
+    # A sampler's shape: random numbers (Nx.Random's loops), a loop and a
+    # branch on a counter, all decided on the host.
+    defn counter_loops(q, key) do
+      {p, key} = Nx.Random.normal(key, shape: Nx.shape(q))
+
+      {_, q, _} =
+        while {i = 0, q, p}, i < 4 do
+          q = if rem(i, 2) == 0, do: q + 0.5 * p, else: q * 0.9
+          {i + 1, q, p}
+        end
+
+      {u, key} = Nx.Random.uniform(key)
+      {q, u, key}
+    end
+
+    # A loop whose condition reads device data.
+    defn doubling(x) do
+      {x, _} = while({x, i = 0}, Nx.sum(x) < 100 and i < 50, do: {x * 2, i + 1})
+      x
+    end
+
+    defn add_ones(x) do
+      {x, _} = while({x, i = 0}, i < 40, do: {x + 1.0, i + 1})
+      x
+    end
+
     defn branch(x) do
       if Nx.sum(x) > 0, do: x + 1, else: x - 1
     end
@@ -372,12 +398,56 @@ if Code.ensure_loaded?(Nx) do
       assert Nx.to_binary(glue(a2, b)) == Nx.to_binary(evaluator(&glue/2, [a2, b]))
     end
 
-    test "loops, branches and hooks run through the Evaluator on every call" do
+    test "loops and branches on counters are replayed; on device data they are evaluated" do
+      # Counters and their conditions stay on the host: the evaluation is
+      # captured, and replays (which fuse the loop's elementwise ops into
+      # fewer device ops) equal the Evaluator's results bit for bit.
+      q = uniform(15, {6})
+      key = Nx.backend_copy(Nx.Random.key(5), @vk)
+
+      Enum.reduce(1..3, {q, key}, fn call, {q, key} ->
+        expected = evaluator(&counter_loops/2, [q, key])
+        {_, evaluated} = ops_of(fn -> evaluator(&counter_loops/2, [q, key]) end)
+        {got, ops} = ops_of(fn -> counter_loops(q, key) end)
+        assert bits(got) == bits(expected), "call #{call}"
+        if call > 1, do: assert(ops < evaluated, "call #{call}: #{ops} ops of #{evaluated}")
+        {q2, _u, key2} = got
+        {q2, key2}
+      end)
+
       x = uniform(8, {4})
-      neg = Nx.negate(x)
+      {_, evaluated} = ops_of(fn -> evaluator(&counted_loop/1, [x]) end)
 
       for _ <- 1..3 do
         assert Nx.to_binary(counted_loop(x)) == Nx.to_binary(Nx.multiply(x, 8))
+      end
+
+      {_, replayed} = ops_of(fn -> counted_loop(x) end)
+      assert replayed < evaluated
+
+      # A condition on device data downloads it: such a function is
+      # evaluated on every call, each input taking its own iterations.
+      small = Nx.multiply(Nx.abs(x), 0.01)
+      big = Nx.add(Nx.abs(x), 30.0)
+
+      for _ <- 1..3, input <- [small, big] do
+        assert Nx.to_binary(doubling(input)) == Nx.to_binary(evaluator(&doubling/1, [input]))
+      end
+
+      # A loop whose capture would keep more than 256 MiB of results alive
+      # gives up its capture: evaluated on every call, one add per
+      # iteration (a replay would fuse them).
+      ones = Nx.broadcast(Nx.tensor(1.0, backend: @vk), {2_100_000}) |> Nx.add(0.0)
+
+      for _ <- 1..2 do
+        {got, ops} = ops_of(fn -> add_ones(ones) end)
+        assert ops == 40
+        assert Nx.to_flat_list(got[0..2]) == [41.0, 41.0, 41.0]
+      end
+
+      neg = Nx.negate(x)
+
+      for _ <- 1..3 do
         assert Nx.to_binary(branch(x)) == Nx.to_binary(evaluator(&branch/1, [x]))
         assert Nx.to_binary(branch(neg)) == Nx.to_binary(evaluator(&branch/1, [neg]))
       end
