@@ -804,6 +804,23 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     # A strided read of `tensor` into a new dense tensor of out's shape:
     # element i of the output is tensor[offset + sum(i_k * strides_k)].
+    # The bytes of the one element out takes from a host tensor at offset
+    # (a defn's literal, such as the rotation amounts that Nx.Random's
+    # rounds index with their counter): read on the host, out becomes a
+    # constant without a buffer where the tensor would have been uploaded
+    # whole and copied from. nil for any other out or tensor.
+    defp host_element(
+           %T{type: {_, bits}} = out,
+           %T{data: %Nx.BinaryBackend{state: state}},
+           offset
+         )
+         when bits <= 64 and is_binary(state) and is_integer(offset) and offset >= 0 and
+                (offset + 1) * bits <= bit_size(state) do
+      if Nx.size(out) == 1, do: binary_part(state, div(offset * bits, 8), div(bits, 8))
+    end
+
+    defp host_element(_out, _tensor, _offset), do: nil
+
     defp strided_copy(op, %T{type: type} = out, %T{type: type} = tensor, offset, strides, args) do
       index = device_of(tensor)
       nif_type = nif_type!(type, op, index)
@@ -814,6 +831,9 @@ if Code.ensure_loaded?(Nx.Backend) do
 
           constant_view(out, index, nif_type, bytes) ||
             wrap(out, fill(index, nif_type, Nx.size(out), bytes), index, value)
+
+        (bytes = host_element(out, tensor, offset)) != nil ->
+          constant_of(out, index, bytes)
 
         Nx.size(out) == 0 ->
           empty(out, index)

@@ -1390,6 +1390,31 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    test "one element of a host tensor sliced on the device's behalf is a constant: no upload" do
+      dev = Nx.Vulkan.default_device_index()
+
+      for type <- [:u8, :s16, :s64, :u64, :f16, :bf16, :f32, :f64, :c64] do
+        h = Nx.iota({2, 3}, type: type, backend: Nx.BinaryBackend) |> Nx.multiply(7)
+
+        for {start, len} <- [{[1, 2], [1, 1]}, {[0, 0], [1, 1]}, {[1, 0], [1, 1]}] do
+          starts = Enum.map(start, &known(&1, :s64))
+          expected = Nx.slice(h, start, len)
+          out = %{expected | data: nil}
+          before = Nx.Vulkan.stats(dev)
+          got = native(fn -> VB.slice(out, h, starts, len, [1, 1]) end)
+          assert Nx.Vulkan.stats(dev).ops_enqueued == before.ops_enqueued
+          assert got.data.ref == nil, "#{type} #{inspect(start)}"
+          assert Nx.to_binary(got) == Nx.to_binary(expected), "#{type} #{inspect(start)}"
+        end
+
+        # More than one element: a device copy, as before.
+        expected = Nx.slice(h, [0, 1], [2, 2])
+        got = native(fn -> VB.slice(%{expected | data: nil}, h, [0, 1], [2, 2], [1, 1]) end)
+        assert got.data.ref != nil
+        assert Nx.to_binary(got) == Nx.to_binary(expected)
+      end
+    end
+
     test "a defn loop on a counter under Nx.Defn.Evaluator reads nothing back from the device" do
       dev = Nx.Vulkan.default_device_index()
       x = Nx.tensor([1.0, 2.0], backend: VB)
@@ -1398,7 +1423,8 @@ if Code.ensure_loaded?(Nx) do
 
       # With this backend the default, the loop's constants and counters
       # are its tensors: the counters' arithmetic and conditions stay on
-      # the host; the device runs x's 13 ops and the 3 rows' slices.
+      # the host, and so do the rows, one element of a host tensor each:
+      # the device runs x's 13 ops.
       Nx.with_default_backend(VB, fn ->
         f.(x)
         Nx.Vulkan.synchronize(dev)
@@ -1407,7 +1433,7 @@ if Code.ensure_loaded?(Nx) do
         after_ = Nx.Vulkan.stats(dev)
         assert after_.download_wait.count == before.download_wait.count
         assert after_.reads_in_place == before.reads_in_place
-        assert after_.ops_enqueued - before.ops_enqueued == 16
+        assert after_.ops_enqueued - before.ops_enqueued == 13
         assert_same(got, expected)
       end)
     end
