@@ -751,7 +751,9 @@ typedef enum nxv_fused_class {
 /* Runs a fused program of ninstrs (1 .. NXV_FUSED_MAX_INSTRS) words over
  * ninputs (1 .. NXV_FUSED_MAX_INPUTS) views of dtype (f16, bf16, f32 or
  * f64; f16 intermediates are rounded to nearest even, as f16 stores are
- * on the devices tested) over shape; out is a new dense tensor of dtype and shape. Operands
+ * on the devices tested; or s32, s64, u32 or u64, whose unary ops are
+ * those that keep the type: copy, negate, abs, sign, bitwise_not, square,
+ * count_leading_zeros and population_count) over shape; out is a new dense tensor of dtype and shape. Operands
  * must name registers written before; every op must be supported for
  * dtype (NXV_ERR_UNSUPPORTED otherwise), unused operand fields must be 0.
  * Each distinct program (its words, input count and which inputs are

@@ -1231,9 +1231,14 @@ static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs
   }
   bool ok;
   const char *name;
+  /* Integer programs run the unary ops that keep the type (the others
+   * convert to a float type in their own kernels). */
+  bool integer = t == NXV_S32 || t == NXV_S64 || t == NXV_U32 || t == NXV_U64;
   switch (cls) {
   case NXV_FUSED_UNARY:
-    ok = nxv_unary_supported(d, (nxv_unary_op)op, t) && op < NXV_CONJ;
+    ok = nxv_unary_supported(d, (nxv_unary_op)op, t) && op < NXV_CONJ &&
+         (!integer || op == NXV_COPY || op == NXV_NEG || op == NXV_ABS || op == NXV_SIGN ||
+          op == NXV_BITWISE_NOT || op == NXV_SQUARE || op == NXV_CLZ || op == NXV_POPCOUNT);
     name = nxv_unary_op_name((nxv_unary_op)op);
     if (ok && unary_in_double(d, (nxv_unary_op)op, t)) *in_double = true;
     break;
@@ -1271,9 +1276,13 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
                          const uint32_t *program, bool interpret, nxv_tensor **out) {
   if (!d || !out || !inputs || !program || (imm_mask && !imm_bits))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
-  if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64)
-    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of f16, bf16, f32 or "
-                    "f64, not %s", nxv_dtype_name(t));
+  bool integer = t == NXV_S32 || t == NXV_S64 || t == NXV_U32 || t == NXV_U64;
+  if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64 && !integer)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of f16, bf16, f32, f64, s32, "
+                    "s64, u32 or u64, not %s", nxv_dtype_name(t));
+  if (integer && interpret)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: the interpreter runs float programs, not %s",
+                    nxv_dtype_name(t));
   NXV_TRY(check_type(d, t, "fused"));
   if (ninputs < 1 || ninputs > NXV_FUSED_MAX_INPUTS)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: %u inputs, expected 1 to %d",
@@ -1389,9 +1398,15 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   static const nxv_spv_module interp[] = {
       NXV_SPV_FUSED_INTERP_F16, NXV_SPV_FUSED_INTERP_BF16, NXV_SPV_FUSED_INTERP_F32,
       NXV_SPV_FUSED_INTERP_F64};
+  static const nxv_spv_module ints[] = {NXV_SPV_FUSED_S32, NXV_SPV_FUSED_S64,
+                                        NXV_SPV_FUSED_U32, NXV_SPV_FUSED_U64};
   int ti = t == NXV_F16 ? 0 : t == NXV_BF16 ? 1 : t == NXV_F32 ? 2 : 3;
+  int ii = t == NXV_S32 ? 0 : t == NXV_S64 ? 1 : t == NXV_U32 ? 2 : 3;
   nxv_status st;
-  if (interpret) {
+  if (integer) {
+    st = nxv_registry_program_start(d->kernels, ints[ii], words, 5 + NXV_FUSED_MAX_INSTRS,
+                                    &node->pipeline, &node->pending);
+  } else if (interpret) {
     st = nxv_registry_pipeline_start(d->kernels, interp[ti], 0, 0, &node->pipeline,
                                      &node->pending);
   } else {

@@ -2,7 +2,8 @@
 #extension GL_GOOGLE_include_directive : require
 #include "types.glsl"
 // fused.comp - c[i] = the result of a fused elementwise program at element
-// i, for T (T_ID) f16, bf16, f32 or f64: up to MAX_IN inputs of type T and up to
+// i, for T (T_ID) f16, bf16, f32, f64, s32, s64, u32 or u64 (integers wrap
+// as their own kernels do): up to MAX_IN inputs of type T and up to
 // MAX_INS instructions over registers of the compute type TC. Registers
 // 0 .. NIN-1 hold the inputs' elements; instruction k writes register
 // NIN + k; the result is the last register, rounded to T on store.
@@ -32,7 +33,7 @@
 // offset_k and strides_k[rank] (rank + 1 words at rank + k (rank + 1)).
 #extension GL_EXT_control_flow_attributes : enable
 #include "common.glsl"
-#if TC_BITS == 64 || defined(PRECISE32)
+#if T_KIND == KIND_FLOAT && (TC_BITS == 64 || defined(PRECISE32))
 #include "math64.glsl"
 #endif
 #include "binary_ops.glsl"
@@ -75,7 +76,11 @@ layout(push_constant, std430) uniform PC {
 
 // An immediate input's value: the low T_BITS of its word are its bits.
 TC imm_value(uint64_t b) {
-#if T_ID == 8
+#if T_KIND != KIND_FLOAT && TC_BITS == 64
+  return TC(b);
+#elif T_KIND != KIND_FLOAT
+  return TC(uint(b));
+#elif T_ID == 8
   return TC(unpackHalf2x16(uint(b) & 0xFFFFu).x);
 #elif T_ID == 9
   return T_LD(uint16_t(uint(b) & 0xFFFFu));

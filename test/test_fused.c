@@ -236,6 +236,117 @@ NXV_TEST(fused, random_programs_match_unfused_ops) {
   nxv_device_release(d);
 }
 
+/* Integer programs: the ops that keep an integer type, drawn at random,
+ * on values of every magnitude and small ones (shift amounts, zeros,
+ * negatives), bitwise against the same ops one kernel each. */
+static const nxv_unary_op kIntUn[] = {NXV_NEG, NXV_ABS, NXV_SIGN, NXV_BITWISE_NOT,
+                                      NXV_SQUARE, NXV_CLZ, NXV_POPCOUNT, NXV_COPY};
+static const nxv_binary_op kIntBin[] = {
+    NXV_ADD,         NXV_SUB,        NXV_MUL,         NXV_MAX,        NXV_MIN,
+    NXV_BITWISE_AND, NXV_BITWISE_OR, NXV_BITWISE_XOR, NXV_LEFT_SHIFT, NXV_RIGHT_SHIFT,
+    NXV_QUOTIENT,    NXV_REM};
+
+NXV_TEST(fused, integer_programs_match_unfused_ops) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  static const nxv_dtype kInts[4] = {NXV_S32, NXV_S64, NXV_U32, NXV_U64};
+  static const int64_t kShapes[][2] = {{1, 1}, {7, 13}, {64, 33}, {3, 515}};
+  uint64_t rng = 0x1A7E6E5;
+  int programs = 0, compared = 0;
+  for (int ti = 0; ti < 4; ti++) {
+    nxv_dtype t = kInts[ti];
+    size_t es = nxv_dtype_size(t);
+    nxv_tensor *zero;
+    uint64_t zbits = 0;
+    REQUIRE_OK(nxv_tensor_upload(d, t, 1, &zbits, &zero));
+    for (int trial = 0; trial < 8; trial++) {
+      const int64_t *sh = kShapes[trial % 4];
+      int64_t rows = sh[0], cols = sh[1], n = rows * cols;
+      uint32_t nin = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INPUTS);
+      uint32_t nins = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INSTRS);
+      uint32_t prog[NXV_FUSED_MAX_INSTRS];
+      for (uint32_t k = 0; k < nins; k++) {
+        uint32_t regs = nin + k;
+        uint32_t a = test_rand_u64(&rng) % 2 ? regs - 1 : (uint32_t)(test_rand_u64(&rng) % regs);
+        uint32_t b = (uint32_t)(test_rand_u64(&rng) % regs);
+        uint32_t c = (uint32_t)(test_rand_u64(&rng) % regs);
+        int cls = (int)(test_rand_u64(&rng) % 10);
+        if (cls < 3)
+          prog[k] = NXV_FUSED_INSTR(0, kIntUn[test_rand_u64(&rng) % COUNT(kIntUn)], a, 0, 0);
+        else if (cls < 8)
+          prog[k] = NXV_FUSED_INSTR(1, kIntBin[test_rand_u64(&rng) % COUNT(kIntBin)], a, b, 0);
+        else if (cls < 9)
+          prog[k] = NXV_FUSED_INSTR(2, kCmp[test_rand_u64(&rng) % COUNT(kCmp)], a, b, 0);
+        else
+          prog[k] = NXV_FUSED_INSTR(3, 0, a, b, c);
+      }
+      nxv_tensor *tin[NXV_FUSED_MAX_INPUTS];
+      nxv_view in[NXV_FUSED_MAX_INPUTS];
+      int64_t strides[NXV_FUSED_MAX_INPUTS][2];
+      for (uint32_t k = 0; k < nin; k++) {
+        int lay = (int)(test_rand_u64(&rng) % 6);
+        uint64_t count = layout_count(lay, rows, cols);
+        unsigned char *host = test_xcalloc(count, es);
+        for (uint64_t i = 0; i < count; i++) {
+          uint64_t v = test_rand_u64(&rng);
+          int kind = (int)(v % 4);
+          v = test_rand_u64(&rng);
+          if (kind == 0) v = v % 80 - 40; /* small, either sign */
+          if (kind == 1) v = 0;
+          memcpy(host + i * es, &v, es); /* little-endian: the low bytes */
+        }
+        REQUIRE_OK(nxv_tensor_upload(d, t, count, host, &tin[k]));
+        free(host);
+        layout_view(lay, tin[k], rows, strides[k], &in[k]);
+      }
+      int64_t shape[2] = {rows, cols};
+      nxv_tensor *fused = NULL;
+      nxv_status st = nxv_fused(d, t, 2, shape, nin, in, nins, prog, &fused);
+      CHECK_OK(st);
+      nxv_tensor *ref = run_unfused(d, t, 2, shape, nin, in, nins, prog, zero);
+      CHECK(ref != NULL);
+      if (st == NXV_OK && ref) {
+        programs++;
+        unsigned char *got = test_xcalloc((size_t)n, es), *want = test_xcalloc((size_t)n, es);
+        CHECK_OK(nxv_tensor_download(fused, 0, (uint64_t)n, got));
+        CHECK_OK(nxv_tensor_download(ref, 0, (uint64_t)n, want));
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+          compared++;
+          if (memcmp(got + i * es, want + i * es, es) && bad++ < 3) {
+            uint64_t g = 0, w = 0;
+            memcpy(&g, got + i * es, es);
+            memcpy(&w, want + i * es, es);
+            CHECK_MSG(false, "%s trial %d (%u inputs, %u instrs, first 0x%06x) [%lld]: "
+                      "fused 0x%llx, one by one 0x%llx", nxv_dtype_name(t), trial, nin, nins,
+                      prog[0], (long long)i, (unsigned long long)g, (unsigned long long)w);
+          }
+        }
+        free(got);
+        free(want);
+      }
+      if (fused) nxv_tensor_release(fused);
+      if (ref) nxv_tensor_release(ref);
+      for (uint32_t k = 0; k < nin; k++) nxv_tensor_release(tin[k]);
+    }
+    nxv_tensor_release(zero);
+  }
+  CHECK(programs >= 24);
+  printf("  %d programs, %d elements compared\n", programs, compared);
+
+  /* A unary op that leaves the integer type is refused. */
+  nxv_tensor *x;
+  int32_t one = 1;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, 1, &one, &x));
+  nxv_view vx = {x, 0, NULL};
+  uint32_t exp_prog[1] = {NXV_FUSED_INSTR(0, NXV_EXP, 0, 0, 0)};
+  nxv_tensor *bad = NULL;
+  CHECK(nxv_fused(d, NXV_S32, 0, NULL, 1, &vx, 1, exp_prog, &bad) == NXV_ERR_UNSUPPORTED);
+  CHECK(bad == NULL);
+  nxv_tensor_release(x);
+  nxv_device_release(d);
+}
+
 /* A ReLU gradient as Nx's grad of max(x, 0) writes it, and an SGD step:
  *   g * (x == m ? 1 : 0) / ((x == m ? 1 : 0) + (m == 0 ? 1 : 0))
  * with m = max(x, 0), then w - 0.01 * that, against long double. */
@@ -367,7 +478,8 @@ NXV_TEST(fused, bad_arguments_fail_cleanly) {
   uint32_t seventeen[17];
   for (int i = 0; i < 17; i++) seventeen[i] = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, i, 0, 0);
   uint32_t w;
-  EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_S32, 1, shape, 1, &vi, 1, &neg, &out));
+  EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_U8, 1, shape, 1, &vi, 1, &neg, &out));
+  EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_C64, 1, shape, 1, &vi, 1, &neg, &out));
   EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &vi, 1, &neg, &out));
   EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 0, &v, 1, &neg, &out));
   EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, NXV_FUSED_MAX_INPUTS + 1, many, 1, &neg, &out));

@@ -132,3 +132,9 @@ for t in f32:10 f64:11; do
   echo "qr_${t%%:*} qr.comp -DT_ID=${t#*:}"
 done
 echo "qr_f32_wide qr.comp -DT_ID=10 -DWIDE=1"
+# Fused elementwise programs of the 32- and 64-bit integer types (chains
+# of integer ops in Nx.Vulkan.Compiler's plans, such as Nx.Random's
+# threefry rounds).
+for t in s32:2 s64:3 u32:6 u64:7; do
+  echo "fused_${t%%:*} fused.comp -DT_ID=${t#*:}"
+done

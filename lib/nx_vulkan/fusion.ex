@@ -3,10 +3,11 @@ defmodule Nx.Vulkan.Fusion do
   # Elementwise fusion of the ops of a Nx.Vulkan.Compiler plan.
   #
   # A plan op is {name, arg_specs, result_slots} (see the compiler). Ops
-  # of the same output shape and float type that form a tree, each result
-  # read by exactly one other op of the tree, densely, become one
-  # `Nx.Vulkan.NIF.fused/4` call: unary and binary float ops, comparisons
-  # read as a select's predicate, and selects. A transpose whose only use
+  # of the same output shape and type (a float type, or s32, s64, u32 or
+  # u64) that form a tree, each result read by exactly one other op of the
+  # tree, densely, become one `Nx.Vulkan.NIF.fused/4` call: unary and
+  # binary ops (of integers, those that keep the type), comparisons read
+  # as a select's predicate, and selects. A transpose whose only use
   # is a dense read by a fused op is folded into that read (strides). An
   # op of its own whose result several fused ops read is recomputed in
   # each, and dropped when no other op reads it. The fused kernel computes
@@ -20,6 +21,7 @@ defmodule Nx.Vulkan.Fusion do
   import Bitwise
 
   @float_types [:f16, :bf16, :f32, :f64]
+  @int_types [:s32, :s64, :u32, :u64]
   @max_inputs 12
   @max_instrs 16
 
@@ -39,6 +41,16 @@ defmodule Nx.Vulkan.Fusion do
               logical_or logical_xor)a
            |> Enum.with_index()
            |> Map.new()
+
+  # The integer ops of each family that fused programs of s32, s64, u32
+  # and u64 run: every binary op of those types, the unary ops that keep
+  # the type.
+  @int_binary ~w(add subtract multiply divide max min pow remainder quotient atan2
+                 bitwise_and bitwise_or bitwise_xor left_shift right_shift)a
+              |> Enum.with_index()
+              |> Map.new()
+              |> Map.drop([:divide, :pow, :atan2])
+  @int_unary %{copy: 0, negate: 1, abs: 2, sign: 3, bitwise_not: 15, square: 16}
 
   @doc """
   Fuses the elementwise ops of `ops` (in order, as the compiler plans
@@ -161,18 +173,18 @@ defmodule Nx.Vulkan.Fusion do
   # %{kind, op, shape, type, operands: [{spec, offset, strides}], slot}
   # for an elementwise op a fused program can run, else nil.
   defp member({:binary, [{:c, op}, shape, a, ao, as, b, bo, bs], [slot]}, info, device) do
-    if Map.has_key?(@binary, op),
-      do: candidate(:binary, @binary[op], shape, [{a, ao, as}, {b, bo, bs}], slot, info, device)
+    if Map.has_key?(@binary, op) or Map.has_key?(@int_binary, op),
+      do: candidate(:binary, op, shape, [{a, ao, as}, {b, bo, bs}], slot, info, device)
   end
 
   defp member({:unary, [{:c, op}, shape, a, ao, as], [slot]}, info, device) do
-    if Map.has_key?(@unary, op),
-      do: candidate(:unary, @unary[op], shape, [{a, ao, as}], slot, info, device)
+    if Map.has_key?(@unary, op) or Map.has_key?(@int_unary, op),
+      do: candidate(:unary, op, shape, [{a, ao, as}], slot, info, device)
   end
 
   defp member({:compare, [{:c, op}, shape, a, ao, as, b, bo, bs], [slot]}, info, device) do
     if Map.has_key?(@compare, op),
-      do: candidate(:compare, @compare[op], shape, [{a, ao, as}, {b, bo, bs}], slot, info, device)
+      do: candidate(:compare, op, shape, [{a, ao, as}, {b, bo, bs}], slot, info, device)
   end
 
   defp member({:select, [shape, p, po, ps, a, ao, as, b, bo, bs], [slot]}, info, device),
@@ -190,16 +202,29 @@ defmodule Nx.Vulkan.Fusion do
           do: operands |> Enum.reject(&immediate?/1) |> hd() |> operand_type(info),
           else: type
 
-      if type in @float_types do
+      index = op_index(kind, op, type)
+
+      if index != nil do
         operands = Enum.map(operands, &immediate_input(&1, type, shape, device))
 
         if operand_types_ok?(kind, operands, type, info),
-          do: %{kind: kind, op: op, shape: shape, type: type, operands: operands, slot: slot}
+          do: %{kind: kind, op: index, shape: shape, type: type, operands: operands, slot: slot}
       end
     else
       _ -> nil
     end
   end
+
+  # The op's number in a fused program of type, or nil when such
+  # programs do not run it.
+  defp op_index(:select, _op, type) when type in @float_types or type in @int_types, do: 0
+  defp op_index(:binary, op, type) when type in @float_types, do: @binary[op]
+  defp op_index(:unary, op, type) when type in @float_types, do: @unary[op]
+  defp op_index(:compare, op, type) when type in @float_types, do: @compare[op]
+  defp op_index(:binary, op, type) when type in @int_types, do: @int_binary[op]
+  defp op_index(:unary, op, type) when type in @int_types, do: @int_unary[op]
+  defp op_index(:compare, op, type) when type in @int_types, do: @compare[op]
+  defp op_index(_kind, _op, _type), do: nil
 
   defp immediate?({{:imm, _}, _, _}), do: true
   defp immediate?(_operand), do: false

@@ -52,6 +52,13 @@ if Code.ensure_loaded?(Nx) do
       {q, u, key}
     end
 
+    # A chain of integer ops, threefry's round among them.
+    defn int_chain(x, y) do
+      z = Nx.bitwise_xor(x + y, Nx.left_shift(y, 13) |> Nx.bitwise_or(Nx.right_shift(y, 19)))
+      z = Nx.max(z * 3 - x, Nx.quotient(y, 7)) |> Nx.bitwise_and(Nx.bitwise_not(x))
+      Nx.select(z > y, Nx.abs(z), Nx.remainder(z, 5) + Nx.negate(y))
+    end
+
     # A loop whose condition reads device data.
     defn doubling(x) do
       {x, _} = while({x, i = 0}, Nx.sum(x) < 100 and i < 50, do: {x * 2, i + 1})
@@ -396,6 +403,20 @@ if Code.ensure_loaded?(Nx) do
       assert Nx.to_binary(second) == Nx.to_binary(expected)
       a2 = uniform(7, {2})
       assert Nx.to_binary(glue(a2, b)) == Nx.to_binary(evaluator(&glue/2, [a2, b]))
+    end
+
+    test "integer elementwise chains fuse: replays equal the Evaluator bit for bit, in fewer ops" do
+      for type <- [:s32, :s64, :u32, :u64] do
+        {x, _} = Nx.Random.randint(Nx.Random.key(21), 0, 1_000_000_000, shape: {5, 7}, type: type)
+        {y, _} = Nx.Random.randint(Nx.Random.key(22), 0, 1_000_000, shape: {7}, type: type)
+        {x, y} = {Nx.backend_copy(x, @vk), Nx.backend_copy(y, @vk)}
+        expected = evaluator(&int_chain/2, [x, y])
+        {_, evaluated} = ops_of(fn -> evaluator(&int_chain/2, [x, y]) end)
+        _ = int_chain(x, y)
+        {got, replayed} = ops_of(fn -> int_chain(x, y) end)
+        assert bits(got) == bits(expected), "#{type}"
+        assert replayed * 3 <= evaluated, "#{type}: #{replayed} ops of #{evaluated}"
+      end
     end
 
     test "loops and branches on counters are replayed; on device data they are evaluated" do
