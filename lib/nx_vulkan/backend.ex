@@ -802,8 +802,6 @@ if Code.ensure_loaded?(Nx.Backend) do
       end
     end
 
-    # A strided read of `tensor` into a new dense tensor of out's shape:
-    # element i of the output is tensor[offset + sum(i_k * strides_k)].
     # The bytes of the one element out takes from a host tensor at offset
     # (a defn's literal, such as the rotation amounts that Nx.Random's
     # rounds index with their counter): read on the host, out becomes a
@@ -821,6 +819,8 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     defp host_element(_out, _tensor, _offset), do: nil
 
+    # A strided read of `tensor` into a new dense tensor of out's shape:
+    # element i of the output is tensor[offset + sum(i_k * strides_k)].
     defp strided_copy(op, %T{type: type} = out, %T{type: type} = tensor, offset, strides, args) do
       index = device_of(tensor)
       nif_type = nif_type!(type, op, index)
@@ -1304,11 +1304,6 @@ if Code.ensure_loaded?(Nx.Backend) do
       def unquote(op)(out, left, right), do: compare(unquote(op), out, left, right)
     end
 
-    # As for binary ops, the common cases first: two dense operands of one
-    # type on one device (dense_pair/3; their merged type is theirs), or
-    # one of them beside a number of its type (x == 0.0 in max's gradient),
-    # which goes to the kernel as an immediate operand (kernel_operand/3)
-    # on either side.
     # Two constants without a buffer (a `while` loop's condition on its
     # counter under Nx.Defn.Evaluator): compared on the host in the type
     # the kernel would compare them in (compare_type/3), the result a
@@ -1334,6 +1329,11 @@ if Code.ensure_loaded?(Nx.Backend) do
 
     defp compare(op, out, left, right), do: compare_known(op, out, left, right)
 
+    # As for binary ops, the common cases first: two dense operands of one
+    # type on one device (dense_pair/3; their merged type is theirs), or
+    # one of them beside a number of its type (x == 0.0 in max's gradient),
+    # which goes to the kernel as an immediate operand (kernel_operand/3)
+    # on either side.
     defp compare_known(op, %T{type: {:u, 8}} = out, left, right) do
       case dense_pair(out, left, right) do
         {:ok, as, bs} -> compare_dense(op, out, left, right, as, bs)
