@@ -156,6 +156,46 @@ static void layout_view(int lay, nxv_tensor *tensor, int64_t rows, int64_t strid
   }
 }
 
+/* Runs prog fused and one op at a time over in on a {rows, cols} output
+ * and checks the results bitwise (same()); counts the program and the
+ * elements compared. */
+static void check_program(nxv_device *d, nxv_dtype t, int trial, int64_t rows, int64_t cols,
+                          uint32_t nin, const nxv_view *in, uint32_t nins,
+                          const uint32_t *prog, nxv_tensor *zero, int *programs,
+                          int *compared) {
+  int64_t shape[2] = {rows, cols}, n = rows * cols;
+  nxv_tensor *fused = NULL;
+  nxv_status st = nxv_fused(d, t, 2, shape, nin, in, nins, prog, &fused);
+  CHECK_OK(st);
+  nxv_tensor *ref = run_unfused(d, t, 2, shape, nin, in, nins, prog, zero);
+  CHECK(ref != NULL);
+  if (st == NXV_OK && ref) {
+    (*programs)++;
+    size_t es = nxv_dtype_size(t);
+    unsigned char *got = test_xcalloc((size_t)n, es), *want = test_xcalloc((size_t)n, es);
+    CHECK_OK(nxv_tensor_download(fused, 0, (uint64_t)n, got));
+    CHECK_OK(nxv_tensor_download(ref, 0, (uint64_t)n, want));
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+      (*compared)++;
+      if (!same(t, got, want, (uint64_t)i) && bad++ < 3) {
+        uint64_t g = 0, w = 0;
+        memcpy(&g, got + i * es, es);
+        memcpy(&w, want + i * es, es);
+        CHECK_MSG(false, "%s trial %d (%u inputs, %u instrs, first 0x%06x) [%lld]: "
+                  "fused %.9g (0x%llx), one by one %.9g (0x%llx)", nxv_dtype_name(t), trial,
+                  nin, nins, prog[0], (long long)i, nxv_test_float_at(t, got, (uint64_t)i),
+                  (unsigned long long)g, nxv_test_float_at(t, want, (uint64_t)i),
+                  (unsigned long long)w);
+      }
+    }
+    free(got);
+    free(want);
+  }
+  if (fused) nxv_tensor_release(fused);
+  if (ref) nxv_tensor_release(ref);
+}
+
 NXV_TEST(fused, random_programs_match_unfused_ops) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
@@ -175,7 +215,7 @@ NXV_TEST(fused, random_programs_match_unfused_ops) {
     REQUIRE_OK(nxv_tensor_upload(d, t, 1, zbits, &zero));
     for (int trial = 0; trial < 6; trial++) {
       const int64_t *sh = kShapes[trial % 4];
-      int64_t rows = sh[0], cols = sh[1], n = rows * cols;
+      int64_t rows = sh[0], cols = sh[1];
       uint32_t nin = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INPUTS);
       uint32_t nins = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INSTRS);
       uint32_t prog[NXV_FUSED_MAX_INSTRS];
@@ -201,32 +241,7 @@ NXV_TEST(fused, random_programs_match_unfused_ops) {
         free(host);
         layout_view(lay, tin[k], rows, strides[k], &in[k]);
       }
-      int64_t shape[2] = {rows, cols};
-      nxv_tensor *fused = NULL;
-      nxv_status st = nxv_fused(d, t, 2, shape, nin, in, nins, prog, &fused);
-      CHECK_OK(st);
-      nxv_tensor *ref = run_unfused(d, t, 2, shape, nin, in, nins, prog, zero);
-      CHECK(ref != NULL);
-      if (st == NXV_OK && ref) {
-        programs++;
-        size_t es = nxv_dtype_size(t);
-        unsigned char *got = test_xcalloc((size_t)n, es), *want = test_xcalloc((size_t)n, es);
-        CHECK_OK(nxv_tensor_download(fused, 0, (uint64_t)n, got));
-        CHECK_OK(nxv_tensor_download(ref, 0, (uint64_t)n, want));
-        int bad = 0;
-        for (int64_t i = 0; i < n; i++) {
-          compared++;
-          if (!same(t, got, want, (uint64_t)i) && bad++ < 3)
-            CHECK_MSG(false, "%s trial %d (%u inputs, %u instrs, first 0x%06x) [%lld]: "
-                      "fused %.9g, one by one %.9g", nxv_dtype_name(t), trial, nin,
-                      nins, prog[0], (long long)i, nxv_test_float_at(t, got, (uint64_t)i),
-                      nxv_test_float_at(t, want, (uint64_t)i));
-        }
-        free(got);
-        free(want);
-      }
-      if (fused) nxv_tensor_release(fused);
-      if (ref) nxv_tensor_release(ref);
+      check_program(d, t, trial, rows, cols, nin, in, nins, prog, zero, &programs, &compared);
       for (uint32_t k = 0; k < nin; k++) nxv_tensor_release(tin[k]);
     }
     nxv_tensor_release(zero);
@@ -261,7 +276,7 @@ NXV_TEST(fused, integer_programs_match_unfused_ops) {
     REQUIRE_OK(nxv_tensor_upload(d, t, 1, &zbits, &zero));
     for (int trial = 0; trial < 8; trial++) {
       const int64_t *sh = kShapes[trial % 4];
-      int64_t rows = sh[0], cols = sh[1], n = rows * cols;
+      int64_t rows = sh[0], cols = sh[1];
       uint32_t nin = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INPUTS);
       uint32_t nins = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INSTRS);
       uint32_t prog[NXV_FUSED_MAX_INSTRS];
@@ -299,34 +314,7 @@ NXV_TEST(fused, integer_programs_match_unfused_ops) {
         free(host);
         layout_view(lay, tin[k], rows, strides[k], &in[k]);
       }
-      int64_t shape[2] = {rows, cols};
-      nxv_tensor *fused = NULL;
-      nxv_status st = nxv_fused(d, t, 2, shape, nin, in, nins, prog, &fused);
-      CHECK_OK(st);
-      nxv_tensor *ref = run_unfused(d, t, 2, shape, nin, in, nins, prog, zero);
-      CHECK(ref != NULL);
-      if (st == NXV_OK && ref) {
-        programs++;
-        unsigned char *got = test_xcalloc((size_t)n, es), *want = test_xcalloc((size_t)n, es);
-        CHECK_OK(nxv_tensor_download(fused, 0, (uint64_t)n, got));
-        CHECK_OK(nxv_tensor_download(ref, 0, (uint64_t)n, want));
-        int bad = 0;
-        for (int64_t i = 0; i < n; i++) {
-          compared++;
-          if (memcmp(got + i * es, want + i * es, es) && bad++ < 3) {
-            uint64_t g = 0, w = 0;
-            memcpy(&g, got + i * es, es);
-            memcpy(&w, want + i * es, es);
-            CHECK_MSG(false, "%s trial %d (%u inputs, %u instrs, first 0x%06x) [%lld]: "
-                      "fused 0x%llx, one by one 0x%llx", nxv_dtype_name(t), trial, nin, nins,
-                      prog[0], (long long)i, (unsigned long long)g, (unsigned long long)w);
-          }
-        }
-        free(got);
-        free(want);
-      }
-      if (fused) nxv_tensor_release(fused);
-      if (ref) nxv_tensor_release(ref);
+      check_program(d, t, trial, rows, cols, nin, in, nins, prog, zero, &programs, &compared);
       for (uint32_t k = 0; k < nin; k++) nxv_tensor_release(tin[k]);
     }
     nxv_tensor_release(zero);
