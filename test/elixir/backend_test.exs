@@ -1255,8 +1255,33 @@ if Code.ensure_loaded?(Nx) do
       t
     end
 
-    test "integer arithmetic and comparisons of one-element constants run on the host, as the device computes them" do
+    # op on one-element constants of types ta and tb for every pair of
+    # values of vas and vbs: each result must equal the device's for the
+    # same pair (all pairs at once, from uploaded operands, which are not
+    # constants); check.(x, y, device_value, got, what) asserts the rest.
+    # Returns the device ops the constant pairs queued.
+    defp known_pairs(op, ta, tb, vas, vbs, check) do
       dev = Nx.Vulkan.default_device_index()
+      pairs = for x <- vas, y <- vbs, do: {x, y}
+      {xs, ys} = Enum.unzip(pairs)
+      dx = Nx.tensor(xs, type: ta, backend: VB)
+      dy = Nx.tensor(ys, type: tb, backend: VB)
+      device = native(fn -> apply(Nx, op, [dx, dy]) end) |> Nx.to_flat_list()
+
+      Nx.Vulkan.synchronize(dev)
+      before = Nx.Vulkan.stats(dev)
+
+      for {{x, y}, d} <- Enum.zip(pairs, device) do
+        got = native(fn -> apply(Nx, op, [known(x, ta), known(y, tb)]) end)
+        what = "#{op}(#{x} :: #{inspect(ta)}, #{y} :: #{inspect(tb)})"
+        assert Nx.to_number(got) == d, "#{what}: #{Nx.to_number(got)}, device #{d}"
+        check.(x, y, d, got, what)
+      end
+
+      Nx.Vulkan.stats(dev).ops_enqueued - before.ops_enqueued
+    end
+
+    test "integer arithmetic and comparisons of one-element constants run on the host, as the device computes them" do
       int_types = [s: 8, s: 16, s: 32, s: 64, u: 8, u: 16, u: 32, u: 64]
 
       int_ops =
@@ -1270,41 +1295,26 @@ if Code.ensure_loaded?(Nx) do
           [{{:s, 8}, {:s, 64}}, {{:u, 32}, {:s, 64}}, {{:u, 64}, {:s, 64}}, {{:u, 8}, {:s, 8}}]
 
       for {ta, tb} <- pairs, op <- int_ops do
-        pairs_of_values = for x <- int_values(ta), y <- int_values(tb), do: {x, y}
-        {xs, ys} = Enum.unzip(pairs_of_values)
+        ops =
+          known_pairs(op, ta, tb, int_values(ta), int_values(tb), fn x, y, d, got, what ->
+            assert got.type == Nx.Type.merge(ta, tb)
 
-        # The device's results for every pair at once (uploaded operands:
-        # not constants), and Nx.BinaryBackend's where it defines them.
-        dx = Nx.tensor(xs, type: ta, backend: VB)
-        dy = Nx.tensor(ys, type: tb, backend: VB)
-        device = native(fn -> apply(Nx, op, [dx, dy]) end) |> Nx.to_flat_list()
+            # The value kept is the one stored (later ops read it).
+            if y != 0 or op not in [:quotient, :remainder] do
+              assert got.data.ref == nil and got.data.value === d, what
+            end
 
-        Nx.Vulkan.synchronize(dev)
-        before = Nx.Vulkan.stats(dev)
-
-        for {{x, y}, d} <- Enum.zip(pairs_of_values, device) do
-          got = native(fn -> apply(Nx, op, [known(x, ta), known(y, tb)]) end)
-          what = "#{op}(#{x} :: #{inspect(ta)}, #{y} :: #{inspect(tb)})"
-          assert Nx.to_number(got) == d, "#{what}: #{Nx.to_number(got)}, device #{d}"
-          assert got.type == Nx.Type.merge(ta, tb)
-
-          # The value kept is the one stored (later ops read it).
-          if y != 0 or op not in [:quotient, :remainder] do
-            assert got.data.ref == nil and got.data.value === d, what
-          end
-
-          # Nx.BinaryBackend agrees where the operands fit the result type
-          # (it computes with them unconverted).
-          if (y != 0 or op not in [:quotient, :remainder]) and fits?(x, got.type) and
-               fits?(y, got.type) do
-            hx = Nx.tensor(x, type: ta, backend: Nx.BinaryBackend)
-            hy = Nx.tensor(y, type: tb, backend: Nx.BinaryBackend)
-            assert Nx.to_binary(got) == Nx.to_binary(apply(Nx, op, [hx, hy])), what
-          end
-        end
+            # Nx.BinaryBackend agrees where the operands fit the result
+            # type (it computes with them unconverted).
+            if (y != 0 or op not in [:quotient, :remainder]) and fits?(x, got.type) and
+                 fits?(y, got.type) do
+              hx = Nx.tensor(x, type: ta, backend: Nx.BinaryBackend)
+              hy = Nx.tensor(y, type: tb, backend: Nx.BinaryBackend)
+              assert Nx.to_binary(got) == Nx.to_binary(apply(Nx, op, [hx, hy])), what
+            end
+          end)
 
         # Only the quotients and remainders by zero went to the device.
-        ops = Nx.Vulkan.stats(dev).ops_enqueued - before.ops_enqueued
         if op in [:quotient, :remainder], do: assert(ops > 0), else: assert(ops == 0)
       end
 
@@ -1331,34 +1341,22 @@ if Code.ensure_loaded?(Nx) do
           [:logical_and, :logical_or, :logical_xor]
 
       for {ta, tb, vas, vbs, on_host} <- cmp_cases, op <- cmp_ops do
-        pairs_of_values = for x <- vas, y <- vbs, do: {x, y}
-        {xs, ys} = Enum.unzip(pairs_of_values)
-        dx = Nx.tensor(xs, type: ta, backend: VB)
-        dy = Nx.tensor(ys, type: tb, backend: VB)
-        device = native(fn -> apply(Nx, op, [dx, dy]) end) |> Nx.to_flat_list()
+        ops =
+          known_pairs(op, ta, tb, vas, vbs, fn x, y, d, got, what ->
+            assert got.type == {:u, 8}
+            merged = Nx.Type.merge(ta, tb)
 
-        Nx.Vulkan.synchronize(dev)
-        before = Nx.Vulkan.stats(dev)
+            # Nx.BinaryBackend compares integers unconverted: it agrees
+            # where they fit the merged type.
+            if Nx.Type.float?(merged) or (fits?(x, merged) and fits?(y, merged)) do
+              hx = Nx.tensor(x, type: ta, backend: Nx.BinaryBackend)
+              hy = Nx.tensor(y, type: tb, backend: Nx.BinaryBackend)
+              assert Nx.to_binary(got) == Nx.to_binary(apply(Nx, op, [hx, hy])), what
+            end
 
-        for {{x, y}, d} <- Enum.zip(pairs_of_values, device) do
-          got = native(fn -> apply(Nx, op, [known(x, ta), known(y, tb)]) end)
-          what = "#{op}(#{x} :: #{inspect(ta)}, #{y} :: #{inspect(tb)})"
-          assert got.type == {:u, 8}
-          assert Nx.to_number(got) == d, "#{what}: #{Nx.to_number(got)}, device #{d}"
-          merged = Nx.Type.merge(ta, tb)
+            if on_host, do: assert(got.data.ref == nil and got.data.value === d, what)
+          end)
 
-          # Nx.BinaryBackend compares integers unconverted: it agrees
-          # where they fit the merged type.
-          if Nx.Type.float?(merged) or (fits?(x, merged) and fits?(y, merged)) do
-            hx = Nx.tensor(x, type: ta, backend: Nx.BinaryBackend)
-            hy = Nx.tensor(y, type: tb, backend: Nx.BinaryBackend)
-            assert Nx.to_binary(got) == Nx.to_binary(apply(Nx, op, [hx, hy])), what
-          end
-
-          if on_host, do: assert(got.data.ref == nil and got.data.value === d, what)
-        end
-
-        ops = Nx.Vulkan.stats(dev).ops_enqueued - before.ops_enqueued
         if on_host, do: assert(ops == 0), else: assert(ops > 0)
       end
 
