@@ -40,7 +40,10 @@ static const nxv_compare_op kCmp[] = {NXV_EQUAL, NXV_NOT_EQUAL, NXV_LESS,
                                       NXV_LOGICAL_XOR};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static uint32_t random_instr(uint64_t *rng, uint32_t regs, int *out_cls) {
+/* A random instruction over regs registers: a unary op of un (nun), a
+ * binary op of bin (nbin), a comparison or a select. */
+static uint32_t random_instr(uint64_t *rng, uint32_t regs, const nxv_unary_op *un, int nun,
+                             const nxv_binary_op *bin, int nbin) {
   int cls = (int)(test_rand_u64(rng) % 10);
   cls = cls < 3 ? 0 : cls < 7 ? 1 : cls < 9 ? 2 : 3;
   uint32_t a = (uint32_t)(test_rand_u64(rng) % regs);
@@ -48,10 +51,9 @@ static uint32_t random_instr(uint64_t *rng, uint32_t regs, int *out_cls) {
   uint32_t c = (uint32_t)(test_rand_u64(rng) % regs);
   /* Mostly read the latest registers, so programs are chains. */
   if (test_rand_u64(rng) % 2) a = regs - 1;
-  *out_cls = cls;
   switch (cls) {
-    case 0: return NXV_FUSED_INSTR(0, kUn[test_rand_u64(rng) % COUNT(kUn)], a, 0, 0);
-    case 1: return NXV_FUSED_INSTR(1, kBin[test_rand_u64(rng) % COUNT(kBin)], a, b, 0);
+    case 0: return NXV_FUSED_INSTR(0, un[test_rand_u64(rng) % (uint64_t)nun], a, 0, 0);
+    case 1: return NXV_FUSED_INSTR(1, bin[test_rand_u64(rng) % (uint64_t)nbin], a, b, 0);
     case 2: return NXV_FUSED_INSTR(2, kCmp[test_rand_u64(rng) % COUNT(kCmp)], a, b, 0);
     default: return NXV_FUSED_INSTR(3, 0, a, b, c);
   }
@@ -219,10 +221,8 @@ NXV_TEST(fused, random_programs_match_unfused_ops) {
       uint32_t nin = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INPUTS);
       uint32_t nins = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INSTRS);
       uint32_t prog[NXV_FUSED_MAX_INSTRS];
-      for (uint32_t k = 0; k < nins; k++) {
-        int cls;
-        prog[k] = random_instr(&rng, nin + k, &cls);
-      }
+      for (uint32_t k = 0; k < nins; k++)
+        prog[k] = random_instr(&rng, nin + k, kUn, COUNT(kUn), kBin, COUNT(kBin));
       nxv_tensor *tin[NXV_FUSED_MAX_INPUTS];
       nxv_view in[NXV_FUSED_MAX_INPUTS];
       int64_t strides[NXV_FUSED_MAX_INPUTS][2];
@@ -280,21 +280,8 @@ NXV_TEST(fused, integer_programs_match_unfused_ops) {
       uint32_t nin = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INPUTS);
       uint32_t nins = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INSTRS);
       uint32_t prog[NXV_FUSED_MAX_INSTRS];
-      for (uint32_t k = 0; k < nins; k++) {
-        uint32_t regs = nin + k;
-        uint32_t a = test_rand_u64(&rng) % 2 ? regs - 1 : (uint32_t)(test_rand_u64(&rng) % regs);
-        uint32_t b = (uint32_t)(test_rand_u64(&rng) % regs);
-        uint32_t c = (uint32_t)(test_rand_u64(&rng) % regs);
-        int cls = (int)(test_rand_u64(&rng) % 10);
-        if (cls < 3)
-          prog[k] = NXV_FUSED_INSTR(0, kIntUn[test_rand_u64(&rng) % COUNT(kIntUn)], a, 0, 0);
-        else if (cls < 8)
-          prog[k] = NXV_FUSED_INSTR(1, kIntBin[test_rand_u64(&rng) % COUNT(kIntBin)], a, b, 0);
-        else if (cls < 9)
-          prog[k] = NXV_FUSED_INSTR(2, kCmp[test_rand_u64(&rng) % COUNT(kCmp)], a, b, 0);
-        else
-          prog[k] = NXV_FUSED_INSTR(3, 0, a, b, c);
-      }
+      for (uint32_t k = 0; k < nins; k++)
+        prog[k] = random_instr(&rng, nin + k, kIntUn, COUNT(kIntUn), kIntBin, COUNT(kIntBin));
       nxv_tensor *tin[NXV_FUSED_MAX_INPUTS];
       nxv_view in[NXV_FUSED_MAX_INPUTS];
       int64_t strides[NXV_FUSED_MAX_INPUTS][2];
