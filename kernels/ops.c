@@ -1211,6 +1211,11 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
 /* Checks instruction k of a fused program over ninputs inputs of type t;
  * sets *in_double when its op is a transcendental, pow or atan2 evaluated
  * in double. */
+/* The integer types fused programs run (fused.comp's integer modules). */
+static bool fused_integer(nxv_dtype t) {
+  return t == NXV_S32 || t == NXV_S64 || t == NXV_U32 || t == NXV_U64;
+}
+
 static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs,
                                     uint32_t k, uint32_t w, bool *in_double) {
   uint32_t cls = w & 3u, op = (w >> 2) & 63u, regs = ninputs + k;
@@ -1233,7 +1238,7 @@ static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs
   const char *name;
   /* Integer programs run the unary ops that keep the type (the others
    * convert to a float type in their own kernels). */
-  bool integer = t == NXV_S32 || t == NXV_S64 || t == NXV_U32 || t == NXV_U64;
+  bool integer = fused_integer(t);
   switch (cls) {
   case NXV_FUSED_UNARY:
     ok = nxv_unary_supported(d, (nxv_unary_op)op, t) && op < NXV_CONJ &&
@@ -1276,7 +1281,7 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
                          const uint32_t *program, bool interpret, nxv_tensor **out) {
   if (!d || !out || !inputs || !program || (imm_mask && !imm_bits))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
-  bool integer = t == NXV_S32 || t == NXV_S64 || t == NXV_U32 || t == NXV_U64;
+  bool integer = fused_integer(t);
   if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64 && !integer)
     return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of f16, bf16, f32, f64, s32, "
                     "s64, u32 or u64, not %s", nxv_dtype_name(t));
