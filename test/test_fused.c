@@ -198,13 +198,69 @@ static void check_program(nxv_device *d, nxv_dtype t, int trial, int64_t rows, i
   if (ref) nxv_tensor_release(ref);
 }
 
+/* Input element i of type t in host, drawn from rng. */
+typedef void (*fill_fn)(nxv_dtype t, unsigned char *host, uint64_t i, uint64_t *rng);
+
+/* Values near 1 keep float chains finite; some zeros and negatives
+ * exercise the special cases. */
+static void fill_float(nxv_dtype t, unsigned char *host, uint64_t i, uint64_t *rng) {
+  double v = test_rand_uniform(rng, -2.0, 2.0);
+  if (test_rand_u64(rng) % 16 == 0) v = 0;
+  set_f(t, host, i, v);
+}
+
+/* Integers of every magnitude, small ones (shift amounts, either sign)
+ * and zeros. */
+static void fill_int(nxv_dtype t, unsigned char *host, uint64_t i, uint64_t *rng) {
+  size_t es = nxv_dtype_size(t);
+  uint64_t v = test_rand_u64(rng);
+  int kind = (int)(v % 4);
+  v = test_rand_u64(rng);
+  if (kind == 0) v = v % 80 - 40;
+  if (kind == 1) v = 0;
+  memcpy(host + i * es, &v, es); /* little-endian: the low bytes */
+}
+
+/* One trial: a random program of un/bin ops over 1 to 12 inputs of random
+ * layouts (fill draws their elements) on one of four output shapes,
+ * checked by check_program. */
+static void random_trial(nxv_device *d, nxv_dtype t, int trial, uint64_t *rng,
+                         const nxv_unary_op *un, int nun, const nxv_binary_op *bin, int nbin,
+                         fill_fn fill, nxv_tensor *zero, int *programs, int *compared) {
+  static const int64_t kShapes[][2] = {{1, 1}, {7, 13}, {64, 33}, {3, 515}};
+  const int64_t *sh = kShapes[trial % 4];
+  int64_t rows = sh[0], cols = sh[1];
+  uint32_t nin = 1 + (uint32_t)(test_rand_u64(rng) % NXV_FUSED_MAX_INPUTS);
+  uint32_t nins = 1 + (uint32_t)(test_rand_u64(rng) % NXV_FUSED_MAX_INSTRS);
+  uint32_t prog[NXV_FUSED_MAX_INSTRS];
+  for (uint32_t k = 0; k < nins; k++) prog[k] = random_instr(rng, nin + k, un, nun, bin, nbin);
+  nxv_tensor *tin[NXV_FUSED_MAX_INPUTS];
+  nxv_view in[NXV_FUSED_MAX_INPUTS];
+  int64_t strides[NXV_FUSED_MAX_INPUTS][2];
+  for (uint32_t k = 0; k < nin; k++) {
+    int lay = (int)(test_rand_u64(rng) % 6);
+    uint64_t count = layout_count(lay, rows, cols);
+    unsigned char *host = test_xcalloc(count, nxv_dtype_size(t));
+    for (uint64_t i = 0; i < count; i++) fill(t, host, i, rng);
+    nxv_status st = nxv_tensor_upload(d, t, count, host, &tin[k]);
+    free(host);
+    CHECK_OK(st);
+    if (st != NXV_OK) {
+      for (uint32_t j = 0; j < k; j++) nxv_tensor_release(tin[j]);
+      return;
+    }
+    layout_view(lay, tin[k], rows, strides[k], &in[k]);
+  }
+  check_program(d, t, trial, rows, cols, nin, in, nins, prog, zero, programs, compared);
+  for (uint32_t k = 0; k < nin; k++) nxv_tensor_release(tin[k]);
+}
+
 NXV_TEST(fused, random_programs_match_unfused_ops) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
   nxv_device_info info;
   REQUIRE_OK(nxv_device_info_get(d, &info));
   uint64_t rng = 0xF05ED;
-  static const int64_t kShapes[][2] = {{1, 1}, {7, 13}, {64, 33}, {3, 515}};
   int programs = 0, compared = 0;
   for (int ti = 0; ti < 4; ti++) {
     nxv_dtype t = kFusedTypes[ti];
@@ -215,35 +271,9 @@ NXV_TEST(fused, random_programs_match_unfused_ops) {
     unsigned char zbits[8];
     set_f(t, zbits, 0, zv);
     REQUIRE_OK(nxv_tensor_upload(d, t, 1, zbits, &zero));
-    for (int trial = 0; trial < 6; trial++) {
-      const int64_t *sh = kShapes[trial % 4];
-      int64_t rows = sh[0], cols = sh[1];
-      uint32_t nin = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INPUTS);
-      uint32_t nins = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INSTRS);
-      uint32_t prog[NXV_FUSED_MAX_INSTRS];
-      for (uint32_t k = 0; k < nins; k++)
-        prog[k] = random_instr(&rng, nin + k, kUn, COUNT(kUn), kBin, COUNT(kBin));
-      nxv_tensor *tin[NXV_FUSED_MAX_INPUTS];
-      nxv_view in[NXV_FUSED_MAX_INPUTS];
-      int64_t strides[NXV_FUSED_MAX_INPUTS][2];
-      for (uint32_t k = 0; k < nin; k++) {
-        int lay = (int)(test_rand_u64(&rng) % 6);
-        uint64_t count = layout_count(lay, rows, cols);
-        unsigned char *host = test_xcalloc(count, nxv_dtype_size(t));
-        for (uint64_t i = 0; i < count; i++) {
-          /* Values near 1 keep chains finite; some zeros and negatives
-           * exercise the special cases. */
-          double v = test_rand_uniform(&rng, -2.0, 2.0);
-          if (test_rand_u64(&rng) % 16 == 0) v = 0;
-          set_f(t, host, i, v);
-        }
-        REQUIRE_OK(nxv_tensor_upload(d, t, count, host, &tin[k]));
-        free(host);
-        layout_view(lay, tin[k], rows, strides[k], &in[k]);
-      }
-      check_program(d, t, trial, rows, cols, nin, in, nins, prog, zero, &programs, &compared);
-      for (uint32_t k = 0; k < nin; k++) nxv_tensor_release(tin[k]);
-    }
+    for (int trial = 0; trial < 6; trial++)
+      random_trial(d, t, trial, &rng, kUn, COUNT(kUn), kBin, COUNT(kBin), fill_float, zero,
+                   &programs, &compared);
     nxv_tensor_release(zero);
   }
   CHECK(programs >= 8);
@@ -265,45 +295,16 @@ NXV_TEST(fused, integer_programs_match_unfused_ops) {
   nxv_device *d = test_open_device();
   REQUIRE(d);
   static const nxv_dtype kInts[4] = {NXV_S32, NXV_S64, NXV_U32, NXV_U64};
-  static const int64_t kShapes[][2] = {{1, 1}, {7, 13}, {64, 33}, {3, 515}};
   uint64_t rng = 0x1A7E6E5;
   int programs = 0, compared = 0;
   for (int ti = 0; ti < 4; ti++) {
     nxv_dtype t = kInts[ti];
-    size_t es = nxv_dtype_size(t);
     nxv_tensor *zero;
     uint64_t zbits = 0;
     REQUIRE_OK(nxv_tensor_upload(d, t, 1, &zbits, &zero));
-    for (int trial = 0; trial < 8; trial++) {
-      const int64_t *sh = kShapes[trial % 4];
-      int64_t rows = sh[0], cols = sh[1];
-      uint32_t nin = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INPUTS);
-      uint32_t nins = 1 + (uint32_t)(test_rand_u64(&rng) % NXV_FUSED_MAX_INSTRS);
-      uint32_t prog[NXV_FUSED_MAX_INSTRS];
-      for (uint32_t k = 0; k < nins; k++)
-        prog[k] = random_instr(&rng, nin + k, kIntUn, COUNT(kIntUn), kIntBin, COUNT(kIntBin));
-      nxv_tensor *tin[NXV_FUSED_MAX_INPUTS];
-      nxv_view in[NXV_FUSED_MAX_INPUTS];
-      int64_t strides[NXV_FUSED_MAX_INPUTS][2];
-      for (uint32_t k = 0; k < nin; k++) {
-        int lay = (int)(test_rand_u64(&rng) % 6);
-        uint64_t count = layout_count(lay, rows, cols);
-        unsigned char *host = test_xcalloc(count, es);
-        for (uint64_t i = 0; i < count; i++) {
-          uint64_t v = test_rand_u64(&rng);
-          int kind = (int)(v % 4);
-          v = test_rand_u64(&rng);
-          if (kind == 0) v = v % 80 - 40; /* small, either sign */
-          if (kind == 1) v = 0;
-          memcpy(host + i * es, &v, es); /* little-endian: the low bytes */
-        }
-        REQUIRE_OK(nxv_tensor_upload(d, t, count, host, &tin[k]));
-        free(host);
-        layout_view(lay, tin[k], rows, strides[k], &in[k]);
-      }
-      check_program(d, t, trial, rows, cols, nin, in, nins, prog, zero, &programs, &compared);
-      for (uint32_t k = 0; k < nin; k++) nxv_tensor_release(tin[k]);
-    }
+    for (int trial = 0; trial < 8; trial++)
+      random_trial(d, t, trial, &rng, kIntUn, COUNT(kIntUn), kIntBin, COUNT(kIntBin), fill_int,
+                   zero, &programs, &compared);
     nxv_tensor_release(zero);
   }
   CHECK(programs >= 24);
