@@ -765,6 +765,19 @@ nxv_status nxv_fused(nxv_device *device, nxv_dtype dtype, uint32_t rank,
                      const nxv_view *inputs, uint32_t ninstrs,
                      const uint32_t *program, nxv_tensor **out_tensor);
 
+/* nxv_fused where the inputs whose bit is set in imm_mask (bits below
+ * ninputs) are immediates: one value of dtype broadcast over shape, its
+ * bits in the low bytes of imm_bits[k] (imm_bits has ninputs entries; the
+ * others are ignored), passed in the dispatch's push constants instead of
+ * read from memory. Their views are ignored (their tensor may be NULL).
+ * A program's pipeline is specialized for its words and which inputs are
+ * immediates, not for the immediates' values. Thread-safe. */
+nxv_status nxv_fused_imm(nxv_device *device, nxv_dtype dtype, uint32_t rank,
+                         const int64_t *shape, uint32_t ninputs,
+                         const nxv_view *inputs, uint32_t imm_mask,
+                         const uint64_t *imm_bits, uint32_t ninstrs,
+                         const uint32_t *program, nxv_tensor **out_tensor);
+
 /* Element type conversion of a strided view into a dense tensor of dtype
  * (any two types; f16 and bf16 round through f32, bf16 by truncation as
  * Nx.BinaryBackend; complex to real keeps the real part, real to complex

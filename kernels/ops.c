@@ -1440,6 +1440,14 @@ nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank, const int64_t *s
                        out);
 }
 
+nxv_status nxv_fused_imm(nxv_device *d, nxv_dtype t, uint32_t rank, const int64_t *shape,
+                         uint32_t ninputs, const nxv_view *inputs, uint32_t imm_mask,
+                         const uint64_t *imm_bits, uint32_t ninstrs, const uint32_t *program,
+                         nxv_tensor **out) {
+  return nxv_ops_fused(d, t, rank, shape, ninputs, inputs, imm_mask, imm_bits, ninstrs, program,
+                       false, out);
+}
+
 nxv_status nxv_copy_into(nxv_device *d, nxv_tensor *dst, int64_t dst_offset,
                          const int64_t *dst_strides, uint32_t rank,
                          const int64_t *shape_in, const nxv_view *src) {

@@ -844,19 +844,46 @@ static ERL_NIF_TERM nif_download(ErlNifEnv *env, int argc,
                            nif_download_wait, 1, &term);
 }
 
+/* Drops the handle's reference to its tensor: false if it had none left. */
+static bool deallocate_res(tensor_res *r) {
+  nxv_tensor *t = atomic_exchange(&r->t, NULL);
+  if (!t) return false;
+  /* Wait out calls that read the pointer before the exchange: they are
+   * between two atomics, never blocked. */
+  while (atomic_load(&r->users) != 0) {
+  }
+  nxv_tensor_release(t);
+  return true;
+}
+
 static ERL_NIF_TERM nif_deallocate(ErlNifEnv *env, int argc,
                                    const ERL_NIF_TERM argv[]) {
   (void)argc;
   tensor_res *r;
   if (!enif_get_resource(env, argv[0], TENSOR_RES, (void **)&r))
     return raise_argument(env, "deallocate: expected a Nx.Vulkan tensor");
-  nxv_tensor *t = atomic_exchange(&r->t, NULL);
-  if (!t) return am_already_deallocated;
-  /* Wait out calls that read the pointer before the exchange: they are
-   * between two atomics, never blocked. */
-  while (atomic_load(&r->users) != 0) {
+  return deallocate_res(r) ? am_ok : am_already_deallocated;
+}
+
+/* deallocate_many(tensors): deallocate/1 of each; :ok. A list holding
+ * anything but tensors raises and deallocates none of them. */
+static ERL_NIF_TERM nif_deallocate_many(ErlNifEnv *env, int argc,
+                                        const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  ERL_NIF_TERM head, tail = argv[0];
+  tensor_res *r;
+  if (!enif_is_list(env, tail))
+    return raise_argument(env, "deallocate_many: expected a list of Nx.Vulkan tensors");
+  while (enif_get_list_cell(env, tail, &head, &tail))
+    if (!enif_get_resource(env, head, TENSOR_RES, (void **)&r))
+      return raise_argument(env, "deallocate_many: expected a list of Nx.Vulkan tensors");
+  if (!enif_is_empty_list(env, tail))
+    return raise_argument(env, "deallocate_many: expected a list of Nx.Vulkan tensors");
+  tail = argv[0];
+  while (enif_get_list_cell(env, tail, &head, &tail)) {
+    enif_get_resource(env, head, TENSOR_RES, (void **)&r);
+    deallocate_res(r);
   }
-  nxv_tensor_release(t);
   return am_ok;
 }
 
@@ -1097,8 +1124,26 @@ static ERL_NIF_TERM nif_unary(ErlNifEnv *env, int argc,
   return op_result(env, st, out, nxv_unary_op_name((nxv_unary_op)op));
 }
 
+/* The element of size bytes (1, 2, 4 or 8) at data, in native byte order,
+ * as the low bits of a word. */
+static uint64_t imm_value(const unsigned char *data, size_t size) {
+  uint8_t b1;
+  uint16_t b2;
+  uint32_t b4;
+  uint64_t b8;
+  switch (size) {
+    case 1: memcpy(&b1, data, 1); return b1;
+    case 2: memcpy(&b2, data, 2); return b2;
+    case 4: memcpy(&b4, data, 4); return b4;
+    default: memcpy(&b8, data, 8); return b8;
+  }
+}
+
 /* fused(type, shape, program, inputs): program a list of instruction
- * words (nxv_fused), inputs a list of {tensor, offset, strides | nil}. */
+ * words (nxv_fused), inputs a list of {tensor, offset, strides | nil} or
+ * immediates: binaries of one element of type (native byte order), passed
+ * in the dispatch (nxv_fused_imm). At least one input is a tensor, whose
+ * device runs the program. */
 static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   nxv_dtype t;
@@ -1130,26 +1175,50 @@ static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
   static const char *const kInputs[NXV_FUSED_MAX_INPUTS] = {
       "input 0", "input 1", "input 2", "input 3", "input 4",  "input 5",
       "input 6", "input 7", "input 8", "input 9", "input 10", "input 11"};
-  view_arg v[NXV_FUSED_MAX_INPUTS];
+  view_arg v[NXV_FUSED_MAX_INPUTS] = {0};
   nxv_view views[NXV_FUSED_MAX_INPUTS];
+  uint64_t imm_bits[NXV_FUSED_MAX_INPUTS] = {0};
+  uint32_t imm_mask = 0;
+  nxv_device *device = NULL;
+  size_t elem_size = nxv_dtype_size(t);
   tail = argv[3];
   for (unsigned i = 0; i < ninputs; i++) {
     enif_get_list_cell(env, tail, &head, &tail);
     const ERL_NIF_TERM *elems;
     int arity;
-    ERL_NIF_TERM e = enif_get_tuple(env, head, &arity, &elems) && arity == 3
-                         ? get_view_part(env, "fused", kInputs[i], elems, rank, &v[i])
-                         : raise_argument(env, "fused input %u must be {tensor, offset, strides}",
-                                          i);
+    ErlNifBinary imm;
+    ERL_NIF_TERM e;
+    if (enif_inspect_binary(env, head, &imm)) {
+      e = imm.size == elem_size && (elem_size == 1 || elem_size == 2 || elem_size == 4 ||
+                                    elem_size == 8)
+              ? am_ok
+              : raise_argument(env, "fused input %u: an immediate must be one %s element "
+                               "(%zu bytes), got %zu bytes", i, nxv_dtype_name(t), elem_size,
+                               imm.size);
+      if (enif_is_identical(e, am_ok)) {
+        imm_bits[i] = imm_value(imm.data, imm.size);
+        imm_mask |= 1u << i;
+      }
+    } else {
+      e = enif_get_tuple(env, head, &arity, &elems) && arity == 3
+              ? get_view_part(env, "fused", kInputs[i], elems, rank, &v[i])
+              : raise_argument(env, "fused input %u must be {tensor, offset, strides} or an "
+                               "immediate", i);
+    }
     if (!enif_is_identical(e, am_ok)) {
       release_views(v, (int)i);
       return e;
     }
     views[i] = to_view(&v[i]);
+    if (!device && v[i].t) device = nxv_tensor_device(v[i].t);
+  }
+  if (!device) {
+    release_views(v, (int)ninputs);
+    return raise_argument(env, "fused: at least one input must be a tensor");
   }
   nxv_tensor *out = NULL;
-  nxv_status st = nxv_fused(nxv_tensor_device(v[0].t), t, rank, shape, ninputs, views,
-                            ninstrs, program, &out);
+  nxv_status st = nxv_fused_imm(device, t, rank, shape, ninputs, views, imm_mask, imm_bits,
+                                ninstrs, program, &out);
   release_views(v, (int)ninputs);
   return op_result(env, st, out, "fused");
 }
@@ -1809,6 +1878,7 @@ static ErlNifFunc funcs[] = {
     {"upload_dirty", 3, nif_upload, ERL_NIF_DIRTY_JOB_CPU_BOUND},
     {"download", 3, nif_download, 0},
     {"deallocate", 1, nif_deallocate, 0},
+    {"deallocate_many", 1, nif_deallocate_many, 0},
     {"tensor_info", 1, nif_tensor_info, 0},
     {"copy", 1, nif_copy, 0},
     {"empty", 3, nif_empty, 0},

@@ -92,7 +92,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     ]
 
     # NIF calls that write into their first argument.
-    @mutating [:copy_into, :deallocate]
+    @mutating [:copy_into, :deallocate, :deallocate_many]
 
     # NIF calls whose result is written later (by copy_into): never done
     # once for all calls.
@@ -438,11 +438,39 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
         |> Enum.map_reduce(kept, fn {name, specs, out}, seen ->
           used = Enum.flat_map(specs, &slots_of/1) ++ out
           free = used |> Enum.uniq() |> Enum.reject(&MapSet.member?(seen, &1))
-          {{name, specs, out, free}, MapSet.union(seen, MapSet.new(used))}
+          {{name, Enum.map(specs, &fold/1), out, free}, MapSet.union(seen, MapSet.new(used))}
         end)
 
       Enum.reverse(ops)
     end
+
+    # A list or tuple spec of constants is a constant: built once here
+    # instead of on every replay (a fused op's immediate inputs, shapes,
+    # strides). A view {tensor, offset, strides} of constant offset and
+    # strides resolves its tensor only ({:v, spec, offset, strides}).
+    defp fold({kind, specs}) when kind in [:l, :t] do
+      specs = Enum.map(specs, &fold/1)
+
+      case {kind, specs} do
+        {:l, specs} ->
+          if Enum.all?(specs, &match?({:c, _}, &1)),
+            do: {:c, Enum.map(specs, &elem(&1, 1))},
+            else: {:l, specs}
+
+        {:t, [{:c, a}, {:c, b}, {:c, c}]} ->
+          {:c, {a, b, c}}
+
+        {:t, [spec, {:c, offset}, {:c, strides}]} ->
+          {:v, spec, offset, strides}
+
+        {:t, specs} ->
+          if Enum.all?(specs, &match?({:c, _}, &1)),
+            do: {:c, specs |> Enum.map(&elem(&1, 1)) |> List.to_tuple()},
+            else: {:t, specs}
+      end
+    end
+
+    defp fold(spec), do: spec
 
     defp slots_of({:s, i}), do: [i]
     defp slots_of({:l, specs}), do: Enum.flat_map(specs, &slots_of/1)
@@ -497,7 +525,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
       slots =
         Enum.reduce(ops, %{}, fn {name, specs, out, free}, slots ->
-          args = Enum.map(specs, &resolve(&1, params, slots))
+          args = resolve_list(specs, params, slots)
           value = call(device, name, args)
           slots = assign(out, refs_in(value), slots)
           release(free, slots)
@@ -511,27 +539,36 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
       result
     end
 
-    defp resolve({:s, i}, _params, slots), do: Map.fetch!(slots, i)
-    defp resolve({:p, i}, params, _slots), do: elem(params, i)
     defp resolve({:c, term}, _params, _slots), do: term
-    defp resolve({:l, specs}, params, slots), do: Enum.map(specs, &resolve(&1, params, slots))
+    defp resolve({:s, i}, _params, slots), do: Map.fetch!(slots, i)
+
+    defp resolve({:v, spec, off, strides}, params, slots),
+      do: {resolve(spec, params, slots), off, strides}
+
+    defp resolve({:p, i}, params, _slots), do: elem(params, i)
+    defp resolve({:l, specs}, params, slots), do: resolve_list(specs, params, slots)
 
     defp resolve({:t, specs}, params, slots),
-      do: specs |> Enum.map(&resolve(&1, params, slots)) |> List.to_tuple()
+      do: specs |> resolve_list(params, slots) |> List.to_tuple()
 
     defp resolve({:k, ref}, _params, _slots) do
       {type, _count} = Nx.Vulkan.NIF.tensor_info(ref)
       Nx.Vulkan.NIF.reinterpret(ref, type)
     end
 
+    defp resolve_list([spec | specs], params, slots),
+      do: [resolve(spec, params, slots) | resolve_list(specs, params, slots)]
+
+    defp resolve_list([], _params, _slots), do: []
+
     # Deallocating a handle returns its buffer to the pool once the queued
-    # work that reads it has finished.
+    # work that reads it has finished: one NIF call for an op's frees.
     defp release([], slots), do: slots
 
-    defp release([i | is], slots) do
-      {ref, slots} = Map.pop!(slots, i)
-      Nx.Vulkan.NIF.deallocate(ref)
-      release(is, slots)
+    defp release(free, slots) do
+      {refs, slots} = Enum.map_reduce(free, slots, &Map.pop!(&2, &1))
+      Nx.Vulkan.NIF.deallocate_many(refs)
+      slots
     end
 
     defp assign([], [], slots), do: slots

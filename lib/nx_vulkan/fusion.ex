@@ -4,13 +4,16 @@ defmodule Nx.Vulkan.Fusion do
   #
   # A plan op is {name, arg_specs, result_slots} (see the compiler). Ops
   # of the same output shape and type (a float type, or s32, s64, u32 or
-  # u64) that form a tree, each result read by exactly one other op of the
-  # tree, densely, become one `Nx.Vulkan.NIF.fused/4` call: unary and
+  # u64), each read densely by the next, become one `Nx.Vulkan.NIF.fused/4`
+  # call (a program of at most 16 ops over at most 12 inputs): unary and
   # binary ops (of integers, those that keep the type), comparisons read
   # as a select's predicate, and selects. A transpose whose only use
-  # is a dense read by a fused op is folded into that read (strides). An
-  # op of its own whose result several fused ops read is recomputed in
-  # each, and dropped when no other op reads it. The fused kernel computes
+  # is a dense read by a fused op is folded into that read (strides). A
+  # group whose result several ops read is recomputed in each fused op
+  # that reads it (within a program's limits; inside one program its ops
+  # run once, so chains whose results are read twice, such as threefry's
+  # rounds, fuse several steps deep), and computed on its own only where
+  # some read of it was not recomputed. The fused kernel computes
   # bitwise what the ops compute one kernel each (nxv_fused in nxv.h), so
   # a replay returns what the evaluation did.
   #
@@ -67,7 +70,7 @@ defmodule Nx.Vulkan.Fusion do
 
     members =
       for i <- 0..(n - 1)//1,
-          m = member(elem(ops, i), info, device),
+          m = member(elem(ops, i), info),
           into: %{},
           do: {i, m}
 
@@ -78,9 +81,8 @@ defmodule Nx.Vulkan.Fusion do
           do: t
 
     # Groups by root, built in op order: an op takes the groups of the
-    # operands it may absorb. A group is {members, dups}: dups lists the
-    # slots of members recomputed here although other ops read them too
-    # (one entry per read), see absorb/5.
+    # operands it may absorb (absorb/5). A group is its members' indices,
+    # in op order.
     groups =
       Enum.reduce(Enum.sort(Map.keys(members)), %{}, fn i, groups ->
         m = members[i]
@@ -89,7 +91,7 @@ defmodule Nx.Vulkan.Fusion do
         {group, groups} =
           m.operands
           |> Enum.with_index()
-          |> Enum.reduce({{[i], []}, groups}, fn {operand, pos}, acc ->
+          |> Enum.reduce({[i], groups}, fn {operand, pos}, acc ->
             absorb(operand, pos, m, acc, ctx)
           end)
 
@@ -97,58 +99,56 @@ defmodule Nx.Vulkan.Fusion do
       end)
 
     fused =
-      for {root, {group, _dups}} <- groups,
+      for {root, group} <- groups,
           members[root].kind != :compare,
           length(group) > 1 or absorbs_transpose?(group, members, producer, transposes),
           op = fused_op(root, group, members, producer, transposes, info, device),
           into: %{},
           do: {root, op}
 
-    # A recomputed op goes when every read of its result is recomputed in
-    # a fused op.
-    recomputed =
-      for {root, _} <- fused, slot <- elem(groups[root], 1), reduce: %{} do
-        acc -> Map.update(acc, slot, 1, &(&1 + 1))
-      end
+    # Which ops are left: from the last op back, an elementwise op (fused
+    # or not) or a foldable transpose stays only while some op that stays,
+    # or an output, reads its result; every other op stays. So a member
+    # whose every read is computed inside fused programs goes, and a group
+    # the device rejected keeps its members as ops of their own.
+    pure = MapSet.new(Map.keys(members) ++ Enum.map(Map.keys(transposes), &producer[&1]))
+    needed = out_specs |> Enum.flat_map(&slots_in/1) |> MapSet.new()
 
-    dropped = for {slot, c} <- recomputed, c == uses[slot], do: producer[slot]
+    {kept, _needed} =
+      Enum.reduce((n - 1)..0//-1, {[], needed}, fn i, {kept, needed} ->
+        {_, args, results} = op = Map.get(fused, i, elem(ops, i))
 
-    removed =
-      for {root, _} <- fused,
-          {group, dups} = groups[root],
-          dup_ops = Enum.map(dups, &producer[&1]),
-          i <- (group -- dup_ops) ++ absorbed(group, members, producer, transposes),
-          i != root,
-          into: MapSet.new(dropped),
-          do: i
+        if MapSet.member?(pure, i) and not Enum.any?(results, &MapSet.member?(needed, &1)),
+          do: {kept, needed},
+          else:
+            {[op | kept],
+             Enum.reduce(Enum.flat_map(args, &slots_in/1), needed, &MapSet.put(&2, &1))}
+      end)
 
-    for i <- 0..(n - 1)//1, not MapSet.member?(removed, i) do
-      Map.get(fused, i, elem(ops, i))
-    end
+    kept
   end
 
   # Operand pos of member m (being grouped) takes its producer's group
-  # when the producer's result is read here densely: the whole group when
-  # this is its only read, or (recomputed) a producer that is a group of
-  # its own when its result is read elsewhere too. Within the limits of a
-  # program.
-  defp absorb({spec, off, strides}, pos, m, {{group, dups}, groups} = acc, ctx) do
+  # when the producer's result is read here densely, within the limits of
+  # a program: the group goes into this one when this is its only read;
+  # when other ops read it too, it is recomputed here and stays a group of
+  # its own (its result then computed once more only if some read was not
+  # recomputed; see fuse/4).
+  defp absorb({spec, off, strides}, pos, m, {group, groups} = acc, ctx) do
     {uses, producer, members, transposes} = ctx
 
     with {:s, slot} <- spec,
          0 <- off,
          nil <- strides,
          p when p != nil <- producer[slot],
-         {g, g_dups} <- Map.get(groups, p),
+         g when g != nil <- Map.get(groups, p),
          true <- links?(members[p], m, pos),
-         shared = uses[slot] > 1,
-         true <- not shared or g == [p],
          merged = Enum.sort(Enum.uniq(group ++ g)),
          true <- length(merged) <= @max_instrs,
          true <- length(inputs(merged, members, producer, transposes)) <= @max_inputs do
-      if shared,
-        do: {{merged, [slot | dups]}, groups},
-        else: {{merged, g_dups ++ dups}, Map.delete(groups, p)}
+      if uses[slot] > 1,
+        do: {merged, groups},
+        else: {merged, Map.delete(groups, p)}
     else
       _ -> acc
     end
@@ -172,27 +172,27 @@ defmodule Nx.Vulkan.Fusion do
 
   # %{kind, op, shape, type, operands: [{spec, offset, strides}], slot}
   # for an elementwise op a fused program can run, else nil.
-  defp member({:binary, [{:c, op}, shape, a, ao, as, b, bo, bs], [slot]}, info, device) do
+  defp member({:binary, [{:c, op}, shape, a, ao, as, b, bo, bs], [slot]}, info) do
     if Map.has_key?(@binary, op) or Map.has_key?(@int_binary, op),
-      do: candidate(:binary, op, shape, [{a, ao, as}, {b, bo, bs}], slot, info, device)
+      do: candidate(:binary, op, shape, [{a, ao, as}, {b, bo, bs}], slot, info)
   end
 
-  defp member({:unary, [{:c, op}, shape, a, ao, as], [slot]}, info, device) do
+  defp member({:unary, [{:c, op}, shape, a, ao, as], [slot]}, info) do
     if Map.has_key?(@unary, op) or Map.has_key?(@int_unary, op),
-      do: candidate(:unary, op, shape, [{a, ao, as}], slot, info, device)
+      do: candidate(:unary, op, shape, [{a, ao, as}], slot, info)
   end
 
-  defp member({:compare, [{:c, op}, shape, a, ao, as, b, bo, bs], [slot]}, info, device) do
+  defp member({:compare, [{:c, op}, shape, a, ao, as, b, bo, bs], [slot]}, info) do
     if Map.has_key?(@compare, op),
-      do: candidate(:compare, op, shape, [{a, ao, as}, {b, bo, bs}], slot, info, device)
+      do: candidate(:compare, op, shape, [{a, ao, as}, {b, bo, bs}], slot, info)
   end
 
-  defp member({:select, [shape, p, po, ps, a, ao, as, b, bo, bs], [slot]}, info, device),
-    do: candidate(:select, 0, shape, [{p, po, ps}, {a, ao, as}, {b, bo, bs}], slot, info, device)
+  defp member({:select, [shape, p, po, ps, a, ao, as, b, bo, bs], [slot]}, info),
+    do: candidate(:select, 0, shape, [{p, po, ps}, {a, ao, as}, {b, bo, bs}], slot, info)
 
-  defp member(_op, _info, _device), do: nil
+  defp member(_op, _info), do: nil
 
-  defp candidate(kind, op, shape, operands, slot, info, device) do
+  defp candidate(kind, op, shape, operands, slot, info) do
     with {:ok, shape} <- int_list(shape),
          {:ok, operands} <- operands(operands),
          {type, _count} <- info.({:s, slot}) do
@@ -205,8 +205,6 @@ defmodule Nx.Vulkan.Fusion do
       index = op_index(kind, op, type)
 
       if index != nil do
-        operands = Enum.map(operands, &immediate_input(&1, type, shape, device))
-
         if operand_types_ok?(kind, operands, type, info),
           do: %{kind: kind, op: index, shape: shape, type: type, operands: operands, slot: slot}
       end
@@ -229,16 +227,6 @@ defmodule Nx.Vulkan.Fusion do
   defp immediate?({{:imm, _}, _, _}), do: true
   defp immediate?(_operand), do: false
 
-  # A fused program reads its inputs from buffers: an immediate operand (a
-  # binary or comparison's one-element value) becomes the scalar cache's
-  # buffer of that value, read with stride 0 along every axis.
-  defp immediate_input({{:imm, bytes}, 0, nil}, type, shape, device) do
-    ref = Nx.Vulkan.Backend.__scalar_buffer__(device, type, bytes)
-    {{:c, ref}, 0, if(shape == [], do: nil, else: List.duplicate(0, length(shape)))}
-  end
-
-  defp immediate_input(operand, _type, _shape, _device), do: operand
-
   defp operand_type({spec, _, _}, info) do
     case info.(spec) do
       {type, _} -> type
@@ -247,12 +235,15 @@ defmodule Nx.Vulkan.Fusion do
   end
 
   # Every operand is of the program's type, except a select's predicate
-  # (u8; only a fused comparison can be one).
+  # (u8; only a fused comparison can be one). An immediate (a binary or
+  # comparison's one-element value, its bytes already of the operation's
+  # type) becomes an immediate input of the program (`Nx.Vulkan.NIF.fused/4`
+  # takes its bytes).
   defp operand_types_ok?(:select, [_p | rest], type, info),
     do: Enum.all?(rest, &(operand_type(&1, info) == type))
 
   defp operand_types_ok?(_kind, operands, type, info),
-    do: Enum.all?(operands, &(operand_type(&1, info) == type))
+    do: Enum.all?(operands, &(immediate?(&1) or operand_type(&1, info) == type))
 
   # [{spec, offset, strides}] of an op's operand specs; an immediate
   # operand (a binary) becomes {{:imm, bytes}, 0, nil}.
@@ -388,8 +379,9 @@ defmodule Nx.Vulkan.Fusion do
 
     if runs?(type, shape, words, inputs, info, device) do
       input_specs =
-        Enum.map(inputs, fn {spec, off, strides} ->
-          {:t, [spec, {:c, off}, {:c, strides}]}
+        Enum.map(inputs, fn
+          {{:imm, bytes}, 0, nil} -> {:c, bytes}
+          {spec, off, strides} -> {:t, [spec, {:c, off}, {:c, strides}]}
         end)
 
       {:fused, [{:c, type}, {:c, shape}, {:c, words}, {:l, input_specs}], [slot]}
@@ -407,9 +399,13 @@ defmodule Nx.Vulkan.Fusion do
     dev = Nx.Vulkan.device(index)
 
     scratch =
-      Enum.map(inputs, fn {spec, off, strides} ->
-        {^type, count} = info.(spec)
-        {Nx.Vulkan.NIF.empty(dev, type, count), off, strides}
+      Enum.map(inputs, fn
+        {{:imm, bytes}, 0, nil} ->
+          bytes
+
+        {spec, off, strides} ->
+          {^type, count} = info.(spec)
+          {Nx.Vulkan.NIF.empty(dev, type, count), off, strides}
       end)
 
     try do
@@ -419,7 +415,7 @@ defmodule Nx.Vulkan.Fusion do
     rescue
       _ in [ArgumentError, Nx.Vulkan.Error] -> false
     after
-      Enum.each(scratch, fn {ref, _, _} -> Nx.Vulkan.NIF.deallocate(ref) end)
+      for {ref, _, _} <- scratch, do: Nx.Vulkan.NIF.deallocate(ref)
     end
   rescue
     # A spec without a known size, or no memory for the scratch inputs.

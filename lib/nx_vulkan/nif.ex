@@ -119,6 +119,12 @@ defmodule Nx.Vulkan.NIF do
   def download(_tensor, _offset, _count), do: nif_error()
   @doc "Frees the tensor's buffer: `:ok`, or `:already_deallocated` the second time."
   def deallocate(_tensor), do: nif_error()
+
+  @doc """
+  `deallocate/1` of each tensor of the list: `:ok`. A list holding anything
+  but tensors raises `ArgumentError` and deallocates none of them.
+  """
+  def deallocate_many(_tensors), do: nif_error()
   @doc "`{type, count}`, or raises if deallocated."
   def tensor_info(_tensor), do: nif_error()
   @doc "Device-side copy of a tensor."

@@ -125,6 +125,30 @@ if Code.ensure_loaded?(Nx) do
       {Nx.exp(s) + 1, Nx.sum(s)}
     end
 
+    # A group of three elementwise ops read by two elementwise trees
+    # (recomputed in both, never computed on its own), and by a reduction
+    # too (computed once more for it).
+    defn shared_group(x, y) do
+      s = Nx.exp(x * y) - y
+      {Nx.sin(s) + 1, s * s - x}
+    end
+
+    defn shared_group_and_reduced(x, y) do
+      s = Nx.exp(x * y) - y
+      {Nx.sin(s) + 1, Nx.sum(s)}
+    end
+
+    # Rounds of threefry's mix on u32 pairs: each round's sum is read by
+    # the next round and by this round's xor, each xor by three ops of the
+    # next round. (A plain function, jitted by the test.)
+    def mix_rounds(a, b) do
+      Enum.reduce([13, 15, 26, 6, 17, 29], {a, b}, fn r, {a, b} ->
+        a = Nx.add(a, b)
+        rotated = Nx.bitwise_or(Nx.left_shift(b, r), Nx.right_shift(b, 32 - r))
+        {a, Nx.bitwise_xor(rotated, a)}
+      end)
+    end
+
     # Two independent chains of products, which the Evaluator runs one
     # after the other.
     defn two_chains(a, b) do
@@ -286,6 +310,38 @@ if Code.ensure_loaded?(Nx) do
         {got, replayed} = ops_of(fn -> fun.(x, y) end)
         assert bits(got) == bits(expected)
         assert replayed == want_ops, "#{inspect(fun)}: #{replayed} ops"
+      end
+    end
+
+    test "a group of elementwise ops read by several fused ops is recomputed in each" do
+      x = uniform(53, {6, 7})
+      y = uniform(54, {6, 7})
+
+      # Two fused ops; then two fused ops (one of them the group alone, for
+      # the sum) and the sum.
+      for {fun, want_ops} <- [{&shared_group/2, 2}, {&shared_group_and_reduced/2, 3}] do
+        expected = evaluator(fun, [x, y])
+        assert bits(fun.(x, y)) == bits(expected)
+        {got, replayed} = ops_of(fn -> fun.(x, y) end)
+        assert bits(got) == bits(expected)
+        assert replayed == want_ops, "#{inspect(fun)}: #{replayed} ops"
+      end
+
+      # Chained rounds whose results are each read several times: both
+      # results of several rounds from one program each.
+      for shape <- [{33}, {}] do
+        {a, _} = Nx.Random.randint(Nx.Random.key(55), 0, 4_000_000_000, shape: shape, type: :u32)
+        {b, _} = Nx.Random.randint(Nx.Random.key(56), 0, 4_000_000_000, shape: shape, type: :u32)
+        {a, b} = {Nx.backend_copy(a, @vk), Nx.backend_copy(b, @vk)}
+        rounds = Nx.Defn.jit(&mix_rounds/2)
+        {expected, evaluated} = ops_of(fn -> evaluator(&mix_rounds/2, [a, b]) end)
+        assert bits(rounds.(a, b)) == bits(expected)
+
+        for _ <- 1..2 do
+          {got, replayed} = ops_of(fn -> rounds.(a, b) end)
+          assert bits(got) == bits(expected), "#{inspect(shape)}"
+          assert replayed * 6 <= evaluated, "#{inspect(shape)}: #{replayed} ops of #{evaluated}"
+        end
       end
     end
 

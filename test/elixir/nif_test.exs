@@ -57,8 +57,43 @@ defmodule Nx.Vulkan.NIFTest do
 
     assert_raise ArgumentError, ~r/word 0/, fn -> NIF.fused(:f32, [4], [-1], [{a, 0, nil}]) end
 
-    assert_raise ArgumentError, "fused input 0 must be {tensor, offset, strides}", fn ->
-      NIF.fused(:f32, [4], [mul], [a])
+    assert_raise ArgumentError,
+                 "fused input 0 must be {tensor, offset, strides} or an immediate",
+                 fn -> NIF.fused(:f32, [4], [mul], [a]) end
+
+    # An immediate input: one element's bytes, first or second, of every
+    # program type; the same as that value in a tensor.
+    for {type, value, expected} <- [
+          {:f32, f32([0.5]), [-0.5, 1.0, -1.5, -2.0]},
+          {:f64, <<0.5::float-64-native>>, [-0.5, 1.0, -1.5, -2.0]},
+          {:f16, <<0x3800::16-native>>, [-0.5, 1.0, -1.5, -2.0]}
+        ] do
+      x = NIF.upload(dev, :f32, f32([1.0, -2.0, 3.0, 4.0]))
+      x = if type == :f32, do: x, else: NIF.convert(type, [4], x, 0, nil)
+      out = NIF.fused(type, [4], [mul, sub], [{x, 0, nil}, value])
+      out = if type == :f32, do: out, else: NIF.convert(:f32, [4], out, 0, nil)
+      assert to_f32(NIF.download(out, 0, 4)) == expected, "#{type}"
+    end
+
+    # b - a: the immediate as input 0, every integer program type
+    for type <- [:s32, :s64, :u32, :u64] do
+      bits = if type in [:s32, :u32], do: 32, else: 64
+      x = NIF.upload(dev, type, for(v <- [1, 2, 3, 4], into: <<>>, do: <<v::size(bits)-native>>))
+      sub_ba = 1 ||| 1 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
+      out = NIF.fused(type, [4], [sub_ba], [<<10::size(bits)-native>>, {x, 0, nil}])
+
+      assert for(<<v::size(bits)-native <- NIF.download(out, 0, 4)>>, do: v) == [9, 8, 7, 6],
+             "#{type}"
+    end
+
+    assert_raise ArgumentError,
+                 ~r/input 1: an immediate must be one f32 element \(4 bytes\), got 8/,
+                 fn ->
+                   NIF.fused(:f32, [4], [mul], [{a, 0, nil}, <<0.5::float-64-native>>])
+                 end
+
+    assert_raise ArgumentError, "fused: at least one input must be a tensor", fn ->
+      NIF.fused(:f32, [4], [mul], [f32([1.0]), f32([2.0])])
     end
 
     # each input is named in its errors
@@ -277,6 +312,33 @@ defmodule Nx.Vulkan.NIFTest do
 
     # b was queued before a was freed: its input stays alive until done
     assert to_s32(NIF.download(b, 0, 3)) == [2, 4, 6]
+  end
+
+  test "deallocate_many frees every tensor of a list, or none of a bad one", %{dev: dev} do
+    a = NIF.upload(dev, :s32, s32([1, 2, 3]))
+    b = NIF.binary(:add, [3], a, 0, nil, a, 0, nil)
+    c = NIF.binary(:multiply, [3], b, 0, nil, a, 0, nil)
+
+    for bad <- [[a, :x], [b, dev], :x, [a | b]] do
+      assert_raise ArgumentError, ~r/deallocate_many: expected a list of Nx.Vulkan tensors/, fn ->
+        NIF.deallocate_many(bad)
+      end
+    end
+
+    assert to_s32(NIF.download(a, 0, 3)) == [1, 2, 3]
+    assert to_s32(NIF.download(b, 0, 3)) == [2, 4, 6]
+
+    # a deallocated handle in the list is skipped; an empty list is fine
+    assert NIF.deallocate(b) == :ok
+    assert NIF.deallocate_many([a, b]) == :ok
+    assert NIF.deallocate_many([]) == :ok
+    assert NIF.deallocate(a) == :already_deallocated
+
+    for t <- [a, b],
+        do: assert_raise(ArgumentError, ~r/deallocated/, fn -> NIF.download(t, 0, 1) end)
+
+    # c was queued before its inputs were freed
+    assert to_s32(NIF.download(c, 0, 3)) == [2, 8, 18]
   end
 
   doctest Nx.Vulkan, only: [histogram_bucket_limits: 0, percentile: 2]
