@@ -624,6 +624,7 @@ defmodule NxVulkan.NifFuzz do
       {:upload_dirty, 3} => {2, &g_upload_dirty/0},
       {:download, 3} => {6, &g_download/0},
       {:deallocate, 1} => {3, &g_deallocate/0},
+      {:deallocate_many, 1} => {2, &g_deallocate_many/0},
       {:tensor_info, 1} => {3, &g_tensor_info/0},
       {:copy, 1} => {3, &g_copy/0},
       {:reinterpret, 2} => {3, &g_reinterpret/0},
@@ -704,6 +705,10 @@ defmodule NxVulkan.NifFuzz do
       forget(t)
       Process.put(:dead, Enum.take([t | Process.get(:dead)], @pool_cap))
     end
+  end
+
+  defp after_effects(:deallocate_many, [refs], {:ok, :ok}) when is_list(refs) do
+    for ref <- refs, do: after_effects(:deallocate, [ref], {:ok, :ok})
   end
 
   defp after_effects(:inject_fault, [dev, _], {:ok, :ok}) do
@@ -844,7 +849,8 @@ defmodule NxVulkan.NifFuzz do
         :save_pipeline_cache,
         :inject_fault,
         :copy_into,
-        :scatter
+        :scatter,
+        :deallocate_many
       ] and result == :ok ->
         :ok
 
@@ -870,7 +876,8 @@ defmodule NxVulkan.NifFuzz do
         :save_pipeline_cache,
         :inject_fault,
         :copy_into,
-        :scatter
+        :scatter,
+        :deallocate_many
       ] ->
         live_tensor(result)
 
@@ -1201,6 +1208,23 @@ defmodule NxVulkan.NifFuzz do
       true ->
         :verified
     end
+  end
+
+  # A list of tensors of one device, some perhaps deallocated already:
+  # :ok, and every one of them deallocated after.
+  defp g_deallocate_many do
+    tag = pick_tag()
+    ts = for _ <- 1..rand(4)//1, do: if(chance(0.2), do: any_dead(), else: any_tensor(tag))
+
+    mk(:deallocate_many, [Enum.map(ts, & &1.ref)], [:any], fn
+      :ok ->
+        if Enum.any?(ts, &match?({:ok, _}, attempt(:tensor_info, [&1.ref]))),
+          do: {:fail, "a tensor of the list is alive after deallocate_many"},
+          else: :verified
+
+      other ->
+        {:fail, "deallocate_many returned #{inspect(other)}"}
+    end)
   end
 
   defp g_tensor_info do
@@ -1711,14 +1735,20 @@ defmodule NxVulkan.NifFuzz do
     views = for _ <- 1..ninputs, do: make_view(tag, type, shape, nice: checked)
     inputs = for v <- views, do: {v.t.ref, v.offset, v.strides}
 
+    # The second input of x * y - x as an immediate (one f32's bytes).
+    imm = if checked and chance(0.3), do: pick([0.5, -2.0, 3.0, 0.25])
+    inputs = if imm, do: List.replace_at(inputs, 1, enc(:f32, imm)), else: inputs
+    read = if imm, do: [hd(views)], else: views
+
     mk(
       :fused,
       [type, shape, program, inputs],
       [:dtype, :shape, :program, {:views, Enum.map(views, & &1.t.dev), length(shape)}],
       fn ref ->
         expected =
-          if checked and Enum.all?(views, & &1.t.nice) do
-            [a, b] = for v <- views, do: Enum.map(view_elems(v, shape), &dec(:f32, &1))
+          if checked and Enum.all?(read, & &1.t.nice) do
+            [a | b] = for v <- read, do: Enum.map(view_elems(v, shape), &dec(:f32, &1))
+            b = if imm, do: List.duplicate(imm, length(a)), else: hd(b)
             for {x, y} <- Enum.zip(a, b), into: <<>>, do: enc(:f32, x * y - x)
           end
 
@@ -2640,6 +2670,9 @@ defmodule NxVulkan.NifFuzz do
   end
 
   defp mutation({:views, tags, rank}, views) do
+    # The inputs that are views (fused/4 also takes immediates).
+    tuples = for {v, i} <- Enum.with_index(views), is_tuple(v), do: i
+
     case rand(5) do
       0 ->
         {pick([[], :views, nil, [1 | 2]]), :junk, :must}
@@ -2648,7 +2681,7 @@ defmodule NxVulkan.NifFuzz do
         {List.duplicate(hd(views), 13), :junk, :must}
 
       2 ->
-        i = rand(length(views))
+        i = pick(tuples)
         {t, o, s} = Enum.at(views, i)
 
         bad =
@@ -2658,13 +2691,14 @@ defmodule NxVulkan.NifFuzz do
             {any_dead().ref, o, s},
             {not_a_tensor(), o, s},
             {t, :o, s},
-            {t, o, [1 | 1]}
+            {t, o, [1 | 1]},
+            <<1, 2, 3>>
           ])
 
         {List.replace_at(views, i, bad), :junk, :must}
 
       3 ->
-        i = rand(length(views))
+        i = pick(tuples)
         {_, o, s} = Enum.at(views, i)
         other = pick([:a, :b])
 
@@ -2672,7 +2706,7 @@ defmodule NxVulkan.NifFuzz do
          {:views, List.replace_at(tags, i, other), rank}, :may}
 
       _ ->
-        i = rand(length(views))
+        i = pick(tuples)
         {t, o, _} = Enum.at(views, i)
         {List.replace_at(views, i, {t, o, List.duplicate(1, rank + 1)}), :junk, :must_len}
     end
