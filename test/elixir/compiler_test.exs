@@ -303,23 +303,16 @@ if Code.ensure_loaded?(Nx) do
       x = uniform(51, {6, 7})
       y = uniform(52, {6, 7})
 
-      # Two fused ops; then a fused op, the product (for the sum) and the sum.
-      for {fun, want_ops} <- [{&shared_product/2, 2}, {&shared_and_reduced/2, 3}] do
-        expected = evaluator(fun, [x, y])
-        assert bits(fun.(x, y)) == bits(expected)
-        {got, replayed} = ops_of(fn -> fun.(x, y) end)
-        assert bits(got) == bits(expected)
-        assert replayed == want_ops, "#{inspect(fun)}: #{replayed} ops"
-      end
-    end
-
-    test "a group of elementwise ops read by several fused ops is recomputed in each" do
-      x = uniform(53, {6, 7})
-      y = uniform(54, {6, 7})
-
-      # Two fused ops; then two fused ops (one of them the group alone, for
-      # the sum) and the sum.
-      for {fun, want_ops} <- [{&shared_group/2, 2}, {&shared_group_and_reduced/2, 3}] do
+      # A product read by two trees: two fused ops; then a fused op, the
+      # product (for the sum) and the sum. A group of three ops: two fused
+      # ops; then two fused ops (one of them the group alone, for the sum)
+      # and the sum.
+      for {fun, want_ops} <- [
+            {&shared_product/2, 2},
+            {&shared_and_reduced/2, 3},
+            {&shared_group/2, 2},
+            {&shared_group_and_reduced/2, 3}
+          ] do
         expected = evaluator(fun, [x, y])
         assert bits(fun.(x, y)) == bits(expected)
         {got, replayed} = ops_of(fn -> fun.(x, y) end)
