@@ -1311,14 +1311,18 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   if (imm_mask >> ninputs)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: immediate mask 0x%x: immediates are "
                     "among the %u inputs", imm_mask, ninputs);
+  /* The inputs' names in errors, not formatted on every call. */
+  _Static_assert(NXV_FUSED_MAX_INPUTS == 12, "one name per fused input");
+  static const char *const names[NXV_FUSED_MAX_INPUTS] = {
+      "fused input 0", "fused input 1", "fused input 2",  "fused input 3",
+      "fused input 4", "fused input 5", "fused input 6",  "fused input 7",
+      "fused input 8", "fused input 9", "fused input 10", "fused input 11"};
   for (uint32_t k = 0; k < ninputs; k++) {
-    char what[32];
     if ((imm_mask >> k) & 1u) {
       for (uint32_t i = 0; i < rank; i++) strides[k][i] = 0;
       continue;
     }
-    snprintf(what, sizeof what, "fused input %u", k);
-    NXV_TRY(resolve_view(d, what, &inputs[k], rank, shape, n, strides[k]));
+    NXV_TRY(resolve_view(d, names[k], &inputs[k], rank, shape, n, strides[k]));
     if (inputs[k].tensor->dtype != t)
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: input %u is %s, expected %s", k,
                       nxv_dtype_name(inputs[k].tensor->dtype), nxv_dtype_name(t));
