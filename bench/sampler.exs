@@ -20,7 +20,10 @@
 #     Nx.Vulkan.Compiler (traced once; later calls replay the device calls,
 #     the loops' conditions having been decided on the host).
 #
-# Figures per case: `e2e us` (median over --reps, default 50), and per
+# Figures per case: `e2e us` (median over --reps, default 50), `host us`
+# (median time until the call returned, before the wait for its result:
+# where it exceeds the GPU's time the case is bound by the host), `GPU us`
+# (the GPU time of its batches per call, from their timestamps), and per
 # call the device ops, the submissions and the downloads (the reads back
 # that each `while` condition made before such conditions stayed on the
 # host) from Nx.Vulkan.stats/0. `--csv-out FILE` writes them in the shared
@@ -88,8 +91,10 @@ median = fn list ->
     else: (Enum.at(sorted, div(n, 2) - 1) + Enum.at(sorted, div(n, 2))) / 2
 end
 
-# {median us, device ops, submissions, downloads} per call of reps calls
-# of step (state -> state), each timed until done(state) returned.
+# {median us, median host us, GPU us, device ops, submissions, downloads}
+# per call of reps calls of step (state -> state), each timed until
+# done(state) returned (host us: until step returned; GPU us: the GPU time
+# of the batches, from their timestamps, 0 where the queue writes none).
 measure = fn step, state, done ->
   state = Enum.reduce(1..3, state, fn _, s -> step.(s) end)
   done.(state)
@@ -100,14 +105,20 @@ measure = fn step, state, done ->
     Enum.map_reduce(1..reps, state, fn _, s ->
       t0 = System.monotonic_time(:nanosecond)
       s = step.(s)
+      t1 = System.monotonic_time(:nanosecond)
       done.(s)
-      {(System.monotonic_time(:nanosecond) - t0) / 1000, s}
+      {{(System.monotonic_time(:nanosecond) - t0) / 1000, (t1 - t0) / 1000}, s}
     end)
 
   s1 = Nx.Vulkan.stats(index)
+  # The GPU time once the last batch has retired (the synchronize's own
+  # marker is not a device op of the calls).
+  :ok = Nx.Vulkan.synchronize(index)
+  gpu_ns = Nx.Vulkan.stats(index).gpu_busy_ns - s0.gpu_busy_ns
   per = fn a, b -> (a - b) / reps end
 
-  {median.(times), per.(s1.ops_enqueued, s0.ops_enqueued), per.(s1.submits, s0.submits),
+  {median.(Enum.map(times, &elem(&1, 0))), median.(Enum.map(times, &elem(&1, 1))),
+   gpu_ns / reps / 1000, per.(s1.ops_enqueued, s0.ops_enqueued), per.(s1.submits, s0.submits),
    per.(s1.download_wait.count, s0.download_wait.count)}
 end
 
@@ -157,21 +168,24 @@ rows = [
   {"hmc_step_compiled", "#{dim}x#{leapfrog}", measure.(hmc_compiled, hmc_state, hmc_done)}
 ]
 
-IO.puts("\n| case | shape | e2e us | device ops | submissions | downloads |")
-IO.puts("| --- | --- | --- | --- | --- | --- |")
+IO.puts("\n| case | shape | e2e us | host us | GPU us | device ops | submissions | downloads |")
+IO.puts("| --- | --- | --- | --- | --- | --- | --- | --- |")
 
-for {test, shape, {us, ops, submits, dl}} <- rows do
+for {test, shape, {us, host, gpu, ops, submits, dl}} <- rows do
   IO.puts(
-    "| #{test} | #{shape} | #{Float.round(us, 1)} | #{Float.round(ops, 1)} | " <>
+    "| #{test} | #{shape} | #{Float.round(us, 1)} | #{Float.round(host, 1)} | " <>
+      "#{Float.round(gpu, 1)} | #{Float.round(ops, 1)} | " <>
       "#{Float.round(submits, 1)} | #{Float.round(dl, 1)} |"
   )
 end
 
 if path = opts[:csv_out] do
   lines =
-    for {test, shape, {us, ops, submits, dl}} <- rows,
+    for {test, shape, {us, host, gpu, ops, submits, dl}} <- rows,
         {metric, value} <- [
           {"e2e_us", us},
+          {"host_us", host},
+          {"gpu_us", gpu},
           {"device_ops", ops},
           {"submits", submits},
           {"downloads", dl}
