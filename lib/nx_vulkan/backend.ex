@@ -4209,16 +4209,6 @@ if Code.ensure_loaded?(Nx.Backend) do
     @doc false
     def __alloc__(index, fun), do: alloc(index || Nx.Vulkan.default_device_index(), fun)
 
-    # The scalar cache's own handle on a one-element buffer of nif_type
-    # holding bytes (device index, nil: the default), for Nx.Vulkan.Fusion's
-    # programs, which read every input from a buffer. Never to be handed out
-    # as (part of) a result.
-    @doc false
-    def __scalar_buffer__(index, nif_type, bytes) do
-      index = index || Nx.Vulkan.default_device_index()
-      shared_scalar(index, nif_type, bytes)
-    end
-
     # Runs an allocating NIF call, recovering from a full pool by
     # collecting garbage and trimming (Nx.Vulkan.Memory).
     defp alloc(index, fun), do: Nx.Vulkan.Memory.alloc(index, fun)
