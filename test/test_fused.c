@@ -158,8 +158,33 @@ static void layout_view(int lay, nxv_tensor *tensor, int64_t rows, int64_t strid
   }
 }
 
+/* prog over in with every broadcast scalar input (strides all 0) passed
+ * as an immediate instead (nxv_fused_imm, its element's bits downloaded
+ * from its view): a new tensor, or NULL when no input is such a scalar. */
+static nxv_tensor *run_with_immediates(nxv_device *d, nxv_dtype t, const int64_t shape[2],
+                                       uint32_t nin, const nxv_view *in, uint32_t nins,
+                                       const uint32_t *prog) {
+  nxv_view views[NXV_FUSED_MAX_INPUTS];
+  uint64_t bits[NXV_FUSED_MAX_INPUTS] = {0};
+  uint32_t mask = 0;
+  for (uint32_t k = 0; k < nin; k++) {
+    views[k] = in[k];
+    if (!in[k].strides || in[k].strides[0] != 0 || in[k].strides[1] != 0) continue;
+    unsigned char e[8] = {0};
+    CHECK_OK(nxv_tensor_download(in[k].tensor, (uint64_t)in[k].offset, 1, e));
+    memcpy(&bits[k], e, sizeof e); /* little-endian: the low bytes */
+    views[k] = (nxv_view){NULL, 0, NULL};
+    mask |= 1u << k;
+  }
+  if (!mask) return NULL;
+  nxv_tensor *out = NULL;
+  CHECK_OK(nxv_fused_imm(d, t, 2, shape, nin, views, mask, bits, nins, prog, &out));
+  return out;
+}
+
 /* Runs prog fused and one op at a time over in on a {rows, cols} output
- * and checks the results bitwise (same()); counts the program and the
+ * and checks the results bitwise (same()), and the fused program with its
+ * broadcast scalars as immediates too; counts the program and the
  * elements compared. */
 static void check_program(nxv_device *d, nxv_dtype t, int trial, int64_t rows, int64_t cols,
                           uint32_t nin, const nxv_view *in, uint32_t nins,
@@ -169,17 +194,25 @@ static void check_program(nxv_device *d, nxv_dtype t, int trial, int64_t rows, i
   nxv_tensor *fused = NULL;
   nxv_status st = nxv_fused(d, t, 2, shape, nin, in, nins, prog, &fused);
   CHECK_OK(st);
+  nxv_tensor *imm = run_with_immediates(d, t, shape, nin, in, nins, prog);
   nxv_tensor *ref = run_unfused(d, t, 2, shape, nin, in, nins, prog, zero);
   CHECK(ref != NULL);
   if (st == NXV_OK && ref) {
     (*programs)++;
     size_t es = nxv_dtype_size(t);
     unsigned char *got = test_xcalloc((size_t)n, es), *want = test_xcalloc((size_t)n, es);
+    unsigned char *got_imm = test_xcalloc((size_t)n, es);
     CHECK_OK(nxv_tensor_download(fused, 0, (uint64_t)n, got));
     CHECK_OK(nxv_tensor_download(ref, 0, (uint64_t)n, want));
+    if (imm) CHECK_OK(nxv_tensor_download(imm, 0, (uint64_t)n, got_imm));
     int bad = 0;
     for (int64_t i = 0; i < n; i++) {
       (*compared)++;
+      if (imm && memcmp(got + i * es, got_imm + i * es, es) != 0 && bad++ < 3)
+        CHECK_MSG(false, "%s trial %d [%lld]: immediates give %.9g, views %.9g",
+                  nxv_dtype_name(t), trial, (long long)i,
+                  nxv_test_float_at(t, got_imm, (uint64_t)i),
+                  nxv_test_float_at(t, got, (uint64_t)i));
       if (!same(t, got, want, (uint64_t)i) && bad++ < 3) {
         uint64_t g = 0, w = 0;
         memcpy(&g, got + i * es, es);
@@ -193,8 +226,10 @@ static void check_program(nxv_device *d, nxv_dtype t, int trial, int64_t rows, i
     }
     free(got);
     free(want);
+    free(got_imm);
   }
   if (fused) nxv_tensor_release(fused);
+  if (imm) nxv_tensor_release(imm);
   if (ref) nxv_tensor_release(ref);
 }
 
@@ -477,6 +512,13 @@ NXV_TEST(fused, bad_arguments_fail_cleanly) {
   EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
   w = NXV_FUSED_INSTR(NXV_FUSED_SELECT, 1, 0, 0, 0);
   EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+  /* Immediates: only among the inputs, and with their bits. */
+  uint64_t bits[2] = {0};
+  nxv_view two[2] = {v, {NULL, 0, NULL}};
+  w = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, 0, 1, 0);
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused_imm(d, NXV_F32, 1, shape, 2, two, 4u, bits, 1, &w, &out));
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused_imm(d, NXV_F32, 1, shape, 2, two, 2u, NULL, 1, &w, &out));
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused_imm(d, NXV_F32, 1, shape, 2, two, 0u, bits, 1, &w, &out));
   /* Nothing was lost: the tensors still work. */
   REQUIRE_OK(nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &neg, &out));
   float got[8];
