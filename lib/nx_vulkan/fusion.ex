@@ -10,10 +10,11 @@ defmodule Nx.Vulkan.Fusion do
   # as a select's predicate, and selects. A transpose whose only use
   # is a dense read by a fused op is folded into that read (strides). A
   # group whose result several ops read is recomputed in each fused op
-  # that reads it (within a program's limits; inside one program its ops
-  # run once, so chains whose results are read twice, such as threefry's
-  # rounds, fuse several steps deep), and computed on its own only where
-  # some read of it was not recomputed. The fused kernel computes
+  # that reads it when it is a single op or a group of cheap ones (no
+  # division, power or transcendental function), within a program's
+  # limits; inside one program its ops run once, so chains whose results
+  # are read twice, such as threefry's rounds, fuse several steps deep. It
+  # is computed on its own only where some read of it was not recomputed. The fused kernel computes
   # bitwise what the ops compute one kernel each (nxv_fused in nxv.h), so
   # a replay returns what the evaluation did.
   #
@@ -131,9 +132,10 @@ defmodule Nx.Vulkan.Fusion do
   # Operand pos of member m (being grouped) takes its producer's group
   # when the producer's result is read here densely, within the limits of
   # a program: the group goes into this one when this is its only read;
-  # when other ops read it too, it is recomputed here and stays a group of
-  # its own (its result then computed once more only if some read was not
-  # recomputed; see fuse/4).
+  # when other ops read it too, it is recomputed here (if it is one op or
+  # only cheap ones, cheap?/2) and stays a group of its own (its result
+  # then computed once more only if some read was not recomputed; see
+  # fuse/4).
   defp absorb({spec, off, strides}, pos, m, {group, groups} = acc, ctx) do
     {uses, producer, members, transposes} = ctx
 
@@ -143,6 +145,7 @@ defmodule Nx.Vulkan.Fusion do
          p when p != nil <- producer[slot],
          g when g != nil <- Map.get(groups, p),
          true <- links?(members[p], m, pos),
+         true <- uses[slot] == 1 or g == [p] or Enum.all?(g, &members[&1].cheap),
          merged = Enum.sort(Enum.uniq(group ++ g)),
          true <- length(merged) <= @max_instrs,
          true <- length(inputs(merged, members, producer, transposes)) <= @max_inputs do
@@ -206,12 +209,33 @@ defmodule Nx.Vulkan.Fusion do
 
       if index != nil do
         if operand_types_ok?(kind, operands, type, info),
-          do: %{kind: kind, op: index, shape: shape, type: type, operands: operands, slot: slot}
+          do: %{
+            kind: kind,
+            op: index,
+            cheap: cheap?(kind, op),
+            shape: shape,
+            type: type,
+            operands: operands,
+            slot: slot
+          }
       end
     else
       _ -> nil
     end
   end
+
+  # Ops of one or a few instructions: a group of them is recomputed in
+  # each fused op that reads it (absorb/5) at no cost that matters beside
+  # the memory traffic it saves. Divisions, powers and transcendental
+  # functions are not: a group holding one is recomputed only if it is
+  # that op alone.
+  @cheap_binary [:add, :subtract, :multiply, :max, :min] ++
+                  [:bitwise_and, :bitwise_or, :bitwise_xor, :left_shift, :right_shift]
+  @cheap_unary [:copy, :negate, :abs, :sign, :bitwise_not, :square, :floor, :ceil, :round]
+
+  defp cheap?(:binary, op), do: op in @cheap_binary
+  defp cheap?(:unary, op), do: op in @cheap_unary
+  defp cheap?(kind, _op), do: kind in [:compare, :select]
 
   # The op's number in a fused program of type, or nil when such
   # programs do not run it.

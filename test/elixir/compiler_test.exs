@@ -125,17 +125,23 @@ if Code.ensure_loaded?(Nx) do
       {Nx.exp(s) + 1, Nx.sum(s)}
     end
 
-    # A group of three elementwise ops read by two elementwise trees
+    # A group of three cheap elementwise ops read by two elementwise trees
     # (recomputed in both, never computed on its own), and by a reduction
-    # too (computed once more for it).
+    # too (computed once more for it); a group holding an exponential is
+    # computed once and read by both trees.
     defn shared_group(x, y) do
-      s = Nx.exp(x * y) - y
+      s = x * y - Nx.abs(y)
       {Nx.sin(s) + 1, s * s - x}
     end
 
     defn shared_group_and_reduced(x, y) do
-      s = Nx.exp(x * y) - y
+      s = x * y - Nx.abs(y)
       {Nx.sin(s) + 1, Nx.sum(s)}
+    end
+
+    defn costly_shared_group(x, y) do
+      s = Nx.exp(x * y) - y
+      {Nx.sin(s) + 1, s * s - x}
     end
 
     # Rounds of threefry's mix on u32 pairs: each round's sum is read by
@@ -304,14 +310,16 @@ if Code.ensure_loaded?(Nx) do
       y = uniform(52, {6, 7})
 
       # A product read by two trees: two fused ops; then a fused op, the
-      # product (for the sum) and the sum. A group of three ops: two fused
-      # ops; then two fused ops (one of them the group alone, for the sum)
-      # and the sum.
+      # product (for the sum) and the sum. A group of three cheap ops: two
+      # fused ops; then two fused ops (one of them the group alone, for the
+      # sum) and the sum. A group with an exponential: itself and the two
+      # trees.
       for {fun, want_ops} <- [
             {&shared_product/2, 2},
             {&shared_and_reduced/2, 3},
             {&shared_group/2, 2},
-            {&shared_group_and_reduced/2, 3}
+            {&shared_group_and_reduced/2, 3},
+            {&costly_shared_group/2, 3}
           ] do
         expected = evaluator(fun, [x, y])
         assert bits(fun.(x, y)) == bits(expected)
