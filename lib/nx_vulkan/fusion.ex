@@ -14,9 +14,9 @@ defmodule Nx.Vulkan.Fusion do
   # division, power or transcendental function), within a program's
   # limits; inside one program its ops run once, so chains whose results
   # are read twice, such as threefry's rounds, fuse several steps deep. It
-  # is computed on its own only where some read of it was not recomputed. The fused kernel computes
-  # bitwise what the ops compute one kernel each (nxv_fused in nxv.h), so
-  # a replay returns what the evaluation did.
+  # is computed on its own only where some read of it was not recomputed.
+  # The fused kernel computes bitwise what the ops compute one kernel each
+  # (nxv_fused in nxv.h), so a replay returns what the evaluation did.
   #
   # Each group is tried once while planning, on scratch inputs of the real
   # sizes and layouts: a program the device rejects (or one past the
@@ -173,8 +173,9 @@ defmodule Nx.Vulkan.Fusion do
 
   ## Candidates
 
-  # %{kind, op, shape, type, operands: [{spec, offset, strides}], slot}
-  # for an elementwise op a fused program can run, else nil.
+  # %{kind, op, cheap, shape, type, operands: [{spec, offset, strides}],
+  # slot} for an elementwise op a fused program can run, else nil (cheap:
+  # cheap?/2).
   defp member({:binary, [{:c, op}, shape, a, ao, as, b, bo, bs], [slot]}, info) do
     if Map.has_key?(@binary, op) or Map.has_key?(@int_binary, op),
       do: candidate(:binary, op, shape, [{a, ao, as}, {b, bo, bs}], slot, info)
