@@ -158,11 +158,13 @@ defmodule Nx.Vulkan.NIF do
     do: nif_error()
 
   @doc """
-  A fused elementwise program of `type` (`:f16 :bf16 :f32 :f64`) over
-  `shape`: `program` is a list of instruction words (`nxv_fused` in
-  `nxv.h`), `inputs` a list of `{tensor, offset, strides | nil}` views of
-  that type. The result is the program's last register, bitwise what its
-  ops compute one kernel each.
+  A fused elementwise program of `type` (`:f16 :bf16 :f32 :f64`, or `:s32
+  :s64 :u32 :u64`) over `shape`: `program` is a list of instruction words
+  (`nxv_fused` in `nxv.h`), `inputs` a list of `{tensor, offset, strides |
+  nil}` views of that type or immediates (binaries of one element of that
+  type, native byte order, `nxv_fused_imm`), at least one of them a view.
+  The result is the program's last register, bitwise what its ops compute
+  one kernel each.
   """
   def fused(_type, _shape, _program, _inputs), do: nif_error()
 
