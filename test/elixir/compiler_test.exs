@@ -346,6 +346,75 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    # A random graph of elementwise ops over three inputs, each op reading
+    # earlier values (so results are read by several ops and groups are
+    # shared), some of its values returned and one summed: a function of
+    # three tensors.
+    defp random_graph(seed, nodes) do
+      :rand.seed(:exsss, {seed, seed * 7 + 1, 3})
+
+      ops =
+        for _ <- 1..nodes do
+          {Enum.random([
+             :add,
+             :subtract,
+             :multiply,
+             :max,
+             :min,
+             :abs,
+             :exp,
+             :sin,
+             :select,
+             :divide
+           ]), :rand.uniform(1_000_000), :rand.uniform(1_000_000)}
+        end
+
+      outs = Enum.take_random(3..(nodes + 2), 3)
+      summed = Enum.random(3..(nodes + 2))
+
+      fn x, y, z ->
+        values =
+          Enum.reduce(ops, [z, y, x], fn {op, i, j}, values ->
+            n = length(values)
+            a = Enum.at(values, rem(i, n))
+            b = Enum.at(values, rem(j, n))
+
+            v =
+              case op do
+                :abs -> Nx.abs(a)
+                :exp -> Nx.exp(Nx.min(a, 2.0))
+                :sin -> Nx.sin(a)
+                :select -> Nx.select(Nx.greater(a, b), a, Nx.multiply(b, 0.5))
+                :divide -> Nx.divide(a, Nx.add(Nx.abs(b), 1.0))
+                binary -> apply(Nx, binary, [a, b])
+              end
+
+            [v | values]
+          end)
+          |> Enum.reverse()
+
+        {List.to_tuple(Enum.map(outs, &Enum.at(values, &1))), Nx.sum(Enum.at(values, summed))}
+      end
+    end
+
+    test "random graphs of shared elementwise results replay bit for bit" do
+      args = for seed <- 61..63, do: uniform(seed, {5, 3})
+
+      for seed <- 1..12 do
+        fun = random_graph(seed, 8 + rem(seed * 5, 17))
+        expected = evaluator(fun, args)
+        {_, evaluated} = ops_of(fn -> evaluator(fun, args) end)
+        compiled = Nx.Defn.jit(fun)
+        assert bits(apply(compiled, args)) == bits(expected), "graph #{seed}, first call"
+
+        for _ <- 1..2 do
+          {got, replayed} = ops_of(fn -> apply(compiled, args) end)
+          assert bits(got) == bits(expected), "graph #{seed}"
+          assert replayed <= evaluated, "graph #{seed}: #{replayed} ops of #{evaluated}"
+        end
+      end
+    end
+
     test "replays queue independent ops between fewer barriers, with the same results" do
       # The plan's own order, without the scheduler's reordering window
       # (which would put the Evaluator's chains side by side as well).
