@@ -104,14 +104,18 @@ static ERL_NIF_TERM raise_argument(ErlNifEnv *env, const char *fmt, ...) {
   return enif_raise_exception(env, map);
 }
 
-/* Raises the exception that fits a failed runtime call. */
+/* Raises the exception that fits a failed runtime call: "what: detail",
+ * or the runtime's detail alone where it already starts with "what:". */
 static ERL_NIF_TERM raise_status(ErlNifEnv *env, nxv_status st,
                                  const char *what) {
   const char *detail = nxv_last_error();
+  size_t wl = strlen(what);
+  const char *sep = ": ";
+  if (strncmp(detail, what, wl) == 0 && detail[wl] == ':') what = sep = "";
   if (st == NXV_ERR_INVALID_ARGUMENT || st == NXV_ERR_UNSUPPORTED)
-    return raise_argument(env, "%s: %s", what, detail);
+    return raise_argument(env, "%s%s%s", what, sep, detail);
   char msg[768];
-  snprintf(msg, sizeof msg, "%s: %s", what, detail);
+  snprintf(msg, sizeof msg, "%s%s%s", what, sep, detail);
   unsigned idx = (unsigned)st < sizeof kStatusAtoms / sizeof kStatusAtoms[0]
                      ? (unsigned)st : 7;
   ERL_NIF_TERM keys[4] = {am_struct, am_exception, am_message, am_status};
