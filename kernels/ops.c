@@ -1208,14 +1208,14 @@ nxv_status nxv_select(nxv_device *d, uint32_t rank, const int64_t *shape,
                      views, types, t, EW_WORDS16, 0, NULL, false, out);
 }
 
-/* Checks instruction k of a fused program over ninputs inputs of type t;
- * sets *in_double when its op is a transcendental, pow or atan2 evaluated
- * in double. */
 /* The integer types fused programs run (fused.comp's integer modules). */
 static bool fused_integer(nxv_dtype t) {
   return t == NXV_S32 || t == NXV_S64 || t == NXV_U32 || t == NXV_U64;
 }
 
+/* Checks instruction k of a fused program over ninputs inputs of type t;
+ * sets *in_double when its op is a transcendental, pow or atan2 evaluated
+ * in double. */
 static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs,
                                     uint32_t k, uint32_t w, bool *in_double) {
   uint32_t cls = w & 3u, op = (w >> 2) & 63u, regs = ninputs + k;

@@ -1193,8 +1193,7 @@ static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     ErlNifBinary imm;
     ERL_NIF_TERM e;
     if (enif_inspect_binary(env, head, &imm)) {
-      e = imm.size == elem_size && (elem_size == 1 || elem_size == 2 || elem_size == 4 ||
-                                    elem_size == 8)
+      e = imm.size == elem_size && elem_size <= sizeof *imm_bits
               ? am_ok
               : raise_argument(env, "fused input %u: an immediate must be one %s element "
                                "(%zu bytes), got %zu bytes", i, nxv_dtype_name(t), elem_size,

@@ -451,22 +451,17 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     defp fold({kind, specs}) when kind in [:l, :t] do
       specs = Enum.map(specs, &fold/1)
 
-      case {kind, specs} do
-        {:l, specs} ->
-          if Enum.all?(specs, &match?({:c, _}, &1)),
-            do: {:c, Enum.map(specs, &elem(&1, 1))},
-            else: {:l, specs}
+      cond do
+        Enum.all?(specs, &match?({:c, _}, &1)) ->
+          values = Enum.map(specs, &elem(&1, 1))
+          {:c, if(kind == :l, do: values, else: List.to_tuple(values))}
 
-        {:t, [{:c, a}, {:c, b}, {:c, c}]} ->
-          {:c, {a, b, c}}
-
-        {:t, [spec, {:c, offset}, {:c, strides}]} ->
+        match?({:t, [_, {:c, _}, {:c, _}]}, {kind, specs}) ->
+          [spec, {:c, offset}, {:c, strides}] = specs
           {:v, spec, offset, strides}
 
-        {:t, specs} ->
-          if Enum.all?(specs, &match?({:c, _}, &1)),
-            do: {:c, specs |> Enum.map(&elem(&1, 1)) |> List.to_tuple()},
-            else: {:t, specs}
+        true ->
+          {kind, specs}
       end
     end
 
