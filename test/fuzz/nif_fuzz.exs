@@ -1739,11 +1739,14 @@ defmodule NxVulkan.NifFuzz do
     imm = if checked and chance(0.3), do: pick([0.5, -2.0, 3.0, 0.25])
     inputs = if imm, do: List.replace_at(inputs, 1, enc(:f32, imm)), else: inputs
     read = if imm, do: [hd(views)], else: views
+    # The devices of the inputs; an immediate has none (nil).
+    tags = Enum.map(views, & &1.t.dev)
+    tags = if imm, do: List.replace_at(tags, 1, nil), else: tags
 
     mk(
       :fused,
       [type, shape, program, inputs],
-      [:dtype, :shape, :program, {:views, Enum.map(views, & &1.t.dev), length(shape)}],
+      [:dtype, :shape, :program, {:views, tags, length(shape)}],
       fn ref ->
         expected =
           if checked and Enum.all?(read, & &1.t.nice) do
@@ -2270,7 +2273,7 @@ defmodule NxVulkan.NifFuzz do
     tags =
       Enum.flat_map(kinds, fn
         {k, tag} when k in [:device, :tensor, :tensor_dst, :opt_tensor] -> [tag]
-        {:views, tags, _} -> tags
+        {:views, tags, _} -> Enum.reject(tags, &is_nil/1)
         _ -> []
       end)
 
