@@ -60,6 +60,7 @@ static ERL_NIF_TERM am_ok, am_nil, am_true, am_false, am_error,
 static ERL_NIF_TERM am_types[NXV_DTYPE_COUNT];
 static ERL_NIF_TERM am_cmpops[NXV_COMPARE_OP_COUNT];
 static ERL_NIF_TERM am_compare, am_select, am_convert;
+static ERL_NIF_TERM am_spec_p, am_spec_s, am_spec_c, am_spec_v, am_spec_l, am_spec_t;
 static ERL_NIF_TERM am_binops[NXV_BINARY_OP_COUNT];
 static ERL_NIF_TERM am_unops[NXV_UNARY_OP_COUNT];
 static ERL_NIF_TERM am_redops[NXV_REDUCE_OP_COUNT];
@@ -1789,6 +1790,383 @@ static ERL_NIF_TERM nif_iota(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
   return op_result(env, st, out, "iota");
 }
 
+
+/* ------------------------------------------------------------------ */
+/* Plan replay                                                         */
+/* ------------------------------------------------------------------ */
+
+/* The NIF table (defined at the end of this file) and its length. */
+static const ErlNifFunc *nif_table(unsigned *out_count);
+
+/* The NIFs a plan may call: those that only queue device work or make,
+ * describe and drop handles, on a normal scheduler, and return fresh
+ * handles (never one of their arguments). replay/2 relies on the last
+ * point: every handle in a slot is its own, to deallocate on failure. */
+static const char *const kReplayable[] = {
+    "upload", "deallocate", "deallocate_many", "tensor_info", "copy", "empty",
+    "reinterpret", "copy_into", "binary", "fused", "unary", "compare", "select",
+    "convert", "reduce", "argreduce", "gather", "scatter", "sort", "window_reduce",
+    "conv", "window_scatter", "transpose", "matmul", "fill", "iota", "fft", "cholesky",
+    "lu", "qr", "eigh_iterate", "triangular_solve"};
+
+/* Bounds of a plan's terms: nesting of argument specs, elements of a
+ * tuple spec, NIF arity, slots. */
+#define REPLAY_MAX_DEPTH 8
+#define REPLAY_MAX_TUPLE 64
+#define REPLAY_MAX_ARGS 16
+#define REPLAY_MAX_SLOTS (1u << 24)
+/* A replay checks the clock every REPLAY_CHECK_EVERY ops and yields its
+ * scheduler (continuing through enif_schedule_nif) after REPLAY_SLICE_US. */
+#define REPLAY_CHECK_EVERY 8
+#define REPLAY_SLICE_US 1000
+
+static bool replayable(const ErlNifFunc *f) {
+  if (f->flags != 0) return false;
+  for (size_t i = 0; i < sizeof kReplayable / sizeof kReplayable[0]; i++)
+    if (strcmp(f->name, kReplayable[i]) == 0) return true;
+  return false;
+}
+
+/* replay_index(name, arity): the index replay/2 calls the NIF name/arity
+ * by, or nil when a plan may not call it. */
+static ERL_NIF_TERM nif_replay_index(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  char name[64];
+  unsigned arity;
+  if (!enif_is_atom(env, argv[0]) || !enif_get_uint(env, argv[1], &arity))
+    return raise_argument(env, "replay_index: expected a NIF name (atom) and an arity");
+  if (!enif_get_atom(env, argv[0], name, sizeof name, ERL_NIF_LATIN1)) return am_nil;
+  unsigned n;
+  const ErlNifFunc *table = nif_table(&n);
+  for (unsigned i = 0; i < n; i++)
+    if (table[i].arity == arity && strcmp(table[i].name, name) == 0)
+      return replayable(&table[i]) ? enif_make_uint(env, i) : am_nil;
+  return am_nil;
+}
+
+/* One replay's state. The slot arrays are owned by the replay and freed
+ * when it returns or yields; the handles in live slots are the replay's
+ * until it returns them (outputs) or deallocates them. */
+typedef struct replay_ctx {
+  ErlNifEnv *env;
+  const ERL_NIF_TERM *params; /* the params tuple's elements (borrowed) */
+  int nparams;
+  ERL_NIF_TERM *slots;        /* slot i's handle where live[i] */
+  unsigned char *live;
+  unsigned nslots;
+  unsigned op;                /* the op being run, for messages */
+} replay_ctx;
+
+static void replay_drop(ErlNifEnv *env, ERL_NIF_TERM handle) {
+  tensor_res *r;
+  if (enif_get_resource(env, handle, TENSOR_RES, (void **)&r)) deallocate_res(r);
+}
+
+/* Deallocates every handle in the term (a handle, or lists and tuples of
+ * them): an op's results that the plan cannot take. */
+static void replay_drop_all(ErlNifEnv *env, ERL_NIF_TERM term, int depth) {
+  int arity;
+  const ERL_NIF_TERM *e;
+  ERL_NIF_TERM head, tail = term;
+  if (depth > REPLAY_MAX_DEPTH) return;
+  if (enif_is_ref(env, term)) {
+    replay_drop(env, term);
+  } else if (enif_get_tuple(env, term, &arity, &e)) {
+    for (int i = 0; i < arity; i++) replay_drop_all(env, e[i], depth + 1);
+  } else {
+    while (enif_get_list_cell(env, tail, &head, &tail)) replay_drop_all(env, head, depth + 1);
+  }
+}
+
+/* Deallocates every live slot's handle but those marked keep (or all when
+ * keep is NULL), and frees the slot arrays. */
+static void replay_finish(replay_ctx *c, const unsigned char *keep) {
+  for (unsigned i = 0; i < c->nslots; i++)
+    if (c->live[i] && !(keep && keep[i])) replay_drop(c->env, c->slots[i]);
+  enif_free(c->slots);
+  c->slots = NULL;
+  c->live = NULL;
+}
+
+static ERL_NIF_TERM replay_bad_spec(replay_ctx *c) {
+  return raise_argument(c->env, "replay: op %u has a malformed argument spec", c->op);
+}
+
+/* The argument a spec names: {:p, i} the i-th parameter, {:s, i} slot i's
+ * handle, {:c, term} term, {:v, spec, offset, strides} the view tuple,
+ * {:l, specs} / {:t, specs} (specs a tuple) a list / tuple of arguments.
+ * am_ok, or a raised exception. */
+static ERL_NIF_TERM replay_arg(replay_ctx *c, ERL_NIF_TERM spec, int depth, ERL_NIF_TERM *out) {
+  ErlNifEnv *env = c->env;
+  int arity;
+  const ERL_NIF_TERM *e;
+  unsigned i;
+  if (depth > REPLAY_MAX_DEPTH || !enif_get_tuple(env, spec, &arity, &e) || arity < 2)
+    return replay_bad_spec(c);
+  ERL_NIF_TERM tag = e[0];
+  if (arity == 2 && enif_is_identical(tag, am_spec_s)) {
+    if (!enif_get_uint(env, e[1], &i) || i >= c->nslots) return replay_bad_spec(c);
+    if (!c->live[i])
+      return raise_argument(env, "replay: op %u reads slot %u, which holds no tensor", c->op,
+                            i);
+    *out = c->slots[i];
+    return am_ok;
+  }
+  if (arity == 2 && enif_is_identical(tag, am_spec_c)) {
+    *out = e[1];
+    return am_ok;
+  }
+  if (arity == 2 && enif_is_identical(tag, am_spec_p)) {
+    if (!enif_get_uint(env, e[1], &i)) return replay_bad_spec(c);
+    if (i >= (unsigned)c->nparams)
+      return raise_argument(env, "replay: op %u reads parameter %u of %d", c->op, i,
+                            c->nparams);
+    *out = c->params[i];
+    return am_ok;
+  }
+  if (arity == 4 && enif_is_identical(tag, am_spec_v)) {
+    ERL_NIF_TERM t, r = replay_arg(c, e[1], depth + 1, &t);
+    if (!enif_is_identical(r, am_ok)) return r;
+    *out = enif_make_tuple3(env, t, e[2], e[3]);
+    return am_ok;
+  }
+  bool list = enif_is_identical(tag, am_spec_l);
+  if (arity == 2 && (list || enif_is_identical(tag, am_spec_t))) {
+    int n;
+    const ERL_NIF_TERM *specs;
+    ERL_NIF_TERM items[REPLAY_MAX_TUPLE];
+    if (!enif_get_tuple(env, e[1], &n, &specs) || n > REPLAY_MAX_TUPLE)
+      return replay_bad_spec(c);
+    for (int k = 0; k < n; k++) {
+      ERL_NIF_TERM r = replay_arg(c, specs[k], depth + 1, &items[k]);
+      if (!enif_is_identical(r, am_ok)) return r;
+    }
+    *out = list ? enif_make_list_from_array(env, items, (unsigned)n)
+                : enif_make_tuple_from_array(env, items, (unsigned)n);
+    return am_ok;
+  }
+  return replay_bad_spec(c);
+}
+
+/* Puts the handles of an op's result (a handle, or lists and tuples of
+ * them, in order; other terms skipped) into the slots outs names. Returns
+ * how many handles the result holds; stops filling past nouts. */
+static unsigned replay_take(replay_ctx *c, ERL_NIF_TERM term, const ERL_NIF_TERM *outs,
+                            unsigned nouts, unsigned taken, int depth) {
+  ErlNifEnv *env = c->env;
+  int arity;
+  const ERL_NIF_TERM *e;
+  ERL_NIF_TERM head, tail = term;
+  if (depth > REPLAY_MAX_DEPTH) return taken;
+  if (enif_is_ref(env, term)) {
+    if (taken < nouts) {
+      unsigned i;
+      enif_get_uint(env, outs[taken], &i); /* checked by the caller */
+      c->slots[i] = term;
+      c->live[i] = 1;
+    }
+    return taken + 1;
+  }
+  if (enif_get_tuple(env, term, &arity, &e)) {
+    for (int k = 0; k < arity; k++) taken = replay_take(c, e[k], outs, nouts, taken, depth + 1);
+    return taken;
+  }
+  while (enif_get_list_cell(env, tail, &head, &tail))
+    taken = replay_take(c, head, outs, nouts, taken, depth + 1);
+  return taken;
+}
+
+static bool slot_tuple(ErlNifEnv *env, ERL_NIF_TERM term, unsigned nslots, int *out_n,
+                       const ERL_NIF_TERM **out_e) {
+  if (!enif_get_tuple(env, term, out_n, out_e)) return false;
+  for (int k = 0; k < *out_n; k++) {
+    unsigned i;
+    if (!enif_get_uint(env, (*out_e)[k], &i) || i >= nslots) return false;
+  }
+  return true;
+}
+
+/* Runs one op of the plan: am_ok, or a raised exception. */
+static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifFunc *table,
+                              unsigned ntable) {
+  ErlNifEnv *env = c->env;
+  int arity, nargs, nouts, nfrees;
+  const ERL_NIF_TERM *op, *specs, *outs, *frees;
+  unsigned index;
+  if (!enif_get_tuple(env, op_term, &arity, &op) || arity != 4 ||
+      !enif_get_uint(env, op[0], &index) || index >= ntable ||
+      !enif_get_tuple(env, op[1], &nargs, &specs) ||
+      !slot_tuple(env, op[2], c->nslots, &nouts, &outs) ||
+      !slot_tuple(env, op[3], c->nslots, &nfrees, &frees))
+    return raise_argument(env,
+                          "replay: op %u is not {nif_index, arg_specs, out_slots, free_slots}",
+                          c->op);
+  const ErlNifFunc *f = &table[index];
+  if (!replayable(f))
+    return raise_argument(env, "replay: op %u calls %s/%u, which a plan may not call", c->op,
+                          f->name, f->arity);
+  if ((unsigned)nargs != f->arity)
+    return raise_argument(env, "replay: op %u calls %s/%u with %d arguments", c->op, f->name,
+                          f->arity, nargs);
+  /* Out slots must be distinct and empty: marked 2 while checked. */
+  ERL_NIF_TERM bad = am_ok;
+  for (int k = 0; k < nouts; k++) {
+    unsigned i;
+    enif_get_uint(env, outs[k], &i);
+    if (c->live[i] == 0) {
+      c->live[i] = 2;
+    } else if (enif_is_identical(bad, am_ok)) {
+      bad = raise_argument(env, "replay: op %u writes slot %u, which %s", c->op, i,
+                           c->live[i] == 2 ? "it names twice" : "holds a tensor");
+    }
+  }
+  for (int k = 0; k < nouts; k++) {
+    unsigned i;
+    enif_get_uint(env, outs[k], &i);
+    if (c->live[i] == 2) c->live[i] = 0;
+  }
+  if (!enif_is_identical(bad, am_ok)) return bad;
+  ERL_NIF_TERM args[REPLAY_MAX_ARGS];
+  for (int k = 0; k < nargs; k++) {
+    ERL_NIF_TERM r = replay_arg(c, specs[k], 0, &args[k]);
+    if (!enif_is_identical(r, am_ok)) return r;
+  }
+  ERL_NIF_TERM result = f->fptr(env, nargs, args);
+  if (enif_has_pending_exception(env, NULL)) return result;
+  unsigned got = replay_take(c, result, outs, (unsigned)nouts, 0, 0);
+  if (got != (unsigned)nouts) {
+    /* Unassign what was taken, then drop every handle of the result. */
+    for (int k = 0; k < nouts && (unsigned)k < got; k++) {
+      unsigned i;
+      enif_get_uint(env, outs[k], &i);
+      c->live[i] = 0;
+    }
+    replay_drop_all(env, result, 0);
+    return raise_argument(env, "replay: op %u (%s) returned %u tensors, the plan expects %d",
+                          c->op, f->name, got, nouts);
+  }
+  for (int k = 0; k < nfrees; k++) {
+    unsigned i;
+    enif_get_uint(env, frees[k], &i);
+    if (c->live[i]) {
+      replay_drop(env, c->slots[i]);
+      c->live[i] = 0;
+    }
+  }
+  return am_ok;
+}
+
+static ERL_NIF_TERM nif_replay_resume(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+
+/* Runs ops from start; slots_term NULL at the first call, else the tuple
+ * a yield left (a handle or nil per slot). */
+static ERL_NIF_TERM replay_run(ErlNifEnv *env, ERL_NIF_TERM plan, ERL_NIF_TERM params,
+                               unsigned start, const ERL_NIF_TERM *slots_term) {
+  int arity, nops, nouts;
+  const ERL_NIF_TERM *p, *ops, *outs;
+  replay_ctx c = {.env = env, .op = start};
+  if (!enif_get_tuple(env, plan, &arity, &p) || arity != 3 ||
+      !enif_get_uint(env, p[0], &c.nslots) || c.nslots > REPLAY_MAX_SLOTS ||
+      !enif_get_tuple(env, p[1], &nops, &ops) ||
+      !slot_tuple(env, p[2], c.nslots, &nouts, &outs))
+    return raise_argument(env, "replay: expected a plan {slot_count, ops, output_slots}");
+  if (!enif_get_tuple(env, params, &c.nparams, &c.params))
+    return raise_argument(env, "replay: parameters must be a tuple");
+  c.slots = enif_alloc((size_t)c.nslots * (sizeof *c.slots + 1) + 1);
+  if (!c.slots) return raise_argument(env, "replay: out of memory for %u slots", c.nslots);
+  c.live = (unsigned char *)(c.slots + c.nslots);
+  memset(c.live, 0, c.nslots);
+  if (slots_term) {
+    int n;
+    const ERL_NIF_TERM *e;
+    enif_get_tuple(env, *slots_term, &n, &e); /* built by the yield below */
+    for (unsigned i = 0; i < c.nslots && (int)i < n; i++)
+      if (!enif_is_identical(e[i], am_nil)) {
+        c.slots[i] = e[i];
+        c.live[i] = 1;
+      }
+  }
+  unsigned ntable;
+  const ErlNifFunc *table = nif_table(&ntable);
+  ErlNifTime t0 = enif_monotonic_time(ERL_NIF_USEC);
+  for (unsigned k = start; k < (unsigned)nops; k++) {
+    c.op = k;
+    ERL_NIF_TERM r = replay_op(&c, ops[k], table, ntable);
+    if (!enif_is_identical(r, am_ok)) {
+      replay_finish(&c, NULL);
+      return r;
+    }
+    if ((k - start + 1) % REPLAY_CHECK_EVERY == 0 && k + 1 < (unsigned)nops) {
+      ErlNifTime spent = enif_monotonic_time(ERL_NIF_USEC) - t0;
+      if (spent >= REPLAY_SLICE_US) {
+        ERL_NIF_TERM *held = enif_alloc(((size_t)c.nslots + 1) * sizeof *held);
+        if (!held) {
+          replay_finish(&c, NULL);
+          return raise_argument(env, "replay: out of memory for %u slots", c.nslots);
+        }
+        for (unsigned i = 0; i < c.nslots; i++) held[i] = c.live[i] ? c.slots[i] : am_nil;
+        ERL_NIF_TERM next[4] = {plan, params, enif_make_uint(env, k + 1),
+                                enif_make_tuple_from_array(env, held, c.nslots)};
+        enif_free(held);
+        enif_free(c.slots);
+        enif_consume_timeslice(env, 100);
+        return enif_schedule_nif(env, "replay", 0, nif_replay_resume, 4, next);
+      }
+    }
+  }
+  ERL_NIF_TERM *res = enif_alloc(((size_t)nouts + 1) * sizeof *res);
+  unsigned char *keep = enif_alloc((size_t)c.nslots + 1);
+  if (!res || !keep) {
+    enif_free(res);
+    enif_free(keep);
+    replay_finish(&c, NULL);
+    return raise_argument(env, "replay: out of memory for %d outputs", nouts);
+  }
+  memset(keep, 0, c.nslots);
+  for (int k = 0; k < nouts; k++) {
+    unsigned i;
+    enif_get_uint(env, outs[k], &i);
+    if (!c.live[i]) {
+      enif_free(res);
+      enif_free(keep);
+      replay_finish(&c, NULL);
+      return raise_argument(env, "replay: output %d is slot %u, which holds no tensor", k, i);
+    }
+    res[k] = c.slots[i];
+    keep[i] = 1;
+  }
+  ERL_NIF_TERM out = enif_make_tuple_from_array(env, res, (unsigned)nouts);
+  replay_finish(&c, keep);
+  enif_free(res);
+  enif_free(keep);
+  return out;
+}
+
+/* replay(plan, params): runs a plan of NIF calls in this one call.
+ *   plan: {slot_count, ops, output_slots}; ops a tuple of
+ *         {nif_index, arg_specs, out_slots, free_slots} (nif_index from
+ *         replay_index/2, arg_specs a tuple with one spec per argument,
+ *         out_slots the slots that take the handles of the result in
+ *         order, free_slots those whose handles are deallocated after it);
+ *         output_slots the slots whose handles are returned.
+ *   params: a tuple, read by {:p, i} specs.
+ * Returns the tuple of the output slots' handles; every other handle the
+ * plan made is deallocated. Raises what an op raises, or ArgumentError for
+ * a malformed plan, after deallocating every handle it made (the ops
+ * already queued run, their results unread). Yields its scheduler every
+ * REPLAY_SLICE_US of a long plan. */
+static ERL_NIF_TERM nif_replay(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  return replay_run(env, argv[0], argv[1], 0, NULL);
+}
+
+static ERL_NIF_TERM nif_replay_resume(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  unsigned start;
+  enif_get_uint(env, argv[2], &start);
+  return replay_run(env, argv[0], argv[1], start, &argv[3]);
+}
+
 /* ------------------------------------------------------------------ */
 /* Load                                                                */
 /* ------------------------------------------------------------------ */
@@ -1848,6 +2226,12 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   am_convert = enif_make_atom(env, "convert");
   for (int i = 0; i < NXV_REDUCE_OP_COUNT; i++)
     am_redops[i] = enif_make_atom(env, nxv_reduce_op_name((nxv_reduce_op)i));
+  am_spec_p = enif_make_atom(env, "p");
+  am_spec_s = enif_make_atom(env, "s");
+  am_spec_c = enif_make_atom(env, "c");
+  am_spec_v = enif_make_atom(env, "v");
+  am_spec_l = enif_make_atom(env, "l");
+  am_spec_t = enif_make_atom(env, "t");
   return 0;
 }
 
@@ -1905,6 +2289,13 @@ static ErlNifFunc funcs[] = {
     {"matmul", 10, nif_matmul, 0},
     {"fill", 4, nif_fill, 0},
     {"iota", 4, nif_iota, 0},
+    {"replay_index", 2, nif_replay_index, 0},
+    {"replay", 2, nif_replay, 0},
 };
+
+static const ErlNifFunc *nif_table(unsigned *out_count) {
+  *out_count = sizeof funcs / sizeof funcs[0];
+  return funcs;
+}
 
 ERL_NIF_INIT(Elixir.Nx.Vulkan.NIF, funcs, load, NULL, upgrade, NULL)

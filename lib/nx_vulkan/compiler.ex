@@ -33,9 +33,13 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
          the same barriers;
       4. on later calls with arguments of the same kind (all tensors of
          `Nx.Vulkan.Backend`, on the same devices, the same known constant
-         values, the same default backend) replays the plan: one NIF call
-         per device op, with no tracing, no expression walk and no
-         backend bookkeeping.
+         values, the same default backend) replays the plan in one NIF
+         call (`Nx.Vulkan.NIF.replay/2`), which makes the device ops'
+         calls in C: no tracing, no expression walk, no backend
+         bookkeeping and no Elixir code between device ops.
+         (`config :nx_vulkan, compiler_native_replay: false` replays
+         call by call from Elixir instead, as do plans with calls that
+         `replay/2` may not make.)
 
     The replay computes what the evaluation computed, op for op (a fused
     kernel's results are bitwise those of its ops), so its results are
@@ -297,7 +301,8 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
               do: Nx.Vulkan.Fusion.fuse(ops, specs, &info_of(&1, infos, refs), device),
               else: ops
 
-          {ops |> by_depth() |> with_frees(specs), {result, specs}, device}
+          ops = ops |> by_depth() |> with_frees(specs)
+          {ops, {result, specs}, device, native(ops, specs)}
         catch
           :unplannable -> :none
         end
@@ -513,9 +518,65 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
       end
     end
 
+    # The plan as Nx.Vulkan.NIF.replay/2 runs it, in one NIF call:
+    # {{slot_count, ops, output_slots}, out_specs} with each {:s, i} of the
+    # outputs replaced by {:o, j}, its place in the returned tuple. nil
+    # when turned off (config :nx_vulkan, compiler_native_replay: false) or
+    # when an op is not one replay/2 may call or has a list or tuple
+    # argument too long for it: such plans are replayed call by call.
+    defp native(ops, out_specs) do
+      if Application.get_env(:nx_vulkan, :compiler_native_replay, true) do
+        try do
+          native_ops =
+            for {name, specs, out, free} <- ops do
+              index = Nx.Vulkan.NIF.replay_index(name, length(specs)) || throw(:no_native)
+              args = specs |> Enum.map(&native_spec/1) |> List.to_tuple()
+              {index, args, List.to_tuple(out), List.to_tuple(free)}
+            end
+
+          slot_count =
+            Enum.reduce(ops, 0, fn {_, _, out, _}, n -> Enum.reduce(out, n, &max(&1 + 1, &2)) end)
+
+          {outputs, {out_specs, _}} =
+            Enum.flat_map_reduce(out_specs, {[], 0}, fn
+              {:s, i}, {acc, j} -> {[i], {[{:o, j} | acc], j + 1}}
+              spec, {acc, j} -> {[], {[spec | acc], j}}
+            end)
+
+          plan = {slot_count, List.to_tuple(native_ops), List.to_tuple(outputs)}
+          {plan, Enum.reverse(out_specs)}
+        catch
+          :no_native -> nil
+        end
+      end
+    end
+
+    # Nx.Vulkan.NIF.replay/2 takes the specs of a list or tuple as a tuple
+    # of at most 64.
+    defp native_spec({kind, specs}) when kind in [:l, :t] do
+      if length(specs) > 64, do: throw(:no_native)
+      {kind, specs |> Enum.map(&native_spec/1) |> List.to_tuple()}
+    end
+
+    defp native_spec({:v, spec, offset, strides}), do: {:v, native_spec(spec), offset, strides}
+    defp native_spec(spec), do: spec
+
     ## Replay
 
-    defp replay({ops, {result, specs}, device}, tensors) do
+    defp replay({_ops, {result, _}, device, {plan, specs}}, tensors) do
+      params = tensors |> Enum.map(& &1.data.ref) |> List.to_tuple()
+
+      outputs = Nx.Vulkan.Backend.__alloc__(device, fn -> Nx.Vulkan.NIF.replay(plan, params) end)
+
+      {result, []} =
+        Nx.Defn.Composite.traverse(result, specs, fn t, [spec | rest] ->
+          {%{t | data: %{t.data | ref: resolve(spec, params, outputs)}}, rest}
+        end)
+
+      result
+    end
+
+    defp replay({ops, {result, specs}, device, nil}, tensors) do
       params = tensors |> Enum.map(& &1.data.ref) |> List.to_tuple()
 
       slots =
@@ -535,6 +596,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     end
 
     defp resolve({:c, term}, _params, _slots), do: term
+    defp resolve({:o, j}, _params, outputs), do: elem(outputs, j)
     defp resolve({:s, i}, _params, slots), do: Map.fetch!(slots, i)
 
     defp resolve({:v, spec, off, strides}, params, slots),

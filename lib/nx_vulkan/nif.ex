@@ -406,4 +406,32 @@ defmodule Nx.Vulkan.NIF do
 
   @doc "Tensor of `shape` whose elements are their index along `axis`."
   def iota(_device, _type, _shape, _axis), do: nif_error()
+
+  @doc """
+  The index by which `replay/2` calls the NIF `name/arity`, or `nil` when a
+  plan may not call it (only the functions that queue device work or make,
+  describe and drop tensors on a normal scheduler may be called).
+  """
+  def replay_index(_name, _arity), do: nif_error()
+
+  @doc """
+  Runs a plan of NIF calls in one call: `Nx.Vulkan.Compiler`'s replays.
+
+  `plan` is `{slot_count, ops, output_slots}`; `ops` a tuple of
+  `{index, arg_specs, out_slots, free_slots}`: `index` from
+  `replay_index/2`; `arg_specs` a tuple with one spec per argument;
+  `out_slots` a tuple of the slots that take the tensors of the call's
+  result, in order (the tensors of nested tuples and lists, other terms
+  skipped); `free_slots` those whose tensors are deallocated after the
+  call. A spec is `{:p, i}` (element `i` of `params`), `{:s, i}` (slot
+  `i`'s tensor), `{:c, term}`, `{:v, spec, offset, strides}` (the view
+  `{tensor, offset, strides}`), `{:l, specs}` or `{:t, specs}` (a list or
+  tuple of the arguments of the tuple `specs`).
+
+  Returns the tuple of the tensors in `output_slots`, and deallocates every
+  other tensor it made. Raises what a call raises, or `ArgumentError` for a
+  malformed plan, after deallocating every tensor it made. A long plan
+  yields its scheduler about every millisecond.
+  """
+  def replay(_plan, _params), do: nif_error()
 end

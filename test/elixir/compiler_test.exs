@@ -415,6 +415,79 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    # fun's result and the calls this process made to Nx.Vulkan.NIF while
+    # running it, by {name, arity}.
+    defp nif_calls(fun) do
+      :erlang.trace_pattern({Nx.Vulkan.NIF, :_, :_}, true, [:call_count])
+      :erlang.trace(self(), true, [:call])
+
+      result =
+        try do
+          fun.()
+        after
+          :erlang.trace(self(), false, [:call])
+        end
+
+      calls =
+        for {name, arity} <- Nx.Vulkan.NIF.module_info(:exports),
+            name != :module_info,
+            {:call_count, n} = :erlang.trace_info({Nx.Vulkan.NIF, name, arity}, :call_count),
+            is_integer(n) and n > 0,
+            into: %{},
+            do: {{name, arity}, n}
+
+      :erlang.trace_pattern({Nx.Vulkan.NIF, :_, :_}, false, [:call_count])
+      {result, calls}
+    end
+
+    test "a replay is one NIF call; call by call it makes the same ops and results" do
+      w = uniform(41, {12, 5})
+      b = uniform(42, {5})
+      x = uniform(43, {16, 12})
+      y = Nx.as_type(Nx.greater(uniform(44, {16, 5}), 0.5), :f32)
+      q = uniform(45, {7})
+      u = Nx.as_type(Nx.multiply(uniform(46, {9}), 1000.0), :u32)
+      v = Nx.as_type(Nx.multiply(uniform(47, {9}), 1000.0), :u32)
+
+      cases = [
+        {&step/4, [w, b, x, y]},
+        {&counter_loops/2, [q, Nx.backend_copy(Nx.Random.key(3), @vk)]},
+        {&int_chain/2, [u, v]},
+        {&with_constants/1, [uniform(48, {3})]}
+      ]
+
+      on_exit(fn -> Application.delete_env(:nx_vulkan, :compiler_native_replay) end)
+
+      for {fun, args} <- cases do
+        expected = bits(evaluator(fun, args))
+
+        runs =
+          for native <- [true, false] do
+            Application.put_env(:nx_vulkan, :compiler_native_replay, native)
+            Compiler.clear_cache()
+            jitted = Nx.Defn.jit(fun, compiler: Compiler)
+            assert bits(apply(jitted, args)) == expected
+            {{got, ops}, calls} = nif_calls(fn -> ops_of(fn -> apply(jitted, args) end) end)
+            assert bits(got) == expected
+            # the replay's own calls, less the counters' synchronize and stats
+            calls = Map.drop(calls, [{:synchronize, 1}, {:device_stats, 1}])
+            {ops, calls}
+          end
+
+        [{native_ops, native_calls}, {elixir_ops, elixir_calls}] = runs
+        assert native_ops == elixir_ops
+        assert native_ops > 0
+        refute Map.has_key?(elixir_calls, {:replay, 2})
+
+        # constant outputs are handed out as new handles, from Elixir
+        assert Map.drop(native_calls, [{:tensor_info, 1}, {:reinterpret, 2}]) ==
+                 %{{:replay, 2} => 1},
+               inspect(native_calls)
+
+        assert Enum.sum(Map.values(elixir_calls)) >= native_ops
+      end
+    end
+
     test "replays queue independent ops between fewer barriers, with the same results" do
       # The plan's own order, without the scheduler's reordering window
       # (which would put the Evaluator's chains side by side as well).

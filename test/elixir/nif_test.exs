@@ -342,6 +342,182 @@ defmodule Nx.Vulkan.NIFTest do
     assert to_s32(NIF.download(c, 0, 3)) == [2, 8, 18]
   end
 
+  # The bytes of tensors a context holds once its queued work is done.
+  defp in_use(ctx) do
+    NIF.synchronize(ctx)
+    NIF.device_stats(ctx).pool_bytes_in_use
+  end
+
+  test "replay_index names the NIFs a plan may call" do
+    for {name, arity} <- [binary: 8, fused: 4, matmul: 10, deallocate_many: 1, copy_into: 7],
+        do: assert(is_integer(NIF.replay_index(name, arity)))
+
+    # waits, reads back, changes the device, dirty, wrong arity, unknown
+    for {name, arity} <- [
+          download: 3,
+          synchronize: 1,
+          trim: 1,
+          open_device: 2,
+          upload_dirty: 3,
+          replay: 2,
+          binary: 7,
+          no_such_nif: 1
+        ],
+        do: assert(NIF.replay_index(name, arity) == nil)
+
+    assert_raise ArgumentError, ~r/replay_index: expected a NIF name/, fn ->
+      NIF.replay_index("binary", 8)
+    end
+
+    assert_raise ArgumentError, fn -> NIF.replay_index(:binary, -1) end
+  end
+
+  test "replay runs a plan in one call, frees what it no longer needs" do
+    ctx = NIF.open_device(-1, %{})
+    bin = NIF.replay_index(:binary, 8)
+    fused = NIF.replay_index(:fused, 4)
+    reduce = NIF.replay_index(:reduce, 7)
+    a = NIF.upload(ctx, :f32, f32([1.0, -2.0, 3.5, 4.0, 0.25]))
+    b = NIF.upload(ctx, :f32, f32([0.5, 8.0, -1.0, 2.0, 3.0]))
+    base = in_use(ctx)
+    plus = 1 ||| 0 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
+
+    # s0 = a + b; s1 = s0 * a[3] (a broadcast view); s4 = sum(s1);
+    # s2 = s4 + 1.0 (an immediate); s3 = s0 - b. Outputs s2 and s3; s0, s1
+    # and s4 are freed after their last reader.
+    ops = {
+      {bin, {{:c, :add}, {:c, [5]}, {:p, 0}, {:c, 0}, {:c, nil}, {:p, 1}, {:c, 0}, {:c, nil}},
+       {0}, {}},
+      {bin,
+       {{:c, :multiply}, {:c, [5]}, {:s, 0}, {:c, 0}, {:c, nil}, {:p, 0}, {:c, 3}, {:c, [0]}},
+       {1}, {}},
+      {reduce, {{:c, :sum}, {:c, [5]}, {:s, 1}, {:c, 0}, {:c, nil}, {:c, [0]}, {:c, :f32}}, {4},
+       {1}},
+      {fused,
+       {{:c, :f32}, {:c, []}, {:c, [plus]}, {:l, {{:v, {:s, 4}, 0, nil}, {:c, f32([1.0])}}}}, {2},
+       {4}},
+      {bin,
+       {{:c, :subtract}, {:c, [5]}, {:s, 0}, {:c, 0}, {:c, nil}, {:p, 1}, {:c, 0}, {:c, nil}},
+       {3}, {0}}
+    }
+
+    for _ <- 1..3 do
+      assert {s2, s3} = NIF.replay({5, ops, {2, 3}}, {a, b})
+      # 4 * (1.5 + 6 + 2.5 + 6 + 3.25) + 1, and (a + b) - b == a exactly
+      assert to_f32(NIF.download(s2, 0, 1)) == [78.0]
+      assert to_f32(NIF.download(s3, 0, 5)) == [1.0, -2.0, 3.5, 4.0, 0.25]
+      # the outputs are all the plan keeps
+      assert in_use(ctx) > base
+      NIF.deallocate_many([s2, s3])
+      assert in_use(ctx) == base
+    end
+
+    # the inputs are untouched; an empty plan returns nothing
+    assert to_f32(NIF.download(a, 0, 5)) == [1.0, -2.0, 3.5, 4.0, 0.25]
+    assert NIF.replay({0, {}, {}}, {}) == {}
+
+    # list and tuple specs build lists and tuples: strides [2]; a view
+    # {b, 1, [2]} as a fused input
+    copy = NIF.replay_index(:unary, 5)
+    strided = {{:c, :copy}, {:c, [2]}, {:p, 0}, {:c, 1}, {:l, {{:c, 2}}}}
+    view = {:t, {{:p, 0}, {:c, 1}, {:c, [2]}}}
+
+    ops = {
+      {copy, strided, {0}, {}},
+      {fused, {{:c, :f32}, {:c, [2]}, {:c, [plus]}, {:l, {view, {:c, f32([1.0])}}}}, {1}, {}}
+    }
+
+    assert {c, d} = NIF.replay({2, ops, {0, 1}}, {b})
+    assert to_f32(NIF.download(c, 0, 2)) == [8.0, 2.0]
+    assert to_f32(NIF.download(d, 0, 2)) == [9.0, 3.0]
+  end
+
+  test "a long replay yields its scheduler and keeps its slots" do
+    ctx = NIF.open_device(-1, %{})
+    bin = NIF.replay_index(:binary, 8)
+    one = NIF.upload(ctx, :s32, s32([1, 1, 1]))
+    base = in_use(ctx)
+    n = 6000
+    # s0 = one + one; s(i) = s(i-1) + one, freeing s(i-1)
+    ops =
+      for i <- 0..(n - 1) do
+        x = if i == 0, do: {:p, 0}, else: {:s, i - 1}
+        free = if i == 0, do: {}, else: {i - 1}
+
+        {bin, {{:c, :add}, {:c, [3]}, x, {:c, 0}, {:c, nil}, {:p, 0}, {:c, 0}, {:c, nil}}, {i},
+         free}
+      end
+
+    plan = {n, List.to_tuple(ops), {n - 1}}
+    {:reductions, reductions} = Process.info(self(), :reductions)
+    {us, {out}} = :timer.tc(fn -> NIF.replay(plan, {one}) end)
+    {:reductions, reductions2} = Process.info(self(), :reductions)
+    assert to_s32(NIF.download(out, 0, 3)) == [n + 1, n + 1, n + 1]
+    NIF.deallocate(out)
+    assert in_use(ctx) == base
+    # past a millisecond it yielded: each continuation is a new NIF call,
+    # which the scheduler counts
+    if us > 3_000, do: assert(reductions2 - reductions > 4_000)
+  end
+
+  test "replay refuses malformed plans and deallocates what it made" do
+    ctx = NIF.open_device(-1, %{})
+    bin = NIF.replay_index(:binary, 8)
+    a = NIF.upload(ctx, :f32, f32([1.0, 2.0, 3.0]))
+    base = in_use(ctx)
+    args = {{:c, :add}, {:c, [3]}, {:p, 0}, {:c, 0}, {:c, nil}, {:p, 0}, {:c, 0}, {:c, nil}}
+    good = {bin, args, {0}, {}}
+    read = fn spec -> {bin, put_elem(args, 5, spec), {1}, {}} end
+
+    cases = [
+      {:plan, ~r/expected a plan \{slot_count, ops, output_slots\}/},
+      {{2, [good], {0}}, ~r/expected a plan/},
+      {{2, {good}, {2}}, ~r/expected a plan/},
+      {{-1, {}, {}}, ~r/expected a plan/},
+      {{2, {good, :op}, {0}}, ~r/op 1 is not \{nif_index, arg_specs, out_slots, free_slots\}/},
+      {{2, {good, {10_000, args, {1}, {}}}, {0}}, ~r/op 1 is not/},
+      {{2, {good, {bin, args, {2}, {}}}, {0}}, ~r/op 1 is not/},
+      {{2, {good, {bin, args, {1}, {-1}}}, {0}}, ~r/op 1 is not/},
+      {{2, {good, {0, {}, {1}, {}}}, {0}}, ~r/op 1 calls device_count\/0, which a plan may not/},
+      {{2, {good, {bin, Tuple.delete_at(args, 7), {1}, {}}}, {0}},
+       ~r/op 1 calls binary\/8 with 7 arguments/},
+      {{2, {good, read.({:s, 1})}, {0}}, ~r/op 1 reads slot 1, which holds no tensor/},
+      {{2, {good, read.({:p, 1})}, {0}}, ~r/op 1 reads parameter 1 of 1/},
+      {{2, {good, read.({:q, 1})}, {0}}, ~r/op 1 has a malformed argument spec/},
+      {{2, {good, read.({:s, 2})}, {0}}, ~r/op 1 has a malformed argument spec/},
+      {{2, {good, read.({:l, [{:p, 0}]})}, {0}}, ~r/op 1 has a malformed argument spec/},
+      {{2, {good, read.(:p)}, {0}}, ~r/op 1 has a malformed argument spec/},
+      {{2, {good, {bin, args, {0}, {}}}, {0}}, ~r/op 1 writes slot 0, which holds a tensor/},
+      {{3, {good, {bin, args, {1, 1}, {}}}, {0}}, ~r/op 1 writes slot 1, which it names twice/},
+      {{3, {good, {bin, args, {1, 2}, {}}}, {0}},
+       ~r/op 1 \(binary\) returned 1 tensors, the plan expects 2/},
+      {{3, {good, {bin, args, {}, {}}}, {0}}, ~r/returned 1 tensors, the plan expects 0/},
+      {{2, {good}, {1}}, ~r/output 0 is slot 1, which holds no tensor/},
+      {{2, {good, {bin, args, {1}, {0}}}, {0}}, ~r/output 0 is slot 0, which holds no tensor/},
+      # an op's own error, raised as the NIF raises it
+      {{2, {good, read.({:c, :x})}, {0}}, ~r/^binary operand b: expected a Nx.Vulkan tensor$/}
+    ]
+
+    for {plan, message} <- cases do
+      assert_raise ArgumentError, message, fn -> NIF.replay(plan, {a}) end
+      assert in_use(ctx) == base, inspect(plan)
+    end
+
+    assert_raise ArgumentError, ~r/parameters must be a tuple/, fn ->
+      NIF.replay({1, {good}, {0}}, [a])
+    end
+
+    # a deep spec is refused, not followed
+    deep = Enum.reduce(1..20, {:p, 0}, fn _, s -> {:v, s, 0, nil} end)
+
+    assert_raise ArgumentError, ~r/malformed argument spec/, fn ->
+      NIF.replay({2, {good, read.(deep)}, {0}}, {a})
+    end
+
+    assert in_use(ctx) == base
+    assert to_f32(NIF.download(a, 0, 3)) == [1.0, 2.0, 3.0]
+  end
+
   doctest Nx.Vulkan, only: [histogram_bucket_limits: 0, percentile: 2]
 
   test "latency histograms count every op, batch and download", %{dev: dev} do

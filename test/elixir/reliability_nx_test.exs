@@ -39,6 +39,73 @@ if Code.ensure_loaded?(Nx) do
       Nx.default_backend(Nx.BinaryBackend)
     end
 
+    test "a compiled replay past the pool limit recovers dropped results, or raises losing nothing" do
+      Nx.Vulkan.reopen(nil, %{pool_limit_bytes: 48 <<< 20})
+      Nx.default_backend(Nx.Vulkan.Backend)
+      # only the pool's recovery collects this process's dropped results: no
+      # collection after replays, and a heap that does not fill up
+      Application.put_env(:nx_vulkan, :compiler_gc_bytes, :infinity)
+      Process.flag(:min_heap_size, 8_000_000)
+
+      # exp's result is read twice (kept, not recomputed), so a replay
+      # holds two 4 MiB tensors and returns one
+      f =
+        Nx.Defn.jit(
+          fn x ->
+            a = Nx.exp(x)
+            {Nx.multiply(a, Nx.sin(x)), Nx.sum(a)}
+          end,
+          compiler: Nx.Vulkan.Compiler
+        )
+
+      x = Nx.iota({1 <<< 20}, type: :f32) |> Nx.divide(1 <<< 20)
+      {r0, s0} = Nx.Defn.jit(&{Nx.multiply(Nx.exp(&1), Nx.sin(&1)), Nx.sum(Nx.exp(&1))}).(x)
+      expected = {Nx.to_binary(r0), Nx.to_number(s0)}
+      ctx = Nx.Vulkan.device()
+      trims = Nx.Vulkan.NIF.device_stats(ctx).pool_trims
+
+      # 30 replays drop 120 MiB of results: replays fail for memory, collect
+      # and start again
+      last =
+        Enum.reduce(1..30, nil, fn _, _ ->
+          {r, s} = f.(x)
+          assert Nx.to_number(s) == elem(expected, 1)
+          r
+        end)
+
+      assert Nx.to_binary(last) == elem(expected, 0)
+      assert Nx.Vulkan.NIF.device_stats(ctx).pool_trims > trims
+
+      # Results held until a replay fails: its first op (a sum) gets its
+      # small buffer, the second (4 MiB) fails. The replay deallocates the
+      # sum's result and raises; the results held are intact.
+      g = Nx.Defn.jit(&Nx.multiply(&1, Nx.sum(&1)), compiler: Nx.Vulkan.Compiler)
+      expected = Nx.to_binary(Nx.multiply(x, Nx.sum(x)))
+
+      outcome =
+        Enum.reduce_while(1..20, [], fn _, held ->
+          # no garbage the recovery's collection could free
+          :erlang.garbage_collect()
+          Nx.Vulkan.synchronize()
+          before = Nx.Vulkan.NIF.device_stats(ctx).pool_bytes_in_use
+
+          try do
+            {:cont, [g.(x) | held]}
+          rescue
+            Nx.Vulkan.OutOfMemoryError ->
+              Nx.Vulkan.synchronize()
+              assert Nx.Vulkan.NIF.device_stats(ctx).pool_bytes_in_use == before
+              {:halt, {:out_of_memory, held}}
+          end
+        end)
+
+      assert {:out_of_memory, [_ | _] = held} = outcome
+      for r <- held, do: assert(Nx.to_binary(r) == expected)
+    after
+      Application.delete_env(:nx_vulkan, :compiler_gc_bytes)
+      Nx.default_backend(Nx.BinaryBackend)
+    end
+
     test "a lost device raises Nx.Vulkan.Error; reopen gives a working context" do
       Nx.Vulkan.reopen()
       t = Nx.iota({64}, type: :f32, backend: Nx.Vulkan.Backend)
