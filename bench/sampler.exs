@@ -17,8 +17,12 @@
 #     sampler's host needs it; each step feeds its position and key to the
 #     next), compiled ahead of time with Nx.Defn.Evaluator;
 #   * random_normal_compiled, hmc_step_compiled: the same through
-#     Nx.Vulkan.Compiler (traced once; later calls replay the device calls,
-#     the loops' conditions having been decided on the host).
+#     Nx.Vulkan.Compiler (traced once; later calls replay the device calls
+#     in one NIF call, the loops' conditions having been decided on the
+#     host);
+#   * random_normal_compiled_calls, hmc_step_compiled_calls: the same with
+#     `compiler_native_replay: false` (the plan replayed call by call from
+#     Elixir).
 #
 # Figures per case: `e2e us` (median over --reps, default 50), `host us`
 # (median time until the call returned, before the wait for its result:
@@ -167,6 +171,23 @@ rows = [
   {"hmc_step", "#{dim}x#{leapfrog}", measure.(hmc_step, hmc_state, hmc_done)},
   {"hmc_step_compiled", "#{dim}x#{leapfrog}", measure.(hmc_compiled, hmc_state, hmc_done)}
 ]
+
+# The compiled cases again with their plans replayed call by call from
+# Elixir (compiler_native_replay: false) instead of in one NIF call.
+Application.put_env(:nx_vulkan, :compiler_native_replay, false)
+Nx.Vulkan.Compiler.clear_cache()
+
+rows =
+  rows ++
+    [
+      {"random_normal_compiled_calls", "#{normal_dim}",
+       measure.(normal_compiled, key, normal_done)},
+      {"hmc_step_compiled_calls", "#{dim}x#{leapfrog}",
+       measure.(hmc_compiled, hmc_state, hmc_done)}
+    ]
+
+Application.delete_env(:nx_vulkan, :compiler_native_replay)
+Nx.Vulkan.Compiler.clear_cache()
 
 IO.puts("\n| case | shape | e2e us | host us | GPU us | device ops | submissions | downloads |")
 IO.puts("| --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -653,7 +653,9 @@ defmodule NxVulkan.NifFuzz do
       {:transpose, 3} => {4, &g_transpose/0},
       {:matmul, 10} => {4, &g_matmul/0},
       {:fill, 4} => {4, &g_fill/0},
-      {:iota, 4} => {4, &g_iota/0}
+      {:iota, 4} => {4, &g_iota/0},
+      {:replay_index, 2} => {1, &g_replay_index/0},
+      {:replay, 2} => {4, &g_replay/0}
     }
   end
 
@@ -854,7 +856,10 @@ defmodule NxVulkan.NifFuzz do
       ] and result == :ok ->
         :ok
 
-      fun in [:sort, :triangular_solve, :lu, :qr, :eigh_iterate] and is_tuple(result) ->
+      fun == :replay_index and (result == nil or is_integer(result)) ->
+        :ok
+
+      fun in [:sort, :triangular_solve, :lu, :qr, :eigh_iterate, :replay] and is_tuple(result) ->
         result |> Tuple.to_list() |> Enum.map(&live_tensor/1) |> Enum.find(:ok, &(&1 != :ok))
 
       fun not in [
@@ -877,7 +882,9 @@ defmodule NxVulkan.NifFuzz do
         :inject_fault,
         :copy_into,
         :scatter,
-        :deallocate_many
+        :deallocate_many,
+        :replay_index,
+        :replay
       ] ->
         live_tensor(result)
 
@@ -1758,6 +1765,144 @@ defmodule NxVulkan.NifFuzz do
         expect_tensor(ref, tag, type, prod(shape), expected)
       end
     )
+  end
+
+  # ------------------------------------------------------------------
+  # Plans (replay/2)
+  # ------------------------------------------------------------------
+
+  # The NIFs a plan may call.
+  @replayable ~w(upload deallocate deallocate_many tensor_info copy empty reinterpret
+                 copy_into binary fused unary compare select convert reduce argreduce
+                 gather scatter sort window_reduce conv window_scatter transpose matmul
+                 fill iota fft cholesky lu qr eigh_iterate triangular_solve)a
+
+  defp g_replay_index do
+    {name, arity} =
+      if chance(0.8),
+        do: pick(NIF.__info__(:functions) -- [load_nif: 0]),
+        else: {pick([:nope, :binary, :fused, :replay]), rand(13)}
+
+    exported? = {name, arity} in NIF.__info__(:functions)
+
+    mk(:replay_index, [name, arity], [:any, :any], fn
+      i when is_integer(i) and i >= 0 ->
+        if name in @replayable and exported?,
+          do: :verified,
+          else: {:fail, "replay_index(#{name}, #{arity}) = #{i}, expected nil"}
+
+      nil ->
+        if name in @replayable and exported?,
+          do: {:fail, "replay_index(#{name}, #{arity}) = nil, expected an index"},
+          else: :verified
+
+      other ->
+        {:fail, "replay_index returned #{inspect(other)}"}
+    end)
+  end
+
+  # The generators of replayable calls with one tensor result.
+  defp replay_subs do
+    [
+      &g_binary/0,
+      &g_unary/0,
+      &g_fused/0,
+      &g_compare/0,
+      &g_select/0,
+      &g_convert/0,
+      &g_reduce/0,
+      &g_copy/0,
+      &g_reinterpret/0,
+      &g_transpose/0,
+      &g_fill/0,
+      &g_iota/0
+    ]
+  end
+
+  # A plan of one to four valid calls of those generators, their tensors
+  # and devices passed as parameters and their other arguments as
+  # constants, lists and tuples built by the plan, or views; now and then
+  # a result copied by a later op that frees it. Each result is judged by
+  # its own call's check.
+  defp g_replay do
+    subs = for _ <- 1..range(1, 4), do: pick(replay_subs()).()
+    copy = NIF.replay_index(:copy, 1)
+
+    {ops, params, outputs, next} =
+      Enum.reduce(subs, {[], [], [], 0}, fn sub, {ops, params, outputs, next} ->
+        {specs, params} = Enum.map_reduce(sub.args, params, &plan_spec/2)
+        op = {NIF.replay_index(sub.fun, length(sub.args)), List.to_tuple(specs), {next}, {}}
+
+        if chance(0.3) do
+          again = {copy, {{:s, next}}, {next + 1}, {next}}
+          {[again, op | ops], params, [next + 1 | outputs], next + 2}
+        else
+          {[op | ops], params, [next | outputs], next + 1}
+        end
+      end)
+
+    plan =
+      {next, ops |> Enum.reverse() |> List.to_tuple(),
+       outputs |> Enum.reverse() |> List.to_tuple()}
+
+    n = length(subs)
+
+    mk(
+      :replay,
+      [plan, List.to_tuple(params)],
+      [:plan, :params],
+      fn
+        result when is_tuple(result) and tuple_size(result) == n ->
+          verdicts =
+            Enum.zip_with(subs, Tuple.to_list(result), fn sub, ref -> sub.check.(ref) end)
+
+          Enum.find(verdicts, &match?({:fail, _}, &1)) ||
+            if(Enum.all?(verdicts, &(&1 == :verified)), do: :verified, else: :unverified)
+
+        other ->
+          {:fail, "replay returned #{inspect(other, limit: 8)}, expected #{n} tensors"}
+      end,
+      Enum.all?(subs, &strict?/1)
+    )
+  end
+
+  # The spec of an argument: references are parameters (so that a plan
+  # reads every parameter); views, lists and tuples are at times built by
+  # the plan, always where they hold a reference.
+  defp plan_spec(term, params) when is_reference(term),
+    do: {{:p, length(params)}, params ++ [term]}
+
+  defp plan_spec({t, off, strides} = term, params) when is_reference(t) do
+    if chance(0.5) do
+      {spec, params} = plan_spec(t, params)
+      {{:v, spec, off, strides}, params}
+    else
+      plan_spec_tuple(term, params)
+    end
+  end
+
+  defp plan_spec(term, params) when is_list(term) and term != [] and length(term) <= 64 do
+    if chance(0.5) or has_ref?(term) do
+      {specs, params} = Enum.map_reduce(term, params, &plan_spec/2)
+      {{:l, List.to_tuple(specs)}, params}
+    else
+      {{:c, term}, params}
+    end
+  end
+
+  defp plan_spec(term, params) when is_tuple(term) and tuple_size(term) in 1..64,
+    do: plan_spec_tuple(term, params)
+
+  defp plan_spec(term, params), do: {{:c, term}, params}
+
+  defp has_ref?(term) when is_reference(term), do: true
+  defp has_ref?(term) when is_list(term), do: Enum.any?(term, &has_ref?/1)
+  defp has_ref?(term) when is_tuple(term), do: has_ref?(Tuple.to_list(term))
+  defp has_ref?(_term), do: false
+
+  defp plan_spec_tuple(term, params) do
+    {specs, params} = term |> Tuple.to_list() |> Enum.map_reduce(params, &plan_spec/2)
+    {{:t, List.to_tuple(specs)}, params}
   end
 
   # ------------------------------------------------------------------
@@ -2716,6 +2861,40 @@ defmodule NxVulkan.NifFuzz do
   end
 
   # supported/4 answers false for any op term.
+  # A plan made invalid: every one of these must raise.
+  defp mutation(:plan, {n, ops, outputs} = plan) do
+    k = rand(tuple_size(ops))
+    {index, args, out, free} = elem(ops, k)
+    put = fn op -> {n, put_elem(ops, k, op), outputs} end
+
+    term =
+      case rand(7) do
+        0 -> junk()
+        # a NIF a plan may not call (device_count), or none
+        1 -> put.({pick([0, 100_000]), args, out, free})
+        2 -> {n, ops, Tuple.append(outputs, n)}
+        # the last slot is written by this op or a later one
+        3 -> put.({index, put_elem(args, 0, {:s, n - 1}), out, free})
+        4 -> put.({index, Tuple.delete_at(args, tuple_size(args) - 1), out, free})
+        5 -> put.({index, args, {}, free})
+        _ -> put.({index, put_elem(args, 0, pick([{:q, 0}, :p, {:p}, {:l, [1]}])), out, free})
+      end
+
+    {if(term == plan, do: :plan, else: term), :junk, :must}
+  end
+
+  # Parameters made invalid: a plan reads every one of them.
+  defp mutation(:params, params) do
+    term =
+      case rand(3) do
+        0 -> Tuple.to_list(params)
+        1 -> put_elem(params, rand(tuple_size(params)), any_dead().ref)
+        _ -> pick([{}, :params, [], {1, 2}])
+      end
+
+    {term, :junk, :must}
+  end
+
   defp mutation(:any, _term), do: {junk(), :any, :may}
   defp mutation(_kind, _term), do: {junk(), :junk, :must}
 
