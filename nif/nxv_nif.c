@@ -1820,11 +1820,25 @@ static const char *const kReplayable[] = {
 #define REPLAY_CHECK_EVERY 8
 #define REPLAY_SLICE_US 1000
 
-static bool replayable(const ErlNifFunc *f) {
+/* Whether the NIF table's entry i may be called by a plan: set once by
+ * load() (replay_mark()), read-only after. */
+#define REPLAY_MAX_NIFS 96
+static bool g_replayable[REPLAY_MAX_NIFS];
+
+static bool replayable_entry(const ErlNifFunc *f) {
   if (f->flags != 0) return false;
   for (size_t i = 0; i < sizeof kReplayable / sizeof kReplayable[0]; i++)
     if (strcmp(f->name, kReplayable[i]) == 0) return true;
   return false;
+}
+
+/* Fills g_replayable; false when the table outgrows it. */
+static bool replay_mark(void) {
+  unsigned n;
+  const ErlNifFunc *table = nif_table(&n);
+  if (n > REPLAY_MAX_NIFS) return false;
+  for (unsigned i = 0; i < n; i++) g_replayable[i] = replayable_entry(&table[i]);
+  return true;
 }
 
 /* replay_index(name, arity): the index replay/2 calls the NIF name/arity
@@ -1840,7 +1854,7 @@ static ERL_NIF_TERM nif_replay_index(ErlNifEnv *env, int argc, const ERL_NIF_TER
   const ErlNifFunc *table = nif_table(&n);
   for (unsigned i = 0; i < n; i++)
     if (table[i].arity == arity && strcmp(table[i].name, name) == 0)
-      return replayable(&table[i]) ? enif_make_uint(env, i) : am_nil;
+      return g_replayable[i] ? enif_make_uint(env, i) : am_nil;
   return am_nil;
 }
 
@@ -2002,7 +2016,7 @@ static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifF
                           "replay: op %u is not {nif_index, arg_specs, out_slots, free_slots}",
                           c->op);
   const ErlNifFunc *f = &table[index];
-  if (!replayable(f))
+  if (!g_replayable[index])
     return raise_argument(env, "replay: op %u calls %s/%u, which a plan may not call", c->op,
                           f->name, f->arity);
   if ((unsigned)nargs != f->arity)
@@ -2232,6 +2246,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   am_spec_v = enif_make_atom(env, "v");
   am_spec_l = enif_make_atom(env, "l");
   am_spec_t = enif_make_atom(env, "t");
+  if (!replay_mark()) return 1;
   return 0;
 }
 
