@@ -49,7 +49,9 @@ n = Keyword.get(opts, :elements, 16)
 all = ["null", "nif", "nif_imm", "backend", "backend_imm", "nx", "nx_tensor"]
 no_device_work = ["nif", "nif_imm", "backend", "backend_imm"]
 default_layers = if n == 0, do: no_device_work, else: all
-layers = opts |> Keyword.get(:layers, Enum.join(default_layers, ",")) |> String.split(",", trim: true)
+
+layers =
+  opts |> Keyword.get(:layers, Enum.join(default_layers, ",")) |> String.split(",", trim: true)
 
 if rest != [] or invalid != [] or rounds < 1 or burst < 1 or n < 0 or layers -- all != [] or
      (n == 0 and layers -- no_device_work != []) do
@@ -72,7 +74,10 @@ xr = NIF.upload(dev, :f32, f32.(List.duplicate(2.0, n)))
 imm = <<1.0::float-32-native>>
 # The same buffers as Nx tensors of this backend (Nx.tensor/2 would refuse
 # zero elements).
-as_tensor = fn ref -> %{Nx.template({n}, :f32) | data: %Nx.Vulkan.Backend{ref: ref, device: index}} end
+as_tensor = fn ref ->
+  %{Nx.template({n}, :f32) | data: %Nx.Vulkan.Backend{ref: ref, device: index}}
+end
+
 x = as_tensor.(xr)
 ones = as_tensor.(one)
 xn = NxBench.NullBackend.null(Nx.template({max(n, 1)}, :f32))

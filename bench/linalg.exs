@@ -168,7 +168,15 @@ det_cases =
 qr_cases =
   if text = opts[:qr],
     do: parse_cases.(text, 3),
-    else: [{1, 16, 16}, {1, 64, 64}, {1, 256, 256}, {1, 1024, 1024}, {1, 1024, 64}, {256, 16, 16}, {64, 64, 64}]
+    else: [
+      {1, 16, 16},
+      {1, 64, 64},
+      {1, 256, 256},
+      {1, 1024, 1024},
+      {1, 1024, 64},
+      {256, 16, 16},
+      {64, 64, 64}
+    ]
 
 eigh_cases =
   if text = opts[:eigh],
@@ -330,7 +338,10 @@ rows =
             {a, _} = Nx.Random.uniform(key, -1.0, 1.0, shape: {batch, m, n}, type: type)
             h = Nx.backend_copy(a, Nx.BinaryBackend)
             # Nx's default implementation, its constants on the host too.
-            host_qr = fn -> Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.qr(h) end) end
+            host_qr = fn ->
+              Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.qr(h) end)
+            end
+
             {"#{batch}x#{m}x#{n}", fn -> Nx.LinAlg.qr(a) end, host_qr, max(m, n), batch}
 
           {:eigh, {batch, n}} ->
@@ -342,7 +353,11 @@ rows =
             l = Nx.tensor(for(k <- 0..(n - 1), do: 3.0 * :math.pow(-0.5, k)), type: type)
             a = Nx.dot(Nx.multiply(q, l), [2], [0], q, [2], [0])
             h = Nx.backend_copy(a, Nx.BinaryBackend)
-            host_eigh = fn -> Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.eigh(h) end) end
+
+            host_eigh = fn ->
+              Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.eigh(h) end)
+            end
+
             {"#{batch}x#{n}x#{n}", fn -> Nx.LinAlg.eigh(a) end, host_eigh, n, batch}
 
           {:svd, {batch, m, n}} ->
@@ -357,7 +372,11 @@ rows =
             l = Nx.tensor(for(i <- 0..(k - 1), do: 3.0 * :math.pow(0.5, i)), type: type)
             a = Nx.dot(Nx.multiply(u, l), [2], [0], v, [2], [0])
             h = Nx.backend_copy(a, Nx.BinaryBackend)
-            host_svd = fn -> Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.svd(h) end) end
+
+            host_svd = fn ->
+              Nx.with_default_backend(Nx.BinaryBackend, fn -> Nx.LinAlg.svd(h) end)
+            end
+
             {"#{batch}x#{m}x#{n}", fn -> Nx.LinAlg.svd(a) end, host_svd, max(m, n), batch}
         end
 

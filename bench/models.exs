@@ -121,14 +121,17 @@ defmodule NxBench.Steps do
   # {step, params, x, y}: model "mlp" or "cnn"'s SGD step compiled ahead
   # of time with Nx.Defn.Evaluator, and its starting parameters and data
   # (on the default backend).
-  def evaluator(model) do
+  def evaluator(model), do: step(model, compiler: Nx.Defn.Evaluator)
+
+  # The same compiled with the Nx.Defn.compile/3 options opts.
+  def step(model, opts) do
     {step_fun, {params, x, y}} =
       case model do
         "mlp" -> {&NxBench.Models.mlp_step/3, NxBench.Data.mlp_data()}
         "cnn" -> {&NxBench.Models.cnn_step/3, NxBench.Data.cnn_data()}
       end
 
-    {Nx.Defn.compile(step_fun, [params, x, y], compiler: Nx.Defn.Evaluator), params, x, y}
+    {Nx.Defn.compile(step_fun, [params, x, y], opts), params, x, y}
   end
 
   # A [:nx_vulkan, :submit] telemetry handler: stores each batch's {ops,

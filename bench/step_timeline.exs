@@ -1,17 +1,25 @@
-# Where the wall time of a training step goes, host and GPU side by side.
+# Where the wall time of a training or sampler step goes, host and GPU side
+# by side.
 #
-#   mix run bench/step_timeline.exs [--model mlp|cnn] [--steps N] [--warmup N] [--show N]
+#   mix run bench/step_timeline.exs [--model mlp|cnn|hmc] [--compiler evaluator|vulkan]
+#                                   [--steps N] [--warmup N] [--show N]
 #
-# Runs the step (bench/models.exs, compiled ahead of time with
-# Nx.Defn.Evaluator, on the default device and its default batching) as a
-# training loop that reads each loss back, while the `[:nx_vulkan, :submit]`
+# Runs the step on the default device and its default batching as a loop
+# that reads each step's result back: mlp and cnn (bench/models.exs) are
+# SGD steps that read the loss, hmc (bench/hmc.exs) a Hamiltonian Monte
+# Carlo step of 64 dimensions and 10 leapfrog steps that reads its accept
+# flag and feeds its position and key to the next. `--compiler evaluator`
+# (the default for mlp and cnn) compiles the step ahead of time with
+# Nx.Defn.Evaluator, `--compiler vulkan` (the default for hmc) with
+# Nx.Vulkan.Compiler (traced once, then replayed). Meanwhile the
+# `[:nx_vulkan, :submit]`
 # telemetry event records every batch: its submission, and its start and
 # end on the GPU on the runtime's clock (`Nx.Vulkan.NIF.clock_ns/0`, through
 # VK_EXT_calibrated_timestamps; devices without it print the step times
 # only). Each step is split, medians over `--steps` (default 200) after
 # `--warmup` (default 50) steps, into:
 #
-#   * host: until the step function returned (Nx's Evaluator and the
+#   * host: until the step function returned (the compiler's work and the
 #     backend enqueueing its ops);
 #   * head: from the step's start to its first batch starting on the GPU;
 #   * GPU busy: the sum of its batches' GPU time;
@@ -20,7 +28,7 @@
 #     enqueue ops, or for the scheduler to submit them);
 #   * launch: GPU idle between two batches after the next one was
 #     submitted (submission to start);
-#   * tail: from its last batch's end to the loss on the host (completion
+#   * tail: from its last batch's end to the result on the host (completion
 #     seen, the download, the return to Elixir).
 #
 # head + busy + starved + launch + tail is the step, so the figures say
@@ -29,31 +37,61 @@
 # end from the step's start, its ops and GPU time, and the gap before it.
 {opts, rest, invalid} =
   OptionParser.parse(System.argv(),
-    strict: [model: :string, steps: :integer, warmup: :integer, show: :integer]
+    strict: [
+      model: :string,
+      compiler: :string,
+      steps: :integer,
+      warmup: :integer,
+      show: :integer
+    ]
   )
 
 model = Keyword.get(opts, :model, "mlp")
+compiler = Keyword.get(opts, :compiler, if(model == "hmc", do: "vulkan", else: "evaluator"))
 steps = Keyword.get(opts, :steps, 200)
 warmup = Keyword.get(opts, :warmup, 50)
 show = Keyword.get(opts, :show, 0)
 
-if rest != [] or invalid != [] or model not in ["mlp", "cnn"] or steps < 1 or warmup < 1 or
-     show < 0 do
+if rest != [] or invalid != [] or model not in ["mlp", "cnn", "hmc"] or
+     compiler not in ["evaluator", "vulkan"] or steps < 1 or warmup < 1 or show < 0 do
   IO.puts(
     :stderr,
-    "usage: mix run bench/step_timeline.exs [--model mlp|cnn] [--steps N] [--warmup N] [--show N]"
+    "usage: mix run bench/step_timeline.exs [--model mlp|cnn|hmc] " <>
+      "[--compiler evaluator|vulkan] [--steps N] [--warmup N] [--show N]"
   )
 
   System.halt(2)
 end
 
 Code.require_file("models.exs", __DIR__)
+Code.require_file("hmc.exs", __DIR__)
 alias Nx.Vulkan.NIF
 
 Nx.default_backend(Nx.Vulkan.Backend)
 index = Nx.Vulkan.default_device_index()
 info = NIF.device_info(index)
-{step, params, x, y} = NxBench.Steps.evaluator(model)
+defn_compiler = if compiler == "vulkan", do: Nx.Vulkan.Compiler, else: Nx.Defn.Evaluator
+
+# {step, state}: step.(state) returns {state, the tensor a loop reads back}.
+{step, state} =
+  case model do
+    "hmc" ->
+      f =
+        Nx.Defn.compile(
+          &NxBench.Sampler.hmc_step(&1, &2, &3, steps: 10),
+          [Nx.broadcast(0.0, {64}), Nx.Random.key(42), 0.1],
+          compiler: defn_compiler
+        )
+
+      {fn {q, key} ->
+         {q, key, accept} = f.(q, key, 0.1)
+         {{q, key}, accept}
+       end, {Nx.broadcast(0.0, {64}), Nx.Random.key(42)}}
+
+    _ ->
+      {step, params, x, y} = NxBench.Steps.step(model, compiler: defn_compiler)
+      {fn p -> step.(p, x, y) end, params}
+  end
 
 table = :ets.new(:step_timeline, [:public, :ordered_set])
 
@@ -67,16 +105,23 @@ table = :ets.new(:step_timeline, [:public, :ordered_set])
 # The handler takes effect within one telemetry interval.
 interval = Application.get_env(:nx_vulkan, :telemetry_interval_ms, 500)
 Process.sleep(2 * interval)
-params = NxBench.Steps.run(step, warmup, params, x, y)
+
+state =
+  Enum.reduce(1..warmup, state, fn _, s ->
+    {s, out} = step.(s)
+    Nx.to_number(out)
+    s
+  end)
+
 :ok = Nx.Vulkan.synchronize()
 
 {spans, _} =
-  Enum.map_reduce(1..steps, params, fn _, p ->
+  Enum.map_reduce(1..steps, state, fn _, s ->
     t0 = NIF.clock_ns()
-    {p, loss} = step.(p, x, y)
+    {s, out} = step.(s)
     th = NIF.clock_ns()
-    Nx.to_number(loss)
-    {{t0, th, NIF.clock_ns()}, p}
+    Nx.to_number(out)
+    {{t0, th, NIF.clock_ns()}, s}
   end)
 
 # Every batch of the steps delivered (they arrive every interval).
@@ -92,7 +137,7 @@ end
 us = fn ns -> :erlang.float_to_binary(ns / 1000, decimals: 1) end
 
 IO.puts(
-  "#{model} step through Nx.Defn.Evaluator on #{info.name} (#{info.driver_name}), " <>
+  "#{model} step through #{inspect(defn_compiler)} on #{info.name} (#{info.driver_name}), " <>
     "#{steps} steps after #{warmup}, medians in us"
 )
 
