@@ -1918,16 +1918,17 @@ static ERL_NIF_TERM replay_arg(replay_ctx *c, ERL_NIF_TERM spec, int depth, ERL_
   if (depth > REPLAY_MAX_DEPTH || !enif_get_tuple(env, spec, &arity, &e) || arity < 2)
     return replay_bad_spec(c);
   ERL_NIF_TERM tag = e[0];
+  /* Constants first: most arguments are. */
+  if (arity == 2 && enif_is_identical(tag, am_spec_c)) {
+    *out = e[1];
+    return am_ok;
+  }
   if (arity == 2 && enif_is_identical(tag, am_spec_s)) {
     if (!enif_get_uint(env, e[1], &i) || i >= c->nslots) return replay_bad_spec(c);
     if (!c->live[i])
       return raise_argument(env, "replay: op %u reads slot %u, which holds no tensor", c->op,
                             i);
     *out = c->slots[i];
-    return am_ok;
-  }
-  if (arity == 2 && enif_is_identical(tag, am_spec_c)) {
-    *out = e[1];
     return am_ok;
   }
   if (arity == 2 && enif_is_identical(tag, am_spec_p)) {
