@@ -84,10 +84,17 @@ defmodule Nx.Vulkan.Fusion do
     # Groups by root, built in op order: an op takes the groups of the
     # operands it may absorb (absorb/5). A group is its members' indices,
     # in op order.
-    groups =
-      Enum.reduce(Enum.sort(Map.keys(members)), %{}, fn i, groups ->
+    # taken: for each comparison, the groups of its operands' producers
+    # before it took them in (split_comparisons/3).
+    {groups, taken} =
+      Enum.reduce(Enum.sort(Map.keys(members)), {%{}, %{}}, fn i, {groups, taken} ->
         m = members[i]
         ctx = {uses, producer, members, transposes}
+
+        taken =
+          if m.kind == :compare,
+            do: Map.put(taken, i, Map.take(groups, operand_producers(m, producer))),
+            else: taken
 
         {group, groups} =
           m.operands
@@ -96,8 +103,10 @@ defmodule Nx.Vulkan.Fusion do
             absorb(operand, pos, m, acc, ctx)
           end)
 
-        Map.put(groups, i, group)
+        {Map.put(groups, i, group), taken}
       end)
+
+    groups = split_comparisons(groups, taken)
 
     fused =
       for {root, group} <- groups,
@@ -155,6 +164,24 @@ defmodule Nx.Vulkan.Fusion do
     else
       _ -> acc
     end
+  end
+
+  # A group rooted at a comparison that no select took as its predicate
+  # cannot be a program (a program's result is of its type; the
+  # comparison's is u8): the comparison stays an op of its own, and the
+  # groups of its operands' producers are groups again, as they were
+  # before it took them in.
+  defp split_comparisons(groups, taken) do
+    Enum.reduce(taken, groups, fn {i, before}, acc ->
+      case acc do
+        %{^i => [_, _ | _]} -> acc |> Map.merge(before) |> Map.put(i, [i])
+        _ -> acc
+      end
+    end)
+  end
+
+  defp operand_producers(m, producer) do
+    for {{:s, slot}, _, _} <- m.operands, p = producer[slot], p != nil, uniq: true, do: p
   end
 
   # How many times each slot is read (by ops and by the outputs).

@@ -144,6 +144,15 @@ if Code.ensure_loaded?(Nx) do
       {Nx.sin(s) + 1, s * s - x}
     end
 
+    # A comparison of two chains, returned (a Metropolis test's flag) and
+    # read by a select whose predicate it broadcasts: no program takes it.
+    defn compared_chains(x, y) do
+      a = Nx.log(x * x + 1.0) * 0.5
+      b = Nx.negate(Nx.sum(y * y)) + Nx.sum(x)
+      flag = Nx.less(Nx.sum(a), b * 2.0 - 1.0)
+      {flag, Nx.select(flag, x, y)}
+    end
+
     # Rounds of threefry's mix on u32 pairs: each round's sum is read by
     # the next round and by this round's xor, each xor by three ops of the
     # next round. (A plain function, jitted by the test.)
@@ -394,6 +403,22 @@ if Code.ensure_loaded?(Nx) do
           |> Enum.reverse()
 
         {List.to_tuple(Enum.map(outs, &Enum.at(values, &1))), Nx.sum(Enum.at(values, summed))}
+      end
+    end
+
+    test "the operands of a comparison no select takes in are fused programs" do
+      for type <- [:f32, :f64] do
+        x = Nx.as_type(uniform(53, {5, 7}), type)
+        y = Nx.as_type(uniform(54, {5, 7}), type)
+        expected = evaluator(&compared_chains/2, [x, y])
+        {_, evaluated} = ops_of(fn -> evaluator(&compared_chains/2, [x, y]) end)
+        assert bits(compared_chains(x, y)) == bits(expected)
+        {got, replayed} = ops_of(fn -> compared_chains(x, y) end)
+        assert bits(got) == bits(expected)
+        # a's program and its sum; y * y, its sum and x's sum; the
+        # program of the scalars on the comparison's right (four ops of
+        # their own before); the comparison; the select.
+        assert replayed == 8, "#{type}: #{replayed} ops, #{evaluated} evaluated"
       end
     end
 
