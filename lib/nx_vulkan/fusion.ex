@@ -15,6 +15,8 @@ defmodule Nx.Vulkan.Fusion do
   # limits; inside one program its ops run once, so chains whose results
   # are read twice, such as threefry's rounds, fuse several steps deep. It
   # is computed on its own only where some read of it was not recomputed.
+  # A comparison no select takes in stays an op of its own (its u8 result
+  # is no program's), its operands' groups programs of their own.
   # The fused kernel computes bitwise what the ops compute one kernel each
   # (nxv_fused in nxv.h), so a replay returns what the evaluation did.
   #
