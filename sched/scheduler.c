@@ -992,13 +992,12 @@ static void *sched_main(void *arg) {
         flush = true;
       bool round_trip = !flush && round_trip_op(s, b);
       flush = flush || round_trip;
-      /* The GPU's idleness from the timeline, not from the retiring
-       * threads' counter: that lags the signal by the completion thread's
-       * wake-up once its poll has ended (tens of microseconds, on a VM's
-       * vCPUs now and then hundreds), and the next batch with it. */
       if (!flush && s->cfg.kick_nodes && nodes >= s->cfg.kick_nodes &&
-          (nodes >= NXV_KICK_BACKLOG * s->cfg.kick_nodes || nxv_ring_empty(s->ring)))
-        flush = gpu_idle(s);
+          (nodes >= NXV_KICK_BACKLOG * s->cfg.kick_nodes || nxv_ring_empty(s->ring))) {
+        pthread_mutex_lock(&s->mu);
+        flush = s->inflight_count == 0;
+        pthread_mutex_unlock(&s->mu);
+      }
       if (flush) submit_open(s);
       /* Counted once submitted, so that a reader who sees the count sees
        * the batch in flight. */
@@ -1011,12 +1010,9 @@ static void *sched_main(void *arg) {
         continue;
       }
       if (s->open->nnodes || s->nheld) {
-        /* Submitted after idle_flush_us without a new node, or as soon as
-         * the GPU finishes what it runs when the batch has kick_nodes. */
         uint64_t until = now_ns() + (uint64_t)s->cfg.idle_flush_us * 1000u;
-        bool kick = s->cfg.kick_nodes && s->open->nnodes + s->nheld >= s->cfg.kick_nodes;
-        while (nxv_ring_empty(s->ring) && now_ns() < until && !atomic_load(&s->stop) &&
-               !(kick && gpu_idle(s)))
+        while (nxv_ring_empty(s->ring) && now_ns() < until &&
+               !atomic_load(&s->stop))
           cpu_relax();
         if (nxv_ring_empty(s->ring)) submit_open(s);
         continue;
