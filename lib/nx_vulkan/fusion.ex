@@ -338,7 +338,8 @@ defmodule Nx.Vulkan.Fusion do
   end
 
   # A transpose of a dense tensor read once: {slot, {input spec, strides,
-  # type}} with the strides that read its input in the output's order.
+  # type, output shape}} with the strides that read its input in the
+  # output's order.
   defp transpose_view({:transpose, [in_shape, a, perm], [slot]}, uses, info) do
     with 1 <- uses[slot],
          {:ok, in_shape} <- int_list(in_shape),
@@ -352,7 +353,8 @@ defmodule Nx.Vulkan.Fusion do
         |> Enum.reverse()
         |> List.to_tuple()
 
-      {slot, {a, Enum.map(perm, &elem(dense, &1)), type}}
+      out_shape = Enum.map(perm, &Enum.at(in_shape, &1))
+      {slot, {a, Enum.map(perm, &elem(dense, &1)), type, out_shape}}
     else
       _ -> nil
     end
@@ -371,7 +373,7 @@ defmodule Nx.Vulkan.Fusion do
     |> Enum.flat_map(fn i ->
       Enum.reject(members[i].operands, &internal?(&1, in_group, producer))
     end)
-    |> Enum.map(&fold_transpose(&1, transposes))
+    |> Enum.map(&fold_transpose(&1, group_shape(group, members), transposes))
     |> Enum.uniq()
   end
 
@@ -380,14 +382,20 @@ defmodule Nx.Vulkan.Fusion do
 
   defp internal?(_operand, _in_group, _producer), do: false
 
-  defp fold_transpose({{:s, slot}, 0, nil} = operand, transposes) do
+  # A dense read of a transpose's result is a read of its input with
+  # strides, where the reader's shape is the transpose's (not a reshape of
+  # it: those strides would read other elements).
+  defp fold_transpose({{:s, slot}, 0, nil} = operand, shape, transposes) do
     case transposes do
-      %{^slot => {a, strides, _type}} -> {a, 0, strides}
+      %{^slot => {a, strides, _type, ^shape}} -> {a, 0, strides}
       _ -> operand
     end
   end
 
-  defp fold_transpose(operand, _transposes), do: operand
+  defp fold_transpose(operand, _shape, _transposes), do: operand
+
+  # A group's members share one shape (links?/3).
+  defp group_shape([i | _], members), do: members[i].shape
 
   # The transpose ops a group's inputs fold in.
   defp absorbed(group, members, producer, transposes) do
@@ -396,7 +404,7 @@ defmodule Nx.Vulkan.Fusion do
     for i <- group,
         {{:s, slot}, 0, nil} = op <- members[i].operands,
         not internal?(op, in_group, producer),
-        Map.has_key?(transposes, slot),
+        fold_transpose(op, members[i].shape, transposes) != op,
         uniq: true,
         do: producer[slot]
   end
@@ -422,7 +430,7 @@ defmodule Nx.Vulkan.Fusion do
           Enum.map(m.operands, fn {spec, _, _} = operand ->
             if internal?(operand, in_group, producer),
               do: reg[elem(spec, 1)],
-              else: input_reg[fold_transpose(operand, transposes)]
+              else: input_reg[fold_transpose(operand, members[root].shape, transposes)]
           end)
 
         [a, b, c] = regs ++ List.duplicate(0, 3 - length(regs))
