@@ -377,7 +377,10 @@ defmodule Nx.Vulkan.Fusion do
     |> Enum.uniq()
   end
 
-  defp internal?({{:s, slot}, _, _}, in_group, producer),
+  # A dense read of a result the group computes is a register; any other
+  # read of it (a view: transposed, sliced, broadcast) reads its buffer,
+  # an input, so that result is computed on its own as well.
+  defp internal?({{:s, slot}, 0, nil}, in_group, producer),
     do: MapSet.member?(in_group, producer[slot])
 
   defp internal?(_operand, _in_group, _producer), do: false

@@ -144,6 +144,14 @@ if Code.ensure_loaded?(Nx) do
       {Nx.sin(s) + 1, s * s - x}
     end
 
+    # A product read densely by a chain and through views of its buffer
+    # (transposed, reversed, a row broadcast) by the same chain's ops.
+    defn viewed_twice(x, y) do
+      b = x * y
+      a = b + 1.0
+      {a + Nx.transpose(b), Nx.exp(a) - Nx.reverse(b, axes: [0]), a * 2.0 - b[0]}
+    end
+
     # A comparison of two chains, returned (a Metropolis test's flag) and
     # read by a select whose predicate it broadcasts: no program takes it.
     defn compared_chains(x, y) do
@@ -403,6 +411,16 @@ if Code.ensure_loaded?(Nx) do
           |> Enum.reverse()
 
         {List.to_tuple(Enum.map(outs, &Enum.at(values, &1))), Nx.sum(Enum.at(values, summed))}
+      end
+    end
+
+    test "a result a program computes and also reads through a view is read from its buffer" do
+      for shape <- [{4, 4}, {5, 5}], type <- [:f32, :f64] do
+        x = Nx.as_type(uniform(55, shape), type)
+        y = Nx.as_type(uniform(56, shape), type)
+        expected = evaluator(&viewed_twice/2, [x, y])
+        assert bits(viewed_twice(x, y)) == bits(expected)
+        assert bits(viewed_twice(x, y)) == bits(expected), "#{inspect(shape)} #{type}"
       end
     end
 
