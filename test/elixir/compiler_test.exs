@@ -365,8 +365,9 @@ if Code.ensure_loaded?(Nx) do
 
     # A random graph of elementwise ops over three inputs, each op reading
     # earlier values (so results are read by several ops and groups are
-    # shared), some of its values returned and one summed: a function of
-    # three tensors.
+    # shared), some directly and some through views (reversed, a row
+    # broadcast), some of its values returned and one summed: a function
+    # of three tensors.
     defp random_graph(seed, nodes) do
       :rand.seed(:exsss, {seed, seed * 7 + 1, 3})
 
@@ -382,7 +383,9 @@ if Code.ensure_loaded?(Nx) do
              :exp,
              :sin,
              :select,
-             :divide
+             :divide,
+             :reverse,
+             :row
            ]), :rand.uniform(1_000_000), :rand.uniform(1_000_000)}
         end
 
@@ -403,6 +406,9 @@ if Code.ensure_loaded?(Nx) do
                 :sin -> Nx.sin(a)
                 :select -> Nx.select(Nx.greater(a, b), a, Nx.multiply(b, 0.5))
                 :divide -> Nx.divide(a, Nx.add(Nx.abs(b), 1.0))
+                # views of a result: reversed, a row broadcast
+                :reverse -> Nx.add(Nx.reverse(a, axes: [0]), b)
+                :row -> Nx.subtract(b, a[1])
                 binary -> apply(Nx, binary, [a, b])
               end
 
