@@ -567,13 +567,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
       params = tensors |> Enum.map(& &1.data.ref) |> List.to_tuple()
 
       outputs = Nx.Vulkan.Backend.__alloc__(device, fn -> Nx.Vulkan.NIF.replay(plan, params) end)
-
-      {result, []} =
-        Nx.Defn.Composite.traverse(result, specs, fn t, [spec | rest] ->
-          {%{t | data: %{t.data | ref: resolve(spec, params, outputs)}}, rest}
-        end)
-
-      result
+      fill(result, specs, params, outputs)
     end
 
     defp replay({ops, {result, specs}, device, nil}, tensors) do
@@ -587,6 +581,13 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
           release(free, slots)
         end)
 
+      fill(result, specs, params, slots)
+    end
+
+    # The plan's result with each tensor's ref the one its spec names
+    # (slots: the slot map of a replay from Elixir, or the tuple of output
+    # tensors replay/2 returned).
+    defp fill(result, specs, params, slots) do
       {result, []} =
         Nx.Defn.Composite.traverse(result, specs, fn t, [spec | rest] ->
           {%{t | data: %{t.data | ref: resolve(spec, params, slots)}}, rest}
