@@ -12,7 +12,9 @@
  * download/3 starts on a normal scheduler when small, busy-polls there
  * briefly, and continues on a dirty I/O scheduler when the copy is large or
  * still running; synchronize/1, open_device/2, save_pipeline_cache/1 and
- * upload_dirty/3 run on dirty schedulers.
+ * upload_dirty/3 run on dirty schedulers. replay/2 makes a plan's op NIF
+ * calls in one call on a normal scheduler, yielding it (enif_schedule_nif)
+ * about every millisecond.
  *
  * Errors: invalid arguments raise ArgumentError; unsupported op/type
  * combinations raise ArgumentError naming op, type and device; device
@@ -1789,7 +1791,6 @@ static ERL_NIF_TERM nif_iota(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
   nxv_status st = nxv_iota(r->dev, t, rank, shape, axis, &out);
   return op_result(env, st, out, "iota");
 }
-
 
 /* ------------------------------------------------------------------ */
 /* Plan replay                                                         */
