@@ -2021,7 +2021,7 @@ static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifF
   if (!g_replayable[index])
     return raise_argument(env, "replay: op %u calls %s/%u, which a plan may not call", c->op,
                           f->name, f->arity);
-  if ((unsigned)nargs != f->arity)
+  if ((unsigned)nargs != f->arity || nargs > REPLAY_MAX_ARGS)
     return raise_argument(env, "replay: op %u calls %s/%u with %d arguments", c->op, f->name,
                           f->arity, nargs);
   /* Out slots must be distinct and empty: marked 2 while checked. */
