@@ -1825,6 +1825,11 @@ static const char *const kReplayable[] = {
  * load() (replay_mark()), read-only after. */
 #define REPLAY_MAX_NIFS 96
 static bool g_replayable[REPLAY_MAX_NIFS];
+/* The name of the NIF table's entry i as an atom: an op names the NIF it
+ * calls besides its index, so that a plan made against another build of
+ * this library (another table) is refused, not run with other functions.
+ * Set once by load(). */
+static ERL_NIF_TERM g_nif_names[REPLAY_MAX_NIFS];
 
 static bool replayable_entry(const ErlNifFunc *f) {
   if (f->flags != 0) return false;
@@ -1833,12 +1838,16 @@ static bool replayable_entry(const ErlNifFunc *f) {
   return false;
 }
 
-/* Fills g_replayable; false when the table outgrows it. */
-static bool replay_mark(void) {
+/* Fills g_replayable and g_nif_names; false when the table outgrows
+ * them. */
+static bool replay_mark(ErlNifEnv *env) {
   unsigned n;
   const ErlNifFunc *table = nif_table(&n);
   if (n > REPLAY_MAX_NIFS) return false;
-  for (unsigned i = 0; i < n; i++) g_replayable[i] = replayable_entry(&table[i]);
+  for (unsigned i = 0; i < n; i++) {
+    g_replayable[i] = replayable_entry(&table[i]);
+    g_nif_names[i] = enif_make_atom(env, table[i].name);
+  }
   return true;
 }
 
@@ -2009,15 +2018,19 @@ static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifF
   int arity, nargs, nouts, nfrees;
   const ERL_NIF_TERM *op, *specs, *outs, *frees;
   unsigned index;
-  if (!enif_get_tuple(env, op_term, &arity, &op) || arity != 4 ||
-      !enif_get_uint(env, op[0], &index) || index >= ntable ||
-      !enif_get_tuple(env, op[1], &nargs, &specs) ||
-      !slot_tuple(env, op[2], c->nslots, &nouts, &outs) ||
-      !slot_tuple(env, op[3], c->nslots, &nfrees, &frees))
+  if (!enif_get_tuple(env, op_term, &arity, &op) || arity != 5 ||
+      !enif_get_uint(env, op[1], &index) || index >= ntable ||
+      !enif_get_tuple(env, op[2], &nargs, &specs) ||
+      !slot_tuple(env, op[3], c->nslots, &nouts, &outs) ||
+      !slot_tuple(env, op[4], c->nslots, &nfrees, &frees))
     return raise_argument(env,
-                          "replay: op %u is not {nif_index, arg_specs, out_slots, free_slots}",
-                          c->op);
+                          "replay: op %u is not {name, nif_index, arg_specs, out_slots, "
+                          "free_slots}", c->op);
   const ErlNifFunc *f = &table[index];
+  if (!enif_is_identical(op[0], g_nif_names[index]))
+    return raise_argument(env, "replay: op %u names another NIF than %s, index %u of this "
+                          "library (a plan made against another build)", c->op, f->name,
+                          index);
   if (!g_replayable[index])
     return raise_argument(env, "replay: op %u calls %s/%u, which a plan may not call", c->op,
                           f->name, f->arity);
@@ -2160,8 +2173,9 @@ static ERL_NIF_TERM replay_run(ErlNifEnv *env, ERL_NIF_TERM plan, ERL_NIF_TERM p
 
 /* replay(plan, params): runs a plan of NIF calls in this one call.
  *   plan: {slot_count, ops, output_slots}; ops a tuple of
- *         {nif_index, arg_specs, out_slots, free_slots} (nif_index from
- *         replay_index/2, arg_specs a tuple with one spec per argument,
+ *         {name, nif_index, arg_specs, out_slots, free_slots} (the NIF's
+ *         name, its index from replay_index/2, arg_specs a tuple with one
+ *         spec per argument,
  *         out_slots the slots that take the handles of the result in
  *         order, free_slots those whose handles are deallocated after it);
  *         output_slots the slots whose handles are returned.
@@ -2248,7 +2262,7 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   am_spec_v = enif_make_atom(env, "v");
   am_spec_l = enif_make_atom(env, "l");
   am_spec_t = enif_make_atom(env, "t");
-  if (!replay_mark()) return 1;
+  if (!replay_mark(env)) return 1;
   return 0;
 }
 

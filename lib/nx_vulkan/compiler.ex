@@ -531,7 +531,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
             for {name, specs, out, free} <- ops do
               index = Nx.Vulkan.NIF.replay_index(name, length(specs)) || throw(:no_native)
               args = specs |> Enum.map(&native_spec/1) |> List.to_tuple()
-              {index, args, List.to_tuple(out), List.to_tuple(free)}
+              {name, index, args, List.to_tuple(out), List.to_tuple(free)}
             end
 
           slot_count =

@@ -418,8 +418,10 @@ defmodule Nx.Vulkan.NIF do
   Runs a plan of NIF calls in one call: `Nx.Vulkan.Compiler`'s replays.
 
   `plan` is `{slot_count, ops, output_slots}`; `ops` a tuple of
-  `{index, arg_specs, out_slots, free_slots}`: `index` from
-  `replay_index/2`; `arg_specs` a tuple with one spec per argument;
+  `{name, index, arg_specs, out_slots, free_slots}`: the NIF's name and
+  its `index` from `replay_index/2` (an op whose name is not that index's
+  in this build of the library is refused); `arg_specs` a tuple with one
+  spec per argument;
   `out_slots` a tuple of the slots that take the tensors of the call's
   result, in order (the tensors of nested tuples and lists, other terms
   skipped); `free_slots` those whose tensors are deallocated after the

@@ -386,17 +386,18 @@ defmodule Nx.Vulkan.NIFTest do
     # s2 = s4 + 1.0 (an immediate); s3 = s0 - b. Outputs s2 and s3; s0, s1
     # and s4 are freed after their last reader.
     ops = {
-      {bin, {{:c, :add}, {:c, [5]}, {:p, 0}, {:c, 0}, {:c, nil}, {:p, 1}, {:c, 0}, {:c, nil}},
-       {0}, {}},
-      {bin,
+      {:binary, bin,
+       {{:c, :add}, {:c, [5]}, {:p, 0}, {:c, 0}, {:c, nil}, {:p, 1}, {:c, 0}, {:c, nil}}, {0},
+       {}},
+      {:binary, bin,
        {{:c, :multiply}, {:c, [5]}, {:s, 0}, {:c, 0}, {:c, nil}, {:p, 0}, {:c, 3}, {:c, [0]}},
        {1}, {}},
-      {reduce, {{:c, :sum}, {:c, [5]}, {:s, 1}, {:c, 0}, {:c, nil}, {:c, [0]}, {:c, :f32}}, {4},
-       {1}},
-      {fused,
+      {:reduce, reduce,
+       {{:c, :sum}, {:c, [5]}, {:s, 1}, {:c, 0}, {:c, nil}, {:c, [0]}, {:c, :f32}}, {4}, {1}},
+      {:fused, fused,
        {{:c, :f32}, {:c, []}, {:c, [plus]}, {:l, {{:v, {:s, 4}, 0, nil}, {:c, f32([1.0])}}}}, {2},
        {4}},
-      {bin,
+      {:binary, bin,
        {{:c, :subtract}, {:c, [5]}, {:s, 0}, {:c, 0}, {:c, nil}, {:p, 1}, {:c, 0}, {:c, nil}},
        {3}, {0}}
     }
@@ -423,8 +424,9 @@ defmodule Nx.Vulkan.NIFTest do
     view = {:t, {{:p, 0}, {:c, 1}, {:c, [2]}}}
 
     ops = {
-      {copy, strided, {0}, {}},
-      {fused, {{:c, :f32}, {:c, [2]}, {:c, [plus]}, {:l, {view, {:c, f32([1.0])}}}}, {1}, {}}
+      {:unary, copy, strided, {0}, {}},
+      {:fused, fused, {{:c, :f32}, {:c, [2]}, {:c, [plus]}, {:l, {view, {:c, f32([1.0])}}}}, {1},
+       {}}
     }
 
     assert {c, d} = NIF.replay({2, ops, {0, 1}}, {b})
@@ -444,8 +446,8 @@ defmodule Nx.Vulkan.NIFTest do
         x = if i == 0, do: {:p, 0}, else: {:s, i - 1}
         free = if i == 0, do: {}, else: {i - 1}
 
-        {bin, {{:c, :add}, {:c, [3]}, x, {:c, 0}, {:c, nil}, {:p, 0}, {:c, 0}, {:c, nil}}, {i},
-         free}
+        {:binary, bin,
+         {{:c, :add}, {:c, [3]}, x, {:c, 0}, {:c, nil}, {:p, 0}, {:c, 0}, {:c, nil}}, {i}, free}
       end
 
     plan = {n, List.to_tuple(ops), {n - 1}}
@@ -466,20 +468,26 @@ defmodule Nx.Vulkan.NIFTest do
     a = NIF.upload(ctx, :f32, f32([1.0, 2.0, 3.0]))
     base = in_use(ctx)
     args = {{:c, :add}, {:c, [3]}, {:p, 0}, {:c, 0}, {:c, nil}, {:p, 0}, {:c, 0}, {:c, nil}}
-    good = {bin, args, {0}, {}}
-    read = fn spec -> {bin, put_elem(args, 5, spec), {1}, {}} end
+    good = {:binary, bin, args, {0}, {}}
+    read = fn spec -> {:binary, bin, put_elem(args, 5, spec), {1}, {}} end
 
     cases = [
       {:plan, ~r/expected a plan \{slot_count, ops, output_slots\}/},
       {{2, [good], {0}}, ~r/expected a plan/},
       {{2, {good}, {2}}, ~r/expected a plan/},
       {{-1, {}, {}}, ~r/expected a plan/},
-      {{2, {good, :op}, {0}}, ~r/op 1 is not \{nif_index, arg_specs, out_slots, free_slots\}/},
-      {{2, {good, {10_000, args, {1}, {}}}, {0}}, ~r/op 1 is not/},
-      {{2, {good, {bin, args, {2}, {}}}, {0}}, ~r/op 1 is not/},
-      {{2, {good, {bin, args, {1}, {-1}}}, {0}}, ~r/op 1 is not/},
-      {{2, {good, {0, {}, {1}, {}}}, {0}}, ~r/op 1 calls device_count\/0, which a plan may not/},
-      {{2, {good, {bin, Tuple.delete_at(args, 7), {1}, {}}}, {0}},
+      {{2, {good, :op}, {0}},
+       ~r/op 1 is not \{name, nif_index, arg_specs, out_slots, free_slots\}/},
+      {{2, {good, {:binary, 10_000, args, {1}, {}}}, {0}}, ~r/op 1 is not/},
+      {{2, {good, {:binary, bin, args, {2}, {}}}, {0}}, ~r/op 1 is not/},
+      {{2, {good, {:binary, bin, args, {1}, {-1}}}, {0}}, ~r/op 1 is not/},
+      {{2, {good, {:device_count, 0, {}, {1}, {}}}, {0}},
+       ~r/op 1 calls device_count\/0, which a plan may not/},
+      # another NIF's name at binary's index: a plan of another build
+      {{2, {good, {:unary, bin, args, {1}, {}}}, {0}},
+       ~r/op 1 names another NIF than binary, index \d+ of this library/},
+      {{2, {good, {bin, args, {1}, {}}}, {0}}, ~r/op 1 is not/},
+      {{2, {good, {:binary, bin, Tuple.delete_at(args, 7), {1}, {}}}, {0}},
        ~r/op 1 calls binary\/8 with 7 arguments/},
       {{2, {good, read.({:s, 1})}, {0}}, ~r/op 1 reads slot 1, which holds no tensor/},
       {{2, {good, read.({:p, 1})}, {0}}, ~r/op 1 reads parameter 1 of 1/},
@@ -487,13 +495,17 @@ defmodule Nx.Vulkan.NIFTest do
       {{2, {good, read.({:s, 2})}, {0}}, ~r/op 1 has a malformed argument spec/},
       {{2, {good, read.({:l, [{:p, 0}]})}, {0}}, ~r/op 1 has a malformed argument spec/},
       {{2, {good, read.(:p)}, {0}}, ~r/op 1 has a malformed argument spec/},
-      {{2, {good, {bin, args, {0}, {}}}, {0}}, ~r/op 1 writes slot 0, which holds a tensor/},
-      {{3, {good, {bin, args, {1, 1}, {}}}, {0}}, ~r/op 1 writes slot 1, which it names twice/},
-      {{3, {good, {bin, args, {1, 2}, {}}}, {0}},
+      {{2, {good, {:binary, bin, args, {0}, {}}}, {0}},
+       ~r/op 1 writes slot 0, which holds a tensor/},
+      {{3, {good, {:binary, bin, args, {1, 1}, {}}}, {0}},
+       ~r/op 1 writes slot 1, which it names twice/},
+      {{3, {good, {:binary, bin, args, {1, 2}, {}}}, {0}},
        ~r/op 1 \(binary\) returned 1 tensors, the plan expects 2/},
-      {{3, {good, {bin, args, {}, {}}}, {0}}, ~r/returned 1 tensors, the plan expects 0/},
+      {{3, {good, {:binary, bin, args, {}, {}}}, {0}},
+       ~r/returned 1 tensors, the plan expects 0/},
       {{2, {good}, {1}}, ~r/output 0 is slot 1, which holds no tensor/},
-      {{2, {good, {bin, args, {1}, {0}}}, {0}}, ~r/output 0 is slot 0, which holds no tensor/},
+      {{2, {good, {:binary, bin, args, {1}, {0}}}, {0}},
+       ~r/output 0 is slot 0, which holds no tensor/},
       # an op's own error, raised as the NIF raises it
       {{2, {good, read.({:c, :x})}, {0}}, ~r/^binary operand b: expected a Nx.Vulkan tensor$/}
     ]

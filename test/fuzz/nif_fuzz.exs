@@ -1831,10 +1831,11 @@ defmodule NxVulkan.NifFuzz do
     {ops, params, outputs, next} =
       Enum.reduce(subs, {[], [], [], 0}, fn sub, {ops, params, outputs, next} ->
         {specs, params} = Enum.map_reduce(sub.args, params, &plan_spec/2)
-        op = {NIF.replay_index(sub.fun, length(sub.args)), List.to_tuple(specs), {next}, {}}
+        index = NIF.replay_index(sub.fun, length(sub.args))
+        op = {sub.fun, index, List.to_tuple(specs), {next}, {}}
 
         if chance(0.3) do
-          again = {copy, {{:s, next}}, {next + 1}, {next}}
+          again = {:copy, copy, {{:s, next}}, {next + 1}, {next}}
           {[again, op | ops], params, [next + 1 | outputs], next + 2}
         else
           {[op | ops], params, [next | outputs], next + 1}
@@ -2864,20 +2865,37 @@ defmodule NxVulkan.NifFuzz do
   # A plan made invalid: every one of these must raise.
   defp mutation(:plan, {n, ops, outputs} = plan) do
     k = rand(tuple_size(ops))
-    {index, args, out, free} = elem(ops, k)
+    {name, index, args, out, free} = elem(ops, k)
     put = fn op -> {n, put_elem(ops, k, op), outputs} end
 
     term =
-      case rand(7) do
-        0 -> junk()
-        # a NIF a plan may not call (device_count), or none
-        1 -> put.({pick([0, 100_000]), args, out, free})
-        2 -> {n, ops, Tuple.append(outputs, n)}
+      case rand(8) do
+        0 ->
+          junk()
+
+        # index 0 (device_count, which a plan may not call) or none
+        1 ->
+          put.({name, pick([0, 100_000]), args, out, free})
+
+        2 ->
+          {n, ops, Tuple.append(outputs, n)}
+
         # the last slot is written by this op or a later one
-        3 -> put.({index, put_elem(args, 0, {:s, n - 1}), out, free})
-        4 -> put.({index, Tuple.delete_at(args, tuple_size(args) - 1), out, free})
-        5 -> put.({index, args, {}, free})
-        _ -> put.({index, put_elem(args, 0, pick([{:q, 0}, :p, {:p}, {:l, [1]}])), out, free})
+        3 ->
+          put.({name, index, put_elem(args, 0, {:s, n - 1}), out, free})
+
+        4 ->
+          put.({name, index, Tuple.delete_at(args, tuple_size(args) - 1), out, free})
+
+        5 ->
+          put.({name, index, args, {}, free})
+
+        # a name that is not the index's NIF
+        6 ->
+          put.({pick([:download, :nope, :copy]), index, args, out, free})
+
+        _ ->
+          put.({name, index, put_elem(args, 0, pick([{:q, 0}, :p, {:p}, {:l, [1]}])), out, free})
       end
 
     {if(term == plan, do: :plan, else: term), :junk, :must}
