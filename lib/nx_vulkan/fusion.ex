@@ -87,7 +87,7 @@ defmodule Nx.Vulkan.Fusion do
     # operands it may absorb (absorb/5). A group is its members' indices,
     # in op order.
     # taken: for each comparison, the groups of its operands' producers
-    # before it took them in (split_comparisons/3).
+    # before it took them in (split_comparisons/2).
     {groups, taken} =
       Enum.reduce(Enum.sort(Map.keys(members)), {%{}, %{}}, fn i, {groups, taken} ->
         m = members[i]
