@@ -1976,7 +1976,7 @@ static ERL_NIF_TERM replay_arg(replay_ctx *c, ERL_NIF_TERM spec, int depth, ERL_
 /* Puts the handles of an op's result (a handle, or lists and tuples of
  * them, in order; other terms skipped) into the slots outs names. Returns
  * how many handles the result holds; stops filling past nouts. */
-static unsigned replay_take(replay_ctx *c, ERL_NIF_TERM term, const ERL_NIF_TERM *outs,
+static unsigned replay_take(replay_ctx *c, ERL_NIF_TERM term, const unsigned *outs,
                             unsigned nouts, unsigned taken, int depth) {
   ErlNifEnv *env = c->env;
   int arity;
@@ -1985,10 +1985,8 @@ static unsigned replay_take(replay_ctx *c, ERL_NIF_TERM term, const ERL_NIF_TERM
   if (depth > REPLAY_MAX_DEPTH) return taken;
   if (enif_is_ref(env, term)) {
     if (taken < nouts) {
-      unsigned i;
-      enif_get_uint(env, outs[taken], &i); /* checked by the caller */
-      c->slots[i] = term;
-      c->live[i] = 1;
+      c->slots[outs[taken]] = term;
+      c->live[outs[taken]] = 1;
     }
     return taken + 1;
   }
@@ -2001,7 +1999,8 @@ static unsigned replay_take(replay_ctx *c, ERL_NIF_TERM term, const ERL_NIF_TERM
   return taken;
 }
 
-static bool slot_tuple(ErlNifEnv *env, ERL_NIF_TERM term, unsigned nslots, int *out_n,
+/* A tuple of slot indices below nslots: its elements in *out_e. */
+static bool slot_terms(ErlNifEnv *env, ERL_NIF_TERM term, unsigned nslots, int *out_n,
                        const ERL_NIF_TERM **out_e) {
   if (!enif_get_tuple(env, term, out_n, out_e)) return false;
   for (int k = 0; k < *out_n; k++) {
@@ -2011,21 +2010,34 @@ static bool slot_tuple(ErlNifEnv *env, ERL_NIF_TERM term, unsigned nslots, int *
   return true;
 }
 
+/* Decodes a tuple of at most max slot indices below nslots into out. */
+static bool slot_tuple(ErlNifEnv *env, ERL_NIF_TERM term, unsigned nslots, unsigned max,
+                       unsigned *out, unsigned *out_n) {
+  int n;
+  const ERL_NIF_TERM *e;
+  if (!enif_get_tuple(env, term, &n, &e) || (unsigned)n > max) return false;
+  for (int k = 0; k < n; k++)
+    if (!enif_get_uint(env, e[k], &out[k]) || out[k] >= nslots) return false;
+  *out_n = (unsigned)n;
+  return true;
+}
+
 /* Runs one op of the plan: am_ok, or a raised exception. */
 static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifFunc *table,
                               unsigned ntable) {
   ErlNifEnv *env = c->env;
-  int arity, nargs, nouts, nfrees;
-  const ERL_NIF_TERM *op, *specs, *outs, *frees;
-  unsigned index;
+  int arity, nargs;
+  const ERL_NIF_TERM *op, *specs;
+  unsigned index, nouts, nfrees, outs[REPLAY_MAX_TUPLE], frees[REPLAY_MAX_TUPLE];
   if (!enif_get_tuple(env, op_term, &arity, &op) || arity != 5 ||
       !enif_get_uint(env, op[1], &index) || index >= ntable ||
       !enif_get_tuple(env, op[2], &nargs, &specs) ||
-      !slot_tuple(env, op[3], c->nslots, &nouts, &outs) ||
-      !slot_tuple(env, op[4], c->nslots, &nfrees, &frees))
+      !slot_tuple(env, op[3], c->nslots, REPLAY_MAX_TUPLE, outs, &nouts) ||
+      !slot_tuple(env, op[4], c->nslots, REPLAY_MAX_TUPLE, frees, &nfrees))
     return raise_argument(env,
                           "replay: op %u is not {name, nif_index, arg_specs, out_slots, "
-                          "free_slots}", c->op);
+                          "free_slots} (at most %d of each slot list)", c->op,
+                          REPLAY_MAX_TUPLE);
   const ErlNifFunc *f = &table[index];
   if (!enif_is_identical(op[0], g_nif_names[index]))
     return raise_argument(env, "replay: op %u names another NIF than %s, index %u of this "
@@ -2037,24 +2049,14 @@ static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifF
   if ((unsigned)nargs != f->arity || nargs > REPLAY_MAX_ARGS)
     return raise_argument(env, "replay: op %u calls %s/%u with %d arguments", c->op, f->name,
                           f->arity, nargs);
-  /* Out slots must be distinct and empty: marked 2 while checked. */
-  ERL_NIF_TERM bad = am_ok;
-  for (int k = 0; k < nouts; k++) {
-    unsigned i;
-    enif_get_uint(env, outs[k], &i);
-    if (c->live[i] == 0) {
-      c->live[i] = 2;
-    } else if (enif_is_identical(bad, am_ok)) {
-      bad = raise_argument(env, "replay: op %u writes slot %u, which %s", c->op, i,
-                           c->live[i] == 2 ? "it names twice" : "holds a tensor");
-    }
+  /* Out slots must be distinct and empty. */
+  for (unsigned k = 0; k < nouts; k++) {
+    bool twice = false;
+    for (unsigned j = 0; j < k; j++) twice = twice || outs[j] == outs[k];
+    if (twice || c->live[outs[k]])
+      return raise_argument(env, "replay: op %u writes slot %u, which %s", c->op, outs[k],
+                            twice ? "it names twice" : "holds a tensor");
   }
-  for (int k = 0; k < nouts; k++) {
-    unsigned i;
-    enif_get_uint(env, outs[k], &i);
-    if (c->live[i] == 2) c->live[i] = 0;
-  }
-  if (!enif_is_identical(bad, am_ok)) return bad;
   ERL_NIF_TERM args[REPLAY_MAX_ARGS];
   for (int k = 0; k < nargs; k++) {
     ERL_NIF_TERM r = replay_arg(c, specs[k], 0, &args[k]);
@@ -2062,26 +2064,19 @@ static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifF
   }
   ERL_NIF_TERM result = f->fptr(env, nargs, args);
   if (enif_has_pending_exception(env, NULL)) return result;
-  unsigned got = replay_take(c, result, outs, (unsigned)nouts, 0, 0);
-  if (got != (unsigned)nouts) {
+  unsigned got = replay_take(c, result, outs, nouts, 0, 0);
+  if (got != nouts) {
     /* Unassign what was taken, then drop every handle of the result. */
-    for (int k = 0; k < nouts && (unsigned)k < got; k++) {
-      unsigned i;
-      enif_get_uint(env, outs[k], &i);
-      c->live[i] = 0;
-    }
+    for (unsigned k = 0; k < nouts && k < got; k++) c->live[outs[k]] = 0;
     replay_drop_all(env, result, 0);
-    return raise_argument(env, "replay: op %u (%s) returned %u tensors, the plan expects %d",
+    return raise_argument(env, "replay: op %u (%s) returned %u tensors, the plan expects %u",
                           c->op, f->name, got, nouts);
   }
-  for (int k = 0; k < nfrees; k++) {
-    unsigned i;
-    enif_get_uint(env, frees[k], &i);
-    if (c->live[i]) {
-      replay_drop(env, c->slots[i]);
-      c->live[i] = 0;
+  for (unsigned k = 0; k < nfrees; k++)
+    if (c->live[frees[k]]) {
+      replay_drop(env, c->slots[frees[k]]);
+      c->live[frees[k]] = 0;
     }
-  }
   return am_ok;
 }
 
@@ -2097,7 +2092,7 @@ static ERL_NIF_TERM replay_run(ErlNifEnv *env, ERL_NIF_TERM plan, ERL_NIF_TERM p
   if (!enif_get_tuple(env, plan, &arity, &p) || arity != 3 ||
       !enif_get_uint(env, p[0], &c.nslots) || c.nslots > REPLAY_MAX_SLOTS ||
       !enif_get_tuple(env, p[1], &nops, &ops) ||
-      !slot_tuple(env, p[2], c.nslots, &nouts, &outs))
+      !slot_terms(env, p[2], c.nslots, &nouts, &outs))
     return raise_argument(env, "replay: expected a plan {slot_count, ops, output_slots}");
   if (!enif_get_tuple(env, params, &c.nparams, &c.params))
     return raise_argument(env, "replay: parameters must be a tuple");

@@ -523,13 +523,15 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     # outputs replaced by {:o, j}, its place in the returned tuple. nil
     # when turned off (config :nx_vulkan, compiler_native_replay: false) or
     # when an op is not one replay/2 may call or has a list or tuple
-    # argument too long for it: such plans are replayed call by call.
+    # argument, or more result or freed slots, than it takes (64): such
+    # plans are replayed call by call.
     defp native(ops, out_specs) do
       if Application.get_env(:nx_vulkan, :compiler_native_replay, true) do
         try do
           native_ops =
             for {name, specs, out, free} <- ops do
               index = Nx.Vulkan.NIF.replay_index(name, length(specs)) || throw(:no_native)
+              if length(out) > 64 or length(free) > 64, do: throw(:no_native)
               args = specs |> Enum.map(&native_spec/1) |> List.to_tuple()
               {name, index, args, List.to_tuple(out), List.to_tuple(free)}
             end

@@ -428,7 +428,8 @@ defmodule Nx.Vulkan.NIF do
   call. A spec is `{:p, i}` (element `i` of `params`), `{:s, i}` (slot
   `i`'s tensor), `{:c, term}`, `{:v, spec, offset, strides}` (the view
   `{tensor, offset, strides}`), `{:l, specs}` or `{:t, specs}` (a list or
-  tuple of the arguments of the tuple `specs`).
+  tuple of the arguments of the tuple `specs`). A tuple of specs, and an
+  op's `out_slots` and `free_slots`, hold at most 64 elements.
 
   Returns the tuple of the tensors in `output_slots`, and deallocates every
   other tensor it made. Raises what a call raises, or `ArgumentError` for a

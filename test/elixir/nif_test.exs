@@ -487,6 +487,8 @@ defmodule Nx.Vulkan.NIFTest do
       {{2, {good, {:unary, bin, args, {1}, {}}}, {0}},
        ~r/op 1 names another NIF than binary, index \d+ of this library/},
       {{2, {good, {bin, args, {1}, {}}}, {0}}, ~r/op 1 is not/},
+      {{2, {good, {:binary, bin, args, {1}, Tuple.duplicate(0, 65)}}, {0}},
+       ~r/at most 64 of each slot list/},
       {{2, {good, {:binary, bin, Tuple.delete_at(args, 7), {1}, {}}}, {0}},
        ~r/op 1 calls binary\/8 with 7 arguments/},
       {{2, {good, read.({:s, 1})}, {0}}, ~r/op 1 reads slot 1, which holds no tensor/},
