@@ -778,6 +778,38 @@ nxv_status nxv_fused_imm(nxv_device *device, nxv_dtype dtype, uint32_t rank,
                          const uint64_t *imm_bits, uint32_t ninstrs,
                          const uint32_t *program, nxv_tensor **out_tensor);
 
+/* A fused program prepared for repeated runs (a compiled plan's fused
+ * ops): its words decoded once, and a memo of the last device it ran on
+ * (the checks of its ops there and the pipeline of its first input
+ * layout), so that a run with that device and layout neither checks the
+ * program again nor looks its pipeline up. Opaque. */
+typedef struct nxv_fused_program nxv_fused_program;
+
+/* Prepares a program of ninstrs (1 .. NXV_FUSED_MAX_INSTRS) words over
+ * ninputs (1 .. NXV_FUSED_MAX_INPUTS) inputs of dtype (a type nxv_fused
+ * runs); the words are copied. Checks the counts, the type and each
+ * word's operands (registers written before it, unused fields 0); which
+ * ops a device supports is checked at its first run there. The caller
+ * owns *out_program (nxv_fused_program_free). Thread-safe. */
+nxv_status nxv_fused_program_create(nxv_dtype dtype, uint32_t ninputs, uint32_t ninstrs,
+                                    const uint32_t *program,
+                                    nxv_fused_program **out_program);
+
+/* Frees a program (NULL is ignored); no run may be using it. */
+void nxv_fused_program_free(nxv_fused_program *program);
+
+/* The dtype and input count a program was prepared for. Thread-safe. */
+nxv_dtype nxv_fused_program_dtype(const nxv_fused_program *program);
+uint32_t nxv_fused_program_inputs(const nxv_fused_program *program);
+
+/* nxv_fused_imm of a prepared program, with its dtype and input count:
+ * the same result, errors and pipelines. Thread-safe: runs of one
+ * program on several threads or devices at once are allowed (the memo
+ * is written once, by the first run that finds its pipeline created). */
+nxv_status nxv_fused_run(nxv_device *device, nxv_fused_program *program, uint32_t rank,
+                         const int64_t *shape, const nxv_view *inputs, uint32_t imm_mask,
+                         const uint64_t *imm_bits, nxv_tensor **out_tensor);
+
 /* Element type conversion of a strided view into a dense tensor of dtype
  * (any two types; f16 and bf16 round through f32, bf16 by truncation as
  * Nx.BinaryBackend; complex to real keeps the real part, real to complex

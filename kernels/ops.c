@@ -1216,12 +1216,13 @@ static bool fused_integer(nxv_dtype t) {
 /* Checks instruction k of a fused program over ninputs inputs of type t;
  * sets *in_double when its op is a transcendental, pow or atan2 evaluated
  * in double. */
-static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs,
-                                    uint32_t k, uint32_t w, bool *in_double) {
-  uint32_t cls = w & 3u, op = (w >> 2) & 63u, regs = ninputs + k;
-  uint32_t a = (w >> 8) & 31u, b = (w >> 13) & 31u, c = (w >> 18) & 31u;
+/* The checks of instruction k (word w) of a program over ninputs inputs
+ * that need no device: operands name registers written before it, unused
+ * fields and the bits above 22 are 0. */
+static nxv_status check_fused_operands(uint32_t ninputs, uint32_t k, uint32_t w) {
+  uint32_t cls = w & 3u, regs = ninputs + k;
+  uint32_t operand[3] = {(w >> 8) & 31u, (w >> 13) & 31u, (w >> 18) & 31u};
   int nops = cls == NXV_FUSED_UNARY ? 1 : cls == NXV_FUSED_SELECT ? 3 : 2;
-  uint32_t operand[3] = {a, b, c};
   if (w >> 23)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                     "fused: instruction %u (0x%08x) sets bits above 22", k, w);
@@ -1234,6 +1235,13 @@ static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                       "fused: instruction %u sets unused operand %d", k, o);
   }
+  return NXV_OK;
+}
+
+static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs,
+                                    uint32_t k, uint32_t w, bool *in_double) {
+  uint32_t cls = w & 3u, op = (w >> 2) & 63u;
+  NXV_TRY(check_fused_operands(ninputs, k, w));
   bool ok;
   const char *name;
   /* Integer programs run the unary ops that keep the type (the others
@@ -1274,11 +1282,32 @@ bool nxv_ops_fused_basic(uint32_t cls, uint32_t op) {
   return cls == NXV_FUSED_BINARY && op <= NXV_MIN;
 }
 
-nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
-                         const int64_t *shape_in, uint32_t ninputs,
-                         const nxv_view *inputs, uint32_t imm_mask,
-                         const uint64_t *imm_bits, uint32_t ninstrs,
-                         const uint32_t *program, bool interpret, nxv_tensor **out) {
+/* A prepared program (nxv_fused_program_create). The memo is written once:
+ * the first run that found its pipeline created claims it (memo_state
+ * MEMO_EMPTY -> MEMO_WRITING), writes the fields, then publishes them
+ * (MEMO_READY, release); readers load the state with acquire and read the
+ * fields only when it is MEMO_READY. */
+enum { MEMO_EMPTY = 0, MEMO_WRITING = 1, MEMO_READY = 2 };
+struct nxv_fused_program {
+  nxv_dtype dtype;                         /* immutable */
+  uint32_t ninputs, ninstrs;               /* immutable */
+  uint32_t words[NXV_FUSED_MAX_INSTRS];    /* immutable */
+  atomic_uint memo_state;                  /* MEMO_* */
+  uint64_t memo_serial;        /* the device's serial (nxv_device.serial) */
+  bool memo_in_double;         /* the program's check there (check_fused_instr) */
+  uint32_t memo_scalar, memo_strided, memo_imm; /* the input layout */
+  VkPipeline memo_pipeline;    /* its pipeline, owned by that device's registry */
+};
+
+/* nxv_ops_fused, and runs of a prepared program (prog non-NULL; never
+ * interpreted): with prog's memo for d, the program's checks are skipped
+ * and, for the memo's input layout, its pipeline lookup too. */
+static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
+                           const int64_t *shape_in, uint32_t ninputs,
+                           const nxv_view *inputs, uint32_t imm_mask,
+                           const uint64_t *imm_bits, uint32_t ninstrs,
+                           const uint32_t *program, bool interpret,
+                           nxv_fused_program *prog, nxv_tensor **out) {
   if (!d || !out || !inputs || !program || (imm_mask && !imm_bits))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
   bool integer = fused_integer(t);
@@ -1297,8 +1326,14 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
                     "fused: %u instructions, expected 1 to %d", ninstrs,
                     NXV_FUSED_MAX_INSTRS);
   bool in_double = false;
-  for (uint32_t k = 0; k < ninstrs; k++)
-    NXV_TRY(check_fused_instr(d, t, ninputs, k, program[k], &in_double));
+  unsigned memo = prog ? atomic_load_explicit(&prog->memo_state, memory_order_acquire)
+                       : MEMO_EMPTY;
+  bool memo_here = memo == MEMO_READY && prog->memo_serial == d->serial;
+  if (memo_here)
+    in_double = prog->memo_in_double;
+  else
+    for (uint32_t k = 0; k < ninstrs; k++)
+      NXV_TRY(check_fused_instr(d, t, ninputs, k, program[k], &in_double));
   for (uint32_t k = 0; interpret && k < ninstrs; k++)
     if (!nxv_ops_fused_basic(program[k] & 3u, (program[k] >> 2) & 63u))
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
@@ -1412,7 +1447,11 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   int ti = t == NXV_F16 ? 0 : t == NXV_BF16 ? 1 : t == NXV_F32 ? 2 : 3;
   int ii = t == NXV_S32 ? 0 : t == NXV_S64 ? 1 : t == NXV_U32 ? 2 : 3;
   nxv_status st;
-  if (integer) {
+  if (memo_here && prog->memo_scalar == scalar && prog->memo_strided == strided &&
+      prog->memo_imm == imm_mask) {
+    node->pipeline = prog->memo_pipeline;
+    st = NXV_OK;
+  } else if (integer) {
     st = nxv_registry_program_start(d->kernels, ints[ii], words, 5 + NXV_FUSED_MAX_INSTRS,
                                     &node->pipeline, &node->pending);
   } else if (interpret) {
@@ -1422,6 +1461,18 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
     st = nxv_registry_program_start(d->kernels, in_double ? in_dbl[ti] : plain[ti], words,
                                     5 + NXV_FUSED_MAX_INSTRS, &node->pipeline,
                                     &node->pending);
+  }
+  unsigned empty = MEMO_EMPTY;
+  if (st == NXV_OK && prog && memo == MEMO_EMPTY && !node->pending &&
+      atomic_compare_exchange_strong_explicit(&prog->memo_state, &empty, MEMO_WRITING,
+                                              memory_order_acquire, memory_order_relaxed)) {
+    prog->memo_serial = d->serial;
+    prog->memo_in_double = in_double;
+    prog->memo_scalar = scalar;
+    prog->memo_strided = strided;
+    prog->memo_imm = imm_mask;
+    prog->memo_pipeline = node->pipeline;
+    atomic_store_explicit(&prog->memo_state, MEMO_READY, memory_order_release);
   }
   if (st == NXV_OK) {
     node->kind = NXV_NODE_DISPATCH;
@@ -1435,6 +1486,58 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
   }
   *out = res;
   return NXV_OK;
+}
+
+nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
+                         const int64_t *shape_in, uint32_t ninputs,
+                         const nxv_view *inputs, uint32_t imm_mask,
+                         const uint64_t *imm_bits, uint32_t ninstrs,
+                         const uint32_t *program, bool interpret, nxv_tensor **out) {
+  return fused_op(d, t, rank, shape_in, ninputs, inputs, imm_mask, imm_bits, ninstrs, program,
+                  interpret, NULL, out);
+}
+
+nxv_status nxv_fused_program_create(nxv_dtype t, uint32_t ninputs, uint32_t ninstrs,
+                                    const uint32_t *program,
+                                    nxv_fused_program **out_program) {
+  if (!out_program || !program)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused program: NULL argument");
+  if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64 && !fused_integer(t))
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of f16, bf16, f32, f64, s32, "
+                    "s64, u32 or u64, not %s", nxv_dtype_name(t));
+  if (ninputs < 1 || ninputs > NXV_FUSED_MAX_INPUTS)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: %u inputs, expected 1 to %d",
+                    ninputs, NXV_FUSED_MAX_INPUTS);
+  if (ninstrs < 1 || ninstrs > NXV_FUSED_MAX_INSTRS)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "fused: %u instructions, expected 1 to %d", ninstrs,
+                    NXV_FUSED_MAX_INSTRS);
+  for (uint32_t k = 0; k < ninstrs; k++) NXV_TRY(check_fused_operands(ninputs, k, program[k]));
+  /* Whole cache lines: read by every run, so on none that other objects'
+   * writers (other threads) share. */
+  nxv_fused_program *p = nxv_lines_alloc(sizeof *p);
+  if (!p) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "fused program");
+  p->dtype = t;
+  p->ninputs = ninputs;
+  p->ninstrs = ninstrs;
+  memcpy(p->words, program, ninstrs * sizeof *program);
+  atomic_init(&p->memo_state, MEMO_EMPTY);
+  *out_program = p;
+  return NXV_OK;
+}
+
+void nxv_fused_program_free(nxv_fused_program *p) { free(p); }
+
+nxv_dtype nxv_fused_program_dtype(const nxv_fused_program *p) { return p->dtype; }
+
+uint32_t nxv_fused_program_inputs(const nxv_fused_program *p) { return p->ninputs; }
+
+nxv_status nxv_fused_run(nxv_device *d, nxv_fused_program *p, uint32_t rank,
+                         const int64_t *shape, const nxv_view *inputs, uint32_t imm_mask,
+                         const uint64_t *imm_bits, nxv_tensor **out) {
+  if (!p) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL program");
+  return fused_op(d, p->dtype, rank, shape, p->ninputs, inputs, imm_mask, imm_bits,
+                  p->ninstrs, p->words, false, p, out);
 }
 
 nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank, const int64_t *shape,

@@ -48,9 +48,16 @@ typedef struct download_res {
   _Atomic(nxv_download *) dl; /* owned; NULL once the continuation took it */
 } download_res;
 
+/* A fused program prepared by fused_program/3 (a compiled plan's fused
+ * op): immutable but for the program's own memo (nxv_fused_run). */
+typedef struct program_res {
+  nxv_fused_program *p; /* owned, freed by the destructor */
+} program_res;
+
 static ErlNifResourceType *DEV_RES;
 static ErlNifResourceType *TENSOR_RES;
 static ErlNifResourceType *DOWNLOAD_RES;
+static ErlNifResourceType *PROGRAM_RES;
 
 /* ------------------------------------------------------------------ */
 /* Atoms                                                               */
@@ -1162,20 +1169,31 @@ static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
                           NXV_MAX_RANK);
   uint32_t program[NXV_FUSED_MAX_INSTRS];
   ERL_NIF_TERM head, tail = argv[2];
-  if (!enif_get_list_length(env, argv[2], &ninstrs) || ninstrs > NXV_FUSED_MAX_INSTRS)
-    return raise_argument(env, "fused: program must be a list of at most %d words",
-                          NXV_FUSED_MAX_INSTRS);
-  for (unsigned i = 0; i < ninstrs; i++) {
-    enif_get_list_cell(env, tail, &head, &tail);
-    unsigned w;
-    if (!enif_get_uint(env, head, &w))
-      return raise_argument(env, "fused: program word %u is not a 32-bit integer", i);
-    program[i] = w;
+  program_res *prepared = NULL;
+  if (enif_get_resource(env, argv[2], PROGRAM_RES, (void **)&prepared)) {
+    ninstrs = 0;
+  } else {
+    if (!enif_get_list_length(env, argv[2], &ninstrs) || ninstrs > NXV_FUSED_MAX_INSTRS)
+      return raise_argument(env, "fused: program must be a list of at most %d words or a "
+                            "prepared program (fused_program/3)", NXV_FUSED_MAX_INSTRS);
+    for (unsigned i = 0; i < ninstrs; i++) {
+      enif_get_list_cell(env, tail, &head, &tail);
+      unsigned w;
+      if (!enif_get_uint(env, head, &w))
+        return raise_argument(env, "fused: program word %u is not a 32-bit integer", i);
+      program[i] = w;
+    }
   }
   if (!enif_get_list_length(env, argv[3], &ninputs) || ninputs < 1 ||
       ninputs > NXV_FUSED_MAX_INPUTS)
     return raise_argument(env, "fused: inputs must be a list of 1 to %d views",
                           NXV_FUSED_MAX_INPUTS);
+  if (prepared && (nxv_fused_program_dtype(prepared->p) != t ||
+                   nxv_fused_program_inputs(prepared->p) != ninputs))
+    return raise_argument(env, "fused: the prepared program is of %s over %u inputs, the "
+                          "call gives %s and %u inputs",
+                          nxv_dtype_name(nxv_fused_program_dtype(prepared->p)),
+                          nxv_fused_program_inputs(prepared->p), nxv_dtype_name(t), ninputs);
   /* The inputs' names in errors ("fused input 3: ..."), not formatted per
    * call. */
   _Static_assert(NXV_FUSED_MAX_INPUTS == 12, "one name per fused input");
@@ -1223,10 +1241,46 @@ static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return raise_argument(env, "fused: at least one input must be a tensor");
   }
   nxv_tensor *out = NULL;
-  nxv_status st = nxv_fused_imm(device, t, rank, shape, ninputs, views, imm_mask, imm_bits,
-                                ninstrs, program, &out);
+  nxv_status st =
+      prepared ? nxv_fused_run(device, prepared->p, rank, shape, views, imm_mask, imm_bits, &out)
+               : nxv_fused_imm(device, t, rank, shape, ninputs, views, imm_mask, imm_bits,
+                               ninstrs, program, &out);
   release_views(v, (int)ninputs);
   return op_result(env, st, out, "fused");
+}
+
+/* fused_program(type, ninputs, program): the program (a list of words, as
+ * fused/4 takes it) prepared for runs over ninputs inputs of type, for
+ * fused/4 in its place (nxv_fused_program_create). */
+static ERL_NIF_TERM nif_fused_program(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  nxv_dtype t;
+  unsigned ninputs, ninstrs;
+  uint32_t program[NXV_FUSED_MAX_INSTRS];
+  ERL_NIF_TERM head, tail = argv[2];
+  if (!get_dtype(env, argv[0], &t)) return raise_argument(env, "fused_program: unknown type");
+  if (!enif_get_uint(env, argv[1], &ninputs))
+    return raise_argument(env, "fused_program: the input count must be an integer");
+  if (!enif_get_list_length(env, argv[2], &ninstrs) || ninstrs > NXV_FUSED_MAX_INSTRS)
+    return raise_argument(env, "fused_program: program must be a list of at most %d words",
+                          NXV_FUSED_MAX_INSTRS);
+  for (unsigned i = 0; i < ninstrs; i++) {
+    enif_get_list_cell(env, tail, &head, &tail);
+    if (!enif_get_uint(env, head, &program[i]))
+      return raise_argument(env, "fused_program: program word %u is not a 32-bit integer", i);
+  }
+  nxv_fused_program *p = NULL;
+  nxv_status st = nxv_fused_program_create(t, ninputs, ninstrs, program, &p);
+  if (st != NXV_OK) return raise_status(env, st, "fused");
+  program_res *r = enif_alloc_resource(PROGRAM_RES, sizeof *r);
+  if (!r) {
+    nxv_fused_program_free(p);
+    return raise_argument(env, "fused_program: out of memory");
+  }
+  r->p = p;
+  ERL_NIF_TERM term = enif_make_resource(env, r);
+  enif_release_resource(r);
+  return term;
 }
 
 static ERL_NIF_TERM nif_convert(ErlNifEnv *env, int argc,
@@ -2209,6 +2263,11 @@ static void tensor_dtor(ErlNifEnv *env, void *obj) {
   if (t) nxv_tensor_release(t);
 }
 
+static void program_dtor(ErlNifEnv *env, void *obj) {
+  (void)env;
+  nxv_fused_program_free(((program_res *)obj)->p);
+}
+
 static void download_dtor(ErlNifEnv *env, void *obj) {
   (void)env;
   download_res *r = obj;
@@ -2223,7 +2282,9 @@ static int load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info) {
   TENSOR_RES = enif_open_resource_type(env, NULL, "nx_vulkan_tensor", tensor_dtor, flags, NULL);
   DOWNLOAD_RES = enif_open_resource_type(env, NULL, "nx_vulkan_download", download_dtor,
                                          flags, NULL);
-  if (!DEV_RES || !TENSOR_RES || !DOWNLOAD_RES) return 1;
+  PROGRAM_RES = enif_open_resource_type(env, NULL, "nx_vulkan_fused_program", program_dtor,
+                                        flags, NULL);
+  if (!DEV_RES || !TENSOR_RES || !DOWNLOAD_RES || !PROGRAM_RES) return 1;
   am_ok = enif_make_atom(env, "ok");
   am_nil = enif_make_atom(env, "nil");
   am_true = enif_make_atom(env, "true");
@@ -2299,6 +2360,7 @@ static ErlNifFunc funcs[] = {
     {"copy_into", 7, nif_copy_into, 0},
     {"binary", 8, nif_binary, 0},
     {"fused", 4, nif_fused, 0},
+    {"fused_program", 3, nif_fused_program, 0},
     {"unary", 5, nif_unary, 0},
     {"compare", 8, nif_compare, 0},
     {"select", 10, nif_select, 0},

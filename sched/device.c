@@ -147,6 +147,8 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
   config = &given;
   nxv_device *d = nxv_lines_alloc(sizeof *d);
   if (!d) return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "device");
+  static atomic_uint_fast64_t serials;
+  d->serial = atomic_fetch_add_explicit(&serials, 1, memory_order_relaxed) + 1;
   atomic_init(&d->refs, 1);
   atomic_init(&d->deferred_ops, 0);
   atomic_init(&d->deferred_fused, 0);

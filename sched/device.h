@@ -33,6 +33,10 @@ struct nxv_device {
                                    and chained_solve 1 or -1); cache_dir points into
                                    cache_dir_buf */
   char cache_dir_buf[512];
+  uint64_t serial;              /* distinct for every device the process
+                                   opens (immutable): what memos of a
+                                   device's pipelines compare, where its
+                                   address may be a later device's */
   nxv_pool *pool;               /* owned */
   nxv_hostring *staging;        /* owned: upload/download staging */
   nxv_pcache *pcache;           /* owned */

@@ -197,6 +197,26 @@ static void check_program(nxv_device *d, nxv_dtype t, int trial, int64_t rows, i
   nxv_tensor *imm = run_with_immediates(d, t, shape, nin, in, nins, prog);
   nxv_tensor *ref = run_unfused(d, t, 2, shape, nin, in, nins, prog, zero);
   CHECK(ref != NULL);
+  /* The prepared program, run three times (its memo written by the first
+   * run, read by the others), gives the fused result bitwise. */
+  nxv_fused_program *fp = NULL;
+  CHECK_OK(nxv_fused_program_create(t, nin, nins, prog, &fp));
+  for (int run = 0; fp && fused && run < 3; run++) {
+    nxv_tensor *again = NULL;
+    CHECK_OK(nxv_fused_run(d, fp, 2, shape, in, 0, NULL, &again));
+    if (!again) break;
+    size_t bytes = (size_t)n * nxv_dtype_size(t);
+    unsigned char *a = test_xcalloc(bytes + 1, 1), *b = test_xcalloc(bytes + 1, 1);
+    memset(a, 0xA5, bytes);
+    CHECK_OK(nxv_tensor_download(again, 0, (uint64_t)n, a));
+    CHECK_OK(nxv_tensor_download(fused, 0, (uint64_t)n, b));
+    CHECK_MSG(memcmp(a, b, bytes) == 0, "%s trial %d: prepared run %d differs from nxv_fused",
+              nxv_dtype_name(t), trial, run);
+    free(a);
+    free(b);
+    nxv_tensor_release(again);
+  }
+  nxv_fused_program_free(fp);
   if (st == NXV_OK && ref) {
     (*programs)++;
     size_t es = nxv_dtype_size(t);
@@ -530,6 +550,133 @@ NXV_TEST(fused, bad_arguments_fail_cleanly) {
   nxv_device_release(d);
 }
 
+/* Prepared programs: the checks that need no device at creation, those
+ * of a device at its first run there (and at every run on another
+ * device), the memo's pipeline only for its device and input layout. */
+NXV_TEST(fused, prepared_programs_memo_per_device_and_layout) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  nxv_fused_program *fp = NULL;
+  const uint32_t neg = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 0, 0, 0);
+  uint32_t w, seventeen[17];
+  for (int i = 0; i < 17; i++) seventeen[i] = neg;
+  EXPECT_FAIL_PLAIN(NXV_ERR_UNSUPPORTED, nxv_fused_program_create(NXV_U8, 1, 1, &neg, &fp));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 0, 1, &neg, &fp));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 13, 1, &neg, &fp));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 0, &neg, &fp));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 17, seventeen, &fp));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 1, NULL, &fp));
+  w = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, 0, 1, 0); /* r1 not written yet */
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 1, &w, &fp));
+  w = neg | (1u << 13); /* unused operand */
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 1, &w, &fp));
+  w = neg | (1u << 23);
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 1, &w, &fp));
+  CHECK(fp == NULL);
+  /* An op f32 programs do not run: accepted at creation, refused at every
+   * run, nothing queued. */
+  w = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_BITWISE_AND, 0, 0, 0);
+  REQUIRE_OK(nxv_fused_program_create(NXV_F32, 1, 1, &w, &fp));
+  float vals[37];
+  for (int i = 0; i < 37; i++) vals[i] = 0.25f * (float)i - 3.0f;
+  nxv_tensor *x, *out;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 37, vals, &x));
+  int64_t shape[1] = {37};
+  nxv_view v = {x, 0, NULL};
+  for (int run = 0; run < 2; run++)
+    EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused_run(d, fp, 1, shape, &v, 0, NULL, &out));
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused_run(d, NULL, 1, shape, &v, 0, NULL, &out));
+  nxv_fused_program_free(fp);
+  /* x * y + 1.5: views, then y an immediate (another layout, another
+   * pipeline), then views again; on a second device, views. */
+  const uint32_t prog[] = {NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_MUL, 0, 1, 0),
+                           NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, 3, 2, 0)};
+  REQUIRE_OK(nxv_fused_program_create(NXV_F32, 3, 2, prog, &fp));
+  CHECK(nxv_fused_program_dtype(fp) == NXV_F32 && nxv_fused_program_inputs(fp) == 3);
+  float y = -0.75f, c = 1.5f;
+  uint64_t bits[3] = {0};
+  memcpy(&bits[1], &y, 4);
+  memcpy(&bits[2], &c, 4);
+  nxv_tensor *ty;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 1, &y, &ty));
+  int64_t zero[1] = {0};
+  nxv_view views[3] = {v, {ty, 0, zero}, {NULL, 0, NULL}};
+  nxv_device *d2 = test_open_device();
+  REQUIRE(d2);
+  nxv_tensor *x2, *ty2;
+  REQUIRE_OK(nxv_tensor_upload(d2, NXV_F32, 37, vals, &x2));
+  REQUIRE_OK(nxv_tensor_upload(d2, NXV_F32, 1, &y, &ty2));
+  nxv_view views2[3] = {{x2, 0, NULL}, {ty2, 0, zero}, {NULL, 0, NULL}};
+  static const struct {
+    int dev;
+    uint32_t mask;
+    bool new_pipeline;
+    bool memo; /* the memo's pipeline: no registry lookup (no hit; a
+                  lookup of a created pipeline is one) */
+  } kRuns[] = {{0, 4, true, false},  {0, 4, false, true}, {0, 6, true, false},
+               {0, 6, false, false}, {0, 4, false, true}, {1, 4, true, false},
+               {1, 4, false, false}, {0, 4, false, true}};
+  for (size_t r = 0; r < COUNT(kRuns); r++) {
+    nxv_device *dev = kRuns[r].dev ? d2 : d;
+    nxv_stats before, after;
+    REQUIRE_OK(nxv_device_stats(dev, &before));
+    out = NULL;
+    CHECK_OK(nxv_fused_run(dev, fp, 1, shape, kRuns[r].dev ? views2 : views, kRuns[r].mask, bits,
+                           &out));
+    REQUIRE(out);
+    REQUIRE_OK(nxv_device_stats(dev, &after));
+    CHECK_MSG((after.program_pipelines - before.program_pipelines == 1) ==
+                  kRuns[r].new_pipeline,
+              "run %zu made %llu pipelines", r,
+              (unsigned long long)(after.program_pipelines - before.program_pipelines));
+    CHECK_MSG(kRuns[r].new_pipeline ||
+                  (after.pipeline_hits == before.pipeline_hits) == kRuns[r].memo,
+              "run %zu: %llu registry hits", r,
+              (unsigned long long)(after.pipeline_hits - before.pipeline_hits));
+    float got[37];
+    memset(got, 0xA5, sizeof got);
+    REQUIRE_OK(nxv_tensor_download(out, 0, 37, got));
+    for (int i = 0; i < 37; i++)
+      if (got[i] != vals[i] * y + c) {
+        CHECK_MSG(false, "run %zu [%d]: got %g, want %g", r, i, (double)got[i],
+                  (double)(vals[i] * y + c));
+        break;
+      }
+    nxv_tensor_release(out);
+  }
+  nxv_fused_program_free(fp);
+  /* An integer program: its second run takes the memo's pipeline too. */
+  int32_t ivals[37], igot[37];
+  for (int i = 0; i < 37; i++) ivals[i] = i * 1000003 - 18;
+  nxv_tensor *xi;
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_S32, 37, ivals, &xi));
+  const uint32_t ineg = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 0, 0, 0);
+  REQUIRE_OK(nxv_fused_program_create(NXV_S32, 1, 1, &ineg, &fp));
+  nxv_view vi = {xi, 0, NULL};
+  for (int run = 0; run < 2; run++) {
+    nxv_stats before, after;
+    REQUIRE_OK(nxv_device_stats(d, &before));
+    REQUIRE_OK(nxv_fused_run(d, fp, 1, shape, &vi, 0, NULL, &out));
+    REQUIRE_OK(nxv_device_stats(d, &after));
+    CHECK_MSG(run == 0 || (after.pipeline_hits == before.pipeline_hits &&
+                           after.program_pipelines == before.program_pipelines),
+              "s32 run %d: %llu registry hits", run,
+              (unsigned long long)(after.pipeline_hits - before.pipeline_hits));
+    memset(igot, 0xA5, sizeof igot);
+    REQUIRE_OK(nxv_tensor_download(out, 0, 37, igot));
+    for (int i = 0; i < 37; i++) CHECK(igot[i] == -ivals[i]);
+    nxv_tensor_release(out);
+  }
+  nxv_fused_program_free(fp);
+  nxv_tensor_release(xi);
+  nxv_tensor_release(x2);
+  nxv_tensor_release(ty2);
+  nxv_device_release(d2);
+  nxv_tensor_release(ty);
+  nxv_tensor_release(x);
+  nxv_device_release(d);
+}
+
 /* Threads asking one device for the same and for different programs at
  * once: each program's pipeline is created once, and every result equals
  * the single-threaded one bitwise. */
@@ -541,6 +688,7 @@ typedef struct prog_ctx {
   nxv_device *d;
   nxv_tensor *x;
   const uint32_t (*progs)[3];
+  nxv_fused_program **prepared; /* the same programs, shared by the threads */
   unsigned char (*want)[PROG_N * 4];
   int id;
   int bad;
@@ -558,12 +706,22 @@ static void *prog_thread(void *arg) {
   for (int r = 0; r < 3; r++)
     for (int k = 0; k < PROG_COUNT; k++) {
       int p = (k + c->id + r) % PROG_COUNT; /* each thread in its own order */
-      nxv_tensor *out = run_prog(c->d, c->x, c->progs[p]);
-      unsigned char got[PROG_N * 4];
-      if (!out || nxv_tensor_download(out, 0, PROG_N, got) != NXV_OK ||
-          memcmp(got, c->want[p], sizeof got) != 0)
-        c->bad++;
-      if (out) nxv_tensor_release(out);
+      for (int way = 0; way < 2; way++) {
+        nxv_tensor *out = NULL;
+        if (way == 0) {
+          out = run_prog(c->d, c->x, c->progs[p]);
+        } else {
+          int64_t shape[1] = {PROG_N};
+          nxv_view v[2] = {{c->x, 0, NULL}, {c->x, 0, NULL}};
+          if (nxv_fused_run(c->d, c->prepared[p], 1, shape, v, 0, NULL, &out) != NXV_OK)
+            out = NULL;
+        }
+        unsigned char got[PROG_N * 4];
+        if (!out || nxv_tensor_download(out, 0, PROG_N, got) != NXV_OK ||
+            memcmp(got, c->want[p], sizeof got) != 0)
+          c->bad++;
+        if (out) nxv_tensor_release(out);
+      }
     }
   return NULL;
 }
@@ -602,10 +760,14 @@ NXV_TEST(concurrency, fused_programs_created_by_threads_at_once) {
   }
   nxv_tensor_release(rx);
   nxv_device_release(rd);
+  nxv_fused_program *prepared[PROG_COUNT];
+  for (int p = 0; p < PROG_COUNT; p++)
+    REQUIRE_OK(nxv_fused_program_create(NXV_F32, 2, 3, progs[p], &prepared[p]));
   prog_ctx ctx[PROG_THREADS];
   pthread_t th[PROG_THREADS];
   for (int i = 0; i < PROG_THREADS; i++) {
-    ctx[i] = (prog_ctx){.d = d, .x = x, .progs = progs, .want = want, .id = i};
+    ctx[i] = (prog_ctx){.d = d, .x = x, .progs = progs, .prepared = prepared, .want = want,
+                        .id = i};
     REQUIRE(pthread_create(&th[i], NULL, prog_thread, &ctx[i]) == 0);
   }
   for (int i = 0; i < PROG_THREADS; i++) {
@@ -616,6 +778,7 @@ NXV_TEST(concurrency, fused_programs_created_by_threads_at_once) {
   CHECK_OK(nxv_device_stats(d, &s));
   CHECK_MSG(s.program_pipelines == PROG_COUNT, "%llu program pipelines, expected %d",
             (unsigned long long)s.program_pipelines, PROG_COUNT);
+  for (int p = 0; p < PROG_COUNT; p++) nxv_fused_program_free(prepared[p]);
   nxv_tensor_release(x);
   nxv_device_release(d);
 }

@@ -532,7 +532,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
             for {name, specs, out, free} <- ops do
               index = Nx.Vulkan.NIF.replay_index(name, length(specs)) || throw(:no_native)
               if length(out) > 64 or length(free) > 64, do: throw(:no_native)
-              args = specs |> Enum.map(&native_spec/1) |> List.to_tuple()
+              args = specs |> prepare(name) |> Enum.map(&native_spec/1) |> List.to_tuple()
               {name, index, args, List.to_tuple(out), List.to_tuple(free)}
             end
 
@@ -552,6 +552,16 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
         end
       end
     end
+
+    # A fused op's program, prepared once for the plan's replays
+    # (Nx.Vulkan.NIF.fused_program/3).
+    defp prepare([{:c, type}, shape, {:c, words}, {kind, inputs} = in_spec], :fused)
+         when is_list(words) and kind in [:l, :c] and is_list(inputs) do
+      program = Nx.Vulkan.NIF.fused_program(type, length(inputs), words)
+      [{:c, type}, shape, {:c, program}, in_spec]
+    end
+
+    defp prepare(specs, _name), do: specs
 
     # Nx.Vulkan.NIF.replay/2 takes the specs of a list or tuple as a tuple
     # of at most 64.

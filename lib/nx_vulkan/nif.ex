@@ -164,9 +164,23 @@ defmodule Nx.Vulkan.NIF do
   nil}` views of that type or immediates (binaries of one element of that
   type, native byte order, `nxv_fused_imm`), at least one of them a view.
   The result is the program's last register, bitwise what its ops compute
-  one kernel each.
+  one kernel each. `program` may also be a prepared program of
+  `fused_program/3` for that type and input count.
   """
   def fused(_type, _shape, _program, _inputs), do: nif_error()
+
+  @doc """
+  `program` (a list of words, as `fused/4` takes it) prepared for runs
+  over `ninputs` inputs of `type`: a handle that `fused/4` takes in place
+  of the list. Its words are decoded and their operands checked once; its
+  first run on a device checks its ops there, and later runs there skip
+  those checks and, for the same layout of inputs (which are immediates,
+  broadcast scalars or strided), the pipeline lookup (`nxv_fused_run` in
+  `nxv.h`). `Nx.Vulkan.Compiler` prepares the programs of the plans it
+  replays in one call. Raises `ArgumentError` for a malformed program.
+  """
+  @spec fused_program(atom(), pos_integer(), [non_neg_integer()]) :: reference()
+  def fused_program(_type, _ninputs, _program), do: nif_error()
 
   @doc """
   `out[i] = op(a[i])` over `shape`; `op` in `:copy :negate :abs :sign :sqrt

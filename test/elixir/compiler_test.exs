@@ -515,7 +515,15 @@ if Code.ensure_loaded?(Nx) do
             Application.put_env(:nx_vulkan, :compiler_native_replay, native)
             Compiler.clear_cache()
             jitted = Nx.Defn.jit(fun, compiler: Compiler)
-            assert bits(apply(jitted, args)) == expected
+            {first, planning} = nif_calls(fn -> apply(jitted, args) end)
+            assert bits(first) == expected
+            # a plan replayed in one call has its fused programs prepared
+            # once, when it is made
+            assert Map.has_key?(planning, {:fused_program, 3}) ==
+                     (native and Map.has_key?(planning, {:fused, 4})),
+                   inspect(planning)
+
+            if fun == (&step/4), do: assert(Map.has_key?(planning, {:fused, 4}))
             {{got, ops}, calls} = nif_calls(fn -> ops_of(fn -> apply(jitted, args) end) end)
             assert bits(got) == expected
             # the replay's own calls, less the counters' synchronize and stats

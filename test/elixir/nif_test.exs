@@ -120,6 +120,74 @@ defmodule Nx.Vulkan.NIFTest do
     assert to_f32(NIF.download(a, 0, 4)) == [1.0, -2.0, 3.0, 4.0]
   end
 
+  test "prepared fused programs give the list's results and reject bad arguments",
+       %{dev: dev} do
+    a = NIF.upload(dev, :f32, f32([1.0, -2.0, 3.0, 4.0]))
+    b = NIF.upload(dev, :f32, f32([0.5]))
+    mul = 1 ||| 2 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
+    sub = 1 ||| 1 <<< 2 ||| 2 <<< 8 ||| 0 <<< 13
+    program = NIF.fused_program(:f32, 2, [mul, sub])
+
+    # views, the scalar as an immediate, then views again
+    for inputs <- [
+          [{a, 0, nil}, {b, 0, [0]}],
+          [{a, 0, nil}, f32([0.5])],
+          [{a, 0, nil}, {b, 0, [0]}]
+        ] do
+      out = NIF.fused(:f32, [4], program, inputs)
+
+      assert NIF.download(out, 0, 4) ==
+               NIF.download(NIF.fused(:f32, [4], [mul, sub], inputs), 0, 4)
+
+      assert to_f32(NIF.download(out, 0, 4)) == [-0.5, 1.0, -1.5, -2.0]
+    end
+
+    assert_raise ArgumentError, ~r/unknown type/, fn -> NIF.fused_program(:f33, 2, [mul]) end
+    assert_raise ArgumentError, ~r/input count/, fn -> NIF.fused_program(:f32, -1, [mul]) end
+    assert_raise ArgumentError, ~r/1 to 12/, fn -> NIF.fused_program(:f32, 13, [mul]) end
+    assert_raise ArgumentError, ~r/at most 16 words/, fn -> NIF.fused_program(:f32, 2, 5) end
+
+    assert_raise ArgumentError, ~r/at most 16 words/, fn ->
+      NIF.fused_program(:f32, 2, List.duplicate(mul, 17))
+    end
+
+    assert_raise ArgumentError, ~r/word 1/, fn -> NIF.fused_program(:f32, 2, [mul, -1]) end
+
+    assert_raise ArgumentError,
+                 "fused: instruction 0 reads register 2, only 2 are written before it",
+                 fn -> NIF.fused_program(:f32, 2, [sub]) end
+
+    assert_raise ArgumentError, ~r/not u8/, fn -> NIF.fused_program(:u8, 2, [mul]) end
+
+    assert_raise ArgumentError,
+                 "fused: the prepared program is of f32 over 2 inputs, the call gives f64 and 2 inputs",
+                 fn -> NIF.fused(:f64, [4], program, [{a, 0, nil}, {b, 0, [0]}]) end
+
+    assert_raise ArgumentError, ~r/over 2 inputs, the call gives f32 and 3 inputs/, fn ->
+      NIF.fused(:f32, [4], program, [{a, 0, nil}, {b, 0, [0]}, {b, 0, [0]}])
+    end
+
+    # an op f32 programs do not run: refused at the run, every time
+    band = NIF.fused_program(:f32, 1, [1 ||| 10 <<< 2])
+
+    for _ <- 1..2 do
+      assert_raise ArgumentError, ~r/bitwise_and .* is not supported for f32/, fn ->
+        NIF.fused(:f32, [4], band, [{a, 0, nil}])
+      end
+    end
+
+    # a tensor handle is not a program, nor a program a tensor
+    assert_raise ArgumentError, ~r/prepared program/, fn ->
+      NIF.fused(:f32, [4], a, [{a, 0, nil}])
+    end
+
+    assert_raise ArgumentError, ~r/expected a Nx.Vulkan tensor/, fn ->
+      NIF.fused(:f32, [4], [mul], [{program, 0, nil}, {b, 0, [0]}])
+    end
+
+    assert to_f32(NIF.download(a, 0, 4)) == [1.0, -2.0, 3.0, 4.0]
+  end
+
   test "upload and download round trip every type", %{dev: dev} do
     for {type, size} <- [
           s8: 1,

@@ -632,6 +632,7 @@ defmodule NxVulkan.NifFuzz do
       {:copy_into, 7} => {6, &g_copy_into/0},
       {:binary, 8} => {8, &g_binary/0},
       {:fused, 4} => {4, &g_fused/0},
+      {:fused_program, 3} => {2, &g_fused_program/0},
       {:unary, 5} => {7, &g_unary/0},
       {:compare, 8} => {4, &g_compare/0},
       {:select, 10} => {4, &g_select/0},
@@ -857,6 +858,9 @@ defmodule NxVulkan.NifFuzz do
         :ok
 
       fun == :replay_index and (result == nil or is_integer(result)) ->
+        :ok
+
+      fun == :fused_program and is_reference(result) ->
         :ok
 
       fun in [:sort, :triangular_solve, :lu, :qr, :eigh_iterate, :replay] and is_tuple(result) ->
@@ -1742,6 +1746,9 @@ defmodule NxVulkan.NifFuzz do
     views = for _ <- 1..ninputs, do: make_view(tag, type, shape, nice: checked)
     inputs = for v <- views, do: {v.t.ref, v.offset, v.strides}
 
+    # The program prepared (fused_program/3) instead of its list.
+    program = if chance(0.3), do: NIF.fused_program(type, ninputs, program), else: program
+
     # The second input of x * y - x as an immediate (one f32's bytes).
     imm = if checked and chance(0.3), do: pick([0.5, -2.0, 3.0, 0.25])
     inputs = if imm, do: List.replace_at(inputs, 1, enc(:f32, imm)), else: inputs
@@ -1776,6 +1783,16 @@ defmodule NxVulkan.NifFuzz do
                  copy_into binary fused unary compare select convert reduce argreduce
                  gather scatter sort window_reduce conv window_scatter transpose matmul
                  fill iota fft cholesky lu qr eigh_iterate triangular_solve)a
+
+  # A program prepared for its input count: a handle fused/4 takes.
+  defp g_fused_program do
+    {program, ninputs} = pick(programs())
+
+    mk(:fused_program, [:f32, ninputs, program], [:dtype, :u32, :program], fn
+      ref when is_reference(ref) -> :verified
+      other -> {:fail, "fused_program returned #{inspect(other)}"}
+    end)
+  end
 
   defp g_replay_index do
     {name, arity} =
