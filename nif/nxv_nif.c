@@ -1922,15 +1922,23 @@ static ERL_NIF_TERM nif_replay_index(ErlNifEnv *env, int argc, const ERL_NIF_TER
   return am_nil;
 }
 
+/* What a slot holds: nothing, a handle (a term), or a tensor that no
+ * term refers to yet (the result of an op replay_fused ran without its
+ * NIF: made a handle only when an op needs a term for it, or when it is
+ * returned or the replay yields). */
+enum { SLOT_EMPTY = 0, SLOT_TERM = 1, SLOT_RAW = 2 };
+
 /* One replay's state. The slot arrays are owned by the replay and freed
- * when it returns or yields; the handles in live slots are the replay's
- * until it returns them (outputs) or deallocates them. */
+ * when it returns or yields; the handles and tensors in live slots are the
+ * replay's until it returns them (outputs) or deallocates them. */
 typedef struct replay_ctx {
   ErlNifEnv *env;
   const ERL_NIF_TERM *params; /* the params tuple's elements (borrowed) */
   int nparams;
-  ERL_NIF_TERM *slots;        /* slot i's handle where live[i] */
-  unsigned char *live;
+  ERL_NIF_TERM *slots;        /* slot i's handle where live[i] is SLOT_TERM */
+  nxv_tensor **raw;           /* slot i's tensor (one reference, the
+                                 replay's) where live[i] is SLOT_RAW */
+  unsigned char *live;        /* SLOT_* */
   unsigned nslots;
   unsigned op;                /* the op being run, for messages */
 } replay_ctx;
@@ -1956,13 +1964,34 @@ static void replay_drop_all(ErlNifEnv *env, ERL_NIF_TERM term, int depth) {
   }
 }
 
-/* Deallocates every live slot's handle but those marked keep (or all when
- * keep is NULL), and frees the slot arrays. */
+/* Deallocates slot i's handle or tensor and empties it. */
+static void replay_free_slot(replay_ctx *c, unsigned i) {
+  if (c->live[i] == SLOT_TERM) replay_drop(c->env, c->slots[i]);
+  else if (c->live[i] == SLOT_RAW) nxv_tensor_release(c->raw[i]);
+  c->live[i] = SLOT_EMPTY;
+}
+
+/* Slot i (live) as a handle: a tensor of its own is wrapped first (the
+ * slot then holds the handle). am_ok, or a raised exception (the slot
+ * then empty). */
+static ERL_NIF_TERM replay_term(replay_ctx *c, unsigned i) {
+  if (c->live[i] != SLOT_RAW) return am_ok;
+  c->live[i] = SLOT_EMPTY;
+  ERL_NIF_TERM term = wrap_tensor(c->env, c->raw[i]);
+  if (enif_has_pending_exception(c->env, NULL)) return term;
+  c->slots[i] = term;
+  c->live[i] = SLOT_TERM;
+  return am_ok;
+}
+
+/* Deallocates every live slot's handle or tensor but those marked keep
+ * (or all when keep is NULL), and frees the slot arrays. */
 static void replay_finish(replay_ctx *c, const unsigned char *keep) {
   for (unsigned i = 0; i < c->nslots; i++)
-    if (c->live[i] && !(keep && keep[i])) replay_drop(c->env, c->slots[i]);
+    if (!(keep && keep[i])) replay_free_slot(c, i);
   enif_free(c->slots);
   c->slots = NULL;
+  c->raw = NULL;
   c->live = NULL;
 }
 
@@ -1992,6 +2021,8 @@ static ERL_NIF_TERM replay_arg(replay_ctx *c, ERL_NIF_TERM spec, int depth, ERL_
     if (!c->live[i])
       return raise_argument(env, "replay: op %u reads slot %u, which holds no tensor", c->op,
                             i);
+    ERL_NIF_TERM r = replay_term(c, i);
+    if (!enif_is_identical(r, am_ok)) return r;
     *out = c->slots[i];
     return am_ok;
   }
@@ -2040,7 +2071,7 @@ static unsigned replay_take(replay_ctx *c, ERL_NIF_TERM term, const unsigned *ou
   if (enif_is_ref(env, term)) {
     if (taken < nouts) {
       c->slots[outs[taken]] = term;
-      c->live[outs[taken]] = 1;
+      c->live[outs[taken]] = SLOT_TERM;
     }
     return taken + 1;
   }
@@ -2073,6 +2104,163 @@ static bool slot_tuple(ErlNifEnv *env, ERL_NIF_TERM term, unsigned nslots, unsig
   for (int k = 0; k < n; k++)
     if (!enif_get_uint(env, e[k], &out[k]) || out[k] >= nslots) return false;
   *out_n = (unsigned)n;
+  return true;
+}
+
+/* The term a {:c, term} spec holds, in *out; false for any other spec. */
+static bool spec_constant(ErlNifEnv *env, ERL_NIF_TERM spec, ERL_NIF_TERM *out) {
+  int arity;
+  const ERL_NIF_TERM *e;
+  if (!enif_get_tuple(env, spec, &arity, &e) || arity != 2 ||
+      !enif_is_identical(e[0], am_spec_c))
+    return false;
+  *out = e[1];
+  return true;
+}
+
+/* A view's offset and strides (nil or rank integers) into v, its tensor
+ * already in v->t; false (nothing raised) when they do not decode. */
+static bool view_parts_quiet(ErlNifEnv *env, ERL_NIF_TERM offset, ERL_NIF_TERM strides,
+                             unsigned rank, view_arg *v) {
+  unsigned n;
+  if (!get_i64(env, offset, &v->offset)) return false;
+  v->has_strides = !enif_is_identical(strides, am_nil);
+  return !v->has_strides || (get_int_list(env, strides, v->strides, &n) && n == rank);
+}
+
+/* One input of a fused op replay_fused runs: from an input spec (a
+ * {:v, source, offset, strides} view of a slot, parameter or constant
+ * tensor, or {:c, term}) or, spec false, the term itself (an element of a
+ * constant input list): a {tensor, offset, strides} view, or an
+ * immediate (a binary of one element of es bytes, its bits in *imm).
+ * true with v->t retained (NULL for an immediate) and *is_imm set; false,
+ * nothing retained and nothing raised, for anything else. */
+static bool replay_fused_input(replay_ctx *c, ERL_NIF_TERM item, bool spec, unsigned rank,
+                               size_t es, view_arg *v, bool *is_imm, uint64_t *imm) {
+  ErlNifEnv *env = c->env;
+  int arity;
+  const ERL_NIF_TERM *e;
+  ErlNifBinary bin;
+  bool dead;
+  *is_imm = false;
+  v->t = NULL;
+  v->offset = 0;
+  v->has_strides = false;
+  if (spec) {
+    if (!enif_get_tuple(env, item, &arity, &e)) return false;
+    if (arity == 2 && enif_is_identical(e[0], am_spec_c))
+      return replay_fused_input(c, e[1], false, rank, es, v, is_imm, imm);
+    if (arity != 4 || !enif_is_identical(e[0], am_spec_v)) return false;
+    /* {:v, source, offset, strides}: the source a slot, parameter or
+     * constant handle. */
+    const ERL_NIF_TERM *src;
+    int sa;
+    unsigned i;
+    if (!enif_get_tuple(env, e[1], &sa, &src) || sa != 2) return false;
+    if (enif_is_identical(src[0], am_spec_s)) {
+      if (!enif_get_uint(env, src[1], &i) || i >= c->nslots || !c->live[i]) return false;
+      if (c->live[i] == SLOT_RAW) {
+        v->t = c->raw[i];
+        nxv_tensor_retain(v->t);
+      } else {
+        v->t = grab(env, c->slots[i], &dead);
+      }
+    } else if (enif_is_identical(src[0], am_spec_p)) {
+      if (!enif_get_uint(env, src[1], &i) || i >= (unsigned)c->nparams) return false;
+      v->t = grab(env, c->params[i], &dead);
+    } else if (enif_is_identical(src[0], am_spec_c)) {
+      v->t = grab(env, src[1], &dead);
+    }
+    if (!v->t) return false;
+    if (view_parts_quiet(env, e[2], e[3], rank, v)) return true;
+  } else {
+    if (enif_inspect_binary(env, item, &bin)) {
+      if (bin.size != es || es > sizeof *imm) return false;
+      *imm = imm_value(bin.data, bin.size);
+      *is_imm = true;
+      return true;
+    }
+    if (!enif_get_tuple(env, item, &arity, &e) || arity != 3) return false;
+    v->t = grab(env, e[0], &dead);
+    if (!v->t) return false;
+    if (view_parts_quiet(env, e[1], e[2], rank, v)) return true;
+  }
+  nxv_tensor_release(v->t);
+  v->t = NULL;
+  return false;
+}
+
+/* A fused op (fused/4) of a prepared program run without its NIF: the
+ * arguments decoded from the specs without making terms, the result kept
+ * as a tensor in out_slot (SLOT_RAW). false, with nothing done or raised,
+ * when the op is not of that form or an argument does not decode: the
+ * caller then makes the NIF call, which raises what fused/4 raises. true
+ * with *result am_ok, or the exception the run raised. */
+static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_slot,
+                         ERL_NIF_TERM *result) {
+  ErlNifEnv *env = c->env;
+  ERL_NIF_TERM type_t, shape_t, prog_t, head, tail;
+  nxv_dtype t;
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank;
+  program_res *pr;
+  if (!spec_constant(env, specs[0], &type_t) || !spec_constant(env, specs[1], &shape_t) ||
+      !spec_constant(env, specs[2], &prog_t) || !get_dtype(env, type_t, &t) ||
+      !get_int_list(env, shape_t, shape, &rank) ||
+      !enif_get_resource(env, prog_t, PROGRAM_RES, (void **)&pr) ||
+      nxv_fused_program_dtype(pr->p) != t)
+    return false;
+  /* The inputs: {:l, specs} (a tuple of specs) or {:c, list}. */
+  ERL_NIF_TERM items[NXV_FUSED_MAX_INPUTS];
+  const ERL_NIF_TERM *in_specs = NULL;
+  int arity, nin = 0;
+  const ERL_NIF_TERM *e;
+  bool from_specs;
+  if (!enif_get_tuple(env, specs[3], &arity, &e) || arity != 2) return false;
+  if (enif_is_identical(e[0], am_spec_l)) {
+    if (!enif_get_tuple(env, e[1], &nin, &in_specs)) return false;
+    from_specs = true;
+  } else if (enif_is_identical(e[0], am_spec_c)) {
+    tail = e[1];
+    while (nin < NXV_FUSED_MAX_INPUTS && enif_get_list_cell(env, tail, &head, &tail))
+      items[nin++] = head;
+    if (!enif_is_empty_list(env, tail)) return false;
+    from_specs = false;
+  } else {
+    return false;
+  }
+  if ((unsigned)nin != nxv_fused_program_inputs(pr->p)) return false;
+  view_arg v[NXV_FUSED_MAX_INPUTS];
+  nxv_view views[NXV_FUSED_MAX_INPUTS];
+  uint64_t imm_bits[NXV_FUSED_MAX_INPUTS] = {0};
+  uint32_t imm_mask = 0;
+  nxv_device *device = NULL;
+  size_t es = nxv_dtype_size(t);
+  for (int k = 0; k < nin; k++) {
+    bool is_imm;
+    if (!replay_fused_input(c, from_specs ? in_specs[k] : items[k], from_specs, rank, es, &v[k],
+                            &is_imm, &imm_bits[k])) {
+      release_views(v, k);
+      return false;
+    }
+    if (is_imm) imm_mask |= 1u << k;
+    views[k] = to_view(&v[k]);
+    if (!device && v[k].t) device = nxv_tensor_device(v[k].t);
+  }
+  if (!device) {
+    release_views(v, nin);
+    return false;
+  }
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_fused_run(device, pr->p, rank, shape, views, imm_mask, imm_bits, &out);
+  release_views(v, nin);
+  if (st != NXV_OK) {
+    *result = raise_status(env, st, "fused");
+    return true;
+  }
+  c->raw[out_slot] = out;
+  c->live[out_slot] = SLOT_RAW;
+  *result = am_ok;
   return true;
 }
 
@@ -2111,6 +2299,12 @@ static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifF
       return raise_argument(env, "replay: op %u writes slot %u, which %s", c->op, outs[k],
                             twice ? "it names twice" : "holds a tensor");
   }
+  ERL_NIF_TERM fast;
+  if (f->fptr == nif_fused && nouts == 1 && replay_fused(c, specs, outs[0], &fast)) {
+    if (!enif_is_identical(fast, am_ok)) return fast;
+    for (unsigned k = 0; k < nfrees; k++) replay_free_slot(c, frees[k]);
+    return am_ok;
+  }
   ERL_NIF_TERM args[REPLAY_MAX_ARGS];
   for (int k = 0; k < nargs; k++) {
     ERL_NIF_TERM r = replay_arg(c, specs[k], 0, &args[k]);
@@ -2126,11 +2320,7 @@ static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifF
     return raise_argument(env, "replay: op %u (%s) returned %u tensors, the plan expects %u",
                           c->op, f->name, got, nouts);
   }
-  for (unsigned k = 0; k < nfrees; k++)
-    if (c->live[frees[k]]) {
-      replay_drop(env, c->slots[frees[k]]);
-      c->live[frees[k]] = 0;
-    }
+  for (unsigned k = 0; k < nfrees; k++) replay_free_slot(c, frees[k]);
   return am_ok;
 }
 
@@ -2150,10 +2340,11 @@ static ERL_NIF_TERM replay_run(ErlNifEnv *env, ERL_NIF_TERM plan, ERL_NIF_TERM p
     return raise_argument(env, "replay: expected a plan {slot_count, ops, output_slots}");
   if (!enif_get_tuple(env, params, &c.nparams, &c.params))
     return raise_argument(env, "replay: parameters must be a tuple");
-  c.slots = enif_alloc((size_t)c.nslots * (sizeof *c.slots + 1) + 1);
+  c.slots = enif_alloc((size_t)c.nslots * (sizeof *c.slots + sizeof *c.raw + 1) + 1);
   if (!c.slots) return raise_argument(env, "replay: out of memory for %u slots", c.nslots);
-  c.live = (unsigned char *)(c.slots + c.nslots);
-  memset(c.live, 0, c.nslots);
+  c.raw = (nxv_tensor **)(c.slots + c.nslots);
+  c.live = (unsigned char *)(c.raw + c.nslots);
+  memset(c.live, SLOT_EMPTY, c.nslots);
   if (slots_term) {
     int n;
     const ERL_NIF_TERM *e;
@@ -2161,7 +2352,7 @@ static ERL_NIF_TERM replay_run(ErlNifEnv *env, ERL_NIF_TERM plan, ERL_NIF_TERM p
     for (unsigned i = 0; i < c.nslots && (int)i < n; i++)
       if (!enif_is_identical(e[i], am_nil)) {
         c.slots[i] = e[i];
-        c.live[i] = 1;
+        c.live[i] = SLOT_TERM;
       }
   }
   unsigned ntable;
@@ -2177,6 +2368,13 @@ static ERL_NIF_TERM replay_run(ErlNifEnv *env, ERL_NIF_TERM plan, ERL_NIF_TERM p
     if ((k - start + 1) % REPLAY_CHECK_EVERY == 0 && k + 1 < (unsigned)nops) {
       ErlNifTime spent = enif_monotonic_time(ERL_NIF_USEC) - t0;
       if (spent >= REPLAY_SLICE_US) {
+        for (unsigned i = 0; i < c.nslots; i++) {
+          ERL_NIF_TERM w = replay_term(&c, i);
+          if (!enif_is_identical(w, am_ok)) {
+            replay_finish(&c, NULL);
+            return w;
+          }
+        }
         ERL_NIF_TERM *held = enif_alloc(((size_t)c.nslots + 1) * sizeof *held);
         if (!held) {
           replay_finish(&c, NULL);
@@ -2204,11 +2402,15 @@ static ERL_NIF_TERM replay_run(ErlNifEnv *env, ERL_NIF_TERM plan, ERL_NIF_TERM p
   for (int k = 0; k < nouts; k++) {
     unsigned i;
     enif_get_uint(env, outs[k], &i);
-    if (!c.live[i]) {
+    ERL_NIF_TERM w = c.live[i]
+                         ? replay_term(&c, i)
+                         : raise_argument(env, "replay: output %d is slot %u, which holds no "
+                                          "tensor", k, i);
+    if (!enif_is_identical(w, am_ok)) {
       enif_free(res);
       enif_free(keep);
       replay_finish(&c, NULL);
-      return raise_argument(env, "replay: output %d is slot %u, which holds no tensor", k, i);
+      return w;
     }
     res[k] = c.slots[i];
     keep[i] = 1;

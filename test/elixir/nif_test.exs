@@ -502,6 +502,90 @@ defmodule Nx.Vulkan.NIFTest do
     assert to_f32(NIF.download(d, 0, 2)) == [9.0, 3.0]
   end
 
+  test "replay runs fused ops of prepared programs, their results handles only when needed" do
+    ctx = NIF.open_device(-1, %{})
+    bin = NIF.replay_index(:binary, 8)
+    fused = NIF.replay_index(:fused, 4)
+    a = NIF.upload(ctx, :f32, f32([1.0, -2.0, 3.5, 4.0]))
+    base = in_use(ctx)
+    plus = 1 ||| 0 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
+    times = 1 ||| 2 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
+    p_plus = NIF.fused_program(:f32, 2, [plus])
+    p_times = NIF.fused_program(:f32, 2, [times])
+    one = {:c, f32([1.0])}
+
+    # s0 = a + 1; s1 = s0 * s0 (both read from a fused result); s2 = s1 +
+    # s0 (a NIF call reading both); s3 = a * 2 (a constant input list);
+    # s4 = s0 + a[1] (a constant tensor's broadcast view). s0 and s1 are
+    # freed after s2; s2, s3 and s4 are returned.
+    ops = {
+      {:fused, fused, {{:c, :f32}, {:c, [4]}, {:c, p_plus}, {:l, {{:v, {:p, 0}, 0, nil}, one}}},
+       {0}, {}},
+      {:fused, fused,
+       {{:c, :f32}, {:c, [4]}, {:c, p_times},
+        {:l, {{:v, {:s, 0}, 0, nil}, {:v, {:s, 0}, 0, nil}}}}, {1}, {}},
+      {:binary, bin,
+       {{:c, :add}, {:c, [4]}, {:s, 1}, {:c, 0}, {:c, nil}, {:s, 0}, {:c, 0}, {:c, nil}}, {2},
+       {0, 1}},
+      {:fused, fused, {{:c, :f32}, {:c, [4]}, {:c, p_times}, {:c, [{a, 0, nil}, f32([2.0])]}},
+       {3}, {}},
+      {:fused, fused,
+       {{:c, :f32}, {:c, [4]}, {:c, p_plus},
+        {:l, {{:v, {:s, 2}, 0, nil}, {:v, {:c, a}, 1, [0]}}}}, {4}, {}}
+    }
+
+    for _ <- 1..3 do
+      assert {s2, s3, s4} = NIF.replay({5, ops, {2, 3, 4}}, {a})
+      # (a + 1)^2 + (a + 1), a * 2, that + a[1]
+      assert to_f32(NIF.download(s2, 0, 4)) == [6.0, 0.0, 24.75, 30.0]
+      assert to_f32(NIF.download(s3, 0, 4)) == [2.0, -4.0, 7.0, 8.0]
+      assert to_f32(NIF.download(s4, 0, 4)) == [4.0, -2.0, 22.75, 28.0]
+      NIF.deallocate_many([s2, s3, s4])
+      assert in_use(ctx) == base
+    end
+
+    # A run that fails raises as fused/4 does, after s0 was made: nothing
+    # is kept. Arguments that do not decode take the NIF call, which
+    # raises its own message.
+    band = NIF.fused_program(:f32, 1, [1 ||| 10 <<< 2])
+    first = elem(ops, 0)
+    f32_64 = NIF.fused_program(:f64, 2, [plus])
+
+    cases = [
+      {{:fused, fused, {{:c, :f32}, {:c, [4]}, {:c, band}, {:l, {{:v, {:s, 0}, 0, nil}}}}, {1},
+        {}}, ~r/bitwise_and .* is not supported for f32/},
+      {{:fused, fused, {{:c, :f32}, {:c, [4]}, {:c, p_plus}, {:l, {{:v, {:s, 1}, 0, nil}, one}}},
+        {2}, {}}, ~r/op 1 reads slot 1, which holds no tensor/},
+      {{:fused, fused, {{:c, :f32}, {:c, [4]}, {:c, f32_64}, {:l, {{:v, {:s, 0}, 0, nil}, one}}},
+        {1}, {}}, ~r/the prepared program is of f64 over 2 inputs, the call gives f32/},
+      {{:fused, fused,
+        {{:c, :f32}, {:c, [4]}, {:c, p_plus}, {:l, {{:v, {:s, 0}, 0, [1, 1]}, one}}}, {1}, {}},
+       ~r/fused input 0: strides must be nil or a list of 1 integers/},
+      {{:fused, fused, {{:c, :f32}, {:c, [4]}, {:c, p_plus}, {:l, {one, one}}}, {1}, {}},
+       ~r/at least one input must be a tensor/}
+    ]
+
+    for {op, message} <- cases do
+      assert_raise ArgumentError, message, fn -> NIF.replay({3, {first, op}, {0}}, {a}) end
+      assert in_use(ctx) == base, inspect(op)
+    end
+
+    # A long plan of fused ops yields with its results in slots.
+    n = 3000
+
+    chain =
+      for i <- 0..(n - 1) do
+        x = if i == 0, do: {:v, {:p, 0}, 0, nil}, else: {:v, {:s, i - 1}, 0, nil}
+        free = if i == 0, do: {}, else: {i - 1}
+        {:fused, fused, {{:c, :f32}, {:c, [4]}, {:c, p_plus}, {:l, {x, one}}}, {i}, free}
+      end
+
+    assert {out} = NIF.replay({n, List.to_tuple(chain), {n - 1}}, {a})
+    assert to_f32(NIF.download(out, 0, 4)) == [3001.0, 2998.0, 3003.5, 3004.0]
+    NIF.deallocate(out)
+    assert in_use(ctx) == base
+  end
+
   test "a long replay yields its scheduler and keeps its slots" do
     ctx = NIF.open_device(-1, %{})
     bin = NIF.replay_index(:binary, 8)
