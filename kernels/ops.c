@@ -1238,6 +1238,18 @@ static nxv_status check_fused_operands(uint32_t ninputs, uint32_t k, uint32_t w)
   return NXV_OK;
 }
 
+/* A program's input and instruction counts are within bounds. */
+static nxv_status check_fused_counts(uint32_t ninputs, uint32_t ninstrs) {
+  if (ninputs < 1 || ninputs > NXV_FUSED_MAX_INPUTS)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: %u inputs, expected 1 to %d",
+                    ninputs, NXV_FUSED_MAX_INPUTS);
+  if (ninstrs < 1 || ninstrs > NXV_FUSED_MAX_INSTRS)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "fused: %u instructions, expected 1 to %d", ninstrs,
+                    NXV_FUSED_MAX_INSTRS);
+  return NXV_OK;
+}
+
 static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs,
                                     uint32_t k, uint32_t w, bool *in_double) {
   uint32_t cls = w & 3u, op = (w >> 2) & 63u;
@@ -1318,13 +1330,7 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
     return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: the interpreter runs float programs, not %s",
                     nxv_dtype_name(t));
   NXV_TRY(check_type(d, t, "fused"));
-  if (ninputs < 1 || ninputs > NXV_FUSED_MAX_INPUTS)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: %u inputs, expected 1 to %d",
-                    ninputs, NXV_FUSED_MAX_INPUTS);
-  if (ninstrs < 1 || ninstrs > NXV_FUSED_MAX_INSTRS)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
-                    "fused: %u instructions, expected 1 to %d", ninstrs,
-                    NXV_FUSED_MAX_INSTRS);
+  NXV_TRY(check_fused_counts(ninputs, ninstrs));
   bool in_double = false;
   unsigned memo = prog ? atomic_load_explicit(&prog->memo_state, memory_order_acquire)
                        : MEMO_EMPTY;
@@ -1505,13 +1511,7 @@ nxv_status nxv_fused_program_create(nxv_dtype t, uint32_t ninputs, uint32_t nins
   if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64 && !fused_integer(t))
     return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of f16, bf16, f32, f64, s32, "
                     "s64, u32 or u64, not %s", nxv_dtype_name(t));
-  if (ninputs < 1 || ninputs > NXV_FUSED_MAX_INPUTS)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: %u inputs, expected 1 to %d",
-                    ninputs, NXV_FUSED_MAX_INPUTS);
-  if (ninstrs < 1 || ninstrs > NXV_FUSED_MAX_INSTRS)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
-                    "fused: %u instructions, expected 1 to %d", ninstrs,
-                    NXV_FUSED_MAX_INSTRS);
+  NXV_TRY(check_fused_counts(ninputs, ninstrs));
   for (uint32_t k = 0; k < ninstrs; k++) NXV_TRY(check_fused_operands(ninputs, k, program[k]));
   /* Whole cache lines: read by every run, so on none that other objects'
    * writers (other threads) share. */
