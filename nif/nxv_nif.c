@@ -2128,6 +2128,123 @@ static bool view_parts_quiet(ErlNifEnv *env, ERL_NIF_TERM offset, ERL_NIF_TERM s
   return !v->has_strides || (get_int_list(env, strides, v->strides, &n) && n == rank);
 }
 
+/* The tensor a source spec names, retained: {:s, i} a slot's (its handle's
+ * or its own), {:p, i} a parameter's handle's, {:c, handle}; NULL
+ * (nothing raised) for anything else or a deallocated tensor. */
+static nxv_tensor *replay_source(replay_ctx *c, ERL_NIF_TERM spec) {
+  ErlNifEnv *env = c->env;
+  const ERL_NIF_TERM *src;
+  int arity;
+  unsigned i;
+  bool dead;
+  if (!enif_get_tuple(env, spec, &arity, &src) || arity != 2) return NULL;
+  if (enif_is_identical(src[0], am_spec_s)) {
+    if (!enif_get_uint(env, src[1], &i) || i >= c->nslots || !c->live[i]) return NULL;
+    if (c->live[i] == SLOT_TERM) return grab(env, c->slots[i], &dead);
+    nxv_tensor_retain(c->raw[i]);
+    return c->raw[i];
+  }
+  if (enif_is_identical(src[0], am_spec_p)) {
+    if (!enif_get_uint(env, src[1], &i) || i >= (unsigned)c->nparams) return NULL;
+    return grab(env, c->params[i], &dead);
+  }
+  if (enif_is_identical(src[0], am_spec_c)) return grab(env, src[1], &dead);
+  return NULL;
+}
+
+/* An operand of binary/8 or unary/5 from its three specs (source, then
+ * {:c, offset} and {:c, strides}): true with v->t retained; false,
+ * nothing retained or raised, otherwise. */
+static bool replay_operand(replay_ctx *c, const ERL_NIF_TERM specs[3], unsigned rank,
+                           view_arg *v) {
+  ERL_NIF_TERM off, strides;
+  if (!spec_constant(c->env, specs[1], &off) || !spec_constant(c->env, specs[2], &strides))
+    return false;
+  v->t = replay_source(c, specs[0]);
+  if (!v->t) return false;
+  if (view_parts_quiet(c->env, off, strides, rank, v)) return true;
+  nxv_tensor_release(v->t);
+  v->t = NULL;
+  return false;
+}
+
+/* Keeps an op's result as its slot's own tensor; *result am_ok, or the
+ * exception for st (raised as the op's NIF raises it). */
+static void replay_keep(replay_ctx *c, nxv_status st, nxv_tensor *out, unsigned out_slot,
+                        const char *what, ERL_NIF_TERM *result) {
+  if (st != NXV_OK) {
+    *result = raise_status(c->env, st, what);
+    return;
+  }
+  c->raw[out_slot] = out;
+  c->live[out_slot] = SLOT_RAW;
+  *result = am_ok;
+}
+
+/* binary/8 (elementwise: op, shape, then a and b as source, offset and
+ * strides specs; one of them may be an immediate {:c, binary} of one
+ * element of the other's type, offset 0 and strides nil) and unary/5
+ * (op, shape, a) run without their NIF, as replay_fused runs fused/4. */
+static bool replay_elementwise(replay_ctx *c, bool binary, const ERL_NIF_TERM *specs,
+                               unsigned out_slot, ERL_NIF_TERM *result) {
+  ErlNifEnv *env = c->env;
+  ERL_NIF_TERM op_t, shape_t, imm_t[2], off, strides;
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank;
+  if (!spec_constant(env, specs[0], &op_t) || !spec_constant(env, specs[1], &shape_t) ||
+      !get_int_list(env, shape_t, shape, &rank))
+    return false;
+  int op = binary ? find_atom(op_t, am_binops, NXV_BINARY_OP_COUNT)
+                  : find_atom(op_t, am_unops, NXV_UNARY_OP_COUNT);
+  if (op < 0) return false;
+  view_arg v[2] = {{0}};
+  nxv_tensor *out = NULL;
+  nxv_status st;
+  if (!binary) {
+    if (!replay_operand(c, specs + 2, rank, &v[0])) return false;
+    nxv_view va = to_view(&v[0]);
+    st = nxv_unary(nxv_tensor_device(v[0].t), (nxv_unary_op)op, rank, shape, &va, &out);
+    release_views(v, 1);
+    replay_keep(c, st, out, out_slot, nxv_unary_op_name((nxv_unary_op)op), result);
+    return true;
+  }
+  /* An immediate operand: {:c, binary}, offset {:c, 0}, strides {:c, nil}. */
+  int imm_at = -1;
+  for (int k = 0; k < 2; k++) {
+    int64_t o;
+    if (spec_constant(env, specs[2 + 3 * k], &imm_t[k]) && enif_is_binary(env, imm_t[k])) {
+      if (imm_at >= 0 || !spec_constant(env, specs[3 + 3 * k], &off) ||
+          !spec_constant(env, specs[4 + 3 * k], &strides) || !get_i64(env, off, &o) || o != 0 ||
+          !enif_is_identical(strides, am_nil))
+        return false;
+      imm_at = k;
+    }
+  }
+  for (int k = 0; k < 2; k++)
+    if (k != imm_at && !replay_operand(c, specs + 2 + 3 * k, rank, &v[k])) {
+      release_views(v, 2);
+      return false;
+    }
+  nxv_device *d = nxv_tensor_device(v[imm_at == 0 ? 1 : 0].t);
+  if (imm_at >= 0) {
+    ErlNifBinary bin;
+    view_arg *x = &v[1 - imm_at];
+    if (!enif_inspect_binary(env, imm_t[imm_at], &bin) ||
+        bin.size != nxv_dtype_size(nxv_tensor_dtype(x->t))) {
+      release_views(v, 2);
+      return false;
+    }
+    nxv_view vx = to_view(x);
+    st = nxv_binary_scalar(d, (nxv_binary_op)op, rank, shape, &vx, imm_at == 0, bin.data, &out);
+  } else {
+    nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
+    st = nxv_binary(d, (nxv_binary_op)op, rank, shape, &va, &vb, &out);
+  }
+  release_views(v, 2);
+  replay_keep(c, st, out, out_slot, nxv_binary_op_name((nxv_binary_op)op), result);
+  return true;
+}
+
 /* One input of a fused op replay_fused runs: from an input spec (a
  * {:v, source, offset, strides} view of a slot, parameter or constant
  * tensor, or {:c, term}) or, spec false, the term itself (an element of a
@@ -2151,26 +2268,8 @@ static bool replay_fused_input(replay_ctx *c, ERL_NIF_TERM item, bool spec, unsi
     if (arity == 2 && enif_is_identical(e[0], am_spec_c))
       return replay_fused_input(c, e[1], false, rank, es, v, is_imm, imm);
     if (arity != 4 || !enif_is_identical(e[0], am_spec_v)) return false;
-    /* {:v, source, offset, strides}: the source a slot, parameter or
-     * constant handle. */
-    const ERL_NIF_TERM *src;
-    int sa;
-    unsigned i;
-    if (!enif_get_tuple(env, e[1], &sa, &src) || sa != 2) return false;
-    if (enif_is_identical(src[0], am_spec_s)) {
-      if (!enif_get_uint(env, src[1], &i) || i >= c->nslots || !c->live[i]) return false;
-      if (c->live[i] == SLOT_RAW) {
-        v->t = c->raw[i];
-        nxv_tensor_retain(v->t);
-      } else {
-        v->t = grab(env, c->slots[i], &dead);
-      }
-    } else if (enif_is_identical(src[0], am_spec_p)) {
-      if (!enif_get_uint(env, src[1], &i) || i >= (unsigned)c->nparams) return false;
-      v->t = grab(env, c->params[i], &dead);
-    } else if (enif_is_identical(src[0], am_spec_c)) {
-      v->t = grab(env, src[1], &dead);
-    }
+    /* {:v, source, offset, strides} */
+    v->t = replay_source(c, e[1]);
     if (!v->t) return false;
     if (view_parts_quiet(env, e[2], e[3], rank, v)) return true;
   } else {
@@ -2254,13 +2353,7 @@ static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_
   nxv_tensor *out = NULL;
   nxv_status st = nxv_fused_run(device, pr->p, rank, shape, views, imm_mask, imm_bits, &out);
   release_views(v, nin);
-  if (st != NXV_OK) {
-    *result = raise_status(env, st, "fused");
-    return true;
-  }
-  c->raw[out_slot] = out;
-  c->live[out_slot] = SLOT_RAW;
-  *result = am_ok;
+  replay_keep(c, st, out, out_slot, "fused", result);
   return true;
 }
 
@@ -2300,7 +2393,11 @@ static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifF
                             twice ? "it names twice" : "holds a tensor");
   }
   ERL_NIF_TERM fast;
-  if (f->fptr == nif_fused && nouts == 1 && replay_fused(c, specs, outs[0], &fast)) {
+  bool binary = f->fptr == nif_binary;
+  if (nouts == 1 &&
+      (f->fptr == nif_fused ? replay_fused(c, specs, outs[0], &fast)
+       : binary || f->fptr == nif_unary ? replay_elementwise(c, binary, specs, outs[0], &fast)
+                                        : false)) {
     if (!enif_is_identical(fast, am_ok)) return fast;
     for (unsigned k = 0; k < nfrees; k++) replay_free_slot(c, frees[k]);
     return am_ok;

@@ -570,6 +570,49 @@ defmodule Nx.Vulkan.NIFTest do
       assert in_use(ctx) == base, inspect(op)
     end
 
+    # binary/8 and unary/5 run the same way: s1 = 0.5 - s0 (an immediate
+    # first), s2 = abs(s1) read reversed, s3 = s2 * a; s0 and s1 freed.
+    bops = {
+      elem(ops, 0),
+      {:binary, bin,
+       {{:c, :subtract}, {:c, [4]}, {:c, f32([0.5])}, {:c, 0}, {:c, nil}, {:s, 0}, {:c, 0},
+        {:c, nil}}, {1}, {0}},
+      {:unary, NIF.replay_index(:unary, 5), {{:c, :abs}, {:c, [4]}, {:s, 1}, {:c, 3}, {:c, [-1]}},
+       {2}, {1}},
+      {:binary, bin,
+       {{:c, :multiply}, {:c, [4]}, {:s, 2}, {:c, 0}, {:c, nil}, {:p, 0}, {:c, 0}, {:c, nil}},
+       {3}, {}}
+    }
+
+    assert {s2, s3} = NIF.replay({4, bops, {2, 3}}, {a})
+    assert to_f32(NIF.download(s2, 0, 4)) == [4.5, 4.0, 1.5, 1.5]
+    assert to_f32(NIF.download(s3, 0, 4)) == [4.5, -8.0, 5.25, 6.0]
+    NIF.deallocate_many([s2, s3])
+    assert in_use(ctx) == base
+
+    i = NIF.upload(ctx, :s32, s32([1, 2, 3, 4]))
+    base_i = in_use(ctx)
+
+    for {op, message} <- [
+          {{:binary, bin,
+            {{:c, :add}, {:c, [4]}, {:s, 0}, {:c, 2}, {:c, nil}, {:p, 1}, {:c, 0}, {:c, nil}},
+            {1}, {}}, ~r/add: .*(range|bounds|elements)/},
+          {{:binary, bin,
+            {{:c, :plus}, {:c, [4]}, {:s, 0}, {:c, 0}, {:c, nil}, {:p, 0}, {:c, 0}, {:c, nil}},
+            {1}, {}}, ~r/binary: unknown op/},
+          {{:binary, bin,
+            {{:c, :add}, {:c, [4]}, {:s, 0}, {:c, 0}, {:c, nil}, {:c, <<0, 0>>}, {:c, 0},
+             {:c, nil}}, {1}, {}}, ~r/an immediate operand must be one f32 element/},
+          {{:unary, NIF.replay_index(:unary, 5),
+            {{:c, :abs}, {:c, [4]}, {:s, 0}, {:c, 1}, {:c, nil}}, {1}, {}},
+           ~r/abs: .*(range|bounds|elements)/}
+        ] do
+      assert_raise ArgumentError, message, fn -> NIF.replay({3, {first, op}, {0}}, {a, i}) end
+      assert in_use(ctx) == base_i, inspect(op)
+    end
+
+    NIF.deallocate(i)
+
     # A long plan of fused ops yields with its results in slots.
     n = 3000
 
