@@ -1923,9 +1923,9 @@ static ERL_NIF_TERM nif_replay_index(ErlNifEnv *env, int argc, const ERL_NIF_TER
 }
 
 /* What a slot holds: nothing, a handle (a term), or a tensor that no
- * term refers to yet (the result of an op replay_fused ran without its
- * NIF: made a handle only when an op needs a term for it, or when it is
- * returned or the replay yields). */
+ * term refers to yet (the result of an op run without its NIF,
+ * replay_fused or replay_elementwise: made a handle only when an op needs
+ * a term for it, or when it is returned or the replay yields). */
 enum { SLOT_EMPTY = 0, SLOT_TERM = 1, SLOT_RAW = 2 };
 
 /* One replay's state. The slot arrays are owned by the replay and freed
