@@ -552,9 +552,13 @@ NXV_TEST(fused, bad_arguments_fail_cleanly) {
 
 /* Prepared programs: the checks that need no device at creation, those
  * of a device at its first run there (and at every run on another
- * device), the memo's pipeline only for its device and input layout. */
+ * device), the memo's pipeline only for its device and input layout.
+ * Pipelines are created in the calling thread here (each run's pipeline
+ * ready when it returns); the end runs one on a device that creates them
+ * in the background. */
 NXV_TEST(fused, prepared_programs_memo_per_device_and_layout) {
-  nxv_device *d = test_open_device();
+  const nxv_device_config inline_creation = {.pipeline_threads = -1};
+  nxv_device *d = test_open_device_with(inline_creation);
   REQUIRE(d);
   nxv_fused_program *fp = NULL;
   const uint32_t neg = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 0, 0, 0);
@@ -601,7 +605,7 @@ NXV_TEST(fused, prepared_programs_memo_per_device_and_layout) {
   REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 1, &y, &ty));
   int64_t zero[1] = {0};
   nxv_view views[3] = {v, {ty, 0, zero}, {NULL, 0, NULL}};
-  nxv_device *d2 = test_open_device();
+  nxv_device *d2 = test_open_device_with(inline_creation);
   REQUIRE(d2);
   nxv_tensor *x2, *ty2;
   REQUIRE_OK(nxv_tensor_upload(d2, NXV_F32, 37, vals, &x2));
@@ -669,6 +673,37 @@ NXV_TEST(fused, prepared_programs_memo_per_device_and_layout) {
   }
   nxv_fused_program_free(fp);
   nxv_tensor_release(xi);
+  /* Pipelines created in the background: the first run's is still being
+   * made when it returns, so the memo is written by the first run that
+   * finds it created (the second, after a synchronize) and read from the
+   * third on. */
+  nxv_device *d3 = test_open_device_with((nxv_device_config){.pipeline_threads = 2});
+  REQUIRE(d3);
+  nxv_tensor *x3;
+  REQUIRE_OK(nxv_tensor_upload(d3, NXV_F32, 37, vals, &x3));
+  const uint32_t twice = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, 0, 0, 0);
+  REQUIRE_OK(nxv_fused_program_create(NXV_F32, 1, 1, &twice, &fp));
+  nxv_view v3 = {x3, 0, NULL};
+  for (int run = 0; run < 4; run++) {
+    nxv_stats before, after;
+    REQUIRE_OK(nxv_device_stats(d3, &before));
+    REQUIRE_OK(nxv_fused_run(d3, fp, 1, shape, &v3, 0, NULL, &out));
+    REQUIRE_OK(nxv_device_stats(d3, &after));
+    uint64_t hits = after.pipeline_hits - before.pipeline_hits;
+    uint64_t misses = after.pipeline_misses - before.pipeline_misses;
+    CHECK_MSG(misses == (run == 0 ? 1u : 0u) && hits == (run == 1 ? 1u : 0u),
+              "background run %d: %llu misses, %llu hits", run, (unsigned long long)misses,
+              (unsigned long long)hits);
+    float got[37];
+    memset(got, 0xA5, sizeof got);
+    REQUIRE_OK(nxv_tensor_download(out, 0, 37, got));
+    for (int i = 0; i < 37; i++) CHECK(got[i] == vals[i] + vals[i]);
+    nxv_tensor_release(out);
+    REQUIRE_OK(nxv_device_synchronize(d3));
+  }
+  nxv_fused_program_free(fp);
+  nxv_tensor_release(x3);
+  nxv_device_release(d3);
   nxv_tensor_release(x2);
   nxv_tensor_release(ty2);
   nxv_device_release(d2);
