@@ -550,6 +550,19 @@ NXV_TEST(fused, bad_arguments_fail_cleanly) {
   nxv_device_release(d);
 }
 
+/* Runs prepared program fp on d over shape {37} (nxv_fused_run), with the
+ * device's stats before and after the run in *before and *after. */
+static nxv_tensor *run_counted(nxv_device *d, nxv_fused_program *fp, const nxv_view *views,
+                               uint32_t imm_mask, const uint64_t *imm_bits,
+                               nxv_stats *before, nxv_stats *after) {
+  int64_t shape[1] = {37};
+  nxv_tensor *out = NULL;
+  CHECK_OK(nxv_device_stats(d, before));
+  CHECK_OK(nxv_fused_run(d, fp, 1, shape, views, imm_mask, imm_bits, &out));
+  CHECK_OK(nxv_device_stats(d, after));
+  return out;
+}
+
 /* Prepared programs: the checks that need no device at creation, those
  * of a device at its first run there (and at every run on another
  * device), the memo's pipeline only for its device and input layout.
@@ -623,12 +636,9 @@ NXV_TEST(fused, prepared_programs_memo_per_device_and_layout) {
   for (size_t r = 0; r < COUNT(kRuns); r++) {
     nxv_device *dev = kRuns[r].dev ? d2 : d;
     nxv_stats before, after;
-    REQUIRE_OK(nxv_device_stats(dev, &before));
-    out = NULL;
-    CHECK_OK(nxv_fused_run(dev, fp, 1, shape, kRuns[r].dev ? views2 : views, kRuns[r].mask, bits,
-                           &out));
+    out = run_counted(dev, fp, kRuns[r].dev ? views2 : views, kRuns[r].mask, bits, &before,
+                      &after);
     REQUIRE(out);
-    REQUIRE_OK(nxv_device_stats(dev, &after));
     CHECK_MSG((after.program_pipelines - before.program_pipelines == 1) ==
                   kRuns[r].new_pipeline,
               "run %zu made %llu pipelines", r,
@@ -659,9 +669,8 @@ NXV_TEST(fused, prepared_programs_memo_per_device_and_layout) {
   nxv_view vi = {xi, 0, NULL};
   for (int run = 0; run < 2; run++) {
     nxv_stats before, after;
-    REQUIRE_OK(nxv_device_stats(d, &before));
-    REQUIRE_OK(nxv_fused_run(d, fp, 1, shape, &vi, 0, NULL, &out));
-    REQUIRE_OK(nxv_device_stats(d, &after));
+    out = run_counted(d, fp, &vi, 0, NULL, &before, &after);
+    REQUIRE(out);
     CHECK_MSG(run == 0 || (after.pipeline_hits == before.pipeline_hits &&
                            after.program_pipelines == before.program_pipelines),
               "s32 run %d: %llu registry hits", run,
@@ -686,9 +695,8 @@ NXV_TEST(fused, prepared_programs_memo_per_device_and_layout) {
   nxv_view v3 = {x3, 0, NULL};
   for (int run = 0; run < 4; run++) {
     nxv_stats before, after;
-    REQUIRE_OK(nxv_device_stats(d3, &before));
-    REQUIRE_OK(nxv_fused_run(d3, fp, 1, shape, &v3, 0, NULL, &out));
-    REQUIRE_OK(nxv_device_stats(d3, &after));
+    out = run_counted(d3, fp, &v3, 0, NULL, &before, &after);
+    REQUIRE(out);
     uint64_t hits = after.pipeline_hits - before.pipeline_hits;
     uint64_t misses = after.pipeline_misses - before.pipeline_misses;
     CHECK_MSG(misses == (run == 0 ? 1u : 0u) && hits == (run == 1 ? 1u : 0u),
