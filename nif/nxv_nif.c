@@ -1924,7 +1924,7 @@ static ERL_NIF_TERM nif_replay_index(ErlNifEnv *env, int argc, const ERL_NIF_TER
 
 /* What a slot holds: nothing, a handle (a term), or a tensor that no
  * term refers to yet (the result of an op run without its NIF,
- * replay_fused or replay_elementwise: made a handle only when an op needs
+ * replay_direct: made a handle only when an op needs
  * a term for it, or when it is returned or the replay yields). */
 enum { SLOT_EMPTY = 0, SLOT_TERM = 1, SLOT_RAW = 2 };
 
@@ -1941,7 +1941,20 @@ typedef struct replay_ctx {
   unsigned char *live;        /* SLOT_* */
   unsigned nslots;
   unsigned op;                /* the op being run, for messages */
+  uint64_t direct, via_nif;   /* ops run without / through their NIF, not
+                                 yet added to the process-wide counts */
 } replay_ctx;
+
+/* Ops every replay ran without their NIF and through it (replay_counts/0):
+ * added once per replay call, when it returns or yields. */
+static _Atomic uint64_t g_replay_direct, g_replay_via_nif;
+
+static void replay_count(replay_ctx *c) {
+  if (c->direct) atomic_fetch_add_explicit(&g_replay_direct, c->direct, memory_order_relaxed);
+  if (c->via_nif)
+    atomic_fetch_add_explicit(&g_replay_via_nif, c->via_nif, memory_order_relaxed);
+  c->direct = c->via_nif = 0;
+}
 
 static void replay_drop(ErlNifEnv *env, ERL_NIF_TERM handle) {
   tensor_res *r;
@@ -1987,6 +2000,7 @@ static ERL_NIF_TERM replay_term(replay_ctx *c, unsigned i) {
 /* Deallocates every live slot's handle or tensor but those marked keep
  * (or all when keep is NULL), and frees the slot arrays. */
 static void replay_finish(replay_ctx *c, const unsigned char *keep) {
+  replay_count(c);
   for (unsigned i = 0; i < c->nslots; i++)
     if (!(keep && keep[i])) replay_free_slot(c, i);
   enif_free(c->slots);
@@ -2181,11 +2195,14 @@ static void replay_keep(replay_ctx *c, nxv_status st, nxv_tensor *out, unsigned 
   *result = am_ok;
 }
 
-/* binary/8 (elementwise: op, shape, then a and b as source, offset and
+/* Which elementwise NIF replay_elementwise runs. */
+typedef enum { REPLAY_BINARY, REPLAY_COMPARE, REPLAY_UNARY } replay_ew;
+
+/* binary/8 and compare/8 (op, shape, then a and b as source, offset and
  * strides specs; one of them may be an immediate {:c, binary} of one
- * element of the other's type, offset 0 and strides nil) and unary/5
- * (op, shape, a) run without their NIF, as replay_fused runs fused/4. */
-static bool replay_elementwise(replay_ctx *c, bool binary, const ERL_NIF_TERM *specs,
+ * element of the other's type, offset 0 and strides nil) and unary/5 (op,
+ * shape, a) run without their NIF, as replay_fused runs fused/4. */
+static bool replay_elementwise(replay_ctx *c, replay_ew kind, const ERL_NIF_TERM *specs,
                                unsigned out_slot, ERL_NIF_TERM *result) {
   ErlNifEnv *env = c->env;
   ERL_NIF_TERM op_t, shape_t, imm_t[2], off, strides;
@@ -2194,13 +2211,14 @@ static bool replay_elementwise(replay_ctx *c, bool binary, const ERL_NIF_TERM *s
   if (!spec_constant(env, specs[0], &op_t) || !spec_constant(env, specs[1], &shape_t) ||
       !get_int_list(env, shape_t, shape, &rank))
     return false;
-  int op = binary ? find_atom(op_t, am_binops, NXV_BINARY_OP_COUNT)
-                  : find_atom(op_t, am_unops, NXV_UNARY_OP_COUNT);
+  int op = kind == REPLAY_BINARY    ? find_atom(op_t, am_binops, NXV_BINARY_OP_COUNT)
+           : kind == REPLAY_COMPARE ? find_atom(op_t, am_cmpops, NXV_COMPARE_OP_COUNT)
+                                    : find_atom(op_t, am_unops, NXV_UNARY_OP_COUNT);
   if (op < 0) return false;
   view_arg v[2] = {{0}};
   nxv_tensor *out = NULL;
   nxv_status st;
-  if (!binary) {
+  if (kind == REPLAY_UNARY) {
     if (!replay_operand(c, specs + 2, rank, &v[0])) return false;
     nxv_view va = to_view(&v[0]);
     st = nxv_unary(nxv_tensor_device(v[0].t), (nxv_unary_op)op, rank, shape, &va, &out);
@@ -2226,6 +2244,7 @@ static bool replay_elementwise(replay_ctx *c, bool binary, const ERL_NIF_TERM *s
       return false;
     }
   nxv_device *d = nxv_tensor_device(v[imm_at == 0 ? 1 : 0].t);
+  bool cmp = kind == REPLAY_COMPARE;
   if (imm_at >= 0) {
     ErlNifBinary bin;
     view_arg *x = &v[1 - imm_at];
@@ -2235,13 +2254,147 @@ static bool replay_elementwise(replay_ctx *c, bool binary, const ERL_NIF_TERM *s
       return false;
     }
     nxv_view vx = to_view(x);
-    st = nxv_binary_scalar(d, (nxv_binary_op)op, rank, shape, &vx, imm_at == 0, bin.data, &out);
+    st = cmp ? nxv_compare_scalar(d, (nxv_compare_op)op, rank, shape, &vx, imm_at == 0,
+                                  bin.data, &out)
+             : nxv_binary_scalar(d, (nxv_binary_op)op, rank, shape, &vx, imm_at == 0, bin.data,
+                                 &out);
   } else {
     nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
-    st = nxv_binary(d, (nxv_binary_op)op, rank, shape, &va, &vb, &out);
+    st = cmp ? nxv_compare(d, (nxv_compare_op)op, rank, shape, &va, &vb, &out)
+             : nxv_binary(d, (nxv_binary_op)op, rank, shape, &va, &vb, &out);
   }
   release_views(v, 2);
-  replay_keep(c, st, out, out_slot, nxv_binary_op_name((nxv_binary_op)op), result);
+  replay_keep(c, st, out, out_slot,
+              cmp ? nxv_compare_op_name((nxv_compare_op)op)
+                  : nxv_binary_op_name((nxv_binary_op)op),
+              result);
+  return true;
+}
+
+/* select/10 (shape, then pred, on_true and on_false as source, offset
+ * and strides specs) run without its NIF. */
+static bool replay_select(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_slot,
+                          ERL_NIF_TERM *result) {
+  ERL_NIF_TERM shape_t;
+  int64_t shape[NXV_MAX_RANK];
+  unsigned rank;
+  if (!spec_constant(c->env, specs[0], &shape_t) || !get_int_list(c->env, shape_t, shape, &rank))
+    return false;
+  view_arg v[3] = {{0}};
+  for (int k = 0; k < 3; k++)
+    if (!replay_operand(c, specs + 1 + 3 * k, rank, &v[k])) {
+      release_views(v, k);
+      return false;
+    }
+  nxv_view vp = to_view(&v[0]), va = to_view(&v[1]), vb = to_view(&v[2]);
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_select(nxv_tensor_device(v[0].t), rank, shape, &vp, &va, &vb, &out);
+  release_views(v, 3);
+  replay_keep(c, st, out, out_slot, "select", result);
+  return true;
+}
+
+/* reduce/7 (op, shape, the operand's source, offset and strides specs,
+ * axes, result type) run without its NIF. */
+static bool replay_reduce(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_slot,
+                          ERL_NIF_TERM *result) {
+  ErlNifEnv *env = c->env;
+  ERL_NIF_TERM op_t, shape_t, axes_t, type_t;
+  int64_t shape[NXV_MAX_RANK], axes[NXV_MAX_RANK];
+  unsigned rank, naxes;
+  nxv_dtype type;
+  if (!spec_constant(env, specs[0], &op_t) || !spec_constant(env, specs[1], &shape_t) ||
+      !spec_constant(env, specs[5], &axes_t) || !spec_constant(env, specs[6], &type_t) ||
+      !get_int_list(env, shape_t, shape, &rank) || !get_int_list(env, axes_t, axes, &naxes) ||
+      !get_dtype(env, type_t, &type))
+    return false;
+  int op = find_atom(op_t, am_redops, NXV_REDUCE_OP_COUNT);
+  if (op < 0) return false;
+  uint32_t mask = 0;
+  for (unsigned i = 0; i < naxes; i++) {
+    if (axes[i] < 0 || axes[i] >= (int64_t)rank) return false;
+    mask |= 1u << axes[i];
+  }
+  view_arg a;
+  if (!replay_operand(c, specs + 2, rank, &a)) return false;
+  nxv_view va = to_view(&a);
+  nxv_tensor *out = NULL;
+  nxv_status st =
+      nxv_reduce_to(nxv_tensor_device(a.t), (nxv_reduce_op)op, type, rank, shape, &va, mask, &out);
+  nxv_tensor_release(a.t);
+  replay_keep(c, st, out, out_slot, nxv_reduce_op_name((nxv_reduce_op)op), result);
+  return true;
+}
+
+/* copy_into/7 (the destination's source spec, its offset and strides, the
+ * shape, then the source's source, offset and strides specs) run without
+ * its NIF: it writes the destination in place and returns no tensor. */
+static bool replay_copy_into(replay_ctx *c, const ERL_NIF_TERM *specs, ERL_NIF_TERM *result) {
+  ErlNifEnv *env = c->env;
+  ERL_NIF_TERM off_t, strides_t, shape_t;
+  int64_t shape[NXV_MAX_RANK], dst_strides[NXV_MAX_RANK], dst_offset;
+  unsigned rank, nds;
+  if (!spec_constant(env, specs[1], &off_t) || !spec_constant(env, specs[2], &strides_t) ||
+      !spec_constant(env, specs[3], &shape_t) || !get_int_list(env, shape_t, shape, &rank) ||
+      !get_i64(env, off_t, &dst_offset) || !get_int_list(env, strides_t, dst_strides, &nds) ||
+      nds != rank)
+    return false;
+  nxv_tensor *dst = replay_source(c, specs[0]);
+  if (!dst) return false;
+  view_arg src;
+  if (!replay_operand(c, specs + 4, rank, &src)) {
+    nxv_tensor_release(dst);
+    return false;
+  }
+  nxv_view vs = to_view(&src);
+  nxv_status st =
+      nxv_copy_into(nxv_tensor_device(dst), dst, dst_offset, dst_strides, rank, shape, &vs);
+  nxv_tensor_release(dst);
+  nxv_tensor_release(src.t);
+  *result = st == NXV_OK ? am_ok : raise_status(env, st, "copy_into");
+  return true;
+}
+
+/* empty/3 (a device as {:c, device} or a parameter, a type, a count) and
+ * reinterpret/2 (a tensor's source spec, a type) run without their NIF. */
+static bool replay_empty(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_slot,
+                         ERL_NIF_TERM *result) {
+  ErlNifEnv *env = c->env;
+  ERL_NIF_TERM dev_t, type_t, count_t;
+  const ERL_NIF_TERM *e;
+  int arity;
+  unsigned i;
+  dev_res *r;
+  nxv_dtype type;
+  ErlNifUInt64 count;
+  if (enif_get_tuple(env, specs[0], &arity, &e) && arity == 2 &&
+      enif_is_identical(e[0], am_spec_p) && enif_get_uint(env, e[1], &i) &&
+      i < (unsigned)c->nparams)
+    dev_t = c->params[i];
+  else if (!spec_constant(env, specs[0], &dev_t))
+    return false;
+  if (!spec_constant(env, specs[1], &type_t) ||
+      !spec_constant(env, specs[2], &count_t) || !get_dev(env, dev_t, &r) ||
+      !get_dtype(env, type_t, &type) || !enif_get_uint64(env, count_t, &count))
+    return false;
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_tensor_empty(r->dev, type, count, &out);
+  replay_keep(c, st, out, out_slot, "empty", result);
+  return true;
+}
+
+static bool replay_reinterpret(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_slot,
+                               ERL_NIF_TERM *result) {
+  ERL_NIF_TERM type_t;
+  nxv_dtype type;
+  if (!spec_constant(c->env, specs[1], &type_t) || !get_dtype(c->env, type_t, &type))
+    return false;
+  nxv_tensor *t = replay_source(c, specs[0]);
+  if (!t) return false;
+  nxv_tensor *out = NULL;
+  nxv_status st = nxv_tensor_reinterpret(t, type, &out);
+  nxv_tensor_release(t);
+  replay_keep(c, st, out, out_slot, "bitcast", result);
   return true;
 }
 
@@ -2357,6 +2510,31 @@ static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_
   return true;
 }
 
+/* Runs the op without its NIF where its kind allows (fused ops of prepared
+ * programs; binary, compare, unary, select, reduce, copy_into, empty and
+ * reinterpret ops), its result kept as its slot's own tensor: false, with
+ * nothing done or raised, when it does not or an argument does not
+ * decode this way (the caller then makes the NIF call, which raises what
+ * that NIF raises); true with *result am_ok or the exception the op's run
+ * raised. */
+typedef ERL_NIF_TERM (*replay_nif)(ErlNifEnv *, int, const ERL_NIF_TERM[]);
+
+static bool replay_direct(replay_ctx *c, replay_nif fptr, const ERL_NIF_TERM *specs,
+                          const unsigned *outs, unsigned nouts, ERL_NIF_TERM *result) {
+  if (fptr == nif_copy_into) return nouts == 0 && replay_copy_into(c, specs, result);
+  if (nouts != 1) return false;
+  unsigned o = outs[0];
+  if (fptr == nif_fused) return replay_fused(c, specs, o, result);
+  if (fptr == nif_binary) return replay_elementwise(c, REPLAY_BINARY, specs, o, result);
+  if (fptr == nif_compare) return replay_elementwise(c, REPLAY_COMPARE, specs, o, result);
+  if (fptr == nif_unary) return replay_elementwise(c, REPLAY_UNARY, specs, o, result);
+  if (fptr == nif_select) return replay_select(c, specs, o, result);
+  if (fptr == nif_reduce) return replay_reduce(c, specs, o, result);
+  if (fptr == nif_empty) return replay_empty(c, specs, o, result);
+  if (fptr == nif_reinterpret) return replay_reinterpret(c, specs, o, result);
+  return false;
+}
+
 /* Runs one op of the plan: am_ok, or a raised exception. */
 static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifFunc *table,
                               unsigned ntable) {
@@ -2393,15 +2571,13 @@ static ERL_NIF_TERM replay_op(replay_ctx *c, ERL_NIF_TERM op_term, const ErlNifF
                             twice ? "it names twice" : "holds a tensor");
   }
   ERL_NIF_TERM fast;
-  bool binary = f->fptr == nif_binary;
-  if (nouts == 1 &&
-      (f->fptr == nif_fused ? replay_fused(c, specs, outs[0], &fast)
-       : binary || f->fptr == nif_unary ? replay_elementwise(c, binary, specs, outs[0], &fast)
-                                        : false)) {
+  if (replay_direct(c, f->fptr, specs, outs, nouts, &fast)) {
+    c->direct++;
     if (!enif_is_identical(fast, am_ok)) return fast;
     for (unsigned k = 0; k < nfrees; k++) replay_free_slot(c, frees[k]);
     return am_ok;
   }
+  c->via_nif++;
   ERL_NIF_TERM args[REPLAY_MAX_ARGS];
   for (int k = 0; k < nargs; k++) {
     ERL_NIF_TERM r = replay_arg(c, specs[k], 0, &args[k]);
@@ -2482,6 +2658,7 @@ static ERL_NIF_TERM replay_run(ErlNifEnv *env, ERL_NIF_TERM plan, ERL_NIF_TERM p
                                 enif_make_tuple_from_array(env, held, c.nslots)};
         enif_free(held);
         enif_free(c.slots);
+        replay_count(&c);
         enif_consume_timeslice(env, 100);
         return enif_schedule_nif(env, "replay", 0, nif_replay_resume, 4, next);
       }
@@ -2536,6 +2713,17 @@ static ERL_NIF_TERM replay_run(ErlNifEnv *env, ERL_NIF_TERM plan, ERL_NIF_TERM p
 static ERL_NIF_TERM nif_replay(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
   return replay_run(env, argv[0], argv[1], 0, NULL);
+}
+
+/* replay_counts(): {direct, via_nif}, the ops every replay in this
+ * process has run without their NIF (replay_direct) and through it, as
+ * counted when each replay call returned or yielded. */
+static ERL_NIF_TERM nif_replay_counts(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  (void)argv;
+  return enif_make_tuple2(
+      env, enif_make_uint64(env, atomic_load_explicit(&g_replay_direct, memory_order_relaxed)),
+      enif_make_uint64(env, atomic_load_explicit(&g_replay_via_nif, memory_order_relaxed)));
 }
 
 static ERL_NIF_TERM nif_replay_resume(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
@@ -2678,6 +2866,7 @@ static ErlNifFunc funcs[] = {
     {"iota", 4, nif_iota, 0},
     {"replay_index", 2, nif_replay_index, 0},
     {"replay", 2, nif_replay, 0},
+    {"replay_counts", 0, nif_replay_counts, 0},
 };
 
 static const ErlNifFunc *nif_table(unsigned *out_count) {

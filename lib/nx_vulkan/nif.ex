@@ -451,4 +451,13 @@ defmodule Nx.Vulkan.NIF do
   yields its scheduler about every millisecond.
   """
   def replay(_plan, _params), do: nif_error()
+
+  @doc """
+  `{direct, via_nif}`: how many ops every `replay/2` in this process has
+  run without their NIF (their arguments decoded straight from the specs,
+  their results kept without a handle until one is needed) and through
+  it, counted when each replay call returned or yielded.
+  """
+  @spec replay_counts() :: {non_neg_integer(), non_neg_integer()}
+  def replay_counts, do: nif_error()
 end

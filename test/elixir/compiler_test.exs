@@ -524,8 +524,19 @@ if Code.ensure_loaded?(Nx) do
                    inspect(planning)
 
             if fun == (&step/4), do: assert(Map.has_key?(planning, {:fused, 4}))
+            {direct, via_nif} = Nx.Vulkan.NIF.replay_counts()
             {{got, ops}, calls} = nif_calls(fn -> ops_of(fn -> apply(jitted, args) end) end)
             assert bits(got) == expected
+            {direct2, via_nif2} = Nx.Vulkan.NIF.replay_counts()
+            # in one call, every op but the step's products skips its NIF
+            # (they take theirs); call by call, replay/2 is not called
+            if native do
+              assert direct2 - direct >= ops - 2 and direct2 > direct
+              assert via_nif2 - via_nif == if(fun == (&step/4), do: 2, else: 0)
+            else
+              assert {direct2, via_nif2} == {direct, via_nif}
+            end
+
             # the replay's own calls, less the counters' synchronize and stats
             calls = Map.drop(calls, [{:synchronize, 1}, {:device_stats, 1}])
             {ops, calls}

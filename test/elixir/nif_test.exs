@@ -629,6 +629,138 @@ defmodule Nx.Vulkan.NIFTest do
     assert in_use(ctx) == base
   end
 
+  test "replay runs compare, select, reduce, copy_into, empty and reinterpret without their NIF" do
+    ctx = NIF.open_device(-1, %{})
+    idx = fn name, arity -> NIF.replay_index(name, arity) end
+
+    [bin, cmp, sel, red, copy, empty, cast] = [
+      idx.(:binary, 8),
+      idx.(:compare, 8),
+      idx.(:select, 10),
+      idx.(:reduce, 7),
+      idx.(:copy_into, 7),
+      idx.(:empty, 3),
+      idx.(:reinterpret, 2)
+    ]
+
+    a = NIF.upload(ctx, :f32, f32([1.0, -2.0, 3.5, 4.0, 0.25, 9.0]))
+    base = in_use(ctx)
+    dense = [{:c, 0}, {:c, nil}]
+    view = fn src, off, strides -> [src, {:c, off}, {:c, strides}] end
+
+    # s0 = empty(6); s1 = a * 2; s0[0..2] = a[1], a[3], a[5]; s0[3..5] =
+    # s1[0..2]: s0 = [-2, 4, 9, 2, -4, 7]. s2 = s0 < 3 (an immediate
+    # second), s3 = 0 > s0 (an immediate first), s4 = s0 <= a; s5 =
+    # select(s2, s0, reversed a); s6 = sum(s5); s7 = the row maxima of s0
+    # as 2 x 3; s8 = s6's bits as s32.
+    ops = {
+      {:empty, empty, {{:c, ctx}, {:c, :f32}, {:c, 6}}, {0}, {}},
+      {:binary, bin,
+       List.to_tuple(
+         [{:c, :multiply}, {:c, [6]}, {:p, 0}] ++
+           dense ++
+           [{:c, f32([2.0])}] ++ dense
+       ), {1}, {}},
+      {:copy_into, copy,
+       List.to_tuple([{:s, 0}, {:c, 0}, {:c, [1]}, {:c, [3]}] ++ view.({:p, 0}, 1, [2])), {}, {}},
+      {:copy_into, copy,
+       List.to_tuple([{:s, 0}, {:c, 3}, {:c, [1]}, {:c, [3]}] ++ view.({:s, 1}, 0, [1])), {},
+       {1}},
+      {:compare, cmp,
+       List.to_tuple([{:c, :less}, {:c, [6]}, {:s, 0}] ++ dense ++ [{:c, f32([3.0])}] ++ dense),
+       {2}, {}},
+      {:compare, cmp,
+       List.to_tuple(
+         [{:c, :greater}, {:c, [6]}, {:c, f32([0.0])}] ++
+           dense ++
+           [{:s, 0}] ++
+           dense
+       ), {3}, {}},
+      {:compare, cmp,
+       List.to_tuple([{:c, :less_equal}, {:c, [6]}, {:s, 0}] ++ dense ++ [{:p, 0}] ++ dense), {4},
+       {}},
+      {:select, sel,
+       List.to_tuple(
+         [{:c, [6]}, {:s, 2}] ++ dense ++ [{:s, 0}] ++ dense ++ view.({:p, 0}, 5, [-1])
+       ), {5}, {2}},
+      {:reduce, red,
+       List.to_tuple([{:c, :sum}, {:c, [6]}, {:s, 5}] ++ dense ++ [{:c, [0]}, {:c, :f32}]), {6},
+       {}},
+      {:reduce, red,
+       List.to_tuple([{:c, :max}, {:c, [2, 3]}, {:s, 0}] ++ dense ++ [{:c, [1]}, {:c, :f32}]),
+       {7}, {0}},
+      {:reinterpret, cast, {{:s, 6}, {:c, :s32}}, {8}, {}}
+    }
+
+    for _ <- 1..3 do
+      {direct, via_nif} = NIF.replay_counts()
+      assert {s3, s4, s5, s6, s7, s8} = NIF.replay({9, ops, {3, 4, 5, 6, 7, 8}}, {a})
+      # every op skipped its NIF (other tests' replays run in turn, not at once)
+      assert NIF.replay_counts() == {direct + 11, via_nif}
+      assert NIF.download(s3, 0, 6) == <<1, 0, 0, 0, 1, 0>>
+      assert NIF.download(s4, 0, 6) == <<1, 0, 0, 1, 1, 1>>
+      assert to_f32(NIF.download(s5, 0, 6)) == [-2.0, 0.25, 4.0, 2.0, -4.0, 1.0]
+      assert to_f32(NIF.download(s6, 0, 1)) == [1.25]
+      assert to_f32(NIF.download(s7, 0, 2)) == [9.0, 7.0]
+      assert to_s32(NIF.download(s8, 0, 1)) == [0x3FA00000]
+      NIF.deallocate_many([s3, s4, s5, s6, s7, s8])
+      assert in_use(ctx) == base
+    end
+
+    # Each raises as its NIF does, after s0 was made, keeping nothing: a
+    # run's own error (:direct), or arguments that do not decode this way
+    # and take the NIF call (:nif).
+    first = elem(ops, 0)
+
+    cases = [
+      {{:copy_into, copy,
+        List.to_tuple([{:s, 0}, {:c, 4}, {:c, [1]}, {:c, [3]}] ++ view.({:p, 0}, 0, [1])), {},
+        {}}, ~r/copy_into destination: view reaches elements \[4, 6\] of a tensor of 6/, :direct},
+      {{:copy_into, copy,
+        List.to_tuple([{:s, 0}, {:c, 0}, {:c, [1]}, {:c, [3]}] ++ view.({:p, 0}, 0, [1])), {1},
+        {}}, ~r/returned 0 tensors, the plan expects 1/, :nif},
+      {{:copy_into, copy,
+        List.to_tuple([{:s, 0}, {:c, 0}, {:c, [1, 1]}, {:c, [3]}] ++ view.({:p, 0}, 0, [1])), {},
+        {}}, ~r/copy_into: destination offset and 1 strides expected/, :nif},
+      {{:compare, cmp,
+        List.to_tuple([{:c, :less}, {:c, [6]}, {:s, 0}] ++ dense ++ [{:c, <<0>>}] ++ dense), {1},
+        {}}, ~r/an immediate operand must be one f32 element/, :nif},
+      {{:compare, cmp,
+        List.to_tuple([{:c, :lesser}, {:c, [6]}, {:s, 0}] ++ dense ++ [{:p, 0}] ++ dense), {1},
+        {}}, ~r/compare: unknown op/, :nif},
+      {{:select, sel,
+        List.to_tuple([{:c, [6]}, {:s, 0}] ++ dense ++ [{:s, 0}] ++ dense ++ [{:p, 0}] ++ dense),
+        {1}, {}}, ~r/select: operand a is f32, expected u8/, :direct},
+      {{:select, sel,
+        List.to_tuple([{:c, [6]}, {:s, 0}] ++ dense ++ [{:s, 0}] ++ dense ++ [{:p, 1}] ++ dense),
+        {1}, {}}, ~r/op 1 reads parameter 1 of 1/, :nif},
+      {{:reduce, red,
+        List.to_tuple([{:c, :sum}, {:c, [6]}, {:s, 0}] ++ dense ++ [{:c, [1]}, {:c, :f32}]), {1},
+        {}}, ~r/reduce: axis 1 out of rank 1/, :nif},
+      {{:reduce, red,
+        List.to_tuple([{:c, :sum}, {:c, [7]}, {:s, 0}] ++ dense ++ [{:c, [0]}, {:c, :f32}]), {1},
+        {}}, ~r/sum: .*(range|bounds|elements)/, :direct},
+      {{:reinterpret, cast, {{:s, 0}, {:c, :f64}}, {1}, {}},
+       ~r/bitcast: cannot reinterpret f32 as f64: element sizes differ/, :direct},
+      {{:reinterpret, cast, {{:s, 0}, {:c, :f31}}, {1}, {}}, ~r/reinterpret: unknown type/, :nif},
+      {{:empty, empty, {{:c, a}, {:c, :f32}, {:c, 6}}, {1}, {}}, ~r/empty: expected a device/,
+       :nif}
+    ]
+
+    for item <- cases do
+      {op, message, path} = item
+      {direct, via_nif} = NIF.replay_counts()
+      assert_raise ArgumentError, message, fn -> NIF.replay({3, {first, op}, {0}}, {a}) end
+      assert in_use(ctx) == base, inspect(op)
+
+      assert NIF.replay_counts() ==
+               if(path == :direct, do: {direct + 2, via_nif}, else: {direct + 1, via_nif + 1}),
+             inspect(op)
+    end
+
+    assert to_f32(NIF.download(a, 0, 6)) == [1.0, -2.0, 3.5, 4.0, 0.25, 9.0]
+  end
+
   test "a long replay yields its scheduler and keeps its slots" do
     ctx = NIF.open_device(-1, %{})
     bin = NIF.replay_index(:binary, 8)

@@ -656,7 +656,8 @@ defmodule NxVulkan.NifFuzz do
       {:fill, 4} => {4, &g_fill/0},
       {:iota, 4} => {4, &g_iota/0},
       {:replay_index, 2} => {1, &g_replay_index/0},
-      {:replay, 2} => {4, &g_replay/0}
+      {:replay, 2} => {4, &g_replay/0},
+      {:replay_counts, 0} => {1, &g_replay_counts/0}
     }
   end
 
@@ -1679,6 +1680,20 @@ defmodule NxVulkan.NifFuzz do
   # copy_into: an empty destination written once per element (through the
   # strides of a transposed layout), from a view converted on the way.
   defp g_copy_into do
+    {tag, to, count, args, kinds, verify} = copy_into_parts()
+    dst = setup_call(:empty, [dev(tag), to, count])
+    remember(:scratch, %{ref: dst, dev: tag, type: to, count: count, data: nil, nice: false})
+
+    mk(:copy_into, [dst | args], [{:tensor_dst, tag} | kinds], fn
+      :ok -> verify.(dst)
+      other -> {:fail, "copy_into returned #{inspect(other)}"}
+    end)
+  end
+
+  # A copy_into/7 call but its destination (a fresh tensor of count
+  # elements of type to on device tag): {tag, to, count, the other
+  # arguments, their kinds, a check of the destination after the copy}.
+  defp copy_into_parts do
     tag = op_tag()
     from = pick(@cheap_types)
     to = if chance(0.6), do: from, else: pick(@cheap_types)
@@ -1694,34 +1709,37 @@ defmodule NxVulkan.NifFuzz do
 
     extra = rand(3)
     doff = rand(extra + 1)
-    dst = setup_call(:empty, [dev(tag), to, n + extra])
-    dmeta = %{ref: dst, dev: tag, type: to, count: n + extra, data: nil, nice: false}
-    remember(:scratch, dmeta)
 
-    mk(
-      :copy_into,
-      [dst, doff, dst_strides, shape | view_args(v)],
-      [{:tensor_dst, tag}, :i64, {:ilist, rank}, :shape | view_kinds(v)],
-      fn
-        :ok ->
-          if v.t.data != nil and v.t.nice do
-            got = List.to_tuple(elems(setup_call(:download, [dst, 0, n + extra]), to))
-            want = Enum.map(view_elems(v, shape), &convert(from, to, dec(from, &1)))
-            written = for c <- coords(shape), do: elem(got, doff + dot(c, dst_strides))
+    verify = fn dst ->
+      if v.t.data != nil and v.t.nice do
+        got = List.to_tuple(elems(setup_call(:download, [dst, 0, n + extra]), to))
+        want = Enum.map(view_elems(v, shape), &convert(from, to, dec(from, &1)))
+        written = for c <- coords(shape), do: elem(got, doff + dot(c, dst_strides))
 
-            if written == want,
-              do: :verified,
-              else:
-                {:fail,
-                 "copy_into wrote #{inspect(Enum.map(written, &dec(to, &1)), limit: 16)}, expected #{inspect(Enum.map(want, &dec(to, &1)), limit: 16)}"}
-          else
-            :unverified
-          end
-
-        other ->
-          {:fail, "copy_into returned #{inspect(other)}"}
+        if written == want,
+          do: :verified,
+          else:
+            {:fail,
+             "copy_into wrote #{inspect(Enum.map(written, &dec(to, &1)), limit: 16)}, expected #{inspect(Enum.map(want, &dec(to, &1)), limit: 16)}"}
+      else
+        :unverified
       end
-    )
+    end
+
+    {tag, to, n + extra, [doff, dst_strides, shape | view_args(v)],
+     [:i64, {:ilist, rank}, :shape | view_kinds(v)], verify}
+  end
+
+  # copy_into/7 in a plan: the plan makes its destination with empty/3
+  # and returns it, so the check reads what the replay wrote.
+  defp g_copy_into_fresh do
+    {tag, to, count, args, kinds, verify} = copy_into_parts()
+
+    %{
+      mk(:copy_into, args, [{:device, tag} | kinds], fn ref -> verify.(ref) end)
+      | fun: :copy_into_fresh
+    }
+    |> Map.put(:empty, [dev(tag), to, count])
   end
 
   # A few fixed programs (each distinct program is a pipeline of its own):
@@ -1794,6 +1812,22 @@ defmodule NxVulkan.NifFuzz do
     end)
   end
 
+  # Counts of replayed ops: non-negative and never behind the last reading.
+  defp g_replay_counts do
+    mk(:replay_counts, [], [], fn
+      {d, n} = counts when is_integer(d) and is_integer(n) and d >= 0 and n >= 0 ->
+        {d0, n0} = Process.get(:last_replay_counts, {0, 0})
+        Process.put(:last_replay_counts, counts)
+
+        if d >= d0 and n >= n0,
+          do: :verified,
+          else: {:fail, "replay_counts #{inspect(counts)} after #{inspect({d0, n0})}"}
+
+      other ->
+        {:fail, "replay_counts returned #{inspect(other)}"}
+    end)
+  end
+
   defp g_replay_index do
     {name, arity} =
       if chance(0.8),
@@ -1832,7 +1866,9 @@ defmodule NxVulkan.NifFuzz do
       &g_reinterpret/0,
       &g_transpose/0,
       &g_fill/0,
-      &g_iota/0
+      &g_iota/0,
+      &g_empty/0,
+      &g_copy_into_fresh/0
     ]
   end
 
@@ -1846,17 +1882,31 @@ defmodule NxVulkan.NifFuzz do
     copy = NIF.replay_index(:copy, 1)
 
     {ops, params, outputs, next} =
-      Enum.reduce(subs, {[], [], [], 0}, fn sub, {ops, params, outputs, next} ->
-        {specs, params} = Enum.map_reduce(sub.args, params, &plan_spec/2)
-        index = NIF.replay_index(sub.fun, length(sub.args))
-        op = {sub.fun, index, List.to_tuple(specs), {next}, {}}
+      Enum.reduce(subs, {[], [], [], 0}, fn
+        %{fun: :copy_into_fresh} = sub, {ops, params, outputs, next} ->
+          # s(next) = empty(...); copy_into(s(next), ...), which returns
+          # no tensor; s(next) is the output
+          {especs, params} = Enum.map_reduce(sub.empty, params, &plan_spec/2)
+          {specs, params} = Enum.map_reduce(sub.args, params, &plan_spec/2)
+          empty = {:empty, NIF.replay_index(:empty, 3), List.to_tuple(especs), {next}, {}}
 
-        if chance(0.3) do
-          again = {:copy, copy, {{:s, next}}, {next + 1}, {next}}
-          {[again, op | ops], params, [next + 1 | outputs], next + 2}
-        else
-          {[op | ops], params, [next | outputs], next + 1}
-        end
+          copy =
+            {:copy_into, NIF.replay_index(:copy_into, 7), List.to_tuple([{:s, next} | specs]), {},
+             {}}
+
+          {[copy, empty | ops], params, [next | outputs], next + 1}
+
+        sub, {ops, params, outputs, next} ->
+          {specs, params} = Enum.map_reduce(sub.args, params, &plan_spec/2)
+          index = NIF.replay_index(sub.fun, length(sub.args))
+          op = {sub.fun, index, List.to_tuple(specs), {next}, {}}
+
+          if chance(0.3) do
+            again = {:copy, copy, {{:s, next}}, {next + 1}, {next}}
+            {[again, op | ops], params, [next + 1 | outputs], next + 2}
+          else
+            {[op | ops], params, [next | outputs], next + 1}
+          end
       end)
 
     plan =
