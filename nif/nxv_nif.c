@@ -409,6 +409,7 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   if (opt_u64(env, argv[1], "max_batch_nodes", &v, &bad)) cfg.max_batch_nodes = (uint32_t)v;
   if (opt_u64(env, argv[1], "idle_flush_us", &v, &bad)) cfg.idle_flush_us = (uint32_t)v;
   if (opt_u64(env, argv[1], "kick_nodes", &v, &bad)) cfg.kick_nodes = (uint32_t)v;
+  if (opt_u64(env, argv[1], "kick_inflight", &v, &bad)) cfg.kick_inflight = (uint32_t)v;
   if (opt_u64(env, argv[1], "wait_spin_us", &v, &bad)) cfg.wait_spin_us = (uint32_t)v;
   if (opt_u64(env, argv[1], "idle_spin_us", &v, &bad)) cfg.idle_spin_us = (uint32_t)v;
   if (opt_u64(env, argv[1], "ring_capacity", &v, &bad)) cfg.ring_capacity = (uint32_t)v;
@@ -548,6 +549,7 @@ static ERL_NIF_TERM nif_device_stats(ErlNifEnv *env, int argc,
   PUT_U64(m, "ops_reordered", s.ops_reordered);
   PUT_U64(m, "barriers_ahead", s.barriers_ahead);
   PUT_U64(m, "round_trip_submits", s.round_trip_submits);
+  PUT_U64(m, "pipelined_kicks", s.pipelined_kicks);
   PUT_U64(m, "deferred_ops", s.deferred_ops);
   PUT_U64(m, "deferred_fused", s.deferred_fused);
   PUT_U64(m, "pipeline_hits", s.pipeline_hits);

@@ -533,11 +533,13 @@ static nxv_status settled_stats(nxv_device *d, nxv_stats *out) {
  * it. The hung batch goes as soon as it holds its one op (kick_nodes 1,
  * nothing in flight), so nothing records a barrier after that op: a
  * download's flush would on devices whose downloads copy, and the op
- * reading its result would then need none. */
+ * reading its result would then need none. Batches are kicked only on an
+ * idle GPU (kick_inflight 1), so the later ops stay in the open batch. */
 NXV_TEST(sched, reorder_window_holds_a_batchs_first_op_while_the_gpu_is_busy) {
   enum { N = 19 };
   nxv_device_config cfg = one_batch_config();
   cfg.kick_nodes = 1;
+  cfg.kick_inflight = 1;
   nxv_device *d = open_with(&cfg);
   REQUIRE(d);
   int32_t a[N];
@@ -921,6 +923,80 @@ NXV_TEST(sched, idle_gpu_submits_at_kick_nodes) {
     nxv_tensor_release(t);
     nxv_device_release(d);
   }
+}
+
+/* With batches still in flight (the first one hung) and no op waiting in
+ * the ring, an open batch of kick_nodes nodes is submitted behind them
+ * while fewer than kick_inflight are in flight (counted in
+ * pipelined_kicks), and not at all with kick_inflight 1, which kicks only
+ * an idle GPU, nor behind large work. */
+NXV_TEST(sched, kicks_behind_batches_in_flight_up_to_kick_inflight) {
+  enum { KICK = 4 };
+  static const uint32_t limits[] = {1, 2, 3};
+  for (size_t li = 0; li < sizeof limits / sizeof limits[0]; li++) {
+    uint32_t limit = limits[li];
+    nxv_device_config cfg = {.disable_disk_cache = true, .idle_flush_us = 10000000,
+                             .kick_nodes = KICK, .kick_inflight = limit};
+    nxv_device *d = open_with(&cfg);
+    REQUIRE(d);
+    float host[16] = {0};
+    nxv_tensor *t, *outs[4 * KICK];
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 16, host, &t));
+    REQUIRE_OK(nxv_device_synchronize(d));
+    int64_t shape[1] = {16};
+    nxv_view v = {t, 0, NULL};
+    nxv_stats s0, s1;
+    REQUIRE_OK(nxv_device_stats(d, &s0));
+    nxv_device_inject_hang(d);
+    /* Group 0 goes on the idle GPU and never completes; group g > 0 goes
+     * behind the g batches in flight only if g < limit. */
+    int n = 0;
+    for (uint32_t g = 0; g < 4; g++) {
+      for (int i = 0; i < KICK; i++) REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[n++]));
+      uint64_t want = s0.submits + (g < limit ? g + 1 : limit);
+      if (g < limit) {
+        CHECK_MSG(submits_reach(d, want, 10000), "limit %u: group %u not submitted", limit, g);
+      } else {
+        usleep(50000);
+        CHECK_MSG(submits_of(d) == want, "limit %u: group %u submitted behind %u batches", limit,
+                  g, limit);
+      }
+    }
+    REQUIRE_OK(nxv_device_stats(d, &s1));
+    CHECK_MSG(s1.pipelined_kicks - s0.pipelined_kicks == limit - 1,
+              "limit %u: %llu pipelined kicks", limit,
+              (unsigned long long)(s1.pipelined_kicks - s0.pipelined_kicks));
+    for (int i = 0; i < n; i++) nxv_tensor_release(outs[i]);
+    nxv_tensor_release(t);
+    nxv_device_release(d); /* ends the hang */
+  }
+  /* Behind a batch of large work (an op of 2^19 elements) nothing is
+   * kicked, whatever the limit. */
+  nxv_device_config cfg = {.disable_disk_cache = true, .idle_flush_us = 10000000,
+                           .kick_nodes = KICK, .kick_inflight = 3};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  nxv_tensor *big, *t, *outs[2 * KICK];
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_F32, 1u << 19, &big));
+  float host[16] = {0};
+  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 16, host, &t));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  int64_t shape[1] = {16}, big_shape[1] = {1 << 19};
+  nxv_view v = {t, 0, NULL}, vb = {big, 0, NULL};
+  uint64_t s0 = submits_of(d);
+  nxv_device_inject_hang(d);
+  REQUIRE_OK(nxv_unary(d, NXV_NEG, 1, big_shape, &vb, &outs[0]));
+  for (int i = 1; i < KICK; i++) REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
+  CHECK_MSG(submits_reach(d, s0 + 1, 10000), "the large batch was not submitted");
+  for (int i = KICK; i < 2 * KICK; i++)
+    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
+  usleep(50000);
+  CHECK_MSG(submits_of(d) == s0 + 1, "%llu batches kicked behind large work",
+            (unsigned long long)(submits_of(d) - s0 - 1));
+  for (int i = 0; i < 2 * KICK; i++) nxv_tensor_release(outs[i]);
+  nxv_tensor_release(t);
+  nxv_tensor_release(big);
+  nxv_device_release(d);
 }
 
 /* A synchronize that finds everything before it submitted (the open batch

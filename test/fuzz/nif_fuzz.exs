@@ -1021,6 +1021,7 @@ defmodule NxVulkan.NifFuzz do
     max_batch_nodes: [1, 4, 512],
     idle_flush_us: [0, 5, 100],
     kick_nodes: [1, 16],
+    kick_inflight: [1, 3, 16],
     wait_spin_us: [0, 50],
     idle_spin_us: [0, 200],
     ring_capacity: [4, 64, 4096],
