@@ -2512,6 +2512,8 @@ static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_
   return true;
 }
 
+typedef ERL_NIF_TERM (*replay_nif)(ErlNifEnv *, int, const ERL_NIF_TERM[]);
+
 /* Runs the op without its NIF where its kind allows (fused ops of prepared
  * programs; binary, compare, unary, select, reduce, copy_into, empty and
  * reinterpret ops), its result kept as its slot's own tensor: false, with
@@ -2519,8 +2521,6 @@ static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_
  * decode this way (the caller then makes the NIF call, which raises what
  * that NIF raises); true with *result am_ok or the exception the op's run
  * raised. */
-typedef ERL_NIF_TERM (*replay_nif)(ErlNifEnv *, int, const ERL_NIF_TERM[]);
-
 static bool replay_direct(replay_ctx *c, replay_nif fptr, const ERL_NIF_TERM *specs,
                           const unsigned *outs, unsigned nouts, ERL_NIF_TERM *result) {
   if (fptr == nif_copy_into) return nouts == 0 && replay_copy_into(c, specs, result);

@@ -44,10 +44,9 @@
  * seen the last one finish (which left the GPU idle 120-140 us of a 440 us
  * step on an H200); the scheduler spends the submission's time where it
  * would otherwise wait for the next node. Only behind small work (under
- * NXV_EARLY_COST in all): a GPU busy with large ops has no gap to fill,
- * and each batch boundary costs it a few microseconds (a compiled MLP
- * training step measured 3-5% slower with pipelined kicks behind its
- * products). */
+ * NXV_EARLY_COST in all): a GPU busy with large ops (a training step's
+ * products) has no gap to fill, and each batch boundary costs it a few
+ * microseconds. */
 #define NXV_KICK_BACKLOG 4u
 
 typedef struct batch {
