@@ -187,15 +187,15 @@ typedef struct nxv_device_config {
                                  GPU is idle) and the ring holds no more
                                  nodes, of four times as many when it
                                  does; 16 */
-  uint32_t kick_inflight;     /* with the ring empty, an open batch of
-                                 kick_nodes nodes is also submitted while
-                                 fewer than this many batches, of under
-                                 2^18 elements of estimated work in all,
-                                 are in flight, so a producer slower than
-                                 the GPU keeps it fed instead of handing
-                                 it each batch only once the last one
-                                 has been seen complete; 0 = the
-                                 default, 3; 1 = only on an idle GPU */
+  uint32_t kick_inflight;     /* the batch kick_nodes submits on an idle
+                                 GPU is also submitted while fewer than
+                                 this many batches, of under 2^18
+                                 elements of estimated work in all, are
+                                 in flight, so that the GPU is fed
+                                 instead of handed each batch only once
+                                 the last one has been seen complete;
+                                 0 = the default, 3; 1 = only on an idle
+                                 GPU */
   int32_t reorder_window;     /* an op that must wait for a barrier is
                                  held in a window of at most this many ops
                                  (up to NXV_REORDER_WINDOW_MAX) while later independent ops
@@ -383,10 +383,9 @@ typedef struct nxv_stats {
                                     and followed a single op, the GPU idle,
                                     nothing more queued) rather than when
                                     its download arrived */
-  uint64_t pipelined_kicks;      /* of submits, batches of kick_nodes
-                                    nodes submitted, with the ring empty,
-                                    behind batches still in flight
-                                    (kick_inflight) */
+  uint64_t pipelined_kicks;      /* of submits, batches kick_nodes
+                                    submitted behind batches still in
+                                    flight (kick_inflight) */
   uint64_t epoch_submitted, epoch_completed;
   uint64_t ring_full_waits;      /* times a producer found the ring full */
   uint64_t scheduler_wakeups;    /* times a producer woke the sleeping

@@ -36,14 +36,14 @@
  * kick_nodes: a producer that queues faster than the scheduler records
  * then gets batches long enough that their submission (8-11 us of the
  * scheduler's time on an H200) does not bound the stream, while a burst
- * that has ended is submitted at once. With no node waiting, a batch of
- * kick_nodes nodes is also submitted behind batches still in flight, while
- * fewer than kick_inflight are: a producer slower than the GPU (a compiled
- * HMC step's replay, about an op per microsecond) then hands it a batch
- * every kick_nodes ops instead of waiting until the completion thread has
- * seen the last one finish (which left the GPU idle 120-140 us of a 440 us
- * step on an H200); the scheduler spends the submission's time where it
- * would otherwise wait for the next node. Only behind small work (under
+ * that has ended is submitted at once. Such a batch is also submitted
+ * behind batches still in flight, while fewer than kick_inflight are: a
+ * producer slower than the GPU (a compiled HMC step's replay, about an op
+ * per microsecond) then hands it a batch every kick_nodes ops instead of
+ * waiting until the completion thread has seen the last one finish (which
+ * left the GPU idle 120-140 us of a 440 us step on an H200), and a faster
+ * one every NXV_KICK_BACKLOG x kick_nodes (a C chain of dependent adds:
+ * 2.48-2.50 us per op against 2.69-2.95). Only behind small work (under
  * NXV_EARLY_COST in all): a GPU busy with large ops (a training step's
  * products) has no gap to fill, and each batch boundary costs it a few
  * microseconds. */
@@ -1015,8 +1015,8 @@ static void *sched_main(void *arg) {
             inflight_cost +=
                 s->batches[s->inflight[(s->inflight_head + i) % NXV_MAX_BATCHES]].cost;
           pthread_mutex_unlock(&s->mu);
-          flush = inflight == 0 || (!waiting && inflight < s->cfg.kick_inflight &&
-                                    inflight_cost < NXV_EARLY_COST);
+          flush = inflight == 0 ||
+                  (inflight < s->cfg.kick_inflight && inflight_cost < NXV_EARLY_COST);
           pipelined = flush && inflight;
         }
       }

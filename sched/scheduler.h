@@ -153,10 +153,9 @@ typedef struct nxv_sched_config {
   uint32_t idle_flush_us;
   uint32_t kick_nodes;        /* submit at this many nodes when nothing is
                                   in flight; 0 = never */
-  uint32_t kick_inflight;     /* ... or, with the ring empty, while fewer
-                                 than this many batches of little work
-                                 (NXV_EARLY_COST in all) are in flight
-                                 (at least 1) */
+  uint32_t kick_inflight;     /* ... or while fewer than this many
+                                 batches of little work (NXV_EARLY_COST in
+                                 all) are in flight (at least 1) */
   uint32_t reorder_window;    /* nodes that need a barrier wait in a window
                                  of at most this many (up to
                                  NXV_REORDER_MAX) while later independent

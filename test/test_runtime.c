@@ -929,7 +929,8 @@ NXV_TEST(sched, idle_gpu_submits_at_kick_nodes) {
  * the ring, an open batch of kick_nodes nodes is submitted behind them
  * while fewer than kick_inflight are in flight (counted in
  * pipelined_kicks), and not at all with kick_inflight 1, which kicks only
- * an idle GPU, nor behind large work. */
+ * an idle GPU, nor behind large work; with ops waiting, at 4 x kick_nodes
+ * nodes. */
 NXV_TEST(sched, kicks_behind_batches_in_flight_up_to_kick_inflight) {
   enum { KICK = 4 };
   static const uint32_t limits[] = {1, 2, 3};
@@ -970,10 +971,39 @@ NXV_TEST(sched, kicks_behind_batches_in_flight_up_to_kick_inflight) {
     nxv_tensor_release(t);
     nxv_device_release(d); /* ends the hang */
   }
-  /* Behind a batch of large work (an op of 2^19 elements) nothing is
-   * kicked, whatever the limit. */
   nxv_device_config cfg = {.disable_disk_cache = true, .idle_flush_us = 10000000,
                            .kick_nodes = KICK, .kick_inflight = 3};
+  /* With nodes waiting (6 x kick_nodes ops queued while the scheduler was
+   * paused), the backlog batch (4 x kick_nodes) goes behind the hung one
+   * as on an idle GPU, then the rest once the ring is empty: two batches
+   * behind it, not one of all 24 ops. */
+  {
+    nxv_device *d = open_with(&cfg);
+    REQUIRE(d);
+    float host[16] = {0};
+    nxv_tensor *t, *outs[7 * KICK];
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 16, host, &t));
+    REQUIRE_OK(nxv_device_synchronize(d));
+    int64_t shape[1] = {16};
+    nxv_view v = {t, 0, NULL};
+    uint64_t s0 = submits_of(d);
+    nxv_device_inject_hang(d);
+    for (int i = 0; i < KICK; i++) REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
+    REQUIRE(submits_reach(d, s0 + 1, 10000));
+    nxv_device_inject_pause(d, true);
+    for (int i = KICK; i < 7 * KICK; i++)
+      REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
+    nxv_device_inject_pause(d, false);
+    CHECK_MSG(submits_reach(d, s0 + 3, 10000), "%llu batches behind the hung one, not 2",
+              (unsigned long long)(submits_of(d) - s0 - 1));
+    usleep(50000);
+    CHECK(submits_of(d) == s0 + 3);
+    for (int i = 0; i < 7 * KICK; i++) nxv_tensor_release(outs[i]);
+    nxv_tensor_release(t);
+    nxv_device_release(d);
+  }
+  /* Behind a batch of large work (an op of 2^19 elements) nothing is
+   * kicked, whatever the limit. */
   nxv_device *d = open_with(&cfg);
   REQUIRE(d);
   nxv_tensor *big, *t, *outs[2 * KICK];
