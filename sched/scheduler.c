@@ -1011,7 +1011,7 @@ static void *sched_main(void *arg) {
           pthread_mutex_lock(&s->mu);
           uint32_t inflight = s->inflight_count;
           uint64_t inflight_cost = 0;
-          for (uint32_t i = 0; i < inflight; i++)
+          for (uint32_t i = 0; inflight < s->cfg.kick_inflight && i < inflight; i++)
             inflight_cost +=
                 s->batches[s->inflight[(s->inflight_head + i) % NXV_MAX_BATCHES]].cost;
           pthread_mutex_unlock(&s->mu);

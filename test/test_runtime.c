@@ -925,6 +925,42 @@ NXV_TEST(sched, idle_gpu_submits_at_kick_nodes) {
   }
 }
 
+/* The kick tests' device: kick_nodes KICK_NODES, kick_inflight limit, no
+ * idle flush (only kicks submit), a synchronized 16-element f32 operand;
+ * queues 16-element adds of it into outs[from .. to-1]. */
+enum { KICK_NODES = 4, KICK_OUTS = 7 * KICK_NODES };
+typedef struct {
+  nxv_device *d;
+  nxv_tensor *t, *outs[KICK_OUTS];
+  int nouts;
+} kick_fixture;
+
+static bool kick_open(uint32_t limit, kick_fixture *f) {
+  nxv_device_config cfg = {.disable_disk_cache = true, .idle_flush_us = 10000000,
+                           .kick_nodes = KICK_NODES, .kick_inflight = limit};
+  float host[16] = {0};
+  *f = (kick_fixture){.d = open_with(&cfg)};
+  return f->d && nxv_tensor_upload(f->d, NXV_F32, 16, host, &f->t) == NXV_OK &&
+         nxv_device_synchronize(f->d) == NXV_OK;
+}
+
+static bool kick_adds(kick_fixture *f, int n) {
+  int64_t shape[1] = {16};
+  nxv_view v = {f->t, 0, NULL};
+  for (int i = 0; i < n; i++)
+    if (f->nouts == KICK_OUTS ||
+        nxv_binary(f->d, NXV_ADD, 1, shape, &v, &v, &f->outs[f->nouts++]) != NXV_OK)
+      return false;
+  return true;
+}
+
+/* Releases the tensors, then the device (which ends an injected hang). */
+static void kick_close(kick_fixture *f) {
+  for (int i = 0; i < f->nouts; i++) nxv_tensor_release(f->outs[i]);
+  nxv_tensor_release(f->t);
+  nxv_device_release(f->d);
+}
+
 /* With batches still in flight (the first one hung) and no op waiting in
  * the ring, an open batch of kick_nodes nodes is submitted behind them
  * while fewer than kick_inflight are in flight (counted in
@@ -932,101 +968,73 @@ NXV_TEST(sched, idle_gpu_submits_at_kick_nodes) {
  * an idle GPU, nor behind large work; with ops waiting, at 4 x kick_nodes
  * nodes. */
 NXV_TEST(sched, kicks_behind_batches_in_flight_up_to_kick_inflight) {
-  enum { KICK = 4 };
+  enum { KICK = KICK_NODES };
   static const uint32_t limits[] = {1, 2, 3};
   for (size_t li = 0; li < sizeof limits / sizeof limits[0]; li++) {
     uint32_t limit = limits[li];
-    nxv_device_config cfg = {.disable_disk_cache = true, .idle_flush_us = 10000000,
-                             .kick_nodes = KICK, .kick_inflight = limit};
-    nxv_device *d = open_with(&cfg);
-    REQUIRE(d);
-    float host[16] = {0};
-    nxv_tensor *t, *outs[4 * KICK];
-    REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 16, host, &t));
-    REQUIRE_OK(nxv_device_synchronize(d));
-    int64_t shape[1] = {16};
-    nxv_view v = {t, 0, NULL};
+    kick_fixture f;
+    REQUIRE(kick_open(limit, &f));
     nxv_stats s0, s1;
-    REQUIRE_OK(nxv_device_stats(d, &s0));
-    nxv_device_inject_hang(d);
+    REQUIRE_OK(nxv_device_stats(f.d, &s0));
+    nxv_device_inject_hang(f.d);
     /* Group 0 goes on the idle GPU and never completes; group g > 0 goes
      * behind the g batches in flight only if g < limit. */
-    int n = 0;
     for (uint32_t g = 0; g < 4; g++) {
-      for (int i = 0; i < KICK; i++) REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[n++]));
+      REQUIRE(kick_adds(&f, KICK));
       uint64_t want = s0.submits + (g < limit ? g + 1 : limit);
       if (g < limit) {
-        CHECK_MSG(submits_reach(d, want, 10000), "limit %u: group %u not submitted", limit, g);
+        CHECK_MSG(submits_reach(f.d, want, 10000), "limit %u: group %u not submitted", limit,
+                  g);
       } else {
         usleep(50000);
-        CHECK_MSG(submits_of(d) == want, "limit %u: group %u submitted behind %u batches", limit,
-                  g, limit);
+        CHECK_MSG(submits_of(f.d) == want, "limit %u: group %u submitted behind %u batches",
+                  limit, g, limit);
       }
     }
-    REQUIRE_OK(nxv_device_stats(d, &s1));
+    REQUIRE_OK(nxv_device_stats(f.d, &s1));
     CHECK_MSG(s1.pipelined_kicks - s0.pipelined_kicks == limit - 1,
               "limit %u: %llu pipelined kicks", limit,
               (unsigned long long)(s1.pipelined_kicks - s0.pipelined_kicks));
-    for (int i = 0; i < n; i++) nxv_tensor_release(outs[i]);
-    nxv_tensor_release(t);
-    nxv_device_release(d); /* ends the hang */
+    kick_close(&f);
   }
-  nxv_device_config cfg = {.disable_disk_cache = true, .idle_flush_us = 10000000,
-                           .kick_nodes = KICK, .kick_inflight = 3};
   /* With nodes waiting (6 x kick_nodes ops queued while the scheduler was
    * paused), the backlog batch (4 x kick_nodes) goes behind the hung one
    * as on an idle GPU, then the rest once the ring is empty: two batches
    * behind it, not one of all 24 ops. */
-  {
-    nxv_device *d = open_with(&cfg);
-    REQUIRE(d);
-    float host[16] = {0};
-    nxv_tensor *t, *outs[7 * KICK];
-    REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 16, host, &t));
-    REQUIRE_OK(nxv_device_synchronize(d));
-    int64_t shape[1] = {16};
-    nxv_view v = {t, 0, NULL};
-    uint64_t s0 = submits_of(d);
-    nxv_device_inject_hang(d);
-    for (int i = 0; i < KICK; i++) REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
-    REQUIRE(submits_reach(d, s0 + 1, 10000));
-    nxv_device_inject_pause(d, true);
-    for (int i = KICK; i < 7 * KICK; i++)
-      REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
-    nxv_device_inject_pause(d, false);
-    CHECK_MSG(submits_reach(d, s0 + 3, 10000), "%llu batches behind the hung one, not 2",
-              (unsigned long long)(submits_of(d) - s0 - 1));
-    usleep(50000);
-    CHECK(submits_of(d) == s0 + 3);
-    for (int i = 0; i < 7 * KICK; i++) nxv_tensor_release(outs[i]);
-    nxv_tensor_release(t);
-    nxv_device_release(d);
-  }
+  kick_fixture f;
+  REQUIRE(kick_open(3, &f));
+  uint64_t s0 = submits_of(f.d);
+  nxv_device_inject_hang(f.d);
+  REQUIRE(kick_adds(&f, KICK));
+  REQUIRE(submits_reach(f.d, s0 + 1, 10000));
+  nxv_device_inject_pause(f.d, true);
+  REQUIRE(kick_adds(&f, 6 * KICK));
+  nxv_device_inject_pause(f.d, false);
+  CHECK_MSG(submits_reach(f.d, s0 + 3, 10000), "%llu batches behind the hung one, not 2",
+            (unsigned long long)(submits_of(f.d) - s0 - 1));
+  usleep(50000);
+  CHECK(submits_of(f.d) == s0 + 3);
+  kick_close(&f);
   /* Behind a batch of large work (an op of 2^19 elements) nothing is
    * kicked, whatever the limit. */
-  nxv_device *d = open_with(&cfg);
-  REQUIRE(d);
-  nxv_tensor *big, *t, *outs[2 * KICK];
-  REQUIRE_OK(nxv_tensor_empty(d, NXV_F32, 1u << 19, &big));
-  float host[16] = {0};
-  REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, 16, host, &t));
-  REQUIRE_OK(nxv_device_synchronize(d));
-  int64_t shape[1] = {16}, big_shape[1] = {1 << 19};
-  nxv_view v = {t, 0, NULL}, vb = {big, 0, NULL};
-  uint64_t s0 = submits_of(d);
-  nxv_device_inject_hang(d);
-  REQUIRE_OK(nxv_unary(d, NXV_NEG, 1, big_shape, &vb, &outs[0]));
-  for (int i = 1; i < KICK; i++) REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
-  CHECK_MSG(submits_reach(d, s0 + 1, 10000), "the large batch was not submitted");
-  for (int i = KICK; i < 2 * KICK; i++)
-    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
+  REQUIRE(kick_open(3, &f));
+  nxv_tensor *big, *neg;
+  REQUIRE_OK(nxv_tensor_empty(f.d, NXV_F32, 1u << 19, &big));
+  REQUIRE_OK(nxv_device_synchronize(f.d));
+  int64_t big_shape[1] = {1 << 19};
+  nxv_view vb = {big, 0, NULL};
+  s0 = submits_of(f.d);
+  nxv_device_inject_hang(f.d);
+  REQUIRE_OK(nxv_unary(f.d, NXV_NEG, 1, big_shape, &vb, &neg));
+  REQUIRE(kick_adds(&f, KICK - 1));
+  CHECK_MSG(submits_reach(f.d, s0 + 1, 10000), "the large batch was not submitted");
+  REQUIRE(kick_adds(&f, KICK));
   usleep(50000);
-  CHECK_MSG(submits_of(d) == s0 + 1, "%llu batches kicked behind large work",
-            (unsigned long long)(submits_of(d) - s0 - 1));
-  for (int i = 0; i < 2 * KICK; i++) nxv_tensor_release(outs[i]);
-  nxv_tensor_release(t);
+  CHECK_MSG(submits_of(f.d) == s0 + 1, "%llu batches kicked behind large work",
+            (unsigned long long)(submits_of(f.d) - s0 - 1));
+  nxv_tensor_release(neg);
   nxv_tensor_release(big);
-  nxv_device_release(d);
+  kick_close(&f);
 }
 
 /* A synchronize that finds everything before it submitted (the open batch
