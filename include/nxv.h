@@ -743,13 +743,22 @@ nxv_status nxv_select(nxv_device *device, uint32_t rank, const int64_t *shape,
  *   NXV_FUSED_BINARY   a op b          nxv_binary_op
  *   NXV_FUSED_COMPARE  (a op b) ? 1 : 0  nxv_compare_op
  *   NXV_FUSED_SELECT   a != 0 ? b : c  (op 0)
+ * Bits 0-1 are the class, 2-7 the op, 9-15, 16-22 and 23-29 the registers
+ * a, b and c. A binary or comparison word made by NXV_FUSED_INSTR_LIT(class,
+ * op, a, literal) sets bit 8 instead, and its operand b is the literal in
+ * bits 16-31, a number of the program's type: for float types the f16
+ * value of those bits (a normal number or a zero) rounded to the type as
+ * intermediate results are (exact but for bf16, which truncates), for
+ * signed integers their value as int16_t, for unsigned ones as uint16_t. A literal costs
+ * no input (a constant of the computation, such as a shift amount, is
+ * part of the program and of its pipeline).
  * Each op computes exactly what its own kernel would (nxv_unary,
  * nxv_binary, nxv_compare, nxv_select on the same dtype, intermediate
  * results rounded to it; the unary op's f32/f16/bf16 transcendentals in
  * double under the same rule), so a program's result is bitwise the
  * result of its ops run one by one. */
 #define NXV_FUSED_MAX_INPUTS 12
-#define NXV_FUSED_MAX_INSTRS 16
+#define NXV_FUSED_MAX_INSTRS 64
 typedef enum nxv_fused_class {
   NXV_FUSED_UNARY = 0,
   NXV_FUSED_BINARY = 1,
@@ -757,17 +766,31 @@ typedef enum nxv_fused_class {
   NXV_FUSED_SELECT = 3
 } nxv_fused_class;
 #define NXV_FUSED_INSTR(cls, op, a, b, c)                                  \
-  ((uint32_t)(cls) | ((uint32_t)(op) << 2) | ((uint32_t)(a) << 8) |        \
-   ((uint32_t)(b) << 13) | ((uint32_t)(c) << 18))
+  ((uint32_t)(cls) | ((uint32_t)(op) << 2) | ((uint32_t)(a) << 9) |        \
+   ((uint32_t)(b) << 16) | ((uint32_t)(c) << 23))
+#define NXV_FUSED_INSTR_LIT(cls, op, a, literal)                           \
+  ((uint32_t)(cls) | ((uint32_t)(op) << 2) | (1u << 8) |                   \
+   ((uint32_t)(a) << 9) | ((uint32_t)(uint16_t)(literal) << 16))
+/* The fields of an instruction word. */
+#define NXV_FUSED_CLASS(w) ((uint32_t)(w) & 3u)
+#define NXV_FUSED_OP(w) (((uint32_t)(w) >> 2) & 63u)
+#define NXV_FUSED_HAS_LIT(w) ((((uint32_t)(w) >> 8) & 1u) != 0u)
+#define NXV_FUSED_A(w) (((uint32_t)(w) >> 9) & 127u)
+#define NXV_FUSED_B(w) (((uint32_t)(w) >> 16) & 127u)
+#define NXV_FUSED_C(w) (((uint32_t)(w) >> 23) & 127u)
+#define NXV_FUSED_LIT(w) ((uint32_t)(w) >> 16)
 
 /* Runs a fused program of ninstrs (1 .. NXV_FUSED_MAX_INSTRS) words over
  * ninputs (1 .. NXV_FUSED_MAX_INPUTS) views of dtype (f16, bf16, f32 or
  * f64; f16 intermediates are rounded to nearest even, as f16 stores are
  * on the devices tested; or s32, s64, u32 or u64, whose unary ops are
  * those that keep the type: copy, negate, abs, sign, bitwise_not, square,
- * count_leading_zeros and population_count) over shape; out is a new dense tensor of dtype and shape. Operands
- * must name registers written before; every op must be supported for
- * dtype (NXV_ERR_UNSUPPORTED otherwise), unused operand fields must be 0.
+ * count_leading_zeros and population_count) over shape; out is a new
+ * dense tensor of dtype and shape. Operands must name registers written
+ * before; every op must be supported for dtype (NXV_ERR_UNSUPPORTED
+ * otherwise); unused operand fields and bits 30-31 must be 0, and only
+ * binary and comparison words may carry a literal (for a float type, one
+ * whose bits are a normal f16 number or a zero).
  * Each distinct program (its words, input count and which inputs are
  * scalars or strided) is a pipeline of its own, created on first use and
  * kept with the device, at most 1024 per device

@@ -17,7 +17,7 @@
 #include "sched/status.h"
 
 #define MAX_IN NXV_FUSED_MAX_INPUTS
-#define MAX_INS NXV_FUSED_MAX_INSTRS
+#define MAX_INS NXV_OPS_INTERP_MAX_INSTRS
 
 struct nxv_pending {
   nxv_dtype type;                        /* of the result and every input */
@@ -127,14 +127,14 @@ static bool take_in(builder *bd, const nxv_pending *q, int64_t offset, const int
   uint32_t base = p->ninstrs;
   for (uint32_t k = 0; k < q->ninstrs; k++) {
     uint32_t w = q->program[k], i = base + k;
-    uint32_t regs[3] = {(w >> 8) & 31u, (w >> 13) & 31u, (w >> 18) & 31u};
-    uint32_t cls = w & 3u;
+    uint32_t regs[3] = {NXV_FUSED_A(w), NXV_FUSED_B(w), NXV_FUSED_C(w)};
+    uint32_t cls = NXV_FUSED_CLASS(w);
     int nops = cls == NXV_FUSED_UNARY ? 1 : cls == NXV_FUSED_SELECT ? 3 : 2;
     uint32_t ref[3] = {0, 0, 0};
     for (int o = 0; o < nops; o++)
       ref[o] = regs[o] < q->ninputs ? map[regs[o]] : MAX_IN + base + (regs[o] - q->ninputs);
     bd->cls[i] = cls;
-    bd->op[i] = (w >> 2) & 63u;
+    bd->op[i] = NXV_FUSED_OP(w);
     bd->a[i] = ref[0];
     bd->b[i] = ref[1];
     bd->c[i] = ref[2];
@@ -315,8 +315,8 @@ static nxv_view input_view(const nxv_pending *p, uint32_t k) {
 
 /* Runs a program of one op with that op's own kernel. */
 static nxv_status run_op(nxv_device *d, const nxv_pending *p, nxv_tensor **out) {
-  uint32_t w = p->program[0], cls = w & 3u, op = (w >> 2) & 63u;
-  uint32_t regs[2] = {(w >> 8) & 31u, (w >> 13) & 31u};
+  uint32_t w = p->program[0], cls = NXV_FUSED_CLASS(w), op = NXV_FUSED_OP(w);
+  uint32_t regs[2] = {NXV_FUSED_A(w), NXV_FUSED_B(w)};
   nxv_view v[2];
   const nxv_view *pv[2] = {NULL, NULL};
   const void *imm = NULL;

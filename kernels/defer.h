@@ -20,7 +20,8 @@
  * Invariants: a program's tensor inputs are READY (a pending operand is
  * taken in, or computed before the consumer is deferred), so computing a
  * pending tensor never recurses; a program holds at most
- * NXV_FUSED_MAX_INPUTS inputs and NXV_FUSED_MAX_INSTRS instructions.
+ * NXV_FUSED_MAX_INPUTS inputs and NXV_OPS_INTERP_MAX_INSTRS instructions
+ * (what the interpreting kernel runs).
  */
 #ifndef NXV_KERNELS_DEFER_H
 #define NXV_KERNELS_DEFER_H

@@ -97,6 +97,8 @@ typedef struct pc_fused {         /* fused.comp */
 
 _Static_assert(sizeof(pc_ew) == 56, "pc_ew layout");
 _Static_assert(sizeof(pc_fused) == 120, "pc_fused layout");
+_Static_assert(NXV_REGISTRY_PROGRAM_WORDS >= 5 + NXV_FUSED_MAX_INSTRS,
+               "a fused program's specialization words fit a registry program");
 _Static_assert(sizeof(pc_reduce) == 64, "pc_reduce layout");
 _Static_assert(sizeof(pc_matmul) == 96, "pc_matmul layout");
 
@@ -1213,25 +1215,39 @@ static bool fused_integer(nxv_dtype t) {
   return t == NXV_S32 || t == NXV_S64 || t == NXV_U32 || t == NXV_U64;
 }
 
-/* Checks instruction k of a fused program over ninputs inputs of type t;
- * sets *in_double when its op is a transcendental, pow or atan2 evaluated
- * in double. */
 /* The checks of instruction k (word w) of a program over ninputs inputs
- * that need no device: operands name registers written before it, unused
- * fields and the bits above 22 are 0. */
-static nxv_status check_fused_operands(uint32_t ninputs, uint32_t k, uint32_t w) {
-  uint32_t cls = w & 3u, regs = ninputs + k;
-  uint32_t operand[3] = {(w >> 8) & 31u, (w >> 13) & 31u, (w >> 18) & 31u};
+ * of type t that need no device: operands name registers written before
+ * it, unused fields and bits 30-31 are 0, and a literal is in a binary or
+ * comparison word (for a float type, the bits of a normal f16 number or of
+ * a zero, which fused.comp's unpackHalf2x16 converts exactly). */
+static nxv_status check_fused_operands(nxv_dtype t, uint32_t ninputs, uint32_t k,
+                                       uint32_t w) {
+  uint32_t cls = NXV_FUSED_CLASS(w), regs = ninputs + k;
+  bool lit = NXV_FUSED_HAS_LIT(w);
+  uint32_t operand[3] = {NXV_FUSED_A(w), NXV_FUSED_B(w), NXV_FUSED_C(w)};
   int nops = cls == NXV_FUSED_UNARY ? 1 : cls == NXV_FUSED_SELECT ? 3 : 2;
-  if (w >> 23)
+  if (lit) {
+    if (cls != NXV_FUSED_BINARY && cls != NXV_FUSED_COMPARE)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "fused: instruction %u (0x%08x) has a literal, which only binary ops "
+                      "and comparisons take", k, w);
+    uint32_t l = NXV_FUSED_LIT(w), exp = (l >> 10) & 31u;
+    bool is_float = t == NXV_F16 || t == NXV_BF16 || t == NXV_F32 || t == NXV_F64;
+    if (is_float && (exp == 31u || (exp == 0u && (l & 0x3FFu) != 0u)))
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "fused: instruction %u's literal 0x%04x is not a normal f16 number or "
+                      "a zero", k, l);
+    nops = 1; /* b is the literal, c part of it */
+  } else if (w >> 30) {
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
-                    "fused: instruction %u (0x%08x) sets bits above 22", k, w);
+                    "fused: instruction %u (0x%08x) sets bits above 29", k, w);
+  }
   for (int o = 0; o < 3; o++) {
     if (o < nops && operand[o] >= regs)
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                       "fused: instruction %u reads register %u, only %u are written "
                       "before it", k, operand[o], regs);
-    if (o >= nops && operand[o] != 0)
+    if (o >= nops && !lit && operand[o] != 0)
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                       "fused: instruction %u sets unused operand %d", k, o);
   }
@@ -1250,10 +1266,13 @@ static nxv_status check_fused_counts(uint32_t ninputs, uint32_t ninstrs) {
   return NXV_OK;
 }
 
+/* Checks instruction k of a fused program over ninputs inputs of type t
+ * on device d; sets *in_double when its op is a transcendental, pow or
+ * atan2 evaluated in double. */
 static nxv_status check_fused_instr(nxv_device *d, nxv_dtype t, uint32_t ninputs,
                                     uint32_t k, uint32_t w, bool *in_double) {
-  uint32_t cls = w & 3u, op = (w >> 2) & 63u;
-  NXV_TRY(check_fused_operands(ninputs, k, w));
+  uint32_t cls = NXV_FUSED_CLASS(w), op = NXV_FUSED_OP(w);
+  NXV_TRY(check_fused_operands(t, ninputs, k, w));
   bool ok;
   const char *name;
   /* Integer programs run the unary ops that keep the type (the others
@@ -1340,8 +1359,12 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
   else
     for (uint32_t k = 0; k < ninstrs; k++)
       NXV_TRY(check_fused_instr(d, t, ninputs, k, program[k], &in_double));
+  if (interpret && ninstrs > NXV_OPS_INTERP_MAX_INSTRS)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "fused: %u instructions, the interpreter runs at most %d", ninstrs,
+                    NXV_OPS_INTERP_MAX_INSTRS);
   for (uint32_t k = 0; interpret && k < ninstrs; k++)
-    if (!nxv_ops_fused_basic(program[k] & 3u, (program[k] >> 2) & 63u))
+    if (!nxv_ops_fused_basic(NXV_FUSED_CLASS(program[k]), NXV_FUSED_OP(program[k])))
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                       "fused: instruction %u (0x%08x) is not one the interpreter runs", k,
                       program[k]);
@@ -1395,7 +1418,7 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
   }
   size_t es = nxv_dtype_size(t);
   /* Interpreted: the program's words first (fused.comp, INTERP). */
-  uint32_t hdr = interpret ? 5 + NXV_FUSED_MAX_INSTRS : 0;
+  uint32_t hdr = interpret ? 5 + NXV_OPS_INTERP_MAX_INSTRS : 0;
   nxv_node *node = nxv_node_new(hdr + (strided ? r + ninputs * (r + 1) : 0));
   if (!node) {
     nxv_tensor_release(res);
@@ -1436,10 +1459,10 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
   for (uint32_t k = 0; k < ninputs; k++)
     if (!((imm_mask >> k) & 1u)) node_use(node, inputs[k].tensor, false);
   node_use(node, res, true);
-  /* Specialization constants 3 .. 23 (fused.comp). */
-  uint32_t words[5 + NXV_FUSED_MAX_INSTRS] = {ninputs, ninstrs, scalar, strided};
-  memcpy(words + 4, program, ninstrs * sizeof *program);
-  words[4 + NXV_FUSED_MAX_INSTRS] = imm_mask;
+  /* Specialization constants 3 .. 7 + ninstrs (fused.comp): the words of
+   * the slots past the program are left at their defaults. */
+  uint32_t words[5 + NXV_FUSED_MAX_INSTRS] = {ninputs, ninstrs, scalar, strided, imm_mask};
+  memcpy(words + 5, program, ninstrs * sizeof *program);
   static const nxv_spv_module plain[] = {NXV_SPV_FUSED_F16, NXV_SPV_FUSED_BF16,
                                          NXV_SPV_FUSED_F32, NXV_SPV_FUSED_F64};
   static const nxv_spv_module in_dbl[] = {NXV_SPV_FUSED_F16_PRECISE,
@@ -1458,15 +1481,14 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
     node->pipeline = prog->memo_pipeline;
     st = NXV_OK;
   } else if (integer) {
-    st = nxv_registry_program_start(d->kernels, ints[ii], words, 5 + NXV_FUSED_MAX_INSTRS,
+    st = nxv_registry_program_start(d->kernels, ints[ii], words, 5 + ninstrs,
                                     &node->pipeline, &node->pending);
   } else if (interpret) {
     st = nxv_registry_pipeline_start(d->kernels, interp[ti], 0, 0, &node->pipeline,
                                      &node->pending);
   } else {
     st = nxv_registry_program_start(d->kernels, in_double ? in_dbl[ti] : plain[ti], words,
-                                    5 + NXV_FUSED_MAX_INSTRS, &node->pipeline,
-                                    &node->pending);
+                                    5 + ninstrs, &node->pipeline, &node->pending);
   }
   unsigned empty = MEMO_EMPTY;
   if (st == NXV_OK && prog && memo == MEMO_EMPTY && !node->pending &&
@@ -1512,7 +1534,8 @@ nxv_status nxv_fused_program_create(nxv_dtype t, uint32_t ninputs, uint32_t nins
     return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of f16, bf16, f32, f64, s32, "
                     "s64, u32 or u64, not %s", nxv_dtype_name(t));
   NXV_TRY(check_fused_counts(ninputs, ninstrs));
-  for (uint32_t k = 0; k < ninstrs; k++) NXV_TRY(check_fused_operands(ninputs, k, program[k]));
+  for (uint32_t k = 0; k < ninstrs; k++)
+    NXV_TRY(check_fused_operands(t, ninputs, k, program[k]));
   /* Whole cache lines: read by every run, so on none that other objects'
    * writers (other threads) share. */
   nxv_fused_program *p = nxv_lines_alloc(sizeof *p);

@@ -53,8 +53,13 @@ nxv_status nxv_ops_unary_eager(nxv_device *device, nxv_unary_op op, uint32_t ran
  * binary add, subtract, multiply, divide, max and min. Pure. */
 bool nxv_ops_fused_basic(uint32_t cls, uint32_t op);
 
-/* nxv_fused, or with interpret a program of basic ops (else
- * NXV_ERR_INVALID_ARGUMENT) run through the interpreting kernel (one
+/* The longest program the interpreting kernel runs (fused.comp,
+ * MAX_INS_INTERP). */
+#define NXV_OPS_INTERP_MAX_INSTRS 16
+
+/* nxv_fused, or with interpret a program of at most
+ * NXV_OPS_INTERP_MAX_INSTRS basic ops (else NXV_ERR_INVALID_ARGUMENT;
+ * literals allowed) run through the interpreting kernel (one
  * pipeline for every program, none created per program) instead of a
  * pipeline specialized for it; both compute the same bits. The inputs
  * whose bit is set in imm_mask are immediates: their views are ignored and

@@ -14,19 +14,21 @@
 // The program is in specialization constants (one pipeline per program):
 //   3 NIN, 4 NINS, 5 SCALAR (bit k: input k is one element, broadcast),
 //   6 STRIDED (bit k: input k is read through strides in the arena),
-//   7 .. 22 the instruction words P0 .. P15, each
+//   7 IMM (bit k: input k is an immediate, its bits of T in the low bits
+//     of pc.in_[k] instead of an address),
+//   8 .. 71 the instruction words P0 .. P63 (nxv_fused in nxv.h), each
 //     bits 0-1 class (0 unary, 1 binary, 2 compare, 3 select),
 //     bits 2-7 op (nxv_unary_op, nxv_binary_op, nxv_compare_op),
-//     bits 8-12, 13-17, 18-22 operand registers a, b, c,
-//   23 IMM (bit k: input k is an immediate, its bits of T in the low bits
-//     of pc.in_[k] instead of an address).
+//     bit 8 LIT: operand b is the literal in bits 16-31 (lit_value),
+//     bits 9-15, 16-22, 23-29 operand registers a, b, c.
 // A compare writes 1 or 0; select(a, b, c) is b where a != 0, else c.
-// With INTERP defined a program of the basic ops (unary copy, negate, abs
-// and square; binary add, subtract, multiply, divide, max and min; no
-// compare or select) is interpreted instead: NIN, NINS, SCALAR, STRIDED,
-// IMM and P0 .. P15 are words 0 .. 20 of the arena and the strided layout below starts at word 21, so one small
-// pipeline runs every such program (none to create per program; each op
-// costs a uniform branch per element).
+// With INTERP defined a program of at most MAX_INS_INTERP basic ops (unary
+// copy, negate, abs and square; binary add, subtract, multiply, divide,
+// max and min; no compare or select) is interpreted instead: NIN, NINS,
+// SCALAR, STRIDED, IMM and P0 .. P15 are words 0 .. 20 of the arena and
+// the strided layout below starts at word 21, so one small pipeline runs
+// every such program (none to create per program; each op costs a
+// uniform branch per element).
 // Inputs that are neither scalar nor strided are contiguous; their
 // addresses in push constants include their views' offsets. When STRIDED
 // is not 0, the arena holds dims[rank] then, for each input k,
@@ -39,29 +41,78 @@
 #include "binary_ops.glsl"
 
 #define MAX_IN 12
-#define MAX_INS 16
+#define MAX_INS 64
+#define MAX_INS_INTERP 16
 
 layout(constant_id = 3) const uint NIN = 1;
 layout(constant_id = 4) const uint NINS = 1;
 layout(constant_id = 5) const uint SCALAR = 0;
 layout(constant_id = 6) const uint STRIDED = 0;
-layout(constant_id = 7) const uint P0 = 0;
-layout(constant_id = 8) const uint P1 = 0;
-layout(constant_id = 9) const uint P2 = 0;
-layout(constant_id = 10) const uint P3 = 0;
-layout(constant_id = 11) const uint P4 = 0;
-layout(constant_id = 12) const uint P5 = 0;
-layout(constant_id = 13) const uint P6 = 0;
-layout(constant_id = 14) const uint P7 = 0;
-layout(constant_id = 15) const uint P8 = 0;
-layout(constant_id = 16) const uint P9 = 0;
-layout(constant_id = 17) const uint P10 = 0;
-layout(constant_id = 18) const uint P11 = 0;
-layout(constant_id = 19) const uint P12 = 0;
-layout(constant_id = 20) const uint P13 = 0;
-layout(constant_id = 21) const uint P14 = 0;
-layout(constant_id = 22) const uint P15 = 0;
-layout(constant_id = 23) const uint IMM = 0;  // bit k: input k is an immediate
+layout(constant_id = 7) const uint IMM = 0;  // bit k: input k is an immediate
+layout(constant_id = 8) const uint P0 = 0;
+layout(constant_id = 9) const uint P1 = 0;
+layout(constant_id = 10) const uint P2 = 0;
+layout(constant_id = 11) const uint P3 = 0;
+layout(constant_id = 12) const uint P4 = 0;
+layout(constant_id = 13) const uint P5 = 0;
+layout(constant_id = 14) const uint P6 = 0;
+layout(constant_id = 15) const uint P7 = 0;
+layout(constant_id = 16) const uint P8 = 0;
+layout(constant_id = 17) const uint P9 = 0;
+layout(constant_id = 18) const uint P10 = 0;
+layout(constant_id = 19) const uint P11 = 0;
+layout(constant_id = 20) const uint P12 = 0;
+layout(constant_id = 21) const uint P13 = 0;
+layout(constant_id = 22) const uint P14 = 0;
+layout(constant_id = 23) const uint P15 = 0;
+layout(constant_id = 24) const uint P16 = 0;
+layout(constant_id = 25) const uint P17 = 0;
+layout(constant_id = 26) const uint P18 = 0;
+layout(constant_id = 27) const uint P19 = 0;
+layout(constant_id = 28) const uint P20 = 0;
+layout(constant_id = 29) const uint P21 = 0;
+layout(constant_id = 30) const uint P22 = 0;
+layout(constant_id = 31) const uint P23 = 0;
+layout(constant_id = 32) const uint P24 = 0;
+layout(constant_id = 33) const uint P25 = 0;
+layout(constant_id = 34) const uint P26 = 0;
+layout(constant_id = 35) const uint P27 = 0;
+layout(constant_id = 36) const uint P28 = 0;
+layout(constant_id = 37) const uint P29 = 0;
+layout(constant_id = 38) const uint P30 = 0;
+layout(constant_id = 39) const uint P31 = 0;
+layout(constant_id = 40) const uint P32 = 0;
+layout(constant_id = 41) const uint P33 = 0;
+layout(constant_id = 42) const uint P34 = 0;
+layout(constant_id = 43) const uint P35 = 0;
+layout(constant_id = 44) const uint P36 = 0;
+layout(constant_id = 45) const uint P37 = 0;
+layout(constant_id = 46) const uint P38 = 0;
+layout(constant_id = 47) const uint P39 = 0;
+layout(constant_id = 48) const uint P40 = 0;
+layout(constant_id = 49) const uint P41 = 0;
+layout(constant_id = 50) const uint P42 = 0;
+layout(constant_id = 51) const uint P43 = 0;
+layout(constant_id = 52) const uint P44 = 0;
+layout(constant_id = 53) const uint P45 = 0;
+layout(constant_id = 54) const uint P46 = 0;
+layout(constant_id = 55) const uint P47 = 0;
+layout(constant_id = 56) const uint P48 = 0;
+layout(constant_id = 57) const uint P49 = 0;
+layout(constant_id = 58) const uint P50 = 0;
+layout(constant_id = 59) const uint P51 = 0;
+layout(constant_id = 60) const uint P52 = 0;
+layout(constant_id = 61) const uint P53 = 0;
+layout(constant_id = 62) const uint P54 = 0;
+layout(constant_id = 63) const uint P55 = 0;
+layout(constant_id = 64) const uint P56 = 0;
+layout(constant_id = 65) const uint P57 = 0;
+layout(constant_id = 66) const uint P58 = 0;
+layout(constant_id = 67) const uint P59 = 0;
+layout(constant_id = 68) const uint P60 = 0;
+layout(constant_id = 69) const uint P61 = 0;
+layout(constant_id = 70) const uint P62 = 0;
+layout(constant_id = 71) const uint P63 = 0;
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 
@@ -116,18 +167,39 @@ float f16_round(float x) {
 #define ROUND(v) (v)
 #endif
 
+// A literal operand's value (bits 16-31 of its word, as l): for float
+// types the f16 number of those bits rounded to T as an intermediate
+// result is (exact but for bf16, which truncates), for signed integers
+// their int16_t value, for unsigned ones their uint16_t value. A float
+// literal's bits are or-ed with pc.rank >> 16, which is 0 (ranks are
+// small) but not known to the compiler: with a constant operand a driver
+// may fold x + 0 into x or x * 0 into 0, dropping a zero's sign or an
+// infinity (lavapipe did), where the op's own kernel, given the value at
+// run time, computes it as IEEE 754 says.
+TC lit_value(uint l) {
+#if T_KIND == KIND_FLOAT
+  return ROUND(TC(unpackHalf2x16((l | (pc.rank >> 16)) & 0xFFFFu).x));
+#elif T_KIND == KIND_SINT
+  return TC(int(l << 16) >> 16);
+#else
+  return TC(l & 0xFFFFu);
+#endif
+}
+
 // Instruction K (word W) calls UN, BIN or CMP, the ops of its slot: each
 // switches on the op bits of W (fused_slot.glsl), and the class, op and
 // registers are constants, so once the runtime has pruned the module
 // (kernels/spv_prune.c) a slot holds its one op.
 #define STEP(K, W, UN, BIN, CMP)                                           \
   if (NINS > uint(K)) {                                                    \
-    const uint cls = (W) & 3u, ra = ((W) >> 8) & 31u,                      \
-               rb = ((W) >> 13) & 31u, rc = ((W) >> 18) & 31u;             \
+    const uint cls = (W) & 3u, ra = ((W) >> 9) & 127u,                     \
+               rb = ((W) >> 16) & 127u, rc = ((W) >> 23) & 127u;           \
+    const bool lit = (((W) >> 8) & 1u) != 0u;                              \
     TC v;                                                                  \
     if (cls == 0u) v = UN(r[ra]);                                          \
-    else if (cls == 1u) v = BIN(r[ra], r[rb]);                             \
-    else if (cls == 2u) v = CMP(r[ra], r[rb]) ? TC(1) : TC(0);             \
+    else if (cls == 1u) v = BIN(r[ra], lit ? lit_value((W) >> 16) : r[lit ? 0u : rb]); \
+    else if (cls == 2u)                                                    \
+      v = CMP(r[ra], lit ? lit_value((W) >> 16) : r[lit ? 0u : rb]) ? TC(1) : TC(0); \
     else v = r[ra] != TC(0) ? r[rb] : r[rc];                               \
     r[NIN + uint(K)] = ROUND(v);                                           \
   }
@@ -213,6 +285,246 @@ float f16_round(float x) {
 #define SLOT_BIN bin15
 #define SLOT_CMP cmp15
 #include "fused_slot.glsl"
+#define SLOT_W P16
+#define SLOT_UN un16
+#define SLOT_BIN bin16
+#define SLOT_CMP cmp16
+#include "fused_slot.glsl"
+#define SLOT_W P17
+#define SLOT_UN un17
+#define SLOT_BIN bin17
+#define SLOT_CMP cmp17
+#include "fused_slot.glsl"
+#define SLOT_W P18
+#define SLOT_UN un18
+#define SLOT_BIN bin18
+#define SLOT_CMP cmp18
+#include "fused_slot.glsl"
+#define SLOT_W P19
+#define SLOT_UN un19
+#define SLOT_BIN bin19
+#define SLOT_CMP cmp19
+#include "fused_slot.glsl"
+#define SLOT_W P20
+#define SLOT_UN un20
+#define SLOT_BIN bin20
+#define SLOT_CMP cmp20
+#include "fused_slot.glsl"
+#define SLOT_W P21
+#define SLOT_UN un21
+#define SLOT_BIN bin21
+#define SLOT_CMP cmp21
+#include "fused_slot.glsl"
+#define SLOT_W P22
+#define SLOT_UN un22
+#define SLOT_BIN bin22
+#define SLOT_CMP cmp22
+#include "fused_slot.glsl"
+#define SLOT_W P23
+#define SLOT_UN un23
+#define SLOT_BIN bin23
+#define SLOT_CMP cmp23
+#include "fused_slot.glsl"
+#define SLOT_W P24
+#define SLOT_UN un24
+#define SLOT_BIN bin24
+#define SLOT_CMP cmp24
+#include "fused_slot.glsl"
+#define SLOT_W P25
+#define SLOT_UN un25
+#define SLOT_BIN bin25
+#define SLOT_CMP cmp25
+#include "fused_slot.glsl"
+#define SLOT_W P26
+#define SLOT_UN un26
+#define SLOT_BIN bin26
+#define SLOT_CMP cmp26
+#include "fused_slot.glsl"
+#define SLOT_W P27
+#define SLOT_UN un27
+#define SLOT_BIN bin27
+#define SLOT_CMP cmp27
+#include "fused_slot.glsl"
+#define SLOT_W P28
+#define SLOT_UN un28
+#define SLOT_BIN bin28
+#define SLOT_CMP cmp28
+#include "fused_slot.glsl"
+#define SLOT_W P29
+#define SLOT_UN un29
+#define SLOT_BIN bin29
+#define SLOT_CMP cmp29
+#include "fused_slot.glsl"
+#define SLOT_W P30
+#define SLOT_UN un30
+#define SLOT_BIN bin30
+#define SLOT_CMP cmp30
+#include "fused_slot.glsl"
+#define SLOT_W P31
+#define SLOT_UN un31
+#define SLOT_BIN bin31
+#define SLOT_CMP cmp31
+#include "fused_slot.glsl"
+#define SLOT_W P32
+#define SLOT_UN un32
+#define SLOT_BIN bin32
+#define SLOT_CMP cmp32
+#include "fused_slot.glsl"
+#define SLOT_W P33
+#define SLOT_UN un33
+#define SLOT_BIN bin33
+#define SLOT_CMP cmp33
+#include "fused_slot.glsl"
+#define SLOT_W P34
+#define SLOT_UN un34
+#define SLOT_BIN bin34
+#define SLOT_CMP cmp34
+#include "fused_slot.glsl"
+#define SLOT_W P35
+#define SLOT_UN un35
+#define SLOT_BIN bin35
+#define SLOT_CMP cmp35
+#include "fused_slot.glsl"
+#define SLOT_W P36
+#define SLOT_UN un36
+#define SLOT_BIN bin36
+#define SLOT_CMP cmp36
+#include "fused_slot.glsl"
+#define SLOT_W P37
+#define SLOT_UN un37
+#define SLOT_BIN bin37
+#define SLOT_CMP cmp37
+#include "fused_slot.glsl"
+#define SLOT_W P38
+#define SLOT_UN un38
+#define SLOT_BIN bin38
+#define SLOT_CMP cmp38
+#include "fused_slot.glsl"
+#define SLOT_W P39
+#define SLOT_UN un39
+#define SLOT_BIN bin39
+#define SLOT_CMP cmp39
+#include "fused_slot.glsl"
+#define SLOT_W P40
+#define SLOT_UN un40
+#define SLOT_BIN bin40
+#define SLOT_CMP cmp40
+#include "fused_slot.glsl"
+#define SLOT_W P41
+#define SLOT_UN un41
+#define SLOT_BIN bin41
+#define SLOT_CMP cmp41
+#include "fused_slot.glsl"
+#define SLOT_W P42
+#define SLOT_UN un42
+#define SLOT_BIN bin42
+#define SLOT_CMP cmp42
+#include "fused_slot.glsl"
+#define SLOT_W P43
+#define SLOT_UN un43
+#define SLOT_BIN bin43
+#define SLOT_CMP cmp43
+#include "fused_slot.glsl"
+#define SLOT_W P44
+#define SLOT_UN un44
+#define SLOT_BIN bin44
+#define SLOT_CMP cmp44
+#include "fused_slot.glsl"
+#define SLOT_W P45
+#define SLOT_UN un45
+#define SLOT_BIN bin45
+#define SLOT_CMP cmp45
+#include "fused_slot.glsl"
+#define SLOT_W P46
+#define SLOT_UN un46
+#define SLOT_BIN bin46
+#define SLOT_CMP cmp46
+#include "fused_slot.glsl"
+#define SLOT_W P47
+#define SLOT_UN un47
+#define SLOT_BIN bin47
+#define SLOT_CMP cmp47
+#include "fused_slot.glsl"
+#define SLOT_W P48
+#define SLOT_UN un48
+#define SLOT_BIN bin48
+#define SLOT_CMP cmp48
+#include "fused_slot.glsl"
+#define SLOT_W P49
+#define SLOT_UN un49
+#define SLOT_BIN bin49
+#define SLOT_CMP cmp49
+#include "fused_slot.glsl"
+#define SLOT_W P50
+#define SLOT_UN un50
+#define SLOT_BIN bin50
+#define SLOT_CMP cmp50
+#include "fused_slot.glsl"
+#define SLOT_W P51
+#define SLOT_UN un51
+#define SLOT_BIN bin51
+#define SLOT_CMP cmp51
+#include "fused_slot.glsl"
+#define SLOT_W P52
+#define SLOT_UN un52
+#define SLOT_BIN bin52
+#define SLOT_CMP cmp52
+#include "fused_slot.glsl"
+#define SLOT_W P53
+#define SLOT_UN un53
+#define SLOT_BIN bin53
+#define SLOT_CMP cmp53
+#include "fused_slot.glsl"
+#define SLOT_W P54
+#define SLOT_UN un54
+#define SLOT_BIN bin54
+#define SLOT_CMP cmp54
+#include "fused_slot.glsl"
+#define SLOT_W P55
+#define SLOT_UN un55
+#define SLOT_BIN bin55
+#define SLOT_CMP cmp55
+#include "fused_slot.glsl"
+#define SLOT_W P56
+#define SLOT_UN un56
+#define SLOT_BIN bin56
+#define SLOT_CMP cmp56
+#include "fused_slot.glsl"
+#define SLOT_W P57
+#define SLOT_UN un57
+#define SLOT_BIN bin57
+#define SLOT_CMP cmp57
+#include "fused_slot.glsl"
+#define SLOT_W P58
+#define SLOT_UN un58
+#define SLOT_BIN bin58
+#define SLOT_CMP cmp58
+#include "fused_slot.glsl"
+#define SLOT_W P59
+#define SLOT_UN un59
+#define SLOT_BIN bin59
+#define SLOT_CMP cmp59
+#include "fused_slot.glsl"
+#define SLOT_W P60
+#define SLOT_UN un60
+#define SLOT_BIN bin60
+#define SLOT_CMP cmp60
+#include "fused_slot.glsl"
+#define SLOT_W P61
+#define SLOT_UN un61
+#define SLOT_BIN bin61
+#define SLOT_CMP cmp61
+#include "fused_slot.glsl"
+#define SLOT_W P62
+#define SLOT_UN un62
+#define SLOT_BIN bin62
+#define SLOT_CMP cmp62
+#include "fused_slot.glsl"
+#define SLOT_W P63
+#define SLOT_UN un63
+#define SLOT_BIN bin63
+#define SLOT_CMP cmp63
+#include "fused_slot.glsl"
 
 shared uint s_args[NXV_MAX_RANK + MAX_IN * (NXV_MAX_RANK + 1)];
 
@@ -265,6 +577,54 @@ void main() {
     STEP(13, P13, un13, bin13, cmp13)
     STEP(14, P14, un14, bin14, cmp14)
     STEP(15, P15, un15, bin15, cmp15)
+    STEP(16, P16, un16, bin16, cmp16)
+    STEP(17, P17, un17, bin17, cmp17)
+    STEP(18, P18, un18, bin18, cmp18)
+    STEP(19, P19, un19, bin19, cmp19)
+    STEP(20, P20, un20, bin20, cmp20)
+    STEP(21, P21, un21, bin21, cmp21)
+    STEP(22, P22, un22, bin22, cmp22)
+    STEP(23, P23, un23, bin23, cmp23)
+    STEP(24, P24, un24, bin24, cmp24)
+    STEP(25, P25, un25, bin25, cmp25)
+    STEP(26, P26, un26, bin26, cmp26)
+    STEP(27, P27, un27, bin27, cmp27)
+    STEP(28, P28, un28, bin28, cmp28)
+    STEP(29, P29, un29, bin29, cmp29)
+    STEP(30, P30, un30, bin30, cmp30)
+    STEP(31, P31, un31, bin31, cmp31)
+    STEP(32, P32, un32, bin32, cmp32)
+    STEP(33, P33, un33, bin33, cmp33)
+    STEP(34, P34, un34, bin34, cmp34)
+    STEP(35, P35, un35, bin35, cmp35)
+    STEP(36, P36, un36, bin36, cmp36)
+    STEP(37, P37, un37, bin37, cmp37)
+    STEP(38, P38, un38, bin38, cmp38)
+    STEP(39, P39, un39, bin39, cmp39)
+    STEP(40, P40, un40, bin40, cmp40)
+    STEP(41, P41, un41, bin41, cmp41)
+    STEP(42, P42, un42, bin42, cmp42)
+    STEP(43, P43, un43, bin43, cmp43)
+    STEP(44, P44, un44, bin44, cmp44)
+    STEP(45, P45, un45, bin45, cmp45)
+    STEP(46, P46, un46, bin46, cmp46)
+    STEP(47, P47, un47, bin47, cmp47)
+    STEP(48, P48, un48, bin48, cmp48)
+    STEP(49, P49, un49, bin49, cmp49)
+    STEP(50, P50, un50, bin50, cmp50)
+    STEP(51, P51, un51, bin51, cmp51)
+    STEP(52, P52, un52, bin52, cmp52)
+    STEP(53, P53, un53, bin53, cmp53)
+    STEP(54, P54, un54, bin54, cmp54)
+    STEP(55, P55, un55, bin55, cmp55)
+    STEP(56, P56, un56, bin56, cmp56)
+    STEP(57, P57, un57, bin57, cmp57)
+    STEP(58, P58, un58, bin58, cmp58)
+    STEP(59, P59, un59, bin59, cmp59)
+    STEP(60, P60, un60, bin60, cmp60)
+    STEP(61, P61, un61, bin61, cmp61)
+    STEP(62, P62, un62, bin62, cmp62)
+    STEP(63, P63, un63, bin63, cmp63)
     pc.c.v[i] = T_ST(r[NIN + NINS - 1u]);
   }
 }
@@ -290,7 +650,7 @@ TC basic_apply(uint cls, uint op, TC a, TC b) {
 }
 
 // Words of the arena before the strided layout.
-#define HDR 21u
+#define HDR (5u + MAX_INS_INTERP)
 shared uint s_hdr[HDR + NXV_MAX_RANK + MAX_IN * (NXV_MAX_RANK + 1)];
 
 void main() {
@@ -304,7 +664,7 @@ void main() {
   barrier();
   uint nin = s_hdr[0], nins = s_hdr[1], scalar = s_hdr[2], imm = s_hdr[4];
   for (uint i = gid; i < pc.n; i += stride) {
-    TC r[MAX_IN + MAX_INS];
+    TC r[MAX_IN + MAX_INS_INTERP];
     for (uint k = 0u; k < nin; ++k) {
       if (((imm >> k) & 1u) != 0u) {
         r[k] = imm_value(pc.in_[k]);
@@ -326,8 +686,9 @@ void main() {
     }
     for (uint k = 0u; k < nins; ++k) {
       uint w = s_hdr[5u + k];
-      r[nin + k] = ROUND(basic_apply(w & 3u, (w >> 2) & 63u, r[(w >> 8) & 31u],
-                                     r[(w >> 13) & 31u]));
+      bool lit = ((w >> 8) & 1u) != 0u;
+      TC b = lit ? lit_value(w >> 16) : r[lit ? 0u : (w >> 16) & 127u];
+      r[nin + k] = ROUND(basic_apply(w & 3u, (w >> 2) & 63u, r[(w >> 9) & 127u], b));
     }
     pc.c.v[i] = T_ST(r[nin + nins - 1u]);
   }

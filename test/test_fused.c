@@ -40,23 +40,67 @@ static const nxv_compare_op kCmp[] = {NXV_EQUAL, NXV_NOT_EQUAL, NXV_LESS,
                                       NXV_LOGICAL_XOR};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* A random instruction over regs registers: a unary op of un (nun), a
- * binary op of bin (nbin), a comparison or a select. */
-static uint32_t random_instr(uint64_t *rng, uint32_t regs, const nxv_unary_op *un, int nun,
-                             const nxv_binary_op *bin, int nbin) {
+/* Literals of the float programs: f16 bits of zeros, ones, halves, the
+ * smallest normal f16, the largest, 1/3 (inexact in bf16) and others. */
+static const uint16_t kFloatLits[] = {0x0000, 0x8000, 0x3C00, 0xBC00, 0x3800, 0x4000,
+                                      0x5640, 0x0400, 0x7BFF, 0x3555, 0xC248};
+
+/* A random literal for a program of type t: a float one of kFloatLits, an
+ * integer one small (a shift amount), negative or of any 16 bits. */
+static uint16_t random_literal(uint64_t *rng, nxv_dtype t) {
+  bool is_float = t == NXV_F16 || t == NXV_BF16 || t == NXV_F32 || t == NXV_F64;
+  if (is_float) return kFloatLits[test_rand_u64(rng) % COUNT(kFloatLits)];
+  switch (test_rand_u64(rng) % 3) {
+    case 0: return (uint16_t)(test_rand_u64(rng) % 40);
+    case 1: return (uint16_t)(-(int)(test_rand_u64(rng) % 40) - 1);
+    default: return (uint16_t)test_rand_u64(rng);
+  }
+}
+
+/* A random instruction over regs registers of a program of type t: a
+ * unary op of un (nun), a binary op of bin (nbin), a comparison or a
+ * select; a quarter of the binary ops and comparisons take a literal. */
+static uint32_t random_instr(uint64_t *rng, nxv_dtype t, uint32_t regs,
+                             const nxv_unary_op *un, int nun, const nxv_binary_op *bin,
+                             int nbin) {
   int cls = (int)(test_rand_u64(rng) % 10);
   cls = cls < 3 ? 0 : cls < 7 ? 1 : cls < 9 ? 2 : 3;
   uint32_t a = (uint32_t)(test_rand_u64(rng) % regs);
   uint32_t b = (uint32_t)(test_rand_u64(rng) % regs);
   uint32_t c = (uint32_t)(test_rand_u64(rng) % regs);
+  bool lit = test_rand_u64(rng) % 4 == 0;
   /* Mostly read the latest registers, so programs are chains. */
   if (test_rand_u64(rng) % 2) a = regs - 1;
   switch (cls) {
     case 0: return NXV_FUSED_INSTR(0, un[test_rand_u64(rng) % (uint64_t)nun], a, 0, 0);
-    case 1: return NXV_FUSED_INSTR(1, bin[test_rand_u64(rng) % (uint64_t)nbin], a, b, 0);
-    case 2: return NXV_FUSED_INSTR(2, kCmp[test_rand_u64(rng) % COUNT(kCmp)], a, b, 0);
+    case 1: {
+      uint32_t op = bin[test_rand_u64(rng) % (uint64_t)nbin];
+      return lit ? NXV_FUSED_INSTR_LIT(1, op, a, random_literal(rng, t))
+                 : NXV_FUSED_INSTR(1, op, a, b, 0);
+    }
+    case 2: {
+      uint32_t op = kCmp[test_rand_u64(rng) % COUNT(kCmp)];
+      return lit ? NXV_FUSED_INSTR_LIT(2, op, a, random_literal(rng, t))
+                 : NXV_FUSED_INSTR(2, op, a, b, 0);
+    }
     default: return NXV_FUSED_INSTR(3, 0, a, b, c);
   }
+}
+
+/* A one-element tensor of type t holding literal l's value (nxv_fused in
+ * nxv.h: for float types the f16 number rounded to t, bf16 truncating). */
+static nxv_tensor *literal_tensor(nxv_device *d, nxv_dtype t, uint32_t l) {
+  unsigned char bits[8] = {0};
+  bool is_float = t == NXV_F16 || t == NXV_BF16 || t == NXV_F32 || t == NXV_F64;
+  if (is_float) {
+    set_f(t, bits, 0, nxv_test_f16_value((uint16_t)l));
+  } else {
+    uint64_t v = (t == NXV_S32 || t == NXV_S64) ? (uint64_t)(int64_t)(int16_t)l : l;
+    memcpy(bits, &v, sizeof v); /* little-endian: the low bytes */
+  }
+  nxv_tensor *x = NULL;
+  CHECK_OK(nxv_tensor_upload(d, t, 1, bits, &x));
+  return x;
 }
 
 /* The program run one op at a time. regs[k] is a view per register; a
@@ -70,7 +114,7 @@ static nxv_tensor *run_unfused(nxv_device *d, nxv_dtype t, uint32_t rank,
                                const uint32_t *prog, nxv_tensor *zero) {
   nxv_view regs[NXV_FUSED_MAX_INPUTS + NXV_FUSED_MAX_INSTRS];
   bool pred[NXV_FUSED_MAX_INPUTS + NXV_FUSED_MAX_INSTRS] = {0};
-  nxv_tensor *owned[3 * (NXV_FUSED_MAX_INPUTS + NXV_FUSED_MAX_INSTRS)];
+  nxv_tensor *owned[4 * (NXV_FUSED_MAX_INPUTS + NXV_FUSED_MAX_INSTRS)];
   int nowned = 0;
   int64_t zstrides[NXV_MAX_RANK] = {0};
   nxv_view vzero = {zero, 0, zstrides};
@@ -78,10 +122,20 @@ static nxv_tensor *run_unfused(nxv_device *d, nxv_dtype t, uint32_t rank,
   nxv_tensor *result = NULL;
   bool ok = true;
   for (uint32_t k = 0; k < nins && ok; k++) {
-    uint32_t w = prog[k], cls = w & 3u, op = (w >> 2) & 63u;
-    uint32_t ops[3] = {(w >> 8) & 31u, (w >> 13) & 31u, (w >> 18) & 31u};
+    uint32_t w = prog[k], cls = NXV_FUSED_CLASS(w), op = NXV_FUSED_OP(w);
+    uint32_t ops[3] = {NXV_FUSED_A(w), NXV_FUSED_B(w), NXV_FUSED_C(w)};
     nxv_view arg[3];
+    if (NXV_FUSED_HAS_LIT(w)) {
+      /* A literal: the second operand, a broadcast one-element tensor. */
+      nxv_tensor *l = literal_tensor(d, t, NXV_FUSED_LIT(w));
+      ok = l != NULL;
+      if (!ok) break;
+      owned[nowned++] = l;
+      arg[1] = (nxv_view){l, 0, zstrides};
+      ops[1] = ops[2] = 0;
+    }
     for (int o = 0; o < 3 && ok; o++) {
+      if (o == 1 && NXV_FUSED_HAS_LIT(w)) continue;
       arg[o] = regs[ops[o]];
       bool want_pred = cls == 3 && o == 0;
       if (pred[ops[o]] && !want_pred) {
@@ -288,7 +342,8 @@ static void random_trial(nxv_device *d, nxv_dtype t, int trial, uint64_t *rng,
   uint32_t nin = 1 + (uint32_t)(test_rand_u64(rng) % NXV_FUSED_MAX_INPUTS);
   uint32_t nins = 1 + (uint32_t)(test_rand_u64(rng) % NXV_FUSED_MAX_INSTRS);
   uint32_t prog[NXV_FUSED_MAX_INSTRS];
-  for (uint32_t k = 0; k < nins; k++) prog[k] = random_instr(rng, nin + k, un, nun, bin, nbin);
+  for (uint32_t k = 0; k < nins; k++)
+    prog[k] = random_instr(rng, t, nin + k, un, nun, bin, nbin);
   nxv_tensor *tin[NXV_FUSED_MAX_INPUTS];
   nxv_view in[NXV_FUSED_MAX_INPUTS];
   int64_t strides[NXV_FUSED_MAX_INPUTS][2];
@@ -375,6 +430,74 @@ NXV_TEST(fused, integer_programs_match_unfused_ops) {
   CHECK(nxv_fused(d, NXV_S32, 0, NULL, 1, &vx, 1, exp_prog, &bad) == NXV_ERR_UNSUPPORTED);
   CHECK(bad == NULL);
   nxv_tensor_release(x);
+  nxv_device_release(d);
+}
+
+/* Every literal of kFloatLits (float types) and a set of integer ones
+ * (either sign, shift amounts, all 16 bits set) as the second operand of
+ * each binary op and a comparison, on every type: bitwise what the op
+ * computes with a broadcast one-element tensor of the literal's value
+ * (for bf16, 1/3 truncated), and a chain of 64 instructions, half of them
+ * literals, the same way. */
+NXV_TEST(fused, literals_match_broadcast_constants) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  nxv_device_info info;
+  REQUIRE_OK(nxv_device_info_get(d, &info));
+  static const nxv_dtype kTypes[8] = {NXV_F32, NXV_F64, NXV_F16, NXV_BF16,
+                                      NXV_S32, NXV_S64, NXV_U32, NXV_U64};
+  static const uint16_t kIntLits[] = {0, 1, 5, 13, 31, 32, 0xFFFF, 0xFFF0, 0x8000, 0x7FFF};
+  static const nxv_binary_op kIntOps[] = {NXV_ADD, NXV_SUB, NXV_MUL, NXV_RIGHT_SHIFT,
+                                          NXV_LEFT_SHIFT, NXV_BITWISE_XOR, NXV_MAX, NXV_MIN};
+  static const nxv_binary_op kFloatOps[] = {NXV_ADD, NXV_SUB, NXV_MUL, NXV_DIV, NXV_MAX,
+                                            NXV_MIN};
+  uint64_t rng = 0x11733A1;
+  int programs = 0, compared = 0;
+  for (int ti = 0; ti < 8; ti++) {
+    nxv_dtype t = kTypes[ti];
+    if (t == NXV_F64 && !info.float64) continue;
+    if ((t == NXV_F16 || t == NXV_BF16) && !info.storage_16bit) continue;
+    bool is_float = ti < 4;
+    const uint16_t *lits = is_float ? kFloatLits : kIntLits;
+    int nlits = is_float ? COUNT(kFloatLits) : COUNT(kIntLits);
+    const nxv_binary_op *ops = is_float ? kFloatOps : kIntOps;
+    int nops = is_float ? COUNT(kFloatOps) : COUNT(kIntOps);
+    enum { ROWS = 3, COLS = 37 };
+    size_t es = nxv_dtype_size(t);
+    unsigned char *host = test_xcalloc(ROWS * COLS, es);
+    for (uint64_t i = 0; i < ROWS * COLS; i++) {
+      if (is_float) fill_float(t, host, i, &rng);
+      else fill_int(t, host, i, &rng);
+    }
+    if (is_float) set_f(t, host, 1, -0.0); /* a negative zero */
+    nxv_tensor *x, *zero;
+    REQUIRE_OK(nxv_tensor_upload(d, t, ROWS * COLS, host, &x));
+    free(host);
+    uint64_t zbits = 0;
+    REQUIRE_OK(nxv_tensor_upload(d, t, 1, &zbits, &zero));
+    nxv_view in = {x, 0, NULL};
+    for (int li = 0; li < nlits; li++) {
+      for (int oi = 0; oi <= nops; oi++) {
+        uint32_t w = oi < nops ? NXV_FUSED_INSTR_LIT(NXV_FUSED_BINARY, ops[oi], 0, lits[li])
+                               : NXV_FUSED_INSTR_LIT(NXV_FUSED_COMPARE, NXV_LESS, 0, lits[li]);
+        check_program(d, t, li, ROWS, COLS, 1, &in, 1, &w, zero, &programs, &compared);
+      }
+    }
+    uint32_t chain[NXV_FUSED_MAX_INSTRS];
+    for (uint32_t k = 0; k < NXV_FUSED_MAX_INSTRS; k++) {
+      uint16_t l = lits[test_rand_u64(&rng) % (uint64_t)nlits];
+      nxv_binary_op op = is_float ? (k % 2 ? NXV_ADD : NXV_MUL) : ops[k % (uint32_t)nops];
+      if (!is_float && op == NXV_MUL) l = 3;
+      chain[k] = k % 2 ? NXV_FUSED_INSTR_LIT(NXV_FUSED_BINARY, op, k, l)
+                       : NXV_FUSED_INSTR(NXV_FUSED_BINARY, op, k, k ? k - 1 : 0, 0);
+    }
+    check_program(d, t, 99, ROWS, COLS, 1, &in, NXV_FUSED_MAX_INSTRS, chain, zero, &programs,
+                  &compared);
+    nxv_tensor_release(x);
+    nxv_tensor_release(zero);
+  }
+  CHECK(programs >= 4 * (COUNT(kFloatLits) * 7 + 1));
+  printf("  %d programs, %d elements compared\n", programs, compared);
   nxv_device_release(d);
 }
 
@@ -506,8 +629,9 @@ NXV_TEST(fused, bad_arguments_fail_cleanly) {
   nxv_view many[NXV_FUSED_MAX_INPUTS + 1];
   for (int i = 0; i <= NXV_FUSED_MAX_INPUTS; i++) many[i] = v;
   const uint32_t neg = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 0, 0, 0);
-  uint32_t seventeen[17];
-  for (int i = 0; i < 17; i++) seventeen[i] = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, i, 0, 0);
+  enum { TOO_MANY = NXV_FUSED_MAX_INSTRS + 1 };
+  uint32_t too_long[TOO_MANY];
+  for (int i = 0; i < TOO_MANY; i++) too_long[i] = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, i, 0, 0);
   uint32_t w;
   EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_U8, 1, shape, 1, &vi, 1, &neg, &out));
   EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_C64, 1, shape, 1, &vi, 1, &neg, &out));
@@ -515,14 +639,30 @@ NXV_TEST(fused, bad_arguments_fail_cleanly) {
   EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 0, &v, 1, &neg, &out));
   EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, NXV_FUSED_MAX_INPUTS + 1, many, 1, &neg, &out));
   EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 0, &neg, &out));
-  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 17, seventeen, &out));
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, TOO_MANY, too_long, &out));
   EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, big, 1, &v, 1, &neg, &out));
   EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, NULL, &out));
   w = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, 0, 1, 0); /* r1 not written yet */
   EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
-  w = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 0, 0, 0) | (1u << 13); /* unused operand */
+  w = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 0, 0, 0) | (1u << 16); /* unused operand */
   EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
-  w = neg | (1u << 23);
+  w = neg | (1u << 30);
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+  /* Literals: only in binary ops and comparisons; for float programs a
+   * normal f16 number or a zero (an infinity, a NaN or a subnormal is
+   * refused), for integer ones any 16 bits. */
+  w = NXV_FUSED_INSTR_LIT(NXV_FUSED_UNARY, NXV_NEG, 0, 0x3C00);
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+  w = NXV_FUSED_INSTR_LIT(NXV_FUSED_SELECT, 0, 0, 0x3C00);
+  EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+  for (int i = 0; i < 3; i++) {
+    static const uint16_t kBadLits[3] = {0x7C00, 0xFE00, 0x0001};
+    w = NXV_FUSED_INSTR_LIT(NXV_FUSED_BINARY, NXV_ADD, 0, kBadLits[i]);
+    EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
+    REQUIRE_OK(nxv_fused(d, NXV_S32, 1, shape, 1, &vi, 1, &w, &out));
+    nxv_tensor_release(out);
+  }
+  w = NXV_FUSED_INSTR_LIT(NXV_FUSED_BINARY, NXV_ADD, 1, 0x3C00); /* r1 not written yet */
   EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
   w = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_BITWISE_AND, 0, 0, 0);
   EXPECT_FAIL(NXV_ERR_UNSUPPORTED, out, nxv_fused(d, NXV_F32, 1, shape, 1, &v, 1, &w, &out));
@@ -575,19 +715,22 @@ NXV_TEST(fused, prepared_programs_memo_per_device_and_layout) {
   REQUIRE(d);
   nxv_fused_program *fp = NULL;
   const uint32_t neg = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 0, 0, 0);
-  uint32_t w, seventeen[17];
-  for (int i = 0; i < 17; i++) seventeen[i] = neg;
+  enum { TOO_MANY = NXV_FUSED_MAX_INSTRS + 1 };
+  uint32_t w, too_long[TOO_MANY];
+  for (int i = 0; i < TOO_MANY; i++) too_long[i] = neg;
   EXPECT_FAIL_PLAIN(NXV_ERR_UNSUPPORTED, nxv_fused_program_create(NXV_U8, 1, 1, &neg, &fp));
   EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 0, 1, &neg, &fp));
   EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 13, 1, &neg, &fp));
   EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 0, &neg, &fp));
-  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 17, seventeen, &fp));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, TOO_MANY, too_long, &fp));
   EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 1, NULL, &fp));
   w = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, 0, 1, 0); /* r1 not written yet */
   EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 1, &w, &fp));
-  w = neg | (1u << 13); /* unused operand */
+  w = neg | (1u << 16); /* unused operand */
   EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 1, &w, &fp));
-  w = neg | (1u << 23);
+  w = neg | (1u << 30);
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 1, &w, &fp));
+  w = NXV_FUSED_INSTR_LIT(NXV_FUSED_BINARY, NXV_MUL, 0, 0x7C00); /* an infinity */
   EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_program_create(NXV_F32, 1, 1, &w, &fp));
   CHECK(fp == NULL);
   /* An op f32 programs do not run: accepted at creation, refused at every

@@ -126,12 +126,12 @@ typedef struct req_ctx {
 } req_ctx;
 
 static uint32_t prog_words(int p, uint32_t *w) {
-  /* fused.comp's words: ninputs, ninstrs, scalar, strided, the program
-   * (NXV_FUSED_MAX_INSTRS words), immediates. */
+  /* fused.comp's words: ninputs, ninstrs, scalar, strided, immediates,
+   * the program (NXV_FUSED_MAX_INSTRS words). */
   memset(w, 0, (5 + NXV_FUSED_MAX_INSTRS) * sizeof *w);
   w[0] = 1;
   w[1] = 1;
-  w[4] = NXV_FUSED_INSTR(NXV_FUSED_UNARY, (uint32_t)(NXV_NEG + p), 0, 0, 0);
+  w[5] = NXV_FUSED_INSTR(NXV_FUSED_UNARY, (uint32_t)(NXV_NEG + p), 0, 0, 0);
   return 5 + NXV_FUSED_MAX_INSTRS;
 }
 
@@ -260,7 +260,7 @@ NXV_TEST(pipelines, failed_programs_do_not_fill_the_table) {
   uint32_t nw = prog_words(0, w);
   int unexpected = 0;
   for (uint32_t i = 0; i < 40000; i++) {
-    w[5] = i + 1; /* an unused instruction slot: a distinct program */
+    w[6] = i + 1; /* an unused instruction slot: a distinct program */
     VkPipeline pl = VK_NULL_HANDLE;
     nxv_pending_pipeline *p = NULL;
     nxv_registry_inject_fault(r);
@@ -268,7 +268,7 @@ NXV_TEST(pipelines, failed_programs_do_not_fill_the_table) {
     if (st != NXV_ERR_OUT_OF_DEVICE_MEMORY || p) unexpected++;
   }
   CHECK_MSG(unexpected == 0, "%d failed creations returned something else", unexpected);
-  w[5] = 0;
+  w[6] = 0;
   VkPipeline a = VK_NULL_HANDLE, b = VK_NULL_HANDLE;
   CHECK_OK(nxv_registry_program(r, NXV_SPV_FUSED_F32, w, nw, &a));
   CHECK_OK(nxv_registry_program(r, NXV_SPV_FUSED_F32, w, nw, &b));

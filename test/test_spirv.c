@@ -40,11 +40,12 @@ static uint64_t hash_words(const uint32_t *w, size_t n) {
   return h;
 }
 
-/* A random fused program of nin inputs and nins instructions, as
- * specialization constants 3 .. 6 + nins (fused.comp). */
+/* A random fused program of nin inputs and nins instructions (a quarter
+ * of its binary ops and comparisons with a literal), as specialization
+ * constants 3 .. 7 + nins (fused.comp). */
 static uint32_t fused_specs(uint64_t *rng, nxv_spv_spec *s) {
   uint32_t nin = 1 + (uint32_t)(test_rand_u64(rng) % 4);
-  uint32_t nins = 1 + (uint32_t)(test_rand_u64(rng) % 16);
+  uint32_t nins = 1 + (uint32_t)(test_rand_u64(rng) % NXV_FUSED_MAX_INSTRS);
   uint32_t n = 0;
   s[n++] = (nxv_spv_spec){0, 64};
   s[n++] = (nxv_spv_spec){1, 0};
@@ -53,6 +54,7 @@ static uint32_t fused_specs(uint64_t *rng, nxv_spv_spec *s) {
   s[n++] = (nxv_spv_spec){4, nins};
   s[n++] = (nxv_spv_spec){5, (uint32_t)(test_rand_u64(rng) % 16)};
   s[n++] = (nxv_spv_spec){6, (uint32_t)(test_rand_u64(rng) % 4)};
+  s[n++] = (nxv_spv_spec){7, 0};
   for (uint32_t k = 0; k < nins; k++) {
     uint32_t cls = (uint32_t)(test_rand_u64(rng) % 4);
     uint32_t op = (uint32_t)(test_rand_u64(rng) % (cls == 0 ? 32 : cls == 1 ? 10 : 9));
@@ -60,7 +62,10 @@ static uint32_t fused_specs(uint64_t *rng, nxv_spv_spec *s) {
     uint32_t regs = nin + k;
     uint32_t a = (uint32_t)(test_rand_u64(rng) % regs), b = (uint32_t)(test_rand_u64(rng) % regs),
              c = (uint32_t)(test_rand_u64(rng) % regs);
-    s[n++] = (nxv_spv_spec){7 + k, NXV_FUSED_INSTR(cls, op, a, cls >= 1 ? b : 0, cls == 3 ? c : 0)};
+    bool lit = (cls == 1 || cls == 2) && test_rand_u64(rng) % 4 == 0;
+    s[n++] = (nxv_spv_spec){
+        8 + k, lit ? NXV_FUSED_INSTR_LIT(cls, op, a, 0x3C00)
+                   : NXV_FUSED_INSTR(cls, op, a, cls >= 1 ? b : 0, cls == 3 ? c : 0)};
   }
   return n;
 }
@@ -86,7 +91,7 @@ NXV_TEST(spirv, pruned_modules_are_valid) {
     uint64_t seen[NFUSED > NCOMBO ? NFUSED : NCOMBO];
     int nseen = 0;
     for (int c = 0; c < ncases; c++) {
-      nxv_spv_spec specs[32];
+      nxv_spv_spec specs[8 + NXV_FUSED_MAX_INSTRS];
       uint32_t nspecs;
       if (fused) {
         nspecs = fused_specs(&rng, specs);

@@ -5,7 +5,7 @@ defmodule Nx.Vulkan.Fusion do
   # A plan op is {name, arg_specs, result_slots} (see the compiler). Ops
   # of the same output shape and type (a float type, or s32, s64, u32 or
   # u64), each read densely by the next, become one `Nx.Vulkan.NIF.fused/4`
-  # call (a program of at most 16 ops over at most 12 inputs): unary and
+  # call (a program of at most 64 ops over at most 12 inputs): unary and
   # binary ops (of integers, those that keep the type), comparisons read
   # as a select's predicate, and selects. A transpose whose only use
   # is a dense read by a fused op is folded into that read (strides). A
@@ -17,6 +17,11 @@ defmodule Nx.Vulkan.Fusion do
   # is computed on its own only where some read of it was not recomputed.
   # A comparison no select takes in stays an op of its own (its u8 result
   # is no program's), its operands' groups programs of their own.
+  # A number that a binary op or comparison takes as its second operand
+  # (the first, for an op whose operands commute) is a literal of the
+  # program when it fits 16 bits (literal_bits/2: an integer of int16 or
+  # uint16, a float that an f16 holds exactly): such constants of the
+  # computation (threefry's rotation amounts, small factors) cost no input.
   # The fused kernel computes bitwise what the ops compute one kernel each
   # (nxv_fused in nxv.h), so a replay returns what the evaluation did.
   #
@@ -29,7 +34,7 @@ defmodule Nx.Vulkan.Fusion do
   @float_types [:f16, :bf16, :f32, :f64]
   @int_types [:s32, :s64, :u32, :u64]
   @max_inputs 12
-  @max_instrs 16
+  @max_instrs 64
 
   # Op numbers of nxv.h (nxv_binary_op, nxv_unary_op, nxv_compare_op); the
   # float ops of each family that fused programs run.
@@ -110,34 +115,58 @@ defmodule Nx.Vulkan.Fusion do
 
     groups = split_comparisons(groups, taken)
 
-    fused =
+    programs =
       for {root, group} <- groups,
           members[root].kind != :compare,
           length(group) > 1 or absorbs_transpose?(group, members, producer, transposes),
-          op = fused_op(root, group, members, producer, transposes, info, device),
           into: %{},
-          do: {root, op}
+          do: {root, program(root, group, members, producer, transposes)}
 
-    # Which ops are left: from the last op back, an elementwise op (fused
-    # or not) or a foldable transpose stays only while some op that stays,
-    # or an output, reads its result; every other op stays. So a member
-    # whose every read is computed inside fused programs goes, and a group
-    # the device rejected keeps its members as ops of their own.
     pure = MapSet.new(Map.keys(members) ++ Enum.map(Map.keys(transposes), &producer[&1]))
     needed = out_specs |> Enum.flat_map(&slots_in/1) |> MapSet.new()
+    keep(programs, %{}, {ops, n, pure, needed, info, device})
+  end
 
-    {kept, _needed} =
-      Enum.reduce((n - 1)..0//-1, {[], needed}, fn i, {kept, needed} ->
+  # Which ops are left, each group's program tried on the device only once
+  # some op that stays reads its result: from the last op back, an
+  # elementwise op (fused or not) or a foldable transpose stays only while
+  # some op that stays, or an output, reads its result; every other op
+  # stays. So a member whose every read is computed inside fused programs
+  # goes (a group read only by programs that recompute it is never tried),
+  # and a group the device rejects keeps its members as ops of their own,
+  # which may need groups that nothing needed before: those are tried in
+  # the next round. tried: root => whether the device runs its program.
+  defp keep(programs, tried, {ops, n, pure, needed, info, device} = ctx) do
+    fused = for {root, {op, _}} <- programs, Map.get(tried, root, true), into: %{}, do: {root, op}
+
+    {kept, _needed, untried} =
+      Enum.reduce((n - 1)..0//-1, {[], needed, []}, fn i, {kept, needed, untried} ->
         {_, args, results} = op = Map.get(fused, i, elem(ops, i))
 
-        if MapSet.member?(pure, i) and not Enum.any?(results, &MapSet.member?(needed, &1)),
-          do: {kept, needed},
-          else:
-            {[op | kept],
-             Enum.reduce(Enum.flat_map(args, &slots_in/1), needed, &MapSet.put(&2, &1))}
+        if MapSet.member?(pure, i) and not Enum.any?(results, &MapSet.member?(needed, &1)) do
+          {kept, needed, untried}
+        else
+          untried =
+            if Map.has_key?(fused, i) and not Map.has_key?(tried, i),
+              do: [i | untried],
+              else: untried
+
+          needed = Enum.reduce(Enum.flat_map(args, &slots_in/1), needed, &MapSet.put(&2, &1))
+          {[op | kept], needed, untried}
+        end
       end)
 
-    kept
+    if untried == [] do
+      kept
+    else
+      tried =
+        Enum.reduce(untried, tried, fn root, acc ->
+          {_, check} = programs[root]
+          Map.put(acc, root, check.(info, device))
+        end)
+
+      keep(programs, tried, ctx)
+    end
   end
 
   # Operand pos of member m (being grouped) takes its producer's group
@@ -236,6 +265,7 @@ defmodule Nx.Vulkan.Fusion do
           else: type
 
       index = op_index(kind, op, type)
+      operands = commute(kind, op, type, operands)
 
       if index != nil do
         if operand_types_ok?(kind, operands, type, info),
@@ -246,6 +276,7 @@ defmodule Nx.Vulkan.Fusion do
             shape: shape,
             type: type,
             operands: operands,
+            lit: literal(kind, type, operands),
             slot: slot
           }
       end
@@ -280,6 +311,97 @@ defmodule Nx.Vulkan.Fusion do
 
   defp immediate?({{:imm, _}, _, _}), do: true
   defp immediate?(_operand), do: false
+
+  # c op x as x op c for the binary ops whose operands commute bitwise
+  # (float sums and products; integer sums, products, bitwise ops, max and
+  # min), so that the number may be a literal.
+  @commute_float [:add, :multiply]
+  @commute_int @commute_float ++ [:bitwise_and, :bitwise_or, :bitwise_xor, :max, :min]
+
+  defp commute(:binary, op, type, [c, x] = operands) do
+    ops = if type in @int_types, do: @commute_int, else: @commute_float
+
+    if op in ops and immediate?(c) and not immediate?(x),
+      do: [x, c],
+      else: operands
+  end
+
+  defp commute(_kind, _op, _type, operands), do: operands
+
+  # The literal bits (nxv_fused in nxv.h) of a binary op's or comparison's
+  # second operand, when it is a number that 16 bits hold; else nil.
+  defp literal(kind, type, [_x, {{:imm, bytes}, 0, nil}]) when kind in [:binary, :compare],
+    do: literal_bits(type, bytes)
+
+  defp literal(_kind, _type, _operands), do: nil
+
+  # For integers the value as int16 (signed types) or uint16 (unsigned);
+  # for floats the f16 bits of a normal number or a zero that is exactly
+  # the value (its bytes rebuilt from the f16 are the bytes given, so a
+  # negative zero stays one).
+  defp literal_bits(type, bytes) when type in [:s32, :s64] do
+    size = bit_size(bytes)
+    <<v::signed-size(size)-native>> = bytes
+    if v >= -0x8000 and v <= 0x7FFF, do: v &&& 0xFFFF
+  end
+
+  defp literal_bits(type, bytes) when type in [:u32, :u64] do
+    size = bit_size(bytes)
+    <<v::unsigned-size(size)-native>> = bytes
+    if v <= 0xFFFF, do: v
+  end
+
+  defp literal_bits(type, bytes) when type in @float_types do
+    with {:ok, v} <- float_value(type, bytes),
+         {:ok, h} <- f16_bits(v),
+         true <- float_bytes(type, half_value(h)) == bytes do
+      h
+    else
+      _ -> nil
+    end
+  end
+
+  defp literal_bits(_type, _bytes), do: nil
+
+  defp float_value(:f16, <<h::16-native>>), do: half(h)
+  defp float_value(:bf16, <<b::16-native>>), do: single(<<b::16, 0::16>>)
+  # (A NaN or an infinity matches no float pattern.)
+  defp float_value(:f32, <<v::float-32-native>>), do: {:ok, v}
+  defp float_value(:f64, <<v::float-64-native>>), do: {:ok, v}
+  defp float_value(_type, _bytes), do: :error
+
+  defp single(<<v::float-32>>), do: {:ok, v}
+  defp single(_nan_or_infinity), do: :error
+
+  # A normal f16 or a zero (fused.comp converts those exactly).
+  defp half(h) do
+    e = h >>> 10 &&& 31
+
+    if e == 31 or (e == 0 and (h &&& 0x3FF) != 0),
+      do: :error,
+      else: {:ok, half_value(h)}
+  end
+
+  defp half_value(h) do
+    <<v::float-16>> = <<h::16>>
+    v
+  end
+
+  defp f16_bits(v) do
+    <<h::16>> = <<v::float-16>>
+    with {:ok, _} <- half(h), do: {:ok, h}
+  rescue
+    ArgumentError -> :error
+  end
+
+  defp float_bytes(:f16, v), do: <<v::float-16-native>>
+  defp float_bytes(:f32, v), do: <<v::float-32-native>>
+  defp float_bytes(:f64, v), do: <<v::float-64-native>>
+
+  defp float_bytes(:bf16, v) do
+    <<hi::16, lo::16>> = <<v::float-32>>
+    if lo == 0, do: <<hi::16-native>>, else: nil
+  end
 
   defp operand_type({spec, _, _}, info) do
     case info.(spec) do
@@ -371,11 +493,20 @@ defmodule Nx.Vulkan.Fusion do
 
     group
     |> Enum.flat_map(fn i ->
-      Enum.reject(members[i].operands, &internal?(&1, in_group, producer))
+      m = members[i]
+
+      m.operands
+      |> Enum.with_index()
+      |> Enum.reject(fn {op, pos} -> internal?(op, in_group, producer) or literal?(m, pos) end)
+      |> Enum.map(&elem(&1, 0))
     end)
     |> Enum.map(&fold_transpose(&1, group_shape(group, members), transposes))
     |> Enum.uniq()
   end
+
+  # Whether operand pos of member m is a literal of its instruction.
+  defp literal?(%{lit: lit}, 1), do: lit != nil
+  defp literal?(_m, _pos), do: false
 
   # A dense read of a result the group computes is a register; any other
   # read of it (a view: transposed, sliced, broadcast) reads its buffer,
@@ -417,8 +548,9 @@ defmodule Nx.Vulkan.Fusion do
 
   @classes %{unary: 0, binary: 1, compare: 2, select: 3}
 
-  # The fused plan op of a group, or nil when the device rejects it.
-  defp fused_op(root, group, members, producer, transposes, info, device) do
+  # The fused plan op of a group, and a function of (info, device) that
+  # tells whether the device runs its program (runs?/6).
+  defp program(root, group, members, producer, transposes) do
     inputs = inputs(group, members, producer, transposes)
     nin = length(inputs)
     input_reg = inputs |> Enum.with_index() |> Map.new()
@@ -437,20 +569,23 @@ defmodule Nx.Vulkan.Fusion do
           end)
 
         [a, b, c] = regs ++ List.duplicate(0, 3 - length(regs))
-        @classes[m.kind] ||| m.op <<< 2 ||| a <<< 8 ||| b <<< 13 ||| c <<< 18
+        cls_op = @classes[m.kind] ||| m.op <<< 2
+
+        if m.lit != nil,
+          do: cls_op ||| 1 <<< 8 ||| a <<< 9 ||| m.lit <<< 16,
+          else: cls_op ||| a <<< 9 ||| b <<< 16 ||| c <<< 23
       end
 
     %{type: type, shape: shape, slot: slot} = members[root]
 
-    if runs?(type, shape, words, inputs, info, device) do
-      input_specs =
-        Enum.map(inputs, fn
-          {{:imm, bytes}, 0, nil} -> {:c, bytes}
-          {spec, off, strides} -> {:t, [spec, {:c, off}, {:c, strides}]}
-        end)
+    input_specs =
+      Enum.map(inputs, fn
+        {{:imm, bytes}, 0, nil} -> {:c, bytes}
+        {spec, off, strides} -> {:t, [spec, {:c, off}, {:c, strides}]}
+      end)
 
-      {:fused, [{:c, type}, {:c, shape}, {:c, words}, {:l, input_specs}], [slot]}
-    end
+    op = {:fused, [{:c, type}, {:c, shape}, {:c, words}, {:l, input_specs}], [slot]}
+    {op, &runs?(type, shape, words, inputs, &1, &2)}
   end
 
   # Runs the program once on scratch inputs of the real sizes and layouts:

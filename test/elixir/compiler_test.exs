@@ -59,6 +59,16 @@ if Code.ensure_loaded?(Nx) do
       Nx.select(z > y, Nx.abs(z), Nx.remainder(z, 5) + Nx.negate(y))
     end
 
+    # Numbers that programs take as literals (floats an f16 holds
+    # exactly, a negative zero among them), and one that is not (0.1).
+    defn literal_chain(x) do
+      y = 2.0 * x + 0.5
+      z = (y - 3) * -0.0 + y / 0.25
+      Nx.select(z < 1.5, z * 0.1, Nx.max(z, -2.0))
+    end
+
+    defn(random_bits(key), do: Nx.Random.uniform(key, shape: {1000}))
+
     # A loop whose condition reads device data.
     defn doubling(x) do
       {x, _} = while({x, i = 0}, Nx.sum(x) < 100 and i < 50, do: {x * 2, i + 1})
@@ -684,6 +694,71 @@ if Code.ensure_loaded?(Nx) do
         assert bits(got) == bits(expected), "#{type}"
         assert replayed * 3 <= evaluated, "#{type}: #{replayed} ops of #{evaluated}"
       end
+    end
+
+    test "numbers as literals: replays equal the Evaluator bit for bit, the numbers no inputs" do
+      for type <- [:f32, :f64, :f16, :bf16] do
+        x = Nx.as_type(uniform(23, {4, 9}), type)
+        x = Nx.put_slice(x, [0, 0], Nx.tensor([[-0.0, 0.0]], type: type, backend: @vk))
+        Compiler.clear_cache()
+        expected = evaluator(&literal_chain/1, [x])
+        _ = literal_chain(x)
+        got = literal_chain(x)
+        assert bits(got) == bits(expected), "#{type}"
+
+        # Of the numbers, only 0.1 (no f16 holds it) can be an input of a
+        # fused program; the others are literals of its words.
+        [{ops, _, _, _}] = for {{Compiler, :plan, _, _}, plan} <- :persistent_term.get(), do: plan
+
+        fused = for {:fused, [_, _, {:c, words}, {:l, ins}], _, _} <- ops, do: {words, ins}
+        assert fused != []
+        words = Enum.flat_map(fused, &elem(&1, 0))
+        assert Enum.count(words, &(Bitwise.band(&1, 0x100) != 0)) >= 5, "#{type}"
+        numbers = for {_, ins} <- fused, {:c, bytes} <- ins, uniq: true, do: bytes
+        literals = for v <- [2.0, 0.5, 3.0, 0.25, 1.5, -2.0], do: Nx.tensor(v, type: type)
+        assert length(numbers) <= 1, "#{type}: #{inspect(numbers)}"
+        assert Enum.all?(literals, &(Nx.to_binary(&1) not in numbers)), "#{type}"
+      end
+    end
+
+    test "fusion tries a group's program only where a kept op reads it, and again after a rejection" do
+      # s1 = (p0 + p1) * p0 is read by two ops, each of which recomputes it
+      # in its own program, so its group is not tried at first. The
+      # program of s2 = s1 - p2 is rejected (p2's info says 1 element, too
+      # few for the shape: its scratch run fails); s2's op then reads s1,
+      # whose group is tried and kept. s3 = -s1 stays one program.
+      shape = {:l, [{:c, 8}]}
+      dense = fn spec -> [spec, {:c, 0}, {:c, nil}] end
+
+      ops = [
+        {:binary, [{:c, :add}, shape] ++ dense.({:p, 0}) ++ dense.({:p, 1}), [0]},
+        {:binary, [{:c, :multiply}, shape] ++ dense.({:s, 0}) ++ dense.({:p, 0}), [1]},
+        {:binary, [{:c, :subtract}, shape] ++ dense.({:s, 1}) ++ dense.({:p, 2}), [2]},
+        {:unary, [{:c, :negate}, shape] ++ dense.({:s, 1}), [3]}
+      ]
+
+      info = fn
+        {:p, 2} -> {:f32, 1}
+        _ -> {:f32, 8}
+      end
+
+      kept = Nx.Vulkan.Fusion.fuse(ops, [{:s, 2}, {:s, 3}], info, nil)
+
+      assert [
+               {:fused, [_, _, {:c, [_, _]}, {:l, [_, _]}], [1]},
+               {:binary, [{:c, :subtract} | _], [2]},
+               {:fused, [_, _, {:c, [_, _, _]}, {:l, [_, _]}], [3]}
+             ] = kept
+    end
+
+    test "threefry's rounds fuse into a few programs, their rotation amounts literals" do
+      key = Nx.backend_copy(Nx.Random.key(31), @vk)
+      expected = evaluator(&random_bits/1, [key])
+      {_, evaluated} = ops_of(fn -> evaluator(&random_bits/1, [key]) end)
+      _ = random_bits(key)
+      {got, replayed} = ops_of(fn -> random_bits(key) end)
+      assert bits(got) == bits(expected)
+      assert replayed <= 40, "#{replayed} ops of #{evaluated}"
     end
 
     test "loops and branches on counters are replayed; on device data they are evaluated" do

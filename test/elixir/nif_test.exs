@@ -40,10 +40,21 @@ defmodule Nx.Vulkan.NIFTest do
     a = NIF.upload(dev, :f32, f32([1.0, -2.0, 3.0, 4.0]))
     b = NIF.upload(dev, :f32, f32([0.5]))
     # (a * b) - a, with b broadcast
-    mul = 1 ||| 2 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
-    sub = 1 ||| 1 <<< 2 ||| 2 <<< 8 ||| 0 <<< 13
+    mul = 1 ||| 2 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
+    sub = 1 ||| 1 <<< 2 ||| 2 <<< 9 ||| 0 <<< 16
     out = NIF.fused(:f32, [4], [mul, sub], [{a, 0, nil}, {b, 0, [0]}])
     assert to_f32(NIF.download(out, 0, 4)) == [-0.5, 1.0, -1.5, -2.0]
+
+    # The same with 0.5 a literal (f16 bits 0x3800) instead of an input;
+    # an infinity (0x7C00) is no float literal.
+    mul_lit = 1 ||| 2 <<< 2 ||| 1 <<< 8 ||| 0 <<< 9 ||| 0x3800 <<< 16
+    sub1 = 1 ||| 1 <<< 2 ||| 1 <<< 9 ||| 0 <<< 16
+    out = NIF.fused(:f32, [4], [mul_lit, sub1], [{a, 0, nil}])
+    assert to_f32(NIF.download(out, 0, 4)) == [-0.5, 1.0, -1.5, -2.0]
+
+    assert_raise ArgumentError, ~r/literal 0x7c00 is not a normal f16/, fn ->
+      NIF.fused(:f32, [4], [1 ||| 1 <<< 8 ||| 0x7C00 <<< 16], [{a, 0, nil}])
+    end
 
     assert_raise ArgumentError, ~r/unknown type/, fn ->
       NIF.fused(:f33, [4], [mul], [{a, 0, nil}])
@@ -51,8 +62,8 @@ defmodule Nx.Vulkan.NIFTest do
 
     assert_raise ArgumentError, ~r/1 to 12 views/, fn -> NIF.fused(:f32, [4], [mul], []) end
 
-    assert_raise ArgumentError, ~r/at most 16 words/, fn ->
-      NIF.fused(:f32, [4], List.duplicate(mul, 17), [{a, 0, nil}, {b, 0, [0]}])
+    assert_raise ArgumentError, ~r/at most 64 words/, fn ->
+      NIF.fused(:f32, [4], List.duplicate(mul, 65), [{a, 0, nil}, {b, 0, [0]}])
     end
 
     assert_raise ArgumentError, ~r/word 0/, fn -> NIF.fused(:f32, [4], [-1], [{a, 0, nil}]) end
@@ -79,7 +90,7 @@ defmodule Nx.Vulkan.NIFTest do
     for type <- [:s32, :s64, :u32, :u64] do
       bits = if type in [:s32, :u32], do: 32, else: 64
       x = NIF.upload(dev, type, for(v <- [1, 2, 3, 4], into: <<>>, do: <<v::size(bits)-native>>))
-      sub_ba = 1 ||| 1 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
+      sub_ba = 1 ||| 1 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
       out = NIF.fused(type, [4], [sub_ba], [<<10::size(bits)-native>>, {x, 0, nil}])
 
       assert for(<<v::size(bits)-native <- NIF.download(out, 0, 4)>>, do: v) == [9, 8, 7, 6],
@@ -124,8 +135,8 @@ defmodule Nx.Vulkan.NIFTest do
        %{dev: dev} do
     a = NIF.upload(dev, :f32, f32([1.0, -2.0, 3.0, 4.0]))
     b = NIF.upload(dev, :f32, f32([0.5]))
-    mul = 1 ||| 2 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
-    sub = 1 ||| 1 <<< 2 ||| 2 <<< 8 ||| 0 <<< 13
+    mul = 1 ||| 2 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
+    sub = 1 ||| 1 <<< 2 ||| 2 <<< 9 ||| 0 <<< 16
     program = NIF.fused_program(:f32, 2, [mul, sub])
 
     # views, the scalar as an immediate, then views again
@@ -145,10 +156,10 @@ defmodule Nx.Vulkan.NIFTest do
     assert_raise ArgumentError, ~r/unknown type/, fn -> NIF.fused_program(:f33, 2, [mul]) end
     assert_raise ArgumentError, ~r/input count/, fn -> NIF.fused_program(:f32, -1, [mul]) end
     assert_raise ArgumentError, ~r/1 to 12/, fn -> NIF.fused_program(:f32, 13, [mul]) end
-    assert_raise ArgumentError, ~r/at most 16 words/, fn -> NIF.fused_program(:f32, 2, 5) end
+    assert_raise ArgumentError, ~r/at most 64 words/, fn -> NIF.fused_program(:f32, 2, 5) end
 
-    assert_raise ArgumentError, ~r/at most 16 words/, fn ->
-      NIF.fused_program(:f32, 2, List.duplicate(mul, 17))
+    assert_raise ArgumentError, ~r/at most 64 words/, fn ->
+      NIF.fused_program(:f32, 2, List.duplicate(mul, 65))
     end
 
     assert_raise ArgumentError, ~r/word 1/, fn -> NIF.fused_program(:f32, 2, [mul, -1]) end
@@ -448,7 +459,7 @@ defmodule Nx.Vulkan.NIFTest do
     a = NIF.upload(ctx, :f32, f32([1.0, -2.0, 3.5, 4.0, 0.25]))
     b = NIF.upload(ctx, :f32, f32([0.5, 8.0, -1.0, 2.0, 3.0]))
     base = in_use(ctx)
-    plus = 1 ||| 0 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
+    plus = 1 ||| 0 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
 
     # s0 = a + b; s1 = s0 * a[3] (a broadcast view); s4 = sum(s1);
     # s2 = s4 + 1.0 (an immediate); s3 = s0 - b. Outputs s2 and s3; s0, s1
@@ -508,8 +519,8 @@ defmodule Nx.Vulkan.NIFTest do
     fused = NIF.replay_index(:fused, 4)
     a = NIF.upload(ctx, :f32, f32([1.0, -2.0, 3.5, 4.0]))
     base = in_use(ctx)
-    plus = 1 ||| 0 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
-    times = 1 ||| 2 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
+    plus = 1 ||| 0 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
+    times = 1 ||| 2 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
     p_plus = NIF.fused_program(:f32, 2, [plus])
     p_times = NIF.fused_program(:f32, 2, [times])
     one = {:c, f32([1.0])}

@@ -1746,13 +1746,13 @@ defmodule NxVulkan.NifFuzz do
   # A few fixed programs (each distinct program is a pipeline of its own):
   # {program, inputs}. The first, (a * b) - a, is checked.
   defp programs do
-    mul = 1 ||| 2 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
-    sub = 1 ||| 1 <<< 2 ||| 2 <<< 8 ||| 0 <<< 13
-    neg = 0 ||| 1 <<< 2 ||| 0 <<< 8
-    add = 1 ||| 0 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
-    abs = 0 ||| 2 <<< 2 ||| 2 <<< 8
-    less = 2 ||| 2 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
-    sel = 3 ||| 2 <<< 8 ||| 0 <<< 13 ||| 1 <<< 18
+    mul = 1 ||| 2 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
+    sub = 1 ||| 1 <<< 2 ||| 2 <<< 9 ||| 0 <<< 16
+    neg = 0 ||| 1 <<< 2 ||| 0 <<< 9
+    add = 1 ||| 0 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
+    abs = 0 ||| 2 <<< 2 ||| 2 <<< 9
+    less = 2 ||| 2 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
+    sel = 3 ||| 2 <<< 9 ||| 0 <<< 16 ||| 1 <<< 23
     [{[mul, sub], 2}, {[neg], 1}, {[add, abs], 2}, {[less, sel], 2}]
   end
 
@@ -2862,7 +2862,7 @@ defmodule NxVulkan.NifFuzz do
   end
 
   defp mutation(:program, _term) do
-    bad_word = 1 ||| 2 <<< 2 ||| 0 <<< 8 ||| 1 <<< 13
+    bad_word = 1 ||| 2 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
 
     case rand(4) do
       0 ->
@@ -2871,15 +2871,15 @@ defmodule NxVulkan.NifFuzz do
       1 ->
         {pick([
            [],
-           List.duplicate(bad_word, 17),
+           List.duplicate(bad_word, 65),
            [-1],
            [1 <<< 32],
-           [bad_word ||| 1 <<< 23],
-           [0 ||| 1 <<< 2 ||| 1 <<< 18]
+           [bad_word ||| 1 <<< 30],
+           [0 ||| 1 <<< 2 ||| 1 <<< 23]
          ]), :junk, :must}
 
       2 ->
-        {[1 ||| 0 <<< 2 ||| 0 <<< 8 ||| 29 <<< 13], :junk, :must_len}
+        {[1 ||| 0 <<< 2 ||| 0 <<< 9 ||| 29 <<< 16], :junk, :must_len}
 
       _ ->
         {pick([:prog, nil, [1 | 2], [:add], "prog", [1.0]]), :junk, :must}
