@@ -25,9 +25,11 @@ defmodule Nx.Vulkan.Fusion do
   # The fused kernel computes bitwise what the ops compute one kernel each
   # (nxv_fused in nxv.h), so a replay returns what the evaluation did.
   #
-  # Each group is tried once while planning, on scratch inputs of the real
-  # sizes and layouts: a program the device rejects (or one past the
-  # per-device program limit) keeps its ops unfused.
+  # Each group that an op left in the plan reads is tried once while
+  # planning, on scratch inputs of the real sizes and layouts (keep/3): a
+  # program the device rejects (or one past the per-device program limit)
+  # keeps its ops unfused, and a group every reader recomputes is never
+  # tried (its pipeline never created).
 
   import Bitwise
 
@@ -175,7 +177,7 @@ defmodule Nx.Vulkan.Fusion do
   # when other ops read it too, it is recomputed here (if it is one op or
   # only cheap ones, cheap?/2) and stays a group of its own (its result
   # then computed once more only if some read was not recomputed; see
-  # fuse/4).
+  # keep/3).
   defp absorb({spec, off, strides}, pos, m, {group, groups} = acc, ctx) do
     {uses, producer, members, transposes} = ctx
 
