@@ -744,14 +744,15 @@ nxv_status nxv_select(nxv_device *device, uint32_t rank, const int64_t *shape,
  *   NXV_FUSED_COMPARE  (a op b) ? 1 : 0  nxv_compare_op
  *   NXV_FUSED_SELECT   a != 0 ? b : c  (op 0)
  * Bits 0-1 are the class, 2-7 the op, 9-15, 16-22 and 23-29 the registers
- * a, b and c. A binary or comparison word made by NXV_FUSED_INSTR_LIT(class,
- * op, a, literal) sets bit 8 instead, and its operand b is the literal in
- * bits 16-31, a number of the program's type: for float types the f16
- * value of those bits (a normal number or a zero) rounded to the type as
- * intermediate results are (exact but for bf16, which truncates), for
- * signed integers their value as int16_t, for unsigned ones as uint16_t. A literal costs
- * no input (a constant of the computation, such as a shift amount, is
- * part of the program and of its pipeline).
+ * a, b and c. A binary or comparison word made by
+ * NXV_FUSED_INSTR_LIT(class, op, a, literal) sets bit 8 instead, and its
+ * operand b is the literal in bits 16-31, a number of the program's type:
+ * for float types the f16 value of those bits (a normal number or a zero)
+ * rounded to the type as intermediate results are (exact but for bf16,
+ * which truncates), for signed integers their value as int16_t, for
+ * unsigned ones as uint16_t. A literal costs no input (a constant of the
+ * computation, such as a shift amount, is part of the program and of its
+ * pipeline).
  * Each op computes exactly what its own kernel would (nxv_unary,
  * nxv_binary, nxv_compare, nxv_select on the same dtype, intermediate
  * results rounded to it; the unary op's f32/f16/bf16 transcendentals in

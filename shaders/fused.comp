@@ -25,10 +25,10 @@
 // With INTERP defined a program of at most MAX_INS_INTERP basic ops (unary
 // copy, negate, abs and square; binary add, subtract, multiply, divide,
 // max and min; no compare or select) is interpreted instead: NIN, NINS,
-// SCALAR, STRIDED, IMM and P0 .. P15 are words 0 .. 20 of the arena and
-// the strided layout below starts at word 21, so one small pipeline runs
-// every such program (none to create per program; each op costs a
-// uniform branch per element).
+// SCALAR, STRIDED, IMM and P0 .. P15 are words 0 .. 20 of the arena (a
+// word may carry a literal) and the strided layout below starts at word
+// 21, so one small pipeline runs every such program (none to create per
+// program; each op costs a uniform branch per element).
 // Inputs that are neither scalar nor strided are contiguous; their
 // addresses in push constants include their views' offsets. When STRIDED
 // is not 0, the arena holds dims[rank] then, for each input k,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/ops.h"
 #include "test.h"
 
 static const nxv_dtype kFusedTypes[4] = {NXV_F32, NXV_F64, NXV_F16, NXV_BF16};
@@ -493,6 +494,34 @@ NXV_TEST(fused, literals_match_broadcast_constants) {
     }
     check_program(d, t, 99, ROWS, COLS, 1, &in, NXV_FUSED_MAX_INSTRS, chain, zero, &programs,
                   &compared);
+    if (is_float) {
+      /* The interpreting kernel (deferred ops) reads literals too: the
+       * first NXV_OPS_INTERP_MAX_INSTRS words of the chain (basic ops)
+       * give the specialized pipeline's bits; the whole chain is too long
+       * for it. */
+      int64_t shape[2] = {ROWS, COLS};
+      nxv_tensor *spec = NULL, *interp = NULL;
+      CHECK_OK(nxv_fused(d, t, 2, shape, 1, &in, NXV_OPS_INTERP_MAX_INSTRS, chain, &spec));
+      CHECK_OK(nxv_ops_fused(d, t, 2, shape, 1, &in, 0, NULL, NXV_OPS_INTERP_MAX_INSTRS, chain,
+                             true, &interp));
+      if (spec && interp) {
+        unsigned char *a = test_xcalloc(ROWS * COLS, es), *b = test_xcalloc(ROWS * COLS, es);
+        CHECK_OK(nxv_tensor_download(spec, 0, ROWS * COLS, a));
+        CHECK_OK(nxv_tensor_download(interp, 0, ROWS * COLS, b));
+        for (uint64_t i = 0; i < ROWS * COLS; i++)
+          CHECK_MSG(same(t, a, b, i), "%s [%llu]: interpreted %.9g, specialized %.9g",
+                    nxv_dtype_name(t), (unsigned long long)i, nxv_test_float_at(t, b, i),
+                    nxv_test_float_at(t, a, i));
+        free(a);
+        free(b);
+      }
+      if (spec) nxv_tensor_release(spec);
+      if (interp) nxv_tensor_release(interp);
+      nxv_tensor *out = NULL;
+      EXPECT_FAIL(NXV_ERR_INVALID_ARGUMENT, out,
+                  nxv_ops_fused(d, t, 2, shape, 1, &in, 0, NULL, NXV_FUSED_MAX_INSTRS, chain,
+                                true, &out));
+    }
     nxv_tensor_release(x);
     nxv_tensor_release(zero);
   }
