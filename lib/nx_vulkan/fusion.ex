@@ -17,6 +17,9 @@ defmodule Nx.Vulkan.Fusion do
   # is computed on its own only where some read of it was not recomputed.
   # A comparison no select takes in stays an op of its own (its u8 result
   # is no program's), its operands' groups programs of their own.
+  # A group of cheap ops with a one-element result that a program reads as
+  # a broadcast is computed inside that program at every element, from
+  # broadcast reads of its own inputs (reads?/4).
   # A number that a binary op or comparison takes as its second operand
   # (the first, for an op whose operands commute) is a literal of the
   # program when it fits 16 bits (literal_bits/2: an integer of int16 or
@@ -183,11 +186,11 @@ defmodule Nx.Vulkan.Fusion do
 
     with {:s, slot} <- spec,
          0 <- off,
-         nil <- strides,
          p when p != nil <- producer[slot],
          g when g != nil <- Map.get(groups, p),
-         true <- links?(members[p], m, pos),
+         true <- reads?(members[p], m, pos, strides),
          true <- uses[slot] == 1 or g == [p] or Enum.all?(g, &members[&1].cheap),
+         true <- strides == nil or Enum.all?(g, &members[&1].cheap),
          merged = Enum.sort(Enum.uniq(group ++ g)),
          true <- length(merged) <= @max_instrs,
          true <- length(inputs(merged, members, producer, transposes)) <= @max_inputs do
@@ -451,6 +454,24 @@ defmodule Nx.Vulkan.Fusion do
 
   defp int_list(_), do: :error
 
+  # Whether producer p, read through strides (nil: densely), can feed
+  # operand pos of consumer m inside one program: read densely, as
+  # links?/3 says; read as a broadcast (every stride 0) when p has one
+  # element (a scalar: a threefry key word, a step size), of m's type and
+  # no comparison, so that its group is computed at every element of m's
+  # program from broadcast reads of its inputs (absorb/5 takes only groups
+  # of cheap ops that way).
+  defp reads?(p, m, pos, nil), do: links?(p, m, pos)
+
+  defp reads?(p, m, _pos, strides) when is_list(strides) and p != nil do
+    scalar?(p.shape) and p.shape != m.shape and p.type == m.type and p.kind != :compare and
+      length(strides) == length(m.shape) and Enum.all?(strides, &(&1 == 0))
+  end
+
+  defp reads?(_p, _m, _pos, _strides), do: false
+
+  defp scalar?(shape), do: Enum.all?(shape, &(&1 == 1))
+
   # Whether producer p can feed operand pos of consumer m inside one
   # program: same shape and type; a comparison only as a select's
   # predicate, anything else only as a value.
@@ -488,10 +509,11 @@ defmodule Nx.Vulkan.Fusion do
 
   ## Programs
 
-  # The external operands of a group, in first-use order, with transposes
-  # read once folded in: [{spec, offset, strides}].
+  # The external operands of a group, in first-use order, as the program
+  # reads them (input/4): [{spec, offset, strides}].
   defp inputs(group, members, producer, transposes) do
     in_group = MapSet.new(group)
+    shape = members[List.last(group)].shape
 
     group
     |> Enum.flat_map(fn i ->
@@ -499,24 +521,44 @@ defmodule Nx.Vulkan.Fusion do
 
       m.operands
       |> Enum.with_index()
-      |> Enum.reject(fn {op, pos} -> internal?(op, in_group, producer) or literal?(m, pos) end)
-      |> Enum.map(&elem(&1, 0))
+      |> Enum.reject(fn {op, pos} ->
+        internal?(op, in_group, producer, members) or literal?(m, pos)
+      end)
+      |> Enum.map(&input(elem(&1, 0), m, shape, transposes))
     end)
-    |> Enum.map(&fold_transpose(&1, group_shape(group, members), transposes))
     |> Enum.uniq()
   end
+
+  # External operand operand of member m, read by a program over shape
+  # (its root's): with a transpose read once folded in; for a member of
+  # another shape (a scalar, reads?/4) as a broadcast of its one element.
+  defp input(operand, %{shape: shape}, shape, transposes),
+    do: fold_transpose(operand, shape, transposes)
+
+  defp input({{:imm, _}, _, _} = operand, _m, _shape, _transposes), do: operand
+
+  defp input({spec, off, _}, _m, shape, _transposes),
+    do: {spec, off, Enum.map(shape, fn _ -> 0 end)}
 
   # Whether operand pos of member m is a literal of its instruction.
   defp literal?(%{lit: lit}, 1), do: lit != nil
   defp literal?(_m, _pos), do: false
 
-  # A dense read of a result the group computes is a register; any other
-  # read of it (a view: transposed, sliced, broadcast) reads its buffer,
-  # an input, so that result is computed on its own as well.
-  defp internal?({{:s, slot}, 0, nil}, in_group, producer),
+  # A dense read of a result the group computes is a register, and so is a
+  # broadcast of a scalar result it computes (reads?/4); any other read of
+  # it (a view: transposed, sliced, broadcast) reads its buffer, an input,
+  # so that result is computed on its own as well.
+  defp internal?({{:s, slot}, 0, nil}, in_group, producer, _members),
     do: MapSet.member?(in_group, producer[slot])
 
-  defp internal?(_operand, _in_group, _producer), do: false
+  defp internal?({{:s, slot}, 0, strides}, in_group, producer, members) when is_list(strides) do
+    p = producer[slot]
+
+    MapSet.member?(in_group, p) and scalar?(members[p].shape) and
+      Enum.all?(strides, &(&1 == 0))
+  end
+
+  defp internal?(_operand, _in_group, _producer, _members), do: false
 
   # A dense read of a transpose's result is a read of its input with
   # strides, where the reader's shape is the transpose's (not a reshape of
@@ -530,16 +572,13 @@ defmodule Nx.Vulkan.Fusion do
 
   defp fold_transpose(operand, _shape, _transposes), do: operand
 
-  # A group's members share one shape (links?/3).
-  defp group_shape([i | _], members), do: members[i].shape
-
   # The transpose ops a group's inputs fold in.
   defp absorbed(group, members, producer, transposes) do
     in_group = MapSet.new(group)
 
     for i <- group,
         {{:s, slot}, 0, nil} = op <- members[i].operands,
-        not internal?(op, in_group, producer),
+        not internal?(op, in_group, producer, members),
         fold_transpose(op, members[i].shape, transposes) != op,
         uniq: true,
         do: producer[slot]
@@ -565,9 +604,9 @@ defmodule Nx.Vulkan.Fusion do
 
         regs =
           Enum.map(m.operands, fn {spec, _, _} = operand ->
-            if internal?(operand, in_group, producer),
+            if internal?(operand, in_group, producer, members),
               do: reg[elem(spec, 1)],
-              else: input_reg[fold_transpose(operand, members[root].shape, transposes)]
+              else: input_reg[input(operand, m, members[root].shape, transposes)]
           end)
 
         [a, b, c] = regs ++ List.duplicate(0, 3 - length(regs))
