@@ -1232,8 +1232,7 @@ static nxv_status check_fused_operands(nxv_dtype t, uint32_t ninputs, uint32_t k
                       "fused: instruction %u (0x%08x) has a literal, which only binary ops "
                       "and comparisons take", k, w);
     uint32_t l = NXV_FUSED_LIT(w), exp = (l >> 10) & 31u;
-    bool is_float = t == NXV_F16 || t == NXV_BF16 || t == NXV_F32 || t == NXV_F64;
-    if (is_float && (exp == 31u || (exp == 0u && (l & 0x3FFu) != 0u)))
+    if (is_float(t) && (exp == 31u || (exp == 0u && (l & 0x3FFu) != 0u)))
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                       "fused: instruction %u's literal 0x%04x is not a normal f16 number or "
                       "a zero", k, l);
