@@ -846,6 +846,25 @@ nxv_status nxv_fused_run(nxv_device *device, nxv_fused_program *program, uint32_
                          const int64_t *shape, const nxv_view *inputs, uint32_t imm_mask,
                          const uint64_t *imm_bits, nxv_tensor **out_tensor);
 
+/* nxv_fused_imm and nxv_fused_run writing their result into an existing
+ * tensor instead of a new one: the n elements of shape, in row-major
+ * order, go to dst[dst_offset .. dst_offset + n - 1] (a concatenation's
+ * block computed in place, with no copy). dst must be of the program's
+ * dtype and hold that block, and no input may read dst's buffer (a
+ * program reads and writes in one dispatch). Like nxv_copy_into, this
+ * modifies dst: the caller must hold it exclusively (a tensor it just
+ * created and has shared with no one). The caller keeps its reference to
+ * dst; a run of no elements queues nothing. Errors as nxv_fused_imm's,
+ * and NXV_ERR_INVALID_ARGUMENT for a destination of another dtype, a block
+ * past its end or an input reading it. Thread-safe. */
+nxv_status nxv_fused_into(nxv_device *device, nxv_dtype dtype, uint32_t rank,
+                          const int64_t *shape, uint32_t ninputs, const nxv_view *inputs,
+                          uint32_t imm_mask, const uint64_t *imm_bits, uint32_t ninstrs,
+                          const uint32_t *program, nxv_tensor *dst, int64_t dst_offset);
+nxv_status nxv_fused_run_into(nxv_device *device, nxv_fused_program *program, uint32_t rank,
+                              const int64_t *shape, const nxv_view *inputs, uint32_t imm_mask,
+                              const uint64_t *imm_bits, nxv_tensor *dst, int64_t dst_offset);
+
 /* Element type conversion of a strided view into a dense tensor of dtype
  * (any two types; f16 and bf16 round through f32, bf16 by truncation as
  * Nx.BinaryBackend; complex to real keeps the real part, real to complex

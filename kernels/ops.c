@@ -1337,8 +1337,9 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
                            const nxv_view *inputs, uint32_t imm_mask,
                            const uint64_t *imm_bits, uint32_t ninstrs,
                            const uint32_t *program, bool interpret,
-                           nxv_fused_program *prog, nxv_tensor **out) {
-  if (!d || !out || !inputs || !program || (imm_mask && !imm_bits))
+                           nxv_fused_program *prog, nxv_tensor *dst, int64_t dst_offset,
+                           nxv_tensor **out) {
+  if (!d || (!out && !dst) || !inputs || !program || (imm_mask && !imm_bits))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
   bool integer = fused_integer(t);
   if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64 && !integer)
@@ -1391,10 +1392,32 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
                       nxv_dtype_name(inputs[k].tensor->dtype), nxv_dtype_name(t));
   }
   nxv_tensor *res;
-  NXV_TRY(nxv_tensor_new(d, t, n, &res));
-  if (n == 0) {
-    *out = res;
-    return NXV_OK;
+  if (dst) {
+    /* Into a block of dst: dense, after dst_offset elements. */
+    if (dst->device != d)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "fused: destination belongs to another device");
+    if (dst->dtype != t)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: destination is %s, the program %s",
+                      nxv_dtype_name(dst->dtype), nxv_dtype_name(t));
+    if (dst_offset < 0 || (uint64_t)dst_offset > dst->count || n > dst->count - (uint64_t)dst_offset)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "fused: %llu elements at offset %lld do not fit the destination's %llu",
+                      (unsigned long long)n, (long long)dst_offset,
+                      (unsigned long long)dst->count);
+    for (uint32_t k = 0; k < ninputs; k++)
+      if (!((imm_mask >> k) & 1u) && inputs[k].tensor->buf == dst->buf)
+        return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                        "fused: input %u reads the destination's buffer", k);
+    NXV_TRY(nxv_tensor_ready(dst));
+    if (n == 0) return NXV_OK;
+    res = dst;
+  } else {
+    NXV_TRY(nxv_tensor_new(d, t, n, &res));
+    if (n == 0) {
+      *out = res;
+      return NXV_OK;
+    }
   }
   uint32_t r = collapse(rank, shape, (int)ninputs, strides);
   /* Each input is a broadcast scalar, contiguous (row-major over the
@@ -1420,10 +1443,12 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
   uint32_t hdr = interpret ? 5 + NXV_OPS_INTERP_MAX_INSTRS : 0;
   nxv_node *node = nxv_node_new(hdr + (strided ? r + ninputs * (r + 1) : 0));
   if (!node) {
-    nxv_tensor_release(res);
+    if (!dst) nxv_tensor_release(res);
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
   }
-  pc_fused pc = {.c = res->buf->addr, .n = (uint32_t)n, .rank = r};
+  pc_fused pc = {.c = res->buf->addr + (dst ? (uint64_t)dst_offset * es : 0),
+                 .n = (uint32_t)n,
+                 .rank = r};
   for (uint32_t k = 0; k < ninputs; k++) {
     const nxv_view *v = &inputs[k];
     bool through_arena = (strided >> k) & 1u;
@@ -1508,10 +1533,10 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
     nxv_node_discard(node);
   }
   if (st != NXV_OK) {
-    nxv_tensor_release(res);
+    if (!dst) nxv_tensor_release(res);
     return st;
   }
-  *out = res;
+  if (!dst) *out = res;
   return NXV_OK;
 }
 
@@ -1521,7 +1546,7 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
                          const uint64_t *imm_bits, uint32_t ninstrs,
                          const uint32_t *program, bool interpret, nxv_tensor **out) {
   return fused_op(d, t, rank, shape_in, ninputs, inputs, imm_mask, imm_bits, ninstrs, program,
-                  interpret, NULL, out);
+                  interpret, NULL, NULL, 0, out);
 }
 
 nxv_status nxv_fused_program_create(nxv_dtype t, uint32_t ninputs, uint32_t ninstrs,
@@ -1559,7 +1584,24 @@ nxv_status nxv_fused_run(nxv_device *d, nxv_fused_program *p, uint32_t rank,
                          const uint64_t *imm_bits, nxv_tensor **out) {
   if (!p) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL program");
   return fused_op(d, p->dtype, rank, shape, p->ninputs, inputs, imm_mask, imm_bits,
-                  p->ninstrs, p->words, false, p, out);
+                  p->ninstrs, p->words, false, p, NULL, 0, out);
+}
+
+nxv_status nxv_fused_run_into(nxv_device *d, nxv_fused_program *p, uint32_t rank,
+                              const int64_t *shape, const nxv_view *inputs, uint32_t imm_mask,
+                              const uint64_t *imm_bits, nxv_tensor *dst, int64_t dst_offset) {
+  if (!p || !dst) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
+  return fused_op(d, p->dtype, rank, shape, p->ninputs, inputs, imm_mask, imm_bits,
+                  p->ninstrs, p->words, false, p, dst, dst_offset, NULL);
+}
+
+nxv_status nxv_fused_into(nxv_device *d, nxv_dtype t, uint32_t rank, const int64_t *shape,
+                          uint32_t ninputs, const nxv_view *inputs, uint32_t imm_mask,
+                          const uint64_t *imm_bits, uint32_t ninstrs, const uint32_t *program,
+                          nxv_tensor *dst, int64_t dst_offset) {
+  if (!dst) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
+  return fused_op(d, t, rank, shape, ninputs, inputs, imm_mask, imm_bits, ninstrs, program,
+                  false, NULL, dst, dst_offset, NULL);
 }
 
 nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank, const int64_t *shape,

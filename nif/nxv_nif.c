@@ -1160,8 +1160,8 @@ static uint64_t imm_value(const unsigned char *data, size_t size) {
  * immediates: binaries of one element of type (native byte order), passed
  * in the dispatch (nxv_fused_imm). At least one input is a tensor, whose
  * device runs the program. */
-static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
+static ERL_NIF_TERM fused_call(ErlNifEnv *env, const ERL_NIF_TERM argv[], nxv_tensor *dst,
+                               int64_t dst_offset) {
   nxv_dtype t;
   if (!get_dtype(env, argv[0], &t)) return raise_argument(env, "fused: unknown type");
   int64_t shape[NXV_MAX_RANK];
@@ -1243,12 +1243,41 @@ static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return raise_argument(env, "fused: at least one input must be a tensor");
   }
   nxv_tensor *out = NULL;
-  nxv_status st =
-      prepared ? nxv_fused_run(device, prepared->p, rank, shape, views, imm_mask, imm_bits, &out)
-               : nxv_fused_imm(device, t, rank, shape, ninputs, views, imm_mask, imm_bits,
-                               ninstrs, program, &out);
+  nxv_status st;
+  if (dst)
+    st = prepared ? nxv_fused_run_into(device, prepared->p, rank, shape, views, imm_mask,
+                                       imm_bits, dst, dst_offset)
+                  : nxv_fused_into(device, t, rank, shape, ninputs, views, imm_mask, imm_bits,
+                                   ninstrs, program, dst, dst_offset);
+  else
+    st = prepared ? nxv_fused_run(device, prepared->p, rank, shape, views, imm_mask, imm_bits,
+                                  &out)
+                  : nxv_fused_imm(device, t, rank, shape, ninputs, views, imm_mask, imm_bits,
+                                  ninstrs, program, &out);
   release_views(v, (int)ninputs);
+  if (dst) return st == NXV_OK ? am_ok : raise_status(env, st, "fused");
   return op_result(env, st, out, "fused");
+}
+
+static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  return fused_call(env, argv, NULL, 0);
+}
+
+/* fused_into(dst, dst_offset, type, shape, program, inputs): fused/4 with
+ * its result written into dst from element dst_offset on
+ * (nxv_fused_into); returns :ok. */
+static ERL_NIF_TERM nif_fused_into(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  bool dead;
+  int64_t off;
+  if (!get_i64(env, argv[1], &off))
+    return raise_argument(env, "fused_into: the destination offset must be an integer");
+  nxv_tensor *dst = grab(env, argv[0], &dead);
+  if (!dst) return bad_tensor(env, "fused_into destination", dead);
+  ERL_NIF_TERM r = fused_call(env, argv + 2, dst, off);
+  nxv_tensor_release(dst);
+  return r;
 }
 
 /* fused_program(type, ninputs, program): the program (a list of words, as
@@ -1861,7 +1890,7 @@ static const ErlNifFunc *nif_table(unsigned *out_count);
  * point: every handle in a slot is its own, to deallocate on failure. */
 static const char *const kReplayable[] = {
     "upload", "deallocate", "deallocate_many", "tensor_info", "copy", "empty",
-    "reinterpret", "copy_into", "binary", "fused", "unary", "compare", "select",
+    "reinterpret", "copy_into", "binary", "fused", "fused_into", "unary", "compare", "select",
     "convert", "reduce", "argreduce", "gather", "scatter", "sort", "window_reduce",
     "conv", "window_scatter", "transpose", "matmul", "fill", "iota", "fft", "cholesky",
     "lu", "qr", "eigh_iterate", "triangular_solve"};
@@ -2446,12 +2475,13 @@ static bool replay_fused_input(replay_ctx *c, ERL_NIF_TERM item, bool spec, unsi
 
 /* A fused op (fused/4) of a prepared program run without its NIF: the
  * arguments decoded from the specs without making terms, the result kept
- * as a tensor in out_slot (SLOT_RAW). false, with nothing done or raised,
+ * as a tensor in out_slot (SLOT_RAW), or with dst written into it from
+ * element dst_offset on (fused_into/6; the caller keeps its reference). false, with nothing done or raised,
  * when the op is not of that form or an argument does not decode: the
  * caller then makes the NIF call, which raises what fused/4 raises. true
  * with *result am_ok, or the exception the run raised. */
 static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_slot,
-                         ERL_NIF_TERM *result) {
+                         nxv_tensor *dst, int64_t dst_offset, ERL_NIF_TERM *result) {
   ErlNifEnv *env = c->env;
   ERL_NIF_TERM type_t, shape_t, prog_t, head, tail;
   nxv_dtype t;
@@ -2506,16 +2536,37 @@ static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_
     return false;
   }
   nxv_tensor *out = NULL;
-  nxv_status st = nxv_fused_run(device, pr->p, rank, shape, views, imm_mask, imm_bits, &out);
+  nxv_status st;
+  if (dst) {
+    st = nxv_fused_run_into(device, pr->p, rank, shape, views, imm_mask, imm_bits, dst,
+                            dst_offset);
+    *result = st == NXV_OK ? am_ok : raise_status(env, st, "fused");
+  } else {
+    st = nxv_fused_run(device, pr->p, rank, shape, views, imm_mask, imm_bits, &out);
+    replay_keep(c, st, out, out_slot, "fused", result);
+  }
   release_views(v, nin);
-  replay_keep(c, st, out, out_slot, "fused", result);
   return true;
+}
+
+/* fused_into/6 (the destination's source spec, its offset, then fused/4's
+ * specs) run without its NIF, as replay_fused runs fused/4; it writes the
+ * destination in place and returns no tensor. */
+static bool replay_fused_into(replay_ctx *c, const ERL_NIF_TERM *specs, ERL_NIF_TERM *result) {
+  ERL_NIF_TERM off_t;
+  int64_t off;
+  if (!spec_constant(c->env, specs[1], &off_t) || !get_i64(c->env, off_t, &off)) return false;
+  nxv_tensor *dst = replay_source(c, specs[0]);
+  if (!dst) return false;
+  bool done = replay_fused(c, specs + 2, 0, dst, off, result);
+  nxv_tensor_release(dst);
+  return done;
 }
 
 typedef ERL_NIF_TERM (*replay_nif)(ErlNifEnv *, int, const ERL_NIF_TERM[]);
 
 /* Runs the op without its NIF where its kind allows (fused ops of prepared
- * programs; binary, compare, unary, select, reduce, copy_into, empty and
+ * programs, into new tensors or destinations; binary, compare, unary, select, reduce, copy_into, empty and
  * reinterpret ops), its result kept as its slot's own tensor: false, with
  * nothing done or raised, when it does not or an argument does not
  * decode this way (the caller then makes the NIF call, which raises what
@@ -2524,9 +2575,10 @@ typedef ERL_NIF_TERM (*replay_nif)(ErlNifEnv *, int, const ERL_NIF_TERM[]);
 static bool replay_direct(replay_ctx *c, replay_nif fptr, const ERL_NIF_TERM *specs,
                           const unsigned *outs, unsigned nouts, ERL_NIF_TERM *result) {
   if (fptr == nif_copy_into) return nouts == 0 && replay_copy_into(c, specs, result);
+  if (fptr == nif_fused_into) return nouts == 0 && replay_fused_into(c, specs, result);
   if (nouts != 1) return false;
   unsigned o = outs[0];
-  if (fptr == nif_fused) return replay_fused(c, specs, o, result);
+  if (fptr == nif_fused) return replay_fused(c, specs, o, NULL, 0, result);
   if (fptr == nif_binary) return replay_elementwise(c, REPLAY_BINARY, specs, o, result);
   if (fptr == nif_compare) return replay_elementwise(c, REPLAY_COMPARE, specs, o, result);
   if (fptr == nif_unary) return replay_elementwise(c, REPLAY_UNARY, specs, o, result);
@@ -2849,6 +2901,7 @@ static ErlNifFunc funcs[] = {
     {"copy_into", 7, nif_copy_into, 0},
     {"binary", 8, nif_binary, 0},
     {"fused", 4, nif_fused, 0},
+    {"fused_into", 6, nif_fused_into, 0},
     {"fused_program", 3, nif_fused_program, 0},
     {"unary", 5, nif_unary, 0},
     {"compare", 8, nif_compare, 0},

@@ -997,3 +997,136 @@ NXV_TEST(concurrency, fused_programs_created_by_threads_at_once) {
   nxv_tensor_release(x);
   nxv_device_release(d);
 }
+
+/* Whether d runs fused programs of t (a device without f64 refuses them). */
+static bool fused_runs(nxv_device *d, nxv_dtype t) {
+  uint64_t zero = 0;
+  int64_t one[1] = {1};
+  nxv_tensor *x, *out = NULL;
+  if (nxv_tensor_upload(d, t, 1, &zero, &x) != NXV_OK) return false;
+  nxv_view v = {x, 0, NULL};
+  const uint32_t neg = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 0, 0, 0);
+  bool ok = nxv_fused(d, t, 1, one, 1, &v, 1, &neg, &out) == NXV_OK;
+  if (out) nxv_tensor_release(out);
+  nxv_tensor_release(x);
+  return ok;
+}
+
+/* Runs of programs into blocks of an existing tensor (nxv_fused_into,
+ * nxv_fused_run_into): each block bitwise what nxv_fused returns for the
+ * same program and inputs (views, a strided view, an immediate), every
+ * element outside the blocks left as it was, for float and integer
+ * types; bad destinations refused with the destination unchanged; a
+ * block of no elements queues nothing. */
+NXV_TEST(fused, into_blocks_of_a_destination) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  static const nxv_dtype types[] = {NXV_F32, NXV_F16, NXV_F64, NXV_S32, NXV_U64};
+  enum { ROWS = 7, COLS = 43, BLOCK = ROWS * COLS, TOTAL = 2 * BLOCK + 29, OFF = 11 };
+  uint64_t rng = 0x5eed1234u;
+  for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+    nxv_dtype t = types[ti];
+    if (!fused_runs(d, t)) continue;
+    bool is_int = t == NXV_S32 || t == NXV_U64;
+    size_t es = nxv_dtype_size(t);
+    /* x * y + x (floats) or (x ^ y) + x (integers), over x [ROWS][COLS] and
+     * y read transposed from a [COLS][ROWS] tensor (strided). */
+    const uint32_t prog[] = {
+        is_int ? NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_BITWISE_XOR, 0, 1, 0)
+               : NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_MUL, 0, 1, 0),
+        NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, 2, 0, 0)};
+    unsigned char *hx = test_xcalloc(BLOCK, es), *hy = test_xcalloc(BLOCK, es);
+    for (uint64_t i = 0; i < BLOCK; i++) {
+      if (is_int) {
+        fill_int(t, hx, i, &rng);
+        fill_int(t, hy, i, &rng);
+      } else {
+        fill_float(t, hx, i, &rng);
+        fill_float(t, hy, i, &rng);
+      }
+    }
+    nxv_tensor *x, *y, *dst, *extra;
+    REQUIRE_OK(nxv_tensor_upload(d, t, BLOCK, hx, &x));
+    REQUIRE_OK(nxv_tensor_upload(d, t, BLOCK, hy, &y));
+    unsigned char *poison = test_xcalloc(TOTAL, es);
+    memset(poison, 0xA7, (size_t)TOTAL * es);
+    REQUIRE_OK(nxv_tensor_upload(d, t, TOTAL, poison, &dst));
+    REQUIRE_OK(nxv_tensor_upload(d, t, TOTAL, poison, &extra));
+    int64_t shape[2] = {ROWS, COLS}, yt[2] = {1, ROWS}, flat[1] = {BLOCK};
+    nxv_view views[2] = {{x, 0, NULL}, {y, 0, yt}};
+    /* The references: the same programs into new tensors. */
+    nxv_tensor *ref_a = NULL, *ref_b = NULL;
+    CHECK_OK(nxv_fused(d, t, 2, shape, 2, views, 2, prog, &ref_a));
+    uint64_t imm[2] = {0};
+    memcpy(&imm[1], hy + 3 * es, es); /* y[3], broadcast */
+    nxv_view flat_views[2] = {{x, 0, NULL}, {NULL, 0, NULL}};
+    CHECK_OK(nxv_fused_imm(d, t, 1, flat, 2, flat_views, 2u, imm, 2, prog, &ref_b));
+    /* Block a at OFF from program words, block b right after it from the
+     * prepared program with y an immediate. */
+    CHECK_OK(nxv_fused_into(d, t, 2, shape, 2, views, 0, NULL, 2, prog, dst, OFF));
+    nxv_fused_program *fp = NULL;
+    REQUIRE_OK(nxv_fused_program_create(t, 2, 2, prog, &fp));
+    CHECK_OK(nxv_fused_run_into(d, fp, 1, flat, flat_views, 2u, imm, dst, OFF + BLOCK));
+    /* Refused, dst unchanged: another dtype, a block past the end or at a
+     * negative offset, an input reading the destination, no destination. */
+    nxv_dtype other = t == NXV_F32 ? NXV_F64 : NXV_F32;
+    nxv_tensor *wrong;
+    REQUIRE_OK(nxv_tensor_upload(d, other, TOTAL, poison, &wrong));
+    EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                      nxv_fused_into(d, t, 2, shape, 2, views, 0, NULL, 2, prog, wrong, 0));
+    EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                      nxv_fused_run_into(d, fp, 1, flat, flat_views, 2u, imm, dst,
+                                         TOTAL - BLOCK + 1));
+    EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                      nxv_fused_run_into(d, fp, 1, flat, flat_views, 2u, imm, dst, -1));
+    nxv_view reads_dst[2] = {{dst, 0, NULL}, {NULL, 0, NULL}};
+    EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                      nxv_fused_run_into(d, fp, 1, flat, reads_dst, 2u, imm, dst, 0));
+    EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                      nxv_fused_run_into(d, fp, 1, flat, flat_views, 2u, imm, NULL, 0));
+    EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                      nxv_fused_run_into(d, NULL, 1, flat, flat_views, 2u, imm, dst, 0));
+    /* No elements: nothing queued, extra untouched. */
+    nxv_stats s0, s1;
+    CHECK_OK(nxv_device_stats(d, &s0));
+    int64_t none[1] = {0};
+    CHECK_OK(nxv_fused_run_into(d, fp, 1, none, flat_views, 2u, imm, extra, 3));
+    CHECK_OK(nxv_device_stats(d, &s1));
+    CHECK_MSG(s1.ops_enqueued == s0.ops_enqueued, "%s: an empty block queued an op",
+              nxv_dtype_name(t));
+    nxv_fused_program_free(fp);
+    unsigned char *got = test_xcalloc(TOTAL, es), *ga = test_xcalloc(BLOCK, es),
+                  *gb = test_xcalloc(BLOCK, es), *ge = test_xcalloc(TOTAL, es);
+    if (ref_a && ref_b) {
+      CHECK_OK(nxv_tensor_download(dst, 0, TOTAL, got));
+      CHECK_OK(nxv_tensor_download(ref_a, 0, BLOCK, ga));
+      CHECK_OK(nxv_tensor_download(ref_b, 0, BLOCK, gb));
+      CHECK_OK(nxv_tensor_download(extra, 0, TOTAL, ge));
+      CHECK_MSG(memcmp(got, poison, OFF * es) == 0, "%s: elements before the blocks written",
+                nxv_dtype_name(t));
+      CHECK_MSG(memcmp(got + OFF * es, ga, BLOCK * es) == 0,
+                "%s: block a differs from nxv_fused", nxv_dtype_name(t));
+      CHECK_MSG(memcmp(got + (OFF + BLOCK) * es, gb, BLOCK * es) == 0,
+                "%s: block b differs from nxv_fused_imm", nxv_dtype_name(t));
+      CHECK_MSG(memcmp(got + (OFF + 2 * BLOCK) * es, poison, (TOTAL - OFF - 2 * BLOCK) * es) == 0,
+                "%s: elements after the blocks written", nxv_dtype_name(t));
+      CHECK_MSG(memcmp(ge, poison, TOTAL * es) == 0, "%s: an empty block wrote",
+                nxv_dtype_name(t));
+    }
+    free(got);
+    free(ga);
+    free(gb);
+    free(ge);
+    free(hx);
+    free(hy);
+    free(poison);
+    if (ref_a) nxv_tensor_release(ref_a);
+    if (ref_b) nxv_tensor_release(ref_b);
+    nxv_tensor_release(wrong);
+    nxv_tensor_release(extra);
+    nxv_tensor_release(dst);
+    nxv_tensor_release(x);
+    nxv_tensor_release(y);
+  }
+  nxv_device_release(d);
+}

@@ -96,7 +96,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     ]
 
     # NIF calls that write into their first argument.
-    @mutating [:copy_into, :deallocate, :deallocate_many]
+    @mutating [:copy_into, :fused_into, :deallocate, :deallocate_many]
 
     # NIF calls whose result is written later (by copy_into): never done
     # once for all calls.
@@ -297,9 +297,13 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
           device = device_of(tensors)
 
           ops =
-            if Application.get_env(:nx_vulkan, :compiler_fusion, true),
-              do: Nx.Vulkan.Fusion.fuse(ops, specs, &info_of(&1, infos, refs), device),
-              else: ops
+            if Application.get_env(:nx_vulkan, :compiler_fusion, true) do
+              ops
+              |> Nx.Vulkan.Fusion.fuse(specs, &info_of(&1, infos, refs), device)
+              |> Nx.Vulkan.Fusion.into_destinations(specs)
+            else
+              ops
+            end
 
           ops = ops |> by_depth() |> with_frees(specs)
           {ops, {result, specs}, device, native(ops, specs)}
@@ -561,6 +565,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
       [{:c, type}, shape, {:c, program}, in_spec]
     end
 
+    defp prepare([dst, offset | specs], :fused_into), do: [dst, offset | prepare(specs, :fused)]
     defp prepare(specs, _name), do: specs
 
     # Nx.Vulkan.NIF.replay/2 takes the specs of a list or tuple as a tuple

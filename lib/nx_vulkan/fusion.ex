@@ -132,6 +132,102 @@ defmodule Nx.Vulkan.Fusion do
     keep(programs, %{}, {ops, n, pure, needed, info, device})
   end
 
+  @doc """
+  Writes each fused program of `ops` (as `fuse/4` returns them) whose one
+  use is a `copy_into` of its whole result, densely, into a block of a
+  tensor made by `empty` (a concatenation's or a stack's block) straight
+  into that block: the program becomes a `fused_into` op
+  (`Nx.Vulkan.NIF.fused_into/6`) and the copy goes. Only where nothing
+  between the program and the copy uses the destination but writes of
+  other blocks, the program reads no part of it, and the destination is
+  made before the program and of its type, so every op still reads what
+  it read. `out_specs` are the plan's output specs.
+  """
+  def into_destinations(ops, out_specs) do
+    ops = List.to_tuple(ops)
+    n = tuple_size(ops)
+    uses = count_uses(ops, out_specs)
+    producer = for i <- 0..(n - 1)//1, slot <- elem(elem(ops, i), 2), into: %{}, do: {slot, i}
+    writes = for c <- 0..(n - 1)//1, w = block_write(ops, c, uses, producer), do: {c, w}
+
+    # An empty that Nx made after a block's program (a concatenation's
+    # operands come first) moves to just before the first such program.
+    hoist =
+      writes
+      |> Enum.filter(fn {_c, {f, e, _op}} -> e > f end)
+      |> Enum.group_by(fn {_c, {_f, e, _op}} -> e end, fn {_c, {f, _e, _op}} -> f end)
+      |> Map.new(fn {e, fs} -> {e, Enum.min(fs)} end)
+
+    edits =
+      Enum.reduce(writes, %{}, fn {c, {f, _e, op}}, acc ->
+        acc |> Map.put(c, []) |> Map.put(f, [op])
+      end)
+
+    edits =
+      Enum.reduce(hoist, edits, fn {e, f}, acc ->
+        acc |> Map.put(e, []) |> Map.put(f, [elem(ops, e) | acc[f]])
+      end)
+
+    ops
+    |> Tuple.to_list()
+    |> Enum.with_index()
+    |> Enum.flat_map(fn {op, i} -> Map.get(edits, i, [op]) end)
+  end
+
+  # {index of the program, index of the destination's empty, the
+  # program's fused_into op} where op c is a copy that into_destinations/2
+  # folds into the program it copies, else nil.
+  defp block_write(ops, c, uses, producer) do
+    with {:copy_into, [{:s, dst}, off, dst_strides, shape, {:s, src}, {:c, 0}, {:c, nil}], []} <-
+           elem(ops, c),
+         [off, dst_strides, shape] = Enum.map([off, dst_strides, shape], &constant/1),
+         true <- is_integer(off) and off >= 0 and is_list(shape) and is_list(dst_strides),
+         1 <- uses[src],
+         f when is_integer(f) and f < c <- producer[src],
+         {:fused, [{:c, type}, fshape | _] = specs, [^src]} <- elem(ops, f),
+         fshape when is_list(fshape) <- constant(fshape),
+         e when is_integer(e) and e < c <- producer[dst],
+         {:empty, [_, {:c, ^type}, _] = empty_specs, [^dst]} <- elem(ops, e),
+         true <- Enum.all?(empty_specs, &match?({:c, _}, &1)),
+         true <- Enum.product(fshape) == Enum.product(shape) and dense?(shape, dst_strides),
+         false <- dst in Enum.flat_map(specs, &slots_in/1),
+         true <-
+           Enum.all?((f + 1)..(c - 1)//1, &(&1 == e or other_block?(elem(ops, &1), dst))) do
+      {f, e, {:fused_into, [{:s, dst}, {:c, off} | specs], []}}
+    else
+      _ -> nil
+    end
+  end
+
+  # The value of a constant spec (a list of constants is one), else nil.
+  defp constant({:c, value}), do: value
+
+  defp constant({:l, specs}) do
+    values = Enum.map(specs, &constant/1)
+    if nil in values, do: nil, else: values
+  end
+
+  defp constant(_spec), do: nil
+
+  # Whether strides (of a destination) lay shape out densely, row-major.
+  defp dense?(shape, strides) when length(shape) == length(strides) do
+    {dense, _} =
+      List.foldr(Enum.zip(shape, strides), {true, 1}, fn {d, s}, {ok, expect} ->
+        {ok and (d == 1 or s == expect), expect * d}
+      end)
+
+    dense
+  end
+
+  defp dense?(_shape, _strides), do: false
+
+  # Whether op leaves slot dst alone but for writing a block of it.
+  defp other_block?({name, [{:s, dst} | rest], _out}, dst) when name in [:copy_into, :fused_into],
+    do: dst not in Enum.flat_map(rest, &slots_in/1)
+
+  defp other_block?({_name, specs, out}, dst),
+    do: dst not in out and dst not in Enum.flat_map(specs, &slots_in/1)
+
   # Which ops are left, each group's program tried on the device only once
   # some op that stays reads its result: from the last op back, an
   # elementwise op (fused or not) or a foldable transpose stays only while

@@ -170,6 +170,17 @@ defmodule Nx.Vulkan.NIF do
   def fused(_type, _shape, _program, _inputs), do: nif_error()
 
   @doc """
+  `fused/4` with its result written into `dst` instead of a new tensor:
+  its elements, in row-major order, go to `dst` from element `dst_offset`
+  on (`nxv_fused_into`; a block of a concatenation computed in place).
+  `dst` must be of `type` and hold the block, no input may read `dst`'s
+  buffer, and, as with `copy_into/7`, `dst` must be a tensor the caller
+  made and shares with no one. Returns `:ok`; raises `ArgumentError`
+  otherwise, `dst` unchanged.
+  """
+  def fused_into(_dst, _dst_offset, _type, _shape, _program, _inputs), do: nif_error()
+
+  @doc """
   `program` (a list of words, as `fused/4` takes it) prepared for runs
   over `ninputs` inputs of `type`: a handle that `fused/4` takes in place
   of the list. Its words are decoded and their operands checked once; its

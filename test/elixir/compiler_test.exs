@@ -71,6 +71,23 @@ if Code.ensure_loaded?(Nx) do
 
     # A scalar computed from a scalar argument and broadcast (a step size,
     # a key word), cheap and costly.
+    # Concatenations and stacks of fused programs' results: along the
+    # first axis each program writes its block (blocks/2, stacked/2; x is
+    # no program's and is copied); along another axis (side_by_side/2) the
+    # copies stay, and so does the copy of a block that is also returned
+    # (shared_block/2).
+    defn blocks(x, y) do
+      Nx.concatenate([x * y + x, Nx.abs(y - x) * 3, x])
+    end
+
+    defn(stacked(x, y), do: Nx.stack([x * y - y, x + y * 2]))
+    defn(side_by_side(x, y), do: Nx.concatenate([x * y + x, x - y * 2], axis: 1))
+
+    defn shared_block(x, y) do
+      a = x * y + x
+      {Nx.concatenate([a, y - x * 2]), a}
+    end
+
     defn scalar_cheap(x, s) do
       t = s * 2.0 + 1.0
       x * t - t
@@ -772,6 +789,40 @@ if Code.ensure_loaded?(Nx) do
         # s * 2 + 1 is computed at every element of x's program; exp(s)
         # is an op of its own.
         assert replayed == ops
+      end
+    end
+
+    test "programs write their blocks of concatenations and stacks in place" do
+      plan_ops = fn ->
+        [{ops, _, _, _}] = for {{Compiler, :plan, _, _}, plan} <- :persistent_term.get(), do: plan
+        Enum.frequencies_by(ops, &elem(&1, 0))
+      end
+
+      for type <- [:f32, :f16, :s32, :u64] do
+        x = Nx.as_type(Nx.multiply(uniform(27, {6, 5}), 100), type)
+        y = Nx.as_type(Nx.multiply(uniform(28, {6, 5}), 100), type)
+
+        for {fun, into, copies} <- [
+              {&blocks/2, 2, 1},
+              {&stacked/2, 2, 0},
+              {&side_by_side/2, 0, 2},
+              {&shared_block/2, 1, 1}
+            ] do
+          Compiler.clear_cache()
+          expected = evaluator(fun, [x, y])
+          first = fun.(x, y)
+          assert bits(first) == bits(expected), "#{type} #{inspect(fun)} first call"
+          second = fun.(x, y)
+          third = fun.(x, y)
+          # Each replay writes a destination of its own.
+          assert bits(second) == bits(expected), "#{type} #{inspect(fun)} replay"
+          assert bits(third) == bits(expected), "#{type} #{inspect(fun)} replay"
+          counts = plan_ops.()
+
+          assert Map.get(counts, :fused_into, 0) == into and
+                   Map.get(counts, :copy_into, 0) == copies,
+                 "#{type} #{inspect(fun)}: #{inspect(counts)}"
+        end
       end
     end
 

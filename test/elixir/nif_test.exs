@@ -640,6 +640,77 @@ defmodule Nx.Vulkan.NIFTest do
     assert in_use(ctx) == base
   end
 
+  test "fused_into writes a program's result into a block of a destination", %{dev: dev} do
+    a = NIF.upload(dev, :f32, f32([1.0, -2.0, 3.0, 4.0]))
+    b = NIF.upload(dev, :f32, f32([0.5]))
+    # (a * b) - a, with b broadcast
+    mul = 1 ||| 2 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
+    sub = 1 ||| 1 <<< 2 ||| 2 <<< 9 ||| 0 <<< 16
+    inputs = [{a, 0, nil}, {b, 0, [0]}]
+    dst = NIF.upload(dev, :f32, f32(List.duplicate(7.0, 11)))
+    assert NIF.fused_into(dst, 2, :f32, [4], [mul, sub], inputs) == :ok
+    prepared = NIF.fused_program(:f32, 2, [mul, sub])
+    assert NIF.fused_into(dst, 6, :f32, [2, 2], prepared, [{a, 0, nil}, f32([2.0])]) == :ok
+
+    assert to_f32(NIF.download(dst, 0, 11)) ==
+             [7.0, 7.0, -0.5, 1.0, -1.5, -2.0, 1.0, -2.0, 3.0, 4.0, 7.0]
+
+    # Refused, the destination unchanged.
+    before = NIF.download(dst, 0, 11)
+    other = NIF.upload(dev, :f64, <<0.0::float-64-native>>)
+
+    for {args, message} <- [
+          {[dst, 8, :f32, [4], [mul, sub], inputs], ~r/4 elements at offset 8 do not fit/},
+          {[dst, -1, :f32, [4], [mul, sub], inputs], ~r/at offset -1 do not fit/},
+          {[other, 0, :f32, [4], [mul, sub], inputs], ~r/destination is f64, the program f32/},
+          {[dst, 0, :f32, [4], [mul, sub], [{dst, 0, [1]}, {b, 0, [0]}]],
+           ~r/input 0 reads the destination's buffer/},
+          {[dst, :x, :f32, [4], [mul, sub], inputs], ~r/destination offset must be an integer/}
+        ] do
+      assert_raise ArgumentError, message, fn -> apply(NIF, :fused_into, args) end
+    end
+
+    assert NIF.download(dst, 0, 11) == before
+    dead = NIF.upload(dev, :f32, f32(List.duplicate(0.0, 4)))
+    NIF.deallocate(dead)
+
+    assert_raise ArgumentError, ~r/fused_into destination/, fn ->
+      NIF.fused_into(dead, 0, :f32, [4], [mul, sub], inputs)
+    end
+
+    # In a replay, without its NIF: s0 = empty(8); s0[0..3] = (a * b) - a,
+    # s0[4..7] = (a * 2) - a.
+    idx = fn name, arity -> NIF.replay_index(name, arity) end
+    ctx = NIF.open_device(-1, %{})
+    a = NIF.upload(ctx, :f32, f32([1.0, -2.0, 3.0, 4.0]))
+    program = NIF.fused_program(:f32, 2, [mul, sub])
+    view = fn spec -> {:v, spec, 0, nil} end
+
+    ops = {
+      {:empty, idx.(:empty, 3), {{:c, ctx}, {:c, :f32}, {:c, 8}}, {0}, {}},
+      {:fused_into, idx.(:fused_into, 6),
+       {{:s, 0}, {:c, 0}, {:c, :f32}, {:c, [4]}, {:c, program},
+        {:l, {view.({:p, 0}), {:c, f32([0.5])}}}}, {}, {}},
+      {:fused_into, idx.(:fused_into, 6),
+       {{:s, 0}, {:c, 4}, {:c, :f32}, {:c, [4]}, {:c, program},
+        {:l, {view.({:p, 0}), {:c, f32([2.0])}}}}, {}, {}}
+    }
+
+    {direct, via_nif} = NIF.replay_counts()
+    assert {s0} = NIF.replay({1, ops, {0}}, {a})
+    assert NIF.replay_counts() == {direct + 3, via_nif}
+
+    assert to_f32(NIF.download(s0, 0, 8)) ==
+             [-0.5, 1.0, -1.5, -2.0, 1.0, -2.0, 3.0, 4.0]
+
+    # A block past the end raises as the NIF does, keeping nothing.
+    bad = put_elem(ops, 2, put_elem(elem(ops, 2), 2, put_elem(elem(elem(ops, 2), 2), 1, {:c, 5})))
+
+    assert_raise ArgumentError, ~r/4 elements at offset 5 do not fit/, fn ->
+      NIF.replay({1, bad, {0}}, {a})
+    end
+  end
+
   test "replay runs compare, select, reduce, copy_into, empty and reinterpret without their NIF" do
     ctx = NIF.open_device(-1, %{})
     idx = fn name, arity -> NIF.replay_index(name, arity) end

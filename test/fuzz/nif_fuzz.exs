@@ -632,6 +632,7 @@ defmodule NxVulkan.NifFuzz do
       {:copy_into, 7} => {6, &g_copy_into/0},
       {:binary, 8} => {8, &g_binary/0},
       {:fused, 4} => {4, &g_fused/0},
+      {:fused_into, 6} => {3, &g_fused_into/0},
       {:fused_program, 3} => {2, &g_fused_program/0},
       {:unary, 5} => {7, &g_unary/0},
       {:compare, 8} => {4, &g_compare/0},
@@ -853,6 +854,7 @@ defmodule NxVulkan.NifFuzz do
         :save_pipeline_cache,
         :inject_fault,
         :copy_into,
+        :fused_into,
         :scatter,
         :deallocate_many
       ] and result == :ok ->
@@ -886,6 +888,7 @@ defmodule NxVulkan.NifFuzz do
         :save_pipeline_cache,
         :inject_fault,
         :copy_into,
+        :fused_into,
         :scatter,
         :deallocate_many,
         :replay_index,
@@ -1757,6 +1760,48 @@ defmodule NxVulkan.NifFuzz do
   end
 
   defp g_fused do
+    {tag, type, shape, args, kinds, expected} = fused_parts()
+
+    mk(:fused, args, kinds, fn ref ->
+      expect_tensor(ref, tag, type, prod(shape), expected.())
+    end)
+  end
+
+  # fused_into: the program's result written into a block of an empty
+  # destination (after a few elements, a few left after it).
+  defp g_fused_into do
+    {tag, type, shape, args, kinds, expected} = fused_parts()
+    n = prod(shape)
+    doff = rand(4)
+    count = doff + n + rand(3)
+    dst = setup_call(:empty, [dev(tag), type, count])
+    remember(:scratch, %{ref: dst, dev: tag, type: type, count: count, data: nil, nice: false})
+
+    mk(:fused_into, [dst, doff | args], [{:tensor_dst, tag}, :i64 | kinds], fn
+      :ok ->
+        case expected.() do
+          nil ->
+            :unverified
+
+          want ->
+            got = fetch(dst, doff, n)
+
+            cond do
+              got == :device_failed and tag == :v -> :unverified
+              got == want -> :verified
+              true -> {:fail, "fused_into wrote #{show(type, got)}, expected #{show(type, want)}"}
+            end
+        end
+
+      other ->
+        {:fail, "fused_into returned #{inspect(other)}"}
+    end)
+  end
+
+  # A fused/4 call's parts: {tag, type, shape, its arguments, their kinds,
+  # a function giving the expected result's bytes, or nil where the
+  # program or an input is not checked}.
+  defp fused_parts do
     tag = op_tag()
     type = :f32
     {program, ninputs} = weighted(Enum.zip(programs(), [6, 2, 1, 1]))
@@ -1776,21 +1821,16 @@ defmodule NxVulkan.NifFuzz do
     tags = Enum.map(views, & &1.t.dev)
     tags = if imm, do: List.replace_at(tags, 1, nil), else: tags
 
-    mk(
-      :fused,
-      [type, shape, program, inputs],
-      [:dtype, :shape, :program, {:views, tags, length(shape)}],
-      fn ref ->
-        expected =
-          if checked and Enum.all?(read, & &1.t.nice) do
-            [a | b] = for v <- read, do: Enum.map(view_elems(v, shape), &dec(:f32, &1))
-            b = if imm, do: List.duplicate(imm, length(a)), else: hd(b)
-            for {x, y} <- Enum.zip(a, b), into: <<>>, do: enc(:f32, x * y - x)
-          end
-
-        expect_tensor(ref, tag, type, prod(shape), expected)
+    expected = fn ->
+      if checked and Enum.all?(read, & &1.t.nice) do
+        [a | b] = for v <- read, do: Enum.map(view_elems(v, shape), &dec(:f32, &1))
+        b = if imm, do: List.duplicate(imm, length(a)), else: hd(b)
+        for {x, y} <- Enum.zip(a, b), into: <<>>, do: enc(:f32, x * y - x)
       end
-    )
+    end
+
+    {tag, type, shape, [type, shape, program, inputs],
+     [:dtype, :shape, :program, {:views, tags, length(shape)}], expected}
   end
 
   # ------------------------------------------------------------------
@@ -1799,7 +1839,7 @@ defmodule NxVulkan.NifFuzz do
 
   # The NIFs a plan may call.
   @replayable ~w(upload deallocate deallocate_many tensor_info copy empty reinterpret
-                 copy_into binary fused unary compare select convert reduce argreduce
+                 copy_into binary fused fused_into unary compare select convert reduce argreduce
                  gather scatter sort window_reduce conv window_scatter transpose matmul
                  fill iota fft cholesky lu qr eigh_iterate triangular_solve)a
 
