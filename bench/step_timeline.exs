@@ -1,16 +1,19 @@
 # Where the wall time of a training or sampler step goes, host and GPU side
 # by side.
 #
-#   mix run bench/step_timeline.exs [--model mlp|cnn|hmc] [--compiler evaluator|vulkan]
+#   mix run bench/step_timeline.exs [--model mlp|cnn|hmc|normal]
+#                                   [--compiler evaluator|vulkan]
 #                                   [--steps N] [--warmup N] [--show N]
 #
 # Runs the step on the default device and its default batching as a loop
 # that reads each step's result back: mlp and cnn (bench/models.exs) are
 # SGD steps that read the loss, hmc (bench/hmc.exs) a Hamiltonian Monte
 # Carlo step of 64 dimensions and 10 leapfrog steps that reads its accept
-# flag and feeds its position and key to the next. `--compiler evaluator`
+# flag and feeds its position and key to the next, normal
+# `Nx.Random.normal(key, shape: {1024})`, which reads its 1024 numbers and
+# feeds its new key to the next. `--compiler evaluator`
 # (the default for mlp and cnn) compiles the step ahead of time with
-# Nx.Defn.Evaluator, `--compiler vulkan` (the default for hmc) with
+# Nx.Defn.Evaluator, `--compiler vulkan` (the default for hmc and normal) with
 # Nx.Vulkan.Compiler (traced once, then replayed). Meanwhile the
 # `[:nx_vulkan, :submit]`
 # telemetry event records every batch: its submission, and its start and
@@ -47,16 +50,19 @@
   )
 
 model = Keyword.get(opts, :model, "mlp")
-compiler = Keyword.get(opts, :compiler, if(model == "hmc", do: "vulkan", else: "evaluator"))
+
+compiler =
+  Keyword.get(opts, :compiler, if(model in ["hmc", "normal"], do: "vulkan", else: "evaluator"))
+
 steps = Keyword.get(opts, :steps, 200)
 warmup = Keyword.get(opts, :warmup, 50)
 show = Keyword.get(opts, :show, 0)
 
-if rest != [] or invalid != [] or model not in ["mlp", "cnn", "hmc"] or
+if rest != [] or invalid != [] or model not in ["mlp", "cnn", "hmc", "normal"] or
      compiler not in ["evaluator", "vulkan"] or steps < 1 or warmup < 1 or show < 0 do
   IO.puts(
     :stderr,
-    "usage: mix run bench/step_timeline.exs [--model mlp|cnn|hmc] " <>
+    "usage: mix run bench/step_timeline.exs [--model mlp|cnn|hmc|normal] " <>
       "[--compiler evaluator|vulkan] [--steps N] [--warmup N] [--show N]"
   )
 
@@ -88,10 +94,24 @@ defn_compiler = if compiler == "vulkan", do: Nx.Vulkan.Compiler, else: Nx.Defn.E
          {{q, key}, accept}
        end, {Nx.broadcast(0.0, {64}), Nx.Random.key(42)}}
 
+    "normal" ->
+      f =
+        Nx.Defn.compile(&Nx.Random.normal(&1, shape: {1024}), [Nx.Random.key(42)],
+          compiler: defn_compiler
+        )
+
+      {fn key ->
+         {x, key} = f.(key)
+         {key, x}
+       end, Nx.Random.key(42)}
+
     _ ->
       {step, params, x, y} = NxBench.Steps.step(model, compiler: defn_compiler)
       {fn p -> step.(p, x, y) end, params}
   end
+
+# A scalar result (a loss, an accept flag) is read as a number, others whole.
+read = fn out -> if Nx.shape(out) == {}, do: Nx.to_number(out), else: Nx.to_binary(out) end
 
 table = :ets.new(:step_timeline, [:public, :ordered_set])
 
@@ -109,7 +129,7 @@ Process.sleep(2 * interval)
 state =
   Enum.reduce(1..warmup, state, fn _, s ->
     {s, out} = step.(s)
-    Nx.to_number(out)
+    read.(out)
     s
   end)
 
@@ -120,7 +140,7 @@ state =
     t0 = NIF.clock_ns()
     {s, out} = step.(s)
     th = NIF.clock_ns()
-    Nx.to_number(out)
+    read.(out)
     {{t0, th, NIF.clock_ns()}, s}
   end)
 
