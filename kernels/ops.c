@@ -1400,7 +1400,8 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
     if (dst->dtype != t)
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: destination is %s, the program %s",
                       nxv_dtype_name(dst->dtype), nxv_dtype_name(t));
-    if (dst_offset < 0 || (uint64_t)dst_offset > dst->count || n > dst->count - (uint64_t)dst_offset)
+    if (dst_offset < 0 || (uint64_t)dst_offset > dst->count ||
+        n > dst->count - (uint64_t)dst_offset)
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                       "fused: %llu elements at offset %lld do not fit the destination's %llu",
                       (unsigned long long)n, (long long)dst_offset,

@@ -1890,8 +1890,8 @@ static const ErlNifFunc *nif_table(unsigned *out_count);
  * point: every handle in a slot is its own, to deallocate on failure. */
 static const char *const kReplayable[] = {
     "upload", "deallocate", "deallocate_many", "tensor_info", "copy", "empty",
-    "reinterpret", "copy_into", "binary", "fused", "fused_into", "unary", "compare", "select",
-    "convert", "reduce", "argreduce", "gather", "scatter", "sort", "window_reduce",
+    "reinterpret", "copy_into", "binary", "fused", "fused_into", "unary", "compare",
+    "select", "convert", "reduce", "argreduce", "gather", "scatter", "sort", "window_reduce",
     "conv", "window_scatter", "transpose", "matmul", "fill", "iota", "fft", "cholesky",
     "lu", "qr", "eigh_iterate", "triangular_solve"};
 
@@ -2475,11 +2475,12 @@ static bool replay_fused_input(replay_ctx *c, ERL_NIF_TERM item, bool spec, unsi
 
 /* A fused op (fused/4) of a prepared program run without its NIF: the
  * arguments decoded from the specs without making terms, the result kept
- * as a tensor in out_slot (SLOT_RAW), or with dst written into it from
- * element dst_offset on (fused_into/6; the caller keeps its reference). false, with nothing done or raised,
- * when the op is not of that form or an argument does not decode: the
- * caller then makes the NIF call, which raises what fused/4 raises. true
- * with *result am_ok, or the exception the run raised. */
+ * as a tensor in out_slot (SLOT_RAW), or, with dst, written into dst from
+ * element dst_offset on (fused_into/6; the caller keeps its reference).
+ * false, with nothing done or raised, when the op is not of that form or
+ * an argument does not decode: the caller then makes the NIF call, which
+ * raises what fused/4 (fused_into/6) raises. true with *result am_ok, or
+ * the exception the run raised. */
 static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_slot,
                          nxv_tensor *dst, int64_t dst_offset, ERL_NIF_TERM *result) {
   ErlNifEnv *env = c->env;
@@ -2566,8 +2567,9 @@ static bool replay_fused_into(replay_ctx *c, const ERL_NIF_TERM *specs, ERL_NIF_
 typedef ERL_NIF_TERM (*replay_nif)(ErlNifEnv *, int, const ERL_NIF_TERM[]);
 
 /* Runs the op without its NIF where its kind allows (fused ops of prepared
- * programs, into new tensors or destinations; binary, compare, unary, select, reduce, copy_into, empty and
- * reinterpret ops), its result kept as its slot's own tensor: false, with
+ * programs, into new tensors or destinations; binary, compare, unary,
+ * select, reduce, copy_into, empty and reinterpret ops), its result kept
+ * as its slot's own tensor: false, with
  * nothing done or raised, when it does not or an argument does not
  * decode this way (the caller then makes the NIF call, which raises what
  * that NIF raises); true with *result am_ok or the exception the op's run
