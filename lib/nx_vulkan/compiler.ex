@@ -292,8 +292,9 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
         try do
           {ops, prov, _next, infos} = Enum.reduce(calls, {[], prov, 0, %{}}, &plan_call/2)
+          {ops, prov} = fold_constants(Enum.reverse(ops), prov)
           {result, specs} = output_specs(result, prov)
-          {ops, specs} = own_output_constants(Enum.reverse(ops), specs)
+          {ops, specs} = own_output_constants(ops, specs)
           device = device_of(tensors)
 
           ops =
@@ -375,6 +376,89 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     defp refs_in(list) when is_list(list), do: Enum.flat_map(list, &refs_in/1)
     defp refs_in(tuple) when is_tuple(tuple), do: refs_in(Tuple.to_list(tuple))
     defp refs_in(_), do: []
+
+    # Tensors assembled from constants alone are constants too: an empty
+    # tensor whose every write is a copy of a constant (a concatenation of
+    # constants, such as threefry's counters after a key split), and then
+    # every op that reads only constants. Their results, computed by the
+    # evaluation that made the plan, stay with the plan as constants
+    # ({:c, ref}), and their ops leave it. An empty qualifies only when
+    # nothing deallocates it and nothing reads it before its last copy
+    # (the evaluation's buffer then holds what every reader read).
+    defp fold_constants(ops, prov) do
+      slot_ref = for {ref, {:s, i}} <- prov, into: %{}, do: {i, ref}
+      ops = List.to_tuple(ops)
+
+      assembled =
+        for i <- 0..(tuple_size(ops) - 1)//1,
+            {:empty, specs, [slot]} <- [elem(ops, i)],
+            Enum.all?(specs, &match?({:c, _}, &1)),
+            Map.has_key?(slot_ref, slot),
+            writers = assembled_writers(ops, i, slot),
+            into: %{},
+            do: {slot, [i | writers]}
+
+      dropped = assembled |> Map.values() |> List.flatten() |> MapSet.new()
+      consts = Map.new(Map.keys(assembled), &{&1, slot_ref[&1]})
+
+      {kept, consts} =
+        ops
+        |> Tuple.to_list()
+        |> Enum.with_index()
+        |> Enum.reduce({[], consts}, fn {{name, specs, slots}, i}, {kept, consts} ->
+          specs = Enum.map(specs, &const_spec(&1, consts))
+
+          cond do
+            MapSet.member?(dropped, i) ->
+              {kept, consts}
+
+            name not in @mutating and name not in @fresh and slots != [] and
+              not Enum.any?(specs, &depends?/1) and Enum.all?(slots, &Map.has_key?(slot_ref, &1)) ->
+              {kept, Enum.reduce(slots, consts, &Map.put(&2, &1, slot_ref[&1]))}
+
+            true ->
+              {[{name, specs, slots} | kept], consts}
+          end
+        end)
+
+      prov = Enum.reduce(consts, prov, fn {_slot, ref}, prov -> Map.put(prov, ref, {:c, ref}) end)
+      {Enum.reverse(kept), prov}
+    end
+
+    # The indices of the copies that write slot (an empty made by op e)
+    # when every op after e that names it is a copy of a constant into it
+    # or, after the last such copy, an op that only reads it; else nil.
+    defp assembled_writers(ops, e, slot) do
+      users =
+        for i <- (e + 1)..(tuple_size(ops) - 1)//1,
+            {name, specs, _} = elem(ops, i),
+            slot in Enum.flat_map(specs, &slots_of/1),
+            do: {i, name, specs}
+
+      {writers, readers} =
+        Enum.split_with(users, fn {_i, name, specs} ->
+          name == :copy_into and hd(specs) == {:s, slot}
+        end)
+
+      last = writers |> Enum.map(&elem(&1, 0)) |> Enum.max(fn -> e end)
+
+      if writers != [] and
+           Enum.all?(writers, fn {_i, _name, [_dst | rest]} ->
+             not Enum.any?(rest, &depends?/1)
+           end) and
+           Enum.all?(readers, fn {i, name, _} -> i > last and name not in @mutating end),
+         do: Enum.map(writers, &elem(&1, 0))
+    end
+
+    defp const_spec({:s, i} = spec, consts) do
+      case consts do
+        %{^i => ref} -> {:c, ref}
+        _ -> spec
+      end
+    end
+
+    defp const_spec({:l, specs}, consts), do: {:l, Enum.map(specs, &const_spec(&1, consts))}
+    defp const_spec(spec, _consts), do: spec
 
     defp output_specs(result, prov) do
       {_, specs} =

@@ -88,6 +88,18 @@ if Code.ensure_loaded?(Nx) do
       {Nx.concatenate([a, y - x * 2]), a}
     end
 
+    # Concatenations of constants (no argument in them) are constants of
+    # the plan: const_blocks/1 replays its one product, const_output/1
+    # returns such a concatenation besides x + 1.
+    defn const_blocks(x) do
+      c = Nx.concatenate([Nx.iota({2}, type: :f32), Nx.tensor([7.0, -0.5, 3.0])])
+      x * Nx.reverse(c)
+    end
+
+    defn const_output(x) do
+      {x + 1, Nx.stack([Nx.iota({3}), Nx.iota({3}) * 2])}
+    end
+
     defn scalar_cheap(x, s) do
       t = s * 2.0 + 1.0
       x * t - t
@@ -823,6 +835,30 @@ if Code.ensure_loaded?(Nx) do
                    Map.get(counts, :copy_into, 0) == copies,
                  "#{type} #{inspect(fun)}: #{inspect(counts)}"
         end
+      end
+    end
+
+    test "concatenations of constants are constants of the plan" do
+      x = uniform(29, {5})
+
+      for {fun, ops} <- [{&const_blocks/1, 1}, {&const_output/1, 1}] do
+        Compiler.clear_cache()
+        expected = evaluator(fun, [x])
+        {_, evaluated} = ops_of(fn -> evaluator(fun, [x]) end)
+        first = fun.(x)
+        assert bits(first) == bits(expected)
+
+        for _ <- 1..2 do
+          {got, replayed} = ops_of(fn -> fun.(x) end)
+          assert bits(got) == bits(expected)
+          # The assembly (an empty, its copies, the reverse or product of
+          # constants) is done once: only the op reading x is replayed.
+          assert replayed == ops, "#{inspect(fun)}: #{replayed} ops of #{evaluated}"
+        end
+
+        # Results the caller deallocates leave later replays intact.
+        [fun.(x)] |> Nx.Defn.Composite.flatten_list() |> Enum.each(&Nx.backend_deallocate/1)
+        assert bits(fun.(x)) == bits(expected)
       end
     end
 
