@@ -292,7 +292,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
         try do
           {ops, prov, _next, infos} = Enum.reduce(calls, {[], prov, 0, %{}}, &plan_call/2)
-          {ops, prov} = fold_constants(Enum.reverse(ops), prov)
+          {ops, prov} = __fold_constants__(Enum.reverse(ops), prov)
           {result, specs} = output_specs(result, prov)
           {ops, specs} = own_output_constants(ops, specs)
           device = device_of(tensors)
@@ -380,12 +380,14 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     # Tensors assembled from constants alone are constants too: an empty
     # tensor whose every write is a copy of a constant (a concatenation of
     # constants, such as threefry's counters after a key split), and then
-    # every op that reads only constants. Their results, computed by the
-    # evaluation that made the plan, stay with the plan as constants
-    # ({:c, ref}), and their ops leave it. An empty qualifies only when
+    # every op that reads only constants and whose result nothing writes
+    # into or deallocates. Their results, computed by the evaluation that
+    # made the plan, stay with the plan as constants ({:c, ref}), and their
+    # ops leave it. An empty qualifies only when
     # nothing deallocates it and nothing reads it before its last copy
     # (the evaluation's buffer then holds what every reader read).
-    defp fold_constants(ops, prov) do
+    @doc false
+    def __fold_constants__(ops, prov) do
       slot_ref = for {ref, {:s, i}} <- prov, into: %{}, do: {i, ref}
       ops = List.to_tuple(ops)
 
@@ -401,6 +403,16 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
       dropped = assembled |> Map.values() |> List.flatten() |> MapSet.new()
       consts = Map.new(Map.keys(assembled), &{&1, slot_ref[&1]})
 
+      # Slots that an op writes into or deallocates (a backend's temporary
+      # freed after use) stay slots: as constants the plan's buffers would
+      # be written or freed by its replays.
+      mutated =
+        for {name, specs, _} <- Tuple.to_list(ops),
+            name in @mutating,
+            slot <- Enum.flat_map(specs, &slots_of/1),
+            into: MapSet.new(),
+            do: slot
+
       {kept, consts} =
         ops
         |> Tuple.to_list()
@@ -413,7 +425,8 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
               {kept, consts}
 
             name not in @mutating and name not in @fresh and slots != [] and
-              not Enum.any?(specs, &depends?/1) and Enum.all?(slots, &Map.has_key?(slot_ref, &1)) ->
+              not Enum.any?(specs, &depends?/1) and
+                Enum.all?(slots, &(Map.has_key?(slot_ref, &1) and &1 not in mutated)) ->
               {kept, Enum.reduce(slots, consts, &Map.put(&2, &1, slot_ref[&1]))}
 
             true ->

@@ -862,6 +862,51 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    test "constant folding leaves what the plan writes into or deallocates a slot" do
+      [r0, r1, r2, r3, c] = for _ <- 1..5, do: make_ref()
+      prov = %{r0 => {:s, 0}, r1 => {:s, 1}, r2 => {:s, 2}, r3 => {:s, 3}}
+      dense = [{:c, 0}, {:c, nil}]
+
+      ops = [
+        # s0 = copy of a constant, later deallocated: stays an op.
+        {:unary, [{:c, :copy}, {:c, [4]}, {:c, c}] ++ dense, [0]},
+        # s1 = empty, its one block a constant: a constant, s2 = -s1 too.
+        {:empty, [{:c, :dev}, {:c, :f32}, {:c, 4}], [1]},
+        {:copy_into, [{:s, 1}, {:c, 0}, {:c, [1]}, {:c, [4]}, {:c, c}] ++ dense, []},
+        {:unary, [{:c, :negate}, {:c, [4]}, {:s, 1}] ++ dense, [2]},
+        # s3 = s0 + s2 + p0 stays, reading s2 as the constant.
+        {:binary, [{:c, :add}, {:c, [4]}, {:s, 0}] ++ dense ++ [{:p, 0}] ++ dense, [3]},
+        {:deallocate, [{:s, 0}], []}
+      ]
+
+      {kept, prov} = Compiler.__fold_constants__(ops, prov)
+
+      assert [
+               {:unary, [{:c, :copy} | _], [0]},
+               {:binary, [{:c, :add}, _, {:s, 0} | _], [3]},
+               {:deallocate, [{:s, 0}], []}
+             ] = kept
+
+      assert prov[r1] == {:c, r1} and prov[r2] == {:c, r2}
+      assert prov[r0] == {:s, 0} and prov[r3] == {:s, 3}
+
+      # An empty read before its last copy, or deallocated, stays.
+      for extra <- [
+            {:unary, [{:c, :copy}, {:c, [4]}, {:s, 1}] ++ dense, [4]},
+            {:deallocate, [{:s, 1}], []}
+          ] do
+        ops = [
+          {:empty, [{:c, :dev}, {:c, :f32}, {:c, 8}], [1]},
+          {:copy_into, [{:s, 1}, {:c, 0}, {:c, [1]}, {:c, [4]}, {:c, c}] ++ dense, []},
+          extra,
+          {:copy_into, [{:s, 1}, {:c, 4}, {:c, [1]}, {:c, [4]}, {:c, c}] ++ dense, []}
+        ]
+
+        {kept, _} = Compiler.__fold_constants__(ops, %{r1 => {:s, 1}, r0 => {:s, 4}})
+        assert length(kept) == 4
+      end
+    end
+
     test "threefry's rounds fuse into a few programs, their rotation amounts literals" do
       key = Nx.backend_copy(Nx.Random.key(31), @vk)
       expected = evaluator(&random_bits/1, [key])
