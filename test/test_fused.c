@@ -1048,8 +1048,10 @@ NXV_TEST(fused, into_blocks_of_a_destination) {
     nxv_tensor *x, *y, *dst, *extra;
     REQUIRE_OK(nxv_tensor_upload(d, t, BLOCK, hx, &x));
     REQUIRE_OK(nxv_tensor_upload(d, t, BLOCK, hy, &y));
-    unsigned char *poison = test_xcalloc(TOTAL, es);
-    memset(poison, 0xA7, (size_t)TOTAL * es);
+    /* 8 bytes per element: also the poison of the f64 or f32 tensor of
+     * the wrong type below. */
+    unsigned char *poison = test_xcalloc(TOTAL, 8);
+    memset(poison, 0xA7, (size_t)TOTAL * 8);
     REQUIRE_OK(nxv_tensor_upload(d, t, TOTAL, poison, &dst));
     REQUIRE_OK(nxv_tensor_upload(d, t, TOTAL, poison, &extra));
     int64_t shape[2] = {ROWS, COLS}, yt[2] = {1, ROWS}, flat[1] = {BLOCK};
