@@ -192,7 +192,10 @@ defmodule Nx.Vulkan.Fusion do
          true <- Enum.product(fshape) == Enum.product(shape) and dense?(shape, dst_strides),
          false <- dst in Enum.flat_map(specs, &slots_in/1),
          true <-
-           Enum.all?((f + 1)..(c - 1)//1, &(&1 == e or other_block?(elem(ops, &1), dst))) do
+           Enum.all?(
+             (f + 1)..(c - 1)//1,
+             &(&1 == e or other_block?(elem(ops, &1), dst, {off, off + Enum.product(shape)}))
+           ) do
       {f, e, {:fused_into, [{:s, dst}, {:c, off} | specs], []}}
     else
       _ -> nil
@@ -221,12 +224,41 @@ defmodule Nx.Vulkan.Fusion do
 
   defp dense?(_shape, _strides), do: false
 
-  # Whether op leaves slot dst alone but for writing a block of it.
-  defp other_block?({name, [{:s, dst} | rest], _out}, dst) when name in [:copy_into, :fused_into],
-    do: dst not in Enum.flat_map(rest, &slots_in/1)
+  # Whether op leaves slot dst alone but for writing a block of it that
+  # does not meet elements lo..hi - 1.
+  defp other_block?({:copy_into, [{:s, dst}, off, strides, shape | rest], _out}, dst, range) do
+    with [off, strides, shape] when is_integer(off) and is_list(strides) and is_list(shape) <-
+           Enum.map([off, strides, shape], &constant/1),
+         true <- length(strides) == length(shape) and 0 not in shape do
+      # The lowest and highest element the copy writes.
+      {low, high} =
+        Enum.zip(shape, strides)
+        |> Enum.reduce({off, off}, fn {d, st}, {low, high} ->
+          {low + min(0, (d - 1) * st), high + max(0, (d - 1) * st)}
+        end)
 
-  defp other_block?({_name, specs, out}, dst),
+      apart?({low, high + 1}, range) and dst not in Enum.flat_map(rest, &slots_in/1)
+    else
+      _ -> false
+    end
+  end
+
+  defp other_block?({:fused_into, [{:s, dst}, {:c, off}, _type, shape | rest], _out}, dst, range) do
+    case constant(shape) do
+      shape when is_list(shape) and is_integer(off) ->
+        apart?({off, off + Enum.product(shape)}, range) and
+          dst not in Enum.flat_map(rest, &slots_in/1)
+
+      _ ->
+        false
+    end
+  end
+
+  defp other_block?({_name, specs, out}, dst, _range),
     do: dst not in out and dst not in Enum.flat_map(specs, &slots_in/1)
+
+  # Whether two ranges of elements [lo, hi) are disjoint.
+  defp apart?({lo1, hi1}, {lo2, hi2}), do: hi1 <= lo2 or hi2 <= lo1
 
   # Which ops are left, each group's program tried on the device only once
   # some op that stays reads its result: from the last op back, an

@@ -862,6 +862,33 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
+    test "a program writes its block in place only where no write between meets it" do
+      dense = [{:c, 0}, {:c, nil}]
+      neg = Bitwise.bsl(1, 2)
+
+      program =
+        {:fused, [{:c, :f32}, {:c, [4]}, {:c, [neg]}, {:l, [{:t, [{:p, 1} | dense]}]}], [1]}
+
+      ops = fn other_offset ->
+        [
+          {:empty, [{:c, :dev}, {:c, :f32}, {:c, 8}], [0]},
+          program,
+          {:copy_into, [{:s, 0}, {:c, other_offset}, {:c, [1]}, {:c, [4]}, {:p, 0}] ++ dense, []},
+          {:copy_into, [{:s, 0}, {:c, 0}, {:c, [1]}, {:c, [4]}, {:s, 1}] ++ dense, []}
+        ]
+      end
+
+      # The other copy writes elements 4..7: the program writes 0..3 itself.
+      assert [
+               {:empty, _, [0]},
+               {:fused_into, [{:s, 0}, {:c, 0}, {:c, :f32} | _], []},
+               {:copy_into, [{:s, 0}, {:c, 4} | _], []}
+             ] = Nx.Vulkan.Fusion.into_destinations(ops.(4), [{:s, 0}])
+
+      # It writes 2..5, which the block's copy overwrites after it: kept.
+      assert Nx.Vulkan.Fusion.into_destinations(ops.(2), [{:s, 0}]) == ops.(2)
+    end
+
     test "constant folding leaves what the plan writes into or deallocates a slot" do
       [r0, r1, r2, r3, c] = for _ <- 1..5, do: make_ref()
       prov = %{r0 => {:s, 0}, r1 => {:s, 1}, r2 => {:s, 2}, r3 => {:s, 3}}
