@@ -139,9 +139,11 @@ defmodule Nx.Vulkan.Fusion do
   into that block: the program becomes a `fused_into` op
   (`Nx.Vulkan.NIF.fused_into/6`) and the copy goes. Only where nothing
   between the program and the copy uses the destination but writes of
-  other blocks, the program reads no part of it, and the destination is
-  made before the program and of its type, so every op still reads what
-  it read. `out_specs` are the plan's output specs.
+  elements outside the block, the program reads no part of it, and the
+  destination is made by an `empty` of the program's type (moved before
+  the program when it came after), so every op still reads what it read
+  and each element's last write stays the last. `out_specs` are the
+  plan's output specs.
   """
   def into_destinations(ops, out_specs) do
     ops = List.to_tuple(ops)
