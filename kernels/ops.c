@@ -1393,24 +1393,22 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
   }
   nxv_tensor *res;
   if (dst) {
-    /* Into a block of dst: dense, after dst_offset elements. */
-    if (dst->device != d)
-      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
-                      "fused: destination belongs to another device");
+    /* Into a block of dst: dense over shape, from element dst_offset on
+     * (checked as a view: its device, its bounds, its readiness). */
     if (dst->dtype != t)
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: destination is %s, the program %s",
                       nxv_dtype_name(dst->dtype), nxv_dtype_name(t));
-    if (dst_offset < 0 || (uint64_t)dst_offset > dst->count ||
-        n > dst->count - (uint64_t)dst_offset)
-      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
-                      "fused: %llu elements at offset %lld do not fit the destination's %llu",
-                      (unsigned long long)n, (long long)dst_offset,
-                      (unsigned long long)dst->count);
+    int64_t dense_in[NXV_MAX_RANK], dense_out[NXV_MAX_RANK];
+    for (int64_t s = 1, i = (int64_t)rank - 1; i >= 0; i--) {
+      dense_in[i] = s;
+      if (n) s *= shape[i];
+    }
+    nxv_view block = {dst, dst_offset, dense_in};
+    NXV_TRY(resolve_view(d, "fused destination", &block, rank, shape, n, dense_out));
     for (uint32_t k = 0; k < ninputs; k++)
       if (!((imm_mask >> k) & 1u) && inputs[k].tensor->buf == dst->buf)
         return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
                         "fused: input %u reads the destination's buffer", k);
-    NXV_TRY(nxv_tensor_ready(dst));
     if (n == 0) return NXV_OK;
     res = dst;
   } else {

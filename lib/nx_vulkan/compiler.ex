@@ -383,9 +383,9 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     # every op that reads only constants and whose result nothing writes
     # into or deallocates. Their results, computed by the evaluation that
     # made the plan, stay with the plan as constants ({:c, ref}), and their
-    # ops leave it. An empty qualifies only when
-    # nothing deallocates it and nothing reads it before its last copy
-    # (the evaluation's buffer then holds what every reader read).
+    # ops leave it. An empty qualifies only when nothing deallocates it and
+    # nothing reads it before its last copy (the evaluation's buffer then
+    # holds what every reader read).
     @doc false
     def __fold_constants__(ops, prov) do
       slot_ref = for {ref, {:s, i}} <- prov, into: %{}, do: {i, ref}

@@ -226,8 +226,9 @@ defmodule Nx.Vulkan.Fusion do
 
   defp dense?(_shape, _strides), do: false
 
-  # Whether op leaves slot dst alone but for writing a block of it that
-  # does not meet elements lo..hi - 1.
+  # Whether op leaves slot dst alone but for copying into it a block that
+  # does not meet elements lo..hi - 1 (the ops are fuse/4's: no
+  # fused_into among them yet).
   defp other_block?({:copy_into, [{:s, dst}, off, strides, shape | rest], _out}, dst, range) do
     with [off, strides, shape] when is_integer(off) and is_list(strides) and is_list(shape) <-
            Enum.map([off, strides, shape], &constant/1),
@@ -242,17 +243,6 @@ defmodule Nx.Vulkan.Fusion do
       apart?({low, high + 1}, range) and dst not in Enum.flat_map(rest, &slots_in/1)
     else
       _ -> false
-    end
-  end
-
-  defp other_block?({:fused_into, [{:s, dst}, {:c, off}, _type, shape | rest], _out}, dst, range) do
-    case constant(shape) do
-      shape when is_list(shape) and is_integer(off) ->
-        apart?({off, off + Enum.product(shape)}, range) and
-          dst not in Enum.flat_map(rest, &slots_in/1)
-
-      _ ->
-        false
     end
   end
 
