@@ -865,6 +865,55 @@ nxv_status nxv_fused_run_into(nxv_device *device, nxv_fused_program *program, ui
                               const int64_t *shape, const nxv_view *inputs, uint32_t imm_mask,
                               const uint64_t *imm_bits, nxv_tensor *dst, int64_t dst_offset);
 
+/* Programs with two results: a program computes, besides its result (its
+ * last register), the value of one earlier instruction (register
+ * second, ninputs <= second < ninputs + ninstrs - 1) at every element,
+ * such as the two words of a counter-based generator's round, which
+ * single-result programs would each compute in full. Where each result
+ * goes: */
+#define NXV_FUSED_MAX_RESULTS 2
+typedef struct nxv_fused_dest {
+  nxv_tensor *dst; /* NULL: a new dense tensor of the program's dtype and
+                      shape; else a tensor the caller holds exclusively
+                      (as nxv_fused_into's dst), not owned by the call */
+  int64_t offset;  /* with dst: the element of dst where the block of
+                      the result's n elements (row-major) starts */
+} nxv_fused_dest;
+
+/* nxv_fused_into with a second result: dests[0] receives the program's
+ * result, dests[1] the value of register second. Where dests[k].dst is
+ * NULL, out_tensors[k] is the new tensor (the caller owns it); elsewhere
+ * out_tensors[k] is left alone (out_tensors may be NULL when both go into
+ * destinations). Two blocks of one buffer must not overlap. On error
+ * nothing is queued or returned. Errors as nxv_fused_into's, and
+ * NXV_ERR_INVALID_ARGUMENT for a second register that is not an
+ * instruction's before the last or overlapping blocks. Thread-safe. */
+nxv_status nxv_fused_pair(nxv_device *device, nxv_dtype dtype, uint32_t rank,
+                          const int64_t *shape, uint32_t ninputs, const nxv_view *inputs,
+                          uint32_t imm_mask, const uint64_t *imm_bits, uint32_t ninstrs,
+                          const uint32_t *program, uint32_t second,
+                          const nxv_fused_dest dests[NXV_FUSED_MAX_RESULTS],
+                          nxv_tensor *out_tensors[NXV_FUSED_MAX_RESULTS]);
+
+/* nxv_fused_program_create for a program with a second result (register
+ * second, as nxv_fused_pair takes it), run by nxv_fused_run_pair only. */
+nxv_status nxv_fused_program_create_pair(nxv_dtype dtype, uint32_t ninputs, uint32_t ninstrs,
+                                         const uint32_t *program, uint32_t second,
+                                         nxv_fused_program **out_program);
+
+/* The register of a program's second result, 0 for a program of one.
+ * Thread-safe. */
+uint32_t nxv_fused_program_second(const nxv_fused_program *program);
+
+/* nxv_fused_pair of a prepared program of two results: the same results,
+ * errors and pipelines (nxv_fused_run and nxv_fused_run_into refuse such
+ * a program, and this a program of one). Thread-safe as nxv_fused_run. */
+nxv_status nxv_fused_run_pair(nxv_device *device, nxv_fused_program *program, uint32_t rank,
+                              const int64_t *shape, const nxv_view *inputs, uint32_t imm_mask,
+                              const uint64_t *imm_bits,
+                              const nxv_fused_dest dests[NXV_FUSED_MAX_RESULTS],
+                              nxv_tensor *out_tensors[NXV_FUSED_MAX_RESULTS]);
+
 /* Element type conversion of a strided view into a dense tensor of dtype
  * (any two types; f16 and bf16 round through f32, bf16 by truncation as
  * Nx.BinaryBackend; complex to real keeps the real part, real to complex

@@ -93,10 +93,14 @@ typedef struct pc_fused {         /* fused.comp */
   uint64_t c, args;
   uint32_t n, rank;
   uint64_t in[NXV_FUSED_MAX_INPUTS];
+  uint64_t c2; /* the second result (programs of two) */
 } pc_fused;
 
 _Static_assert(sizeof(pc_ew) == 56, "pc_ew layout");
-_Static_assert(sizeof(pc_fused) == 120, "pc_fused layout");
+_Static_assert(sizeof(pc_fused) == 128, "pc_fused layout");
+_Static_assert(sizeof(pc_fused) <= NXV_PUSH_CONSTANTS_MAX, "pc_fused fits every device");
+/* The push constants of a program of one result (c2 not pushed). */
+#define PC_FUSED_ONE offsetof(pc_fused, c2)
 _Static_assert(NXV_REGISTRY_PROGRAM_WORDS >= 5 + NXV_FUSED_MAX_INSTRS,
                "a fused program's specialization words fit a registry program");
 _Static_assert(sizeof(pc_reduce) == 64, "pc_reduce layout");
@@ -1321,6 +1325,8 @@ enum { MEMO_EMPTY = 0, MEMO_WRITING = 1, MEMO_READY = 2 };
 struct nxv_fused_program {
   nxv_dtype dtype;                         /* immutable */
   uint32_t ninputs, ninstrs;               /* immutable */
+  uint32_t second;                         /* immutable: the second result's
+                                              register, 0 for none */
   uint32_t words[NXV_FUSED_MAX_INSTRS];    /* immutable */
   atomic_uint memo_state;                  /* MEMO_* */
   uint64_t memo_serial;        /* the device's serial (nxv_device.serial) */
@@ -1329,17 +1335,33 @@ struct nxv_fused_program {
   VkPipeline memo_pipeline;    /* its pipeline, owned by that device's registry */
 };
 
+/* A second result's register is an instruction's before the last. */
+static nxv_status check_fused_second(uint32_t ninputs, uint32_t ninstrs, uint32_t second) {
+  if (second < ninputs || second + 1 >= ninputs + ninstrs)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "fused: the second result is register %u, expected one of an instruction "
+                    "before the last (%u to %u)", second, ninputs,
+                    ninputs + ninstrs >= 2 ? ninputs + ninstrs - 2 : 0);
+  return NXV_OK;
+}
+
 /* nxv_ops_fused, and runs of a prepared program (prog non-NULL; never
  * interpreted): with prog's memo for d, the program's checks are skipped
- * and, for the memo's input layout, its pipeline lookup too. */
+ * and, for the memo's input layout, its pipeline lookup too. The program
+ * has second ? 2 : 1 results; result k goes into dests[k].dst (from
+ * element dests[k].offset on), or, where that is NULL, to a new tensor
+ * returned in outs[k]. */
 static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
                            const int64_t *shape_in, uint32_t ninputs,
                            const nxv_view *inputs, uint32_t imm_mask,
                            const uint64_t *imm_bits, uint32_t ninstrs,
-                           const uint32_t *program, bool interpret,
-                           nxv_fused_program *prog, nxv_tensor *dst, int64_t dst_offset,
-                           nxv_tensor **out) {
-  if (!d || (!out && !dst) || !inputs || !program || (imm_mask && !imm_bits))
+                           const uint32_t *program, uint32_t second, bool interpret,
+                           nxv_fused_program *prog, const nxv_fused_dest *dests,
+                           nxv_tensor **outs) {
+  uint32_t nres = second ? 2 : 1;
+  bool need_outs = false;
+  for (uint32_t k = 0; dests && k < nres; k++) need_outs = need_outs || !dests[k].dst;
+  if (!d || !dests || (need_outs && !outs) || !inputs || !program || (imm_mask && !imm_bits))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
   bool integer = fused_integer(t);
   if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64 && !integer)
@@ -1350,6 +1372,10 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
                     nxv_dtype_name(t));
   NXV_TRY(check_type(d, t, "fused"));
   NXV_TRY(check_fused_counts(ninputs, ninstrs));
+  if (second && interpret)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: the interpreter runs programs of one "
+                    "result");
+  if (second) NXV_TRY(check_fused_second(ninputs, ninstrs, second));
   bool in_double = false;
   unsigned memo = prog ? atomic_load_explicit(&prog->memo_state, memory_order_acquire)
                        : MEMO_EMPTY;
@@ -1391,10 +1417,14 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: input %u is %s, expected %s", k,
                       nxv_dtype_name(inputs[k].tensor->dtype), nxv_dtype_name(t));
   }
-  nxv_tensor *res;
-  if (dst) {
-    /* Into a block of dst: dense over shape, from element dst_offset on
-     * (checked as a view: its device, its bounds, its readiness). */
+  /* The results: blocks of destinations (checked as dense views: their
+   * device, bounds and readiness), new tensors made once every check has
+   * passed. */
+  nxv_tensor *res[NXV_FUSED_MAX_RESULTS] = {NULL, NULL};
+  size_t es = nxv_dtype_size(t);
+  for (uint32_t k = 0; k < nres; k++) {
+    nxv_tensor *dst = dests[k].dst;
+    if (!dst) continue;
     if (dst->dtype != t)
       return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: destination is %s, the program %s",
                       nxv_dtype_name(dst->dtype), nxv_dtype_name(t));
@@ -1403,20 +1433,39 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
       dense_in[i] = s;
       if (n) s *= shape[i];
     }
-    nxv_view block = {dst, dst_offset, dense_in};
-    NXV_TRY(resolve_view(d, "fused destination", &block, rank, shape, n, dense_out));
-    for (uint32_t k = 0; k < ninputs; k++)
-      if (!((imm_mask >> k) & 1u) && inputs[k].tensor->buf == dst->buf)
+    nxv_view block = {dst, dests[k].offset, dense_in};
+    NXV_TRY(resolve_view(d, k ? "fused second destination" : "fused destination", &block,
+                         rank, shape, n, dense_out));
+    for (uint32_t j = 0; j < ninputs; j++)
+      if (!((imm_mask >> j) & 1u) && inputs[j].tensor->buf == dst->buf)
         return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
-                        "fused: input %u reads the destination's buffer", k);
-    if (n == 0) return NXV_OK;
-    res = dst;
-  } else {
-    NXV_TRY(nxv_tensor_new(d, t, n, &res));
-    if (n == 0) {
-      *out = res;
-      return NXV_OK;
+                        "fused: input %u reads the %sdestination's buffer", j,
+                        k ? "second " : "");
+  }
+  if (nres == 2 && n && dests[0].dst && dests[1].dst &&
+      dests[0].dst->buf == dests[1].dst->buf) {
+    /* Blocks of one buffer (tensors of one buffer start at its start). */
+    int64_t a = dests[0].offset, b = dests[1].offset;
+    if (a < b + (int64_t)n && b < a + (int64_t)n)
+      return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                      "fused: the two results' blocks overlap (elements %lld and %lld on, "
+                      "%llu each)", (long long)a, (long long)b, (unsigned long long)n);
+  }
+  for (uint32_t k = 0; k < nres; k++) {
+    if (dests[k].dst) {
+      res[k] = dests[k].dst;
+      continue;
     }
+    nxv_status st = nxv_tensor_new(d, t, n, &res[k]);
+    if (st != NXV_OK) {
+      if (k && !dests[0].dst) nxv_tensor_release(res[0]);
+      return st;
+    }
+  }
+  if (n == 0) {
+    for (uint32_t k = 0; k < nres; k++)
+      if (!dests[k].dst) outs[k] = res[k];
+    return NXV_OK;
   }
   uint32_t r = collapse(rank, shape, (int)ninputs, strides);
   /* Each input is a broadcast scalar, contiguous (row-major over the
@@ -1437,17 +1486,19 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
     if (zero) scalar |= 1u << k;
     else if (!contiguous) strided |= 1u << k;
   }
-  size_t es = nxv_dtype_size(t);
   /* Interpreted: the program's words first (fused.comp, INTERP). */
   uint32_t hdr = interpret ? 5 + NXV_OPS_INTERP_MAX_INSTRS : 0;
   nxv_node *node = nxv_node_new(hdr + (strided ? r + ninputs * (r + 1) : 0));
   if (!node) {
-    if (!dst) nxv_tensor_release(res);
+    for (uint32_t k = 0; k < nres; k++)
+      if (!dests[k].dst) nxv_tensor_release(res[k]);
     return nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
   }
-  pc_fused pc = {.c = res->buf->addr + (dst ? (uint64_t)dst_offset * es : 0),
+  pc_fused pc = {.c = res[0]->buf->addr + (dests[0].dst ? (uint64_t)dests[0].offset * es : 0),
                  .n = (uint32_t)n,
                  .rank = r};
+  if (second)
+    pc.c2 = res[1]->buf->addr + (dests[1].dst ? (uint64_t)dests[1].offset * es : 0);
   for (uint32_t k = 0; k < ninputs; k++) {
     const nxv_view *v = &inputs[k];
     bool through_arena = (strided >> k) & 1u;
@@ -1474,17 +1525,21 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
     }
     node->args_pc_offset = offsetof(pc_fused, args);
   }
-  memcpy(node->pc, &pc, sizeof pc);
-  node->pc_size = sizeof pc;
+  node->pc_size = second ? sizeof pc : PC_FUSED_ONE;
+  memcpy(node->pc, &pc, node->pc_size);
   node->groups[0] = groups_for(d, n);
   node->groups[1] = node->groups[2] = 1;
-  node->cost = n * (uint64_t)(ninputs + 1);
+  node->cost = n * (uint64_t)(ninputs + nres);
   for (uint32_t k = 0; k < ninputs; k++)
     if (!((imm_mask >> k) & 1u)) node_use(node, inputs[k].tensor, false);
-  node_use(node, res, true);
-  /* Specialization constants 3 .. 7 + ninstrs (fused.comp): the words of
-   * the slots past the program are left at their defaults. */
-  uint32_t words[5 + NXV_FUSED_MAX_INSTRS] = {ninputs, ninstrs, scalar, strided, imm_mask};
+  for (uint32_t k = 0; k < nres; k++) node_use(node, res[k], true);
+  /* Specialization constants 3 .. 7 + ninstrs (fused.comp; word 4 also
+   * holds the second result's register plus one in bits 8-15): the words
+   * of the slots past the program are left at their defaults. */
+  _Static_assert(NXV_FUSED_MAX_INSTRS < 256 && NXV_FUSED_MAX_INPUTS + NXV_FUSED_MAX_INSTRS < 255,
+                 "a program's count and second register fit their bits of word 4");
+  uint32_t words[5 + NXV_FUSED_MAX_INSTRS] = {
+      ninputs, ninstrs | (second ? (second + 1u) << 8 : 0u), scalar, strided, imm_mask};
   memcpy(words + 5, program, ninstrs * sizeof *program);
   static const nxv_spv_module plain[] = {NXV_SPV_FUSED_F16, NXV_SPV_FUSED_BF16,
                                          NXV_SPV_FUSED_F32, NXV_SPV_FUSED_F64};
@@ -1532,10 +1587,12 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
     nxv_node_discard(node);
   }
   if (st != NXV_OK) {
-    if (!dst) nxv_tensor_release(res);
+    for (uint32_t k = 0; k < nres; k++)
+      if (!dests[k].dst) nxv_tensor_release(res[k]);
     return st;
   }
-  if (!dst) *out = res;
+  for (uint32_t k = 0; k < nres; k++)
+    if (!dests[k].dst) outs[k] = res[k];
   return NXV_OK;
 }
 
@@ -1544,13 +1601,16 @@ nxv_status nxv_ops_fused(nxv_device *d, nxv_dtype t, uint32_t rank,
                          const nxv_view *inputs, uint32_t imm_mask,
                          const uint64_t *imm_bits, uint32_t ninstrs,
                          const uint32_t *program, bool interpret, nxv_tensor **out) {
+  nxv_fused_dest dest = {NULL, 0};
   return fused_op(d, t, rank, shape_in, ninputs, inputs, imm_mask, imm_bits, ninstrs, program,
-                  interpret, NULL, NULL, 0, out);
+                  0, interpret, NULL, &dest, out);
 }
 
-nxv_status nxv_fused_program_create(nxv_dtype t, uint32_t ninputs, uint32_t ninstrs,
-                                    const uint32_t *program,
-                                    nxv_fused_program **out_program) {
+/* nxv_fused_program_create and nxv_fused_program_create_pair (second 0:
+ * one result). */
+static nxv_status fused_program_create(nxv_dtype t, uint32_t ninputs, uint32_t ninstrs,
+                                       const uint32_t *program, uint32_t second,
+                                       nxv_fused_program **out_program) {
   if (!out_program || !program)
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused program: NULL argument");
   if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64 && !fused_integer(t))
@@ -1559,6 +1619,7 @@ nxv_status nxv_fused_program_create(nxv_dtype t, uint32_t ninputs, uint32_t nins
   NXV_TRY(check_fused_counts(ninputs, ninstrs));
   for (uint32_t k = 0; k < ninstrs; k++)
     NXV_TRY(check_fused_operands(t, ninputs, k, program[k]));
+  if (second) NXV_TRY(check_fused_second(ninputs, ninstrs, second));
   /* Whole cache lines: read by every run, so on none that other objects'
    * writers (other threads) share. */
   nxv_fused_program *p = nxv_lines_alloc(sizeof *p);
@@ -1566,13 +1627,31 @@ nxv_status nxv_fused_program_create(nxv_dtype t, uint32_t ninputs, uint32_t nins
   p->dtype = t;
   p->ninputs = ninputs;
   p->ninstrs = ninstrs;
+  p->second = second;
   memcpy(p->words, program, ninstrs * sizeof *program);
   atomic_init(&p->memo_state, MEMO_EMPTY);
   *out_program = p;
   return NXV_OK;
 }
 
+nxv_status nxv_fused_program_create(nxv_dtype t, uint32_t ninputs, uint32_t ninstrs,
+                                    const uint32_t *program,
+                                    nxv_fused_program **out_program) {
+  return fused_program_create(t, ninputs, ninstrs, program, 0, out_program);
+}
+
+nxv_status nxv_fused_program_create_pair(nxv_dtype t, uint32_t ninputs, uint32_t ninstrs,
+                                         const uint32_t *program, uint32_t second,
+                                         nxv_fused_program **out_program) {
+  if (second == 0)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "fused: the second result is register 0, an input's");
+  return fused_program_create(t, ninputs, ninstrs, program, second, out_program);
+}
+
 void nxv_fused_program_free(nxv_fused_program *p) { free(p); }
+
+uint32_t nxv_fused_program_second(const nxv_fused_program *p) { return p->second; }
 
 nxv_dtype nxv_fused_program_dtype(const nxv_fused_program *p) { return p->dtype; }
 
@@ -1582,16 +1661,46 @@ nxv_status nxv_fused_run(nxv_device *d, nxv_fused_program *p, uint32_t rank,
                          const int64_t *shape, const nxv_view *inputs, uint32_t imm_mask,
                          const uint64_t *imm_bits, nxv_tensor **out) {
   if (!p) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL program");
+  if (p->second) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: a program of two results "
+                                 "runs through nxv_fused_run_pair");
+  nxv_fused_dest dest = {NULL, 0};
   return fused_op(d, p->dtype, rank, shape, p->ninputs, inputs, imm_mask, imm_bits,
-                  p->ninstrs, p->words, false, p, NULL, 0, out);
+                  p->ninstrs, p->words, 0, false, p, &dest, out);
+}
+
+nxv_status nxv_fused_run_pair(nxv_device *d, nxv_fused_program *p, uint32_t rank,
+                              const int64_t *shape, const nxv_view *inputs, uint32_t imm_mask,
+                              const uint64_t *imm_bits,
+                              const nxv_fused_dest dests[NXV_FUSED_MAX_RESULTS],
+                              nxv_tensor *out_tensors[NXV_FUSED_MAX_RESULTS]) {
+  if (!p) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL program");
+  if (!p->second)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: the program has one result");
+  return fused_op(d, p->dtype, rank, shape, p->ninputs, inputs, imm_mask, imm_bits,
+                  p->ninstrs, p->words, p->second, false, p, dests, out_tensors);
+}
+
+nxv_status nxv_fused_pair(nxv_device *d, nxv_dtype t, uint32_t rank, const int64_t *shape,
+                          uint32_t ninputs, const nxv_view *inputs, uint32_t imm_mask,
+                          const uint64_t *imm_bits, uint32_t ninstrs, const uint32_t *program,
+                          uint32_t second, const nxv_fused_dest dests[NXV_FUSED_MAX_RESULTS],
+                          nxv_tensor *out_tensors[NXV_FUSED_MAX_RESULTS]) {
+  if (second == 0)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT,
+                    "fused: the second result is register 0, an input's");
+  return fused_op(d, t, rank, shape, ninputs, inputs, imm_mask, imm_bits, ninstrs, program,
+                  second, false, NULL, dests, out_tensors);
 }
 
 nxv_status nxv_fused_run_into(nxv_device *d, nxv_fused_program *p, uint32_t rank,
                               const int64_t *shape, const nxv_view *inputs, uint32_t imm_mask,
                               const uint64_t *imm_bits, nxv_tensor *dst, int64_t dst_offset) {
   if (!p || !dst) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
+  if (p->second) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: a program of two results "
+                                 "runs through nxv_fused_run_pair");
+  nxv_fused_dest dest = {dst, dst_offset};
   return fused_op(d, p->dtype, rank, shape, p->ninputs, inputs, imm_mask, imm_bits,
-                  p->ninstrs, p->words, false, p, dst, dst_offset, NULL);
+                  p->ninstrs, p->words, 0, false, p, &dest, NULL);
 }
 
 nxv_status nxv_fused_into(nxv_device *d, nxv_dtype t, uint32_t rank, const int64_t *shape,
@@ -1599,8 +1708,9 @@ nxv_status nxv_fused_into(nxv_device *d, nxv_dtype t, uint32_t rank, const int64
                           const uint64_t *imm_bits, uint32_t ninstrs, const uint32_t *program,
                           nxv_tensor *dst, int64_t dst_offset) {
   if (!dst) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
-  return fused_op(d, t, rank, shape, ninputs, inputs, imm_mask, imm_bits, ninstrs, program,
-                  false, NULL, dst, dst_offset, NULL);
+  nxv_fused_dest dest = {dst, dst_offset};
+  return fused_op(d, t, rank, shape, ninputs, inputs, imm_mask, imm_bits, ninstrs, program, 0,
+                  false, NULL, &dest, NULL);
 }
 
 nxv_status nxv_fused(nxv_device *d, nxv_dtype t, uint32_t rank, const int64_t *shape,

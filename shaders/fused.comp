@@ -11,8 +11,13 @@
 // (f16 to nearest even, bf16 by truncation), and sums and products are not contracted into fmas, so a
 // program computes exactly what its ops compute one kernel each.
 //
+// A program may have a second result (nxv_fused_pair): register OUT2 - 1,
+// stored to pc.c2 at the same element.
+//
 // The program is in specialization constants (one pipeline per program):
-//   3 NIN, 4 NINS, 5 SCALAR (bit k: input k is one element, broadcast),
+//   3 NIN, 4 NINS_W (bits 0-7 the instruction count NINS, bits 8-15 OUT2:
+//     the second result's register plus one, 0 for none),
+//   5 SCALAR (bit k: input k is one element, broadcast),
 //   6 STRIDED (bit k: input k is read through strides in the arena),
 //   7 IMM (bit k: input k is an immediate, its bits of T in the low bits
 //     of pc.in_[k] instead of an address),
@@ -45,7 +50,9 @@
 #define MAX_INS_INTERP 16
 
 layout(constant_id = 3) const uint NIN = 1;
-layout(constant_id = 4) const uint NINS = 1;
+layout(constant_id = 4) const uint NINS_W = 1;
+const uint NINS = NINS_W & 255u;
+const uint OUT2 = NINS_W >> 8;
 layout(constant_id = 5) const uint SCALAR = 0;
 layout(constant_id = 6) const uint STRIDED = 0;
 layout(constant_id = 7) const uint IMM = 0;  // bit k: input k is an immediate
@@ -123,6 +130,7 @@ layout(push_constant, std430) uniform PC {
   uint rank;
   uint64_t in_[MAX_IN]; /* addresses (BufT); interpreted, also an
                            immediate's bits */
+  BufT c2;              /* the second result (OUT2 != 0) */
 } pc;
 
 // An immediate input's value: the low T_BITS of its word are its bits.
@@ -626,6 +634,7 @@ void main() {
     STEP(62, P62, un62, bin62, cmp62)
     STEP(63, P63, un63, bin63, cmp63)
     pc.c.v[i] = T_ST(r[NIN + NINS - 1u]);
+    if (OUT2 != 0u) pc.c2.v[i] = T_ST(r[OUT2 - 1u]);
   }
 }
 

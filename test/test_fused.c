@@ -1132,3 +1132,221 @@ NXV_TEST(fused, into_blocks_of_a_destination) {
   }
   nxv_device_release(d);
 }
+
+/* The threefry-2x32 rounds of Nx.Random (rotations 13 15 26 6 and 17 29
+ * 16 24): x0 += x1; x1 = rotl(x1, r) ^ x0. */
+static const uint32_t kRot[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+
+/* The program of rounds rounds over inputs x0 (register 0) and x1
+ * (register 1): each round is five instructions (add; shift left; shift
+ * right; or; xor). *x0_reg is the register of x0 after the last round;
+ * the last register is x1 after it. */
+static uint32_t threefry_program(int rounds, uint32_t *prog, uint32_t *x0_reg) {
+  uint32_t x0 = 0, x1 = 1, k = 0, base = 2;
+  for (int r = 0; r < rounds; r++) {
+    uint32_t rot = kRot[r % 8], add = base + k, shl = add + 1, shr = add + 2, orr = add + 3;
+    prog[k] = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_ADD, x0, x1, 0);
+    prog[k + 1] = NXV_FUSED_INSTR_LIT(NXV_FUSED_BINARY, NXV_LEFT_SHIFT, x1, rot);
+    prog[k + 2] = NXV_FUSED_INSTR_LIT(NXV_FUSED_BINARY, NXV_RIGHT_SHIFT, x1, 32 - rot);
+    prog[k + 3] = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_BITWISE_OR, shl, shr, 0);
+    prog[k + 4] = NXV_FUSED_INSTR(NXV_FUSED_BINARY, NXV_BITWISE_XOR, orr, add, 0);
+    k += 5;
+    x0 = add;
+    x1 = add + 4;
+  }
+  *x0_reg = x0;
+  return k;
+}
+
+/* Programs of two results (nxv_fused_pair, nxv_fused_run_pair): twelve
+ * threefry rounds over u32 words, both words against the host's rounds;
+ * random float and integer programs with a random second register, each
+ * result bitwise what the single-result program ending at that register
+ * returns, into new tensors, blocks of one destination or one of each;
+ * bad second registers, overlapping blocks, inputs reading a
+ * destination and programs of the wrong kind refused, nothing written. */
+NXV_TEST(fused, pair_results_match_single_programs) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  /* Threefry rounds against the host. */
+  if (fused_runs(d, NXV_U32)) {
+    enum { N = 1000, ROUNDS = 12 };
+    uint32_t *h0 = test_xcalloc(N, 4), *h1 = test_xcalloc(N, 4);
+    uint64_t rng = 0x7f4a7c15u;
+    for (int i = 0; i < N; i++) {
+      h0[i] = (uint32_t)test_rand_u64(&rng);
+      h1[i] = (uint32_t)test_rand_u64(&rng);
+    }
+    nxv_tensor *t0, *t1;
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_U32, N, h0, &t0));
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_U32, N, h1, &t1));
+    for (int i = 0; i < N; i++)
+      for (int r = 0; r < ROUNDS; r++) {
+        uint32_t rot = kRot[r % 8];
+        h0[i] += h1[i];
+        h1[i] = ((h1[i] << rot) | (h1[i] >> (32 - rot))) ^ h0[i];
+      }
+    uint32_t prog[NXV_FUSED_MAX_INSTRS], x0;
+    uint32_t nins = threefry_program(ROUNDS, prog, &x0);
+    REQUIRE(nins == 60);
+    nxv_view in[2] = {{t0, 0, NULL}, {t1, 0, NULL}};
+    int64_t shape[1] = {N};
+    nxv_fused_dest fresh[2] = {{NULL, 0}, {NULL, 0}};
+    nxv_tensor *outs[2] = {NULL, NULL};
+    CHECK_OK(nxv_fused_pair(d, NXV_U32, 1, shape, 2, in, 0, NULL, nins, prog, x0, fresh,
+                            outs));
+    uint32_t *g0 = test_xcalloc(N, 4), *g1 = test_xcalloc(N, 4);
+    if (outs[0] && outs[1]) {
+      CHECK_OK(nxv_tensor_download(outs[1], 0, N, g0));
+      CHECK_OK(nxv_tensor_download(outs[0], 0, N, g1));
+      CHECK_MSG(memcmp(g0, h0, N * 4) == 0, "threefry x0 differs from the host's rounds");
+      CHECK_MSG(memcmp(g1, h1, N * 4) == 0, "threefry x1 differs from the host's rounds");
+    }
+    for (int k = 0; k < 2; k++)
+      if (outs[k]) nxv_tensor_release(outs[k]);
+    free(g0);
+    free(g1);
+    free(h0);
+    free(h1);
+    nxv_tensor_release(t0);
+    nxv_tensor_release(t1);
+  }
+  /* Random programs, each result against the single-result program. */
+  static const nxv_dtype types[] = {NXV_F32, NXV_F16, NXV_F64, NXV_BF16, NXV_S32, NXV_U64};
+  uint64_t rng = 0xb1a5ed;
+  int pairs = 0;
+  for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+    nxv_dtype t = types[ti];
+    if (!fused_runs(d, t)) continue;
+    bool is_int = t == NXV_S32 || t == NXV_U64;
+    size_t es = nxv_dtype_size(t);
+    for (int trial = 0; trial < 4; trial++) {
+      enum { ROWS = 5, COLS = 37, N = ROWS * COLS, TOTAL = 2 * N + 17 };
+      uint32_t nin = 1 + (uint32_t)(test_rand_u64(&rng) % 4);
+      uint32_t nins = 2 + (uint32_t)(test_rand_u64(&rng) % (NXV_FUSED_MAX_INSTRS - 1));
+      uint32_t prog[NXV_FUSED_MAX_INSTRS];
+      for (uint32_t k = 0; k < nins; k++)
+        prog[k] = is_int ? random_instr(&rng, t, nin + k, kIntUn, COUNT(kIntUn), kIntBin,
+                                        COUNT(kIntBin))
+                         : random_instr(&rng, t, nin + k, kUn, COUNT(kUn), kBin, COUNT(kBin));
+      /* The second result: an instruction's register before the last,
+       * whose instruction is no comparison (a program's result is of its
+       * type; a single-result program ending at a comparison converts). */
+      uint32_t second = nin + (uint32_t)(test_rand_u64(&rng) % (nins - 1));
+      int64_t shape[2] = {ROWS, COLS};
+      nxv_tensor *tin[4];
+      nxv_view in[4];
+      for (uint32_t k = 0; k < nin; k++) {
+        unsigned char *h = test_xcalloc(N, es);
+        for (uint64_t i = 0; i < N; i++) {
+          if (is_int) fill_int(t, h, i, &rng);
+          else fill_float(t, h, i, &rng);
+        }
+        REQUIRE_OK(nxv_tensor_upload(d, t, N, h, &tin[k]));
+        free(h);
+        in[k] = (nxv_view){tin[k], 0, NULL};
+      }
+      /* The references: the whole program, and the program up to second. */
+      nxv_tensor *ref[2] = {NULL, NULL};
+      CHECK_OK(nxv_fused(d, t, 2, shape, nin, in, nins, prog, &ref[0]));
+      CHECK_OK(nxv_fused(d, t, 2, shape, nin, in, second - nin + 1, prog, &ref[1]));
+      /* New tensors; blocks of one destination (second first); a block
+       * and a new tensor, from a prepared program. */
+      unsigned char *poison = test_xcalloc(TOTAL, es);
+      memset(poison, 0xC3, (size_t)TOTAL * es);
+      nxv_tensor *dst;
+      REQUIRE_OK(nxv_tensor_upload(d, t, TOTAL, poison, &dst));
+      nxv_tensor *fresh_out[2] = {NULL, NULL}, *mixed_out[2] = {NULL, NULL};
+      nxv_fused_dest fresh[2] = {{NULL, 0}, {NULL, 0}};
+      nxv_fused_dest blocks[2] = {{dst, 9 + N}, {dst, 9}};
+      CHECK_OK(nxv_fused_pair(d, t, 2, shape, nin, in, 0, NULL, nins, prog, second, fresh,
+                              fresh_out));
+      CHECK_OK(nxv_fused_pair(d, t, 2, shape, nin, in, 0, NULL, nins, prog, second, blocks,
+                              NULL));
+      nxv_fused_program *fp = NULL;
+      REQUIRE_OK(nxv_fused_program_create_pair(t, nin, nins, prog, second, &fp));
+      CHECK(nxv_fused_program_second(fp) == second);
+      nxv_tensor *extra;
+      REQUIRE_OK(nxv_tensor_upload(d, t, TOTAL, poison, &extra));
+      nxv_fused_dest mixed[2] = {{NULL, 0}, {extra, 3}};
+      for (int run = 0; run < 2; run++) { /* the memo written, then read */
+        if (mixed_out[0]) nxv_tensor_release(mixed_out[0]);
+        mixed_out[0] = NULL;
+        CHECK_OK(nxv_fused_run_pair(d, fp, 2, shape, in, 0, NULL, mixed, mixed_out));
+      }
+      /* Refused, nothing written: second out of range, overlapping
+       * blocks, an input reading a destination, the wrong entry point. */
+      nxv_tensor *none[2] = {NULL, NULL};
+      EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                        nxv_fused_pair(d, t, 2, shape, nin, in, 0, NULL, nins, prog,
+                                       nin + nins - 1, fresh, none));
+      EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                        nxv_fused_pair(d, t, 2, shape, nin, in, 0, NULL, nins, prog, nin - 1,
+                                       fresh, none));
+      EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                        nxv_fused_program_create_pair(t, nin, nins, prog, nin + nins, &fp));
+      nxv_fused_dest overlap[2] = {{extra, 0}, {extra, N - 1}};
+      EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                        nxv_fused_run_pair(d, fp, 2, shape, in, 0, NULL, overlap, none));
+      nxv_view reads_dst[4];
+      memcpy(reads_dst, in, sizeof in);
+      reads_dst[0].tensor = extra;
+      EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                        nxv_fused_run_pair(d, fp, 2, shape, reads_dst, 0, NULL, mixed, none));
+      EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                        nxv_fused_run(d, fp, 2, shape, in, 0, NULL, &none[0]));
+      EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                        nxv_fused_run_into(d, fp, 2, shape, in, 0, NULL, extra, 0));
+      CHECK(none[0] == NULL && none[1] == NULL);
+      nxv_fused_program_free(fp);
+      nxv_fused_program *single = NULL;
+      REQUIRE_OK(nxv_fused_program_create(t, nin, nins, prog, &single));
+      EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT,
+                        nxv_fused_run_pair(d, single, 2, shape, in, 0, NULL, fresh, none));
+      nxv_fused_program_free(single);
+      if (ref[0] && ref[1] && fresh_out[0] && fresh_out[1] && mixed_out[0]) {
+        pairs++;
+        unsigned char *want[2] = {test_xcalloc(N, es), test_xcalloc(N, es)};
+        unsigned char *got = test_xcalloc(N, es), *whole = test_xcalloc(TOTAL, es);
+        for (int k = 0; k < 2; k++) CHECK_OK(nxv_tensor_download(ref[k], 0, N, want[k]));
+        for (int k = 0; k < 2; k++) {
+          CHECK_OK(nxv_tensor_download(fresh_out[k], 0, N, got));
+          CHECK_MSG(memcmp(got, want[k], (size_t)N * es) == 0,
+                    "%s trial %d: result %d into a new tensor differs", nxv_dtype_name(t),
+                    trial, k);
+        }
+        CHECK_OK(nxv_tensor_download(mixed_out[0], 0, N, got));
+        CHECK_MSG(memcmp(got, want[0], (size_t)N * es) == 0,
+                  "%s trial %d: the prepared program's result differs", nxv_dtype_name(t),
+                  trial);
+        CHECK_OK(nxv_tensor_download(dst, 0, TOTAL, whole));
+        CHECK_MSG(memcmp(whole, poison, 9 * es) == 0 &&
+                      memcmp(whole + 9 * es, want[1], (size_t)N * es) == 0 &&
+                      memcmp(whole + (9 + N) * es, want[0], (size_t)N * es) == 0 &&
+                      memcmp(whole + (9 + 2 * N) * es, poison, (TOTAL - 9 - 2 * N) * es) == 0,
+                  "%s trial %d: blocks of one destination differ", nxv_dtype_name(t), trial);
+        CHECK_OK(nxv_tensor_download(extra, 0, TOTAL, whole));
+        CHECK_MSG(memcmp(whole, poison, 3 * es) == 0 &&
+                      memcmp(whole + 3 * es, want[1], (size_t)N * es) == 0 &&
+                      memcmp(whole + (3 + N) * es, poison, (TOTAL - 3 - N) * es) == 0,
+                  "%s trial %d: the prepared program's block differs", nxv_dtype_name(t),
+                  trial);
+        free(want[0]);
+        free(want[1]);
+        free(got);
+        free(whole);
+      }
+      for (int k = 0; k < 2; k++) {
+        if (ref[k]) nxv_tensor_release(ref[k]);
+        if (fresh_out[k]) nxv_tensor_release(fresh_out[k]);
+        if (mixed_out[k]) nxv_tensor_release(mixed_out[k]);
+      }
+      free(poison);
+      nxv_tensor_release(extra);
+      nxv_tensor_release(dst);
+      for (uint32_t k = 0; k < nin; k++) nxv_tensor_release(tin[k]);
+    }
+  }
+  CHECK(pairs >= 12);
+  nxv_device_release(d);
+}
