@@ -1155,13 +1155,29 @@ static uint64_t imm_value(const unsigned char *data, size_t size) {
   }
 }
 
+/* The new tensors of a program of two results, as a tuple: those whose
+ * dests[k].dst is NULL, in order. */
+static ERL_NIF_TERM pair_result(ErlNifEnv *env, const nxv_fused_dest *dests,
+                                nxv_tensor *const *outs) {
+  ERL_NIF_TERM made[NXV_FUSED_MAX_RESULTS];
+  unsigned n = 0;
+  for (unsigned k = 0; k < NXV_FUSED_MAX_RESULTS; k++)
+    if (!dests[k].dst) made[n++] = wrap_tensor(env, outs[k]);
+  return enif_make_tuple_from_array(env, made, n);
+}
+
 /* fused(type, shape, program, inputs): program a list of instruction
  * words (nxv_fused), inputs a list of {tensor, offset, strides | nil} or
  * immediates: binaries of one element of type (native byte order), passed
  * in the dispatch (nxv_fused_imm). At least one input is a tensor, whose
- * device runs the program. */
-static ERL_NIF_TERM fused_call(ErlNifEnv *env, const ERL_NIF_TERM argv[], nxv_tensor *dst,
-                               int64_t dst_offset) {
+ * device runs the program. With second (not 0) the program has a second
+ * result (nxv_fused_pair) and dests says where each goes; else the
+ * result goes into dests[0].dst when dests is not NULL, or to a new
+ * tensor. */
+static ERL_NIF_TERM fused_call(ErlNifEnv *env, const ERL_NIF_TERM argv[], uint32_t second,
+                               const nxv_fused_dest *dests) {
+  nxv_tensor *dst = !second && dests ? dests[0].dst : NULL;
+  int64_t dst_offset = dst ? dests[0].offset : 0;
   nxv_dtype t;
   if (!get_dtype(env, argv[0], &t)) return raise_argument(env, "fused: unknown type");
   int64_t shape[NXV_MAX_RANK];
@@ -1196,6 +1212,10 @@ static ERL_NIF_TERM fused_call(ErlNifEnv *env, const ERL_NIF_TERM argv[], nxv_te
                           "call gives %s and %u inputs",
                           nxv_dtype_name(nxv_fused_program_dtype(prepared->p)),
                           nxv_fused_program_inputs(prepared->p), nxv_dtype_name(t), ninputs);
+  if (prepared && nxv_fused_program_second(prepared->p) != second)
+    return raise_argument(env, "fused: the prepared program's second result is register %u, "
+                          "the call gives %u (0: none)",
+                          nxv_fused_program_second(prepared->p), second);
   /* The inputs' names in errors ("fused input 3: ..."), not formatted per
    * call. */
   _Static_assert(NXV_FUSED_MAX_INPUTS == 12, "one name per fused input");
@@ -1242,9 +1262,14 @@ static ERL_NIF_TERM fused_call(ErlNifEnv *env, const ERL_NIF_TERM argv[], nxv_te
     release_views(v, (int)ninputs);
     return raise_argument(env, "fused: at least one input must be a tensor");
   }
-  nxv_tensor *out = NULL;
+  nxv_tensor *out = NULL, *outs[NXV_FUSED_MAX_RESULTS] = {NULL, NULL};
   nxv_status st;
-  if (dst)
+  if (second)
+    st = prepared ? nxv_fused_run_pair(device, prepared->p, rank, shape, views, imm_mask,
+                                       imm_bits, dests, outs)
+                  : nxv_fused_pair(device, t, rank, shape, ninputs, views, imm_mask, imm_bits,
+                                   ninstrs, program, second, dests, outs);
+  else if (dst)
     st = prepared ? nxv_fused_run_into(device, prepared->p, rank, shape, views, imm_mask,
                                        imm_bits, dst, dst_offset)
                   : nxv_fused_into(device, t, rank, shape, ninputs, views, imm_mask, imm_bits,
@@ -1255,13 +1280,59 @@ static ERL_NIF_TERM fused_call(ErlNifEnv *env, const ERL_NIF_TERM argv[], nxv_te
                   : nxv_fused_imm(device, t, rank, shape, ninputs, views, imm_mask, imm_bits,
                                   ninstrs, program, &out);
   release_views(v, (int)ninputs);
+  if (second)
+    return st == NXV_OK ? pair_result(env, dests, outs) : raise_status(env, st, "fused");
   if (dst) return st == NXV_OK ? am_ok : raise_status(env, st, "fused");
   return op_result(env, st, out, "fused");
 }
 
 static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
   (void)argc;
-  return fused_call(env, argv, NULL, 0);
+  return fused_call(env, argv, 0, NULL);
+}
+
+/* A destination of fused_pair/9: nil (a new tensor) or a tensor, with its
+ * offset; *dest->dst retained. am_ok or a raised exception. */
+static ERL_NIF_TERM pair_dest(ErlNifEnv *env, ERL_NIF_TERM dst_t, ERL_NIF_TERM off_t,
+                              unsigned k, nxv_fused_dest *dest) {
+  dest->dst = NULL;
+  dest->offset = 0;
+  if (enif_is_identical(dst_t, am_nil)) return am_ok;
+  bool dead;
+  if (!get_i64(env, off_t, &dest->offset))
+    return raise_argument(env, "fused_pair: destination %u's offset must be an integer", k);
+  dest->dst = grab(env, dst_t, &dead);
+  if (!dest->dst)
+    return bad_tensor(env, k ? "fused_pair second destination" : "fused_pair destination",
+                      dead);
+  return am_ok;
+}
+
+/* fused_pair(type, shape, program, second, inputs, dst0, offset0, dst1,
+ * offset1): fused/4 of a program with a second result, register second
+ * (nxv_fused_pair; program a list of words or a program prepared by
+ * fused_program/4): the program's result goes into dst0 from element
+ * offset0 on, the second into dst1 from offset1, or, where a dst is nil,
+ * to a new tensor. Returns a tuple of the new tensors, in that order. */
+static ERL_NIF_TERM nif_fused_pair(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  unsigned second;
+  if (!enif_get_uint(env, argv[3], &second) || second == 0)
+    return raise_argument(env, "fused_pair: the second result's register must be a positive "
+                          "integer");
+  nxv_fused_dest dests[NXV_FUSED_MAX_RESULTS];
+  ERL_NIF_TERM e = pair_dest(env, argv[5], argv[6], 0, &dests[0]);
+  if (!enif_is_identical(e, am_ok)) return e;
+  e = pair_dest(env, argv[7], argv[8], 1, &dests[1]);
+  if (!enif_is_identical(e, am_ok)) {
+    if (dests[0].dst) nxv_tensor_release(dests[0].dst);
+    return e;
+  }
+  const ERL_NIF_TERM args[4] = {argv[0], argv[1], argv[2], argv[4]};
+  ERL_NIF_TERM r = fused_call(env, args, second, dests);
+  for (unsigned k = 0; k < NXV_FUSED_MAX_RESULTS; k++)
+    if (dests[k].dst) nxv_tensor_release(dests[k].dst);
+  return r;
 }
 
 /* fused_into(dst, dst_offset, type, shape, program, inputs): fused/4 with
@@ -1275,16 +1346,22 @@ static ERL_NIF_TERM nif_fused_into(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     return raise_argument(env, "fused_into: the destination offset must be an integer");
   nxv_tensor *dst = grab(env, argv[0], &dead);
   if (!dst) return bad_tensor(env, "fused_into destination", dead);
-  ERL_NIF_TERM r = fused_call(env, argv + 2, dst, off);
+  nxv_fused_dest dest = {dst, off};
+  ERL_NIF_TERM r = fused_call(env, argv + 2, 0, &dest);
   nxv_tensor_release(dst);
   return r;
 }
 
 /* fused_program(type, ninputs, program): the program (a list of words, as
  * fused/4 takes it) prepared for runs over ninputs inputs of type, for
- * fused/4 in its place (nxv_fused_program_create). */
+ * fused/4 in its place (nxv_fused_program_create); fused_program(type,
+ * ninputs, program, second): a program with a second result, register
+ * second, for fused_pair/9 (nxv_fused_program_create_pair). */
 static ERL_NIF_TERM nif_fused_program(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-  (void)argc;
+  unsigned second = 0;
+  if (argc == 4 && (!enif_get_uint(env, argv[3], &second) || second == 0))
+    return raise_argument(env, "fused_program: the second result's register must be a "
+                          "positive integer");
   nxv_dtype t;
   unsigned ninputs, ninstrs;
   uint32_t program[NXV_FUSED_MAX_INSTRS];
@@ -1301,7 +1378,8 @@ static ERL_NIF_TERM nif_fused_program(ErlNifEnv *env, int argc, const ERL_NIF_TE
       return raise_argument(env, "fused_program: program word %u is not a 32-bit integer", i);
   }
   nxv_fused_program *p = NULL;
-  nxv_status st = nxv_fused_program_create(t, ninputs, ninstrs, program, &p);
+  nxv_status st = second ? nxv_fused_program_create_pair(t, ninputs, ninstrs, program, second, &p)
+                         : nxv_fused_program_create(t, ninputs, ninstrs, program, &p);
   if (st != NXV_OK) return raise_status(env, st, "fused");
   program_res *r = enif_alloc_resource(PROGRAM_RES, sizeof *r);
   if (!r) {
@@ -1890,7 +1968,7 @@ static const ErlNifFunc *nif_table(unsigned *out_count);
  * point: every handle in a slot is its own, to deallocate on failure. */
 static const char *const kReplayable[] = {
     "upload", "deallocate", "deallocate_many", "tensor_info", "copy", "empty",
-    "reinterpret", "copy_into", "binary", "fused", "fused_into", "unary", "compare",
+    "reinterpret", "copy_into", "binary", "fused", "fused_into", "fused_pair", "unary", "compare",
     "select", "convert", "reduce", "argreduce", "gather", "scatter", "sort", "window_reduce",
     "conv", "window_scatter", "transpose", "matmul", "fill", "iota", "fft", "cholesky",
     "lu", "qr", "eigh_iterate", "triangular_solve"};
@@ -2481,8 +2559,25 @@ static bool replay_fused_input(replay_ctx *c, ERL_NIF_TERM item, bool spec, unsi
  * an argument does not decode: the caller then makes the NIF call, which
  * raises what fused/4 (fused_into/6) raises. true with *result am_ok, or
  * the exception the run raised. */
+static bool replay_fused_run(replay_ctx *c, const ERL_NIF_TERM *specs, uint32_t second,
+                             const nxv_fused_dest *dests, const unsigned *out_slots,
+                             ERL_NIF_TERM *result);
+
 static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_slot,
                          nxv_tensor *dst, int64_t dst_offset, ERL_NIF_TERM *result) {
+  nxv_fused_dest dest = {dst, dst_offset};
+  return replay_fused_run(c, specs, 0, &dest, &out_slot, result);
+}
+
+/* replay_fused for programs of one result (second 0: dests[0] says where
+ * it goes) or two (fused_pair/9: specs are its type, shape, program and
+ * inputs specs; dests[k] says where result k goes); the new tensors are
+ * kept in out_slots, in order. */
+static bool replay_fused_run(replay_ctx *c, const ERL_NIF_TERM *specs, uint32_t second,
+                             const nxv_fused_dest *dests, const unsigned *out_slots,
+                             ERL_NIF_TERM *result) {
+  nxv_tensor *dst = dests[0].dst;
+  int64_t dst_offset = dests[0].offset;
   ErlNifEnv *env = c->env;
   ERL_NIF_TERM type_t, shape_t, prog_t, head, tail;
   nxv_dtype t;
@@ -2493,7 +2588,7 @@ static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_
       !spec_constant(env, specs[2], &prog_t) || !get_dtype(env, type_t, &t) ||
       !get_int_list(env, shape_t, shape, &rank) ||
       !enif_get_resource(env, prog_t, PROGRAM_RES, (void **)&pr) ||
-      nxv_fused_program_dtype(pr->p) != t)
+      nxv_fused_program_dtype(pr->p) != t || nxv_fused_program_second(pr->p) != second)
     return false;
   /* The inputs: {:l, specs} (a tuple of specs) or {:c, list}. */
   ERL_NIF_TERM items[NXV_FUSED_MAX_INPUTS];
@@ -2538,13 +2633,19 @@ static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_
   }
   nxv_tensor *out = NULL;
   nxv_status st;
-  if (dst) {
+  if (second) {
+    nxv_tensor *outs[NXV_FUSED_MAX_RESULTS] = {NULL, NULL};
+    st = nxv_fused_run_pair(device, pr->p, rank, shape, views, imm_mask, imm_bits, dests, outs);
+    *result = st == NXV_OK ? am_ok : raise_status(env, st, "fused");
+    for (unsigned k = 0, j = 0; st == NXV_OK && k < NXV_FUSED_MAX_RESULTS; k++)
+      if (!dests[k].dst) replay_keep(c, st, outs[k], out_slots[j++], "fused", result);
+  } else if (dst) {
     st = nxv_fused_run_into(device, pr->p, rank, shape, views, imm_mask, imm_bits, dst,
                             dst_offset);
     *result = st == NXV_OK ? am_ok : raise_status(env, st, "fused");
   } else {
     st = nxv_fused_run(device, pr->p, rank, shape, views, imm_mask, imm_bits, &out);
-    replay_keep(c, st, out, out_slot, "fused", result);
+    replay_keep(c, st, out, out_slots[0], "fused", result);
   }
   release_views(v, nin);
   return true;
@@ -2564,6 +2665,39 @@ static bool replay_fused_into(replay_ctx *c, const ERL_NIF_TERM *specs, ERL_NIF_
   return done;
 }
 
+/* fused_pair/9 (type, shape, program, second, inputs, then each
+ * result's destination source spec, {:c, nil} for a new tensor, and
+ * offset) run without its NIF, as replay_fused runs fused/4: its new
+ * tensors kept in outs (nouts of them, one per new result). */
+static bool replay_fused_pair(replay_ctx *c, const ERL_NIF_TERM *specs, const unsigned *outs,
+                              unsigned nouts, ERL_NIF_TERM *result) {
+  ErlNifEnv *env = c->env;
+  ERL_NIF_TERM second_t, term;
+  unsigned second, fresh = 0;
+  if (!spec_constant(env, specs[3], &second_t) || !enif_get_uint(env, second_t, &second) ||
+      second == 0)
+    return false;
+  nxv_fused_dest dests[NXV_FUSED_MAX_RESULTS] = {{NULL, 0}, {NULL, 0}};
+  bool ok = true;
+  for (unsigned k = 0; ok && k < NXV_FUSED_MAX_RESULTS; k++) {
+    if (spec_constant(env, specs[5 + 2 * k], &term) && enif_is_identical(term, am_nil)) {
+      fresh++;
+      continue;
+    }
+    ok = spec_constant(env, specs[6 + 2 * k], &term) && get_i64(env, term, &dests[k].offset);
+    if (ok) dests[k].dst = replay_source(c, specs[5 + 2 * k]);
+    ok = ok && dests[k].dst;
+  }
+  bool done = false;
+  if (ok && fresh == nouts) {
+    const ERL_NIF_TERM fs[4] = {specs[0], specs[1], specs[2], specs[4]};
+    done = replay_fused_run(c, fs, second, dests, outs, result);
+  }
+  for (unsigned k = 0; k < NXV_FUSED_MAX_RESULTS; k++)
+    if (dests[k].dst) nxv_tensor_release(dests[k].dst);
+  return done;
+}
+
 typedef ERL_NIF_TERM (*replay_nif)(ErlNifEnv *, int, const ERL_NIF_TERM[]);
 
 /* Runs the op without its NIF where its kind allows (fused ops of prepared
@@ -2578,6 +2712,7 @@ static bool replay_direct(replay_ctx *c, replay_nif fptr, const ERL_NIF_TERM *sp
                           const unsigned *outs, unsigned nouts, ERL_NIF_TERM *result) {
   if (fptr == nif_copy_into) return nouts == 0 && replay_copy_into(c, specs, result);
   if (fptr == nif_fused_into) return nouts == 0 && replay_fused_into(c, specs, result);
+  if (fptr == nif_fused_pair) return replay_fused_pair(c, specs, outs, nouts, result);
   if (nouts != 1) return false;
   unsigned o = outs[0];
   if (fptr == nif_fused) return replay_fused(c, specs, o, NULL, 0, result);
@@ -2905,6 +3040,8 @@ static ErlNifFunc funcs[] = {
     {"fused", 4, nif_fused, 0},
     {"fused_into", 6, nif_fused_into, 0},
     {"fused_program", 3, nif_fused_program, 0},
+    {"fused_program", 4, nif_fused_program, 0},
+    {"fused_pair", 9, nif_fused_pair, 0},
     {"unary", 5, nif_unary, 0},
     {"compare", 8, nif_compare, 0},
     {"select", 10, nif_select, 0},

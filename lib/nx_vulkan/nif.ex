@@ -194,6 +194,31 @@ defmodule Nx.Vulkan.NIF do
   def fused_program(_type, _ninputs, _program), do: nif_error()
 
   @doc """
+  `fused_program/3` for a program with a second result, register
+  `second` (an instruction's register before the last), for
+  `fused_pair/9` (`nxv_fused_program_create_pair` in `nxv.h`).
+  """
+  @spec fused_program(atom(), pos_integer(), [non_neg_integer()], pos_integer()) ::
+          reference()
+  def fused_program(_type, _ninputs, _program, _second), do: nif_error()
+
+  @doc """
+  `fused/4` of a program with a second result: besides its result (its
+  last register) it stores register `second` (an instruction's register
+  before the last) at every element, in one dispatch (`nxv_fused_pair`
+  in `nxv.h`). The result goes into `dst0` from element `offset0` on and
+  the second into `dst1` from `offset1` on, as `fused_into/6` writes its
+  destination; where a `dst` is `nil`, that result is a new tensor (its
+  offset is ignored). Two blocks of one buffer must not overlap.
+  `program` is a list of words or a prepared program of `fused_program/4`
+  with the same `second`. Returns a tuple of the new tensors, in order
+  (`{}` when both go into destinations); raises `ArgumentError`
+  otherwise, the destinations unchanged.
+  """
+  def fused_pair(_type, _shape, _program, _second, _inputs, _dst0, _offset0, _dst1, _offset1),
+    do: nif_error()
+
+  @doc """
   `out[i] = op(a[i])` over `shape`; `op` in `:copy :negate :abs :sign :sqrt
   :rsqrt :exp :log :sin :cos :tanh :sigmoid :floor :ceil :round
   :bitwise_not :square`. `:copy` with strides is a strided gather (slice,

@@ -715,6 +715,110 @@ defmodule Nx.Vulkan.NIFTest do
                  end
   end
 
+  test "fused_pair stores a second register of the program, directly and in a replay",
+       %{dev: dev} do
+    a = NIF.upload(dev, :f32, f32([1.0, -2.0, 3.0, 4.0]))
+    # r1 = a * 0.5 (a literal), r2 = r1 - a: results r2 and r1.
+    mul = 1 ||| 2 <<< 2 ||| 1 <<< 8 ||| 0 <<< 9 ||| 0x3800 <<< 16
+    sub = 1 ||| 1 <<< 2 ||| 1 <<< 9 ||| 0 <<< 16
+    inputs = [{a, 0, nil}]
+    half = [0.5, -1.0, 1.5, 2.0]
+    diff = [-0.5, 1.0, -1.5, -2.0]
+
+    assert {r, s} = NIF.fused_pair(:f32, [4], [mul, sub], 1, inputs, nil, 0, nil, 0)
+    assert to_f32(NIF.download(r, 0, 4)) == diff
+    assert to_f32(NIF.download(s, 0, 4)) == half
+    NIF.deallocate_many([r, s])
+
+    dst = NIF.upload(dev, :f32, f32(List.duplicate(7.0, 11)))
+    prepared = NIF.fused_program(:f32, 1, [mul, sub], 1)
+    assert {} = NIF.fused_pair(:f32, [2, 2], prepared, 1, inputs, dst, 6, dst, 1)
+    # dst is now [7, half.., 7, diff.., 7]; diff over its first four.
+    assert {s} = NIF.fused_pair(:f32, [4], prepared, 1, inputs, dst, 0, nil, 0)
+    assert to_f32(NIF.download(s, 0, 4)) == half
+
+    assert to_f32(NIF.download(dst, 0, 11)) ==
+             diff ++ [2.0, 7.0] ++ diff ++ [7.0]
+
+    # Refused, the destination unchanged and no tensor made.
+    before = NIF.download(dst, 0, 11)
+    other = NIF.upload(dev, :f64, <<0.0::float-64-native>>)
+    # (Handles this process dropped are freed by its collection first.)
+    :erlang.garbage_collect()
+    held = in_use(dev)
+
+    for {args, message} <- [
+          {[:f32, [4], [mul, sub], 2, inputs, nil, 0, nil, 0],
+           ~r/second result is register 2, expected one of an instruction before the last \(1 to 1\)/},
+          {[:f32, [4], [mul, sub], 0, inputs, nil, 0, nil, 0], ~r/must be a positive integer/},
+          {[:f32, [4], prepared, 2, inputs, nil, 0, nil, 0],
+           ~r/prepared program's second result is register 1, the call gives 2/},
+          {[:f32, [4], [mul, sub], 1, inputs, dst, 0, dst, 3], ~r/two results' blocks overlap/},
+          {[:f32, [4], [mul, sub], 1, inputs, dst, 8, nil, 0],
+           ~r/fused destination: view reaches elements \[8, 11\] of a tensor of 11/},
+          {[:f32, [4], [mul, sub], 1, inputs, nil, 0, dst, 9],
+           ~r/fused second destination: view reaches elements \[9, 12\] of a tensor of 11/},
+          {[:f32, [4], [mul, sub], 1, inputs, nil, 0, other, 0],
+           ~r/destination is f64, the program f32/},
+          {[:f32, [4], [mul, sub], 1, [{dst, 0, [1]}], nil, 0, dst, 4],
+           ~r/input 0 reads the second destination's buffer/},
+          {[:f32, [4], [mul, sub], 1, inputs, dst, :x, nil, 0],
+           ~r/destination 0's offset must be an integer/}
+        ] do
+      assert_raise ArgumentError, message, fn -> apply(NIF, :fused_pair, args) end
+      assert in_use(dev) == held, inspect(message)
+    end
+
+    assert NIF.download(dst, 0, 11) == before
+
+    assert_raise ArgumentError,
+                 ~r/prepared program.s second result is register 1, the call gives 0/,
+                 fn ->
+                   NIF.fused(:f32, [4], prepared, inputs)
+                 end
+
+    # In a replay, without its NIF: s0 = empty(8); s0[4..7] = (a * 0.5) - a
+    # and s1 = a * 0.5; then s0[0..3] = a * 0.5 and s2 = (a * 0.5) - a.
+    idx = fn name, arity -> NIF.replay_index(name, arity) end
+    ctx = NIF.open_device(-1, %{})
+    a = NIF.upload(ctx, :f32, f32([1.0, -2.0, 3.0, 4.0]))
+    program = NIF.fused_program(:f32, 1, [mul, sub], 1)
+    pair = idx.(:fused_pair, 9)
+    specs = [{:c, :f32}, {:c, [4]}, {:c, program}, {:c, 1}, {:l, {{:v, {:p, 0}, 0, nil}}}]
+
+    ops = {
+      {:empty, idx.(:empty, 3), {{:c, ctx}, {:c, :f32}, {:c, 8}}, {0}, {}},
+      {:fused_pair, pair, List.to_tuple(specs ++ [{:s, 0}, {:c, 4}, {:c, nil}, {:c, 0}]), {1},
+       {}},
+      {:fused_pair, pair, List.to_tuple(specs ++ [{:c, nil}, {:c, 0}, {:s, 0}, {:c, 0}]), {2}, {}}
+    }
+
+    {direct, via_nif} = NIF.replay_counts()
+    assert {s0, s1, s2} = NIF.replay({3, ops, {0, 1, 2}}, {a})
+    assert NIF.replay_counts() == {direct + 3, via_nif}
+    assert to_f32(NIF.download(s0, 0, 8)) == half ++ diff
+    assert to_f32(NIF.download(s1, 0, 4)) == half
+    assert to_f32(NIF.download(s2, 0, 4)) == diff
+
+    # A block past the end raises as the NIF does, keeping nothing.
+    NIF.deallocate_many([s0, s1, s2])
+    base = in_use(ctx)
+
+    bad =
+      put_elem(
+        ops,
+        2,
+        put_elem(elem(ops, 2), 2, List.to_tuple(specs ++ [{:c, nil}, {:c, 0}, {:s, 0}, {:c, 5}]))
+      )
+
+    assert_raise ArgumentError,
+                 ~r/fused second destination: view reaches elements \[5, 8\] of a tensor of 8/,
+                 fn -> NIF.replay({3, bad, {0}}, {a}) end
+
+    assert in_use(ctx) == base
+    NIF.deallocate(a)
+  end
+
   test "replay runs compare, select, reduce, copy_into, empty and reinterpret without their NIF" do
     ctx = NIF.open_device(-1, %{})
     idx = fn name, arity -> NIF.replay_index(name, arity) end
