@@ -302,6 +302,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
               ops
               |> Nx.Vulkan.Fusion.fuse(specs, &info_of(&1, infos, refs), device)
               |> Nx.Vulkan.Fusion.into_destinations(specs)
+              |> Nx.Vulkan.Fusion.pair_programs(&info_of(&1, infos, refs), device)
             else
               ops
             end
@@ -503,7 +504,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
         Enum.reduce(ops, {[], %{}, %{}}, fn {name, specs, out}, {depths, writer, readers} ->
           reads = Enum.flat_map(specs, &keys_of/1)
           out = Enum.map(out, &{:s, &1})
-          writes = if name in @mutating, do: keys_of(hd(specs)) ++ out, else: out
+          writes = written_keys(name, specs) ++ out
           reads = reads -- writes
           before = Enum.map(reads ++ writes, &Map.get(writer, &1, -1))
           before = before ++ Enum.map(writes, &Map.get(readers, &1, -1))
@@ -523,6 +524,11 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
       |> Enum.sort_by(fn {{_op, depth}, i} -> {depth, i} end)
       |> Enum.map(fn {{op, _depth}, _i} -> op end)
     end
+
+    # The slots an op writes into (its destinations) or deallocates.
+    defp written_keys(:fused_pair, specs), do: specs |> Enum.drop(5) |> Enum.flat_map(&keys_of/1)
+    defp written_keys(name, specs) when name in @mutating, do: keys_of(hd(specs))
+    defp written_keys(_name, _specs), do: []
 
     # The slots and arguments a spec names.
     defp keys_of({:s, _} = key), do: [key]
@@ -663,6 +669,16 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
     end
 
     defp prepare([dst, offset | specs], :fused_into), do: [dst, offset | prepare(specs, :fused)]
+
+    defp prepare(
+           [{:c, type}, shape, {:c, words}, {:c, second}, {kind, inputs} = in_spec | dests],
+           :fused_pair
+         )
+         when is_list(words) and kind in [:l, :c] and is_list(inputs) do
+      program = Nx.Vulkan.NIF.fused_program(type, length(inputs), words, second)
+      [{:c, type}, shape, {:c, program}, {:c, second}, in_spec | dests]
+    end
+
     defp prepare(specs, _name), do: specs
 
     # Nx.Vulkan.NIF.replay/2 takes the specs of a list or tuple as a tuple

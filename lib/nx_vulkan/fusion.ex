@@ -176,6 +176,231 @@ defmodule Nx.Vulkan.Fusion do
     |> Enum.flat_map(fn {op, i} -> Map.get(edits, i, [op]) end)
   end
 
+  @doc """
+  Pairs fused programs of `ops` (as `into_destinations/2` returns them)
+  into programs of two results (`Nx.Vulkan.NIF.fused_pair/9`): two
+  programs of one type and shape whose instructions, shared ones counted
+  once (the same op on the same inputs is one instruction of the merged
+  program), fit one program run as one dispatch, where each wrote a new
+  tensor or a block of a destination, and the pair writes both. Such
+  pairs are the words of a counter-based generator (threefry's two words
+  after the same rounds), which single-result programs each compute in
+  full. The pair takes the earlier program's place, and only where the
+  later one can run there: every slot it reads is made before that
+  place, nothing between writes a slot it reads or meets its block, and
+  no input of the pair reads either destination. `info` and `device` are
+  `fuse/4`'s: a pair the device does not run (tried once on scratch
+  inputs) stays two programs.
+  """
+  def pair_programs(ops, info, device) do
+    ops = List.to_tuple(ops)
+    n = tuple_size(ops)
+    producer = for i <- 0..(n - 1)//1, slot <- elem(elem(ops, i), 2), into: %{}, do: {slot, i}
+
+    {ops, gone} =
+      Enum.reduce(0..(n - 1)//1, {ops, MapSet.new()}, fn i, {ops, gone} ->
+        with false <- MapSet.member?(gone, i),
+             %{} = a <- program_of(elem(ops, i)),
+             {j, op} <- partner(ops, i, a, gone, producer, info, device) do
+          {put_elem(ops, i, op), MapSet.put(gone, j)}
+        else
+          _ -> {ops, gone}
+        end
+      end)
+
+    for {op, i} <- Enum.with_index(Tuple.to_list(ops)), i not in gone, do: op
+  end
+
+  # The parts of a fused op of one result: %{type, shape, words, inputs
+  # (input specs), dst (slot or nil), off, out (result slots)}, else nil.
+  defp program_of({:fused, [{:c, type}, {:c, shape}, {:c, words}, {:l, inputs}], out})
+       when is_list(words) and is_list(shape),
+       do: %{type: type, shape: shape, words: words, inputs: inputs, dst: nil, off: 0, out: out}
+
+  defp program_of(
+         {:fused_into, [{:s, dst}, {:c, off}, {:c, type}, {:c, shape}, {:c, words}, {:l, inputs}],
+          []}
+       )
+       when is_list(words) and is_list(shape) and is_integer(off),
+       do: %{type: type, shape: shape, words: words, inputs: inputs, dst: dst, off: off, out: []}
+
+  defp program_of(_op), do: nil
+
+  # The first program after op i (program a) that pairs with it: {its
+  # index, the pair op}, else nil.
+  defp partner(ops, i, a, gone, producer, info, device) do
+    Enum.find_value((i + 1)..(tuple_size(ops) - 1)//1, fn j ->
+      with false <- MapSet.member?(gone, j),
+           %{type: type, shape: shape} = b <- program_of(elem(ops, j)),
+           true <- type == a.type and shape == a.shape,
+           true <- movable?(ops, i, j, b, gone, producer),
+           {inputs, words, ra, rb} <- merge_programs(a, b),
+           slots = Enum.flat_map(inputs, &slots_in/1),
+           true <- a.dst not in slots and b.dst not in slots,
+           true <- blocks_apart?(a, b),
+           {first, second, reg} = if(rb > ra, do: {b, a, ra}, else: {a, b, rb}),
+           op =
+             {:fused_pair,
+              [{:c, type}, {:c, shape}, {:c, words}, {:c, reg}, {:l, inputs}] ++
+                dest_specs(first) ++ dest_specs(second), first.out ++ second.out},
+           true <- pair_runs?(op, info, device) do
+        {j, op}
+      else
+        _ -> nil
+      end
+    end)
+  end
+
+  defp dest_specs(%{dst: nil}), do: [{:c, nil}, {:c, 0}]
+  defp dest_specs(%{dst: dst, off: off}), do: [{:s, dst}, {:c, off}]
+
+  # Two blocks of one destination do not overlap.
+  defp blocks_apart?(%{dst: d, off: o1, shape: shape}, %{dst: d, off: o2}) when d != nil do
+    count = Enum.product(shape)
+    count == 0 or apart?({o1, o1 + count}, {o2, o2 + count})
+  end
+
+  defp blocks_apart?(_a, _b), do: true
+
+  # Whether program b (op j) computes the same at op i's place: each slot
+  # it reads, and its destination, is made before op i, and no op left
+  # between them writes, frees or reads such a slot, but for writes of
+  # other blocks of b's destination (which the block then meets no more
+  # than it did).
+  defp movable?(ops, i, j, b, gone, producer) do
+    reads = Enum.flat_map(b.inputs, &slots_in/1)
+    count = Enum.product(b.shape)
+    range = {b.off, b.off + count}
+    made_before = fn slot -> Map.get(producer, slot, -1) < i end
+
+    Enum.all?(reads, made_before) and (b.dst == nil or made_before.(b.dst)) and
+      Enum.all?((i + 1)..(j - 1)//1, fn k ->
+        MapSet.member?(gone, k) or leaves_alone?(elem(ops, k), reads, b.dst, range)
+      end)
+  end
+
+  # Whether op neither writes nor frees a slot of reads, and touches slot
+  # dst (nil: none) only by writing elements outside range.
+  defp leaves_alone?({name, specs, _out} = op, reads, dst, range) do
+    written =
+      case {name, specs} do
+        {name, [{:s, slot} | _]} when name in [:copy_into, :fused_into, :deallocate] -> [slot]
+        {:deallocate_many, specs} -> Enum.flat_map(specs, &slots_in/1)
+        {:fused_pair, specs} -> specs |> Enum.drop(5) |> Enum.flat_map(&slots_in/1)
+        _ -> []
+      end
+
+    not Enum.any?(written, &(&1 in reads)) and (dst == nil or dst_untouched?(op, dst, range))
+  end
+
+  defp dst_untouched?({:fused_into, [{:s, dst}, {:c, off}, _, {:c, shape} | rest], []}, dst, r)
+       when is_integer(off) and is_list(shape),
+       do:
+         apart?({off, off + Enum.product(shape)}, r) and
+           dst not in Enum.flat_map(rest, &slots_in/1)
+
+  defp dst_untouched?({:copy_into, _, _} = op, dst, range), do: other_block?(op, dst, range)
+
+  defp dst_untouched?({_name, specs, out}, dst, _range),
+    do: dst not in out and dst not in Enum.flat_map(specs, &slots_in/1)
+
+  # The program of two results that runs programs a and b: {inputs,
+  # words, a's result register, b's}, each instruction of both once (the
+  # same word over the same registers computes the same), or nil past a
+  # program's limits, when both results are one register or when neither
+  # is the last one (the program's result; the other is the second).
+  defp merge_programs(a, b) do
+    inputs = Enum.uniq(a.inputs ++ b.inputs)
+    nin = length(inputs)
+    index = inputs |> Enum.with_index() |> Map.new()
+
+    {acc, ra} = translate(a, index, {%{}, []}, nin)
+    {{_, words}, rb} = translate(b, index, acc, nin)
+    words = Enum.reverse(words)
+    last = nin + length(words) - 1
+
+    if nin <= @max_inputs and length(words) <= @max_instrs and ra != rb and
+         last in [ra, rb],
+       do: {inputs, words, ra, rb}
+  end
+
+  # Adds program p's instructions to {seen (word => register), words
+  # (reversed)}, its registers renamed (inputs by index, instructions by
+  # seen); returns the new accumulator and p's result register.
+  defp translate(p, index, acc, nin) do
+    nin_p = length(p.inputs)
+    map = p.inputs |> Enum.with_index() |> Map.new(fn {spec, k} -> {k, index[spec]} end)
+
+    {acc, map} =
+      p.words
+      |> Enum.with_index(nin_p)
+      |> Enum.reduce({acc, map}, fn {w, reg}, {{seen, words}, map} ->
+        w = rename(w, map)
+
+        case seen do
+          %{^w => r} ->
+            {{seen, words}, Map.put(map, reg, r)}
+
+          _ ->
+            r = nin + map_size(seen)
+            {{Map.put(seen, w, r), [w | words]}, Map.put(map, reg, r)}
+        end
+      end)
+
+    {acc, map[nin_p + length(p.words) - 1]}
+  end
+
+  # An instruction word with its operand registers renamed by map (the
+  # fields it uses: a unary op's a, a binary op's or comparison's a and b
+  # (a alone with a literal), a select's a, b and c).
+  defp rename(w, map) do
+    cls = w &&& 3
+    lit = (w >>> 8 &&& 1) == 1
+    field = fn shift -> map[w >>> shift &&& 127] <<< shift end
+    keep = w &&& 0x1FF
+    a = field.(9)
+
+    cond do
+      cls == 0 -> keep ||| a
+      lit -> keep ||| a ||| (w &&& 0xFFFF0000)
+      cls == 3 -> keep ||| a ||| field.(16) ||| field.(23)
+      true -> keep ||| a ||| field.(16)
+    end
+  end
+
+  # Runs a pair op once on scratch inputs (runs?/6): false when the device
+  # rejects its program.
+  defp pair_runs?(
+         {:fused_pair, [{:c, type}, {:c, shape}, {:c, words}, {:c, reg}, {:l, inputs} | _], _},
+         info,
+         device
+       ) do
+    index = device || Nx.Vulkan.default_device_index()
+    dev = Nx.Vulkan.device(index)
+
+    scratch =
+      Enum.map(inputs, fn
+        {:c, bytes} when is_binary(bytes) ->
+          bytes
+
+        {:t, [spec, {:c, off}, {:c, strides}]} ->
+          {^type, count} = info.(spec)
+          {Nx.Vulkan.NIF.empty(dev, type, count), off, strides}
+      end)
+
+    try do
+      outs = Nx.Vulkan.NIF.fused_pair(type, shape, words, reg, scratch, nil, 0, nil, 0)
+      Nx.Vulkan.NIF.deallocate_many(Tuple.to_list(outs))
+      true
+    rescue
+      _ in [ArgumentError, Nx.Vulkan.Error] -> false
+    after
+      for {ref, _, _} <- scratch, do: Nx.Vulkan.NIF.deallocate(ref)
+    end
+  rescue
+    _ in [MatchError, ArgumentError, Nx.Vulkan.Error] -> false
+  end
+
   # {index of the program, index of the destination's empty, the
   # program's fused_into op} where op c is a copy that into_destinations/2
   # folds into the program it copies, else nil.

@@ -374,17 +374,18 @@ if Code.ensure_loaded?(Nx) do
       x = uniform(51, {6, 7})
       y = uniform(52, {6, 7})
 
-      # A product read by two trees: two fused ops; then a fused op, the
-      # product (for the sum) and the sum. A group of three cheap ops: two
-      # fused ops; then two fused ops (one of them the group alone, for the
-      # sum) and the sum. A group with an exponential: itself and the two
-      # trees.
+      # A product read by two trees: two fused programs, run as one
+      # program of two results; then a fused op, the product (for the
+      # sum) and the sum. A group of three cheap ops: two programs, one
+      # pair; then two programs (one of them the group alone, for the sum),
+      # one pair, and the sum. A group with an exponential: itself, and the
+      # two trees as one pair.
       for {fun, want_ops} <- [
-            {&shared_product/2, 2},
+            {&shared_product/2, 1},
             {&shared_and_reduced/2, 3},
-            {&shared_group/2, 2},
-            {&shared_group_and_reduced/2, 3},
-            {&costly_shared_group/2, 3}
+            {&shared_group/2, 1},
+            {&shared_group_and_reduced/2, 2},
+            {&costly_shared_group/2, 2}
           ] do
         expected = evaluator(fun, [x, y])
         assert bits(fun.(x, y)) == bits(expected)
@@ -805,9 +806,24 @@ if Code.ensure_loaded?(Nx) do
     end
 
     test "programs write their blocks of concatenations and stacks in place" do
+      # The plan's ops by name, and the blocks its programs write in place
+      # (a fused_into op's one, a fused_pair op's destinations).
       plan_ops = fn ->
         [{ops, _, _, _}] = for {{Compiler, :plan, _, _}, plan} <- :persistent_term.get(), do: plan
-        Enum.frequencies_by(ops, &elem(&1, 0))
+
+        in_place =
+          Enum.map(ops, fn
+            {:fused_into, _, _, _} ->
+              1
+
+            {:fused_pair, specs, _, _} ->
+              specs |> Enum.drop(5) |> Enum.count(&match?({:s, _}, &1))
+
+            _ ->
+              0
+          end)
+
+        {Enum.frequencies_by(ops, &elem(&1, 0)), Enum.sum(in_place)}
       end
 
       for type <- [:f32, :f16, :s32, :u64] do
@@ -829,10 +845,9 @@ if Code.ensure_loaded?(Nx) do
           # Each replay writes a destination of its own.
           assert bits(second) == bits(expected), "#{type} #{inspect(fun)} replay"
           assert bits(third) == bits(expected), "#{type} #{inspect(fun)} replay"
-          counts = plan_ops.()
+          {counts, in_place} = plan_ops.()
 
-          assert Map.get(counts, :fused_into, 0) == into and
-                   Map.get(counts, :copy_into, 0) == copies,
+          assert in_place == into and Map.get(counts, :copy_into, 0) == copies,
                  "#{type} #{inspect(fun)}: #{inspect(counts)}"
         end
       end
@@ -887,6 +902,99 @@ if Code.ensure_loaded?(Nx) do
 
       # It writes 2..5, which the block's copy overwrites after it: kept.
       assert Nx.Vulkan.Fusion.into_destinations(ops.(2), [{:s, 0}]) == ops.(2)
+    end
+
+    test "programs pair only where the later one computes the same at the earlier's place" do
+      dense = [{:c, 0}, {:c, nil}]
+      input = fn spec -> {:t, [spec | dense]} end
+      neg = Bitwise.bsl(1, 2)
+      # r1 = -x, r2 = r1 * y: the second program's first word is the first's.
+      mul =
+        Bitwise.bor(1, Bitwise.bsl(2, 2))
+        |> Bitwise.bor(Bitwise.bsl(2, 9))
+        |> Bitwise.bor(Bitwise.bsl(1, 16))
+
+      info = fn _spec -> {:f32, 4} end
+      first = {:fused, [{:c, :f32}, {:c, [4]}, {:c, [neg]}, {:l, [input.({:p, 0})]}], [1]}
+
+      second = fn y ->
+        {:fused, [{:c, :f32}, {:c, [4]}, {:c, [neg, mul]}, {:l, [input.({:p, 0}), input.(y)]}],
+         [3]}
+      end
+
+      # Both read parameters: one program, -x its second result.
+      assert [
+               {:fused_pair,
+                [
+                  {:c, :f32},
+                  {:c, [4]},
+                  {:c, [^neg, ^mul]},
+                  {:c, 2},
+                  {:l, [_, _]},
+                  {:c, nil},
+                  {:c, 0},
+                  {:c, nil},
+                  {:c, 0}
+                ], [3, 1]},
+               {:unary, _, [2]}
+             ] =
+               Nx.Vulkan.Fusion.pair_programs(
+                 [
+                   first,
+                   {:unary, [{:c, :abs}, {:c, [4]}, {:p, 1}] ++ dense, [2]},
+                   second.({:p, 1})
+                 ],
+                 info,
+                 nil
+               )
+
+      # The second reads a slot made between them: left as it is.
+      ops = [first, {:unary, [{:c, :abs}, {:c, [4]}, {:p, 1}] ++ dense, [2]}, second.({:s, 2})]
+      assert Nx.Vulkan.Fusion.pair_programs(ops, info, nil) == ops
+
+      # ... or one that an op between writes into.
+      ops = [
+        {:empty, [{:c, :dev}, {:c, :f32}, {:c, 4}], [2]},
+        first,
+        {:copy_into, [{:s, 2}, {:c, 0}, {:c, [1]}, {:c, [4]}, {:p, 1}] ++ dense, []},
+        second.({:s, 2})
+      ]
+
+      assert Nx.Vulkan.Fusion.pair_programs(ops, info, nil) == ops
+
+      # Blocks of one destination: paired where the writes between meet
+      # neither block, not where one meets the later program's.
+      into = fn off, words, inputs ->
+        {:fused_into, [{:s, 0}, {:c, off}, {:c, :f32}, {:c, [4]}, {:c, words}, {:l, inputs}], []}
+      end
+
+      blocks = fn other ->
+        [
+          {:empty, [{:c, :dev}, {:c, :f32}, {:c, 12}], [0]},
+          into.(0, [neg], [input.({:p, 0})]),
+          {:copy_into, [{:s, 0}, {:c, other}, {:c, [1]}, {:c, [4]}, {:p, 1}] ++ dense, []},
+          into.(4, [neg, mul], [input.({:p, 0}), input.({:p, 1})])
+        ]
+      end
+
+      assert [
+               {:empty, _, [0]},
+               {:fused_pair, [_, _, _, {:c, 2}, _, {:s, 0}, {:c, 4}, {:s, 0}, {:c, 0}], []},
+               {:copy_into, [{:s, 0}, {:c, 8} | _], []}
+             ] = Nx.Vulkan.Fusion.pair_programs(blocks.(8), info, nil)
+
+      assert Nx.Vulkan.Fusion.pair_programs(blocks.(6), info, nil) == blocks.(6)
+
+      # The later program reads the earlier one's destination (the block
+      # it writes among others): no pair.
+      ops = [
+        {:empty, [{:c, :dev}, {:c, :f32}, {:c, 4}], [0]},
+        into.(0, [neg], [input.({:p, 0})]),
+        {:fused,
+         [{:c, :f32}, {:c, [4]}, {:c, [neg, mul]}, {:l, [input.({:p, 0}), input.({:s, 0})]}], [5]}
+      ]
+
+      assert Nx.Vulkan.Fusion.pair_programs(ops, info, nil) == ops
     end
 
     test "constant folding leaves what the plan writes into or deallocates a slot" do
@@ -1031,13 +1139,13 @@ if Code.ensure_loaded?(Nx) do
       x = uniform(14, {2, 3})
       twice = Nx.Defn.jit(&with_constants/1)
 
-      # Planned: the replay fuses each elementwise tree into one op, or,
-      # with only constants (the plan is keyed on their values), computed
-      # once when planning.
+      # Planned: the replay fuses the two elementwise trees into one
+      # program of two results, or, with only constants (the plan is keyed
+      # on their values), computes them once when planning.
       for {a, b, want_ops} <- [
             {Nx.tensor(2.0), Nx.tensor(3.0), 0},
-            {x, Nx.tensor(0.5), 2},
-            {Nx.tensor(-1.5), x, 2}
+            {x, Nx.tensor(0.5), 1},
+            {Nx.tensor(-1.5), x, 1}
           ] do
         expected = evaluator(&shared_product/2, [a, b])
         assert bits(shared_product(a, b)) == bits(expected)
