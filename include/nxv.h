@@ -759,7 +759,7 @@ nxv_status nxv_select(nxv_device *device, uint32_t rank, const int64_t *shape,
  * double under the same rule), so a program's result is bitwise the
  * result of its ops run one by one. */
 #define NXV_FUSED_MAX_INPUTS 12
-#define NXV_FUSED_MAX_INSTRS 64
+#define NXV_FUSED_MAX_INSTRS 112
 typedef enum nxv_fused_class {
   NXV_FUSED_UNARY = 0,
   NXV_FUSED_BINARY = 1,

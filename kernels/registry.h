@@ -54,7 +54,7 @@
 /* Pipelines specialized by a program (nxv_registry_program): at most this
  * many per registry, of at most NXV_REGISTRY_PROGRAM_WORDS words each. */
 #define NXV_REGISTRY_PROGRAMS 1024
-#define NXV_REGISTRY_PROGRAM_WORDS 69
+#define NXV_REGISTRY_PROGRAM_WORDS 117
 
 /* coopmat.comp's tile of C per workgroup and its threads (CM_BM, CM_BN,
  * 32 CM_WGM CM_WGN there). */

@@ -21,7 +21,7 @@
 //   6 STRIDED (bit k: input k is read through strides in the arena),
 //   7 IMM (bit k: input k is an immediate, its bits of T in the low bits
 //     of pc.in_[k] instead of an address),
-//   8 .. 71 the instruction words P0 .. P63 (nxv_fused in nxv.h), each
+//   8 .. 119 the instruction words P0 .. P111 (nxv_fused in nxv.h), each
 //     bits 0-1 class (0 unary, 1 binary, 2 compare, 3 select),
 //     bits 2-7 op (nxv_unary_op, nxv_binary_op, nxv_compare_op),
 //     bit 8 LIT: operand b is the literal in bits 16-31 (lit_value),
@@ -46,7 +46,7 @@
 #include "binary_ops.glsl"
 
 #define MAX_IN 12
-#define MAX_INS 64
+#define MAX_INS 112
 #define MAX_INS_INTERP 16
 
 layout(constant_id = 3) const uint NIN = 1;
@@ -120,6 +120,54 @@ layout(constant_id = 68) const uint P60 = 0;
 layout(constant_id = 69) const uint P61 = 0;
 layout(constant_id = 70) const uint P62 = 0;
 layout(constant_id = 71) const uint P63 = 0;
+layout(constant_id = 72) const uint P64 = 0;
+layout(constant_id = 73) const uint P65 = 0;
+layout(constant_id = 74) const uint P66 = 0;
+layout(constant_id = 75) const uint P67 = 0;
+layout(constant_id = 76) const uint P68 = 0;
+layout(constant_id = 77) const uint P69 = 0;
+layout(constant_id = 78) const uint P70 = 0;
+layout(constant_id = 79) const uint P71 = 0;
+layout(constant_id = 80) const uint P72 = 0;
+layout(constant_id = 81) const uint P73 = 0;
+layout(constant_id = 82) const uint P74 = 0;
+layout(constant_id = 83) const uint P75 = 0;
+layout(constant_id = 84) const uint P76 = 0;
+layout(constant_id = 85) const uint P77 = 0;
+layout(constant_id = 86) const uint P78 = 0;
+layout(constant_id = 87) const uint P79 = 0;
+layout(constant_id = 88) const uint P80 = 0;
+layout(constant_id = 89) const uint P81 = 0;
+layout(constant_id = 90) const uint P82 = 0;
+layout(constant_id = 91) const uint P83 = 0;
+layout(constant_id = 92) const uint P84 = 0;
+layout(constant_id = 93) const uint P85 = 0;
+layout(constant_id = 94) const uint P86 = 0;
+layout(constant_id = 95) const uint P87 = 0;
+layout(constant_id = 96) const uint P88 = 0;
+layout(constant_id = 97) const uint P89 = 0;
+layout(constant_id = 98) const uint P90 = 0;
+layout(constant_id = 99) const uint P91 = 0;
+layout(constant_id = 100) const uint P92 = 0;
+layout(constant_id = 101) const uint P93 = 0;
+layout(constant_id = 102) const uint P94 = 0;
+layout(constant_id = 103) const uint P95 = 0;
+layout(constant_id = 104) const uint P96 = 0;
+layout(constant_id = 105) const uint P97 = 0;
+layout(constant_id = 106) const uint P98 = 0;
+layout(constant_id = 107) const uint P99 = 0;
+layout(constant_id = 108) const uint P100 = 0;
+layout(constant_id = 109) const uint P101 = 0;
+layout(constant_id = 110) const uint P102 = 0;
+layout(constant_id = 111) const uint P103 = 0;
+layout(constant_id = 112) const uint P104 = 0;
+layout(constant_id = 113) const uint P105 = 0;
+layout(constant_id = 114) const uint P106 = 0;
+layout(constant_id = 115) const uint P107 = 0;
+layout(constant_id = 116) const uint P108 = 0;
+layout(constant_id = 117) const uint P109 = 0;
+layout(constant_id = 118) const uint P110 = 0;
+layout(constant_id = 119) const uint P111 = 0;
 
 layout(buffer_reference, std430, buffer_reference_align = T_ALIGN) buffer BufT { T v[]; };
 
@@ -533,6 +581,246 @@ TC lit_value(uint l) {
 #define SLOT_BIN bin63
 #define SLOT_CMP cmp63
 #include "fused_slot.glsl"
+#define SLOT_W P64
+#define SLOT_UN un64
+#define SLOT_BIN bin64
+#define SLOT_CMP cmp64
+#include "fused_slot.glsl"
+#define SLOT_W P65
+#define SLOT_UN un65
+#define SLOT_BIN bin65
+#define SLOT_CMP cmp65
+#include "fused_slot.glsl"
+#define SLOT_W P66
+#define SLOT_UN un66
+#define SLOT_BIN bin66
+#define SLOT_CMP cmp66
+#include "fused_slot.glsl"
+#define SLOT_W P67
+#define SLOT_UN un67
+#define SLOT_BIN bin67
+#define SLOT_CMP cmp67
+#include "fused_slot.glsl"
+#define SLOT_W P68
+#define SLOT_UN un68
+#define SLOT_BIN bin68
+#define SLOT_CMP cmp68
+#include "fused_slot.glsl"
+#define SLOT_W P69
+#define SLOT_UN un69
+#define SLOT_BIN bin69
+#define SLOT_CMP cmp69
+#include "fused_slot.glsl"
+#define SLOT_W P70
+#define SLOT_UN un70
+#define SLOT_BIN bin70
+#define SLOT_CMP cmp70
+#include "fused_slot.glsl"
+#define SLOT_W P71
+#define SLOT_UN un71
+#define SLOT_BIN bin71
+#define SLOT_CMP cmp71
+#include "fused_slot.glsl"
+#define SLOT_W P72
+#define SLOT_UN un72
+#define SLOT_BIN bin72
+#define SLOT_CMP cmp72
+#include "fused_slot.glsl"
+#define SLOT_W P73
+#define SLOT_UN un73
+#define SLOT_BIN bin73
+#define SLOT_CMP cmp73
+#include "fused_slot.glsl"
+#define SLOT_W P74
+#define SLOT_UN un74
+#define SLOT_BIN bin74
+#define SLOT_CMP cmp74
+#include "fused_slot.glsl"
+#define SLOT_W P75
+#define SLOT_UN un75
+#define SLOT_BIN bin75
+#define SLOT_CMP cmp75
+#include "fused_slot.glsl"
+#define SLOT_W P76
+#define SLOT_UN un76
+#define SLOT_BIN bin76
+#define SLOT_CMP cmp76
+#include "fused_slot.glsl"
+#define SLOT_W P77
+#define SLOT_UN un77
+#define SLOT_BIN bin77
+#define SLOT_CMP cmp77
+#include "fused_slot.glsl"
+#define SLOT_W P78
+#define SLOT_UN un78
+#define SLOT_BIN bin78
+#define SLOT_CMP cmp78
+#include "fused_slot.glsl"
+#define SLOT_W P79
+#define SLOT_UN un79
+#define SLOT_BIN bin79
+#define SLOT_CMP cmp79
+#include "fused_slot.glsl"
+#define SLOT_W P80
+#define SLOT_UN un80
+#define SLOT_BIN bin80
+#define SLOT_CMP cmp80
+#include "fused_slot.glsl"
+#define SLOT_W P81
+#define SLOT_UN un81
+#define SLOT_BIN bin81
+#define SLOT_CMP cmp81
+#include "fused_slot.glsl"
+#define SLOT_W P82
+#define SLOT_UN un82
+#define SLOT_BIN bin82
+#define SLOT_CMP cmp82
+#include "fused_slot.glsl"
+#define SLOT_W P83
+#define SLOT_UN un83
+#define SLOT_BIN bin83
+#define SLOT_CMP cmp83
+#include "fused_slot.glsl"
+#define SLOT_W P84
+#define SLOT_UN un84
+#define SLOT_BIN bin84
+#define SLOT_CMP cmp84
+#include "fused_slot.glsl"
+#define SLOT_W P85
+#define SLOT_UN un85
+#define SLOT_BIN bin85
+#define SLOT_CMP cmp85
+#include "fused_slot.glsl"
+#define SLOT_W P86
+#define SLOT_UN un86
+#define SLOT_BIN bin86
+#define SLOT_CMP cmp86
+#include "fused_slot.glsl"
+#define SLOT_W P87
+#define SLOT_UN un87
+#define SLOT_BIN bin87
+#define SLOT_CMP cmp87
+#include "fused_slot.glsl"
+#define SLOT_W P88
+#define SLOT_UN un88
+#define SLOT_BIN bin88
+#define SLOT_CMP cmp88
+#include "fused_slot.glsl"
+#define SLOT_W P89
+#define SLOT_UN un89
+#define SLOT_BIN bin89
+#define SLOT_CMP cmp89
+#include "fused_slot.glsl"
+#define SLOT_W P90
+#define SLOT_UN un90
+#define SLOT_BIN bin90
+#define SLOT_CMP cmp90
+#include "fused_slot.glsl"
+#define SLOT_W P91
+#define SLOT_UN un91
+#define SLOT_BIN bin91
+#define SLOT_CMP cmp91
+#include "fused_slot.glsl"
+#define SLOT_W P92
+#define SLOT_UN un92
+#define SLOT_BIN bin92
+#define SLOT_CMP cmp92
+#include "fused_slot.glsl"
+#define SLOT_W P93
+#define SLOT_UN un93
+#define SLOT_BIN bin93
+#define SLOT_CMP cmp93
+#include "fused_slot.glsl"
+#define SLOT_W P94
+#define SLOT_UN un94
+#define SLOT_BIN bin94
+#define SLOT_CMP cmp94
+#include "fused_slot.glsl"
+#define SLOT_W P95
+#define SLOT_UN un95
+#define SLOT_BIN bin95
+#define SLOT_CMP cmp95
+#include "fused_slot.glsl"
+#define SLOT_W P96
+#define SLOT_UN un96
+#define SLOT_BIN bin96
+#define SLOT_CMP cmp96
+#include "fused_slot.glsl"
+#define SLOT_W P97
+#define SLOT_UN un97
+#define SLOT_BIN bin97
+#define SLOT_CMP cmp97
+#include "fused_slot.glsl"
+#define SLOT_W P98
+#define SLOT_UN un98
+#define SLOT_BIN bin98
+#define SLOT_CMP cmp98
+#include "fused_slot.glsl"
+#define SLOT_W P99
+#define SLOT_UN un99
+#define SLOT_BIN bin99
+#define SLOT_CMP cmp99
+#include "fused_slot.glsl"
+#define SLOT_W P100
+#define SLOT_UN un100
+#define SLOT_BIN bin100
+#define SLOT_CMP cmp100
+#include "fused_slot.glsl"
+#define SLOT_W P101
+#define SLOT_UN un101
+#define SLOT_BIN bin101
+#define SLOT_CMP cmp101
+#include "fused_slot.glsl"
+#define SLOT_W P102
+#define SLOT_UN un102
+#define SLOT_BIN bin102
+#define SLOT_CMP cmp102
+#include "fused_slot.glsl"
+#define SLOT_W P103
+#define SLOT_UN un103
+#define SLOT_BIN bin103
+#define SLOT_CMP cmp103
+#include "fused_slot.glsl"
+#define SLOT_W P104
+#define SLOT_UN un104
+#define SLOT_BIN bin104
+#define SLOT_CMP cmp104
+#include "fused_slot.glsl"
+#define SLOT_W P105
+#define SLOT_UN un105
+#define SLOT_BIN bin105
+#define SLOT_CMP cmp105
+#include "fused_slot.glsl"
+#define SLOT_W P106
+#define SLOT_UN un106
+#define SLOT_BIN bin106
+#define SLOT_CMP cmp106
+#include "fused_slot.glsl"
+#define SLOT_W P107
+#define SLOT_UN un107
+#define SLOT_BIN bin107
+#define SLOT_CMP cmp107
+#include "fused_slot.glsl"
+#define SLOT_W P108
+#define SLOT_UN un108
+#define SLOT_BIN bin108
+#define SLOT_CMP cmp108
+#include "fused_slot.glsl"
+#define SLOT_W P109
+#define SLOT_UN un109
+#define SLOT_BIN bin109
+#define SLOT_CMP cmp109
+#include "fused_slot.glsl"
+#define SLOT_W P110
+#define SLOT_UN un110
+#define SLOT_BIN bin110
+#define SLOT_CMP cmp110
+#include "fused_slot.glsl"
+#define SLOT_W P111
+#define SLOT_UN un111
+#define SLOT_BIN bin111
+#define SLOT_CMP cmp111
+#include "fused_slot.glsl"
 
 shared uint s_args[NXV_MAX_RANK + MAX_IN * (NXV_MAX_RANK + 1)];
 
@@ -633,6 +921,54 @@ void main() {
     STEP(61, P61, un61, bin61, cmp61)
     STEP(62, P62, un62, bin62, cmp62)
     STEP(63, P63, un63, bin63, cmp63)
+    STEP(64, P64, un64, bin64, cmp64)
+    STEP(65, P65, un65, bin65, cmp65)
+    STEP(66, P66, un66, bin66, cmp66)
+    STEP(67, P67, un67, bin67, cmp67)
+    STEP(68, P68, un68, bin68, cmp68)
+    STEP(69, P69, un69, bin69, cmp69)
+    STEP(70, P70, un70, bin70, cmp70)
+    STEP(71, P71, un71, bin71, cmp71)
+    STEP(72, P72, un72, bin72, cmp72)
+    STEP(73, P73, un73, bin73, cmp73)
+    STEP(74, P74, un74, bin74, cmp74)
+    STEP(75, P75, un75, bin75, cmp75)
+    STEP(76, P76, un76, bin76, cmp76)
+    STEP(77, P77, un77, bin77, cmp77)
+    STEP(78, P78, un78, bin78, cmp78)
+    STEP(79, P79, un79, bin79, cmp79)
+    STEP(80, P80, un80, bin80, cmp80)
+    STEP(81, P81, un81, bin81, cmp81)
+    STEP(82, P82, un82, bin82, cmp82)
+    STEP(83, P83, un83, bin83, cmp83)
+    STEP(84, P84, un84, bin84, cmp84)
+    STEP(85, P85, un85, bin85, cmp85)
+    STEP(86, P86, un86, bin86, cmp86)
+    STEP(87, P87, un87, bin87, cmp87)
+    STEP(88, P88, un88, bin88, cmp88)
+    STEP(89, P89, un89, bin89, cmp89)
+    STEP(90, P90, un90, bin90, cmp90)
+    STEP(91, P91, un91, bin91, cmp91)
+    STEP(92, P92, un92, bin92, cmp92)
+    STEP(93, P93, un93, bin93, cmp93)
+    STEP(94, P94, un94, bin94, cmp94)
+    STEP(95, P95, un95, bin95, cmp95)
+    STEP(96, P96, un96, bin96, cmp96)
+    STEP(97, P97, un97, bin97, cmp97)
+    STEP(98, P98, un98, bin98, cmp98)
+    STEP(99, P99, un99, bin99, cmp99)
+    STEP(100, P100, un100, bin100, cmp100)
+    STEP(101, P101, un101, bin101, cmp101)
+    STEP(102, P102, un102, bin102, cmp102)
+    STEP(103, P103, un103, bin103, cmp103)
+    STEP(104, P104, un104, bin104, cmp104)
+    STEP(105, P105, un105, bin105, cmp105)
+    STEP(106, P106, un106, bin106, cmp106)
+    STEP(107, P107, un107, bin107, cmp107)
+    STEP(108, P108, un108, bin108, cmp108)
+    STEP(109, P109, un109, bin109, cmp109)
+    STEP(110, P110, un110, bin110, cmp110)
+    STEP(111, P111, un111, bin111, cmp111)
     pc.c.v[i] = T_ST(r[NIN + NINS - 1u]);
     if (OUT2 != 0u) pc.c2.v[i] = T_ST(r[OUT2 - 1u]);
   }

@@ -5,7 +5,9 @@ defmodule Nx.Vulkan.Fusion do
   # A plan op is {name, arg_specs, result_slots} (see the compiler). Ops
   # of the same output shape and type (a float type, or s32, s64, u32 or
   # u64), each read densely by the next, become one `Nx.Vulkan.NIF.fused/4`
-  # call (a program of at most 64 ops over at most 12 inputs): unary and
+  # call (a program of at most 64 ops over at most 12 inputs; two such
+  # programs may run as one of two results, up to 112 instructions,
+  # pair_programs/3): unary and
   # binary ops (of integers, those that keep the type), comparisons read
   # as a select's predicate, and selects. A transpose whose only use
   # is a dense read by a fused op is folded into that read (strides). A
@@ -39,7 +41,14 @@ defmodule Nx.Vulkan.Fusion do
   @float_types [:f16, :bf16, :f32, :f64]
   @int_types [:s32, :s64, :u32, :u64]
   @max_inputs 12
-  @max_instrs 64
+  # A program runs at most 112 instructions (NXV_FUSED_MAX_INSTRS), but
+  # groups grow to 64: chains read several times, such as threefry's
+  # rounds, each recompute their shared history, and larger groups
+  # recompute more of it without cutting such a chain into fewer
+  # programs. Pairs (pair_programs/3) merge groups up to the kernel's
+  # limit.
+  @max_group_instrs 64
+  @max_instrs 112
 
   # Op numbers of nxv.h (nxv_binary_op, nxv_unary_op, nxv_compare_op); the
   # float ops of each family that fused programs run.
@@ -233,7 +242,7 @@ defmodule Nx.Vulkan.Fusion do
       with false <- MapSet.member?(gone, j),
            %{type: type, shape: shape} = b <- program_of(elem(ops, j)),
            true <- type == a.type and shape == a.shape,
-           true <- movable?(ops, i, j, b, gone, producer),
+           true <- movable?(ops, i, j, b, a.out, gone, producer),
            {inputs, words, ra, rb} <- merge_programs(a, b),
            slots = Enum.flat_map(inputs, &slots_in/1),
            true <- a.dst not in slots and b.dst not in slots,
@@ -263,15 +272,16 @@ defmodule Nx.Vulkan.Fusion do
   defp blocks_apart?(_a, _b), do: true
 
   # Whether program b (op j) computes the same at op i's place: each slot
-  # it reads, and its destination, is made before op i, and no op left
-  # between them writes, frees or reads such a slot, but for writes of
-  # other blocks of b's destination (which the block then meets no more
-  # than it did).
-  defp movable?(ops, i, j, b, gone, producer) do
+  # it reads, and its destination, is made before op i (or is op i's
+  # result, own, which the pair computes before b's instructions), and no
+  # op left between them writes, frees or reads such a slot, but for
+  # writes of other blocks of b's destination (which the block then meets
+  # no more than it did).
+  defp movable?(ops, i, j, b, own, gone, producer) do
     reads = Enum.flat_map(b.inputs, &slots_in/1)
     count = Enum.product(b.shape)
     range = {b.off, b.off + count}
-    made_before = fn slot -> Map.get(producer, slot, -1) < i end
+    made_before = fn slot -> slot in own or Map.get(producer, slot, -1) < i end
 
     Enum.all?(reads, made_before) and (b.dst == nil or made_before.(b.dst)) and
       Enum.all?((i + 1)..(j - 1)//1, fn k ->
@@ -306,21 +316,26 @@ defmodule Nx.Vulkan.Fusion do
 
   # The program of two results that runs programs a and b: {inputs,
   # words, a's result register, b's}, each instruction of both once (the
-  # same word over the same registers computes the same), or nil past a
-  # program's limits, when both results are one register or when neither
-  # is the last one (the program's result; the other is the second).
+  # same word over the same registers computes the same), b's dense read
+  # of a's result (a chain) its register; nil past a program's limits,
+  # when b reads a's result otherwise (a view of it), when both results
+  # are one register or when neither is the last one (the program's
+  # result; the other is the second).
   defp merge_programs(a, b) do
-    inputs = Enum.uniq(a.inputs ++ b.inputs)
+    internal = for slot <- a.out, do: {:t, [{:s, slot}, {:c, 0}, {:c, nil}]}
+    b_inputs = b.inputs -- internal
+    inputs = Enum.uniq(a.inputs ++ b_inputs)
     nin = length(inputs)
     index = inputs |> Enum.with_index() |> Map.new()
-
     {acc, ra} = translate(a, index, {%{}, []}, nin)
+    index = Enum.reduce(internal, index, &Map.put(&2, &1, ra))
     {{_, words}, rb} = translate(b, index, acc, nin)
     words = Enum.reverse(words)
     last = nin + length(words) - 1
 
     if nin <= @max_inputs and length(words) <= @max_instrs and ra != rb and
-         last in [ra, rb],
+         last in [ra, rb] and
+         not Enum.any?(a.out, &(&1 in Enum.flat_map(b_inputs, fn spec -> slots_in(spec) end))),
        do: {inputs, words, ra, rb}
   end
 
@@ -537,7 +552,7 @@ defmodule Nx.Vulkan.Fusion do
          true <- uses[slot] == 1 or g == [p] or Enum.all?(g, &members[&1].cheap),
          true <- strides == nil or Enum.all?(g, &members[&1].cheap),
          merged = Enum.sort(Enum.uniq(group ++ g)),
-         true <- length(merged) <= @max_instrs,
+         true <- length(merged) <= @max_group_instrs,
          true <- length(inputs(merged, members, producer, transposes)) <= @max_inputs do
       if uses[slot] > 1,
         do: {merged, groups},

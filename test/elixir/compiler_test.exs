@@ -566,11 +566,16 @@ if Code.ensure_loaded?(Nx) do
             jitted = Nx.Defn.jit(fun, compiler: Compiler)
             {first, planning} = nif_calls(fn -> apply(jitted, args) end)
             assert bits(first) == expected
-            # a plan replayed in one call has its fused programs prepared
-            # once, when it is made
-            assert Map.has_key?(planning, {:fused_program, 3}) ==
-                     (native and Map.has_key?(planning, {:fused, 4})),
-                   inspect(planning)
+            # a plan replayed in one call has its fused programs (of one
+            # result or two) prepared once, when it is made
+            prepared =
+              Map.has_key?(planning, {:fused_program, 3}) or
+                Map.has_key?(planning, {:fused_program, 4})
+
+            fused =
+              Map.has_key?(planning, {:fused, 4}) or Map.has_key?(planning, {:fused_pair, 9})
+
+            assert prepared == (native and fused), inspect(planning)
 
             if fun == (&step/4), do: assert(Map.has_key?(planning, {:fused, 4}))
             {direct, via_nif} = Nx.Vulkan.NIF.replay_counts()
@@ -749,7 +754,12 @@ if Code.ensure_loaded?(Nx) do
         # fused program; the others are literals of its words.
         [{ops, _, _, _}] = for {{Compiler, :plan, _, _}, plan} <- :persistent_term.get(), do: plan
 
-        fused = for {:fused, [_, _, {:c, words}, {:l, ins}], _, _} <- ops, do: {words, ins}
+        fused =
+          for {name, [_, _, {:c, words} | rest], _, _} <- ops,
+              name in [:fused, :fused_pair],
+              {:l, ins} = if(name == :fused, do: hd(rest), else: Enum.at(rest, 1)),
+              do: {words, ins}
+
         assert fused != []
         words = Enum.flat_map(fused, &elem(&1, 0))
         assert Enum.count(words, &(Bitwise.band(&1, 0x100) != 0)) >= 5, "#{type}"
@@ -947,6 +957,24 @@ if Code.ensure_loaded?(Nx) do
                  info,
                  nil
                )
+
+      # A chain: the second reads the first's result densely, which the
+      # pair computes in a register (a product over p0's negation and p1),
+      # or through a view, which it does not.
+      prod = Bitwise.bor(1, Bitwise.bsl(2, 2)) |> Bitwise.bor(Bitwise.bsl(1, 16))
+
+      chained = fn read ->
+        {:fused, [{:c, :f32}, {:c, [4]}, {:c, [prod]}, {:l, [read, input.({:p, 1})]}], [3]}
+      end
+
+      assert [
+               {:fused_pair,
+                [_, _, {:c, [^neg, ^mul]}, {:c, 2}, {:l, [_, _]}, {:c, nil}, _, {:c, nil}, _],
+                [3, 1]}
+             ] = Nx.Vulkan.Fusion.pair_programs([first, chained.(input.({:s, 1}))], info, nil)
+
+      ops = [first, chained.({:t, [{:s, 1}, {:c, 0}, {:c, [0]}]})]
+      assert Nx.Vulkan.Fusion.pair_programs(ops, info, nil) == ops
 
       # The second reads a slot made between them: left as it is.
       ops = [first, {:unary, [{:c, :abs}, {:c, [4]}, {:p, 1}] ++ dense, [2]}, second.({:s, 2})]
