@@ -62,8 +62,8 @@ defmodule Nx.Vulkan.NIFTest do
 
     assert_raise ArgumentError, ~r/1 to 12 views/, fn -> NIF.fused(:f32, [4], [mul], []) end
 
-    assert_raise ArgumentError, ~r/at most 64 words/, fn ->
-      NIF.fused(:f32, [4], List.duplicate(mul, 65), [{a, 0, nil}, {b, 0, [0]}])
+    assert_raise ArgumentError, ~r/at most 112 words/, fn ->
+      NIF.fused(:f32, [4], List.duplicate(mul, 113), [{a, 0, nil}, {b, 0, [0]}])
     end
 
     assert_raise ArgumentError, ~r/word 0/, fn -> NIF.fused(:f32, [4], [-1], [{a, 0, nil}]) end
@@ -156,10 +156,10 @@ defmodule Nx.Vulkan.NIFTest do
     assert_raise ArgumentError, ~r/unknown type/, fn -> NIF.fused_program(:f33, 2, [mul]) end
     assert_raise ArgumentError, ~r/input count/, fn -> NIF.fused_program(:f32, -1, [mul]) end
     assert_raise ArgumentError, ~r/1 to 12/, fn -> NIF.fused_program(:f32, 13, [mul]) end
-    assert_raise ArgumentError, ~r/at most 64 words/, fn -> NIF.fused_program(:f32, 2, 5) end
+    assert_raise ArgumentError, ~r/at most 112 words/, fn -> NIF.fused_program(:f32, 2, 5) end
 
-    assert_raise ArgumentError, ~r/at most 64 words/, fn ->
-      NIF.fused_program(:f32, 2, List.duplicate(mul, 65))
+    assert_raise ArgumentError, ~r/at most 112 words/, fn ->
+      NIF.fused_program(:f32, 2, List.duplicate(mul, 113))
     end
 
     assert_raise ArgumentError, ~r/word 1/, fn -> NIF.fused_program(:f32, 2, [mul, -1]) end
