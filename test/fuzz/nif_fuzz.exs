@@ -634,6 +634,8 @@ defmodule NxVulkan.NifFuzz do
       {:fused, 4} => {4, &g_fused/0},
       {:fused_into, 6} => {3, &g_fused_into/0},
       {:fused_program, 3} => {2, &g_fused_program/0},
+      {:fused_program, 4} => {1, &g_fused_program_pair/0},
+      {:fused_pair, 9} => {3, &g_fused_pair/0},
       {:unary, 5} => {7, &g_unary/0},
       {:compare, 8} => {4, &g_compare/0},
       {:select, 10} => {4, &g_select/0},
@@ -866,7 +868,8 @@ defmodule NxVulkan.NifFuzz do
       fun == :fused_program and is_reference(result) ->
         :ok
 
-      fun in [:sort, :triangular_solve, :lu, :qr, :eigh_iterate, :replay] and is_tuple(result) ->
+      fun in [:sort, :triangular_solve, :lu, :qr, :eigh_iterate, :replay, :fused_pair] and
+          is_tuple(result) ->
         result |> Tuple.to_list() |> Enum.map(&live_tensor/1) |> Enum.find(:ok, &(&1 != :ok))
 
       fun not in [
@@ -1798,20 +1801,112 @@ defmodule NxVulkan.NifFuzz do
     end)
   end
 
+  # fused_pair: x * y - x and x * y (register 2) from one program, each
+  # into a new tensor or a block of an empty destination (the two blocks
+  # of one destination apart).
+  defp g_fused_pair do
+    {tag, type, shape, [_type, _shape, program, inputs], [_, _, _, views], expected} =
+      fused_parts(:pair)
+
+    n = prod(shape)
+
+    dests =
+      for _ <- 1..2 do
+        if chance(0.5) do
+          nil
+        else
+          doff = rand(4)
+          count = doff + n + rand(3)
+          dst = setup_call(:empty, [dev(tag), type, count])
+
+          remember(:scratch, %{
+            ref: dst,
+            dev: tag,
+            type: type,
+            count: count,
+            data: nil,
+            nice: false
+          })
+
+          {dst, doff}
+        end
+      end
+
+    {dest_args, dest_kinds} =
+      dests
+      |> Enum.map(fn
+        nil -> {[nil, 0], [:any, :i64]}
+        {dst, doff} -> {[dst, doff], [{:tensor_dst, tag}, :i64]}
+      end)
+      |> Enum.unzip()
+
+    args = [type, shape, program, 2, inputs] ++ Enum.concat(dest_args)
+    kinds = [:dtype, :shape, :program, :u32, views] ++ Enum.concat(dest_kinds)
+
+    mk(:fused_pair, args, kinds, fn
+      result when is_tuple(result) ->
+        fresh = Tuple.to_list(result)
+
+        got =
+          dests
+          |> Enum.zip([0, 1])
+          |> Enum.map_reduce(fresh, fn
+            {nil, _k}, [ref | rest] -> {fetch(ref, 0, n), rest}
+            {{dst, doff}, _k}, rest -> {fetch(dst, doff, n), rest}
+            {nil, _k}, [] -> {:missing, []}
+          end)
+          |> elem(0)
+
+        case expected.() do
+          nil ->
+            :unverified
+
+          {want0, want1} ->
+            cond do
+              length(fresh) != Enum.count(dests, &is_nil/1) ->
+                {:fail, "fused_pair returned #{length(fresh)} tensors"}
+
+              :device_failed in got and tag == :v ->
+                :unverified
+
+              got == [want0, want1] ->
+                :verified
+
+              true ->
+                {:fail, "fused_pair gave #{inspect(Enum.map(got, &show(type, &1)))}"}
+            end
+        end
+
+      other ->
+        {:fail, "fused_pair returned #{inspect(other)}"}
+    end)
+  end
+
   # A fused/4 call's parts: {tag, type, shape, its arguments, their kinds,
   # a function giving the expected result's bytes, or nil where the
   # program or an input is not checked}.
-  defp fused_parts do
+  # fused_parts(:pair): the first program's, with a second result (its
+  # product, register 2), prepared by fused_program/4 or a list; its
+  # expected bytes a pair {x * y - x, x * y}.
+  defp fused_parts(kind \\ :single) do
     tag = op_tag()
     type = :f32
-    {program, ninputs} = weighted(Enum.zip(programs(), [6, 2, 1, 1]))
+
+    {program, ninputs} =
+      if kind == :pair, do: hd(programs()), else: weighted(Enum.zip(programs(), [6, 2, 1, 1]))
+
     checked = program == elem(hd(programs()), 0) and type == :f32
     shape = rand_shape()
     views = for _ <- 1..ninputs, do: make_view(tag, type, shape, nice: checked)
     inputs = for v <- views, do: {v.t.ref, v.offset, v.strides}
 
-    # The program prepared (fused_program/3) instead of its list.
-    program = if chance(0.3), do: NIF.fused_program(type, ninputs, program), else: program
+    # The program prepared (fused_program/3, /4) instead of its list.
+    program =
+      cond do
+        not chance(0.3) -> program
+        kind == :pair -> NIF.fused_program(type, ninputs, program, 2)
+        true -> NIF.fused_program(type, ninputs, program)
+      end
 
     # The second input of x * y - x as an immediate (one f32's bytes).
     imm = if checked and chance(0.3), do: pick([0.5, -2.0, 3.0, 0.25])
@@ -1825,7 +1920,11 @@ defmodule NxVulkan.NifFuzz do
       if checked and Enum.all?(read, & &1.t.nice) do
         [a | b] = for v <- read, do: Enum.map(view_elems(v, shape), &dec(:f32, &1))
         b = if imm, do: List.duplicate(imm, length(a)), else: hd(b)
-        for {x, y} <- Enum.zip(a, b), into: <<>>, do: enc(:f32, x * y - x)
+        diff = for {x, y} <- Enum.zip(a, b), into: <<>>, do: enc(:f32, x * y - x)
+
+        if kind == :pair,
+          do: {diff, for({x, y} <- Enum.zip(a, b), into: <<>>, do: enc(:f32, x * y))},
+          else: diff
       end
     end
 
@@ -1839,9 +1938,20 @@ defmodule NxVulkan.NifFuzz do
 
   # The NIFs a plan may call.
   @replayable ~w(upload deallocate deallocate_many tensor_info copy empty reinterpret
-                 copy_into binary fused fused_into unary compare select convert reduce argreduce
+                 copy_into binary fused fused_into fused_pair unary compare select convert
+                 reduce argreduce
                  gather scatter sort window_reduce conv window_scatter transpose matmul
                  fill iota fft cholesky lu qr eigh_iterate triangular_solve)a
+
+  # The first program prepared with a second result (register 2).
+  defp g_fused_program_pair do
+    {program, ninputs} = hd(programs())
+
+    mk(:fused_program, [:f32, ninputs, program, 2], [:dtype, :u32, :program, :u32], fn
+      ref when is_reference(ref) -> :verified
+      other -> {:fail, "fused_program returned #{inspect(other)}"}
+    end)
+  end
 
   # A program prepared for its input count: a handle fused/4 takes.
   defp g_fused_program do
