@@ -49,6 +49,7 @@ defmodule Nx.Vulkan.Fusion do
   # limit.
   @max_group_instrs 64
   @max_instrs 112
+  @pair_window 64
 
   # Op numbers of nxv.h (nxv_binary_op, nxv_unary_op, nxv_compare_op); the
   # float ops of each family that fused programs run.
@@ -194,10 +195,12 @@ defmodule Nx.Vulkan.Fusion do
   tensor or a block of a destination, and the pair writes both. Such
   pairs are the words of a counter-based generator (threefry's two words
   after the same rounds), which single-result programs each compute in
-  full. The pair takes the earlier program's place, and only where the
-  later one can run there: every slot it reads is made before that
-  place, nothing between writes a slot it reads or meets its block, and
-  no input of the pair reads either destination. `info` and `device` are
+  full. The pair takes the earlier program's place, the later one found
+  among the 64 ops after it, and only where the later one can run there:
+  every slot it reads is made before that place (or is the earlier
+  program's result, read densely: a register of the pair), nothing
+  between writes a slot it reads or meets its block, and no input of the
+  pair reads either destination. `info` and `device` are
   `fuse/4`'s: a pair the device does not run (tried once on scratch
   inputs) stays two programs.
   """
@@ -235,10 +238,14 @@ defmodule Nx.Vulkan.Fusion do
 
   defp program_of(_op), do: nil
 
-  # The first program after op i (program a) that pairs with it: {its
-  # index, the pair op}, else nil.
+  # The first program among the @pair_window ops after op i (program a)
+  # that pairs with it: {its index, the pair op}, else nil. (The window
+  # bounds a plan's pairing time: each candidate's check walks the ops
+  # between.)
   defp partner(ops, i, a, gone, producer, info, device) do
-    Enum.find_value((i + 1)..(tuple_size(ops) - 1)//1, fn j ->
+    last = min(i + @pair_window, tuple_size(ops) - 1)
+
+    Enum.find_value((i + 1)..last//1, fn j ->
       with false <- MapSet.member?(gone, j),
            %{type: type, shape: shape} = b <- program_of(elem(ops, j)),
            true <- type == a.type and shape == a.shape,
