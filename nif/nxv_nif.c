@@ -1292,15 +1292,16 @@ static ERL_NIF_TERM nif_fused(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 }
 
 /* A destination of fused_pair/9: nil (a new tensor) or a tensor, with its
- * offset; *dest->dst retained. am_ok or a raised exception. */
+ * offset (an integer either way); *dest->dst retained. am_ok or a raised
+ * exception. */
 static ERL_NIF_TERM pair_dest(ErlNifEnv *env, ERL_NIF_TERM dst_t, ERL_NIF_TERM off_t,
                               unsigned k, nxv_fused_dest *dest) {
   dest->dst = NULL;
   dest->offset = 0;
-  if (enif_is_identical(dst_t, am_nil)) return am_ok;
   bool dead;
   if (!get_i64(env, off_t, &dest->offset))
     return raise_argument(env, "fused_pair: destination %u's offset must be an integer", k);
+  if (enif_is_identical(dst_t, am_nil)) return am_ok;
   dest->dst = grab(env, dst_t, &dead);
   if (!dest->dst)
     return bad_tensor(env, k ? "fused_pair second destination" : "fused_pair destination",

@@ -209,7 +209,8 @@ defmodule Nx.Vulkan.NIF do
   in `nxv.h`). The result goes into `dst0` from element `offset0` on and
   the second into `dst1` from `offset1` on, as `fused_into/6` writes its
   destination; where a `dst` is `nil`, that result is a new tensor (its
-  offset is ignored). Two blocks of one buffer must not overlap.
+  offset, an integer still, is ignored). Two blocks of one buffer must
+  not overlap.
   `program` is a list of words or a prepared program of `fused_program/4`
   with the same `second`. Returns a tuple of the new tensors, in order
   (`{}` when both go into destinations); raises `ArgumentError`

@@ -763,7 +763,9 @@ defmodule Nx.Vulkan.NIFTest do
           {[:f32, [4], [mul, sub], 1, [{dst, 0, [1]}], nil, 0, dst, 4],
            ~r/input 0 reads the second destination's buffer/},
           {[:f32, [4], [mul, sub], 1, inputs, dst, :x, nil, 0],
-           ~r/destination 0's offset must be an integer/}
+           ~r/destination 0's offset must be an integer/},
+          {[:f32, [4], [mul, sub], 1, inputs, nil, 0, nil, 1 <<< 64],
+           ~r/destination 1's offset must be an integer/}
         ] do
       assert_raise ArgumentError, message, fn -> apply(NIF, :fused_pair, args) end
       assert in_use(dev) == held, inspect(message)

@@ -810,7 +810,7 @@ defmodule NxVulkan.NifFuzz do
   defp strict?(call) do
     call.strict and
       not Enum.any?(call.kinds, fn
-        {k, :v} when k in [:device, :tensor, :tensor_dst, :opt_tensor] -> true
+        {k, :v} when k in [:device, :tensor, :tensor_dst, :opt_tensor, :opt_dst] -> true
         {:views, tags, _} -> :v in tags
         _ -> false
       end)
@@ -1836,7 +1836,7 @@ defmodule NxVulkan.NifFuzz do
       dests
       |> Enum.map(fn
         nil -> {[nil, 0], [:any, :i64]}
-        {dst, doff} -> {[dst, doff], [{:tensor_dst, tag}, :i64]}
+        {dst, doff} -> {[dst, doff], [{:opt_dst, tag}, :i64]}
       end)
       |> Enum.unzip()
 
@@ -2636,7 +2636,7 @@ defmodule NxVulkan.NifFuzz do
   defp mixed_devices?(kinds) do
     tags =
       Enum.flat_map(kinds, fn
-        {k, tag} when k in [:device, :tensor, :tensor_dst, :opt_tensor] -> [tag]
+        {k, tag} when k in [:device, :tensor, :tensor_dst, :opt_tensor, :opt_dst] -> [tag]
         {:views, tags, _} -> Enum.reject(tags, &is_nil/1)
         _ -> []
       end)
@@ -2715,6 +2715,16 @@ defmodule NxVulkan.NifFuzz do
     case mutation({:tensor, tag}, term) do
       {nil, _kind, _sev} -> {nil, :any, :may}
       {t, {:tensor, other}, sev} -> {t, {:opt_tensor, other}, sev}
+      other -> other
+    end
+  end
+
+  # A destination that may also be nil (a new tensor): a mutation to nil
+  # is still a valid call.
+  defp mutation({:opt_dst, tag}, term) do
+    case mutation({:tensor_dst, tag}, term) do
+      {nil, _kind, _sev} -> {nil, :any, :may}
+      {t, {:tensor_dst, other}, sev} -> {t, {:opt_dst, other}, sev}
       other -> other
     end
   end
@@ -3021,7 +3031,7 @@ defmodule NxVulkan.NifFuzz do
       1 ->
         {pick([
            [],
-           List.duplicate(bad_word, 65),
+           List.duplicate(bad_word, 113),
            [-1],
            [1 <<< 32],
            [bad_word ||| 1 <<< 30],
