@@ -2552,6 +2552,10 @@ static bool replay_fused_input(replay_ctx *c, ERL_NIF_TERM item, bool spec, unsi
   return false;
 }
 
+static bool replay_fused_run(replay_ctx *c, const ERL_NIF_TERM *specs, uint32_t second,
+                             const nxv_fused_dest *dests, const unsigned *out_slots,
+                             ERL_NIF_TERM *result);
+
 /* A fused op (fused/4) of a prepared program run without its NIF: the
  * arguments decoded from the specs without making terms, the result kept
  * as a tensor in out_slot (SLOT_RAW), or, with dst, written into dst from
@@ -2560,10 +2564,6 @@ static bool replay_fused_input(replay_ctx *c, ERL_NIF_TERM item, bool spec, unsi
  * an argument does not decode: the caller then makes the NIF call, which
  * raises what fused/4 (fused_into/6) raises. true with *result am_ok, or
  * the exception the run raised. */
-static bool replay_fused_run(replay_ctx *c, const ERL_NIF_TERM *specs, uint32_t second,
-                             const nxv_fused_dest *dests, const unsigned *out_slots,
-                             ERL_NIF_TERM *result);
-
 static bool replay_fused(replay_ctx *c, const ERL_NIF_TERM *specs, unsigned out_slot,
                          nxv_tensor *dst, int64_t dst_offset, ERL_NIF_TERM *result) {
   nxv_fused_dest dest = {dst, dst_offset};
@@ -2681,13 +2681,16 @@ static bool replay_fused_pair(replay_ctx *c, const ERL_NIF_TERM *specs, const un
   nxv_fused_dest dests[NXV_FUSED_MAX_RESULTS] = {{NULL, 0}, {NULL, 0}};
   bool ok = true;
   for (unsigned k = 0; ok && k < NXV_FUSED_MAX_RESULTS; k++) {
+    /* The offset is an integer either way, as fused_pair/9 requires. */
+    ok = spec_constant(env, specs[6 + 2 * k], &term) && get_i64(env, term, &dests[k].offset);
+    if (!ok) break;
     if (spec_constant(env, specs[5 + 2 * k], &term) && enif_is_identical(term, am_nil)) {
+      dests[k].offset = 0;
       fresh++;
       continue;
     }
-    ok = spec_constant(env, specs[6 + 2 * k], &term) && get_i64(env, term, &dests[k].offset);
-    if (ok) dests[k].dst = replay_source(c, specs[5 + 2 * k]);
-    ok = ok && dests[k].dst;
+    dests[k].dst = replay_source(c, specs[5 + 2 * k]);
+    ok = dests[k].dst != NULL;
   }
   bool done = false;
   if (ok && fresh == nouts) {
