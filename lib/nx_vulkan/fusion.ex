@@ -390,37 +390,23 @@ defmodule Nx.Vulkan.Fusion do
     end
   end
 
-  # Runs a pair op once on scratch inputs (runs?/6): false when the device
-  # rejects its program.
+  # Runs a pair op once on scratch inputs (on_scratch/5): false when the
+  # device rejects its program.
   defp pair_runs?(
-         {:fused_pair, [{:c, type}, {:c, shape}, {:c, words}, {:c, reg}, {:l, inputs} | _], _},
+         {:fused_pair, [{:c, type}, {:c, shape}, {:c, words}, {:c, reg}, {:l, specs} | _], _},
          info,
          device
        ) do
-    index = device || Nx.Vulkan.default_device_index()
-    dev = Nx.Vulkan.device(index)
-
-    scratch =
-      Enum.map(inputs, fn
-        {:c, bytes} when is_binary(bytes) ->
-          bytes
-
-        {:t, [spec, {:c, off}, {:c, strides}]} ->
-          {^type, count} = info.(spec)
-          {Nx.Vulkan.NIF.empty(dev, type, count), off, strides}
+    inputs =
+      Enum.map(specs, fn
+        {:c, bytes} when is_binary(bytes) -> {{:imm, bytes}, 0, nil}
+        {:t, [spec, {:c, off}, {:c, strides}]} -> {spec, off, strides}
       end)
 
-    try do
+    on_scratch(type, inputs, info, device, fn scratch ->
       outs = Nx.Vulkan.NIF.fused_pair(type, shape, words, reg, scratch, nil, 0, nil, 0)
       Nx.Vulkan.NIF.deallocate_many(Tuple.to_list(outs))
-      true
-    rescue
-      _ in [ArgumentError, Nx.Vulkan.Error] -> false
-    after
-      for {ref, _, _} <- scratch, do: Nx.Vulkan.NIF.deallocate(ref)
-    end
-  rescue
-    _ in [MatchError, ArgumentError, Nx.Vulkan.Error] -> false
+    end)
   end
 
   # {index of the program, index of the destination's empty, the
@@ -1002,6 +988,16 @@ defmodule Nx.Vulkan.Fusion do
   # plan is built (with `pipeline_threads: :off`, created here; a failed
   # creation is then a rejection).
   defp runs?(type, shape, words, inputs, info, device) do
+    on_scratch(type, inputs, info, device, fn scratch ->
+      Nx.Vulkan.NIF.deallocate(Nx.Vulkan.NIF.fused(type, shape, words, scratch))
+    end)
+  end
+
+  # Calls run with scratch inputs for inputs (program inputs: {{:imm,
+  # bytes}, 0, nil} or {spec, offset, strides}, each spec's tensor made
+  # empty at its real size, freed after): true when run returns, false
+  # when it raises as the NIFs do on a rejected program.
+  defp on_scratch(type, inputs, info, device, run) do
     index = device || Nx.Vulkan.default_device_index()
     dev = Nx.Vulkan.device(index)
 
@@ -1016,8 +1012,7 @@ defmodule Nx.Vulkan.Fusion do
       end)
 
     try do
-      out = Nx.Vulkan.NIF.fused(type, shape, words, scratch)
-      Nx.Vulkan.NIF.deallocate(out)
+      run.(scratch)
       true
     rescue
       _ in [ArgumentError, Nx.Vulkan.Error] -> false
