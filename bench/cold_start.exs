@@ -10,19 +10,22 @@
 #     `no_spirv_prune` device option).
 #
 #   __GL_SHADER_DISK_CACHE=0 MESA_SHADER_CACHE_DISABLE=true \
-#     mix run bench/cold_start.exs [--model mlp|cnn|both] [--rounds N] [--compare threads|prune]
+#     mix run bench/cold_start.exs [--model mlp|cnn|hmc|both|all] [--rounds N] [--compare threads|prune]
 #
 # (the two variables keep NVIDIA's and Mesa's own shader caches out of the
 # figures). For each round, model, path and setting, the default device is
 # reopened with `disable_disk_cache: true` and the setting, and the step of
-# bench/models.exs runs three times, each timed to its loss read on the
-# host: through `Nx.Vulkan.Compiler` (after `clear_cache/0`: the first call
+# bench/models.exs (`mlp`, `cnn`; `both` is the two) or the HMC step of
+# bench/hmc.exs (`hmc`: 10 leapfrog steps over 64 f32, with Nx.Random;
+# `all` is the three) runs three times, each timed to its loss (for HMC
+# its acceptance) read on the host: through `Nx.Vulkan.Compiler` (after `clear_cache/0`: the first call
 # traces, plans, creates the pipelines and runs) and through
 # `Nx.Defn.Evaluator` compiled ahead of time (the compile included in the
 # first call). Prints the first, second and third call in ms and the
 # pipelines created (of them pruned), one row per round; the figures of
 # the two settings alternate.
 Code.require_file("models.exs", __DIR__)
+Code.require_file("hmc.exs", __DIR__)
 
 {opts, _, invalid} =
   OptionParser.parse(System.argv(), strict: [model: :string, rounds: :integer, compare: :string])
@@ -30,7 +33,7 @@ Code.require_file("models.exs", __DIR__)
 if invalid != [] or Keyword.get(opts, :compare, "threads") not in ["threads", "prune"] do
   IO.puts(
     :stderr,
-    "usage: mix run bench/cold_start.exs [--model mlp|cnn|both] [--rounds N] [--compare threads|prune]"
+    "usage: mix run bench/cold_start.exs [--model mlp|cnn|hmc|both|all] [--rounds N] [--compare threads|prune]"
   )
 
   System.halt(1)
@@ -47,6 +50,8 @@ models =
   case Keyword.get(opts, :model, "both") do
     "mlp" -> [:mlp]
     "cnn" -> [:cnn]
+    "hmc" -> [:hmc]
+    "all" -> [:mlp, :cnn, :hmc]
     _ -> [:mlp, :cnn]
   end
 
@@ -57,8 +62,15 @@ Nx.default_backend(Nx.Vulkan.Backend)
 defmodule ColdStart do
   @moduledoc false
 
-  def data(:mlp), do: {&NxBench.Models.mlp_step/3, NxBench.Data.mlp_data()}
-  def data(:cnn), do: {&NxBench.Models.cnn_step/3, NxBench.Data.cnn_data()}
+  # {step, its three arguments, the number a call's result is read by}.
+  def data(:mlp), do: {&NxBench.Models.mlp_step/3, NxBench.Data.mlp_data(), &elem(&1, 1)}
+  def data(:cnn), do: {&NxBench.Models.cnn_step/3, NxBench.Data.cnn_data(), &elem(&1, 1)}
+
+  def data(:hmc) do
+    step = &NxBench.Sampler.hmc_step(&1, &2, &3, steps: 10)
+    q = Nx.iota({64}, type: :f32) |> Nx.divide(64)
+    {step, {q, Nx.Random.key(42), Nx.tensor(0.1, type: :f32)}, &elem(&1, 2)}
+  end
 
   # ms of each of three calls of the step, and the device's pipelines
   # created and pruned by the end.
@@ -66,7 +78,7 @@ defmodule ColdStart do
     Nx.Vulkan.reopen(nil, Map.put(device_opts, :disable_disk_cache, true))
     Nx.Vulkan.Compiler.clear_cache()
     # Data on the new context.
-    {step, {params, x, y}} = data(model)
+    {step, {params, x, y}, read} = data(model)
 
     {times, _} =
       Enum.map_reduce(1..3, nil, fn _, aot ->
@@ -81,8 +93,7 @@ defmodule ColdStart do
                   aot || Nx.Defn.compile(step, [params, x, y], compiler: Nx.Defn.Evaluator)
               end
 
-            {_params, loss} = fun.(params, x, y)
-            Nx.to_number(loss)
+            Nx.to_number(read.(fun.(params, x, y)))
             if path == :evaluator, do: fun
           end)
 

@@ -814,6 +814,17 @@ nxv_status nxv_fused_imm(nxv_device *device, nxv_dtype dtype, uint32_t rank,
                          const uint64_t *imm_bits, uint32_t ninstrs,
                          const uint32_t *program, nxv_tensor **out_tensor);
 
+/* The checks nxv_fused_imm (second 0) or nxv_fused_pair (second: the
+ * second result's register) makes of a program on device before it looks
+ * at any input: the program's type there, its counts, each word's
+ * operands and whether the device supports each word's op for the type.
+ * NXV_OK when a run with valid inputs and free space in the device's
+ * table of programs would queue; the run's own error otherwise. Creates
+ * no pipeline and queues nothing (what a planner calls to choose programs
+ * before it creates the pipelines of those it keeps). Thread-safe. */
+nxv_status nxv_fused_check(nxv_device *device, nxv_dtype dtype, uint32_t ninputs,
+                           uint32_t ninstrs, const uint32_t *program, uint32_t second);
+
 /* A fused program prepared for repeated runs (a compiled plan's fused
  * ops): its words decoded once, and a memo of the last device it ran on
  * (the checks of its ops there and the pipeline of its first input

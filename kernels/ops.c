@@ -1345,6 +1345,26 @@ static nxv_status check_fused_second(uint32_t ninputs, uint32_t ninstrs, uint32_
   return NXV_OK;
 }
 
+/* The checks of a program's type on device d, its counts and its second
+ * result's register (0: none) that every run makes, interpreted or not. */
+static nxv_status check_fused_head(nxv_device *d, nxv_dtype t, uint32_t ninputs,
+                                   uint32_t ninstrs, uint32_t second, bool interpret) {
+  bool integer = fused_integer(t);
+  if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64 && !integer)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of f16, bf16, f32, f64, s32, "
+                    "s64, u32 or u64, not %s", nxv_dtype_name(t));
+  if (integer && interpret)
+    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: the interpreter runs float programs, not %s",
+                    nxv_dtype_name(t));
+  NXV_TRY(check_type(d, t, "fused"));
+  NXV_TRY(check_fused_counts(ninputs, ninstrs));
+  if (second && interpret)
+    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: the interpreter runs programs of one "
+                    "result");
+  if (second) NXV_TRY(check_fused_second(ninputs, ninstrs, second));
+  return NXV_OK;
+}
+
 /* nxv_ops_fused, and runs of a prepared program (prog non-NULL; never
  * interpreted): with prog's memo for d, the program's checks are skipped
  * and, for the memo's input layout, its pipeline lookup too. The program
@@ -1364,18 +1384,7 @@ static nxv_status fused_op(nxv_device *d, nxv_dtype t, uint32_t rank,
   if (!d || !dests || (need_outs && !outs) || !inputs || !program || (imm_mask && !imm_bits))
     return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: NULL argument");
   bool integer = fused_integer(t);
-  if (t != NXV_F16 && t != NXV_BF16 && t != NXV_F32 && t != NXV_F64 && !integer)
-    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: programs are of f16, bf16, f32, f64, s32, "
-                    "s64, u32 or u64, not %s", nxv_dtype_name(t));
-  if (integer && interpret)
-    return nxv_fail(NXV_ERR_UNSUPPORTED, "fused: the interpreter runs float programs, not %s",
-                    nxv_dtype_name(t));
-  NXV_TRY(check_type(d, t, "fused"));
-  NXV_TRY(check_fused_counts(ninputs, ninstrs));
-  if (second && interpret)
-    return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused: the interpreter runs programs of one "
-                    "result");
-  if (second) NXV_TRY(check_fused_second(ninputs, ninstrs, second));
+  NXV_TRY(check_fused_head(d, t, ninputs, ninstrs, second, interpret));
   bool in_double = false;
   unsigned memo = prog ? atomic_load_explicit(&prog->memo_state, memory_order_acquire)
                        : MEMO_EMPTY;
@@ -1631,6 +1640,16 @@ static nxv_status fused_program_create(nxv_dtype t, uint32_t ninputs, uint32_t n
   memcpy(p->words, program, ninstrs * sizeof *program);
   atomic_init(&p->memo_state, MEMO_EMPTY);
   *out_program = p;
+  return NXV_OK;
+}
+
+nxv_status nxv_fused_check(nxv_device *d, nxv_dtype t, uint32_t ninputs, uint32_t ninstrs,
+                           const uint32_t *program, uint32_t second) {
+  if (!d || !program) return nxv_fail(NXV_ERR_INVALID_ARGUMENT, "fused check: NULL argument");
+  NXV_TRY(check_fused_head(d, t, ninputs, ninstrs, second, false));
+  bool in_double = false;
+  for (uint32_t k = 0; k < ninstrs; k++)
+    NXV_TRY(check_fused_instr(d, t, ninputs, k, program[k], &in_double));
   return NXV_OK;
 }
 

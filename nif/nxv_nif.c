@@ -1393,6 +1393,36 @@ static ERL_NIF_TERM nif_fused_program(ErlNifEnv *env, int argc, const ERL_NIF_TE
   return term;
 }
 
+/* fused_check(device, type, ninputs, program, second): :ok when the
+ * device would run the program (nxv_fused_check; second 0: one result),
+ * else raises as fused/4 and fused_pair/9 would. */
+static ERL_NIF_TERM nif_fused_check(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  dev_res *r;
+  nxv_dtype t;
+  unsigned ninputs, ninstrs, second;
+  uint32_t program[NXV_FUSED_MAX_INSTRS];
+  ERL_NIF_TERM head, tail = argv[3];
+  if (!get_dev(env, argv[0], &r)) return raise_argument(env, "fused_check: expected a device");
+  if (!get_dtype(env, argv[1], &t)) return raise_argument(env, "fused_check: unknown type");
+  if (!enif_get_uint(env, argv[2], &ninputs))
+    return raise_argument(env, "fused_check: the input count must be an integer");
+  if (!enif_get_list_length(env, argv[3], &ninstrs) || ninstrs > NXV_FUSED_MAX_INSTRS)
+    return raise_argument(env, "fused_check: program must be a list of at most %d words",
+                          NXV_FUSED_MAX_INSTRS);
+  for (unsigned i = 0; i < ninstrs; i++) {
+    enif_get_list_cell(env, tail, &head, &tail);
+    if (!enif_get_uint(env, head, &program[i]))
+      return raise_argument(env, "fused_check: program word %u is not a 32-bit integer", i);
+  }
+  if (!enif_get_uint(env, argv[4], &second))
+    return raise_argument(env, "fused_check: the second result's register must be a "
+                          "non-negative integer (0: none)");
+  nxv_status st = nxv_fused_check(r->dev, t, ninputs, ninstrs, program, second);
+  if (st != NXV_OK) return raise_status(env, st, "fused");
+  return am_ok;
+}
+
 static ERL_NIF_TERM nif_convert(ErlNifEnv *env, int argc,
                                 const ERL_NIF_TERM argv[]) {
   (void)argc;
@@ -3045,6 +3075,7 @@ static ErlNifFunc funcs[] = {
     {"fused_into", 6, nif_fused_into, 0},
     {"fused_program", 3, nif_fused_program, 0},
     {"fused_program", 4, nif_fused_program, 0},
+    {"fused_check", 5, nif_fused_check, 0},
     {"fused_pair", 9, nif_fused_pair, 0},
     {"unary", 5, nif_unary, 0},
     {"compare", 8, nif_compare, 0},

@@ -1350,3 +1350,92 @@ NXV_TEST(fused, pair_results_match_single_programs) {
   CHECK(pairs >= 12);
   nxv_device_release(d);
 }
+
+/* nxv_fused_check against runs: for random programs (valid ones, and ones
+ * with a bad type, count, word, op for the type or second register) of
+ * one result and of two, the check's status is the run's on valid inputs
+ * of the program's type, and the checks alone queue nothing and create
+ * no pipeline. */
+NXV_TEST(fused, check_agrees_with_runs) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  static const nxv_dtype kTypes[] = {NXV_F32, NXV_F16, NXV_F64, NXV_BF16, NXV_S32, NXV_S64,
+                                     NXV_U32, NXV_U64, NXV_U8,  NXV_S16,  NXV_C64};
+  enum { NT = COUNT(kTypes), N = 4, TRIALS = 400, MAX_RUNS = 40 };
+  nxv_tensor *x[NT] = {0};
+  unsigned char zeros[N * 16] = {0};
+  for (int i = 0; i < NT; i++) REQUIRE_OK(nxv_tensor_upload(d, kTypes[i], N, zeros, &x[i]));
+  const uint32_t neg = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, 0, 0, 0);
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_check(NULL, NXV_F32, 1, 1, &neg, 0));
+  EXPECT_FAIL_PLAIN(NXV_ERR_INVALID_ARGUMENT, nxv_fused_check(d, NXV_F32, 1, 1, NULL, 0));
+  uint64_t rng = 0x5eed0f5u;
+  int64_t shape[1] = {N};
+  int runs = 0, accepted = 0, refused = 0;
+  for (int trial = 0; trial < TRIALS; trial++) {
+    int ti = (int)(test_rand_u64(&rng) % NT);
+    nxv_dtype t = kTypes[ti];
+    bool is_int = t == NXV_S32 || t == NXV_S64 || t == NXV_U32 || t == NXV_U64;
+    uint32_t nin = 1 + (uint32_t)(test_rand_u64(&rng) % 3);
+    uint32_t ninstrs = 1 + (uint32_t)(test_rand_u64(&rng) % 4);
+    uint32_t prog[NXV_FUSED_MAX_INSTRS + 1];
+    for (uint32_t k = 0; k < ninstrs; k++)
+      prog[k] = is_int ? random_instr(&rng, t, nin + k, kIntUn, COUNT(kIntUn), kIntBin,
+                                      COUNT(kIntBin))
+                       : random_instr(&rng, t, nin + k, kUn, COUNT(kUn), kBin, COUNT(kBin));
+    switch (test_rand_u64(&rng) % 8) {
+      case 0: /* any op number of the word's class */
+        prog[0] = (prog[0] & ~(63u << 2)) | (uint32_t)(test_rand_u64(&rng) % 64) << 2;
+        break;
+      case 1: /* a register not written yet */
+        prog[ninstrs - 1] = NXV_FUSED_INSTR(NXV_FUSED_UNARY, NXV_NEG, nin + ninstrs, 0, 0);
+        break;
+      case 2: /* a count out of bounds */
+        if (test_rand_u64(&rng) % 2) nin = test_rand_u64(&rng) % 2 ? 0 : NXV_FUSED_MAX_INPUTS + 1;
+        else ninstrs = 0;
+        break;
+      case 3: /* any bits */
+        prog[ninstrs - 1] = (uint32_t)test_rand_u64(&rng);
+        break;
+      default:
+        break;
+    }
+    uint32_t second = 0;
+    if (test_rand_u64(&rng) % 2) second = (uint32_t)(test_rand_u64(&rng) % (nin + ninstrs + 1));
+    nxv_stats s0, s1;
+    REQUIRE_OK(nxv_device_stats(d, &s0));
+    nxv_status want = nxv_fused_check(d, t, nin, ninstrs, prog, second);
+    REQUIRE_OK(nxv_device_stats(d, &s1));
+    CHECK(s1.ops_enqueued == s0.ops_enqueued && s1.pipeline_misses == s0.pipeline_misses);
+    if (want == NXV_OK) accepted++;
+    else refused++;
+    /* Run only what the check refused or, up to MAX_RUNS, accepted (each
+     * accepted program's run creates a pipeline). */
+    if (want == NXV_OK && runs >= MAX_RUNS) continue;
+    if (want == NXV_OK) runs++;
+    nxv_view views[NXV_FUSED_MAX_INPUTS + 1];
+    for (int k = 0; k < NXV_FUSED_MAX_INPUTS + 1; k++) views[k] = (nxv_view){x[ti], 0, NULL};
+    nxv_status got;
+    if (second == 0) {
+      nxv_tensor *out = NULL;
+      got = nxv_fused_imm(d, t, 1, shape, nin, views, 0, NULL, ninstrs, prog, &out);
+      if (out) nxv_tensor_release(out);
+      CHECK(got != NXV_OK || out != NULL);
+    } else {
+      nxv_fused_dest dests[NXV_FUSED_MAX_RESULTS] = {{NULL, 0}, {NULL, 0}};
+      nxv_tensor *outs[NXV_FUSED_MAX_RESULTS] = {NULL, NULL};
+      got = nxv_fused_pair(d, t, 1, shape, nin, views, 0, NULL, ninstrs, prog, second, dests,
+                           outs);
+      for (int k = 0; k < NXV_FUSED_MAX_RESULTS; k++)
+        if (outs[k]) nxv_tensor_release(outs[k]);
+    }
+    if (got != want)
+      fprintf(stderr, "trial %d: %s, %u inputs, %u words (first 0x%08x), second %u: check %s, "
+              "run %s\n", trial, nxv_dtype_name(t), nin, ninstrs, prog[0], second,
+              nxv_status_name(want), nxv_status_name(got));
+    CHECK(got == want);
+  }
+  CHECK(accepted >= 20 && refused >= 100);
+  REQUIRE_OK(nxv_device_synchronize(d));
+  for (int i = 0; i < NT; i++) nxv_tensor_release(x[i]);
+  nxv_device_release(d);
+}

@@ -299,10 +299,7 @@ if Code.ensure_loaded?(Nx.Defn.Evaluator) do
 
           ops =
             if Application.get_env(:nx_vulkan, :compiler_fusion, true) do
-              ops
-              |> Nx.Vulkan.Fusion.fuse(specs, &info_of(&1, infos, refs), device)
-              |> Nx.Vulkan.Fusion.into_destinations(specs)
-              |> Nx.Vulkan.Fusion.pair_programs(&info_of(&1, infos, refs), device)
+              Nx.Vulkan.Fusion.plan(ops, specs, &info_of(&1, infos, refs), device)
             else
               ops
             end

@@ -30,11 +30,16 @@ defmodule Nx.Vulkan.Fusion do
   # The fused kernel computes bitwise what the ops compute one kernel each
   # (nxv_fused in nxv.h), so a replay returns what the evaluation did.
   #
-  # Each group that an op left in the plan reads is tried once while
-  # planning, on scratch inputs of the real sizes and layouts (keep/3): a
-  # program the device rejects (or one past the per-device program limit)
-  # keeps its ops unfused, and a group every reader recomputes is never
-  # tried (its pipeline never created).
+  # Programs are chosen by what the device supports
+  # (`Nx.Vulkan.NIF.fused_check/5`: the type, each op for the type; no
+  # pipeline created), each group only once an op left in the plan reads
+  # it (keep/3), so a group every reader recomputes is never checked. A
+  # program the device does not support keeps its ops unfused. Only the
+  # programs of the finished plan then run once on scratch inputs of the
+  # real sizes and layouts (plan/5), which creates their pipelines: one
+  # that fails there (past the per-device program limit, a pipeline the
+  # driver could not create, inputs the runtime refuses) is planned again
+  # without it. So no pipeline is made for a program that a pair replaces.
 
   import Bitwise
 
@@ -79,12 +84,58 @@ defmodule Nx.Vulkan.Fusion do
   @int_unary %{copy: 0, negate: 1, abs: 2, sign: 3, bitwise_not: 15, square: 16}
 
   @doc """
+  The fused form of the plan `ops` (in order, as the compiler plans them):
+  `fuse/5`, `into_destinations/2` and `pair_programs/3` in turn, then each
+  program of the result run once on scratch inputs of the real sizes and
+  layouts, which creates its pipeline. A program that fails there is
+  planned again without it (`rejected` holds such programs' keys), so
+  every program of the returned plan ran on the device. Arguments as
+  `fuse/5`'s.
+  """
+  def plan(ops, out_specs, info, device, rejected \\ MapSet.new()) do
+    planned =
+      ops
+      |> fuse(out_specs, info, device, rejected)
+      |> into_destinations(out_specs)
+      |> pair_programs(device, rejected)
+
+    case Enum.find(planned, &(program_key(&1) != nil and not scratch_runs?(&1, info, device))) do
+      nil -> planned
+      op -> plan(ops, out_specs, info, device, MapSet.put(rejected, program_key(op)))
+    end
+  end
+
+  # The key under which plan/5 rejects a program op: a program of one
+  # result by its type, shape, words and inputs (whether it writes a new
+  # tensor or a block), a pair as the op itself; nil for other ops.
+  defp program_key({:fused, [{:c, type}, {:c, shape}, {:c, words}, {:l, inputs}], _out}),
+    do: {:single, type, shape, words, inputs}
+
+  defp program_key({:fused_into, [_dst, _off, {:c, t}, {:c, shape}, {:c, words}, {:l, ins}], _}),
+    do: {:single, t, shape, words, ins}
+
+  defp program_key({:fused_pair, _specs, _out} = op), do: {:pair, op}
+  defp program_key(_op), do: nil
+
+  # Runs a program op of plan/5 once on scratch inputs (on_scratch/5):
+  # false when it fails there. A block's program runs as a program of a
+  # new tensor (the same pipeline).
+  defp scratch_runs?(op, info, device) do
+    case program_key(op) do
+      {:single, type, shape, words, inputs} -> runs?(type, shape, words, inputs, info, device)
+      {:pair, _} -> pair_runs?(op, info, device)
+    end
+  end
+
+  @doc """
   Fuses the elementwise ops of `ops` (in order, as the compiler plans
   them). `out_specs` are the plan's output specs (their slots count as
   uses), `info` maps a spec to its tensor's `{type, count}` (nil when
   unknown), `device` is the plan's device index (nil: the default).
+  Programs are checked against what the device supports, not run (see
+  `plan/5`); a program whose key `rejected` holds (`plan/5`) is not made.
   """
-  def fuse(ops, out_specs, info, device) do
+  def fuse(ops, out_specs, info, device, rejected \\ MapSet.new()) do
     ops = List.to_tuple(ops)
     n = tuple_size(ops)
     uses = count_uses(ops, out_specs)
@@ -139,11 +190,18 @@ defmodule Nx.Vulkan.Fusion do
 
     pure = MapSet.new(Map.keys(members) ++ Enum.map(Map.keys(transposes), &producer[&1]))
     needed = out_specs |> Enum.flat_map(&slots_in/1) |> MapSet.new()
-    keep(programs, %{}, {ops, n, pure, needed, info, device})
+
+    tried =
+      for {root, {op, _check}} <- programs,
+          MapSet.member?(rejected, program_key(op)),
+          into: %{},
+          do: {root, false}
+
+    keep(programs, tried, {ops, n, pure, needed, device})
   end
 
   @doc """
-  Writes each fused program of `ops` (as `fuse/4` returns them) whose one
+  Writes each fused program of `ops` (as `fuse/5` returns them) whose one
   use is a `copy_into` of its whole result, densely, into a block of a
   tensor made by `empty` (a concatenation's or a stack's block) straight
   into that block: the program becomes a `fused_into` op
@@ -200,11 +258,11 @@ defmodule Nx.Vulkan.Fusion do
   every slot it reads is made before that place (or is the earlier
   program's result, read densely: a register of the pair), nothing
   between writes a slot it reads or meets its block, and no input of the
-  pair reads either destination. `info` and `device` are
-  `fuse/4`'s: a pair the device does not run (tried once on scratch
-  inputs) stays two programs.
+  pair reads either destination. `device` is `fuse/5`'s: a pair the
+  device does not support (`Nx.Vulkan.NIF.fused_check/5`), or whose op
+  `rejected` holds (`plan/5`), stays two programs.
   """
-  def pair_programs(ops, info, device) do
+  def pair_programs(ops, device, rejected \\ MapSet.new()) do
     ops = List.to_tuple(ops)
     n = tuple_size(ops)
     producer = for i <- 0..(n - 1)//1, slot <- elem(elem(ops, i), 2), into: %{}, do: {slot, i}
@@ -213,7 +271,7 @@ defmodule Nx.Vulkan.Fusion do
       Enum.reduce(0..(n - 1)//1, {ops, MapSet.new()}, fn i, {ops, gone} ->
         with false <- MapSet.member?(gone, i),
              %{} = a <- program_of(elem(ops, i)),
-             {j, op} <- partner(ops, i, a, gone, producer, info, device) do
+             {j, op} <- partner(ops, i, a, gone, producer, device, rejected) do
           {put_elem(ops, i, op), MapSet.put(gone, j)}
         else
           _ -> {ops, gone}
@@ -242,7 +300,7 @@ defmodule Nx.Vulkan.Fusion do
   # that pairs with it: {its index, the pair op}, else nil. (The window
   # bounds a plan's pairing time: each candidate's check walks the ops
   # between.)
-  defp partner(ops, i, a, gone, producer, info, device) do
+  defp partner(ops, i, a, gone, producer, device, rejected) do
     last = min(i + @pair_window, tuple_size(ops) - 1)
 
     Enum.find_value((i + 1)..last//1, fn j ->
@@ -259,7 +317,8 @@ defmodule Nx.Vulkan.Fusion do
              {:fused_pair,
               [{:c, type}, {:c, shape}, {:c, words}, {:c, reg}, {:l, inputs}] ++
                 dest_specs(first) ++ dest_specs(second), first.out ++ second.out},
-           true <- pair_runs?(op, info, device) do
+           false <- MapSet.member?(rejected, {:pair, op}),
+           true <- checks?(type, length(inputs), words, reg, device) do
         {j, op}
       else
         _ -> nil
@@ -397,13 +456,7 @@ defmodule Nx.Vulkan.Fusion do
          info,
          device
        ) do
-    inputs =
-      Enum.map(specs, fn
-        {:c, bytes} when is_binary(bytes) -> {{:imm, bytes}, 0, nil}
-        {:t, [spec, {:c, off}, {:c, strides}]} -> {spec, off, strides}
-      end)
-
-    on_scratch(type, inputs, info, device, fn scratch ->
+    on_scratch(type, specs, info, device, fn scratch ->
       outs = Nx.Vulkan.NIF.fused_pair(type, shape, words, reg, scratch, nil, 0, nil, 0)
       Nx.Vulkan.NIF.deallocate_many(Tuple.to_list(outs))
     end)
@@ -460,7 +513,7 @@ defmodule Nx.Vulkan.Fusion do
   defp dense?(_shape, _strides), do: false
 
   # Whether op leaves slot dst alone but for copying into it a block that
-  # does not meet elements lo..hi - 1 (the ops are fuse/4's: no
+  # does not meet elements lo..hi - 1 (the ops are fuse/5's: no
   # fused_into among them yet).
   defp other_block?({:copy_into, [{:s, dst}, off, strides, shape | rest], _out}, dst, range) do
     with [off, strides, shape] when is_integer(off) and is_list(strides) and is_list(shape) <-
@@ -494,7 +547,7 @@ defmodule Nx.Vulkan.Fusion do
   # and a group the device rejects keeps its members as ops of their own,
   # which may need groups that nothing needed before: those are tried in
   # the next round. tried: root => whether the device runs its program.
-  defp keep(programs, tried, {ops, n, pure, needed, info, device} = ctx) do
+  defp keep(programs, tried, {ops, n, pure, needed, device} = ctx) do
     fused = for {root, {op, _}} <- programs, Map.get(tried, root, true), into: %{}, do: {root, op}
 
     {kept, _needed, untried} =
@@ -520,7 +573,7 @@ defmodule Nx.Vulkan.Fusion do
       tried =
         Enum.reduce(untried, tried, fn root, acc ->
           {_, check} = programs[root]
-          Map.put(acc, root, check.(info, device))
+          Map.put(acc, root, check.(device))
         end)
 
       keep(programs, tried, ctx)
@@ -941,8 +994,8 @@ defmodule Nx.Vulkan.Fusion do
 
   @classes %{unary: 0, binary: 1, compare: 2, select: 3}
 
-  # The fused plan op of a group, and a function of (info, device) that
-  # tells whether the device runs its program (runs?/6).
+  # The fused plan op of a group, and a function of the device that tells
+  # whether the device supports its program (checks?/5).
   defp program(root, group, members, producer, transposes) do
     inputs = inputs(group, members, producer, transposes)
     nin = length(inputs)
@@ -978,35 +1031,46 @@ defmodule Nx.Vulkan.Fusion do
       end)
 
     op = {:fused, [{:c, type}, {:c, shape}, {:c, words}, {:l, input_specs}], [slot]}
-    {op, &runs?(type, shape, words, inputs, &1, &2)}
+    {op, &checks?(type, nin, words, 0, &1)}
   end
 
-  # Runs the program once on scratch inputs of the real sizes and layouts:
-  # false when the device rejects it (an op it lacks, its table of programs
-  # full). This also starts the creation of the program's pipeline, which
-  # the device's pipeline threads carry on in the background while the
-  # plan is built (with `pipeline_threads: :off`, created here; a failed
-  # creation is then a rejection).
+  # Whether the device supports a program of words over ninputs inputs of
+  # type, of one result (second 0) or two (second the second's register):
+  # Nx.Vulkan.NIF.fused_check/5, which creates no pipeline.
+  defp checks?(type, ninputs, words, second, device) do
+    dev = Nx.Vulkan.device(device || Nx.Vulkan.default_device_index())
+    Nx.Vulkan.NIF.fused_check(dev, type, ninputs, words, second) == :ok
+  rescue
+    _ in [ArgumentError, Nx.Vulkan.Error] -> false
+  end
+
+  # Runs a program of one result once on scratch inputs of the real sizes
+  # and layouts (input specs as its fused op holds them): false when the
+  # device rejects it (an op it lacks, its table of programs full). This
+  # also starts the creation of the program's pipeline, which the device's
+  # pipeline threads carry on in the background (with `pipeline_threads:
+  # :off`, created here; a failed creation is then a rejection).
   defp runs?(type, shape, words, inputs, info, device) do
     on_scratch(type, inputs, info, device, fn scratch ->
       Nx.Vulkan.NIF.deallocate(Nx.Vulkan.NIF.fused(type, shape, words, scratch))
     end)
   end
 
-  # Calls run with scratch inputs for inputs (program inputs: {{:imm,
-  # bytes}, 0, nil} or {spec, offset, strides}, each spec's tensor made
-  # empty at its real size, freed after): true when run returns, false
-  # when it raises as the NIFs do on a rejected program.
-  defp on_scratch(type, inputs, info, device, run) do
+  # Calls run with scratch inputs for a program op's input specs ({:c,
+  # bytes} immediates, or {:t, [spec, {:c, offset}, {:c, strides}]} views,
+  # each spec's tensor made empty at its real size, freed after): true
+  # when run returns, false when it raises as the NIFs do on a rejected
+  # program.
+  defp on_scratch(type, specs, info, device, run) do
     index = device || Nx.Vulkan.default_device_index()
     dev = Nx.Vulkan.device(index)
 
     scratch =
-      Enum.map(inputs, fn
-        {{:imm, bytes}, 0, nil} ->
+      Enum.map(specs, fn
+        {:c, bytes} when is_binary(bytes) ->
           bytes
 
-        {spec, off, strides} ->
+        {:t, [spec, {:c, off}, {:c, strides}]} ->
           {^type, count} = info.(spec)
           {Nx.Vulkan.NIF.empty(dev, type, count), off, strides}
       end)

@@ -203,6 +203,20 @@ defmodule Nx.Vulkan.NIF do
   def fused_program(_type, _ninputs, _program, _second), do: nif_error()
 
   @doc """
+  Checks `program` (a list of words, as `fused/4` takes it) over
+  `ninputs` inputs of `type` on `device` as `fused/4` (`second` 0) or
+  `fused_pair/9` (`second` the second result's register) checks it before
+  looking at any input: the type on that device, the counts, each word's
+  operands and whether the device supports each op for the type
+  (`nxv_fused_check` in `nxv.h`). Returns `:ok`, or raises as that call
+  would. Creates no pipeline and queues nothing: `Nx.Vulkan.Compiler`
+  chooses its programs with it, then runs only those it keeps.
+  """
+  @spec fused_check(reference(), atom(), pos_integer(), [non_neg_integer()], non_neg_integer()) ::
+          :ok
+  def fused_check(_device, _type, _ninputs, _program, _second), do: nif_error()
+
+  @doc """
   `fused/4` of a program with a second result: besides its result (its
   last register) it stores register `second` (an instruction's register
   before the last) at every element, in one dispatch (`nxv_fused_pair`

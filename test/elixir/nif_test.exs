@@ -131,6 +131,54 @@ defmodule Nx.Vulkan.NIFTest do
     assert to_f32(NIF.download(a, 0, 4)) == [1.0, -2.0, 3.0, 4.0]
   end
 
+  test "fused programs are checked as their runs check them, with nothing queued",
+       %{dev: dev} do
+    mul = 1 ||| 2 <<< 2 ||| 0 <<< 9 ||| 1 <<< 16
+    sub = 1 ||| 1 <<< 2 ||| 2 <<< 9 ||| 0 <<< 16
+    band = 1 ||| 10 <<< 2
+    before = NIF.device_stats(dev)
+
+    assert NIF.fused_check(dev, :f32, 2, [mul, sub], 0) == :ok
+    # of two results: mul's register as the second
+    assert NIF.fused_check(dev, :f32, 2, [mul, sub], 2) == :ok
+    assert NIF.fused_check(dev, :s32, 1, [band], 0) == :ok
+
+    assert_raise ArgumentError, ~r/bitwise_and .* is not supported for f32/, fn ->
+      NIF.fused_check(dev, :f32, 1, [band], 0)
+    end
+
+    assert_raise ArgumentError, ~r/second result is register 3/, fn ->
+      NIF.fused_check(dev, :f32, 2, [mul, sub], 3)
+    end
+
+    assert_raise ArgumentError,
+                 "fused: instruction 0 reads register 2, only 2 are written before it",
+                 fn -> NIF.fused_check(dev, :f32, 2, [sub], 0) end
+
+    assert_raise ArgumentError, ~r/not u8/, fn -> NIF.fused_check(dev, :u8, 2, [mul], 0) end
+    assert_raise ArgumentError, ~r/1 to 12/, fn -> NIF.fused_check(dev, :f32, 13, [mul], 0) end
+
+    assert_raise ArgumentError, ~r/expected a device/, fn ->
+      NIF.fused_check(:x, :f32, 2, [mul], 0)
+    end
+
+    assert_raise ArgumentError, ~r/unknown type/, fn ->
+      NIF.fused_check(dev, :f33, 2, [mul], 0)
+    end
+
+    assert_raise ArgumentError, ~r/at most 112 words/, fn ->
+      NIF.fused_check(dev, :f32, 2, List.duplicate(mul, 113), 0)
+    end
+
+    assert_raise ArgumentError, ~r/non-negative integer/, fn ->
+      NIF.fused_check(dev, :f32, 2, [mul, sub], -1)
+    end
+
+    after_checks = NIF.device_stats(dev)
+    assert after_checks.ops_enqueued == before.ops_enqueued
+    assert after_checks.pipeline_misses == before.pipeline_misses
+  end
+
   test "prepared fused programs give the list's results and reject bad arguments",
        %{dev: dev} do
     a = NIF.upload(dev, :f32, f32([1.0, -2.0, 3.0, 4.0]))

@@ -635,6 +635,7 @@ defmodule NxVulkan.NifFuzz do
       {:fused_into, 6} => {3, &g_fused_into/0},
       {:fused_program, 3} => {2, &g_fused_program/0},
       {:fused_program, 4} => {1, &g_fused_program_pair/0},
+      {:fused_check, 5} => {2, &g_fused_check/0},
       {:fused_pair, 9} => {3, &g_fused_pair/0},
       {:unary, 5} => {7, &g_unary/0},
       {:compare, 8} => {4, &g_compare/0},
@@ -857,6 +858,7 @@ defmodule NxVulkan.NifFuzz do
         :inject_fault,
         :copy_into,
         :fused_into,
+        :fused_check,
         :scatter,
         :deallocate_many
       ] and result == :ok ->
@@ -892,6 +894,7 @@ defmodule NxVulkan.NifFuzz do
         :inject_fault,
         :copy_into,
         :fused_into,
+        :fused_check,
         :scatter,
         :deallocate_many,
         :replay_index,
@@ -1951,6 +1954,23 @@ defmodule NxVulkan.NifFuzz do
       ref when is_reference(ref) -> :verified
       other -> {:fail, "fused_program returned #{inspect(other)}"}
     end)
+  end
+
+  # A program checked on a device, of one result or (the first program)
+  # of two: :ok, nothing queued.
+  defp g_fused_check do
+    {program, ninputs} = pick(programs())
+    second = if ninputs == 2 and length(program) == 2 and chance(0.5), do: 2, else: 0
+
+    dev_call(
+      :fused_check,
+      [:f32, ninputs, program, second],
+      [:dtype, :u32, :program, :u32],
+      fn
+        :ok -> :verified
+        other -> {:fail, "fused_check returned #{inspect(other)}"}
+      end
+    )
   end
 
   # A program prepared for its input count: a handle fused/4 takes.
