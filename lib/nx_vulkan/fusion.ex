@@ -87,8 +87,8 @@ defmodule Nx.Vulkan.Fusion do
   The fused form of the plan `ops` (in order, as the compiler plans them):
   `fuse/5`, `into_destinations/2` and `pair_programs/3` in turn, then each
   program of the result run once on scratch inputs of the real sizes and
-  layouts, which creates its pipeline. A program that fails there is
-  planned again without it (`rejected` holds such programs' keys), so
+  layouts, which creates its pipeline. The programs that fail there are
+  planned again without them (`rejected` holds such programs' keys), so
   every program of the returned plan ran on the device. Arguments as
   `fuse/5`'s.
   """
@@ -99,10 +99,16 @@ defmodule Nx.Vulkan.Fusion do
       |> into_destinations(out_specs)
       |> pair_programs(device, rejected)
 
-    case Enum.find(planned, &(program_key(&1) != nil and not scratch_runs?(&1, info, device))) do
-      nil -> planned
-      op -> plan(ops, out_specs, info, device, MapSet.put(rejected, program_key(op)))
-    end
+    failed =
+      for op <- planned,
+          key = program_key(op),
+          key != nil and not scratch_runs?(op, info, device),
+          into: MapSet.new(),
+          do: key
+
+    if MapSet.size(failed) == 0,
+      do: planned,
+      else: plan(ops, out_specs, info, device, MapSet.union(rejected, failed))
   end
 
   # The key under which plan/5 rejects a program op: a program of one
