@@ -544,15 +544,16 @@ defmodule Nx.Vulkan.Fusion do
   # Whether two ranges of elements [lo, hi) are disjoint.
   defp apart?({lo1, hi1}, {lo2, hi2}), do: hi1 <= lo2 or hi2 <= lo1
 
-  # Which ops are left, each group's program tried on the device only once
-  # some op that stays reads its result: from the last op back, an
-  # elementwise op (fused or not) or a foldable transpose stays only while
-  # some op that stays, or an output, reads its result; every other op
-  # stays. So a member whose every read is computed inside fused programs
-  # goes (a group read only by programs that recompute it is never tried),
-  # and a group the device rejects keeps its members as ops of their own,
-  # which may need groups that nothing needed before: those are tried in
-  # the next round. tried: root => whether the device runs its program.
+  # Which ops are left, each group's program checked against the device
+  # (checks?/5) only once some op that stays reads its result: from the
+  # last op back, an elementwise op (fused or not) or a foldable transpose
+  # stays only while some op that stays, or an output, reads its result;
+  # every other op stays. So a member whose every read is computed inside
+  # fused programs goes (a group read only by programs that recompute it is
+  # never checked), and a group the device does not support (or that
+  # plan/5 rejected) keeps its members as ops of their own, which may need
+  # groups that nothing needed before: those are checked in the next
+  # round. tried: root => whether the device supports its program.
   defp keep(programs, tried, {ops, n, pure, needed, device} = ctx) do
     fused = for {root, {op, _}} <- programs, Map.get(tried, root, true), into: %{}, do: {root, op}
 
