@@ -27,6 +27,11 @@ defmodule Nx.Vulkan.Fusion do
   # program when it fits 16 bits (literal_bits/2: an integer of int16 or
   # uint16, a float that an f16 holds exactly): such constants of the
   # computation (threefry's rotation amounts, small factors) cost no input.
+  # A program whose one use is a copy of its result into a block of a
+  # fresh tensor (a concatenation's) writes that block itself
+  # (into_destinations/2), and a program reading such a tensor whole, where
+  # programs write all its blocks, runs inside those programs
+  # (fold_readers/4).
   # The fused kernel computes bitwise what the ops compute one kernel each
   # (nxv_fused in nxv.h), so a replay returns what the evaluation did.
   #
@@ -85,7 +90,8 @@ defmodule Nx.Vulkan.Fusion do
 
   @doc """
   The fused form of the plan `ops` (in order, as the compiler plans them):
-  `fuse/5`, `into_destinations/2` and `pair_programs/3` in turn, then each
+  `fuse/5`, `into_destinations/2`, `fold_readers/4` and `pair_programs/3`
+  in turn, then each
   program of the result run once on scratch inputs of the real sizes and
   layouts, which creates its pipeline. The programs that fail there are
   planned again without them (`rejected` holds such programs' keys), so
@@ -97,6 +103,7 @@ defmodule Nx.Vulkan.Fusion do
       ops
       |> fuse(out_specs, info, device, rejected)
       |> into_destinations(out_specs)
+      |> fold_readers(out_specs, device, rejected)
       |> pair_programs(device, rejected)
 
     failed =
@@ -246,6 +253,137 @@ defmodule Nx.Vulkan.Fusion do
 
     ops
     |> Tuple.to_list()
+    |> Enum.with_index()
+    |> Enum.flat_map(fn {op, i} -> Map.get(edits, i, [op]) end)
+  end
+
+  @doc """
+  Folds each fused program of `ops` (as `into_destinations/2` returns
+  them) that reads a tensor whose every block a program writes in place
+  (`fused_into` ops: the operands of a concatenation or a stack) into
+  those programs: each computes the reader's program over its block and
+  writes that into the same block of the reader's result, which the
+  tensor's `empty` then makes; the tensor and the reader go. Only where
+  the reader is one program of the tensor's type that reads it once,
+  densely and whole, its other inputs immediates or broadcasts of one
+  element made before the first block's program and not written since;
+  where the blocks cover the tensor without overlapping and nothing else
+  uses it (no output); and where each merged program fits a program's
+  limits, the device supports it (`Nx.Vulkan.NIF.fused_check/5`) and
+  `rejected` (`plan/5`) does not hold it. `Nx.Random` so turns its
+  concatenated bits into numbers inside the programs that compute them.
+  `out_specs` are the plan's output specs, `device` is `fuse/5`'s.
+  """
+  def fold_readers(ops, out_specs, device, rejected \\ MapSet.new()) do
+    tuple = List.to_tuple(ops)
+    n = tuple_size(tuple)
+    uses = count_uses(tuple, out_specs)
+    producer = for i <- 0..(n - 1)//1, slot <- elem(elem(tuple, i), 2), into: %{}, do: {slot, i}
+    ctx = {tuple, uses, producer, device, rejected}
+
+    # One fold at a time: a folded reader's result may itself be read by
+    # a program that folds in turn (a chain over a concatenation).
+    case Enum.find_value(0..(n - 1)//1, &fold_reader(&1, ctx)) do
+      nil -> ops
+      edits -> ops |> apply_edits(edits) |> fold_readers(out_specs, device, rejected)
+    end
+  end
+
+  # The edits (index => ops in its place) that fold the program at index
+  # r into the programs that write the blocks of the tensor it reads
+  # (fold_readers/4), else nil.
+  defp fold_reader(r, {ops, uses, producer, device, rejected}) do
+    with {:fused, [{:c, type}, {:c, shape}, {:c, words}, {:l, inputs}], [out]} <- elem(ops, r),
+         true <- is_list(words) and is_list(shape),
+         {fixed, [{:t, [{:s, d}, {:c, 0}, {:c, nil}]} = whole]} <-
+           Enum.split_with(inputs, &position_free?/1),
+         e when is_integer(e) <- producer[d],
+         {:empty, [_, {:c, ^type}, {:c, count}] = empty_specs, [^d]} <- elem(ops, e),
+         true <- count == Enum.product(shape) and count > 0,
+         users = for(k <- (e + 1)..(r - 1)//1, d in op_slots(elem(ops, k)), do: k),
+         [first | _] <- users,
+         writers = Enum.map(users, &program_of(elem(ops, &1))),
+         true <- Enum.all?(writers, &match?(%{dst: ^d, type: ^type}, &1)),
+         true <- uses[d] == length(users) + 1 and covers?(writers, count),
+         reads = Enum.flat_map(fixed, &slots_in/1),
+         true <- Enum.all?(reads, &(Map.get(producer, &1, -1) < first)),
+         true <-
+           Enum.all?((first + 1)..(r - 1)//1, &leaves_alone?(elem(ops, &1), reads, nil, nil)),
+         reader = %{inputs: inputs, words: words},
+         folded = Enum.map(writers, &fold_into(&1, reader, whole, out)),
+         true <- Enum.all?(folded, &(&1 != nil and folded_ok?(&1, device, rejected))) do
+      Enum.zip(users, folded)
+      |> Map.new(fn {k, op} -> {k, [op]} end)
+      |> Map.put(e, [{:empty, empty_specs, [out]}])
+      |> Map.put(r, [])
+    else
+      _ -> nil
+    end
+  end
+
+  # Whether a program input reads the same at every element: an immediate
+  # or a broadcast of one element.
+  defp position_free?({:c, bytes}), do: is_binary(bytes)
+
+  defp position_free?({:t, [_spec, {:c, off}, {:c, strides}]}),
+    do: is_integer(off) and is_list(strides) and Enum.all?(strides, &(&1 == 0))
+
+  defp position_free?(_spec), do: false
+
+  # The slots an op reads, writes or makes.
+  defp op_slots({_name, specs, out}), do: Enum.flat_map(specs, &slots_in/1) ++ out
+
+  # Whether the blocks of programs (of one destination) cover its count
+  # elements without overlapping.
+  defp covers?(programs, count) do
+    ranges =
+      programs
+      |> Enum.map(fn p -> {p.off, p.off + Enum.product(p.shape)} end)
+      |> Enum.sort()
+
+    Enum.sum(Enum.map(ranges, fn {lo, hi} -> hi - lo end)) == count and
+      Enum.all?(ranges, fn {lo, hi} -> lo >= 0 and hi <= count end) and
+      ranges |> Enum.chunk_every(2, 1, :discard) |> Enum.all?(fn [a, b] -> apart?(a, b) end)
+  end
+
+  # The fused_into op writing into slot out, at program w's offset, the
+  # reader's program over w's result (the reader's dense read `whole` of
+  # w's destination is w's result register; its other inputs, each one
+  # element, read as broadcasts over w's shape), else nil when the merged
+  # program passes a program's limits or ends on another register.
+  defp fold_into(w, reader, whole, out) do
+    zeros = Enum.map(w.shape, fn _ -> 0 end)
+
+    reader_inputs =
+      Enum.map(reader.inputs, fn
+        ^whole -> whole
+        {:t, [spec, off, {:c, _}]} -> {:t, [spec, off, {:c, zeros}]}
+        imm -> imm
+      end)
+
+    inputs = Enum.uniq(w.inputs ++ (reader_inputs -- [whole]))
+    nin = length(inputs)
+    index = inputs |> Enum.with_index() |> Map.new()
+    {acc, rw} = translate(w, index, {%{}, []}, nin)
+    reader = %{inputs: reader_inputs, words: reader.words}
+    {{_, words}, rr} = translate(reader, Map.put(index, whole, rw), acc, nin)
+    words = Enum.reverse(words)
+
+    if nin <= @max_inputs and length(words) <= @max_instrs and rr == nin + length(words) - 1,
+      do:
+        {:fused_into,
+         [{:s, out}, {:c, w.off}, {:c, w.type}, {:c, w.shape}, {:c, words}, {:l, inputs}], []}
+  end
+
+  # Whether a folded program may run: not rejected, and supported.
+  defp folded_ok?({:fused_into, [_, _, {:c, t}, {:c, shape}, {:c, words}, {:l, ins}], _}, d, rej),
+    do:
+      not MapSet.member?(rej, {:single, t, shape, words, ins}) and
+        checks?(t, length(ins), words, 0, d)
+
+  # ops (a list) with each index of edits replaced by its ops.
+  defp apply_edits(ops, edits) do
+    ops
     |> Enum.with_index()
     |> Enum.flat_map(fn {op, i} -> Map.get(edits, i, [op]) end)
   end

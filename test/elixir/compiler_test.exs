@@ -81,6 +81,17 @@ if Code.ensure_loaded?(Nx) do
     end
 
     defn(stacked(x, y), do: Nx.stack([x * y - y, x + y * 2]))
+
+    # Programs reading a whole concatenation or stack whose blocks
+    # programs write: folded into those programs (Fusion.fold_readers/4).
+    defn(read_blocks(x, y, s), do: Nx.concatenate([x * y + x, Nx.abs(y - x) * 3]) * s - 1)
+    defn(read_stack(x, y), do: Nx.negate(Nx.stack([x * y - y, x + y * 2])))
+
+    defn read_output(x, y) do
+      c = Nx.concatenate([x * y + x, x - y * 2])
+      {c * 2 + 1, c}
+    end
+
     defn(side_by_side(x, y), do: Nx.concatenate([x * y + x, x - y * 2], axis: 1))
 
     defn shared_block(x, y) do
@@ -920,6 +931,162 @@ if Code.ensure_loaded?(Nx) do
 
       # It writes 2..5, which the block's copy overwrites after it: kept.
       assert Nx.Vulkan.Fusion.into_destinations(ops.(2), [{:s, 0}]) == ops.(2)
+    end
+
+    test "a program reading a concatenation runs in the programs that write its blocks" do
+      plan_ops = fn ->
+        [{ops, _, _, _}] = for {{Compiler, :plan, _, _}, plan} <- :persistent_term.get(), do: plan
+        Enum.frequencies_by(ops, &elem(&1, 0))
+      end
+
+      for type <- [:f32, :f16, :s32, :u64] do
+        x = Nx.as_type(Nx.multiply(uniform(41, {6, 5}), 100), type)
+        y = Nx.as_type(Nx.multiply(uniform(42, {6, 5}), 100), type)
+        s = Nx.as_type(Nx.tensor(3), type)
+
+        for {fun, args, folded?} <- [
+              {&read_blocks/3, [x, y, s], true},
+              {&read_stack/2, [x, y], true},
+              {&read_output/2, [x, y], false}
+            ] do
+          Compiler.clear_cache()
+          expected = evaluator(fun, args)
+          {_, evaluated} = ops_of(fn -> evaluator(fun, args) end)
+          assert bits(apply(fun, args)) == bits(expected), "#{type} #{inspect(fun)} first call"
+
+          for _ <- 1..2 do
+            {got, replayed} = ops_of(fn -> apply(fun, args) end)
+            assert bits(got) == bits(expected), "#{type} #{inspect(fun)} replay"
+
+            assert if(folded?, do: replayed < evaluated, else: replayed <= evaluated),
+                   "#{type} #{inspect(fun)}: #{replayed} of #{evaluated}"
+          end
+
+          counts = plan_ops.()
+          # Folded: no program of its own reads the blocks' tensor, and
+          # the blocks are still written in place (no copy).
+          assert Map.has_key?(counts, :fused) != folded?,
+                 "#{type} #{inspect(fun)}: #{inspect(counts)}"
+
+          assert Map.get(counts, :copy_into, 0) == 0,
+                 "#{type} #{inspect(fun)}: #{inspect(counts)}"
+        end
+      end
+    end
+
+    test "a reader folds into its blocks' programs only where every element reads the same" do
+      dense = [{:c, 0}, {:c, nil}]
+      neg = Bitwise.bsl(1, 2)
+      # r2 = r0 * r1 (multiply: class 1, op 2).
+      mul = Bitwise.bor(1, Bitwise.bsl(2, 2)) |> Bitwise.bor(Bitwise.bsl(1, 16))
+      imm = <<2.0::float-32-native>>
+      bcast = {:t, [{:p, 2}, {:c, 0}, {:c, [0]}]}
+
+      writer = fn off, p ->
+        {:fused_into,
+         [
+           {:s, 0},
+           {:c, off},
+           {:c, :f32},
+           {:c, [2, 2]},
+           {:c, [neg]},
+           {:l, [{:t, [{:p, p} | dense]}]}
+         ], []}
+      end
+
+      reader = fn second ->
+        {:fused, [{:c, :f32}, {:c, [8]}, {:c, [mul]}, {:l, [{:t, [{:s, 0} | dense]}, second]}],
+         [1]}
+      end
+
+      ops = fn second ->
+        [
+          {:empty, [{:c, :dev}, {:c, :f32}, {:c, 8}], [0]},
+          writer.(0, 0),
+          writer.(4, 1),
+          reader.(second)
+        ]
+      end
+
+      # Each block's program: r1 = -r0, then r1 times the immediate (r2),
+      # or the broadcast read again over the block's shape.
+      folded_mul =
+        Bitwise.bor(1, Bitwise.bsl(2, 2))
+        |> Bitwise.bor(Bitwise.bsl(2, 9))
+        |> Bitwise.bor(Bitwise.bsl(1, 16))
+
+      for {second, read} <- [
+            {{:c, imm}, {:c, imm}},
+            {bcast, {:t, [{:p, 2}, {:c, 0}, {:c, [0, 0]}]}}
+          ] do
+        assert [
+                 {:empty, [_, {:c, :f32}, {:c, 8}], [1]},
+                 {:fused_into,
+                  [
+                    {:s, 1},
+                    {:c, 0},
+                    {:c, :f32},
+                    {:c, [2, 2]},
+                    {:c, [^neg, ^folded_mul]},
+                    {:l, [{:t, [{:p, 0} | _]}, ^read]}
+                  ], []},
+                 {:fused_into,
+                  [
+                    {:s, 1},
+                    {:c, 4},
+                    {:c, :f32},
+                    {:c, [2, 2]},
+                    {:c, [^neg, ^folded_mul]},
+                    {:l, [{:t, [{:p, 1} | _]}, ^read]}
+                  ], []}
+               ] = Nx.Vulkan.Fusion.fold_readers(ops.(second), [{:s, 1}], nil)
+      end
+
+      # A program's key plan/5 rejected is not made again.
+      [_, {:fused_into, [_, _, {:c, t}, {:c, sh}, {:c, w}, {:l, ins}], _} | _] =
+        Nx.Vulkan.Fusion.fold_readers(ops.({:c, imm}), [{:s, 1}], nil)
+
+      rejected = MapSet.new([{:single, t, sh, w, ins}])
+
+      assert Nx.Vulkan.Fusion.fold_readers(ops.({:c, imm}), [{:s, 1}], nil, rejected) ==
+               ops.({:c, imm})
+
+      unchanged = [
+        # The concatenation is an output too.
+        {ops.({:c, imm}), [{:s, 1}, {:s, 0}]},
+        # The reader's other input is read element for element.
+        {ops.({:t, [{:p, 2} | dense]}), [{:s, 1}]},
+        # A block is copied, not written by a program.
+        {List.replace_at(
+           ops.({:c, imm}),
+           2,
+           {:copy_into, [{:s, 0}, {:c, 4}, {:c, [1]}, {:c, [4]}, {:p, 1}] ++ dense, []}
+         ), [{:s, 1}]},
+        # The blocks leave elements 4..7 unwritten.
+        {List.delete_at(ops.({:c, imm}), 2), [{:s, 1}]},
+        # The reader reads the concatenation's second half only.
+        {List.replace_at(
+           ops.({:c, imm}),
+           3,
+           {:fused,
+            [
+              {:c, :f32},
+              {:c, [4]},
+              {:c, [mul]},
+              {:l, [{:t, [{:s, 0}, {:c, 4}, {:c, nil}]}, {:c, imm}]}
+            ], [1]}
+         ), [{:s, 1}]},
+        # The broadcast slot is made after the first block's program.
+        {List.insert_at(
+           ops.({:t, [{:s, 5}, {:c, 0}, {:c, [0]}]}),
+           2,
+           {:unary, [{:c, :abs}, {:c, [1]}, {:p, 2}] ++ dense, [5]}
+         ), [{:s, 1}]}
+      ]
+
+      for {plan, outs} <- unchanged do
+        assert Nx.Vulkan.Fusion.fold_readers(plan, outs, nil) == plan
+      end
     end
 
     test "programs pair only where the later one computes the same at the earlier's place" do
