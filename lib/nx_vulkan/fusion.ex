@@ -397,12 +397,14 @@ defmodule Nx.Vulkan.Fusion do
   tensor or a block of a destination, and the pair writes both. Such
   pairs are the words of a counter-based generator (threefry's two words
   after the same rounds), which single-result programs each compute in
-  full. The pair takes the earlier program's place, the later one found
-  among the 64 ops after it, and only where the later one can run there:
-  every slot it reads is made before that place (or is the earlier
-  program's result, read densely: a register of the pair), nothing
-  between writes a slot it reads or meets its block, and no input of the
-  pair reads either destination. `device` is `fuse/5`'s: a pair the
+  full. The later program is found among the 64 ops after the earlier
+  one. The pair takes the earlier program's place where the later one can
+  run there (every slot it reads is made before that place, or is the
+  earlier program's result, read densely: a register of the pair; nothing
+  between writes a slot it reads or meets its block), else the later
+  one's place where the earlier one can run there (nothing between reads
+  its result, uses its destination, or writes a slot it reads); and only
+  where no input of the pair reads either destination. `device` is `fuse/5`'s: a pair the
   device does not support (`Nx.Vulkan.NIF.fused_check/5`), or whose op
   `rejected` holds (`plan/5`), stays two programs.
   """
@@ -411,14 +413,17 @@ defmodule Nx.Vulkan.Fusion do
     n = tuple_size(ops)
     producer = for i <- 0..(n - 1)//1, slot <- elem(elem(ops, i), 2), into: %{}, do: {slot, i}
 
-    {ops, gone} =
-      Enum.reduce(0..(n - 1)//1, {ops, MapSet.new()}, fn i, {ops, gone} ->
+    {ops, gone, _producer} =
+      Enum.reduce(0..(n - 1)//1, {ops, MapSet.new(), producer}, fn i, {ops, gone, producer} ->
         with false <- MapSet.member?(gone, i),
              %{} = a <- program_of(elem(ops, i)),
-             {j, op} <- partner(ops, i, a, gone, producer, device, rejected) do
-          {put_elem(ops, i, op), MapSet.put(gone, j)}
+             {j, op, place} <- partner(ops, i, a, gone, producer, device, rejected) do
+          # The pair at place; the other index goes.
+          other = if place == i, do: j, else: i
+          producer = Enum.reduce(elem(op, 2), producer, &Map.put(&2, &1, place))
+          {put_elem(ops, place, op), MapSet.put(gone, other), producer}
         else
-          _ -> {ops, gone}
+          _ -> {ops, gone, producer}
         end
       end)
 
@@ -441,7 +446,8 @@ defmodule Nx.Vulkan.Fusion do
   defp program_of(_op), do: nil
 
   # The first program among the @pair_window ops after op i (program a)
-  # that pairs with it: {its index, the pair op}, else nil. (The window
+  # that pairs with it: {its index, the pair op, the pair's index}, else
+  # nil. (The window
   # bounds a plan's pairing time: each candidate's check walks the ops
   # between.)
   defp partner(ops, i, a, gone, producer, device, rejected) do
@@ -451,7 +457,7 @@ defmodule Nx.Vulkan.Fusion do
       with false <- MapSet.member?(gone, j),
            %{type: type, shape: shape} = b <- program_of(elem(ops, j)),
            true <- type == a.type and shape == a.shape,
-           true <- movable?(ops, i, j, b, a.out, gone, producer),
+           place when place != nil <- place(ops, i, j, a, b, gone, producer),
            {inputs, words, ra, rb} <- merge_programs(a, b),
            slots = Enum.flat_map(inputs, &slots_in/1),
            true <- a.dst not in slots and b.dst not in slots,
@@ -463,7 +469,7 @@ defmodule Nx.Vulkan.Fusion do
                 dest_specs(first) ++ dest_specs(second), first.out ++ second.out},
            false <- MapSet.member?(rejected, {:pair, op}),
            true <- checks?(type, length(inputs), words, reg, device) do
-        {j, op}
+        {j, op, place}
       else
         _ -> nil
       end
@@ -480,6 +486,32 @@ defmodule Nx.Vulkan.Fusion do
   end
 
   defp blocks_apart?(_a, _b), do: true
+
+  # Where the pair of programs a (op i) and b (op j) computes what both
+  # compute: at i where b can move there (movable?/7), else at j where a
+  # can (movable_late?/5), else nil.
+  defp place(ops, i, j, a, b, gone, producer) do
+    cond do
+      movable?(ops, i, j, b, a.out, gone, producer) -> i
+      movable_late?(ops, i, j, a, gone) -> j
+      true -> nil
+    end
+  end
+
+  # Whether program a (op i) computes the same at op j's place: no op left
+  # between them reads its results or uses its destination, or writes or
+  # frees a slot it reads.
+  defp movable_late?(ops, i, j, a, gone) do
+    reads = Enum.flat_map(a.inputs, &slots_in/1)
+    own = if a.dst == nil, do: a.out, else: [a.dst | a.out]
+
+    Enum.all?((i + 1)..(j - 1)//1, fn k ->
+      op = elem(ops, k)
+
+      MapSet.member?(gone, k) or
+        (leaves_alone?(op, reads, nil, nil) and not Enum.any?(op_slots(op), &(&1 in own)))
+    end)
+  end
 
   # Whether program b (op j) computes the same at op i's place: each slot
   # it reads, and its destination, is made before op i (or is op i's
@@ -1023,12 +1055,14 @@ defmodule Nx.Vulkan.Fusion do
   defp scalar?(shape), do: Enum.all?(shape, &(&1 == 1))
 
   # Whether producer p can feed operand pos of consumer m inside one
-  # program: same shape and type; a comparison only as a select's
-  # predicate, anything else only as a value.
+  # program: same shape (or one element each: a slice of one element
+  # read as a number, whose reads the program makes at that element's
+  # offset) and type; a comparison only as a select's predicate,
+  # anything else only as a value.
   defp links?(nil, _m, _pos), do: false
 
   defp links?(p, m, pos) do
-    p.shape == m.shape and p.type == m.type and
+    (p.shape == m.shape or (scalar?(p.shape) and scalar?(m.shape))) and p.type == m.type and
       p.kind == :compare == (m.kind == :select and pos == 0)
   end
 

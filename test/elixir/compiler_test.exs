@@ -87,6 +87,13 @@ if Code.ensure_loaded?(Nx) do
     defn(read_blocks(x, y, s), do: Nx.concatenate([x * y + x, Nx.abs(y - x) * 3]) * s - 1)
     defn(read_stack(x, y), do: Nx.negate(Nx.stack([x * y - y, x + y * 2])))
 
+    # One element sliced out and read as a number: the slice is a read of
+    # the program at that element's offset.
+    defn one_element(x, y) do
+      s = Nx.squeeze(Nx.slice(x, [2, 3], [1, 1]))
+      s * 3 - s * s + y
+    end
+
     defn read_output(x, y) do
       c = Nx.concatenate([x * y + x, x - y * 2])
       {c * 2 + 1, c}
@@ -933,6 +940,21 @@ if Code.ensure_loaded?(Nx) do
       assert Nx.Vulkan.Fusion.into_destinations(ops.(2), [{:s, 0}]) == ops.(2)
     end
 
+    test "a one-element slice read as a number runs in the program that reads it" do
+      for type <- [:f32, :f16, :s32, :u64] do
+        x = Nx.as_type(Nx.multiply(uniform(43, {6, 5}), 100), type)
+        y = Nx.as_type(Nx.tensor(7), type)
+        Compiler.clear_cache()
+        expected = evaluator(&one_element/2, [x, y])
+        {_, evaluated} = ops_of(fn -> evaluator(&one_element/2, [x, y]) end)
+        assert bits(one_element(x, y)) == bits(expected), "#{type} first call"
+        {got, replayed} = ops_of(fn -> one_element(x, y) end)
+        assert bits(got) == bits(expected), "#{type} replay"
+        # The slice's copy and the arithmetic: one program.
+        assert replayed == 1, "#{type}: #{replayed} ops of #{evaluated}"
+      end
+    end
+
     test "a program reading a concatenation runs in the programs that write its blocks" do
       plan_ops = fn ->
         [{ops, _, _, _}] = for {{Compiler, :plan, _, _}, plan} <- :persistent_term.get(), do: plan
@@ -1089,7 +1111,7 @@ if Code.ensure_loaded?(Nx) do
       end
     end
 
-    test "programs pair only where the later one computes the same at the earlier's place" do
+    test "programs pair only where one computes the same at the other's place" do
       dense = [{:c, 0}, {:c, nil}]
       input = fn spec -> {:t, [spec | dense]} end
       neg = Bitwise.bsl(1, 2)
@@ -1150,14 +1172,32 @@ if Code.ensure_loaded?(Nx) do
       assert Nx.Vulkan.Fusion.pair_programs(ops, nil) == ops
 
       # The second reads a slot made between them: left as it is.
-      ops = [first, {:unary, [{:c, :abs}, {:c, [4]}, {:p, 1}] ++ dense, [2]}, second.({:s, 2})]
-      assert Nx.Vulkan.Fusion.pair_programs(ops, nil) == ops
+      # The second reads a slot made between them: the pair takes the
+      # second's place, where the first computes the same.
+      abs_p1 = {:unary, [{:c, :abs}, {:c, [4]}, {:p, 1}] ++ dense, [2]}
+
+      assert [^abs_p1, {:fused_pair, [_, _, {:c, [^neg, ^mul]}, {:c, 2} | _], [3, 1]}] =
+               Nx.Vulkan.Fusion.pair_programs([first, abs_p1, second.({:s, 2})], nil)
 
       # ... or one that an op between writes into.
+      copy = {:copy_into, [{:s, 2}, {:c, 0}, {:c, [1]}, {:c, [4]}, {:p, 1}] ++ dense, []}
+      empty = {:empty, [{:c, :dev}, {:c, :f32}, {:c, 4}], [2]}
+
+      assert [^empty, ^copy, {:fused_pair, [_, _, {:c, [^neg, ^mul]}, {:c, 2} | _], [3, 1]}] =
+               Nx.Vulkan.Fusion.pair_programs([empty, first, copy, second.({:s, 2})], nil)
+
+      # Neither place: an op between reads the first's result, and the
+      # second reads a slot made between them.
+      abs_r1 = {:unary, [{:c, :abs}, {:c, [4]}, {:s, 1}] ++ dense, [2]}
+      ops = [first, abs_r1, second.({:s, 2})]
+      assert Nx.Vulkan.Fusion.pair_programs(ops, nil) == ops
+
+      # ... or an op between writes a slot the first reads.
       ops = [
-        {:empty, [{:c, :dev}, {:c, :f32}, {:c, 4}], [2]},
-        first,
-        {:copy_into, [{:s, 2}, {:c, 0}, {:c, [1]}, {:c, [4]}, {:p, 1}] ++ dense, []},
+        {:empty, [{:c, :dev}, {:c, :f32}, {:c, 4}], [4]},
+        {:fused, [{:c, :f32}, {:c, [4]}, {:c, [neg]}, {:l, [input.({:s, 4})]}], [1]},
+        {:copy_into, [{:s, 4}, {:c, 0}, {:c, [1]}, {:c, [4]}, {:p, 1}] ++ dense, []},
+        abs_p1,
         second.({:s, 2})
       ]
 
