@@ -433,8 +433,10 @@ if Code.ensure_loaded?(Nx) do
     # A random graph of elementwise ops over three inputs, each op reading
     # earlier values (so results are read by several ops and groups are
     # shared), some directly and some through views (reversed, a row
-    # broadcast), some of its values returned and one summed: a function
-    # of three tensors.
+    # broadcast, one element read as a number), some values concatenations
+    # of programs' results (blocks written in place, read by later ops),
+    # some of its values returned and one summed: a function of three
+    # tensors.
     defp random_graph(seed, nodes) do
       :rand.seed(:exsss, {seed, seed * 7 + 1, 3})
 
@@ -452,7 +454,9 @@ if Code.ensure_loaded?(Nx) do
              :select,
              :divide,
              :reverse,
-             :row
+             :row,
+             :concat,
+             :number
            ]), :rand.uniform(1_000_000), :rand.uniform(1_000_000)}
         end
 
@@ -468,15 +472,43 @@ if Code.ensure_loaded?(Nx) do
 
             v =
               case op do
-                :abs -> Nx.abs(a)
-                :exp -> Nx.exp(Nx.min(a, 2.0))
-                :sin -> Nx.sin(a)
-                :select -> Nx.select(Nx.greater(a, b), a, Nx.multiply(b, 0.5))
-                :divide -> Nx.divide(a, Nx.add(Nx.abs(b), 1.0))
+                :abs ->
+                  Nx.abs(a)
+
+                :exp ->
+                  Nx.exp(Nx.min(a, 2.0))
+
+                :sin ->
+                  Nx.sin(a)
+
+                :select ->
+                  Nx.select(Nx.greater(a, b), a, Nx.multiply(b, 0.5))
+
+                :divide ->
+                  Nx.divide(a, Nx.add(Nx.abs(b), 1.0))
+
                 # views of a result: reversed, a row broadcast
-                :reverse -> Nx.add(Nx.reverse(a, axes: [0]), b)
-                :row -> Nx.subtract(b, a[1])
-                binary -> apply(Nx, binary, [a, b])
+                :reverse ->
+                  Nx.add(Nx.reverse(a, axes: [0]), b)
+
+                :row ->
+                  Nx.subtract(b, a[1])
+
+                # rows 0..1 of a * 2 - 1 above rows 2..4 of |b| + 1, then
+                # scaled and shifted
+                :concat ->
+                  Nx.concatenate([
+                    Nx.subtract(Nx.multiply(a[0..1], 2.0), 1.0),
+                    Nx.add(Nx.abs(b[2..4]), 1.0)
+                  ])
+                  |> Nx.multiply(0.5)
+                  |> Nx.subtract(0.25)
+
+                :number ->
+                  Nx.multiply(b, Nx.add(a[2][1], 0.5))
+
+                binary ->
+                  apply(Nx, binary, [a, b])
               end
 
             [v | values]
@@ -516,7 +548,7 @@ if Code.ensure_loaded?(Nx) do
     test "random graphs of shared elementwise results replay bit for bit" do
       args = for seed <- 61..63, do: uniform(seed, {5, 3})
 
-      for seed <- 1..12 do
+      for seed <- 1..16 do
         fun = random_graph(seed, 8 + rem(seed * 5, 17))
         expected = evaluator(fun, args)
         {_, evaluated} = ops_of(fn -> evaluator(fun, args) end)
