@@ -80,7 +80,17 @@
 #include "common.glsl"
 
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer BufT { T v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer BufV { uvec4 v[]; };
+// The operands' 16-byte loads are volatile: NVIDIA's compiler then reads
+// them from L2 past the L1 cache (LDG.E.128.STRONG.GPU instead of
+// LDG.E.128.CONSTANT), which the staging would otherwise fill with lines
+// no other workgroup of the multiprocessor reads again, taking bandwidth
+// from the shared-memory stores and fragment loads that share its data
+// path. On an H200 (f16 TFLOP/s, two leases, binaries
+// alternating) 2048^3 258-261 -> 263-266, 4096^3 306-308 -> 310-314,
+// 8192^3 315-326 -> 327-331, B transposed 294-295 -> 298-300, 8 x 1024^3
+// 244-245 -> 248-250; coherent loads gained half as much, restrict
+// nothing, and the same volatile loads in gemm.comp (f32) nothing.
+layout(buffer_reference, std430, buffer_reference_align = 16) volatile readonly buffer BufV { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer BufO { uvec4 v[]; };
 
 // Two results rounded to T, as one word (the first in the low half).
