@@ -85,10 +85,11 @@ layout(buffer_reference, std430, buffer_reference_align = 2) buffer BufT { T v[]
 // LDG.E.128.CONSTANT), which the staging would otherwise fill with lines
 // no other workgroup of the multiprocessor reads again, taking bandwidth
 // from the shared-memory stores and fragment loads that share its data
-// path. On an H200 (f16 TFLOP/s, two leases, binaries
-// alternating) 2048^3 258-261 -> 263-266, 4096^3 306-308 -> 310-314,
-// 8192^3 315-326 -> 327-331, B transposed 294-295 -> 298-300, 8 x 1024^3
-// 244-245 -> 248-250; coherent loads gained half as much, restrict
+// path. On an H200 (f16 TFLOP/s, binaries alternating, two rounds each in
+// three leases): 2048^3 258-261 -> 261-266, 4096^3 305-308 -> 308-314,
+// B transposed 294-295 -> 295-300, 8 x 1024^3 244-246 -> 247-250 (bf16
+// 4096^3 305-306 -> 307-308): 1.5-2.5% in the first two leases, 0.5-0.8%
+// in the third. Coherent loads gained about half as much, restrict
 // nothing, and the same volatile loads in gemm.comp (f32) nothing.
 layout(buffer_reference, std430, buffer_reference_align = 16) volatile readonly buffer BufV { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer BufO { uvec4 v[]; };
