@@ -88,9 +88,10 @@ layout(buffer_reference, std430, buffer_reference_align = 2) buffer BufT { T v[]
 // path. On an H200 (f16 TFLOP/s, binaries alternating, two rounds each in
 // three leases): 2048^3 258-261 -> 261-266, 4096^3 305-308 -> 308-314,
 // B transposed 294-295 -> 295-300, 8 x 1024^3 244-246 -> 247-250 (bf16
-// 4096^3 305-306 -> 307-308): 1.5-2.5% in the first two leases, 0.5-0.8%
-// in the third. Coherent loads gained about half as much, restrict
-// nothing, and the same volatile loads in gemm.comp (f32) nothing.
+// 4096^3 305-306 -> 307-308): best against best 0.6-2.2% in the first two
+// leases, 0.1-0.9% in the third. Coherent loads gained about half as
+// much, restrict nothing, and the same volatile loads in gemm.comp (f32)
+// nothing.
 layout(buffer_reference, std430, buffer_reference_align = 16) volatile readonly buffer BufV { uvec4 v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer BufO { uvec4 v[]; };
 
