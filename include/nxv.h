@@ -196,6 +196,17 @@ typedef struct nxv_device_config {
                                  the last one has been seen complete;
                                  0 = the default, 3; 1 = only on an idle
                                  GPU */
+  uint32_t early_inflight;    /* a batch holding 8 ops and 2^18 elements
+                                 of estimated work (ops as large as a
+                                 training step's products) is submitted
+                                 at once only while fewer than this many
+                                 submitted batches are incomplete on the
+                                 GPU; otherwise it takes more ops until
+                                 one completes (then goes at once), so
+                                 that a producer ahead of the GPU hands
+                                 it fewer, longer batches with fewer
+                                 barriers; 0 = the default, 2; 17 or more
+                                 never holds a batch */
   int32_t reorder_window;     /* an op that must wait for a barrier is
                                  held in a window of at most this many ops
                                  (up to NXV_REORDER_WINDOW_MAX) while later independent ops

@@ -410,6 +410,7 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   if (opt_u64(env, argv[1], "idle_flush_us", &v, &bad)) cfg.idle_flush_us = (uint32_t)v;
   if (opt_u64(env, argv[1], "kick_nodes", &v, &bad)) cfg.kick_nodes = (uint32_t)v;
   if (opt_u64(env, argv[1], "kick_inflight", &v, &bad)) cfg.kick_inflight = (uint32_t)v;
+  if (opt_u64(env, argv[1], "early_inflight", &v, &bad)) cfg.early_inflight = (uint32_t)v;
   if (opt_u64(env, argv[1], "wait_spin_us", &v, &bad)) cfg.wait_spin_us = (uint32_t)v;
   if (opt_u64(env, argv[1], "idle_spin_us", &v, &bad)) cfg.idle_spin_us = (uint32_t)v;
   if (opt_u64(env, argv[1], "ring_capacity", &v, &bad)) cfg.ring_capacity = (uint32_t)v;

@@ -63,6 +63,7 @@ static void resolve_config(nxv_device *d, const nxv_device_config *in) {
   if (!c.idle_flush_us) c.idle_flush_us = 20;
   if (!c.kick_nodes) c.kick_nodes = 16;
   if (!c.kick_inflight) c.kick_inflight = 3;
+  if (!c.early_inflight) c.early_inflight = 2;
   if (!c.reorder_window) c.reorder_window = 32;
   /* wait_spin_us 0: resolved by the device type in nxv_device_open. */
   if (!c.idle_spin_us) c.idle_spin_us = 200;
@@ -195,6 +196,7 @@ nxv_status nxv_device_open(int32_t index, const nxv_device_config *config,
         .idle_flush_us = d->config.idle_flush_us,
         .kick_nodes = d->config.kick_nodes,
         .kick_inflight = d->config.kick_inflight,
+        .early_inflight = d->config.early_inflight,
         .reorder_window =
             d->config.reorder_window < 0 ? 0 : (uint32_t)d->config.reorder_window,
         .wait_spin_us = d->config.wait_spin_us,

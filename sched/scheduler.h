@@ -156,6 +156,10 @@ typedef struct nxv_sched_config {
   uint32_t kick_inflight;     /* ... or while fewer than this many
                                  batches of little work (NXV_EARLY_COST in
                                  all) are in flight (at least 1) */
+  uint32_t early_inflight;    /* the early rule (NXV_EARLY_NODES nodes
+                                 and NXV_EARLY_COST of work) submits only
+                                 while fewer than this many batches are
+                                 incomplete on the GPU; 0 = always */
   uint32_t reorder_window;    /* nodes that need a barrier wait in a window
                                  of at most this many (up to
                                  NXV_REORDER_MAX) while later independent

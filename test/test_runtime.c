@@ -1037,6 +1037,67 @@ NXV_TEST(sched, kicks_behind_batches_in_flight_up_to_kick_inflight) {
   kick_close(&f);
 }
 
+/* The early rule (8 nodes and 2^18 elements of work) submits a batch only
+ * while fewer than early_inflight submitted batches are incomplete:
+ * behind two hung batches a third group of large adds stays open (with
+ * early_inflight 2; a limit above the batch slots holds nothing), and a
+ * held batch goes once the GPU has room, without waiting for another op
+ * or the idle flush. */
+NXV_TEST(sched, early_rule_holds_behind_early_inflight_batches) {
+  enum { BIG = 128 * 128, GROUP = 8, BIGGER = 1 << 22 };
+  static const uint32_t limits[] = {2, 17};
+  for (size_t li = 0; li < sizeof limits / sizeof limits[0]; li++) {
+    nxv_device_config cfg = {.disable_disk_cache = true, .idle_flush_us = 10000000,
+                             .kick_nodes = 1000, .early_inflight = limits[li]};
+    nxv_device *d = open_with(&cfg);
+    REQUIRE(d);
+    float *host = calloc(BIG, sizeof(float));
+    REQUIRE(host);
+    nxv_tensor *big, *outs[3 * GROUP];
+    REQUIRE_OK(nxv_tensor_upload(d, NXV_F32, BIG, host, &big));
+    REQUIRE_OK(nxv_device_synchronize(d));
+    int64_t shape[1] = {BIG};
+    nxv_view v = {big, 0, NULL};
+    uint64_t s0 = submits_of(d);
+    nxv_device_inject_hang(d);
+    for (int g = 0; g < 3; g++) {
+      for (int i = 0; i < GROUP; i++)
+        REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[g * GROUP + i]));
+      if (g < 2 || limits[li] > 2) {
+        CHECK_MSG(submits_reach(d, s0 + (uint64_t)g + 1, 10000),
+                  "limit %u: group %d not submitted", limits[li], g);
+      } else {
+        usleep(50000);
+        CHECK_MSG(submits_of(d) == s0 + 2, "limit %u: a third batch went behind two", limits[li]);
+      }
+    }
+    for (int i = 0; i < 3 * GROUP; i++) nxv_tensor_release(outs[i]);
+    nxv_tensor_release(big);
+    free(host);
+    nxv_device_release(d); /* ends the hang */
+  }
+  /* No hang: with early_inflight 1 the second group waits for the first
+   * (adds of 2^22 elements, slow on a CPU device) and then goes by
+   * itself, long before the idle flush. */
+  nxv_device_config cfg = {.disable_disk_cache = true, .idle_flush_us = 10000000,
+                           .kick_nodes = 1000, .early_inflight = 1};
+  nxv_device *d = open_with(&cfg);
+  REQUIRE(d);
+  nxv_tensor *t, *outs[2 * GROUP];
+  REQUIRE_OK(nxv_tensor_empty(d, NXV_F32, BIGGER, &t));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  int64_t shape[1] = {BIGGER};
+  nxv_view v = {t, 0, NULL};
+  uint64_t s0 = submits_of(d);
+  for (int i = 0; i < 2 * GROUP; i++) REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
+  CHECK_MSG(submits_reach(d, s0 + 2, 5000), "%llu of 2 batches submitted",
+            (unsigned long long)(submits_of(d) - s0));
+  REQUIRE_OK(nxv_device_synchronize(d));
+  for (int i = 0; i < 2 * GROUP; i++) nxv_tensor_release(outs[i]);
+  nxv_tensor_release(t);
+  nxv_device_release(d);
+}
+
 /* A synchronize that finds everything before it submitted (the open batch
  * empty) waits for the last submission and submits nothing; one that finds
  * work in the open batch submits it, once. Either way the work is complete

@@ -71,6 +71,12 @@
  * command buffer (the total only, for comparison), and the second half on
  * a second queue of the family waiting for the first's timeline value.
  *
+ * Finally, the GPU time of one link of a chain of CHAIN_OPS dependent
+ * dispatches in one command buffer (1 and 256 workgroups) by the
+ * dependency recorded between them: the runtime's barrier, a narrower
+ * memory barrier, an execution dependency alone, an event, two
+ * independent dispatches per barrier, none.
+ *
  * Usage: build/bench/vk_floor [--compute-only] [device index]   (make vk-floor)
  *   --compute-only  a compute queue family without graphics where the
  *                   device has one (the runtime's choice; by default the
@@ -562,6 +568,105 @@ static void measure_gap(ctx *c, VkQueryPool qp, int mode, double *out_gap, doubl
   *out_total = raw_median(tot, GAP_REPS);
 }
 
+/* A chain of dependent dispatches in one command buffer by the kind of
+ * dependency recorded between them: the GPU time of one link. */
+#define CHAIN_OPS 64
+#define CHAIN_REPS 200
+enum {
+  C_RUNTIME,   /* the runtime's global barrier: compute and transfer,
+                  writes to reads and writes */
+  C_NARROW,    /* compute to compute, shader writes to shader reads */
+  C_EXEC,      /* compute to compute, no memory barrier */
+  C_EVENT,     /* vkCmdSetEvent after each dispatch, vkCmdWaitEvents with
+                  the narrow memory barrier before the next */
+  C_NONE,      /* no barrier (independent dispatches: the floor) */
+  C_PAIRS      /* two independent dispatches per narrow barrier (per
+                  barrier interval) */
+};
+
+/* Median over CHAIN_REPS rounds of the GPU time per link (us) of mode,
+ * each dispatch over n floats. */
+static double measure_chain(ctx *c, VkQueryPool qp, int mode, uint32_t n) {
+  static double per[CHAIN_REPS];
+  VkEvent ev[CHAIN_OPS];
+  VkEventCreateInfo eci = {.sType = VK_STRUCTURE_TYPE_EVENT_CREATE_INFO};
+  if (mode == C_EVENT)
+    for (int i = 0; i < CHAIN_OPS; i++) RAW_VK(vkCreateEvent(c->raw.dev, &eci, NULL, &ev[i]));
+  raw_buf bufs[2];
+  for (int i = 0; i < 2; i++)
+    bufs[i] = raw_buffer(&c->raw, (VkDeviceSize)n * 8, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  VkCommandBuffer cb = raw_command_buffer(&c->raw);
+  VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  RAW_VK(vkBeginCommandBuffer(cb, &bi));
+  vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 0);
+  vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, c->pipeline);
+  VkMemoryBarrier narrow = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                            .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
+                            .dstAccessMask = VK_ACCESS_SHADER_READ_BIT};
+  const VkPipelineStageFlags cs = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+  for (int i = 0; i < CHAIN_OPS; i++) {
+    if (i > 0) switch (mode) {
+        case C_RUNTIME: {
+          VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT |
+                                                 VK_ACCESS_TRANSFER_WRITE_BIT,
+                                .dstAccessMask = VK_ACCESS_SHADER_READ_BIT |
+                                                 VK_ACCESS_SHADER_WRITE_BIT |
+                                                 VK_ACCESS_TRANSFER_READ_BIT |
+                                                 VK_ACCESS_TRANSFER_WRITE_BIT};
+          VkPipelineStageFlags st = cs | VK_PIPELINE_STAGE_TRANSFER_BIT;
+          vkCmdPipelineBarrier(cb, st, st, 0, 1, &mb, 0, NULL, 0, NULL);
+          break;
+        }
+        case C_NARROW:
+        case C_PAIRS:
+          vkCmdPipelineBarrier(cb, cs, cs, 0, 1, &narrow, 0, NULL, 0, NULL);
+          break;
+        case C_EXEC:
+          vkCmdPipelineBarrier(cb, cs, cs, 0, 0, NULL, 0, NULL, 0, NULL);
+          break;
+        case C_EVENT:
+          vkCmdWaitEvents(cb, 1, &ev[i - 1], cs, cs, 1, &narrow, 0, NULL, 0, NULL);
+          break;
+        default:
+          break;
+      }
+    /* Even links read buffer 0 and write 1, odd ones the reverse; a pair's
+     * second dispatch writes the upper half of its target. */
+    VkDeviceAddress from = bufs[i & 1].addr, to = bufs[(i + 1) & 1].addr;
+    uint64_t pc[3] = {from, to, n};
+    vkCmdPushConstants(cb, c->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 24, pc);
+    vkCmdDispatch(cb, (n + 63) / 64, 1, 1);
+    if (mode == C_PAIRS) {
+      uint64_t pc2[3] = {from, to + (VkDeviceAddress)n * 4, n};
+      vkCmdPushConstants(cb, c->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 24, pc2);
+      vkCmdDispatch(cb, (n + 63) / 64, 1, 1);
+    }
+    if (mode == C_EVENT) vkCmdSetEvent(cb, ev[i], cs);
+  }
+  vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 1);
+  RAW_VK(vkEndCommandBuffer(cb));
+  double tick_us = c->raw.props.limits.timestampPeriod / 1000.0;
+  for (int i = 0; i < WARM / 10 + CHAIN_REPS; i++) {
+    vkResetQueryPool(c->raw.dev, qp, 0, 2);
+    if (mode == C_EVENT)
+      for (int e = 0; e < CHAIN_OPS; e++) RAW_VK(vkResetEvent(c->raw.dev, ev[e]));
+    raw_submit_wait(&c->raw, cb, false);
+    uint64_t q[2] = {0};
+    RAW_VK(vkGetQueryPoolResults(c->raw.dev, qp, 0, 2, sizeof q, q, 8, VK_QUERY_RESULT_64_BIT));
+    int k = i - WARM / 10;
+    if (k >= 0) per[k] = (double)(int64_t)(q[1] - q[0]) * tick_us / CHAIN_OPS;
+  }
+  vkFreeCommandBuffers(c->raw.dev, c->raw.pool, 1, &cb);
+  for (int i = 0; i < 2; i++) {
+    vkDestroyBuffer(c->raw.dev, bufs[i].buffer, NULL);
+    vkFreeMemory(c->raw.dev, bufs[i].memory, NULL);
+  }
+  if (mode == C_EVENT)
+    for (int i = 0; i < CHAIN_OPS; i++) vkDestroyEvent(c->raw.dev, ev[i], NULL);
+  return raw_median(per, CHAIN_REPS);
+}
+
 int main(int argc, char **argv) {
   ctx c = {0};
   uint32_t index = 0;
@@ -687,6 +792,23 @@ int main(int argc, char **argv) {
         measure_gap(&c, qp, gaps[i].mode, &g, &t);
         printf("%-56s %8.2f %8.2f\n", gaps[i].name, g, t);
       }
+    static const struct {
+      const char *name;
+      int mode;
+    } chains[] = {
+        {"the runtime's barrier", C_RUNTIME},
+        {"compute to compute, shader write to read", C_NARROW},
+        {"execution dependency only", C_EXEC},
+        {"an event set after, waited for before", C_EVENT},
+        {"two independent dispatches per barrier", C_PAIRS},
+        {"no barrier (independent)", C_NONE},
+    };
+    printf("\n%d dependent dispatches in one command buffer, GPU us per link "
+           "(median of %d)       1 WG  256 WGs\n", CHAIN_OPS, CHAIN_REPS);
+    for (int pass = 0; pass < 2; pass++)
+      for (size_t i = 0; i < sizeof chains / sizeof chains[0]; i++)
+        printf("%-56s %8.2f %8.2f\n", chains[i].name, measure_chain(&c, qp, chains[i].mode, 64),
+               measure_chain(&c, qp, chains[i].mode, 16384));
     vkDestroyQueryPool(c.raw.dev, qp, NULL);
   }
   RAW_VK(vkDeviceWaitIdle(c.raw.dev));

@@ -53,7 +53,7 @@ defmodule Nx.Vulkan.NIF do
 
   @doc """
   Opens device `index` (-1 for the default). `opts` is a map with optional
-  keys `:max_batch_nodes, :idle_flush_us, :kick_nodes, :kick_inflight, :wait_spin_us, :idle_spin_us, :ring_capacity,
+  keys `:max_batch_nodes, :idle_flush_us, :kick_nodes, :kick_inflight, :early_inflight, :wait_spin_us, :idle_spin_us, :ring_capacity,
   :staging_bytes, :arena_bytes, :pool_limit_bytes, :pool_chunk_bytes, :cache_dir (binary),
   :disable_disk_cache, :poison_outputs, :fast_math, :unmapped_small,
   :no_latency_timing, :no_gpu_timestamps, :no_round_trip_submit, :defer_elementwise,
