@@ -1056,11 +1056,11 @@ static void *sched_main(void *arg) {
         uint64_t until = now_ns() + (uint64_t)s->cfg.idle_flush_us * 1000u;
         /* A batch that the early rule holds (early_ok()) goes as soon as
          * the GPU has room for it, not after idle_flush_us. */
-        bool held = s->cfg.early_inflight && s->open->nnodes + s->nheld >= NXV_EARLY_NODES &&
+        bool early_held = s->cfg.early_inflight && s->open->nnodes + s->nheld >= NXV_EARLY_NODES &&
                     s->open->cost + s->held_cost >= NXV_EARLY_COST;
         while (nxv_ring_empty(s->ring) && now_ns() < until &&
                !atomic_load(&s->stop)) {
-          if (held && early_ok(s)) break;
+          if (early_held && early_ok(s)) break;
           cpu_relax();
         }
         if (nxv_ring_empty(s->ring)) submit_open(s);
