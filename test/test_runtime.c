@@ -1089,7 +1089,8 @@ NXV_TEST(sched, early_rule_holds_behind_early_inflight_batches) {
   int64_t shape[1] = {BIGGER};
   nxv_view v = {t, 0, NULL};
   uint64_t s0 = submits_of(d);
-  for (int i = 0; i < 2 * GROUP; i++) REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
+  for (int i = 0; i < 2 * GROUP; i++)
+    REQUIRE_OK(nxv_binary(d, NXV_ADD, 1, shape, &v, &v, &outs[i]));
   CHECK_MSG(submits_reach(d, s0 + 2, 5000), "%llu of 2 batches submitted",
             (unsigned long long)(submits_of(d) - s0));
   REQUIRE_OK(nxv_device_synchronize(d));
