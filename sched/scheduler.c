@@ -499,24 +499,37 @@ static bool all_retired(const nxv_sched *s) {
 
 /* Whether every batch submitted so far has completed, as the timeline
  * says now (a failed read counts as not idle). Scheduler thread. */
-static bool gpu_idle(const nxv_sched *s) {
-  if (all_retired(s)) return true;
-  uint64_t submitted = atomic_load(&s->submitted_epoch);
-  uint64_t value = 0;
-  return vkGetSemaphoreCounterValue(s->vk->device, s->timeline, &value) == VK_SUCCESS &&
-         value >= submitted;
-}
-
-/* Whether the early rule may submit now: fewer than early_inflight
- * submitted batches are incomplete on the GPU (read from the timeline,
- * which the completion thread's retirement may lag). */
-static bool early_ok(const nxv_sched *s) {
-  if (!s->cfg.early_inflight) return true;
+/* Sets *out_pending to the submitted batches the timeline does not show
+ * complete yet (the completion thread's retirement may lag it); false
+ * where the timeline cannot be read. */
+static bool timeline_pending(const nxv_sched *s, uint64_t *out_pending) {
   uint64_t submitted = atomic_load(&s->submitted_epoch);
   uint64_t value = 0;
   if (vkGetSemaphoreCounterValue(s->vk->device, s->timeline, &value) != VK_SUCCESS)
-    return true;
-  return value >= submitted || submitted - value < s->cfg.early_inflight;
+    return false;
+  *out_pending = value >= submitted ? 0 : submitted - value;
+  return true;
+}
+
+static bool gpu_idle(const nxv_sched *s) {
+  uint64_t pending;
+  return all_retired(s) || (timeline_pending(s, &pending) && pending == 0);
+}
+
+/* Whether the open batch (with the nodes the window holds) is large
+ * enough for the early rule: NXV_EARLY_NODES nodes, NXV_EARLY_COST work. */
+static bool early_sized(const nxv_sched *s) {
+  return s->open->nnodes + s->nheld >= NXV_EARLY_NODES &&
+         s->open->cost + s->held_cost >= NXV_EARLY_COST;
+}
+
+/* Whether the early rule may submit now: fewer than early_inflight
+ * submitted batches are incomplete on the GPU (or the timeline cannot be
+ * read). */
+static bool early_ok(const nxv_sched *s) {
+  uint64_t pending;
+  return !s->cfg.early_inflight || !timeline_pending(s, &pending) ||
+         pending < s->cfg.early_inflight;
 }
 
 static void hold(nxv_sched *s, nxv_node *n) {
@@ -1020,8 +1033,7 @@ static void *sched_main(void *arg) {
       uint64_t cost = b->cost + s->held_cost;
       bool flush = (flags & NXV_NODE_FLUSH) || nodes >= s->cfg.max_batch_nodes ||
                    cost >= s->cfg.max_batch_cost;
-      if (!flush && nodes >= NXV_EARLY_NODES && cost >= NXV_EARLY_COST)
-        flush = early_ok(s);
+      if (!flush && early_sized(s)) flush = early_ok(s);
       bool round_trip = !flush && round_trip_op(s, b), pipelined = false;
       flush = flush || round_trip;
       if (!flush && s->cfg.kick_nodes && nodes >= s->cfg.kick_nodes) {
@@ -1056,8 +1068,7 @@ static void *sched_main(void *arg) {
         uint64_t until = now_ns() + (uint64_t)s->cfg.idle_flush_us * 1000u;
         /* A batch that the early rule holds (early_ok()) goes as soon as
          * the GPU has room for it, not after idle_flush_us. */
-        bool early_held = s->cfg.early_inflight && s->open->nnodes + s->nheld >= NXV_EARLY_NODES &&
-                    s->open->cost + s->held_cost >= NXV_EARLY_COST;
+        bool early_held = s->cfg.early_inflight && early_sized(s);
         while (nxv_ring_empty(s->ring) && now_ns() < until &&
                !atomic_load(&s->stop)) {
           if (early_held && early_ok(s)) break;
