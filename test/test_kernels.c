@@ -2412,6 +2412,96 @@ NXV_TEST(kernels, matmul) {
   nxv_device_release(d);
 }
 
+/* f32 products in 128x256 tiles (96 tiles or more) with their k slices
+ * shared among stream_k_groups workgroups (gemm.comp OP 1), where every
+ * tile is interior (m, n and k whole tiles and slices, operands read 4
+ * at a time): several tiles a workgroup, every tile split between two,
+ * tiles split among three to five (k slices of 8 or 16 by device), one
+ * workgroup for everything, a batch; every layout. Each must take the
+ * stream-K dispatch (the dispatch hook counts them) and match the CPU
+ * reference; a product with edge tiles must not take it. A product whose
+ * tiles are summed from several workgroups' partials is bitwise the same
+ * when run again (partials added in k order, whichever workgroup finishes
+ * last). With the option off, and by default on a device that reports no
+ * multiprocessor count, no product takes it. */
+NXV_TEST(kernels, matmul_stream_k) {
+  static const struct {
+    int32_t groups;
+    uint64_t batch, m, n, k;
+    unsigned opts;
+    bool sk;
+  } cases[] = {
+      {7, 1, 1536, 2048, 32, 0, true},
+      {200, 1, 1536, 2048, 48, MM_TB, true},
+      {300, 1, 1536, 2048, 80, MM_TA, true},
+      {1, 2, 1024, 1536, 16, MM_TB, true},
+      {9, 2, 1024, 1536, 48, MM_TA | MM_TB, true},
+      {7, 1, 1540, 2050, 20, 0, false},
+      {7, 1, 1536, 2048, 20, MM_TB, false},
+  };
+  uint64_t rng = 0x5C01;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    nxv_device *d = test_open_device_with((nxv_device_config){.stream_k_groups = cases[i].groups});
+    REQUIRE(d);
+    unsigned long before = atomic_load(&nxv_test_stream_k_dispatches);
+    run_matmul_sampled(d, NXV_F32, cases[i].batch, cases[i].m, cases[i].n, cases[i].k,
+                       cases[i].opts, cases[i].m > 1024 ? 8 : 0, &rng);
+    CHECK_MSG(atomic_load(&nxv_test_stream_k_dispatches) == before + (cases[i].sk ? 1 : 0),
+              "case %zu: %s stream-K dispatch", i, cases[i].sk ? "no" : "a");
+    nxv_device_release(d);
+  }
+  /* The same product twice, its tiles summed from 3 to 5 workgroups'
+   * partials: equal bit for bit. */
+  nxv_device *d = test_open_device_with((nxv_device_config){.stream_k_groups = 300});
+  REQUIRE(d);
+  nxv_matmul_desc desc = {1, 1536, 2048, 80, NULL, 0, {0}, NULL, 0, {0}};
+  operand a, b;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  mm_layout(1, 1536, 80, false, false, false, false, desc.a_strides, &desc.a_offset,
+            &a.lay.count);
+  mm_layout(1, 80, 2048, false, false, false, false, desc.b_strides, &desc.b_offset,
+            &b.lay.count);
+  layout la = a.lay, lb = b.lay;
+  REQUIRE(operand_init(d, NXV_F32, &la, gen_matmul, 0, 0, &rng, &a));
+  REQUIRE(operand_init(d, NXV_F32, &lb, gen_matmul, 0, 1, &rng, &b));
+  desc.a = a.t;
+  desc.b = b.t;
+  uint64_t n_out = 1536 * 2048;
+  float *r0 = test_xcalloc(n_out, sizeof *r0), *r1 = test_xcalloc(n_out, sizeof *r1);
+  nxv_tensor *o0 = NULL, *o1 = NULL;
+  CHECK_OK(nxv_matmul(d, &desc, &o0));
+  CHECK_OK(nxv_matmul(d, &desc, &o1));
+  if (o0 && o1) {
+    CHECK_OK(nxv_tensor_download(o0, 0, n_out, r0));
+    CHECK_OK(nxv_tensor_download(o1, 0, n_out, r1));
+    CHECK(memcmp(r0, r1, n_out * sizeof *r0) == 0);
+  }
+  nxv_tensor_release(o0);
+  nxv_tensor_release(o1);
+  free(r0);
+  free(r1);
+  operand_free(&a);
+  operand_free(&b);
+  nxv_device_release(d);
+  /* Off, and the default where the device reports no multiprocessors. */
+  nxv_device_info info;
+  nxv_device *off = test_open_device_with((nxv_device_config){.stream_k_groups = -1});
+  REQUIRE(off);
+  CHECK_OK(nxv_device_info_get(off, &info));
+  unsigned long before = atomic_load(&nxv_test_stream_k_dispatches);
+  run_matmul_sampled(off, NXV_F32, 1, 1536, 2048, 32, 0, 8, &rng);
+  CHECK(atomic_load(&nxv_test_stream_k_dispatches) == before);
+  nxv_device_release(off);
+  if (info.sm_count == 0) {
+    nxv_device *dflt = test_open_device();
+    REQUIRE(dflt);
+    run_matmul_sampled(dflt, NXV_F32, 1, 1536, 2048, 32, 0, 8, &rng);
+    CHECK(atomic_load(&nxv_test_stream_k_dispatches) == before);
+    nxv_device_release(dflt);
+  }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Fill and iota                                                             */
 /* ------------------------------------------------------------------------ */
