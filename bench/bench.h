@@ -138,8 +138,8 @@ void results_free(void);
  * (0: the default), kick_nodes (g_kick_nodes), max_batch_cost
  * (g_max_batch_cost), no_gpu_timestamps
  * (g_no_gpu_timestamps), defer_elementwise (g_defer_elementwise),
- * no_spirv_prune (g_no_spirv_prune), stream_k_groups
- * (g_stream_k_groups) and the on-disk pipeline cache (off). */
+ * no_spirv_prune (g_no_spirv_prune) and the
+ * on-disk pipeline cache (off). */
 nxv_device *open_device(int32_t index, uint32_t max_batch_nodes);
 /* The same with nxv_device_config.no_latency_timing (no clock read per
  * op). */
@@ -166,9 +166,6 @@ extern bool g_no_spirv_prune;
  * of the pipeline suite's cold and warm children (0: the runtime's
  * default, none); set from --pipeline-threads. */
 extern int32_t g_pipeline_threads;
-/* nxv_device_config.stream_k_groups of every device open_device opens
- * (0: the runtime's default); set from --stream-k. */
-extern int32_t g_stream_k_groups;
 nxv_stats stats_of(nxv_device *d);
 /* The largest buffer the device takes (storage range, allocation and
  * buffer limits, and 2^32-1 elements of 4 bytes). */

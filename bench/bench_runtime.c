@@ -135,10 +135,6 @@ static void usage(FILE *f) {
       "                  the op)\n"
       "  --defer         the devices' defer_elementwise option (basic\n"
       "                  elementwise ops return deferred results)\n"
-      "  --stream-k N|off  the devices' stream_k_groups option (f32\n"
-      "                  products in 128x256 tiles share their k slices\n"
-      "                  among N workgroups; default: the runtime's, one\n"
-      "                  per multiprocessor where the device reports them)\n"
       "  --kick-nodes N  the devices' kick_nodes option (submit at N nodes\n"
       "                  when the GPU is idle; default: the runtime's)\n"
       "  --max-batch-cost N  the devices' max_batch_cost option (submit\n"
@@ -262,10 +258,6 @@ static options parse_options(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--defer")) {
       g_defer_elementwise = true;
-    } else if (!strcmp(a, "--stream-k")) {
-      if (v && !strcmp(v, "off")) g_stream_k_groups = -1;
-      else g_stream_k_groups = (int32_t)parse_u64(a, v, 1, 65535);
-      i++;
     } else if (!strcmp(a, "--kick-nodes")) {
       g_kick_nodes = (uint32_t)parse_u64(a, v, 1, 1u << 20);
       i++;

@@ -321,7 +321,6 @@ void results_free(void) {
 /* ------------------------------------------------------------------ */
 
 uint32_t g_kick_nodes;
-int32_t g_stream_k_groups;
 uint64_t g_max_batch_cost;
 bool g_no_gpu_timestamps;
 bool g_defer_elementwise;
@@ -339,7 +338,6 @@ nxv_device *open_device_timing(int32_t index, uint32_t max_batch_nodes,
   config.max_batch_nodes = max_batch_nodes;
   config.no_latency_timing = no_latency_timing;
   config.kick_nodes = g_kick_nodes;
-  config.stream_k_groups = g_stream_k_groups;
   config.max_batch_cost = g_max_batch_cost;
   config.no_gpu_timestamps = g_no_gpu_timestamps;
   config.defer_elementwise = g_defer_elementwise;

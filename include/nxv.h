@@ -142,9 +142,6 @@ typedef struct nxv_device_info {
   uint32_t max_workgroup_size[3];
   uint32_t max_workgroup_invocations;
   uint32_t max_shared_memory;
-  uint32_t sm_count;               /* streaming multiprocessors
-                                      (VK_NV_shader_sm_builtins); 0 where
-                                      the device does not report them */
   uint64_t device_local_heap_size; /* largest DEVICE_LOCAL heap */
   uint32_t queue_family;           /* family of the compute queue in use */
   bool compute_only_queue;         /* that family has no graphics bit */
@@ -256,20 +253,6 @@ typedef struct nxv_device_config {
                                  up, and the solve reports it (bit 1 of
                                  its flags); with LP_NUM_THREADS=1 no
                                  block waits. */
-  int32_t stream_k_groups;    /* f32 products in 128x256 tiles whose
-                                 tiles would leave part of the GPU idle
-                                 in their last wave share all their k
-                                 slices evenly among this many
-                                 workgroups (stream-K: a tile split
-                                 between workgroups is summed, in k
-                                 order, by the last of them to finish):
-                                 0 = the device's multiprocessor count
-                                 where it reports one
-                                 (VK_NV_shader_sm_builtins; a 128x256
-                                 tile fills a multiprocessor), else
-                                 never; -1 = never; N > 0 = N
-                                 workgroups, whenever the product has
-                                 at least N k slices */
   int32_t download_kernel;    /* downloads of at most 64 KiB copy with a
                                  compute kernel instead of a transfer
                                  command: 0 = on GPUs (where it completes

@@ -67,7 +67,6 @@ typedef struct pc_matmul {        /* matmul.comp */
   uint64_t part;                  /* gemm.comp split k: partial tiles */
   uint32_t kchunk, nsplit, nbatch;
   uint32_t combine4;              /* gemm.comp's combining pass: 4 results a thread */
-  uint64_t cnt;                   /* gemm.comp stream-K: zeroed counters */
 } pc_matmul;
 typedef struct pc_fill {          /* fill.comp */
   uint64_t c;
@@ -105,7 +104,7 @@ _Static_assert(sizeof(pc_fused) <= NXV_PUSH_CONSTANTS_MAX, "pc_fused fits every 
 _Static_assert(NXV_REGISTRY_PROGRAM_WORDS >= 5 + NXV_FUSED_MAX_INSTRS,
                "a fused program's specialization words fit a registry program");
 _Static_assert(sizeof(pc_reduce) == 64, "pc_reduce layout");
-_Static_assert(sizeof(pc_matmul) == 104, "pc_matmul layout");
+_Static_assert(sizeof(pc_matmul) == 96, "pc_matmul layout");
 
 static const char *kBinaryNames[NXV_BINARY_OP_COUNT] = {
     "add", "subtract", "multiply", "divide", "max", "min", "pow",
@@ -2325,93 +2324,6 @@ static nxv_status copy_dense(nxv_device *d, nxv_tensor *x, int64_t offset,
 static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype t,
                              uint64_t outn, nxv_tensor **out);
 
-/* Stream-K for the 128x256 f32 tiles (gemm.comp OP 1): the product's
- * tiles x k slices shared evenly among config.stream_k_groups workgroups
- * (one per multiprocessor by default), where a workgroup per tile would
- * leave part of the GPU idle in the last wave. Whole waves (tiles a
- * multiple of the groups) keep a workgroup per tile, and so do products
- * with fewer than NXV_SK_MIN_SLICES slices per group (the partial tiles'
- * sums would weigh) unless the option names the groups; the slice count
- * must fit the shader's 32-bit arithmetic. Returns the groups, 0 for a
- * workgroup per tile. */
-#define NXV_SK_MIN_SLICES 32
-
-static uint32_t stream_k_groups(const nxv_device *d, const nxv_matmul_desc *m,
-                                uint64_t tiles, uint32_t bk) {
-  int32_t cfg = d->config.stream_k_groups;
-  uint64_t g = cfg > 0 ? (uint64_t)cfg : cfg == 0 ? d->vk.info.sm_count : 0;
-  if (!g || !tiles) return 0;
-  /* Interior tiles only (the shader's stream-K loop has no bounds
-   * checks): whole tiles, whole k slices, both operands read 4 elements
-   * at a time along their walk (gemm.comp's a_vec and b_vec). */
-  if (m->m % 128 || m->n % 256 || m->k % bk || m->a_offset % 4 || m->b_offset % 4)
-    return 0;
-  bool a_k = a_along_k(m), b_k = m->b_strides[1] == 1 && m->b_strides[2] != 1;
-  if ((m->batch > 1 && (m->a_strides[0] % 4 || m->b_strides[0] % 4)) ||
-      (a_k ? m->a_strides[1] : m->a_strides[2]) % 4 || (!a_k && m->a_strides[1] != 1) ||
-      (b_k ? m->b_strides[2] : m->b_strides[1]) % 4 || (!b_k && m->b_strides[2] != 1))
-    return 0;
-  uint64_t slices = tiles * ((m->k + bk - 1) / bk);
-  if (slices > UINT32_MAX || slices < g || g > d->vk.info.max_workgroup_count[0]) return 0;
-  if (cfg == 0 && (tiles % g == 0 || slices / g < NXV_SK_MIN_SLICES)) return 0;
-  return (uint32_t)g;
-}
-
-/* The stream-K product of m into tout (dense, of m's shape) by module's
- * variant (a 128x256 tile) over slices k slices in all: zeroed counters
- * (one per workgroup) and a slot of f32 partials for each workgroup's
- * first and last tile, then one dispatch of groups workgroups. Sets *out
- * to tout on success; releases it on failure. */
-static nxv_status stream_k_run(nxv_device *d, const nxv_matmul_desc *m,
-                               nxv_spv_module module, uint32_t variant, uint32_t groups,
-                               uint64_t slices, nxv_tensor *tout, nxv_tensor **out) {
-  static const uint32_t zero = 0;
-  nxv_tensor *cnt = NULL, *part = NULL;
-  nxv_status st = nxv_fill(d, NXV_U32, groups, &zero, &cnt);
-  if (st == NXV_OK) st = nxv_tensor_new(d, NXV_F32, 2ull * groups * 128 * 256, &part);
-  nxv_node *node = st == NXV_OK ? nxv_node_new(0) : NULL;
-  if (st == NXV_OK && !node) st = nxv_fail(NXV_ERR_OUT_OF_HOST_MEMORY, "op node");
-  if (node) {
-    pc_matmul pc = {
-        .a = m->a->buf->addr, .b = m->b->buf->addr, .c = tout->buf->addr,
-        .m = (uint32_t)m->m, .n = (uint32_t)m->n, .k = (uint32_t)m->k, .batch_base = 0,
-        .a_sb = (int32_t)m->a_strides[0], .a_sm = (int32_t)m->a_strides[1],
-        .a_sk = (int32_t)m->a_strides[2], .b_sb = (int32_t)m->b_strides[0],
-        .b_sk = (int32_t)m->b_strides[1], .b_sn = (int32_t)m->b_strides[2],
-        .a_off = (uint32_t)m->a_offset, .b_off = (uint32_t)m->b_offset,
-        .part = part->buf->addr, .kchunk = (uint32_t)m->k, .nsplit = 1,
-        .nbatch = (uint32_t)m->batch, .cnt = cnt->buf->addr};
-    memcpy(node->pc, &pc, sizeof pc);
-    node->pc_size = sizeof pc;
-    node->groups[0] = groups;
-    node->groups[1] = node->groups[2] = 1;
-    node->cost = m->batch * m->m * m->n * m->k / 16 + 1;
-    node_use(node, m->a, false);
-    node_use(node, m->b, false);
-    node_use(node, cnt, true);
-    node_use(node, part, true);
-    node_use(node, tout, true);
-    nxv_ops_dispatch_hook hook = hook_now();
-    if (hook) {
-      nxv_ops_dispatch info = {.kind = NXV_OPS_STREAM_K, .op = "dot", .variant = variant,
-                               .out_addr = pc.c, .out_size = 4};
-      info.sk.groups = groups;
-      info.sk.slices = slices;
-      hook(&info);
-    }
-    st = push_dispatch(d, node, module, 1, variant);
-  }
-  /* The queued nodes hold their buffers. */
-  nxv_tensor_release(cnt);
-  nxv_tensor_release(part);
-  if (st != NXV_OK) {
-    nxv_tensor_release(tout);
-    return st;
-  }
-  *out = tout;
-  return NXV_OK;
-}
-
 nxv_status nxv_matmul(nxv_device *d, const nxv_matmul_desc *m,
                       nxv_tensor **out) {
   if (!d || !m || !out || !m->a || !m->b)
@@ -2485,9 +2397,6 @@ static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype 
    * threads). */
   nxv_spv_module module = family(NXV_SPV_MATMUL_S8, t);
   uint32_t variant = 0, tile_m = 64, tile_n = 64, nsplit = 1, kchunk = (uint32_t)m->k;
-  uint32_t sk_groups = 0; /* stream-K workgroups (0: a workgroup per tile) */
-  uint64_t tiles_sk = 0;  /* its tiles and k slice */
-  uint32_t sk_bk = 16;
   bool gemm_type = (t == NXV_F16 || t == NXV_BF16 || t == NXV_F32) &&
                    d->vk.info.max_workgroup_invocations >= 256;
   uint64_t tiles64 = ((m->m + 63) / 64) * ((m->n + 63) / 64) * m->batch;
@@ -2553,9 +2462,6 @@ static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype 
        * swizzles A's rows so those stores do not conflict (figures in
        * gemm.comp; with A read along m the swizzle only costs). */
       if (wide == 7 && a_along_k(m)) variant = 15;
-      tiles_sk = tiles256;
-      sk_bk = wide == 3 ? 8 : 16;
-      sk_groups = stream_k_groups(d, m, tiles_sk, sk_bk);
     } else if (tiles128 >= 96 && v128 != 1) {
       tile_m = tile_n = 128;
       variant = v128;
@@ -2581,9 +2487,6 @@ static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype 
     *out = tout;
     return NXV_OK;
   }
-  if (sk_groups)
-    return stream_k_run(d, m, module, variant, sk_groups,
-                        tiles_sk * ((m->k + sk_bk - 1) / sk_bk), tout, out);
   nxv_tensor *part = NULL;
   if (nsplit > 1) {
     nxv_status st = nxv_tensor_new(d, NXV_F32, (uint64_t)nsplit * outn, &part);

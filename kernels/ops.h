@@ -80,7 +80,6 @@ typedef enum nxv_ops_kind {
   NXV_OPS_REDUCE,      /* reduce.comp's first pass */
   NXV_OPS_TRANSPOSE,   /* transpose.comp (a transposed copy, 16-byte tiles) */
   NXV_OPS_WORD_COPY,   /* unary.comp copying 32-bit words (tensor copies) */
-  NXV_OPS_STREAM_K,    /* gemm.comp's stream-K products (OP 1) */
 } nxv_ops_kind;
 
 /* What an op hands one of those kernels, for checking the preconditions
@@ -138,10 +137,6 @@ typedef struct nxv_ops_dispatch {
       uint64_t src;   /* the source address */
       uint64_t words; /* 32-bit words moved */
     } words;
-    struct {
-      uint32_t groups; /* workgroups sharing the k slices */
-      uint64_t slices; /* tiles times k slices per tile, over the batch */
-    } sk;
   };
 } nxv_ops_dispatch;
 

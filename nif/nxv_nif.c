@@ -342,7 +342,6 @@ static ERL_NIF_TERM info_map(ErlNifEnv *env, const nxv_device_info *i) {
   PUT_U64(l, "max_buffer_size", i->max_buffer_size);
   PUT_U64(l, "max_workgroup_invocations", i->max_workgroup_invocations);
   PUT_U64(l, "max_shared_memory", i->max_shared_memory);
-  PUT_U64(l, "sm_count", i->sm_count);
   PUT_U64(l, "device_local_heap_size", i->device_local_heap_size);
   PUT_U64(l, "queue_family", i->queue_family);
   PUT_BOOL(l, "compute_only_queue", i->compute_only_queue);
@@ -464,15 +463,6 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
     else if (enif_is_identical(cs, mk_atom(env, "never"))) cfg.chained_solve = -1;
     else bad = true;
   }
-  ERL_NIF_TERM sk;
-  if (enif_get_map_value(env, argv[1], mk_atom(env, "stream_k_groups"), &sk)) {
-    unsigned w;
-    if (enif_is_identical(sk, mk_atom(env, "auto"))) cfg.stream_k_groups = 0;
-    else if (enif_is_identical(sk, mk_atom(env, "off"))) cfg.stream_k_groups = -1;
-    else if (enif_get_uint(env, sk, &w) && w >= 1 && w <= 65535)
-      cfg.stream_k_groups = (int32_t)w;
-    else bad = true;
-  }
   ERL_NIF_TERM dir;
   if (enif_get_map_value(env, argv[1], mk_atom(env, "cache_dir"), &dir)) {
     ErlNifBinary b;
@@ -488,7 +478,7 @@ static ERL_NIF_TERM nif_open_device(ErlNifEnv *env, int argc,
   if (bad)
     return raise_argument(env, "open_device: an option has the wrong type "
                                "(integers >= 0, booleans, cache_dir a binary, reorder_window "
-                               "0..64 or :off, stream_k_groups 1..65535, :auto or :off)");
+                               "0..64 or :off)");
   nxv_device *d;
   nxv_status st = nxv_device_open(index, &cfg, &d);
   if (st != NXV_OK) return raise_status(env, st, "open_device");

@@ -112,7 +112,6 @@ nxv_status nxv_vk_physical(uint32_t index, VkPhysicalDevice *out_phys,
 typedef struct dev_exts {
   bool budget, push_descriptor, coop_khr, coop_nv, bfloat16, feedback, portability;
   bool calibrated;
-  bool sm_builtins; /* VK_NV_shader_sm_builtins: the SM count */
 } dev_exts;
 
 static nxv_status device_extensions(VkPhysicalDevice phys, dev_exts *out) {
@@ -134,7 +133,6 @@ static nxv_status device_extensions(VkPhysicalDevice phys, dev_exts *out) {
   out->feedback = has_instance_ext(e, n, "VK_EXT_pipeline_creation_feedback");
   out->portability = has_instance_ext(e, n, "VK_KHR_portability_subset");
   out->calibrated = has_instance_ext(e, n, VK_EXT_CALIBRATED_TIMESTAMPS_EXTENSION_NAME);
-  out->sm_builtins = has_instance_ext(e, n, "VK_NV_shader_sm_builtins");
   free(e);
   return NXV_OK;
 }
@@ -316,13 +314,8 @@ nxv_status nxv_vk_describe(VkPhysicalDevice phys, uint32_t index,
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES};
   VkPhysicalDeviceSubgroupSizeControlProperties ssc = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
-  /* Reported only where the extension is (a property query needs no
-   * enabled extension). */
-  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
   VkPhysicalDeviceVulkan11Properties p11 = {
-      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES,
-      .pNext = ext.sm_builtins ? &sm : NULL};
+      .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_PROPERTIES};
   VkPhysicalDeviceDriverProperties drv = {
       .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES,
       .pNext = &p11};
@@ -341,7 +334,6 @@ nxv_status nxv_vk_describe(VkPhysicalDevice phys, uint32_t index,
   out->max_memory_allocation_size = p11.maxMemoryAllocationSize;
   out->max_buffer_size = v13 ? m4.maxBufferSize : p11.maxMemoryAllocationSize;
   out->subgroup_size = p11.subgroupSize;
-  out->sm_count = ext.sm_builtins ? sm.shaderSMCount : 0;
   out->subgroup_operations = p11.subgroupSupportedOperations;
   out->subgroup_min_size = v13 ? ssc.minSubgroupSize : p11.subgroupSize;
   out->subgroup_max_size = v13 ? ssc.maxSubgroupSize : p11.subgroupSize;

@@ -12,9 +12,7 @@
 // for large f32 products, A read along k or transposed).
 // VARIANT 4 and 7: VARIANTS 0 and 3 with deep k slices (bit 2, below).
 // VARIANT 15: VARIANT 7 with A's rows swizzled in shared memory (bit 3,
-// below), the host's choice when A is read along k.
-// OP 1 (VARIANTS 3, 7 and 15): the same tiles in stream-K order, k slices
-// shared evenly among one workgroup per multiprocessor (stream_k() below). On an H200 (f32
+// below), the host's choice when A is read along k. On an H200 (f32
 // TFLOP/s, five rounds over two leases) 2048^3 44.5-44.6 -> 44.9-45.0 (one
 // product alone 377-380 -> 375 us of GPU time), 8 x 1024^3 44.7-44.9 ->
 // 45.2-45.3; where A is read along m its stores do not conflict, and the
@@ -78,10 +76,6 @@ layout(buffer_reference, std430, buffer_reference_align = 4 * T_ALIGN) buffer Bu
 #endif
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer BufF { float v[]; };
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer BufF4 { vec4 v[]; };
-// Stream-K: partial tiles other workgroups read (coherent: past any
-// non-coherent cache) and the per-workgroup arrival counters.
-layout(buffer_reference, std430, buffer_reference_align = 16) coherent buffer BufP4 { vec4 v[]; };
-layout(buffer_reference, std430, buffer_reference_align = 4) coherent buffer BufU { uint v[]; };
 
 layout(push_constant, std430) uniform PC {
   BufT a;
@@ -96,11 +90,9 @@ layout(push_constant, std430) uniform PC {
   uint nsplit;   // chunks of k (0 or 1: no split)
   uint nbatch;   // split k: batches in this dispatch
   uint combine4; // VARIANT 2: 1 when each thread combines 4 results
-  BufU cnt;      // stream-K (OP 1): a zeroed counter per workgroup
 } pc;
 
 const uint SHAPE = VARIANT & 3u;         // the tile: VARIANT less bits 2-3
-const bool SK = OP == 1u;                // stream-K (below)
 const bool DEEP = (VARIANT & 4u) != 0u;  // slices of 16, rows unpadded
 // Bit 3 (with SHAPE 3 and DEEP alone: VARIANT 15): A's rows swizzled in
 // shared memory, element (p, r) at column group (r / 4) ^ 2 ((p / 4) mod 4),
@@ -150,14 +142,36 @@ vec4 load4(BufT buf, uint i) {
 #endif
 }
 
-// This invocation's results of the workgroup's tile (product() fills them).
-vec4 acc[8][NGC];
-
-// Multiplies rows row0.. of A and columns col0.. of B of batch bat over k
-// in [k0, k_end) into acc (a BM x BN tile of C).
-void product(uint row0, uint col0, uint bat, uint k0) {
+void main() {
+  uint nsplit = max(pc.nsplit, 1u);
+  if (SHAPE == 2u) {  // combine the partials of split k, in chunk order
+    uint outs = pc.nbatch * pc.m * pc.n;
+    uint cbase0 = pc.batch_base * pc.m * pc.n;
+#if T_VEC
+    if (pc.combine4 == 1u) {  // outs and cbase0 multiples of 4
+      uint outs4 = outs / 4u;
+      for (uint o = nxv_gid(); o < outs4; o += nxv_nthreads()) {
+        vec4 acc = vec4(0.0);
+        for (uint s = 0u; s < nsplit; ++s) acc += BufF4(pc.part).v[s * outs4 + o];
+        BufT4(pc.c).v[cbase0 / 4u + o] = T4(acc);
+      }
+      return;
+    }
+#endif
+    for (uint o = nxv_gid(); o < outs; o += nxv_nthreads()) {
+      float acc = 0.0;
+      for (uint s = 0u; s < nsplit; ++s) acc += pc.part.v[s * outs + o];
+      pc.c.v[cbase0 + o] = T_ST(acc);
+    }
+    return;
+  }
   uint lid = gl_LocalInvocationID.x;
   uint tx = lid % TXN, ty = lid / TXN;
+  uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
+  uint chunk = gl_WorkGroupID.z % nsplit;
+  uint bat = gl_WorkGroupID.z / nsplit + pc.batch_base;
+  uint k0 = nsplit > 1u ? chunk * pc.kchunk : 0u;
+  k_end = nsplit > 1u ? min(pc.k, k0 + pc.kchunk) : pc.k;
   uint abase = pc.a_off + bat * uint(pc.a_sb);
   uint bbase = pc.b_off + bat * uint(pc.b_sb);
   // Which axis consecutive threads walk when loading: k for a row-major A
@@ -279,6 +293,7 @@ void product(uint row0, uint col0, uint bat, uint k0) {
     ib[q] += b_step;                                                          \
   }
 
+  vec4 acc[8][NGC];
   [[unroll]] for (uint i = 0u; i < 8u; ++i)
     [[unroll]] for (uint h = 0u; h < NGC; ++h) acc[i][h] = vec4(0.0);
 
@@ -338,20 +353,15 @@ void product(uint row0, uint col0, uint bat, uint k0) {
   }
 
   uint nslices = (k_end - k0 + BK - 1u) / BK;
-  // Stream-K products are interior throughout (the host checks): only
-  // the unchecked loop, which keeps the registers its state needs.
-  if (SK || interior) {
+  if (interior) {
     K_LOOP(LOAD_FAST)
   } else {
     K_LOOP(LOAD_SLICE)
   }
-}
 
-// Stores acc, the tile at row0, col0, to C from element cbase (C in its
-// type, 4 at a time where aligned), or as f32 partials to part when split.
-void store_tile(uint row0, uint col0, uint cbase, bool split) {
-  uint lid = gl_LocalInvocationID.x;
-  uint tx = lid % TXN, ty = lid / TXN;
+  bool split = nsplit > 1u;
+  uint cbase = split ? (chunk * pc.nbatch + bat - pc.batch_base) * pc.m * pc.n
+                     : bat * pc.m * pc.n;
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
     uint gr = row0 + (i < 4u ? ty * 4u + i : BM / 2u + ty * 4u + (i - 4u));
     if (gr >= pc.m) continue;
@@ -371,130 +381,4 @@ void store_tile(uint row0, uint col0, uint cbase, bool split) {
       }
     }
   }
-}
-
-// Stream-K (OP 1, the wide tiles): the dispatch's gl_NumWorkGroups.x
-// workgroups (one per multiprocessor) share the product's T tiles x ipt
-// k slices evenly: workgroup w takes the slices [start(w), start(w + 1))
-// in tile-major order, so its work is T ipt / groups slices whatever T
-// is, where whole tiles would leave part of the GPU idle in the last
-// wave (a 2048^3 f32 product: 128 tiles on an H200's 132
-// multiprocessors). A tile covered whole is stored as usual. A tile whose
-// slices several workgroups share (at most one ending in each workgroup,
-// whose counter it takes) is summed by the last of them to finish: each
-// stores its f32 partial in its slot of part (2w for the workgroup's first
-// tile, 2w + 1 for its last), then counts itself in; the one that counts
-// last adds the partials in k order (its own from registers), so results
-// do not depend on which finishes first. Nothing waits on another
-// workgroup, so no schedule can deadlock.
-
-// The first slice of workgroup w: q or q + 1 slices each, the first r
-// workgroups one more.
-uint sk_start(uint w, uint q, uint r) { return w * q + min(w, r); }
-// The workgroup that holds slice x.
-uint sk_owner(uint x, uint q, uint r) {
-  uint big = r * (q + 1u);
-  return x < big ? x / (q + 1u) : r + (x - big) / q;
-}
-
-void stream_k() {
-  uint lid = gl_LocalInvocationID.x;
-  uint tn = (pc.n + BN - 1u) / BN, tm = (pc.m + BM - 1u) / BM, tb = tn * tm;
-  uint ipt = (pc.k + BK - 1u) / BK;             // k slices per tile
-  uint groups = gl_NumWorkGroups.x, w = gl_WorkGroupID.x;
-  uint total = tb * pc.nbatch * ipt;            // < 2^32 (the host checks)
-  uint q = total / groups, r = total % groups;  // q >= 1 (the host checks)
-  uint first = sk_start(w, q, r), end = sk_start(w + 1u, q, r);
-  uint first_tile = first / ipt;
-  const uint TILE4 = BM * BN / 4u;              // vec4s per partial tile
-  for (uint it = first; it < end;) {
-    {
-      uint t = it / ipt, kb = it - t * ipt, ke = min(ipt, end - t * ipt);
-      uint bat = t / tb, rem = t - bat * tb, tr = rem / tn;
-      k_end = min(pc.k, ke * BK);
-      product(tr * BM, (rem - tr * tn) * BN, bat + pc.batch_base, kb * BK);
-    }
-    // Recomputed from it alone, so that nothing else stays live across
-    // the k loop.
-    uint t = it / ipt, kb = it - t * ipt, ke = min(ipt, end - t * ipt);
-    uint bat = t / tb, rem = t - bat * tb, tr = rem / tn;
-    uint row0 = tr * BM, col0 = (rem - tr * tn) * BN;
-    bat += pc.batch_base;
-    uint cbase = bat * pc.m * pc.n;
-    it = t * ipt + ke;
-    if (kb == 0u && ke == ipt) {  // the whole tile
-      store_tile(row0, col0, cbase, false);
-      continue;
-    }
-    // Part of a tile: this partial into its slot, then count in.
-    uint tfirst = t * ipt;
-    uint w0 = sk_owner(tfirst, q, r), w1 = sk_owner(tfirst + ipt - 1u, q, r);
-    uint slot = t == first_tile ? 2u * w : 2u * w + 1u;
-    [[unroll]] for (uint i = 0u; i < 8u; ++i)
-      [[unroll]] for (uint h = 0u; h < NGC; ++h)
-        BufP4(pc.part).v[slot * TILE4 + (i * NGC + h) * NT + lid] = acc[i][h];
-    memoryBarrierBuffer();
-    barrier();
-    // Thread 0 counts the workgroup in and tells the others, through
-    // shared memory (the k loop is done with it), whether it was last.
-    if (lid == 0u) {
-      memoryBarrierBuffer();
-      uint before = atomicAdd(pc.cnt.v[w1], 1u);
-      As[0].x = before == w1 - w0 ? 1.0 : 0.0;
-    }
-    barrier();
-    bool last = As[0].x == 1.0;
-    barrier();  // As is the next tile's again
-    if (!last) continue;
-    memoryBarrierBuffer();
-    [[unroll]] for (uint i = 0u; i < 8u; ++i)
-      [[unroll]] for (uint h = 0u; h < NGC; ++h) {
-        vec4 sum = vec4(0.0);
-        for (uint v = w0; v <= w1; ++v) {
-          uint vs = tfirst / ipt == sk_start(v, q, r) / ipt ? 2u * v : 2u * v + 1u;
-          sum += v == w ? acc[i][h] : BufP4(pc.part).v[vs * TILE4 + (i * NGC + h) * NT + lid];
-        }
-        acc[i][h] = sum;
-      }
-    store_tile(row0, col0, cbase, false);
-  }
-}
-
-void main() {
-  uint nsplit = max(pc.nsplit, 1u);
-  if (SHAPE == 2u) {  // combine the partials of split k, in chunk order
-    uint outs = pc.nbatch * pc.m * pc.n;
-    uint cbase0 = pc.batch_base * pc.m * pc.n;
-#if T_VEC
-    if (pc.combine4 == 1u) {  // outs and cbase0 multiples of 4
-      uint outs4 = outs / 4u;
-      for (uint o = nxv_gid(); o < outs4; o += nxv_nthreads()) {
-        vec4 sum = vec4(0.0);
-        for (uint s = 0u; s < nsplit; ++s) sum += BufF4(pc.part).v[s * outs4 + o];
-        BufT4(pc.c).v[cbase0 / 4u + o] = T4(sum);
-      }
-      return;
-    }
-#endif
-    for (uint o = nxv_gid(); o < outs; o += nxv_nthreads()) {
-      float sum = 0.0;
-      for (uint s = 0u; s < nsplit; ++s) sum += pc.part.v[s * outs + o];
-      pc.c.v[cbase0 + o] = T_ST(sum);
-    }
-    return;
-  }
-  if (SK) {
-    stream_k();
-    return;
-  }
-  uint chunk = gl_WorkGroupID.z % nsplit;
-  uint bat = gl_WorkGroupID.z / nsplit + pc.batch_base;
-  uint k0 = nsplit > 1u ? chunk * pc.kchunk : 0u;
-  k_end = nsplit > 1u ? min(pc.k, k0 + pc.kchunk) : pc.k;
-  uint row0 = gl_WorkGroupID.y * BM, col0 = gl_WorkGroupID.x * BN;
-  product(row0, col0, bat, k0);
-  bool split = nsplit > 1u;
-  uint cbase = split ? (chunk * pc.nbatch + bat - pc.batch_base) * pc.m * pc.n
-                     : bat * pc.m * pc.n;
-  store_tile(row0, col0, cbase, split);
 }

@@ -60,8 +60,6 @@ struct nxv_ops_dispatch;
  * it takes. Pure. */
 const char *nxv_test_dispatch_violation(const struct nxv_ops_dispatch *dispatch, bool *seen,
                                         char *buf, size_t cap);
-/* Stream-K products the hook has seen (gemm.comp OP 1). */
-extern atomic_ulong nxv_test_stream_k_dispatches;
 /* The runner's kernels/ops.h dispatch hook: counts the paths of each
  * dispatch and fails the running test on a violation. Thread-safe. */
 void nxv_test_dispatch_hook(const struct nxv_ops_dispatch *dispatch);

@@ -222,17 +222,6 @@ static const char *check_words(const nxv_ops_dispatch *d, bool *seen, char *buf,
   return NULL;
 }
 
-/* gemm.comp's stream-K: every workgroup takes at least one k slice, and
- * the slice arithmetic fits 32 bits. */
-static const char *check_stream_k(const nxv_ops_dispatch *d, char *buf, size_t cap) {
-  if (d->sk.groups == 0 || d->sk.slices < d->sk.groups || d->sk.slices > UINT32_MAX)
-    return fail(buf, cap, "stream-K: %u workgroups over %llu k slices", d->sk.groups,
-                (unsigned long long)d->sk.slices);
-  return NULL;
-}
-
-atomic_ulong nxv_test_stream_k_dispatches;
-
 const char *nxv_test_dispatch_violation(const nxv_ops_dispatch *d, bool *seen, char *buf,
                                         size_t cap) {
   switch (d->kind) {
@@ -245,7 +234,6 @@ const char *nxv_test_dispatch_violation(const nxv_ops_dispatch *d, bool *seen, c
     case NXV_OPS_REDUCE: return check_reduce(d, seen, buf, cap);
     case NXV_OPS_TRANSPOSE: return check_transpose(d, seen, buf, cap);
     case NXV_OPS_WORD_COPY: return check_words(d, seen, buf, cap);
-    case NXV_OPS_STREAM_K: return check_stream_k(d, buf, cap);
   }
   return fail(buf, cap, "unknown dispatch kind %d", (int)d->kind);
 }
@@ -254,7 +242,6 @@ void nxv_test_dispatch_hook(const nxv_ops_dispatch *d) {
   bool seen[NXV_TEST_PATHS] = {false};
   char buf[256];
   const char *why = nxv_test_dispatch_violation(d, seen, buf, sizeof buf);
-  if (d->kind == NXV_OPS_STREAM_K) atomic_fetch_add(&nxv_test_stream_k_dispatches, 1);
   for (int i = 0; i < NXV_TEST_PATHS; i++)
     if (seen[i]) atomic_fetch_add(&nxv_test_paths[i], 1);
   CHECK_MSG(why == NULL, "wide path precondition: %s", why);
