@@ -2462,6 +2462,12 @@ static nxv_status matmul_run(nxv_device *d, const nxv_matmul_desc *m, nxv_dtype 
        * swizzles A's rows so those stores do not conflict (figures in
        * gemm.comp; with A read along m the swizzle only costs). */
       if (wide == 7 && a_along_k(m)) variant = 15;
+      /* One workgroup per tile, also where the last wave leaves
+       * multiprocessors idle (2048^3: 128 tiles on an H200's 132): a
+       * stream-K order (k slices shared evenly among one workgroup per
+       * multiprocessor, split tiles summed by the last to finish) took
+       * 10% more GPU time at 4096^3-8192^3 and 30% more at 2048^3 there
+       * (255 registers against 249; docs/benchmarks.md). */
     } else if (tiles128 >= 96 && v128 != 1) {
       tile_m = tile_n = 128;
       variant = v128;
