@@ -179,7 +179,8 @@ typedef struct nxv_device_config {
   uint32_t max_batch_nodes;   /* submit after this many nodes; 512. 1 gives
                                  one submit per op (a reference mode). */
   uint64_t max_batch_cost;    /* submit after this much estimated work
-                                 (elements touched); 1<<28 */
+                                 (elements touched; m n k / 16 for a
+                                 product); 1<<32 */
   uint32_t idle_flush_us;     /* submit an open batch after the ring has
                                  been empty this long; 20 */
   uint32_t kick_nodes;        /* submit an open batch of this many nodes

@@ -59,7 +59,7 @@ static void resolve_config(nxv_device *d, const nxv_device_config *in) {
   nxv_device_config c = in ? *in : (nxv_device_config){0};
   if (!c.ring_capacity) c.ring_capacity = 4096;
   if (!c.max_batch_nodes) c.max_batch_nodes = 512;
-  if (!c.max_batch_cost) c.max_batch_cost = 1ull << 28;
+  if (!c.max_batch_cost) c.max_batch_cost = 1ull << 32;
   if (!c.idle_flush_us) c.idle_flush_us = 20;
   if (!c.kick_nodes) c.kick_nodes = 16;
   if (!c.kick_inflight) c.kick_inflight = 3;
