@@ -458,6 +458,13 @@ enum {
                          waiting for the first's timeline value */
 };
 
+/* A measurement's label and the mode its function takes (the gap and
+ * chain tables in main). */
+typedef struct named_mode {
+  const char *name;
+  int mode;
+} named_mode;
+
 static void gap_half(const ctx *c, VkCommandBuffer cb, bool lead_barrier) {
   for (int i = 0; i < GAP_OPS; i++) {
     if (i || lead_barrier)
@@ -771,10 +778,7 @@ int main(int argc, char **argv) {
                                  .queryCount = 4};
     VkQueryPool qp;
     RAW_VK(vkCreateQueryPool(c.raw.dev, &qci, NULL, &qp));
-    static const struct {
-      const char *name;
-      int mode;
-    } gaps[] = {
+    static const named_mode gaps[] = {
         {"two submissions, each signalling", G_TWO_SUBMITS},
         {"two submissions, the first signalling nothing", G_FIRST_SILENT},
         {"one submission, two VkSubmitInfo", G_TWO_INFOS},
@@ -792,10 +796,7 @@ int main(int argc, char **argv) {
         measure_gap(&c, qp, gaps[i].mode, &g, &t);
         printf("%-56s %8.2f %8.2f\n", gaps[i].name, g, t);
       }
-    static const struct {
-      const char *name;
-      int mode;
-    } chains[] = {
+    static const named_mode chains[] = {
         {"the runtime's barrier", C_RUNTIME},
         {"compute to compute, shader write to read", C_NARROW},
         {"execution dependency only", C_EXEC},
