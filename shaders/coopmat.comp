@@ -63,7 +63,10 @@
 // did subgroups that only load (the slices handed to the multiplying
 // subgroups by a barrier per slice or by counters in shared memory:
 // 79-199 TFLOP/s against 305-321); slice boundaries shifted by half a
-// slice in half of the workgroups measured within 3%.
+// slice in half of the workgroups measured within 3%; 32-deep slices
+// copied straight from memory into two shared buffers (no staging
+// registers, in case the driver made them asynchronous copies) lost
+// 16-35%.
 #ifndef CM_BM
 #define CM_BM 128u
 #define CM_BN 128u
