@@ -1052,60 +1052,71 @@ static ERL_NIF_TERM decode_two(ErlNifEnv *env, const char *what, const ERL_NIF_T
   return am_ok;
 }
 
-static ERL_NIF_TERM nif_binary(ErlNifEnv *env, int argc,
-                               const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  int op = find_atom(argv[0], am_binops, NXV_BINARY_OP_COUNT);
-  if (op < 0) return raise_argument(env, "binary: unknown op");
-  int64_t shape[NXV_MAX_RANK];
-  unsigned rank;
-  view_arg v[2];
-  const void *imm;
-  bool imm_first;
-  ERL_NIF_TERM e = decode_two(env, "binary", argv + 1, shape, &rank, v, &imm, &imm_first);
-  if (!enif_is_identical(e, am_ok)) return e;
-  nxv_tensor *out = NULL;
-  nxv_status st;
-  if (imm) {
-    view_arg *x = &v[imm_first ? 1 : 0];
-    nxv_view vx = to_view(x);
-    st = nxv_binary_scalar(nxv_tensor_device(x->t), (nxv_binary_op)op, rank, shape, &vx,
-                           imm_first, imm, &out);
-  } else {
-    nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
-    st = nxv_binary(nxv_tensor_device(v[0].t), (nxv_binary_op)op, rank, shape, &va, &vb,
-                    &out);
-  }
-  release_views(v, 2);
-  return op_result(env, st, out, nxv_binary_op_name((nxv_binary_op)op));
+/* The two families of two-operand elementwise ops: binary/8's
+ * arithmetic and compare/8's comparisons, whose ops are numbered apart
+ * (nxv_binary_op, nxv_compare_op). */
+typedef enum { PAIR_BINARY, PAIR_COMPARE } pair_kind;
+
+/* Op number op of kind for the atom op_t; -1 for an unknown one. */
+static int pair_op(pair_kind kind, ERL_NIF_TERM op_t) {
+  return kind == PAIR_COMPARE ? find_atom(op_t, am_cmpops, NXV_COMPARE_OP_COUNT)
+                              : find_atom(op_t, am_binops, NXV_BINARY_OP_COUNT);
 }
 
-static ERL_NIF_TERM nif_compare(ErlNifEnv *env, int argc,
-                                const ERL_NIF_TERM argv[]) {
-  (void)argc;
-  int op = find_atom(argv[0], am_cmpops, NXV_COMPARE_OP_COUNT);
-  if (op < 0) return raise_argument(env, "compare: unknown op");
+static const char *pair_op_name(pair_kind kind, int op) {
+  return kind == PAIR_COMPARE ? nxv_compare_op_name((nxv_compare_op)op)
+                              : nxv_binary_op_name((nxv_binary_op)op);
+}
+
+/* Queues op (of kind) on v[0] and v[1], as decode_two leaves them: where
+ * imm is set it is one element of the other operand's type and stands
+ * for operand a (imm_first) or b, whose view is unused. The views stay
+ * the caller's to release. */
+static nxv_status run_pair(pair_kind kind, int op, unsigned rank, const int64_t *shape,
+                           const view_arg v[2], const void *imm, bool imm_first,
+                           nxv_tensor **out_t) {
+  bool cmp = kind == PAIR_COMPARE;
+  if (imm) {
+    const view_arg *x = &v[imm_first ? 1 : 0];
+    nxv_device *d = nxv_tensor_device(x->t);
+    nxv_view vx = to_view(x);
+    return cmp ? nxv_compare_scalar(d, (nxv_compare_op)op, rank, shape, &vx, imm_first, imm,
+                                    out_t)
+               : nxv_binary_scalar(d, (nxv_binary_op)op, rank, shape, &vx, imm_first, imm,
+                                   out_t);
+  }
+  nxv_device *d = nxv_tensor_device(v[0].t);
+  nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
+  return cmp ? nxv_compare(d, (nxv_compare_op)op, rank, shape, &va, &vb, out_t)
+             : nxv_binary(d, (nxv_binary_op)op, rank, shape, &va, &vb, out_t);
+}
+
+/* binary/8 and compare/8: op, shape, then a and b (decode_two). */
+static ERL_NIF_TERM nif_pair(ErlNifEnv *env, pair_kind kind, const ERL_NIF_TERM argv[]) {
+  const char *what = kind == PAIR_COMPARE ? "compare" : "binary";
+  int op = pair_op(kind, argv[0]);
+  if (op < 0) return raise_argument(env, "%s: unknown op", what);
   int64_t shape[NXV_MAX_RANK];
   unsigned rank;
   view_arg v[2];
   const void *imm;
   bool imm_first;
-  ERL_NIF_TERM e = decode_two(env, "compare", argv + 1, shape, &rank, v, &imm, &imm_first);
+  ERL_NIF_TERM e = decode_two(env, what, argv + 1, shape, &rank, v, &imm, &imm_first);
   if (!enif_is_identical(e, am_ok)) return e;
   nxv_tensor *out = NULL;
-  nxv_status st;
-  if (imm) {
-    view_arg *x = &v[imm_first ? 1 : 0];
-    nxv_view vx = to_view(x);
-    st = nxv_compare_scalar(nxv_tensor_device(x->t), (nxv_compare_op)op, rank, shape, &vx,
-                            imm_first, imm, &out);
-  } else {
-    nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
-    st = nxv_compare(nxv_tensor_device(v[0].t), (nxv_compare_op)op, rank, shape, &va, &vb,
-                     &out);
-  }
+  nxv_status st = run_pair(kind, op, rank, shape, v, imm, imm_first, &out);
   release_views(v, 2);
-  return op_result(env, st, out, nxv_compare_op_name((nxv_compare_op)op));
+  return op_result(env, st, out, pair_op_name(kind, op));
+}
+
+static ERL_NIF_TERM nif_binary(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  return nif_pair(env, PAIR_BINARY, argv);
+}
+
+static ERL_NIF_TERM nif_compare(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+  (void)argc;
+  return nif_pair(env, PAIR_COMPARE, argv);
 }
 
 static ERL_NIF_TERM nif_select(ErlNifEnv *env, int argc,
@@ -2352,17 +2363,17 @@ static bool replay_elementwise(replay_ctx *c, replay_ew kind, const ERL_NIF_TERM
   if (!spec_constant(env, specs[0], &op_t) || !spec_constant(env, specs[1], &shape_t) ||
       !get_int_list(env, shape_t, shape, &rank))
     return false;
-  int op = kind == REPLAY_BINARY    ? find_atom(op_t, am_binops, NXV_BINARY_OP_COUNT)
-           : kind == REPLAY_COMPARE ? find_atom(op_t, am_cmpops, NXV_COMPARE_OP_COUNT)
-                                    : find_atom(op_t, am_unops, NXV_UNARY_OP_COUNT);
+  int op = kind == REPLAY_UNARY     ? find_atom(op_t, am_unops, NXV_UNARY_OP_COUNT)
+           : kind == REPLAY_COMPARE ? pair_op(PAIR_COMPARE, op_t)
+                                    : pair_op(PAIR_BINARY, op_t);
   if (op < 0) return false;
   view_arg v[2] = {{0}};
   nxv_tensor *out = NULL;
-  nxv_status st;
   if (kind == REPLAY_UNARY) {
     if (!replay_operand(c, specs + 2, rank, &v[0])) return false;
     nxv_view va = to_view(&v[0]);
-    st = nxv_unary(nxv_tensor_device(v[0].t), (nxv_unary_op)op, rank, shape, &va, &out);
+    nxv_status st =
+        nxv_unary(nxv_tensor_device(v[0].t), (nxv_unary_op)op, rank, shape, &va, &out);
     release_views(v, 1);
     replay_keep(c, st, out, out_slot, nxv_unary_op_name((nxv_unary_op)op), result);
     return true;
@@ -2384,31 +2395,20 @@ static bool replay_elementwise(replay_ctx *c, replay_ew kind, const ERL_NIF_TERM
       release_views(v, 2);
       return false;
     }
-  nxv_device *d = nxv_tensor_device(v[imm_at == 0 ? 1 : 0].t);
-  bool cmp = kind == REPLAY_COMPARE;
+  pair_kind pk = kind == REPLAY_COMPARE ? PAIR_COMPARE : PAIR_BINARY;
+  const void *imm = NULL;
   if (imm_at >= 0) {
     ErlNifBinary bin;
-    view_arg *x = &v[1 - imm_at];
     if (!enif_inspect_binary(env, imm_t[imm_at], &bin) ||
-        bin.size != nxv_dtype_size(nxv_tensor_dtype(x->t))) {
+        bin.size != nxv_dtype_size(nxv_tensor_dtype(v[1 - imm_at].t))) {
       release_views(v, 2);
       return false;
     }
-    nxv_view vx = to_view(x);
-    st = cmp ? nxv_compare_scalar(d, (nxv_compare_op)op, rank, shape, &vx, imm_at == 0,
-                                  bin.data, &out)
-             : nxv_binary_scalar(d, (nxv_binary_op)op, rank, shape, &vx, imm_at == 0, bin.data,
-                                 &out);
-  } else {
-    nxv_view va = to_view(&v[0]), vb = to_view(&v[1]);
-    st = cmp ? nxv_compare(d, (nxv_compare_op)op, rank, shape, &va, &vb, &out)
-             : nxv_binary(d, (nxv_binary_op)op, rank, shape, &va, &vb, &out);
+    imm = bin.data;
   }
+  nxv_status st = run_pair(pk, op, rank, shape, v, imm, imm_at == 0, &out);
   release_views(v, 2);
-  replay_keep(c, st, out, out_slot,
-              cmp ? nxv_compare_op_name((nxv_compare_op)op)
-                  : nxv_binary_op_name((nxv_binary_op)op),
-              result);
+  replay_keep(c, st, out, out_slot, pair_op_name(pk, op), result);
   return true;
 }
 
