@@ -60,8 +60,9 @@ What each figure means (see the schema for the exact definitions):
   `precision=jax.lax.Precision.HIGHEST`. f16 and bf16 produce results in
   the input type (torch's default reduced-precision reduction setting is
   left as it is: turned off, cuBLAS measured the same on an H200); f64
-  runs the 1024 and 4096 squares, 128x784x512 and `matmul_tn` 784x128x512 (cuBLAS takes f64 on FP64 tensor cores where
-  the GPU has them). `matmul_tn` multiplies the transposed view of an operand
+  runs the 1024 and 4096 squares, 128x784x512 and `matmul_tn`
+  784x128x512 (cuBLAS takes f64 on FP64 tensor cores where the GPU has
+  them). `matmul_tn` multiplies the transposed view of an operand
   stored [K,M] (`a.t() @ b`, `a.T @ b` under jit), `matmul_nt` the
   transposed view of one stored [N,K], `matmul_tt` both; `matmul_batched` is `bmm`/`matmul`
   on [B,M,K] x [B,K,N]. Timing: repetitions of back-to-back products, each
