@@ -3,14 +3,15 @@
 
 Usage:
 
-    python3 bench/peer_clocks.py [--rounds N] [--interval S] [--flops F]
+    python3 bench/peer_clocks.py [--rounds N] [--interval S] [--rep-ms MS]
                                  [--reduced-precision on|off|both]
 
 PyTorch on an NVIDIA GPU, TF32 off. Each round times, for f16 then
 bf16, the products 1024³, 2048³, 4096³, 8 x 1024³ (`torch.bmm`) and
 8192³ one after another: 10 untimed products, then the best of 5
-repetitions of back-to-back products of about F FLOPs each (default
-2e11), timed with CUDA events. Meanwhile a thread runs `nvidia-smi`
+repetitions of back-to-back products lasting at least MS milliseconds
+each (default 10), timed with CUDA events as `bench/peers.py` times its
+products (its `per_op_times` and `cuda_batch_timer`). Meanwhile a thread runs `nvidia-smi`
 every S seconds (default 0.15) and the script prints, after the rounds,
 how many samples saw each SM clock and throttle-reason mask (0x4: the
 software power cap) while products ran. `--reduced-precision` sets
@@ -30,6 +31,8 @@ import subprocess
 import threading
 import time
 
+import peers
+
 SHAPES = [(1, 1024, 1024, 1024), (1, 2048, 2048, 2048), (1, 4096, 4096, 4096),
           (8, 1024, 1024, 1024), (1, 8192, 8192, 8192)]
 
@@ -39,8 +42,9 @@ def shape_name(b, m, k, n):
     return base if b == 1 else f"{b}x{base}"
 
 
-def rate(torch, dev, dtype, b, m, k, n, flops):
-    """Best TFLOP/s of 5 repetitions of back-to-back products."""
+def rate(torch, dev, dtype, b, m, k, n, rep_s):
+    """Best TFLOP/s of 5 repetitions of back-to-back products, timed as
+    peers.py times its products."""
     a = torch.randn(b, m, k, device=dev, dtype=dtype)
     w = torch.randn(b, k, n, device=dev, dtype=dtype)
     if b == 1:
@@ -51,18 +55,8 @@ def rate(torch, dev, dtype, b, m, k, n, flops):
     for _ in range(10):
         fn()
     torch.cuda.synchronize()
-    reps = max(5, int(flops / (2 * b * m * n * k)))
-    best = float("inf")
-    for _ in range(5):
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) / 1e3 / reps)
-    return 2 * b * m * n * k / best / 1e12
+    times = peers.per_op_times(peers.cuda_batch_timer(torch, fn), 5, rep_s, 3)
+    return 2 * b * m * n * k / min(times) / 1e12
 
 
 def sampler(interval, stop, samples):
@@ -85,8 +79,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=4, help="rounds of every product (4)")
     ap.add_argument("--interval", type=float, default=0.15,
                     help="seconds between nvidia-smi samples (0.15)")
-    ap.add_argument("--flops", type=float, default=2e11,
-                    help="FLOPs per timed repetition (2e11)")
+    ap.add_argument("--rep-ms", type=float, default=10.0,
+                    help="least milliseconds per timed repetition (10, as peers.py)")
     ap.add_argument("--reduced-precision", choices=("on", "off", "both"), default="on",
                     help="PyTorch's 16-bit reduced-precision reductions (on, its default)")
     args = ap.parse_args()
@@ -107,7 +101,7 @@ def main():
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = allow
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = allow
         for name, dtype in (("f16", torch.float16), ("bf16", torch.bfloat16)):
-            figures = " ".join(f"{shape_name(*s)} {rate(torch, dev, dtype, *s, args.flops):.1f}"
+            figures = " ".join(f"{shape_name(*s)} {rate(torch, dev, dtype, *s, args.rep_ms / 1e3):.1f}"
                                for s in SHAPES)
             print(f"{time.monotonic() - t0:6.2f} s round {rnd + 1} reduced-precision "
                   f"{'on' if allow else 'off'} {name} TFLOP/s: {figures}", flush=True)

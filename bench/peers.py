@@ -317,6 +317,21 @@ def per_op_times(run_batch, reps: int, rep_s: float, slow_reps: int | None =
     return [run_batch(inner) / inner for _ in range(reps)]
 
 
+def cuda_batch_timer(torch, op):
+    """run_batch(k) for per_op_times: k calls of op back to back, timed
+    with CUDA events (seconds)."""
+    def run_batch(k: int) -> float:
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(k):
+            op()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3
+    return run_batch
+
+
 def median_run(fn, runs: int) -> float:
     """Median of `runs` calls of fn() (each returns seconds), gc paused."""
     was = gc.isenabled()
@@ -384,18 +399,7 @@ class TorchSuite:
 
     def batch_timer(self, op):
         """run_batch(k) for per_op_times, timed with CUDA events."""
-        torch = self.torch
-
-        def run_batch(k: int) -> float:
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(k):
-                op()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) * 1e-3
-        return run_batch
+        return cuda_batch_timer(self.torch, op)
 
     # -- latency -----------------------------------------------------------
 
