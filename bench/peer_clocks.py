@@ -11,8 +11,9 @@ bf16, the products 1024³, 2048³, 4096³, 8 x 1024³ (`torch.bmm`) and
 8192³ one after another: 10 untimed products, then the best of 5
 repetitions of back-to-back products lasting at least MS milliseconds
 each (default 10), timed with CUDA events as `bench/peers.py` times its
-products (its `per_op_times` and `cuda_batch_timer`). Meanwhile a thread runs `nvidia-smi`
-every S seconds (default 0.15) and the script prints, after the rounds,
+products (its `per_op_times` and `cuda_batch_timer`). Meanwhile a
+thread runs `nvidia-smi` every S seconds (default 0.15) and the script
+prints, after the rounds,
 how many samples saw each SM clock and throttle-reason mask (0x4: the
 software power cap) while products ran. `--reduced-precision` sets
 PyTorch's `allow_fp16_reduced_precision_reduction` and
@@ -37,11 +38,6 @@ SHAPES = [(1, 1024, 1024, 1024), (1, 2048, 2048, 2048), (1, 4096, 4096, 4096),
           (8, 1024, 1024, 1024), (1, 8192, 8192, 8192)]
 
 
-def shape_name(b, m, k, n):
-    base = f"{m}x{k}x{n}"
-    return base if b == 1 else f"{b}x{base}"
-
-
 def rate(torch, dev, dtype, b, m, k, n, rep_s):
     """Best TFLOP/s of 5 repetitions of back-to-back products, timed as
     peers.py times its products."""
@@ -61,7 +57,7 @@ def rate(torch, dev, dtype, b, m, k, n, rep_s):
 
 def sampler(interval, stop, samples):
     """Appends (sm clock, throttle reasons) from nvidia-smi until stop."""
-    query = ["nvidia-smi", "--query-gpu=clocks.sm,power.draw,clocks_throttle_reasons.active",
+    query = ["nvidia-smi", "--query-gpu=clocks.sm,clocks_throttle_reasons.active",
              "--format=csv,noheader"]
     while not stop.is_set():
         try:
@@ -69,8 +65,8 @@ def sampler(interval, stop, samples):
         except (OSError, subprocess.SubprocessError):
             return
         parts = [p.strip() for p in out.splitlines()[0].split(",")] if out else []
-        if len(parts) == 3:
-            samples.append((parts[0], parts[1], parts[2]))
+        if len(parts) == 2:
+            samples.append((parts[0], parts[1]))
         time.sleep(interval)
 
 
@@ -101,14 +97,17 @@ def main():
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = allow
         torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = allow
         for name, dtype in (("f16", torch.float16), ("bf16", torch.bfloat16)):
-            figures = " ".join(f"{shape_name(*s)} {rate(torch, dev, dtype, *s, args.rep_ms / 1e3):.1f}"
-                               for s in SHAPES)
+            figures = []
+            for s in SHAPES:
+                test = "matmul_batched" if s[0] > 1 else "matmul"
+                tflops = rate(torch, dev, dtype, *s, args.rep_ms / 1e3)
+                figures.append(f"{peers.matmul_shape(test, *s)} {tflops:.1f}")
             print(f"{time.monotonic() - t0:6.2f} s round {rnd + 1} reduced-precision "
-                  f"{'on' if allow else 'off'} {name} TFLOP/s: {figures}", flush=True)
+                  f"{'on' if allow else 'off'} {name} TFLOP/s: {' '.join(figures)}", flush=True)
     stop.set()
     thread.join()
 
-    counts = collections.Counter((clock, reasons) for clock, _, reasons in samples)
+    counts = collections.Counter(samples)
     print(f"# {len(samples)} nvidia-smi samples: count, SM clock, throttle reasons")
     for (clock, reasons), count in sorted(counts.items()):
         print(f"{count:5d}  {clock:>9}  {reasons}")
