@@ -2,7 +2,7 @@
  * cpu_pace.c - how fast the host's CPUs run a single thread, and whether a
  * thread that busy-polls on another CPU slows it.
  *
- *   build/bench/cpu_pace [--ms N] [--rounds N] [--against CPU]
+ *   build/bench/cpu_pace [--ms N] [--rounds N] [--against CPU] [--pairs]
  *
  * The Elixir rows of the benchmarks (Nx's front end, the NIF path) move
  * with the pace of the CPU the BEAM runs on, and the runtime's scheduler,
@@ -20,6 +20,13 @@
  *    runtime's polling loops) pinned to each other CPU in turn; printed as
  *    a ratio to the pace of CPU alone measured just before and just after
  *    (a ratio well below both marks a shared core).
+ * 3. With --pairs instead of the above: for every ordered pair of CPUs of
+ *    the mask, the time one cache line takes to go from the first to the
+ *    second (half the best of 3 runs of 20,000 round trips of a counter
+ *    the two threads increment in turn), as a matrix in nanoseconds. On a
+ *    machine's own cores it is tens of nanoseconds between two threads of
+ *    one core and about a hundred between cores; a vCPU pair well below
+ *    its neighbours ran on one physical core while measured.
  *
  * Linux only (sched_setaffinity). Exit status 2 on bad arguments, 1 when
  * a thread cannot be created or pinned.
@@ -28,6 +35,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +102,73 @@ static double pace(int cpu, int ms) {
   return (double)iterations / t;
 }
 
+#define PAIR_TRIPS 20000
+#define PAIR_SKIP 100 /* round trips before the clock starts */
+
+/* The counter the two threads of a pair increment in turn, alone in its
+ * cache line. */
+static _Alignas(64) atomic_uint g_turn;
+
+/* The second thread of a pair: pinned to the CPU arg names, answers
+ * every odd value with the next even one. */
+static void *answerer(void *arg) {
+  if (pin((int)(intptr_t)arg) != 0) {
+    fprintf(stderr, "cpu_pace: cannot pin to CPU %d\n", (int)(intptr_t)arg);
+    exit(1);
+  }
+  for (unsigned i = 0; i < PAIR_TRIPS; i++) {
+    while (atomic_load_explicit(&g_turn, memory_order_acquire) != 2 * i + 1) cpu_pause();
+    atomic_store_explicit(&g_turn, 2 * i + 2, memory_order_release);
+  }
+  return NULL;
+}
+
+/* Nanoseconds for a cache line to go from CPU a to CPU b (half a round
+ * trip, best of 3 runs). */
+static double one_way_ns(int a, int b) {
+  double best = 1e30;
+  for (int run = 0; run < 3; run++) {
+    atomic_store(&g_turn, 0);
+    pthread_t t;
+    if (pthread_create(&t, NULL, answerer, (void *)(intptr_t)b) != 0) {
+      fprintf(stderr, "cpu_pace: cannot start a thread\n");
+      exit(1);
+    }
+    if (pin(a) != 0) {
+      fprintf(stderr, "cpu_pace: cannot pin to CPU %d\n", a);
+      exit(1);
+    }
+    double t0 = 0;
+    for (unsigned i = 0; i < PAIR_TRIPS; i++) {
+      if (i == PAIR_SKIP) t0 = now_s();
+      atomic_store_explicit(&g_turn, 2 * i + 1, memory_order_release);
+      while (atomic_load_explicit(&g_turn, memory_order_acquire) != 2 * i + 2) cpu_pause();
+    }
+    double ns = (now_s() - t0) * 1e9 / (PAIR_TRIPS - PAIR_SKIP) / 2;
+    pthread_join(t, NULL);
+    if (ns < best) best = ns;
+  }
+  return best;
+}
+
+/* --pairs: the matrix of one_way_ns over the CPUs of mask. */
+static void pairs(const cpu_set_t *mask) {
+  printf("one-way ns of a cache line, row CPU to column CPU (half a round trip, best of 3)\n    ");
+  for (int c = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, mask)) printf(" %4d", c);
+  printf("\n");
+  for (int a = 0; a < CPU_SETSIZE; a++) {
+    if (!CPU_ISSET(a, mask)) continue;
+    printf("%4d", a);
+    for (int b = 0; b < CPU_SETSIZE; b++) {
+      if (!CPU_ISSET(b, mask)) continue;
+      if (a == b) printf(" %4s", "-");
+      else printf(" %4.0f", one_way_ns(a, b));
+    }
+    printf("\n");
+  }
+}
+
 static int parse_int(const char *s, int lo, int hi, int *out) {
   char *end;
   long v = strtol(s, &end, 10);
@@ -104,13 +179,18 @@ static int parse_int(const char *s, int lo, int hi, int *out) {
 
 int main(int argc, char **argv) {
   int ms = 150, rounds = 2, against = -1;
+  bool want_pairs = false;
   for (int i = 1; i < argc; i++) {
     int *dst = NULL, lo = 1, hi = 100000;
+    if (strcmp(argv[i], "--pairs") == 0) {
+      want_pairs = true;
+      continue;
+    }
     if (strcmp(argv[i], "--ms") == 0) dst = &ms;
     else if (strcmp(argv[i], "--rounds") == 0) dst = &rounds, hi = 100;
     else if (strcmp(argv[i], "--against") == 0) dst = &against, lo = 0, hi = CPU_SETSIZE - 1;
     if (!dst || i + 1 >= argc || parse_int(argv[i + 1], lo, hi, dst) != 0) {
-      fprintf(stderr, "usage: cpu_pace [--ms N] [--rounds N] [--against CPU]\n");
+      fprintf(stderr, "usage: cpu_pace [--ms N] [--rounds N] [--against CPU] [--pairs]\n");
       return 2;
     }
     i++;
@@ -123,6 +203,10 @@ int main(int argc, char **argv) {
   if (against >= 0 && !CPU_ISSET(against, &mask)) {
     fprintf(stderr, "cpu_pace: CPU %d is not in the affinity mask\n", against);
     return 2;
+  }
+  if (want_pairs) {
+    pairs(&mask);
+    return 0;
   }
   printf("cpu   iterations/s, rounds 1..%d (one thread alone, %d ms each)\n", rounds, ms);
   for (int c = 0; c < CPU_SETSIZE; c++) {
