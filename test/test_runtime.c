@@ -1237,10 +1237,11 @@ typedef struct wake_ctx {
   atomic_int done; /* the rounds have ended */
 } wake_ctx;
 
-static uint64_t test_now_ns(void) {
+/* CLOCK_MONOTONIC in ns (also the clock of the batch records' times). */
+static uint64_t monotonic_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Each round queues an add, waits 0-100 us (busy), then synchronizes:
@@ -1259,8 +1260,8 @@ static void *wake_rounds(void *arg) {
     x ^= x << 17;
     nxv_tensor *out = NULL;
     c->st = nxv_binary(c->d, NXV_ADD, 1, shape, &v, &v, &out);
-    uint64_t until = test_now_ns() + x % 100000;
-    while (test_now_ns() < until) {
+    uint64_t until = monotonic_ns() + x % 100000;
+    while (monotonic_ns() < until) {
     }
     if (c->st == NXV_OK) c->st = nxv_device_synchronize(c->d);
     nxv_tensor_release(out);
@@ -1287,8 +1288,8 @@ NXV_TEST(sched, pushes_reach_a_scheduler_going_to_sleep) {
   pthread_t th;
   REQUIRE(pthread_create(&th, NULL, wake_rounds, &c) == 0);
   /* Generous: the rounds take about a second, several under sanitizers. */
-  uint64_t deadline = test_now_ns() + 300ull * 1000000000ull;
-  while (!atomic_load(&c.done) && test_now_ns() < deadline) usleep(1000);
+  uint64_t deadline = monotonic_ns() + 300ull * 1000000000ull;
+  while (!atomic_load(&c.done) && monotonic_ns() < deadline) usleep(1000);
   if (!atomic_load(&c.done)) {
     /* The worker is stuck in a synchronize: leave it, and the device. */
     CHECK_MSG(false, "a synchronize still waits after 300 s");
@@ -1751,13 +1752,6 @@ NXV_TEST(histogram, small_round_trips_untimed) {
 /* Records of retired batches: every op in exactly one record while
  * recording, none before or after, a bounded backlog whose overflow is
  * counted; without per-op timing the op histogram stays empty. */
-/* CLOCK_MONOTONIC in ns: the clock of the batch records' times. */
-static uint64_t monotonic_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Batch records carry their submission time and, where the device
  * calibrates its timestamps against CLOCK_MONOTONIC, the GPU's start and
  * end of each batch on that clock: within the test's own readings of the
