@@ -3391,8 +3391,11 @@ if Code.ensure_loaded?(Nx.Backend) do
           Nx.broadcast(Nx.tensor(1, type: out_type, backend: {__MODULE__, device: index}), out)
 
         true ->
-          {p, _l, u} = Nx.LinAlg.lu(Nx.as_type(tensor, out_type))
-          diagonal = u |> diagonals() |> Nx.product(axes: [-1])
+          {a, scale} = unit_scale(Nx.as_type(tensor, out_type))
+          {p, _l, u} = Nx.LinAlg.lu(a)
+          d = diagonals(u)
+          d = if scale == 1, do: d, else: Nx.multiply(d, scale)
+          diagonal = Nx.product(d, axes: [-1])
 
           perm = Nx.argmax(p, axis: -2)
           upper = Nx.less(Nx.iota({n, 1}), Nx.iota({1, n}))
@@ -3409,6 +3412,43 @@ if Code.ensure_loaded?(Nx.Backend) do
           %{result | names: out.names}
       end
     end
+
+    # {a scaled, the factor undoing it}: each f32 or f64 matrix whose
+    # largest magnitude is below 1 multiplied by the power of two 2^-k that
+    # brings it into [1, 2), and 2^k shaped to multiply the diagonal of its
+    # U ({1} per matrix); other matrices and types as they are, factor 1.
+    # Scaling by a power of two is exact, so U is the unscaled U times 2^-k
+    # bit for bit, except that the LU's flush of entries below `:eps`
+    # (1e-10) then acts relative to the matrix's scale: without it every
+    # determinant of a matrix of scale 1e-10 or less is 0, and
+    # Nx.LinAlg.invert, which checks the determinant first, returns NaN.
+    # Matrices of scale 1 or more keep Nx's absolute flush.
+    defp unit_scale(%T{type: {:f, bits} = type, shape: shape} = a) when bits in [32, 64] do
+      {int, mantissa, bias, min_k} =
+        if bits == 64, do: {:s64, 52, 1023, -1021}, else: {:s32, 23, 127, -125}
+
+      rank = tuple_size(shape)
+      batch = shape |> Tuple.delete_at(rank - 1) |> Tuple.delete_at(rank - 2)
+
+      # The unbiased exponent of each matrix's largest magnitude (NaN and
+      # the infinities: bias + 1; zero and subnormals: -bias), as k <= 0.
+      k =
+        a
+        |> Nx.abs()
+        |> Nx.reduce_max(axes: [rank - 2, rank - 1])
+        |> Nx.bitcast(int)
+        |> Nx.right_shift(mantissa)
+        |> Nx.bitwise_and(2 * bias + 1)
+        |> Nx.subtract(bias)
+        |> Nx.min(0)
+        |> Nx.max(min_k)
+
+      power = fn e -> e |> Nx.add(bias) |> Nx.left_shift(mantissa) |> Nx.bitcast(type) end
+      up = k |> Nx.negate() |> power.() |> Nx.reshape(Tuple.append(Tuple.append(batch, 1), 1))
+      {Nx.multiply(a, up), k |> power.() |> Nx.reshape(Tuple.append(batch, 1))}
+    end
+
+    defp unit_scale(a), do: {a, 1}
 
     impl_if_callback(:triangular_solve, 4)
 

@@ -564,6 +564,51 @@ if Code.ensure_loaded?(Nx) do
         end
       end
 
+      test "determinant and invert of matrices of small scale" do
+        # The LU flushes entries of U below eps (1e-10) to zero: the
+        # determinant factors each matrix's scale out first (a power of
+        # two), so a small matrix keeps its determinant, and invert/1, which
+        # checks the determinant, its inverse (Nx's own regression case).
+        m = [[1, 0.5, 0.5, 0.5], [0.5, 1, 0.5, 0.5], [0.5, 0.5, 1, 0.5], [0.5, 0.5, 0.5, 1]]
+        q = Nx.tensor(m, type: :f64, backend: Nx.BinaryBackend) |> Nx.multiply(1.0e-10)
+        got = native(fn -> Nx.LinAlg.determinant(vk(q)) end)
+        # det(m) = 0.5^3 * 2.5; the scalar 1e-10 is an f32.
+        c = Nx.to_number(Nx.tensor(1.0e-10, type: :f32, backend: Nx.BinaryBackend))
+        expected = Nx.tensor(0.3125 * :math.pow(c, 4), type: :f64, backend: Nx.BinaryBackend)
+        assert_close(got, expected, {:f, 64}, 1.0e-14, 0.0)
+
+        inv = native(fn -> Nx.LinAlg.invert(vk(q)) end)
+        diff = Nx.dot(host(inv), q) |> Nx.subtract(Nx.eye(4)) |> Nx.abs() |> Nx.reduce_max()
+        assert Nx.to_number(diff) <= 1.0e-15
+
+        # det(c a) = c^n det(a) for scales down to where c^n leaves the
+        # type's normal range, batched, in f64 and in f32.
+        for {type, scales, rel} <- [
+              {:f64, [0.75, 1.0e-3, 1.0e-10, 1.0e-30, 3.0e-55], 1.0e-12},
+              {:f32, [0.75, 1.0e-3, 1.0e-9, 1.0e-12], 1.0e-5}
+            ] do
+          a = uniform({3, 5, 5}, -1.0, 1.0) |> Nx.as_type(type) |> Nx.as_type(:f64)
+          det_a = Nx.LinAlg.determinant(a)
+
+          for c <- scales do
+            scaled = Nx.multiply(a, c) |> Nx.as_type(type)
+            # The scaled matrix as the device gets it, in f64: c^5 det(a).
+            c = Nx.to_number(Nx.divide(Nx.as_type(scaled, :f64), a)[0][0][0])
+            c5 = Nx.tensor(:math.pow(c, 5), type: :f64, backend: Nx.BinaryBackend)
+            expected = Nx.multiply(det_a, c5) |> Nx.as_type(type)
+            got = native(fn -> Nx.LinAlg.determinant(vk(scaled)) end)
+            assert_close(got, expected, {:f, if(type == :f64, do: 64, else: 32)}, rel, 0.0)
+          end
+        end
+
+        # Zero, infinite and NaN matrices are not rescaled.
+        for {entry, expected} <- [{0.0, 0.0}, {:infinity, :nan}, {:nan, :nan}] do
+          z = Nx.broadcast(Nx.tensor(entry, type: :f64, backend: Nx.BinaryBackend), {3, 3})
+          got = native(fn -> Nx.LinAlg.determinant(vk(z)) end)
+          assert Nx.to_number(host(got)) == expected
+        end
+      end
+
       test "complex inputs run on the host, counted" do
         a =
           Nx.tensor(
