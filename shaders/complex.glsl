@@ -57,10 +57,28 @@ TR cr_pow(TR x, TR y) {
 }
 #endif
 
-TC c_mul(TC a, TC b) {
+// a b by the textbook formula: what products inside sums (matmul.comp,
+// conv.comp) use.
+TC c_mul_plain(TC a, TC b) {
   precise TR re = a.x * b.x - a.y * b.y;
   precise TR im = a.y * b.x + a.x * b.y;
   return TC(re, im);
+}
+
+// a b as Complex.multiply/2 computes it: a real b scales a's parts (so
+// (inf + 3i) 2 is inf + 6i, not inf + NaN i); a real a scales b's, as
+// Nx.BinaryBackend multiplies a number or a real tensor's elements (2 (inf
+// + 3i) is inf + 6i too); an imaginary b rotates a; otherwise the textbook
+// formula. The same as c_mul_plain for finite operands but for the signs
+// of zeros.
+TC c_mul(TC a, TC b) {
+  if (b.y == TR(0)) return TC(b.x * a.x, b.x * a.y);
+  if (a.y == TR(0)) return TC(a.x * b.x, a.x * b.y);
+  if (b.x == TR(0)) {
+    TR p = a.y * b.y;
+    return TC(p == TR(0) ? TR(0) : -p, a.x * b.y);
+  }
+  return c_mul_plain(a, b);
 }
 
 TC c_div(TC a, TC b) {

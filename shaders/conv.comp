@@ -44,7 +44,7 @@
 #include "common.glsl"
 #if T_KIND == KIND_COMPLEX
 #include "complex.glsl"
-#define MUL(x, y) c_mul(x, y)
+#define MUL(x, y) c_mul_plain(x, y)
 #else
 #define MUL(x, y) ((x) * (y))
 #endif

@@ -29,7 +29,11 @@ RC combine(RC x, RC y) {
   switch (OP) {
   case 0: return x + y;
 #if T_KIND == KIND_COMPLEX
-  case 1: return c_mul(x, y);
+  // y x, Nx.BinaryBackend's order (each element times the product so
+  // far); c_mul's real operands (the identity a partial of no elements
+  // starts from among them) scale the other, so they never turn an infinite
+  // part into NaN.
+  case 1: return c_mul(y, x);
 #else
   case 1: return x * y;
 #endif

@@ -493,6 +493,14 @@ static const struct bspecial {
     {NXV_POW, -8, 0, 1.0 / 3, 0, NAN, 0}, {NXV_POW, 0, 1, 0, 1, NAN, 0},
     {NXV_POW, -1, 0, 0.5, 0, 0, 1},   {NXV_POW, 0, 1, 2, 0, -1, 0},
     {NXV_POW, 3, 4, 0, 0, 1, 0},      {NXV_POW, -2, 0, 2, 0, 4, 0},
+    /* Complex.multiply/2: a real b scales a, a real a scales b (a number
+     * times a complex), an imaginary b rotates a; the textbook formula
+     * otherwise */
+    {NXV_MUL, INFINITY, 3, 2, 0, INFINITY, 6}, {NXV_MUL, INFINITY, 3, 0, 2, -6, INFINITY},
+    {NXV_MUL, 2, 0, INFINITY, 3, INFINITY, 6}, {NXV_MUL, -INFINITY, 3, -2, 4, INFINITY, -INFINITY},
+    {NXV_MUL, 3, -INFINITY, 0, -2, -INFINITY, -6}, {NXV_MUL, 0, 1, 0, 1, -1, 0},
+    {NXV_MUL, 3, 4, 0, 0, 0, 0},      {NXV_MUL, 1, 0, INFINITY, 3, INFINITY, 3},
+    {NXV_MUL, 2, 0, 0, INFINITY, 0, INFINITY},
 };
 
 NXV_TEST(complex, binary_special_values) {
@@ -1204,6 +1212,53 @@ NXV_TEST(complex, reduce) {
       }
       release(te);
     }
+  }
+  nxv_device_release(d);
+}
+
+/* Products with infinite parts: the identity a partial of no elements
+ * starts from, and elements exactly 1 + 0i, leave a product as it is (1 + 0i
+ * times inf + 3i by the textbook formula is inf + NaN i), and each element
+ * multiplies the product so far as Complex.multiply/2 does. Rows of 2 and
+ * of 300 (split over many invocations); every value here comes out the
+ * same in any order of the products. */
+NXV_TEST(complex, product_with_infinite_parts) {
+  nxv_device *d = test_open_device();
+  REQUIRE(d);
+  enum { L = 300 };
+  for (int ti = 0; ti < NCX; ti++) {
+    nxv_dtype t = kCx[ti];
+    if (!usable(d, t)) continue;
+    static lcx a[3 * L];
+    for (size_t i = 0; i < 3 * L; i++) a[i] = 1;
+    a[7] = CMPLXL(INFINITY, 3), a[200] = CMPLXL(-2, 4);
+    a[L] = CMPLXL(INFINITY, 3), a[2 * L - 1] = 2;
+    a[2 * L + 100] = CMPLXL(INFINITY, 3), a[2 * L + 101] = 2;
+    a[2 * L + 102] = 0.5, a[2 * L + 250] = -1;
+    const lcx rows[3] = {CMPLXL(-INFINITY, INFINITY), CMPLXL(INFINITY, 6),
+                         CMPLXL(-INFINITY, -3)};
+    nxv_tensor *ta = up(d, t, 3 * L, a);
+    if (!ta) continue;
+    const int64_t shape[2] = {3, L};
+    nxv_view va = {ta, 0, NULL};
+    char tag[96];
+    snprintf(tag, sizeof tag, "product of %s rows with infinite parts", nxv_dtype_name(t));
+    nxv_tensor *out = NULL;
+    nxv_status st = nxv_reduce(d, NXV_REDUCE_PRODUCT, 2, shape, &va, 2, &out);
+    check_vals(tag, st, out, t, 3, rows, NULL, NULL, NULL);
+    /* The first row's two elements alone, as a tensor of 2. */
+    const int64_t two[2] = {1, 2};
+    lcx pair[2] = {CMPLXL(INFINITY, 3), CMPLXL(-2, 4)};
+    nxv_tensor *tp = up(d, t, 2, pair);
+    if (tp) {
+      nxv_view vp = {tp, 0, NULL};
+      snprintf(tag, sizeof tag, "product of %s [inf + 3i, -2 + 4i]", nxv_dtype_name(t));
+      out = NULL;
+      st = nxv_reduce(d, NXV_REDUCE_PRODUCT, 2, two, &vp, 2, &out);
+      check_vals(tag, st, out, t, 1, rows, NULL, NULL, NULL);
+      release(tp);
+    }
+    release(ta);
   }
   nxv_device_release(d);
 }

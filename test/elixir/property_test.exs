@@ -249,6 +249,34 @@ if Code.ensure_loaded?(Nx) do
         end
       end
     end
+
+    test "complex products with infinite parts match Nx.BinaryBackend" do
+      # Complex.multiply/2's rules: a real right factor scales the left, an
+      # imaginary one rotates it, and Nx.BinaryBackend multiplies a real
+      # operand's numbers (a number, a real tensor) as reals; a product
+      # multiplies each element into the product so far.
+      for type <- [c: 64, c: 128] do
+        z =
+          [{:infinity, 3}, {-2, 4}, {3, :neg_infinity}, {1, 2}, {:nan, 1}, {0, :infinity}]
+          |> Enum.map(fn {re, im} -> Complex.new(re, im) end)
+          |> Nx.tensor(type: type, backend: Nx.BinaryBackend)
+
+        real = Nx.tensor([2.0, -0.5, 4.0, 1.0, 3.0, 0.25], backend: Nx.BinaryBackend)
+        i2 = Nx.tensor(Complex.new(0, 2), type: type, backend: Nx.BinaryBackend)
+        two = Nx.tensor(Complex.new(2, 0), type: type, backend: Nx.BinaryBackend)
+        what = Nx.Type.to_string(type)
+
+        check("#{what} z 2", 0, &Nx.multiply(&1, 2), [z])
+        check("#{what} 2 z", 0, &Nx.multiply(2, &1), [z])
+        check("#{what} z real", 0, &Nx.multiply/2, [z, real])
+        check("#{what} real z", 0, &Nx.multiply/2, [real, z])
+        check("#{what} z 2i", 0, &Nx.multiply/2, [z, i2])
+        check("#{what} z (2 + 0i)", 0, &Nx.multiply/2, [z, two])
+        pair = Nx.slice(z, [0], [2])
+        check("#{what} product", 0, &Nx.product/1, [pair])
+        assert_match(Nx.product(vk(pair)), Nx.multiply(z[0], z[1]), 0, "#{what} product")
+      end
+    end
   end
 else
   defmodule Nx.Vulkan.PropertyTest do
