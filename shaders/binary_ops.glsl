@@ -18,27 +18,70 @@
 #if T_KIND == KIND_FLOAT
 TC nxv_nan() { return TC(0.0) / TC(0.0); }
 
-// x / y refined by one fma-based correction step, so the quotient is
-// correctly rounded in practice even where the driver divides through an
-// approximate reciprocal.
+#if TC_BITS == 64
+#define NXV_SPLIT 134217729.0  // 2^27 + 1
+#define NXV_DIV_EXP 1000       // 2^+-NXV_DIV_EXP are normal
+#define NXV_MIN_EXP (-1022)    // the smallest normal is 2^NXV_MIN_EXP
+#else
+#define NXV_SPLIT 4097.0  // 2^12 + 1
+#define NXV_DIV_EXP 120
+#define NXV_MIN_EXP (-126)
+#endif
+
+// The rounding error of p = a b, exactly (a b = p + e), by Dekker's
+// product: no fma, whose fusion Vulkan does not promise (llvmpipe's fma
+// rounds the product and then the sum, and a correction through it moved
+// a tenth of correctly rounded quotients by an ulp). a and b such that
+// the splits do not overflow and the partial products do not underflow:
+// fdiv's both in [0.5, 2) in magnitude, frem's an integer and a divisor
+// in [0.5, 1). precise: no contraction into fma, no reassociation.
+TC nxv_product_error(TC a, TC b, TC p) {
+  precise TC ca = a * TC(NXV_SPLIT);
+  precise TC ah = ca - (ca - a);
+  precise TC al = a - ah;
+  precise TC cb = b * TC(NXV_SPLIT);
+  precise TC bh = cb - (cb - b);
+  precise TC bl = b - bh;
+  precise TC e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+  return e;
+}
+
+// x / y as the driver divides, but an infinite dividend over a finite
+// divisor of magnitude above 1 divides by the divisor scaled down (the
+// same infinity): a divisor above 2^126 has a subnormal reciprocal, and a
+// driver flushing it to zero would make inf / 2^127 NaN.
+TC nxv_driver_div(TC x, TC y) {
+  if (isinf(x) && abs(y) > TC(1) && !isinf(y)) y *= ldexp(TC(1), -NXV_DIV_EXP);
+  return x / y;
+}
+
+// x / y correctly rounded in practice, on drivers that divide through an
+// approximate reciprocal (2.5 ulp allowed; a divisor above 2^126 has a
+// subnormal reciprocal, which some flush to zero) as on those that divide
+// exactly: both operands scaled into [0.5, 1) by their exponents (exact),
+// the quotient of the scaled pair corrected once by its exact residual
+// (nxv_product_error) times the reciprocal, then scaled back by normal
+// powers of two (exact for a normal quotient; overflow gives infinity).
+// Zeros, infinities, NaN, subnormal operands and subnormal quotients take
+// the driver's quotient (exact where it divides exactly, flushed to zero
+// where it flushes).
 TC fdiv(TC x, TC y) {
-  // Operands near the top of the range are scaled by 2^-4 first (exact for
-  // the values concerned): a divisor above 2^126 has a subnormal
-  // reciprocal, which drivers that divide through one flush to zero.
-  const TC big = TC(TC_BITS == 64 ? 2.2e307 : 4.2e37);
-  if ((abs(x) > big && !isinf(x)) || (abs(y) > big && !isinf(y))) {  // inf stays inf
-    x *= TC(0.0625);
-    y *= TC(0.0625);
-  }
-  TC q = x / y;
-  // Skipped near the top of the range, where q * y can overflow when the
-  // driver's fma is not fused.
-  if (!isinf(q) && !isnan(q) && q != TC(0) && !isinf(y) &&
-      abs(x) < TC(TC_BITS == 64 ? 8.0e307 : 1.7e38)) {
-    TC r = fma(-q, y, x);
-    q = fma(r, TC(1) / y, q);
-  }
-  return q;
+  if (isinf(x) || isnan(x) || isinf(y) || isnan(y) || x == TC(0) || y == TC(0))
+    return nxv_driver_div(x, y);
+  int ex, ey;
+  TC mx = frexp(x, ex), my = frexp(y, ey);
+  // frexp may see a subnormal operand flushed.
+  if (!(abs(mx) >= TC(0.5) && abs(my) >= TC(0.5))) return nxv_driver_div(x, y);
+  TC q = mx / my;  // in (0.5, 2) in magnitude
+  precise TC p = q * my;
+  TC e = nxv_product_error(q, my, p);
+  precise TC r = (mx - p) - e;  // mx - q my: mx - p is exact (Sterbenz)
+  precise TC qc = q + r * (TC(1) / my);
+  int k = ex - ey;
+  for (; k > NXV_DIV_EXP; k -= NXV_DIV_EXP) qc *= ldexp(TC(1), NXV_DIV_EXP);
+  for (; k < -NXV_DIV_EXP; k += NXV_DIV_EXP) qc *= ldexp(TC(1), -NXV_DIV_EXP);
+  qc *= ldexp(TC(1), k);
+  return abs(qc) >= ldexp(TC(1), NXV_MIN_EXP) ? qc : nxv_driver_div(x, y);
 }
 
 #if TC_BITS == 32
@@ -127,10 +170,21 @@ TC frem(TC x, TC y) {
   if (isinf(y) || ax < ay) return x;
   TC r;
   TC q = trunc(fdiv(ax, ay));
-  if (q < TC(TC_BITS == 64 ? 4503599627370496.0 : 8388608.0)) {
-    r = fma(-q, ay, ax);
-    if (r < TC(0)) r += ay;
-    else if (r >= ay) r -= ay;
+  int ey;
+  TC my = frexp(ay, ey);
+  if (q < TC(TC_BITS == 64 ? 4503599627370496.0 : 8388608.0) && my >= TC(0.5)) {
+    // ax - q ay exactly (a remainder is representable): both scaled by
+    // ay's exponent (ay into [0.5, 1), exact), the product's rounding error
+    // from Dekker's product (not fma, which llvmpipe does not fuse: a
+    // remainder off by up to half an ulp of x there), the difference
+    // exact by Sterbenz's lemma, then scaled back.
+    TC mx = ldexp(ax, -ey);
+    precise TC p = q * my;
+    TC e = nxv_product_error(q, my, p);
+    precise TC rm = (mx - p) - e;
+    if (rm < TC(0)) rm += my;
+    else if (rm >= my) rm -= my;
+    r = ldexp(rm, ey);
   } else {
     r = ax;
     int ey = fexpo(ay);
