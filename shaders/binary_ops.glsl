@@ -55,33 +55,83 @@ TC nxv_driver_div(TC x, TC y) {
   return x / y;
 }
 
-// x / y correctly rounded in practice, on drivers that divide through an
-// approximate reciprocal (2.5 ulp allowed; a divisor above 2^126 has a
-// subnormal reciprocal, which some flush to zero) as on those that divide
-// exactly: both operands scaled into [0.5, 1) by their exponents (exact),
-// the quotient of the scaled pair corrected once by its exact residual
-// (nxv_product_error) times the reciprocal, then scaled back by normal
-// powers of two (exact for a normal quotient; overflow gives infinity).
-// Zeros, infinities, NaN, subnormal operands and subnormal quotients take
-// the driver's quotient (exact where it divides exactly, flushed to zero
-// where it flushes).
+#if TC_BITS == 32
+// a * 2^s as a 64-bit integer (hi, lo), a < 2^24, 0 < s < 32.
+uvec2 nxv_shl64(uint a, int s) { return uvec2(a >> (32 - s), a << s); }
+bool nxv_gt64(uvec2 a, uvec2 b) { return a.x > b.x || (a.x == b.x && a.y > b.y); }
+uvec2 nxv_mul64(uint a, uint b) {
+  uint hi, lo;
+  umulExtended(a, b, hi, lo);
+  return uvec2(hi, lo);
+}
+
+// |mx| / |my| for mx, my in [0.5, 1) in magnitude, correctly rounded: the
+// driver's quotient (within a few ulp), then moved an ulp at a time until
+// the exact quotient lies between the midpoints to its neighbours, each
+// compared in 64-bit integers (the operands' 24-bit significands times a
+// midpoint's 26 bits; an exact quotient is never a midpoint, so there are
+// no ties).
+TC nxv_div_scaled(TC mx, TC my) {
+  uint MX = uint(abs(mx) * TC(16777216)), MY = uint(abs(my) * TC(16777216));
+  TC q = clamp(abs(mx) / abs(my), TC(0.5), TC(2));
+  for (int i = 0; i < 6; i++) {
+    uint bits = floatBitsToUint(q);
+    int E = int(bits >> 23) - 127;  // q = N 2^(E - 23): E is -1, 0 or 1
+    uint N = (bits & 0x7FFFFFu) | 0x800000u;
+    // above the midpoint (2N + 1) 2^(E - 24): MX 2^(24 - E) > (2N + 1) MY
+    if (nxv_gt64(nxv_shl64(MX, 24 - E), nxv_mul64(2u * N + 1u, MY))) {
+      q = uintBitsToFloat(bits + 1u);
+      continue;
+    }
+    // below the midpoint to the float below: (2N - 1) 2^(E - 24), or
+    // (4N - 1) 2^(E - 25) when q is a power of two (the ulp below halves)
+    bool below = N == 0x800000u
+                     ? nxv_gt64(nxv_mul64(4u * N - 1u, MY), nxv_shl64(MX, 25 - E))
+                     : nxv_gt64(nxv_mul64(2u * N - 1u, MY), nxv_shl64(MX, 24 - E));
+    if (!below) break;
+    q = uintBitsToFloat(bits - 1u);
+  }
+  return q;
+}
+#endif
+
+// x / y correctly rounded, on drivers that divide through an approximate
+// reciprocal (2.5 ulp allowed; a divisor above 2^126 has a subnormal
+// reciprocal, which some flush to zero) as on those that divide exactly:
+// both operands scaled into [0.5, 1) by their exponents (exact); f32's
+// quotient of the scaled pair rounded by nxv_div_scaled's integer
+// comparisons, f64's corrected once by its exact residual
+// (nxv_product_error, not fma, which llvmpipe does not fuse) times the
+// reciprocal (correctly rounded where fma is fused; on llvmpipe, a case
+// whose correction ends on a tie can round the wrong way); then scaled back
+// by normal powers of two (exact for a normal quotient; overflow gives
+// infinity). Zeros, infinities, NaN, subnormal operands and subnormal
+// quotients take the driver's quotient (exact where it divides exactly,
+// flushed to zero where it flushes).
 TC fdiv(TC x, TC y) {
   if (isinf(x) || isnan(x) || isinf(y) || isnan(y) || x == TC(0) || y == TC(0))
     return nxv_driver_div(x, y);
+  // Subnormal operands: frexp may see them flushed, or (llvmpipe) read
+  // their bits as a normal number's.
+  const TC min_normal = ldexp(TC(1), NXV_MIN_EXP);
+  if (abs(x) < min_normal || abs(y) < min_normal) return nxv_driver_div(x, y);
   int ex, ey;
   TC mx = frexp(x, ex), my = frexp(y, ey);
-  // frexp may see a subnormal operand flushed.
-  if (!(abs(mx) >= TC(0.5) && abs(my) >= TC(0.5))) return nxv_driver_div(x, y);
+#if TC_BITS == 32
+  TC qc = nxv_div_scaled(mx, my);
+  if ((mx < TC(0)) != (my < TC(0))) qc = -qc;
+#else
   TC q = mx / my;  // in (0.5, 2) in magnitude
   precise TC p = q * my;
   TC e = nxv_product_error(q, my, p);
   precise TC r = (mx - p) - e;  // mx - q my: mx - p is exact (Sterbenz)
-  precise TC qc = q + r * (TC(1) / my);
+  TC qc = fma(r, TC(1) / my, q);
+#endif
   int k = ex - ey;
   for (; k > NXV_DIV_EXP; k -= NXV_DIV_EXP) qc *= ldexp(TC(1), NXV_DIV_EXP);
   for (; k < -NXV_DIV_EXP; k += NXV_DIV_EXP) qc *= ldexp(TC(1), -NXV_DIV_EXP);
   qc *= ldexp(TC(1), k);
-  return abs(qc) >= ldexp(TC(1), NXV_MIN_EXP) ? qc : nxv_driver_div(x, y);
+  return abs(qc) >= min_normal ? qc : nxv_driver_div(x, y);
 }
 
 #if TC_BITS == 32
@@ -172,7 +222,9 @@ TC frem(TC x, TC y) {
   TC q = trunc(fdiv(ax, ay));
   int ey;
   TC my = frexp(ay, ey);
-  if (q < TC(TC_BITS == 64 ? 4503599627370496.0 : 8388608.0) && my >= TC(0.5)) {
+  // (frexp of a subnormal ay is not to be trusted: see fdiv)
+  if (q < TC(TC_BITS == 64 ? 4503599627370496.0 : 8388608.0) &&
+      ay >= ldexp(TC(1), NXV_MIN_EXP)) {
     // ax - q ay exactly (a remainder is representable): both scaled by
     // ay's exponent (ay into [0.5, 1), exact), the product's rounding error
     // from Dekker's product (not fma, which llvmpipe does not fuse: a

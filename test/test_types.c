@@ -452,7 +452,8 @@ NXV_TEST(types, binary) {
 /* f32 and f64 division correctly rounded over the whole range: operands of
  * random sign, 24 / 53 random bits and any normal exponent (quotients from
  * subnormal to infinite), divisors above 2^126 (whose reciprocals are
- * subnormal), powers of two, exact quotients, zeros, infinities and NaN,
+ * subnormal), powers of two, exact quotients, f32 quotients beside a
+ * midpoint, subnormal operands, zeros, infinities and NaN,
  * against C's quotient (f32 through double, which rounds the same). Every
  * quotient must be that value; a subnormal one may also be flushed to zero. */
 NXV_TEST(types, division_correctly_rounded) {
@@ -488,11 +489,20 @@ NXV_TEST(types, division_correctly_rounded) {
                                   {-3.0, 0.0},     {0.0, 0.0},        {INFINITY, 2.0},
                                   {2.0, INFINITY}, {-2.0, INFINITY},  {INFINITY, -INFINITY},
                                   {NAN, 1.0},      {1.0, NAN},        {1.0, 3.0},
-                                  {-7.0, 0.7},     {1.0, 0.17317819595336914}};
+                                  {-7.0, 0.7},     {1.0, 0.17317819595336914},
+                                  {1.0e-40, 3.0},  {1.0e-310, 3.0}};
     for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) {
       x[i] = fval(t, specials[i][0]);
       y[i] = fval(t, specials[i][1]);
     }
+    /* f32: quotients just beside a midpoint, where a correction rounded
+     * twice lands on a tie (1 / (1 - 2^-24) is 1 + 2^-23) */
+    if (t == NXV_F32)
+      for (size_t i = 0; i < 64; i++) {
+        size_t at = ND - 1 - i;
+        x[at] = fval(t, (double)(1 + i % 5));
+        y[at] = fval(t, ldexp(1.0, (int)(i % 4)) - ldexp(1.0, (int)(i % 4) - 24 + (int)(i / 32)));
+      }
     for (size_t i = 0; i < ND; i++) e[i] = fval(t, x[i].f / y[i].f);
     nxv_tensor *tx = upload(d, t, ND, x, false), *ty = upload(d, t, ND, y, false);
     if (tx && ty) {
