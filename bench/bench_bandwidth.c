@@ -1,7 +1,8 @@
 /*
  * bench_bandwidth.c - the bandwidth suite of the shared benchmark schema:
  * copy, add, add_bcast, add_strided, transpose, sum_all, sum_rows,
- * sum_cols, mul_u8, mul_u8_two_step and convert_u8 on S x S operands (S =
+ * sum_cols, mul_u8, mul_u8_two_step, convert_u8, compare, select and divide
+ * on S x S operands (S =
  * --side, 8192 by default) of f32, f16 and f64, and of bf16 when --dtypes
  * names it.
  *
@@ -25,6 +26,9 @@
  *   one.
  * - select: c = mask ? a : b (nxv_select, the u8 mask above): Nx.select/3,
  *   as a gradient of max or a masked update uses it.
+ * - divide: c = a / b (nxv_binary NXV_DIV): the cost of correctly rounded
+ *   division against add's. b holds zeros (a thirteenth of the elements),
+ *   so infinite and NaN quotients take their branch too.
  *
  * One timed run enqueues the op R times (each result released as soon as
  * the next is enqueued), then synchronizes; GB/s = R * logical bytes (each
@@ -69,6 +73,7 @@ typedef enum bw_kind {
   BW_CONVERT_U8,
   BW_COMPARE,
   BW_SELECT,
+  BW_DIVIDE,
   BW_KINDS
 } bw_kind;
 
@@ -79,11 +84,11 @@ typedef enum bw_kind {
 static const char *const kLabel[BW_KINDS] = {
     "copy (tensor_copy)", "copy (unary copy)", "add", "add_bcast",
     "add_strided", "transpose", "sum_all", "sum_rows", "sum_cols",
-    "mul_u8", "mul_u8_two_step", "convert_u8", "compare", "select"};
+    "mul_u8", "mul_u8_two_step", "convert_u8", "compare", "select", "divide"};
 static const char *const kTest[BW_KINDS] = {
     "copy", "copy", "add", "add_bcast", "add_strided", "transpose",
     "sum_all", "sum_rows", "sum_cols", "mul_u8", "mul_u8_two_step", "convert_u8",
-    "compare", "select"};
+    "compare", "select", "divide"};
 
 /* The input patterns. */
 static int a_val(uint64_t r, uint64_t c) { return (int)((3 * r + 5 * c) % 11) - 5; }
@@ -284,6 +289,9 @@ static nxv_tensor *bw_enqueue(const bw_ctx *c, bw_kind k) {
       NXV_CHECK(nxv_select(c->dev, 2, shape, &vm, &va, &vb, &y));
       break;
     }
+    case BW_DIVIDE:
+      NXV_CHECK(nxv_binary(c->dev, NXV_DIV, 2, shape, &va, &vb, &y));
+      break;
     default:
       die("bandwidth: bad kind %d", (int)k);
   }
@@ -335,7 +343,8 @@ static double bw_bytes(bw_kind k, uint64_t side, size_t es) {
     case BW_COPY_TENSOR:
     case BW_COPY_KERNEL:
     case BW_TRANSPOSE: return 2 * n;
-    case BW_ADD: return 3 * n;
+    case BW_ADD:
+    case BW_DIVIDE: return 3 * n;
     case BW_ADD_BCAST: return 2 * n + row;
     case BW_ADD_STRIDED: return 3 * n;
     case BW_SUM_ALL: return n + (double)es;
@@ -355,6 +364,23 @@ static double bw_bytes(bw_kind k, uint64_t side, size_t es) {
 static uint32_t bw_inner(uint32_t inner, bw_kind k, uint64_t side, size_t es) {
   double scale = bw_bytes(BW_COPY_TENSOR, side, es) / bw_bytes(k, side, es);
   return inner * (scale >= 1.5 ? (uint32_t)(scale + 0.5) : 1u);
+}
+
+/* a / b correctly rounded to t as the device computes it: f64 in double;
+ * f32, and f16 and bf16 through an f32 quotient (double rounding through
+ * double is innocuous for f32's precision), f16 then rounded to nearest,
+ * bf16 truncated as Nx.BinaryBackend stores it. */
+static double bw_quotient(nxv_dtype t, int a, int b) {
+  double q = (double)a / (double)b;
+  if (t == NXV_F64) return q;
+  float f = (float)q;
+  if (t == NXV_F16) return f16_value(f16_bits((double)f));
+  if (t == NXV_BF16 && !isnan(f)) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return bf16_value((uint16_t)(u >> 16));
+  }
+  return (double)f;
 }
 
 static void bw_verify(const bw_ctx *c, bw_kind k, nxv_tensor *y) {
@@ -405,10 +431,11 @@ static void bw_verify(const bw_ctx *c, bw_kind k, nxv_tensor *y) {
       case BW_CONVERT_U8: want = mask_val(i, j); break;
       case BW_COMPARE: want = a_val(i, j) > b_val(i, j); break;
       case BW_SELECT: want = mask_val(i, j) ? a_val(i, j) : b_val(i, j); break;
+      case BW_DIVIDE: want = bw_quotient(c->t, a_val(i, j), b_val(i, j)); break;
       default: want = NAN;
     }
     double got = download_elem(y, idx);
-    if (got != want)
+    if (got != want && !(isnan(got) && isnan(want)))
       die("bandwidth %s %s (%" PRIu64 "x%" PRIu64 "): element [%" PRIu64
           "][%" PRIu64 "] is %.17g, expected %.17g", kLabel[k], dt, s, s, i,
           j, got, want);

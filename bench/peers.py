@@ -110,7 +110,7 @@ import traceback
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 BANDWIDTH_TESTS = ("copy", "add", "add_bcast", "add_strided", "transpose",
-                   "sum_all", "sum_rows", "sum_cols")
+                   "sum_all", "sum_rows", "sum_cols", "divide")
 BANDWIDTH_DTYPES = ("f32", "f16", "f64")
 MATMUL_DTYPES = ("f32", "f16", "bf16")
 ELEM_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "f64": 8}
@@ -192,6 +192,7 @@ def bandwidth_bytes(test: str, side: int, elem: int) -> int:
         "sum_all": n + 1,
         "sum_rows": n + side,
         "sum_cols": n + side,
+        "divide": 3 * n,
     }[test]
 
 
@@ -485,6 +486,7 @@ class TorchSuite:
             "sum_all": lambda: a.sum(),
             "sum_rows": lambda: a.sum(1),
             "sum_cols": lambda: a.sum(0),
+            "divide": lambda: a / b,
         }
         for test in BANDWIDTH_TESTS:
             self.attempt(f"{test} {dt}", self._bandwidth_one, test, dt,
@@ -785,6 +787,7 @@ class JaxSuite:
             "sum_all": (jax.jit(lambda a: jnp.sum(a)), (a,)),
             "sum_rows": (jax.jit(lambda a: jnp.sum(a, axis=1)), (a,)),
             "sum_cols": (jax.jit(lambda a: jnp.sum(a, axis=0)), (a,)),
+            "divide": (jax.jit(lambda a, b: a / b), (a, b)),
         }
         for test in BANDWIDTH_TESTS:
             fn, args = cases[test]

@@ -24,8 +24,8 @@ The `ratio` column compares nx_vulkan with its peers:
 
 For the bandwidth tests other than `copy` (add, add_bcast, add_strided,
 transpose, sum_all, sum_rows, sum_cols, mul_u8, convert_u8, compare,
-select, and mul_u8_two_step, the two ops mul_u8 took before, shown for comparison and
-not a target) each
+select, and, shown for comparison and not targets, mul_u8_two_step, the two ops
+mul_u8 took before, and divide, what correctly rounded division costs) each
 figure is followed by its percentage of
 the same implementation's `copy` of the same dtype and shape, e.g.
 `2905 (97%)`: how close the op gets to the memory speed a copy reaches.
@@ -77,7 +77,7 @@ BANDWIDTH_OPS = ("add", "add_bcast", "add_strided", "transpose", "sum_all",
                  "sum_rows", "sum_cols", "mul_u8", "convert_u8", "compare",
                  "select")
 # Bandwidth rows shown with their % of copy but not held to the target.
-BANDWIDTH_REFERENCE_OPS = ("mul_u8_two_step",)
+BANDWIDTH_REFERENCE_OPS = ("mul_u8_two_step", "divide")
 MATMUL_TESTS = ("matmul", "matmul_tn", "matmul_nt", "matmul_tt",
                 "matmul_batched")
 TEST_ORDER = ("chain", "chain_tensor", "independent", "to_number", "count",

@@ -93,17 +93,49 @@ TC nxv_div_scaled(TC mx, TC my) {
   }
   return q;
 }
+#else
+// |mx| / |my| for mx, my in [0.5, 1) in magnitude, correctly rounded: the
+// driver's quotient q (within a few ulp), then moved an ulp at a time
+// until the exact quotient lies between the midpoints to its neighbours,
+// q + up / 2 and q - down / 2, compared through q's exact residual
+// r = |mx| - q |my| (nxv_product_error, not fma, which llvmpipe does not
+// fuse): the quotient is above q + up / 2 when r > |my| up / 2. Every step
+// is exact: |mx| - p by Sterbenz, r because a quotient within an ulp
+// leaves a representable residual, the products by powers of two and
+// q +- ulp. An exact quotient is never a midpoint (53 bits over 53 bits
+// are no 54-bit midpoint), so there are no ties.
+TC nxv_div_scaled(TC mx, TC my) {
+  TC ax = abs(mx), ay = abs(my);
+  TC q = clamp(ax / ay, TC(0.5), TC(2));
+  for (int i = 0; i < 6; i++) {
+    int eq;
+    TC fq = frexp(q, eq);
+    TC up = ldexp(TC(1), eq - 53);                  // q's ulp
+    TC down = fq == TC(0.5) ? TC(0.5) * up : up;  // the ulp below halves at a power of two
+    precise TC p = q * ay;
+    TC e = nxv_product_error(q, ay, p);
+    precise TC r = (ax - p) - e;
+    precise TC half_up = TC(0.5) * up * ay;
+    precise TC half_down = TC(0.5) * down * ay;
+    if (r > half_up) {
+      q += up;
+    } else if (r < -half_down) {
+      q -= down;
+    } else {
+      break;
+    }
+  }
+  return q;
+}
 #endif
 
 // x / y correctly rounded, on drivers that divide through an approximate
 // reciprocal (2.5 ulp allowed; a divisor above 2^126 has a subnormal
 // reciprocal, which some flush to zero) as on those that divide exactly:
-// both operands scaled into [0.5, 1) by their exponents (exact); f32's
-// quotient of the scaled pair rounded by nxv_div_scaled's integer
-// comparisons, f64's corrected once by its exact residual
-// (nxv_product_error, not fma, which llvmpipe does not fuse) times the
-// reciprocal (correctly rounded where fma is fused; on llvmpipe, a case
-// whose correction ends on a tie can round the wrong way); then scaled back
+// both operands scaled into [0.5, 1) by their exponents (exact); the
+// quotient of the scaled pair rounded by nxv_div_scaled's exact
+// comparisons with the midpoints (integers for f32, the exact residual for
+// f64); then scaled back
 // by normal powers of two (exact for a normal quotient; overflow gives
 // infinity). Zeros, infinities, NaN, subnormal operands and subnormal
 // quotients take the driver's quotient (exact where it divides exactly,
@@ -121,11 +153,8 @@ TC fdiv(TC x, TC y) {
   TC qc = nxv_div_scaled(mx, my);
   if ((mx < TC(0)) != (my < TC(0))) qc = -qc;
 #else
-  TC q = mx / my;  // in (0.5, 2) in magnitude
-  precise TC p = q * my;
-  TC e = nxv_product_error(q, my, p);
-  precise TC r = (mx - p) - e;  // mx - q my: mx - p is exact (Sterbenz)
-  TC qc = fma(r, TC(1) / my, q);
+  TC qc = nxv_div_scaled(mx, my);
+  if ((mx < TC(0)) != (my < TC(0))) qc = -qc;
 #endif
   int k = ex - ey;
   for (; k > NXV_DIV_EXP; k -= NXV_DIV_EXP) qc *= ldexp(TC(1), NXV_DIV_EXP);
@@ -239,9 +268,9 @@ TC frem(TC x, TC y) {
     r = ldexp(rm, ey);
   } else {
     r = ax;
-    int ey = fexpo(ay);
+    int ay_exp = fexpo(ay);
     while (r >= ay) {
-      int d = fexpo(r) - ey;
+      int d = fexpo(r) - ay_exp;
       TC t = ay * pow2(d / 2) * pow2(d - d / 2);
       if (t > r) t *= TC(0.5);
       r -= t;

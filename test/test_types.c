@@ -452,7 +452,7 @@ NXV_TEST(types, binary) {
 /* f32 and f64 division correctly rounded over the whole range: operands of
  * random sign, 24 / 53 random bits and any normal exponent (quotients from
  * subnormal to infinite), divisors above 2^126 (whose reciprocals are
- * subnormal), powers of two, exact quotients, f32 quotients beside a
+ * subnormal), powers of two, exact quotients, quotients beside a
  * midpoint, subnormal operands, zeros, infinities and NaN,
  * against C's quotient (f32 through double, which rounds the same). Every
  * quotient must be that value; a subnormal one may also be flushed to zero. */
@@ -495,14 +495,14 @@ NXV_TEST(types, division_correctly_rounded) {
       x[i] = fval(t, specials[i][0]);
       y[i] = fval(t, specials[i][1]);
     }
-    /* f32: quotients just beside a midpoint, where a correction rounded
-     * twice lands on a tie (1 / (1 - 2^-24) is 1 + 2^-23) */
-    if (t == NXV_F32)
-      for (size_t i = 0; i < 64; i++) {
-        size_t at = ND - 1 - i;
-        x[at] = fval(t, (double)(1 + i % 5));
-        y[at] = fval(t, ldexp(1.0, (int)(i % 4)) - ldexp(1.0, (int)(i % 4) - 24 + (int)(i / 32)));
-      }
+    /* quotients just beside a midpoint, where a correction rounded twice
+     * lands on a tie (1 / (1 - 2^-24) is 1 + 2^-23 in f32, 1 / (1 - 2^-53)
+     * 1 + 2^-52 in f64) */
+    for (size_t i = 0; i < 64; i++) {
+      size_t at = ND - 1 - i;
+      x[at] = fval(t, (double)(1 + i % 5));
+      y[at] = fval(t, ldexp(1.0, (int)(i % 4)) - ldexp(1.0, (int)(i % 4) - p + (int)(i / 32)));
+    }
     for (size_t i = 0; i < ND; i++) e[i] = fval(t, x[i].f / y[i].f);
     nxv_tensor *tx = upload(d, t, ND, x, false), *ty = upload(d, t, ND, y, false);
     if (tx && ty) {
