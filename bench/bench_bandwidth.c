@@ -2,9 +2,8 @@
  * bench_bandwidth.c - the bandwidth suite of the shared benchmark schema:
  * copy, add, add_bcast, add_strided, transpose, sum_all, sum_rows,
  * sum_cols, mul_u8, mul_u8_two_step, convert_u8, compare, select and divide
- * on S x S operands (S =
- * --side, 8192 by default) of f32, f16 and f64, and of bf16 when --dtypes
- * names it.
+ * on S x S operands (S = --side, 8192 by default) of f32, f16 and f64, and
+ * of bf16 when --dtypes names it.
  *
  * - copy: the faster of nxv_tensor_copy and nxv_unary(NXV_COPY).
  * - add: c = a + b, all S x S (nxv_binary, dense views).

@@ -135,11 +135,10 @@ TC nxv_div_scaled(TC mx, TC my) {
 // both operands scaled into [0.5, 1) by their exponents (exact); the
 // quotient of the scaled pair rounded by nxv_div_scaled's exact
 // comparisons with the midpoints (integers for f32, the exact residual for
-// f64); then scaled back
-// by normal powers of two (exact for a normal quotient; overflow gives
-// infinity). Zeros, infinities, NaN, subnormal operands and subnormal
-// quotients take the driver's quotient (exact where it divides exactly,
-// flushed to zero where it flushes).
+// f64); then scaled back by normal powers of two (exact for a normal
+// quotient; overflow gives infinity). Zeros, infinities, NaN, subnormal
+// operands and subnormal quotients take the driver's quotient (exact where
+// it divides exactly, flushed to zero where it flushes).
 TC fdiv(TC x, TC y) {
   if (isinf(x) || isnan(x) || isinf(y) || isnan(y) || x == TC(0) || y == TC(0))
     return nxv_driver_div(x, y);
@@ -149,13 +148,8 @@ TC fdiv(TC x, TC y) {
   if (abs(x) < min_normal || abs(y) < min_normal) return nxv_driver_div(x, y);
   int ex, ey;
   TC mx = frexp(x, ex), my = frexp(y, ey);
-#if TC_BITS == 32
   TC qc = nxv_div_scaled(mx, my);
   if ((mx < TC(0)) != (my < TC(0))) qc = -qc;
-#else
-  TC qc = nxv_div_scaled(mx, my);
-  if ((mx < TC(0)) != (my < TC(0))) qc = -qc;
-#endif
   int k = ex - ey;
   for (; k > NXV_DIV_EXP; k -= NXV_DIV_EXP) qc *= ldexp(TC(1), NXV_DIV_EXP);
   for (; k < -NXV_DIV_EXP; k += NXV_DIV_EXP) qc *= ldexp(TC(1), -NXV_DIV_EXP);
